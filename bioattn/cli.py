@@ -1,0 +1,67 @@
+"""The ``bioattn`` command: ``bioattn predict promoter|ct`` and ``bioattn explain promoter|msa|ct``.
+
+Each subcommand lives in its own module under :mod:`bioattn.commands` that defines
+``add_arguments(parser)`` and ``run(args) -> int``; this file only routes to them.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Callable, Sequence
+
+from bioattn.errors import UserInputError
+
+# verb -> {target: module path}; each module defines add_arguments(parser) and run(args) -> int.
+COMMANDS: dict[str, dict[str, str]] = {
+    "predict": {},
+    "explain": {},
+}
+
+_VERB_HELP = {
+    "predict": "run a trained model on your own files",
+    "explain": "attention rollout, per-head maps and head diversity for a trained model",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bioattn",
+        description="Multi-head attention for genomics and medical imaging.",
+    )
+    verbs = parser.add_subparsers(dest="verb", metavar="{" + ",".join(COMMANDS) + "}")
+    for verb, targets in COMMANDS.items():
+        verb_parser = verbs.add_parser(verb, help=_VERB_HELP[verb], description=_VERB_HELP[verb])
+        sub = verb_parser.add_subparsers(dest="target", metavar="{" + ",".join(targets) + "}")
+        for target, module_name in targets.items():
+            module = importlib.import_module(module_name)
+            target_parser = sub.add_parser(target, help=(module.__doc__ or "").strip().splitlines()[0])
+            module.add_arguments(target_parser)
+            target_parser.set_defaults(handler=module.run)
+    return parser
+
+
+def run_user_main(main: Callable[[], int | None]) -> int:
+    """Run ``main``; a :class:`UserInputError` becomes one ``error:`` line on stderr and exit code 2."""
+    try:
+        return int(main() or 0)
+    except UserInputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return 0 if args.verb is None else 2
+    return run_user_main(lambda: handler(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

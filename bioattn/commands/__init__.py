@@ -1,0 +1,1 @@
+"""Subcommands of the ``bioattn`` command (one module per verb and target)."""

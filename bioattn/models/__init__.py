@@ -1,0 +1,20 @@
+"""The three bioattn models. Imported lazily so ``import bioattn.models`` stays cheap."""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "PretrainedModel": "bioattn.models.base",
+    "PromoterClassifier": "bioattn.models.promoter",
+    "MSAContactModel": "bioattn.models.msa_contact",
+    "HybridCT3D": "bioattn.models.hybrid_ct",
+}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'bioattn.models' has no attribute {name!r}")
