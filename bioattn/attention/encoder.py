@@ -1,0 +1,140 @@
+"""Transformer encoder layers: attention and feed-forward sub-blocks, each with residual + LayerNorm."""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from bioattn.attention.mha import MultiHeadAttention
+
+__all__ = ["FeedForward", "TransformerEncoderLayer", "TransformerEncoder"]
+
+_ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"gelu": F.gelu, "relu": F.relu, "silu": F.silu}
+
+
+class FeedForward(nn.Module):
+    """Position-wise ``Linear(D, F) → activation → dropout → Linear(F, D)``; ``x: (..., D) → (..., D)``."""
+
+    def __init__(self, d_model: int, dim_feedforward: int, dropout: float = 0.0, activation: str = "gelu") -> None:
+        super().__init__()
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
+        self.linear1 = nn.Linear(d_model, dim_feedforward)
+        self.linear2 = nn.Linear(dim_feedforward, d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.activation = _ACTIVATIONS[activation]
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.linear2(self.dropout(self.activation(self.linear1(x))))
+
+
+class TransformerEncoderLayer(nn.Module):
+    """Self-attention then feed-forward, each wrapped in a residual connection with LayerNorm.
+
+    ``norm_first=True`` (pre-norm, ``x + f(norm(x))``) trains stably without warm-up tricks;
+    ``norm_first=False`` is the original post-norm ``norm(x + f(x))``. The parameter layout and
+    numerics match :class:`torch.nn.TransformerEncoderLayer` with ``batch_first=True``.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        *,
+        dim_feedforward: int | None = None,
+        dropout: float = 0.1,
+        activation: str = "gelu",
+        norm_first: bool = True,
+        kv_heads: int | None = None,
+        layer_norm_eps: float = 1e-5,
+    ) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, num_heads, kv_heads=kv_heads, dropout=dropout)
+        self.feed_forward = FeedForward(d_model, dim_feedforward or 4 * d_model, dropout, activation)
+        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.dropout1 = nn.Dropout(dropout)
+        self.dropout2 = nn.Dropout(dropout)
+        self.norm_first = norm_first
+
+    def forward(
+        self,
+        x: Tensor,
+        *,
+        key_padding_mask: Tensor | None = None,
+        attn_mask: Tensor | None = None,
+        causal: bool = False,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """``x: (B, L, D)``, ``key_padding_mask: (B, L)`` True = padding → ``(x (B, L, D), weights (B, H, L, L) | None)``."""
+
+        def attend(h: Tensor) -> tuple[Tensor, Tensor | None]:
+            out, weights = self.self_attn(
+                h, key_padding_mask=key_padding_mask, attn_mask=attn_mask, causal=causal, need_weights=need_weights
+            )
+            return self.dropout1(out), weights
+
+        if self.norm_first:
+            attended, weights = attend(self.norm1(x))
+            x = x + attended
+            x = x + self.dropout2(self.feed_forward(self.norm2(x)))
+        else:
+            attended, weights = attend(x)
+            x = self.norm1(x + attended)
+            x = self.norm2(x + self.dropout2(self.feed_forward(x)))
+        return x, weights
+
+
+class TransformerEncoder(nn.Module):
+    """A stack of :class:`TransformerEncoderLayer`; pre-norm stacks end with a final LayerNorm."""
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        num_layers: int,
+        *,
+        dim_feedforward: int | None = None,
+        dropout: float = 0.1,
+        activation: str = "gelu",
+        norm_first: bool = True,
+        kv_heads: int | None = None,
+        layer_norm_eps: float = 1e-5,
+    ) -> None:
+        super().__init__()
+        if num_layers < 1:
+            raise ValueError(f"num_layers must be >= 1, got {num_layers}")
+        self.layers = nn.ModuleList(
+            TransformerEncoderLayer(
+                d_model,
+                num_heads,
+                dim_feedforward=dim_feedforward,
+                dropout=dropout,
+                activation=activation,
+                norm_first=norm_first,
+                kv_heads=kv_heads,
+                layer_norm_eps=layer_norm_eps,
+            )
+            for _ in range(num_layers)
+        )
+        self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if norm_first else nn.Identity()
+
+    def forward(
+        self,
+        x: Tensor,
+        *,
+        key_padding_mask: Tensor | None = None,
+        attn_mask: Tensor | None = None,
+        causal: bool = False,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, list[Tensor] | None]:
+        """``x: (B, L, D)`` → ``(x (B, L, D), [weights (B, H, L, L) per layer] or None)``."""
+        all_weights: list[Tensor] = []
+        for layer in self.layers:
+            x, weights = layer(
+                x, key_padding_mask=key_padding_mask, attn_mask=attn_mask, causal=causal, need_weights=need_weights
+            )
+            if weights is not None:
+                all_weights.append(weights)
+        return self.norm(x), (all_weights if need_weights else None)

@@ -1,0 +1,57 @@
+"""Positional encodings added to token embeddings ``x: (B, L, D)``."""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+__all__ = ["SinusoidalPositionalEncoding", "LearnedPositionalEncoding"]
+
+
+def _check_length(x: Tensor, max_len: int, d_model: int) -> None:
+    if x.dim() != 3 or x.size(-1) != d_model:
+        raise ValueError(f"expected x of shape (B, L, {d_model}), got {tuple(x.shape)}")
+    if x.size(1) > max_len:
+        raise ValueError(f"sequence length {x.size(1)} exceeds max_len={max_len} of the positional encoding")
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """Fixed sin/cos encoding of Vaswani et al.: ``pe[p, 2i] = sin(p / base^(2i/D))``, ``pe[p, 2i+1] = cos(...)``.
+
+    No parameters; :meth:`encode` also encodes arbitrary (e.g. per-axis 3D or fractional) positions.
+    """
+
+    def __init__(self, d_model: int, max_len: int = 10000, base: float = 10000.0) -> None:
+        super().__init__()
+        if d_model <= 0 or d_model % 2:
+            raise ValueError(f"d_model must be a positive even number, got {d_model}")
+        self.d_model, self.max_len = d_model, max_len
+        inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(base) / d_model))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.register_buffer("pe", self.encode(torch.arange(max_len)), persistent=False)
+
+    def encode(self, positions: Tensor) -> Tensor:
+        """``positions: (...)`` → encodings ``(..., d_model)`` (sin in even, cos in odd channels)."""
+        angles = positions.to(self.inv_freq.dtype).unsqueeze(-1) * self.inv_freq
+        return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``x: (B, L, D)`` → ``x + pe[:L]``."""
+        _check_length(x, self.max_len, self.d_model)
+        return x + self.pe[: x.size(1)].to(x.dtype)
+
+
+class LearnedPositionalEncoding(nn.Module):
+    """A trained embedding per position ``0..max_len-1``, initialised N(0, 0.02²)."""
+
+    def __init__(self, max_len: int, d_model: int) -> None:
+        super().__init__()
+        self.max_len, self.d_model = max_len, d_model
+        self.embedding = nn.Embedding(max_len, d_model)
+        nn.init.normal_(self.embedding.weight, std=0.02)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``x: (B, L, D)`` → ``x + embedding[:L]``."""
+        _check_length(x, self.max_len, self.d_model)
+        return x + self.embedding.weight[: x.size(1)].to(x.dtype)
