@@ -1,0 +1,25 @@
+"""The shared training engine used by every recipe (promoter, MSA contacts, CT).
+
+``Trainer(model, dataset, TrainConfig(...), run_dir, loss_fn=..., evaluate=...).fit()`` trains in one
+process or under ``torchrun`` (DDP), with mixed precision, gradient accumulation, early stopping, a
+time budget, per-step CSV/TensorBoard logs and exact, checksummed, pickle-free checkpoints.
+"""
+from bioattn.training.config import TrainConfig, add_training_args, config_from_args, load_yaml_config
+from bioattn.training.curves import plot_curves
+from bioattn.training.rng import seed_everything
+from bioattn.training.run_dir import prepare_run_dir, write_run_config
+from bioattn.training.trainer import FitResult, NonFiniteLossError, Trainer
+
+__all__ = [
+    "FitResult",
+    "NonFiniteLossError",
+    "TrainConfig",
+    "Trainer",
+    "add_training_args",
+    "config_from_args",
+    "load_yaml_config",
+    "plot_curves",
+    "prepare_run_dir",
+    "seed_everything",
+    "write_run_config",
+]

@@ -1,0 +1,163 @@
+"""torchrun-aware process-group helpers: rank, world size, collectives on small values.
+
+Under ``torchrun --nproc_per_node=K`` the environment variables ``RANK``, ``WORLD_SIZE`` and
+``LOCAL_RANK`` are set; :func:`init_distributed` then starts the process group (NCCL when CUDA is
+available, gloo otherwise). Without them everything here degrades to a single process (rank 0 of 1).
+Only rank 0 writes files and logs (:func:`is_main_process`).
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+from datetime import timedelta
+from typing import Any, Callable, TypeVar
+
+import torch
+import torch.distributed as dist
+
+from bioattn.errors import UserInputError
+
+T = TypeVar("T")
+
+# Rank 0 evaluates while the other ranks wait in a broadcast; allow long evaluations.
+_COLLECTIVE_TIMEOUT = timedelta(minutes=60)
+
+
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    return int(value) if value not in (None, "") else default
+
+
+def is_distributed() -> bool:
+    """True when a process group with more than one rank is running."""
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def world_size() -> int:
+    """Number of processes (``WORLD_SIZE`` under torchrun before the group starts; 1 without torchrun)."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size()
+    return _env_int("WORLD_SIZE", 1)
+
+
+def rank() -> int:
+    """Global rank of this process (0 without torchrun)."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank()
+    return _env_int("RANK", 0)
+
+
+def local_rank() -> int:
+    """Rank of this process on its node (selects the GPU)."""
+    return _env_int("LOCAL_RANK", 0)
+
+
+def is_main_process() -> bool:
+    """True on rank 0, the only process that writes files and logs."""
+    return rank() == 0
+
+
+def init_distributed() -> None:
+    """Start the process group when launched by torchrun with ``WORLD_SIZE > 1`` (idempotent).
+
+    Backend: NCCL when CUDA is available, gloo on CPU. Each process uses GPU ``LOCAL_RANK``.
+    """
+    if _env_int("WORLD_SIZE", 1) <= 1 or not dist.is_available() or dist.is_initialized():
+        return
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank())
+        dist.init_process_group("nccl", timeout=_COLLECTIVE_TIMEOUT, device_id=torch.device("cuda", local_rank()))
+    else:
+        dist.init_process_group("gloo", timeout=_COLLECTIVE_TIMEOUT)
+    atexit.register(_destroy_process_group)
+
+
+def _destroy_process_group() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def default_device() -> torch.device:
+    """``cuda:LOCAL_RANK`` when a GPU is available, else CPU."""
+    if torch.cuda.is_available():
+        return torch.device("cuda", local_rank())
+    return torch.device("cpu")
+
+
+def _comm_device() -> torch.device:
+    """Device that collective tensors must live on (CUDA for NCCL, CPU for gloo)."""
+    return default_device() if dist.get_backend() == "nccl" else torch.device("cpu")
+
+
+def barrier() -> None:
+    """Wait for every rank (no-op in a single process)."""
+    if is_distributed():
+        dist.barrier()
+
+
+def all_reduce_sum(values: torch.Tensor) -> torch.Tensor:
+    """Sum a small float64 tensor over ranks; returns a CPU tensor (the input itself in one process)."""
+    if not is_distributed():
+        return values
+    buffer = values.to(_comm_device(), torch.float64)
+    dist.all_reduce(buffer, op=dist.ReduceOp.SUM)
+    return buffer.cpu()
+
+
+def _broadcast_bytes(payload: bytes | None) -> bytes:
+    device = _comm_device()
+    length = torch.tensor([len(payload) if payload is not None else 0], dtype=torch.int64, device=device)
+    dist.broadcast(length, src=0)
+    buffer = torch.zeros(int(length.item()), dtype=torch.uint8, device=device)
+    if payload is not None:
+        buffer.copy_(torch.frombuffer(bytearray(payload), dtype=torch.uint8))
+    dist.broadcast(buffer, src=0)
+    return bytes(buffer.cpu().numpy().tobytes())
+
+
+def broadcast_json(obj: Any) -> Any:
+    """Send a JSON-serialisable object from rank 0 to every rank (no pickle); identity in one process."""
+    if not is_distributed():
+        return obj
+    payload = json.dumps(obj).encode() if is_main_process() else None
+    return json.loads(_broadcast_bytes(payload).decode())
+
+
+def gather_bytes(payload: bytes) -> list[bytes] | None:
+    """Collect one byte string from every rank onto rank 0 (``None`` on the other ranks)."""
+    if not is_distributed():
+        return [payload]
+    device = _comm_device()
+    length = torch.tensor([len(payload)], dtype=torch.int64, device=device)
+    lengths = [torch.zeros_like(length) for _ in range(world_size())]
+    dist.all_gather(lengths, length)
+    longest = max(int(n.item()) for n in lengths)
+    padded = torch.zeros(longest, dtype=torch.uint8, device=device)
+    padded[: len(payload)] = torch.frombuffer(bytearray(payload), dtype=torch.uint8).to(device)
+    gathered = [torch.zeros_like(padded) for _ in range(world_size())]
+    dist.all_gather(gathered, padded)
+    if not is_main_process():
+        return None
+    return [bytes(g[: int(n.item())].cpu().numpy().tobytes()) for g, n in zip(gathered, lengths)]
+
+
+def run_on_main(fn: Callable[[], T]) -> T | None:
+    """Run ``fn`` on rank 0 only; a :class:`UserInputError` there is raised on every rank.
+
+    Returns ``fn()``'s result on rank 0 and ``None`` elsewhere, after all ranks have synchronised,
+    so no rank runs ahead of a directory rank 0 is still creating.
+    """
+    error: str | None = None
+    result: T | None = None
+    if is_main_process():
+        try:
+            result = fn()
+        except UserInputError as exc:
+            if not is_distributed():
+                raise
+            error = str(exc)
+    error = broadcast_json(error)
+    if error is not None:
+        raise UserInputError(error)
+    return result

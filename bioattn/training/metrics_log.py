@@ -1,0 +1,87 @@
+"""Per-step metric logging to ``train_log.csv`` and TensorBoard (rank 0 only)."""
+from __future__ import annotations
+
+import csv
+import io
+import os
+from pathlib import Path
+from typing import Any
+
+from torch.utils.tensorboard import SummaryWriter
+
+from bioattn.errors import UserInputError
+from bioattn.io import atomic_write
+
+LOG_NAME = "train_log.csv"
+TENSORBOARD_DIR = "tensorboard"
+_FIXED_COLUMNS = ["step", "epoch", "phase"]
+
+
+def read_log(path: str | os.PathLike) -> list[dict[str, str]]:
+    """Rows of a ``train_log.csv`` (empty list when absent)."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _step_of(row: dict[str, str | None]) -> int | None:
+    """The row's optimizer step, or ``None`` for a damaged row (e.g. cut short by a kill)."""
+    if row.get("phase") not in ("train", "eval") or None in row.values():
+        return None
+    try:
+        return int(row["step"] or "")
+    except ValueError:
+        return None
+
+
+class MetricLogger:
+    """Append metric rows to ``run_dir/train_log.csv`` and scalars to ``run_dir/tensorboard``.
+
+    Rows have ``step``, ``epoch``, ``phase`` ("train" or "eval") and one column per metric; a new metric
+    name widens the CSV (the file is rewritten atomically). With ``resume_step``, rows and TensorBoard
+    events after that optimizer step (written by the interrupted run after its last checkpoint) are dropped.
+    """
+
+    def __init__(self, run_dir: str | os.PathLike, resume_step: int | None = None) -> None:
+        self.path = Path(run_dir) / LOG_NAME
+        rows = read_log(self.path) if resume_step is not None else []
+        self.rows = [r for r in rows if _step_of(r) is not None and _step_of(r) <= (resume_step or 0)]
+        self.columns = list(_FIXED_COLUMNS)
+        for row in self.rows:
+            self.columns += [k for k in row if k not in self.columns]
+        self._rewrite()
+        purge = None if resume_step is None else resume_step + 1
+        self.writer = SummaryWriter(log_dir=str(Path(run_dir) / TENSORBOARD_DIR), purge_step=purge)
+
+    def log(self, step: int, epoch: int, phase: str, metrics: dict[str, float]) -> None:
+        """Record ``metrics`` (TensorBoard tag ``phase/name``) at optimizer step ``step``."""
+        row: dict[str, Any] = {"step": step, "epoch": epoch, "phase": phase, **metrics}
+        self.rows.append(row)
+        for name, value in metrics.items():
+            self.writer.add_scalar(f"{phase}/{name}", value, step)
+        new_columns = [k for k in row if k not in self.columns]
+        if new_columns:
+            self.columns += new_columns
+            self._rewrite()
+            return
+        try:
+            with open(self.path, "a", newline="") as handle:
+                csv.DictWriter(handle, self.columns).writerow(row)
+        except OSError as exc:
+            raise UserInputError(f"{self.path}: cannot write the training log ({exc.strerror or exc})") from exc
+
+    def _rewrite(self) -> None:
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, self.columns)
+        writer.writeheader()
+        writer.writerows(self.rows)
+        try:
+            with atomic_write(self.path, newline="") as handle:
+                handle.write(buffer.getvalue())
+        except OSError as exc:
+            raise UserInputError(f"{self.path}: cannot write the training log ({exc.strerror or exc})") from exc
+
+    def close(self) -> None:
+        self.writer.close()

@@ -1,0 +1,83 @@
+"""The run directory: creation rules (refuse, resume, overwrite) and the saved run configuration."""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from bioattn.errors import UserInputError
+from bioattn.io import write_json
+from bioattn.training.config import TrainConfig
+from bioattn.training.distributed import init_distributed, run_on_main, world_size
+
+RUN_CONFIG_NAME = "run_config.json"
+_VERSIONED_PACKAGES = ("bioattn", "torch", "numpy", "monai", "biopython", "scikit-learn", "safetensors")
+
+
+def prepare_run_dir(path: str | os.PathLike, *, resume: bool, overwrite: bool) -> Path:
+    """Create the run directory (rank 0; the other ranks wait) and check that it can be written.
+
+    An existing non-empty directory is refused unless ``resume`` (continue it) or ``overwrite``
+    (delete its contents first). Raises :class:`UserInputError` on every rank when the directory
+    cannot be used.
+    """
+    path = Path(path).expanduser()
+    if resume and overwrite:
+        raise UserInputError(f"{path}: choose either --resume or --overwrite, not both")
+    init_distributed()
+
+    def prepare() -> None:
+        if path.exists() and not path.is_dir():
+            raise UserInputError(f"{path}: exists and is not a directory")
+        if path.is_dir() and any(path.iterdir()):
+            if overwrite:
+                _refuse_dangerous_overwrite(path)
+                shutil.rmtree(path)
+            elif not resume:
+                raise UserInputError(
+                    f"{path}: output directory already exists and is not empty; "
+                    "pass --resume to continue that run or --overwrite to replace it"
+                )
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=path):
+                pass
+        except OSError as exc:
+            raise UserInputError(f"{path}: output directory is not writable ({exc.strerror or exc})") from exc
+
+    run_on_main(prepare)
+    return path
+
+
+def _refuse_dangerous_overwrite(path: Path) -> None:
+    resolved = path.resolve()
+    protected = {Path(resolved.anchor), Path.home().resolve(), Path.cwd().resolve(), *Path.cwd().resolve().parents}
+    if resolved in protected:
+        raise UserInputError(f"{path}: refusing to delete this directory with --overwrite; choose a dedicated output directory")
+
+
+def package_versions() -> dict[str, str | None]:
+    """Installed versions of the packages that determine a run's numbers."""
+    versions: dict[str, str | None] = {"python": sys.version.split()[0]}
+    for name in _VERSIONED_PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def write_run_config(run_dir: str | os.PathLike, config: TrainConfig, run_info: dict[str, Any] | None = None) -> None:
+    """Write ``run_dir/run_config.json``: resolved training config, recipe options, command, versions."""
+    recipe = {k: str(v) if isinstance(v, Path) else v for k, v in (run_info or {}).items()}
+    write_json(Path(run_dir) / RUN_CONFIG_NAME, {
+        "training": config.to_dict(),
+        "recipe": recipe,
+        "command": sys.argv,
+        "world_size": world_size(),
+        "versions": package_versions(),
+    })

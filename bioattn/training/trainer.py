@@ -1,0 +1,435 @@
+"""The shared training loop: :class:`Trainer` and its :class:`FitResult`.
+
+One code path for one process and for ``torchrun --nproc_per_node=K``: DistributedDataParallel,
+a sampler whose order depends only on ``(seed, epoch)``, mixed precision, gradient accumulation,
+warm-up/cosine or step schedules, early stopping, a wall-clock budget, per-step CSV/TensorBoard logs,
+and checkpoints from which ``resume=True`` continues bit-for-bit (same seed, same world size).
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import torch
+from safetensors.torch import load as safetensors_from_bytes
+from safetensors.torch import save as safetensors_to_bytes
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, Dataset
+from tqdm.auto import tqdm
+
+from bioattn.errors import UserInputError
+from bioattn.training import checkpoint as ckpt
+from bioattn.training.config import TrainConfig
+from bioattn.training.distributed import (
+    all_reduce_sum,
+    broadcast_json,
+    default_device,
+    gather_bytes,
+    init_distributed,
+    is_distributed,
+    is_main_process,
+    rank,
+    world_size,
+)
+from bioattn.training.metrics_log import MetricLogger
+from bioattn.training.rng import restore_rng_state, rng_state_tensors, seed_everything
+from bioattn.training.run_dir import write_run_config
+from bioattn.training.sampler import ResumableSampler
+from bioattn.training.schedules import build_optimizer, build_scheduler
+
+CHECKPOINT_DIR = "checkpoint"
+
+LossFn = Callable[[nn.Module, Any], torch.Tensor]
+EvaluateFn = Callable[[nn.Module], dict[str, float]]
+
+
+class NonFiniteLossError(UserInputError):
+    """The loss (or gradient norm) became NaN/inf; training stopped, the last checkpoint is intact."""
+
+
+@dataclass
+class FitResult:
+    """Outcome of :meth:`Trainer.fit`. Epochs are counted from 1; steps are optimizer steps."""
+
+    best_metrics: dict[str, float]
+    best_epoch: int
+    best_step: int
+    history: list[dict[str, float]]
+    global_step: int
+    stop_reason: str  # "completed" | "early_stopping" | "time_budget"
+
+
+@dataclass
+class _Progress:
+    """Everything about the loop's position that a checkpoint must restore (JSON-serialisable)."""
+
+    epoch: int = 0  # 0-based epoch to run next
+    steps_in_epoch: int = 0  # optimizer steps already done in that epoch
+    global_step: int = 0
+    seq: int = 0  # number of checkpoints written
+    best_value: float | None = None
+    best_metrics: dict[str, float] = field(default_factory=dict)
+    best_epoch: int = 0
+    best_step: int = 0
+    bad_evals: int = 0
+    history: list[dict[str, float]] = field(default_factory=list)
+    loss_sum: float = 0.0  # training loss accumulated since the last evaluation
+    loss_steps: int = 0
+    stop_reason: str | None = None
+
+
+def move_to(batch: Any, device: torch.device) -> Any:
+    """Move every tensor in a (nested) tuple/list/dict batch to ``device``."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, dict):
+        return {k: move_to(v, device) for k, v in batch.items()}
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+        return type(batch)(*(move_to(v, device) for v in batch))
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(move_to(v, device) for v in batch)
+    return batch
+
+
+def _to_float(name: str, value: Any) -> float:
+    try:
+        return float(value.item() if hasattr(value, "item") else value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"evaluate() must return a dict of numbers; {name!r} is {type(value).__name__}") from exc
+
+
+class Trainer:
+    """Train ``model`` on ``train_dataset`` according to ``config``, writing into ``run_dir``.
+
+    Args:
+        model: the module; trained in place. After :meth:`fit` it holds the best weights (by
+            ``config.monitor``) and is in eval mode.
+        train_dataset: map-style dataset; ``collate_fn`` turns a list of its items into a batch.
+        config: :class:`TrainConfig`; ``batch_size`` is global (split over ranks and micro-batches).
+        run_dir: output folder (see :func:`~bioattn.training.prepare_run_dir`); checkpoints go to
+            ``run_dir/checkpoint``, logs to ``run_dir/train_log.csv`` and ``run_dir/tensorboard``.
+        loss_fn: ``loss_fn(model, batch) -> scalar tensor``, the mean loss of the batch. ``model`` may
+            be the DDP wrapper: call ``model(...)`` (its forward), not other methods, so gradients sync.
+        evaluate: ``evaluate(module) -> {"metric": number}``, run on rank 0 with the unwrapped module
+            in eval mode under ``torch.no_grad()``; the result is broadcast to all ranks. ``None``:
+            no evaluation (the final weights are kept).
+        resume: continue from the latest checkpoint in ``run_dir`` when one exists.
+        run_info: extra options to record in ``run_dir/run_config.json`` (e.g. ``vars(args)``).
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        train_dataset: Dataset,
+        config: TrainConfig,
+        run_dir: str | os.PathLike,
+        loss_fn: LossFn,
+        evaluate: EvaluateFn | None = None,
+        collate_fn: Callable[[list[Any]], Any] | None = None,
+        resume: bool = False,
+        run_info: dict[str, Any] | None = None,
+    ) -> None:
+        init_distributed()
+        self.config = config
+        self.run_dir = Path(run_dir)
+        self.loss_fn = loss_fn
+        self.evaluate_fn = evaluate
+        self.resume = resume
+        self.run_info = run_info
+        self.world = world_size()
+        self.rank = rank()
+        self.device = default_device()
+        if config.precision == "fp16" and self.device.type != "cuda":
+            raise UserInputError("precision fp16 needs a CUDA GPU; use --precision bf16 on CPU")
+        per_step = self.world * config.grad_accum
+        if config.batch_size % per_step:
+            raise UserInputError(
+                f"batch size {config.batch_size} must be divisible by processes ({self.world}) x "
+                f"gradient accumulation ({config.grad_accum})"
+            )
+        self.micro_batch = config.batch_size // per_step
+        self.module = model.to(self.device)
+        self.sampler = ResumableSampler(train_dataset, num_replicas=self.world, rank=self.rank, seed=config.seed)
+        if self.sampler.num_samples == 0 or len(train_dataset) == 0:  # type: ignore[arg-type]
+            raise UserInputError("the training dataset is empty")
+        self.loader = DataLoader(
+            train_dataset, batch_size=self.micro_batch, sampler=self.sampler, collate_fn=collate_fn,
+            num_workers=config.num_workers, drop_last=config.drop_last, generator=torch.Generator(),
+            pin_memory=self.device.type == "cuda",
+        )
+        micro_batches = len(self.loader)
+        self.steps_per_epoch = math.ceil(micro_batches / config.grad_accum)
+        if config.max_steps_per_epoch is not None:
+            self.steps_per_epoch = min(self.steps_per_epoch, config.max_steps_per_epoch)
+        if self.steps_per_epoch == 0:
+            raise UserInputError(
+                f"the training dataset ({len(train_dataset)} samples) is smaller than one batch "  # type: ignore[arg-type]
+                f"({config.batch_size}) with drop_last; lower the batch size"
+            )
+        self.optimizer = build_optimizer(self.module, config)
+        self.scheduler = build_scheduler(self.optimizer, config, self.steps_per_epoch)
+        self.scaler = torch.amp.GradScaler("cuda", enabled=config.precision == "fp16")
+        self.model: nn.Module = self.module
+        if is_distributed():
+            device_ids = [self.device.index] if self.device.type == "cuda" else None
+            self.model = DistributedDataParallel(
+                self.module, device_ids=device_ids, find_unused_parameters=config.find_unused_parameters
+            )
+        self.best_state: dict[str, torch.Tensor] | None = None
+        self.progress = _Progress()
+
+    # ----------------------------------------------------------------------------------------- fit
+    def fit(self) -> FitResult:
+        """Train until ``max_epochs``, early stopping or the time budget; return the best metrics."""
+        restored = self._restore() if self.resume else False
+        if not restored:
+            seed_everything(self.config.seed + self.rank)  # distinct dropout streams per rank
+        if self.progress.stop_reason == "early_stopping":
+            return self._finish()
+        self.progress.stop_reason = None
+        logger = None
+        if is_main_process():
+            write_run_config(self.run_dir, self.config, self.run_info)
+            logger = MetricLogger(self.run_dir, resume_step=self.progress.global_step if restored else None)
+        total = self.config.max_epochs * self.steps_per_epoch
+        bar = tqdm(total=total, initial=min(self.progress.global_step, total), desc="training",
+                   unit="step", disable=not is_main_process(), dynamic_ncols=True)
+        started = time.monotonic()
+        self.module.train()
+        try:
+            while self.progress.epoch < self.config.max_epochs and self.progress.stop_reason is None:
+                self._run_epoch(logger, bar, started)
+        finally:
+            bar.close()
+            if logger is not None:
+                logger.close()
+        return self._finish()
+
+    def _run_epoch(self, logger: MetricLogger | None, bar: tqdm, started: float) -> None:
+        p, config = self.progress, self.config
+        epoch_number = p.epoch + 1
+        self.sampler.set_position(p.epoch, p.steps_in_epoch * config.grad_accum * self.micro_batch)
+        assert self.loader.generator is not None
+        self.loader.generator.manual_seed(config.seed * 1_000_003 + p.epoch * 1_009 + self.rank)
+        batches = iter(self.loader)
+        remaining = len(self.loader)
+        bar.set_description(f"epoch {epoch_number}/{config.max_epochs}")
+        while p.steps_in_epoch < self.steps_per_epoch and remaining > 0:
+            group = min(config.grad_accum, remaining)
+            remaining -= group
+            lr = self.optimizer.param_groups[0]["lr"]
+            loss, grad_norm, time_up = self._train_step(batches, group, started)
+            p.global_step += 1
+            p.steps_in_epoch += 1
+            if logger is not None:
+                logger.log(p.global_step, epoch_number, "train", {"loss": loss, "lr": lr, "grad_norm": grad_norm})
+            if not math.isfinite(loss) or (not math.isfinite(grad_norm) and config.precision != "fp16"):
+                self._diverged(loss, grad_norm, epoch_number)
+            p.loss_sum += loss
+            p.loss_steps += 1
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss:.4g}", lr=f"{lr:.3g}", refresh=False)
+
+            epoch_done = p.steps_in_epoch >= self.steps_per_epoch or remaining == 0
+            last_step = epoch_done and p.epoch + 1 >= config.max_epochs
+            if epoch_done:
+                p.epoch += 1
+                p.steps_in_epoch = 0
+            if time_up:
+                p.stop_reason = "time_budget"
+            every = config.eval_every_steps
+            if (every is None and epoch_done) or (every is not None and p.global_step % every == 0) or last_step or time_up:
+                self._evaluate_and_track(logger, bar, epoch_number)
+            if p.stop_reason is None and last_step:
+                p.stop_reason = "completed"
+            ckpt_every = config.checkpoint_every_steps
+            evaluated = bool(p.history) and p.history[-1]["step"] == p.global_step
+            if epoch_done or evaluated or p.stop_reason or (ckpt_every and p.global_step % ckpt_every == 0):
+                self._save_checkpoint()
+            if p.stop_reason is not None:
+                if p.stop_reason == "time_budget" and is_main_process():
+                    tqdm.write(f"time budget of {config.max_minutes} min reached at step {p.global_step}; "
+                               f"continue with --resume", file=sys.stderr)
+                return
+
+    def _train_step(self, batches: Iterator[Any], group: int, started: float) -> tuple[float, float, bool]:
+        """Forward/backward ``group`` micro-batches, clip, step. Returns (mean loss over ranks, grad norm, time up)."""
+        config = self.config
+        loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+        for index in range(group):
+            batch = move_to(next(batches), self.device)
+            sync = index == group - 1 or not isinstance(self.model, DistributedDataParallel)
+            no_sync = contextlib.nullcontext() if sync else self.model.no_sync()  # type: ignore[operator]
+            with no_sync:
+                with self._autocast():
+                    loss = self.loss_fn(self.model, batch)
+                if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+                    raise TypeError("loss_fn must return a scalar tensor (the mean loss of the batch)")
+                self.scaler.scale(loss.float().reshape(()) / group).backward()
+            loss_sum += loss.detach().to(torch.float64).reshape(())
+        self.scaler.unscale_(self.optimizer)
+        params = [p for group_ in self.optimizer.param_groups for p in group_["params"]]
+        max_norm = config.grad_clip if config.grad_clip is not None else math.inf
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+        over_budget = config.max_minutes is not None and (time.monotonic() - started) > 60 * config.max_minutes
+        flags = torch.stack([loss_sum.cpu() / group, torch.tensor(float(over_budget), dtype=torch.float64)])
+        reduced = all_reduce_sum(flags)
+        loss_value = float(reduced[0]) / self.world
+        grad_value = float(grad_norm)
+        if math.isfinite(loss_value) and (math.isfinite(grad_value) or config.precision == "fp16"):
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return loss_value, grad_value, bool(reduced[1] > 0)
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        if self.config.precision == "fp32":
+            return contextlib.nullcontext()
+        dtype = torch.bfloat16 if self.config.precision == "bf16" else torch.float16
+        return torch.autocast(device_type=self.device.type, dtype=dtype)
+
+    def _diverged(self, loss: float, grad_norm: float, epoch_number: int) -> None:
+        last = ckpt.latest_checkpoint(self.run_dir / CHECKPOINT_DIR)
+        kept = f"the last good checkpoint {last} is kept" if last else "no checkpoint had been written yet"
+        what = f"loss became {loss}" if not math.isfinite(loss) else f"gradient norm became {grad_norm}"
+        raise NonFiniteLossError(
+            f"{self.run_dir}: {what} at epoch {epoch_number}, step {self.progress.global_step}; training stopped "
+            f"and this step was not applied; {kept}. Try a lower --lr, --precision fp32 or gradient "
+            f"clipping, then continue with --resume (or start again with --overwrite)"
+        )
+
+    # ---------------------------------------------------------------------------------- evaluation
+    def _evaluate(self) -> dict[str, float]:
+        """Run ``evaluate`` on rank 0 (eval mode, no grad) and share its metrics with every rank."""
+        outcome: dict[str, Any] | None = None
+        if is_main_process():
+            self.module.eval()
+            try:
+                with torch.no_grad():
+                    raw = self.evaluate_fn(self.module) if self.evaluate_fn is not None else {}
+                outcome = {"metrics": {str(k): _to_float(str(k), v) for k, v in raw.items()}}
+            except Exception as exc:
+                if not is_distributed():
+                    raise
+                broadcast_json({"error": f"{type(exc).__name__}: {exc}"})
+                raise
+            finally:
+                self.module.train()
+        outcome = broadcast_json(outcome)
+        if "error" in outcome:
+            raise RuntimeError(f"evaluation failed on rank 0: {outcome['error']}")
+        return outcome["metrics"]
+
+    def _evaluate_and_track(self, logger: MetricLogger | None, bar: tqdm, epoch_number: int) -> None:
+        p, config = self.progress, self.config
+        metrics = self._evaluate()
+        train_loss = p.loss_sum / max(1, p.loss_steps)
+        p.loss_sum, p.loss_steps = 0.0, 0
+        p.history.append({"epoch": epoch_number, "step": p.global_step, "train_loss": train_loss, **metrics})
+        if logger is not None and metrics:
+            logger.log(p.global_step, epoch_number, "eval", metrics)
+        if self.evaluate_fn is None:
+            return
+        if config.monitor not in metrics:
+            raise UserInputError(f"monitor {config.monitor!r} is not one of the evaluation metrics {sorted(metrics)}")
+        value = metrics[config.monitor]
+        better = p.best_value is None or (value > p.best_value if config.maximize else value < p.best_value)
+        if better and math.isfinite(value):
+            p.best_value, p.best_metrics, p.best_epoch, p.best_step = value, dict(metrics), epoch_number, p.global_step
+            p.bad_evals = 0
+            self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in self.module.state_dict().items()}
+        else:
+            p.bad_evals += 1
+            if config.patience is not None and p.bad_evals >= config.patience and p.stop_reason is None:
+                p.stop_reason = "early_stopping"
+        if is_main_process():
+            shown = ", ".join(f"{k}={v:.4g}" for k, v in metrics.items())
+            tqdm.write(f"epoch {epoch_number} step {p.global_step}: {shown}", file=sys.stderr)
+
+    # --------------------------------------------------------------------------------- checkpoints
+    def _save_checkpoint(self) -> None:
+        """Write a checkpoint (rank 0 writes; every rank contributes its random state)."""
+        p = self.progress
+        rng_files = gather_bytes(safetensors_to_bytes(rng_state_tensors()))
+        if not is_main_process():
+            return
+        assert rng_files is not None
+        p.seq += 1
+        optimizer_tensors, optimizer_meta = ckpt.optimizer_state(self.optimizer)
+        scheduler_state = self.scheduler.state_dict()  # our lr lambdas are plain functions: stored as null
+        files = {
+            "model": {k: v.detach().to("cpu", copy=True) for k, v in self.module.state_dict().items()},
+            "optimizer": optimizer_tensors,
+            **{f"rng_rank{r}": safetensors_from_bytes(data) for r, data in enumerate(rng_files)},
+        }
+        if self.best_state is not None:
+            files["best_model"] = self.best_state
+        state = {
+            "format": 1,
+            "world_size": self.world,
+            "config": self.config.to_dict(),
+            "progress": vars(p),
+            "optimizer": optimizer_meta,
+            "scheduler": scheduler_state,
+            "scaler": self.scaler.state_dict(),
+        }
+        ckpt.write_checkpoint(self.run_dir / CHECKPOINT_DIR, p.seq, files, state)
+
+    def _restore(self) -> bool:
+        """Load the latest checkpoint into model, optimizer, schedules, RNG and loop position."""
+        snapshot = ckpt.latest_checkpoint(self.run_dir / CHECKPOINT_DIR)
+        if snapshot is None:
+            if is_main_process():
+                print(f"note: {self.run_dir} has no checkpoint yet; starting a new run", file=sys.stderr)
+            return False
+        ckpt.verify_checkpoint(snapshot)
+        state = ckpt.read_state(snapshot)
+        saved = state["config"]
+        for name in ("batch_size", "seed"):
+            if saved[name] != getattr(self.config, name):
+                raise UserInputError(
+                    f"{snapshot}: the run was started with {name}={saved[name]}, now {getattr(self.config, name)}; "
+                    f"resume with the same value or start a new run"
+                )
+        model_state = ckpt.read_tensors(snapshot, "model")
+        try:
+            self.module.load_state_dict(model_state)
+        except RuntimeError as exc:
+            raise UserInputError(f"{snapshot}: checkpoint weights do not fit this model ({exc})") from exc
+        ckpt.load_optimizer_state(self.optimizer, ckpt.read_tensors(snapshot, "optimizer"), state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.scaler.load_state_dict(state["scaler"])
+        self.progress = _Progress(**state["progress"])
+        best = ckpt.read_tensors(snapshot, "best_model")
+        self.best_state = best or None
+        rng = ckpt.read_tensors(snapshot, f"rng_rank{self.rank}")
+        if rng and state["world_size"] == self.world:
+            restore_rng_state(rng)
+        else:
+            seed_everything(self.config.seed + self.rank + 7919 * self.progress.global_step)
+            if is_main_process():
+                print(f"note: {snapshot} was written by {state['world_size']} process(es), now {self.world}; "
+                      "the data order is kept but random draws (dropout) differ from an uninterrupted run",
+                      file=sys.stderr)
+        if is_main_process():
+            print(f"resuming from {snapshot} (epoch {self.progress.epoch + 1}, step {self.progress.global_step})",
+                  file=sys.stderr)
+        return True
+
+    def _finish(self) -> FitResult:
+        p = self.progress
+        if self.best_state is not None:
+            self.module.load_state_dict(self.best_state)
+        self.module.eval()
+        return FitResult(
+            best_metrics=dict(p.best_metrics), best_epoch=p.best_epoch, best_step=p.best_step,
+            history=list(p.history), global_step=p.global_step, stop_reason=p.stop_reason or "completed",
+        )
