@@ -65,3 +65,15 @@ def test_console_help_lists_the_verbs():
     assert main([]) == 0
     done = subprocess.run([sys.executable, "-m", "bioattn.cli", "--help"], capture_output=True, text=True, check=True)
     assert "predict" in done.stdout and "explain" in done.stdout
+
+
+def test_atomic_write_gives_files_the_usual_permissions(tmp_path):
+    import os
+
+    old = os.umask(0o022)
+    try:
+        with atomic_write(tmp_path / "out.txt") as handle:
+            handle.write("x")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "out.txt").stat().st_mode & 0o777 == 0o644
