@@ -14,8 +14,15 @@ from bioattn.errors import UserInputError
 
 # verb -> {target: module path}; each module defines add_arguments(parser) and run(args) -> int.
 COMMANDS: dict[str, dict[str, str]] = {
-    "predict": {},
-    "explain": {},
+    "predict": {
+        "promoter": "bioattn.commands.predict_promoter",
+        "ct": "bioattn.commands.predict_ct",
+    },
+    "explain": {
+        "promoter": "bioattn.commands.explain_promoter",
+        "ct": "bioattn.commands.explain_ct",
+        "msa": "bioattn.commands.explain_msa",
+    },
 }
 
 _VERB_HELP = {

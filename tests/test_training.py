@@ -298,3 +298,25 @@ def test_schedules_per_optimizer_step():
         TrainConfig(schedule="linear")
     with pytest.raises(UserInputError, match="batch size 10 must be divisible by processes"):
         Trainer(toyrun.make_model(0), toyrun.make_dataset(8, 1), TrainConfig(batch_size=10, grad_accum=4), "unused", loss_fn=toyrun.loss_fn)
+
+
+def test_max_steps_per_epoch_ends_the_epoch(tmp_path):
+    """A capped epoch must end at the cap: the next epoch is numbered 2 and starts epoch 2's sample order."""
+    def recording(batches):
+        def loss(model, batch):
+            batches.append(batch[0].clone())
+            return toyrun.loss_fn(model, batch)
+        return loss
+
+    capped, full = [], []
+    _, trainer, result = _fit(tmp_path, "capped", loss=recording(capped), max_steps_per_epoch=2)
+    assert trainer.steps_per_epoch == 2
+    assert [h["epoch"] for h in result.history] == [1, 2]
+    with open(tmp_path / "capped" / "train_log.csv", newline="") as handle:
+        assert [r["epoch"] for r in csv.DictReader(handle) if r["phase"] == "train"] == ["1", "1", "2", "2"]
+    _, uncapped, _ = _fit(tmp_path, "full", loss=recording(full))
+    per_epoch = uncapped.steps_per_epoch
+    assert per_epoch > 2
+    assert len(capped) == 4
+    torch.testing.assert_close(capped[:2], full[:2])  # epoch 1 starts alike
+    torch.testing.assert_close(capped[2:], full[per_epoch:per_epoch + 2])  # epoch 2 starts with epoch 2's order

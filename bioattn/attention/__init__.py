@@ -4,7 +4,9 @@
 - :class:`MultiHeadAttention`: batch-first self/cross attention, grouped/multi-query K/V.
 - :class:`TransformerEncoderLayer`, :class:`TransformerEncoder`: residual + norm + feed-forward.
 - :class:`SinusoidalPositionalEncoding`, :class:`LearnedPositionalEncoding`.
+- :class:`RowAttention`, :class:`ColumnAttention`, :class:`AxialTransformerLayer`: axial attention over MSAs.
 """
+from bioattn.attention.axial import AxialTransformerLayer, ColumnAttention, RowAttention
 from bioattn.attention.encoder import FeedForward, TransformerEncoder, TransformerEncoderLayer
 from bioattn.attention.mha import MultiHeadAttention
 from bioattn.attention.positional import LearnedPositionalEncoding, SinusoidalPositionalEncoding
@@ -19,4 +21,7 @@ __all__ = [
     "TransformerEncoder",
     "SinusoidalPositionalEncoding",
     "LearnedPositionalEncoding",
+    "RowAttention",
+    "ColumnAttention",
+    "AxialTransformerLayer",
 ]

@@ -1,7 +1,9 @@
-"""``training_curve.png``: training loss, learning rate and evaluation metrics against optimizer step."""
+"""``training_curve.png``: training loss, learning rate and evaluation metrics against optimizer step.
+
+Drawn with matplotlib's object-oriented API (no pyplot): plotting never changes the user's backend.
+"""
 from __future__ import annotations
 
-import io
 import math
 import os
 from pathlib import Path
@@ -28,10 +30,7 @@ def plot_curves(run_dir: str | os.PathLike) -> Path:
     Panels: loss (training per step, evaluation loss if logged), learning rate, gradient norm, then
     one panel per other evaluation metric.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # imported here: training runs that never plot skip its start-up cost
+    from matplotlib.figure import Figure  # imported here: training runs that never plot skip its start-up cost
 
     run_dir = Path(run_dir)
     rows = read_log(run_dir / LOG_NAME)
@@ -43,7 +42,8 @@ def plot_curves(run_dir: str | os.PathLike) -> Path:
     panels = ["loss", *train_extras, *eval_names]
     columns = min(3, len(panels))
     nrows = math.ceil(len(panels) / columns)
-    fig, axes = plt.subplots(nrows, columns, figsize=(4.5 * columns, 3.2 * nrows), squeeze=False)
+    fig = Figure(figsize=(4.5 * columns, 3.2 * nrows), layout="tight")
+    axes = fig.subplots(nrows, columns, squeeze=False)
     for ax, name in zip(axes.flat, panels):
         for phase, style in (("train", "-"), ("eval", "o-")):
             steps, values = _series(rows, phase, name)
@@ -56,11 +56,7 @@ def plot_curves(run_dir: str | os.PathLike) -> Path:
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
-    fig.tight_layout()
     out = run_dir / CURVE_NAME
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=120)
-    plt.close(fig)
     with atomic_write(out, "wb") as handle:
-        handle.write(buffer.getvalue())
+        fig.savefig(handle, format="png", dpi=120)
     return out

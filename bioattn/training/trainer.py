@@ -258,6 +258,8 @@ class Trainer:
                     tqdm.write(f"time budget of {config.max_minutes} min reached at step {p.global_step}; "
                                f"continue with --resume", file=sys.stderr)
                 return
+            if epoch_done:  # max_steps_per_epoch: the next epoch restarts the sampler with its own order
+                return
 
     def _train_step(self, batches: Iterator[Any], group: int, started: float) -> tuple[float, float, bool]:
         """Forward/backward ``group`` micro-batches, clip, step. Returns (mean loss over ranks, grad norm, time up)."""

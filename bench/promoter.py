@@ -1,0 +1,101 @@
+"""Benchmark: promoter-classifier inference throughput (sequences per second) on CPU.
+
+Times :meth:`PromoterClassifier.predict_tokens` (eval mode, no grad) on random ACGT sequences for each
+batch size, with and without reverse-complement averaging (which doubles the work), and the whole
+``bioattn predict promoter`` path (FASTA parsing + tokenising + model + CSV writing) on a temporary FASTA.
+Reports the median of ``--repeats`` timings. The machine's load matters: the script prints the 1-minute
+load average beside the numbers, and ``--threads`` fixes torch's intra-op threads.
+
+    python bench/promoter.py --run RUN_DIR            # a trained model (its own size and max_len)
+    python bench/promoter.py                          # an untrained model of the recipe's default size
+    python bench/promoter.py --quick                  # one small configuration
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from bioattn.cli import main as bioattn_main
+from bioattn.data.dna import encode
+from bioattn.models.promoter import PromoterClassifier
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run", type=Path, default=None, help="trained run directory (default: untrained default-size model)")
+    parser.add_argument("--length", type=int, default=None, help="sequence length (default: the model's max_len, else 70)")
+    parser.add_argument("--sequences", type=int, default=2048, help="sequences per timing (default: %(default)s)")
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 32, 256], help="(default: %(default)s)")
+    parser.add_argument("--repeats", type=int, default=3, help="timings per configuration; the median is kept (default: %(default)s)")
+    parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads (default: %(default)s)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    parser.add_argument("--quick", action="store_true", help="256 sequences, batch 64, 1 repeat")
+    return parser.parse_args()
+
+
+def timed(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> int:
+    args = parse_args()
+    if args.quick:
+        args.sequences, args.batch_sizes, args.repeats = 256, [64], 1
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    model = PromoterClassifier.from_pretrained(args.run) if args.run else PromoterClassifier(max_len=70).eval()
+    length = args.length or model.max_len
+    rng = np.random.default_rng(0)
+    sequences = ["".join(rng.choice(list("ACGT"), size=length)) for _ in range(args.sequences)]
+    tokens = [encode(s) for s in sequences]
+    model.predict_tokens(tokens[:64], batch_size=64)  # warm-up
+    results = []
+    for batch_size in args.batch_sizes:
+        for rc_average in (False, True):
+            count = min(args.sequences, 256) if batch_size == 1 else args.sequences
+            seconds = timed(lambda: model.predict_tokens(tokens[:count], batch_size=batch_size, rc_average=rc_average), args.repeats)
+            results.append({"path": "model", "batch_size": batch_size, "rc_average": rc_average, "sequences_per_s": count / seconds})
+    with tempfile.TemporaryDirectory() as folder:
+        run_dir = args.run
+        if run_dir is None:
+            run_dir = Path(folder) / "run"
+            model.save_pretrained(run_dir)
+        fasta = Path(folder) / "in.fa"
+        fasta.write_text("".join(f">s{i}\n{s}\n" for i, s in enumerate(sequences)))
+        argv = ["predict", "promoter", "--run", str(run_dir), "--input", str(fasta), "--output", str(Path(folder) / "out.csv"),
+                "--batch-size", str(max(args.batch_sizes))]
+        seconds = timed(lambda: bioattn_main(argv), args.repeats)
+        results.append({"path": "bioattn predict promoter (FASTA in, CSV out)", "batch_size": max(args.batch_sizes),
+                        "rc_average": model.rc_average, "sequences_per_s": args.sequences / seconds})
+    info = {
+        "model": dict(model.config), "parameters": sum(p.numel() for p in model.parameters()), "length": length,
+        "threads": args.threads, "cpu": platform.processor() or platform.machine(), "torch": torch.__version__,
+        "load_average_1min": os.getloadavg()[0], "results": results,
+    }
+    print(f"PromoterClassifier {info['parameters']:,} parameters, length {length} nt, {args.threads} threads, "
+          f"load average {info['load_average_1min']:.1f}")
+    print(f"{'path':<46} {'batch':>6} {'RC avg':>7} {'seq/s':>9}")
+    for row in results:
+        print(f"{row['path']:<46} {row['batch_size']:>6} {str(row['rc_average']):>7} {row['sequences_per_s']:>9.0f}")
+    if args.json:
+        args.json.write_text(json.dumps(info, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

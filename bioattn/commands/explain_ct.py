@@ -1,0 +1,101 @@
+"""[CLS] attention rollout of a trained CT model as a 3D map on the input grid (NIfTI + slice PNGs).
+
+``--input`` is a NIfTI file, a DICOM file/series folder, or a MedMNIST-style ``.npz`` (pick the volume with
+``--split`` and ``--index``). Writes, under ``--out``: ``rollout.nii.gz`` (the rollout on the input's voxel
+grid, with the input's affine; identity affine for ``.npz`` volumes, which carry none), ``input.nii.gz``
+for ``.npz`` input (to overlay in a viewer), ``rollout_slices.png`` (orthogonal slices through the most
+influential voxel), ``heads_layer{l}.png`` / ``head_diversity_layer{l}.png``, and ``summary.json``.
+
+Rollout treats attention as the only path between tokens: a hypothesis generator, not causal attribution.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bioattn.commands.predict_ct import add_preprocessing_arguments, preprocessing_from_args
+from bioattn.errors import UserInputError
+from bioattn.explain.outputs import add_common_arguments, prepare_out_dir, write_layer_figures
+from bioattn.io import write_json
+
+if TYPE_CHECKING:
+    from monai.data import MetaTensor
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_common_arguments(parser, input_help="NIfTI (.nii/.nii.gz), DICOM file or series folder, or MedMNIST .npz")
+    npz = parser.add_argument_group("MedMNIST .npz input")
+    npz.add_argument("--split", default="val", help="split to read from the .npz (default: val)")
+    npz.add_argument("--index", type=int, default=0, help="volume index within the split (default: 0)")
+    add_preprocessing_arguments(parser)
+
+
+def _read_input(args: argparse.Namespace) -> tuple[MetaTensor, str, int | None]:
+    """The input as a channel-first ``MetaTensor (C, X, Y, Z)`` with its affine, a description, and its label
+    (``.npz`` only; MedMNIST volumes carry no affine, so theirs is the identity)."""
+    import torch
+    from monai.data import MetaTensor
+
+    from bioattn.data.ct import VolumeDataset, load_medmnist3d_npz, read_ct_volume
+
+    if not Path(args.input).name.lower().endswith(".npz"):
+        return read_ct_volume(args.input), str(args.input), None
+    splits = load_medmnist3d_npz(args.input)
+    if args.split not in splits:
+        raise UserInputError(f"{args.input}: no split {args.split!r} (has {', '.join(splits)})")
+    dataset = VolumeDataset(splits[args.split])
+    if not 0 <= args.index < len(dataset):
+        raise UserInputError(f"{args.input} [{args.split}]: --index {args.index} outside 0..{len(dataset) - 1}")
+    image, label = dataset[args.index]
+    return MetaTensor(image, affine=torch.eye(4, dtype=torch.float64)), f"{args.input} [{args.split}][{args.index}]", int(label)
+
+
+def run(args: argparse.Namespace) -> int:
+    import numpy as np
+    import torch
+
+    from bioattn.data.ct import check_volume, invert_to_input_grid, write_nifti
+    from bioattn.explain.ct import explain_volumes
+    from bioattn.explain.figures import plot_orthogonal_slices
+    from bioattn.models import HybridCT3D
+
+    model = HybridCT3D.from_pretrained(args.run)
+    if not 0 <= args.start_layer < model.config["num_layers"]:
+        raise UserInputError(f"--start-layer must be in [0, {model.config['num_layers'] - 1}], got {args.start_layer}")
+    image, described, label = _read_input(args)
+    check_volume(image, described, in_channels=model.in_channels)
+    pipeline = preprocessing_from_args(args, divisible_by=model.stride)
+    model_input = pipeline(image)
+    model.check_attention_size(tuple(model_input.shape[1:]), described)
+    out = prepare_out_dir(args.out, overwrite=args.overwrite)
+
+    explanation = explain_volumes(model, model_input.as_tensor()[None].float(), head_fusion=args.head_fusion,
+                                  start_layer=args.start_layer)
+    # Undo every spatial preprocessing step (padding, crop, resampling, orientation): back onto the input grid.
+    voxel_map = invert_to_input_grid(pipeline, model_input, explanation.voxel_map)[0].as_tensor()
+    affine = np.asarray(image.affine)
+    write_nifti(out / "rollout.nii.gz", voxel_map, affine)
+    if label is not None:
+        write_nifti(out / "input.nii.gz", image[0], affine)
+    probabilities = explanation.probabilities[0].tolist()
+    predicted = int(np.argmax(probabilities))
+    names = model.class_names
+    plot_orthogonal_slices(image[0].as_tensor(), voxel_map, out / "rollout_slices.png",
+                           title=f"[CLS] rollout, p({names[predicted]}) = {probabilities[predicted]:.3f}"
+                                 + (f", label {names[label]}" if label is not None else ""))
+    similarities = write_layer_figures([w[0] for w in explanation.attentions], out,
+                                       what="CT attention (token 0 = [CLS], then the CNN grid in raster order)")
+    grid = explanation.grid_map[0]
+    peak = np.unravel_index(int(torch.argmax(voxel_map)), tuple(voxel_map.shape))
+    write_json(out / "summary.json", {
+        "run": str(args.run), "input": described, "input_shape": list(image.shape[1:]),
+        "model_input_shape": list(model_input.shape[1:]), "token_grid": list(grid.shape),
+        "probabilities": dict(zip(names, probabilities)), "predicted": names[predicted],
+        "label": names[label] if label is not None else None,
+        "head_fusion": args.head_fusion, "start_layer": args.start_layer,
+        "cls_self_share": float(1 - grid.sum()), "peak_voxel": [int(i) for i in peak],
+        "head_similarity": similarities,
+    })
+    print(f"{described}: p({names[predicted]}) = {probabilities[predicted]:.3f}; rollout -> {out / 'rollout.nii.gz'}")
+    return 0

@@ -1,0 +1,97 @@
+"""Row-attention maps of a trained MSA model per layer and head, beside the native contact map.
+
+Reads the alignment like ``recipes/msa_contacts.py`` (query row first; with ``--pdb`` the query's non-gap
+columns, the chain mapped onto them by sequence alignment; with ``--struct-dat`` every column), keeps up to
+``--max-rows`` rows chosen for diversity, and runs the model once with ``need_weights=True``. Writes, under
+``--out``: ``heads_layer{l}.png`` (every head's tied row-attention map next to the native contacts, each
+head titled with its long-range P@L/5), ``head_diversity_layer{l}.png``, ``head_contact_precision.png``
+(layers × heads), ``head_contacts.tsv`` (P@L/5, P@L/2, P@L of every head's symmetrised + APC map),
+``row_attention.safetensors`` (the raw ``(layers, H, L, L)`` maps) and ``summary.json``.
+
+Without a structure only the maps and head diversity are written.
+"""
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from bioattn.errors import UserInputError
+from bioattn.explain.outputs import add_common_arguments, prepare_out_dir, write_layer_figures, write_tsv
+from bioattn.io import save_tensors, write_json
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from bioattn.data.msa import FORMATS
+
+    add_common_arguments(parser, input_help="alignment (.a3m .a2m .fasta .sto .aln; .gz accepted)", rollout=False)
+    parser.add_argument("--format", choices=FORMATS, default=None, help="alignment format (default: from the file name)")
+    parser.add_argument("--query", default=None, metavar="FASTA",
+                        help="FASTA with the query sequence (default: the --pdb chain's row, else row 0)")
+    parser.add_argument("--pdb", default=None, help="native structure (PDB or mmCIF) for the contact map")
+    parser.add_argument("--chain", default=None, help="chain of --pdb (default: the first protein chain)")
+    parser.add_argument("--struct-dat", default=None, metavar="FILE", help="arDCA *_struct.dat column distances, instead of --pdb")
+    parser.add_argument("--max-rows", type=int, default=128, help="rows fed to the model, chosen for diversity (default: 128)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from bioattn.contacts import CONTACT_CUTOFF, LONG_RANGE, load_target, residues_with_coordinates
+    from bioattn.data.msa import MSATokenizer, subsample
+    from bioattn.explain.figures import plot_head_scores
+    from bioattn.explain.msa import PRECISION_NAMES, head_contact_precision, row_attention_maps
+    from bioattn.models import MSAContactModel
+
+    if args.max_rows < 1:
+        raise UserInputError(f"--max-rows must be >= 1, got {args.max_rows}")
+    model = MSAContactModel.from_pretrained(args.run)
+    target = load_target(args.input, fmt=args.format, query_fasta=args.query, pdb=args.pdb, chain=args.chain,
+                         struct_dat=args.struct_dat)
+    tokens = MSATokenizer().encode(target.msa)
+    if tokens.shape[1] > model.config["max_len"]:
+        raise UserInputError(
+            f"{args.input}: {tokens.shape[1]} columns, the model in {args.run} accepts at most {model.config['max_len']}"
+        )
+    out = prepare_out_dir(args.out, overwrite=args.overwrite)
+    rows = tokens[subsample(tokens, args.max_rows, "diversity")]
+    maps = row_attention_maps(model, rows)  # (layers, H, L, L)
+    save_tensors(out / "row_attention.safetensors", {"row_attention": maps})
+    layers, heads, length = maps.shape[0], maps.shape[1], maps.shape[-1]
+    summary: dict = {"run": str(args.run), "input": str(args.input), "family": target.name, "columns": length,
+                     "rows_used": len(rows), "rows_in_alignment": target.msa.depth}
+
+    if target.distances is None:
+        summary["head_similarity"] = write_layer_figures(list(maps), out, what=f"{target.name} row attention")
+        write_json(out / "summary.json", summary)
+        print(f"{target.name}: row-attention maps of {layers} layers x {heads} heads -> {out} (no structure given)")
+        return 0
+
+    distances = target.distances
+    precision = head_contact_precision(maps, distances)  # (layers, H, 3)
+    contacts = torch.from_numpy(np.nan_to_num(distances, nan=np.inf) < CONTACT_CUTOFF).float()
+    summary["head_similarity"] = write_layer_figures(
+        list(maps), out, what=f"{target.name} row attention", reference=contacts,
+        reference_title=f"native contacts (< {CONTACT_CUTOFF:g} Å)",
+        head_scores=[[float(p) for p in layer] for layer in precision[..., 0]], score_name=PRECISION_NAMES[0],
+    )
+    plot_head_scores(precision[..., 0], out / "head_contact_precision.png", label=f"long-range {PRECISION_NAMES[0]}",
+                     title=f"{target.name}: which heads carry contacts (sym + APC map, separation ≥ {LONG_RANGE})")
+    write_tsv(out / "head_contacts.tsv", ["layer", "head", *PRECISION_NAMES],
+              ([layer, head, *map(float, precision[layer, head])] for layer in range(layers) for head in range(heads)))
+    i, j = np.triu_indices(length, k=LONG_RANGE)
+    known = np.isfinite(distances[i, j])
+    best = np.unravel_index(int(np.argmax(precision[..., 0])), precision.shape[:2])
+    summary.update({
+        "residues_with_coordinates": int(residues_with_coordinates(distances).sum()),
+        "long_range_contact_rate": float((distances[i, j][known] < CONTACT_CUTOFF).mean()) if known.any() else None,
+        "best_head": {"layer": int(best[0]), "head": int(best[1]),
+                      **{name: float(v) for name, v in zip(PRECISION_NAMES, precision[best])}},
+        "mean_over_heads": {name: float(precision[..., k].mean()) for k, name in enumerate(PRECISION_NAMES)},
+    })
+    write_json(out / "summary.json", summary)
+    rate = summary["long_range_contact_rate"]
+    print(f"{target.name}: best head layer {best[0]} head {best[1]}, long-range {PRECISION_NAMES[0]} = "
+          f"{precision[best][0]:.2f} (mean over heads {precision[..., 0].mean():.2f}"
+          + (f"; random ranking ≈ {rate:.2f}" if rate is not None else "") + f") -> {out}")
+    return 0

@@ -1,0 +1,164 @@
+"""Per-nucleotide attention-rollout influence of a trained promoter classifier (PNG + TSV).
+
+Writes, under ``--out``: ``predictions.tsv`` (id, length, probability); ``influence.tsv`` (one row per
+nucleotide: id, position, relative position, nucleotide, influence); ``tracks/`` (one PNG per sequence for
+the first ``--plot-sequences``); ``influence_profile.tsv``/``.png`` (mean, sd and s.e.m. band per
+position over all sequences, and the mean per predicted class); ``heads_layer{l}.png`` and ``head_diversity_layer{l}.png``;
+``summary.json`` (motif enrichment, head similarities, settings).
+
+Rollout treats attention as the only path between tokens: a hypothesis generator, not causal attribution.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+import numpy as np
+import torch
+from Bio.Data.IUPACData import ambiguous_dna_letters
+from tqdm import tqdm
+
+from bioattn.errors import UserInputError
+from bioattn.explain.outputs import add_common_arguments, prepare_out_dir, write_layer_figures, write_tsv
+from bioattn.io import write_json
+
+_MARK = re.compile(r"^(?P<label>[^=]+)=(?P<start>-?\d+)\.\.(?P<end>-?\d+)$")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_common_arguments(parser, input_help="FASTA or CSV (column 'sequence', optional 'id'), plain or gzip")
+    parser.add_argument("--max-sequences", type=int, default=1000, help="explain at most this many records (default: 1000)")
+    parser.add_argument("--plot-sequences", type=int, default=6, help="write a track PNG for the first N records (default: 6)")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--tss-index", type=int, default=None,
+                        help="0-based index of the TSS in every sequence; positions are then reported relative to it "
+                             "(TSS = 0). GUE prom_core_* (70 bp): 34, see the explain docs")
+    parser.add_argument("--motif", default="TATAWAWR",
+                        help="IUPAC motif whose influence is compared with the sequence mean (default: TATAWAWR, "
+                             "the TATA box); '' to skip")
+    parser.add_argument("--mark", action="append", default=[], metavar="LABEL=START..END",
+                        help="shade a range on the profile plot, in reported coordinates, e.g. 'TATA box=-31..-24'")
+    parser.add_argument("--strand", choices=("model", "both", "forward"), default="model",
+                        help="rollout of the forward strand, of both strands averaged, or as the model predicts (default)")
+
+
+def _parse_marks(marks: list[str]) -> dict[str, tuple[int, int]]:
+    spans = {}
+    for mark in marks:
+        match = _MARK.match(mark)
+        if not match:
+            raise UserInputError(f"--mark {mark!r}: expected LABEL=START..END, e.g. 'TATA box=-31..-24'")
+        spans[match["label"]] = (int(match["start"]), int(match["end"]))
+    return spans
+
+
+def _safe_name(index: int, record_id: str) -> str:
+    return f"{index:04d}_{re.sub(r'[^A-Za-z0-9._-]+', '_', record_id)[:60]}"
+
+
+def _read_inputs(args: argparse.Namespace, max_len: int) -> tuple[list, list[np.ndarray]]:
+    from bioattn.data.dna import read_records
+
+    records, tokens = [], []
+    for record in read_records(args.input):
+        if len(records) == args.max_sequences:
+            break
+        ids = record.tokens(source=args.input)
+        if len(ids) > max_len:
+            raise UserInputError(f"{args.input}: {record.describe()}: {len(ids)} nt, the model accepts at most {max_len}")
+        records.append(record)
+        tokens.append(ids)
+    return records, tokens
+
+
+def _check_arguments(args: argparse.Namespace, num_layers: int) -> None:
+    for name in ("max_sequences", "batch_size"):
+        if getattr(args, name) < 1:
+            raise UserInputError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if not 0 <= args.start_layer < num_layers:
+        raise UserInputError(f"--start-layer must be in [0, {num_layers - 1}], got {args.start_layer}")
+    bad = sorted(set(args.motif.upper()) - set(ambiguous_dna_letters))
+    if bad:
+        raise UserInputError(f"--motif {args.motif!r}: {', '.join(bad)} is not an IUPAC nucleotide letter")
+
+
+def run(args: argparse.Namespace) -> int:
+    from bioattn.data.dna import collate_tokens
+    from bioattn.explain.figures import plot_rollout_track
+    from bioattn.explain.promoter import explain_promoters, influence_profile, motif_enrichment
+    from bioattn.models import PromoterClassifier
+
+    spans = _parse_marks(args.mark)
+    model = PromoterClassifier.from_pretrained(args.run)
+    _check_arguments(args, model.config["num_layers"])
+    records, tokens = _read_inputs(args, model.max_len)
+    out = prepare_out_dir(args.out, overwrite=args.overwrite)
+    rc_average = {"model": None, "both": True, "forward": False}[args.strand]
+
+    probabilities, first_weights = [], None
+    lengths = np.array([len(t) for t in tokens])
+    influence = np.zeros((len(tokens), int(lengths.max())))  # (N, L_max), zero past each sequence's end
+    for start in tqdm(range(0, len(tokens), args.batch_size), desc="explain promoter", unit="batch"):
+        ids, padding_mask = collate_tokens(tokens[start : start + args.batch_size])
+        explanation = explain_promoters(model, ids, padding_mask, head_fusion=args.head_fusion,
+                                        start_layer=args.start_layer, rc_average=rc_average)
+        probabilities.append(explanation.probabilities)
+        influence[start : start + len(ids), : ids.shape[1]] = explanation.influence.numpy()
+        first_weights = explanation.weights if first_weights is None else first_weights
+    probability = torch.cat(probabilities).numpy()
+    offset = args.tss_index if args.tss_index is not None else 0
+    xlabel = "position relative to TSS" if args.tss_index is not None else "position (0-based)"
+
+    write_tsv(out / "predictions.tsv", ["id", "length", "probability"],
+              ([r.id, n, float(p)] for r, n, p in zip(records, lengths, probability)))
+    write_tsv(out / "influence.tsv", ["id", "position", "relative_position", "nucleotide", "influence"],
+              ([r.id, i, i - offset, r.sequence[i].upper(), float(influence[row, i])]
+               for row, r in enumerate(records) for i in range(lengths[row])))
+    for row, record in enumerate(records[: args.plot_sequences]):
+        plot_rollout_track(influence[row, : lengths[row]], out / "tracks" / f"{_safe_name(row, record.id)}.png",
+                           positions=np.arange(lengths[row]) - offset, sequence=record.sequence.upper(), spans=spans,
+                           title=f"{record.id}: p(promoter) = {probability[row]:.3f}", xlabel=xlabel)
+
+    mean, std, counts = influence_profile(influence, lengths)
+    positions = np.arange(len(mean)) - offset
+    predicted = probability >= 0.5
+    groups = [(name, chosen) for name, chosen in (("predicted_promoter", predicted), ("predicted_non_promoter", ~predicted))
+              if chosen.any()]
+    group_means = [influence_profile(influence[chosen], lengths[chosen])[0] for _, chosen in groups]
+    write_tsv(out / "influence_profile.tsv",
+              ["position", "relative_position", "sequences", "mean", "sd", *(f"mean_{name}" for name, _ in groups)],
+              ([i, int(positions[i]), int(counts[i]), float(mean[i]), float(std[i]), *(float(g[i]) for g in group_means)]
+               for i in range(len(mean))))
+    plot_rollout_track(mean, out / "influence_profile.png", positions=positions, spans=spans,
+                       spread=std / np.sqrt(np.maximum(counts, 1)), spread_label="± s.e.m.",
+                       others={f"mean, {name.replace('_', ' ')} (n={int(chosen.sum())})": g
+                               for (name, chosen), g in zip(groups, group_means)},
+                       label=f"mean over {len(tokens)} sequences", xlabel=xlabel, ylabel="[CLS] rollout influence",
+                       title=f"where the model looks ({args.head_fusion} head fusion)")
+    similarities = write_layer_figures(first_weights, out, what="promoter attention (first batch; token 0 = [CLS])")
+
+    top = np.argsort(mean)[::-1][:10]
+    summary = {
+        "run": str(args.run), "input": str(args.input), "sequences": len(tokens),
+        "predicted_promoters": int(predicted.sum()), "head_fusion": args.head_fusion, "start_layer": args.start_layer,
+        "strand": args.strand, "tss_index": args.tss_index,
+        "cls_self_share_mean": float(1 - influence.sum(1).mean()),
+        "uniform_influence": float(influence.sum(1).mean() / lengths.mean()),
+        "top_positions": [{"relative_position": int(positions[i]), "mean_influence": float(mean[i])} for i in top],
+        "head_similarity": similarities,
+    }
+    if args.motif:
+        summary["motif"] = motif_enrichment([r.sequence for r in records], influence, args.motif).summary()
+        summary["motif_in_predicted_promoters"] = motif_enrichment(
+            [r.sequence for r, p in zip(records, predicted) if p], influence[predicted], args.motif).summary()
+    write_json(out / "summary.json", summary)
+    print(f"explained {len(tokens)} sequences -> {out}")
+    if args.motif and summary["motif"]["sequences_with_match"]:
+        motif = summary["motif"]
+        by_sequence = motif["enrichment_vs_sequence_mean"]["mean"]
+        by_position = motif["enrichment_vs_same_positions_without_motif"]["mean"]
+        print(f"{args.motif}: in {motif['sequences_with_match']}/{len(tokens)} sequences; influence on it is "
+              f"{by_sequence:.2f}x the sequence mean"
+              + (f", {by_position:.2f}x the same positions in sequences without it" if by_position is not None else ""))
+    return 0

@@ -1,0 +1,152 @@
+"""Attention rollout (Abnar & Zuidema, 2020): how much each input token can reach each output token.
+
+Rollout treats attention as the *only* path between tokens: each layer's head-fused attention map,
+plus the identity for the residual connection, is row-normalised and the maps are multiplied through
+the layers. The result is a hypothesis about which inputs drove a prediction, not a causal
+attribution: the MLPs, layer norms and value vectors are ignored.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from torch import Tensor
+
+from bioattn.errors import UserInputError
+
+HEAD_FUSIONS = ("mean", "max", "min")
+
+
+def fuse_heads(weights: Tensor, head_fusion: str = "mean") -> Tensor:
+    """Fuse the heads of one layer's attention map.
+
+    weights: ``(B, H, L, L)``; returns ``(B, L, L)`` (mean, max or min over heads).
+    """
+    if head_fusion not in HEAD_FUSIONS:
+        raise UserInputError(f"head_fusion must be one of {HEAD_FUSIONS}, got {head_fusion!r}")
+    if weights.dim() != 4:
+        raise UserInputError(f"attention weights must be (B, H, L, L), got shape {tuple(weights.shape)}")
+    if head_fusion == "mean":
+        return weights.mean(dim=1)
+    if head_fusion == "max":
+        return weights.amax(dim=1)
+    return weights.amin(dim=1)
+
+
+def _validate(weights: Sequence[Tensor], start_layer: int, key_padding_mask: Tensor | None) -> tuple[int, int]:
+    if weights is None:
+        raise UserInputError("no attention weights: run the model with need_weights=True")
+    if isinstance(weights, Tensor) or len(weights) == 0:
+        raise UserInputError("weights must be a non-empty list of per-layer (B, H, L, L) attention maps")
+    shape = tuple(weights[0].shape)
+    for index, layer in enumerate(weights):
+        if layer is None:
+            raise UserInputError(f"weights[{index}] is None; run the model with need_weights=True")
+        if layer.dim() != 4 or layer.shape[-1] != layer.shape[-2]:
+            raise UserInputError(f"weights[{index}] must be a square (B, H, L, L) map, got {tuple(layer.shape)}")
+        if tuple(layer.shape) != shape:
+            raise UserInputError(f"weights[{index}] has shape {tuple(layer.shape)}, weights[0] has {shape}")
+    if not 0 <= start_layer < len(weights):
+        raise UserInputError(f"start_layer must be in [0, {len(weights) - 1}], got {start_layer}")
+    batch, length = shape[0], shape[-1]
+    if key_padding_mask is not None:
+        if key_padding_mask.dtype != torch.bool or tuple(key_padding_mask.shape) != (batch, length):
+            raise UserInputError(
+                f"key_padding_mask must be a bool (B, L) = ({batch}, {length}) tensor (True = padding), "
+                f"got {key_padding_mask.dtype} {tuple(key_padding_mask.shape)}"
+            )
+    return batch, length
+
+
+def _transition(layer: Tensor, dtype: torch.dtype, residual: bool, head_fusion: str, real: Tensor | None) -> Tensor:
+    """One layer's rollout step ``(B, L, L)``: heads fused, identity added, padding removed, rows re-normalised.
+
+    real: ``(B, L)`` 1 for real tokens, 0 for padding, or ``None`` without padding.
+    """
+    fused = fuse_heads(layer.detach().to(dtype), head_fusion)
+    if residual:
+        fused.diagonal(dim1=-2, dim2=-1).add_(1.0)
+    if real is not None:
+        fused = fused * real[:, :, None] * real[:, None, :]  # real query and real key
+    row_sums = fused.sum(dim=-1, keepdim=True)
+    return torch.where(row_sums > 0, fused / row_sums.clamp_min(torch.finfo(dtype).tiny), torch.zeros_like(fused))
+
+
+def _prepare(
+    weights: Sequence[Tensor], start_layer: int, key_padding_mask: Tensor | None
+) -> tuple[int, int, torch.dtype, Tensor | None]:
+    """Validate; return ``(batch, length, dtype, real)`` with ``real (B, L)`` (1 = real token) or ``None``."""
+    batch, length = _validate(weights, start_layer, key_padding_mask)
+    dtype = torch.float64 if weights[0].dtype == torch.float64 else torch.float32
+    real = None
+    if key_padding_mask is not None:
+        real = (~key_padding_mask.to(weights[0].device)).to(dtype)
+    return batch, length, dtype, real
+
+
+def attention_rollout(
+    weights: Sequence[Tensor],
+    *,
+    residual: bool = True,
+    head_fusion: str = "mean",
+    start_layer: int = 0,
+    key_padding_mask: Tensor | None = None,
+) -> Tensor:
+    """Roll attention out through the layers.
+
+    Args:
+        weights: per-layer attention maps, each ``(B, H, L, L)`` (rows = queries, columns = keys),
+            e.g. the list returned by ``TransformerEncoder(..., need_weights=True)``.
+        residual: add the identity (the residual path) to each fused map before re-normalising rows.
+        head_fusion: ``"mean"``, ``"max"`` or ``"min"`` over heads.
+        start_layer: first layer included (earlier layers are skipped).
+        key_padding_mask: optional bool ``(B, L)``, True = padding. Padding columns are zeroed in every
+            layer (padding receives zero influence) and padding rows are zero in the result.
+
+    Returns:
+        ``(B, L, L)`` rollout ``R = A_last @ ... @ A_start``; ``R[b, i, j]`` is the share of token ``i``'s
+        final representation that flows from input token ``j``. Rows of real tokens sum to 1; a
+        classification token's row (e.g. ``R[:, 0]`` for [CLS]) is its per-token influence. For a few rows
+        only, :func:`rollout_rows` gives the same numbers at O(L²) instead of O(L³) per layer.
+    """
+    batch, length, dtype, real = _prepare(weights, start_layer, key_padding_mask)
+    rollout = torch.eye(length, dtype=dtype, device=weights[0].device).expand(batch, length, length)
+    rollout = rollout.clone() if real is None else rollout * real[:, :, None]
+    for layer in weights[start_layer:]:
+        rollout = _transition(layer, dtype, residual, head_fusion, real) @ rollout
+    return rollout
+
+
+def rollout_rows(
+    weights: Sequence[Tensor],
+    rows: int | Sequence[int] = 0,
+    *,
+    residual: bool = True,
+    head_fusion: str = "mean",
+    start_layer: int = 0,
+    key_padding_mask: Tensor | None = None,
+) -> Tensor:
+    """The rows ``rows`` of :func:`attention_rollout` (same arguments), without forming the full ``L x L`` product.
+
+    Propagates the one-hot query rows backward through the layers, ``r <- r @ A_l`` from the last layer to
+    ``start_layer``: vector-matrix products, O(R L²) per layer instead of O(L³). Use it for a classification
+    token's map (``rows=0`` for [CLS]).
+
+    Returns:
+        ``(B, L)`` for an ``int`` row, ``(B, R, L)`` for a sequence of ``R`` rows; equal to
+        ``attention_rollout(...)[:, rows]``.
+    """
+    batch, length, dtype, real = _prepare(weights, start_layer, key_padding_mask)
+    single = isinstance(rows, int)
+    index = torch.as_tensor([rows] if single else list(rows), dtype=torch.long)
+    if index.dim() != 1 or index.numel() == 0 or bool(((index < 0) | (index >= length)).any()):
+        raise UserInputError(f"rows must be token indices in [0, {length - 1}], got {rows!r}")
+    device = weights[0].device
+    selected = torch.zeros(len(index), length, dtype=dtype, device=device)
+    selected[torch.arange(len(index)), index.to(device)] = 1.0
+    selected = selected.expand(batch, -1, -1)  # (B, R, L)
+    for layer in reversed(weights[start_layer:]):
+        selected = selected @ _transition(layer, dtype, residual, head_fusion, real)
+    if real is not None:
+        selected = selected * real[:, None, :]
+    return selected[:, 0] if single else selected

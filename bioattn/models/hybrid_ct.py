@@ -1,0 +1,231 @@
+"""Hybrid 3D CNN + attention classifier for CT volumes.
+
+A CT volume has millions of voxels, far too many tokens for attention. A small 3D CNN (MONAI residual
+units) learns local patterns and downsamples by its total stride ``s``; each voxel of its output grid
+``(D/s, H/s, W/s)`` becomes a token with a 3D sinusoidal position code; a [CLS] token is prepended and a
+:class:`~bioattn.attention.TransformerEncoder` relates all tokens across the whole volume; the [CLS]
+output feeds the classifier. Any input size divisible by ``s`` works.
+
+With ``need_weights=True`` the model also returns every layer's attention, and
+:meth:`HybridCTOutput.cls_rollout` / :meth:`HybridCT3D.attention_map` put the [CLS] attention rollout
+back on the token grid and on the input's voxel grid (one row of the rollout, O(tokens²) per layer);
+:meth:`HybridCT3D.check_attention_size` refuses inputs whose explicit attention maps would be too large.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal, Sequence, overload
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from monai.networks.blocks import ResidualUnit
+from torch import Tensor, nn
+from torch.utils.data import DataLoader, Dataset
+
+from bioattn.attention import SinusoidalPositionalEncoding, TransformerEncoder
+from bioattn.errors import UserInputError
+from bioattn.explain.rollout import rollout_rows
+from bioattn.models.base import PretrainedModel
+
+__all__ = [
+    "MAX_ATTENTION_BYTES",
+    "MAX_ATTENTION_TOKENS",
+    "HybridCT3D",
+    "HybridCTOutput",
+    "predict_probabilities",
+    "upsample_token_map",
+]
+
+# need_weights=True materialises every layer's (H, 1 + N, 1 + N) map: limit the grid tokens N and the bytes.
+MAX_ATTENTION_TOKENS = 4096
+MAX_ATTENTION_BYTES = 4 * 2**30
+
+
+@dataclass
+class HybridCTOutput:
+    """Logits plus attention. Token 0 is [CLS]; tokens ``1..N`` are the CNN grid in ``(d, h, w)`` raster order.
+
+    logits: ``(B, num_classes)``; attentions: per layer ``(B, H, 1 + N, 1 + N)``; grid: ``(d, h, w)``, ``N = d*h*w``.
+    """
+
+    logits: Tensor
+    attentions: list[Tensor]
+    grid: tuple[int, int, int]
+
+    def cls_attention(self, layer: int = -1) -> Tensor:
+        """What [CLS] attends to in one layer, per head, on the token grid: ``(B, H, d, h, w)``."""
+        weights = self.attentions[layer]
+        return weights[:, :, 0, 1:].reshape(*weights.shape[:2], *self.grid)
+
+    def cls_rollout(self, *, residual: bool = True, head_fusion: str = "mean", start_layer: int = 0) -> Tensor:
+        """[CLS] attention rolled out over the layers from ``start_layer``, on the token grid: ``(B, d, h, w)``.
+
+        Each map sums to ``1 - R[0, 0]`` (≤ 1): the share of [CLS]'s final state that flows from the CNN tokens.
+        Only the [CLS] row of the rollout is computed (vector-matrix products, O(tokens²) per layer).
+        """
+        row = rollout_rows(self.attentions, 0, residual=residual, head_fusion=head_fusion, start_layer=start_layer)
+        return row[:, 1:].reshape(row.shape[0], *self.grid)
+
+
+class HybridCT3D(PretrainedModel):
+    """3D CNN stem → tokens + 3D positions → [CLS] + Transformer encoder → linear classifier.
+
+    Args:
+        in_channels: image channels ``C`` of the input ``(B, C, D, H, W)``.
+        num_classes: number of output logits.
+        stem_channels: output channels of each residual CNN stage.
+        stem_strides: stride of each stage; the input size must be divisible by their product.
+        d_model, num_heads, num_layers, dim_feedforward, dropout: the Transformer encoder.
+        norm: normalisation in the CNN stem (a MONAI name: ``"batch"``, ``"instance"``, ...).
+        class_names: optional name of each class, saved with the model for ``bioattn predict ct``.
+    """
+
+    def __init__(
+        self,
+        in_channels: int = 1,
+        num_classes: int = 2,
+        *,
+        stem_channels: Sequence[int] = (16, 32, 64),
+        stem_strides: Sequence[int] = (1, 2, 2),
+        d_model: int = 144,
+        num_heads: int = 4,
+        num_layers: int = 4,
+        dim_feedforward: int | None = None,
+        dropout: float = 0.1,
+        norm: str = "batch",
+        class_names: Sequence[str] | None = None,
+    ) -> None:
+        super().__init__()
+        if in_channels < 1 or num_classes < 1:
+            raise ValueError(f"in_channels and num_classes must be >= 1, got {in_channels}, {num_classes}")
+        if len(stem_channels) != len(stem_strides) or not stem_channels:
+            raise ValueError(
+                "stem_channels and stem_strides need one entry per stage, "
+                f"got {list(stem_channels)}, {list(stem_strides)}"
+            )
+        if class_names is not None and len(class_names) != num_classes:
+            raise ValueError(f"class_names needs {num_classes} names, got {list(class_names)}")
+        if d_model % 6:
+            raise ValueError(f"d_model must be divisible by 6 (a sin/cos pair per axis), got {d_model}")
+        self.config = {
+            "in_channels": in_channels,
+            "num_classes": num_classes,
+            "stem_channels": list(stem_channels),
+            "stem_strides": list(stem_strides),
+            "d_model": d_model,
+            "num_heads": num_heads,
+            "num_layers": num_layers,
+            "dim_feedforward": dim_feedforward,
+            "dropout": dropout,
+            "norm": norm,
+            "class_names": list(class_names) if class_names is not None else None,
+        }
+        self.class_names = list(class_names) if class_names is not None else [f"class_{k}" for k in range(num_classes)]
+        self.in_channels = in_channels
+        self.stride = math.prod(stem_strides)
+        stages, previous = [], in_channels
+        for channels, stride in zip(stem_channels, stem_strides):
+            stages.append(ResidualUnit(3, previous, channels, strides=stride, subunits=2, norm=norm))
+            previous = channels
+        self.stem = nn.Sequential(*stages)
+        self.to_tokens = nn.Linear(previous, d_model)
+        self.axis_encoding = SinusoidalPositionalEncoding(d_model // 3)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, d_model))
+        nn.init.normal_(self.cls_token, std=0.02)
+        self.encoder = TransformerEncoder(
+            d_model, num_heads, num_layers, dim_feedforward=dim_feedforward, dropout=dropout
+        )
+        self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(d_model, num_classes))
+
+    def token_grid(self, spatial_shape: Sequence[int]) -> tuple[int, int, int]:
+        """The token grid ``(d, h, w)`` for an input of ``spatial_shape`` ``(D, H, W)``; checks divisibility."""
+        if len(spatial_shape) != 3 or any(size % self.stride or size == 0 for size in spatial_shape):
+            raise UserInputError(
+                f"input spatial shape {tuple(spatial_shape)} must be 3 sizes divisible by the stem stride "
+                f"{self.stride}; pad or crop it (e.g. monai.transforms.DivisiblePad(k={self.stride}))"
+            )
+        return tuple(size // self.stride for size in spatial_shape)  # type: ignore[return-value]
+
+    def check_attention_size(self, spatial_shape: Sequence[int], source: str) -> None:
+        """Refuse a model input ``(D, H, W)`` whose attention maps (``need_weights=True``) would be too large.
+
+        Limits: at most :data:`MAX_ATTENTION_TOKENS` grid tokens ``N``, and at most :data:`MAX_ATTENTION_BYTES`
+        for ``4 * (1 + N)² * heads * (layers + 2)`` bytes (every layer's float32 maps, plus the scores and
+        softmax of the layer being computed). Raises :class:`~bioattn.errors.UserInputError` naming ``source``.
+        """
+        grid_tokens = math.prod(self.token_grid(spatial_shape))
+        needed = 4 * (1 + grid_tokens) ** 2 * self.config["num_heads"] * (self.config["num_layers"] + 2)
+        if grid_tokens > MAX_ATTENTION_TOKENS or needed > MAX_ATTENTION_BYTES:
+            raise UserInputError(
+                f"{source}: the model input is {tuple(spatial_shape)}, {grid_tokens} tokens at stride {self.stride}, "
+                f"whose attention maps need about {needed / 2**30:.1f} GiB; attention maps are limited to "
+                f"{MAX_ATTENTION_TOKENS} tokens and {MAX_ATTENTION_BYTES / 2**30:.0f} GiB: shrink the input with "
+                "--resize (e.g. --resize 64 64 64), a coarser --spacing, or --size"
+            )
+
+    def positions(self, grid: Sequence[int], device: torch.device) -> Tensor:
+        """3D sinusoidal position codes ``(d*h*w, d_model)``: a third of the channels per axis, raster order."""
+        axes = torch.meshgrid(*(torch.arange(n, device=device) for n in grid), indexing="ij")
+        return torch.cat([self.axis_encoding.encode(axis.reshape(-1)) for axis in axes], dim=-1)
+
+    @overload
+    def forward(self, x: Tensor, *, need_weights: Literal[False] = ...) -> Tensor: ...
+
+    @overload
+    def forward(self, x: Tensor, *, need_weights: Literal[True]) -> HybridCTOutput: ...
+
+    def forward(self, x: Tensor, *, need_weights: bool = False) -> Tensor | HybridCTOutput:
+        """``x: (B, C, D, H, W)`` → logits ``(B, num_classes)``, or a :class:`HybridCTOutput` with ``need_weights``."""
+        if x.dim() != 5 or x.shape[1] != self.in_channels:
+            raise UserInputError(
+                f"expected input (B, {self.in_channels}, D, H, W), got shape {tuple(x.shape)}"
+            )
+        grid = self.token_grid(x.shape[2:])
+        features = self.stem(x)  # (B, C', d, h, w)
+        tokens = self.to_tokens(features.flatten(2).transpose(1, 2))  # (B, N, d_model)
+        tokens = tokens + self.positions(grid, x.device).to(tokens.dtype)
+        tokens = torch.cat([self.cls_token.expand(len(tokens), -1, -1).to(tokens.dtype), tokens], dim=1)
+        encoded, attentions = self.encoder(tokens, need_weights=need_weights)
+        logits = self.head(encoded[:, 0])
+        if not need_weights:
+            return logits
+        return HybridCTOutput(logits=logits, attentions=attentions or [], grid=grid)
+
+    @torch.no_grad()
+    def attention_map(
+        self, x: Tensor, *, residual: bool = True, head_fusion: str = "mean", start_layer: int = 0
+    ) -> tuple[Tensor, Tensor]:
+        """Probabilities ``(B, num_classes)`` and the [CLS] rollout upsampled to the input grid ``(B, D, H, W)``.
+
+        The token-grid rollout is trilinearly upsampled by the stem stride (token centres land on the
+        centres of the ``stride³`` blocks they summarise), so the map overlays the input voxel for voxel.
+        """
+        output = self.forward(x, need_weights=True)
+        grid_map = output.cls_rollout(residual=residual, head_fusion=head_fusion, start_layer=start_layer)
+        return output.logits.softmax(dim=-1), upsample_token_map(grid_map, x.shape[2:])
+
+
+def upsample_token_map(grid_map: Tensor, spatial_shape: Sequence[int]) -> Tensor:
+    """Token-grid values ``(B, d, h, w)`` → voxel grid ``(B, D, H, W)`` by trilinear interpolation.
+
+    With ``align_corners=False`` each token's value sits at the centre of the ``D/d × H/h × W/w`` block of
+    voxels it summarises, so a token's peak stays inside its own block.
+    """
+    voxels = F.interpolate(grid_map[:, None].float(), size=tuple(spatial_shape), mode="trilinear", align_corners=False)
+    return voxels[:, 0]
+
+
+@torch.no_grad()
+def predict_probabilities(model: nn.Module, dataset: Dataset, *, batch_size: int = 32) -> np.ndarray:
+    """Class probabilities ``(N, num_classes)`` of any logits classifier over ``(image, label)`` items."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    chunks = [
+        model(images.to(device)).float().softmax(dim=-1).cpu()
+        for images, _ in DataLoader(dataset, batch_size=batch_size, shuffle=False)
+    ]
+    model.train(was_training)
+    return torch.cat(chunks).numpy()

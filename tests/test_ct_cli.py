@@ -1,0 +1,223 @@
+"""``bioattn predict ct`` and ``recipes/ct_classify.py``: outputs, attention NIfTI on the input grid, bad inputs."""
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import nibabel as nib
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from bioattn.cli import main as cli_main
+from bioattn.cli import run_user_main
+from bioattn.data import resolve_data_root
+from bioattn.errors import UserInputError
+from bioattn.models import HybridCT3D
+
+REPO = Path(__file__).resolve().parents[1]
+AFFINE = np.array([[0.0, -1.5, 0, 30.0], [2.0, 0, 0, -4.0], [0, 0, 2.5, 11.0], [0, 0, 0, 1]])  # axes swapped
+
+
+def _data_root() -> Path:
+    try:
+        root = resolve_data_root(None)
+    except UserInputError:
+        pytest.skip("data root not found")
+    if not (root / "ct").is_dir():
+        pytest.skip("no ct/ folder in the data root")
+    return root
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    torch.manual_seed(0)
+    model = HybridCT3D(1, 2, stem_channels=(4, 8), stem_strides=(2, 2), d_model=24, num_heads=2, num_layers=2,
+                       dropout=0.0, class_names=["normal", "hyperplasia"])
+    path = tmp_path_factory.mktemp("run")
+    model.save_pretrained(path)
+    return path
+
+
+def _nifti(path: Path, data: np.ndarray) -> Path:
+    nib.save(nib.Nifti1Image(data, AFFINE), path)
+    return path
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_nifti_probabilities_and_attention_map_on_the_input_grid(run_dir: Path, tmp_path: Path) -> None:
+    hu = np.random.default_rng(0).uniform(-1200, 1200, size=(10, 9, 7)).astype(np.float32)
+    scan = _nifti(tmp_path / "scan.nii.gz", hu)
+    out, overlay = tmp_path / "pred" / "probs.csv", tmp_path / "pred" / "attention.nii.gz"
+    code = cli_main(["predict", "ct", "--run", str(run_dir), "--input", str(scan), "--output", str(out),
+                     "--attention-map", str(overlay), "--window", "-1000", "1000"])
+    assert code == 0
+    [row] = _rows(out)
+    probs = torch.tensor([float(row["p_normal"]), float(row["p_hyperplasia"])])
+    # Reference: window to [0, 1], symmetric zero pad to a multiple of the stride (4), then the model.
+    x = torch.from_numpy(np.clip((hu + 1000) / 2000, 0, 1))
+    x = F.pad(x, (0, 1, 1, 2, 1, 1))  # (10, 9, 7) -> (12, 12, 8)
+    expected = HybridCT3D.from_pretrained(run_dir)(x[None, None]).softmax(-1)[0]
+    assert torch.allclose(probs, expected, atol=1e-5)
+    attention = nib.load(overlay)
+    assert attention.shape == hu.shape
+    assert np.allclose(attention.affine, AFFINE)
+    values = attention.get_fdata()
+    assert np.isclose(values.max(), 1.0) and values.min() >= 0
+
+
+def test_attention_map_on_real_ct_keeps_grid_and_affine(run_dir: Path, tmp_path: Path) -> None:
+    scan = _data_root() / "ct" / "totalsegmentator_example" / "example_ct_sm.nii.gz"
+    out = tmp_path / "probs.csv"
+    args = ["predict", "ct", "--run", str(run_dir), "--input", str(scan), "--output", str(out), "--attention-map",
+            "--window", "-160", "240"]
+    assert cli_main(args) == 2  # 122x101x30 at stride 4 is 6448 tokens: over the attention-map limit
+    assert not out.exists()
+    assert cli_main([*args, "--resize", "32", "32", "16"]) == 0
+    overlay = nib.load(tmp_path / "probs.attention.nii.gz")
+    reference = nib.load(scan)
+    assert overlay.shape == reference.shape == (122, 101, 30)
+    assert np.allclose(overlay.affine, reference.affine)
+    assert len(_rows(out)) == 1
+
+
+def test_npz_predicts_every_split_or_one(run_dir: Path, tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    arrays = {}
+    for split, n in (("train", 3), ("val", 2), ("test", 4)):
+        arrays[f"{split}_images"] = rng.integers(0, 256, size=(n, 7, 8, 6), dtype=np.uint8)  # padded to 8x8x8
+        arrays[f"{split}_labels"] = np.ones((n, 1), np.uint8)
+    volumes = tmp_path / "official.npz"
+    np.savez(volumes, **arrays)
+    out = tmp_path / "all.csv"
+    assert cli_main(["predict", "ct", "--run", str(run_dir), "--input", str(volumes), "--output", str(out)]) == 0
+    rows = _rows(out)
+    assert [r["split"] for r in rows] == ["train"] * 3 + ["val"] * 2 + ["test"] * 4
+    assert all(r["label"] == "1" for r in rows)
+    assert all(abs(float(r["p_normal"]) + float(r["p_hyperplasia"]) - 1) < 1e-5 for r in rows)
+    assert cli_main(["predict", "ct", "--run", str(run_dir), "--input", str(volumes), "--output", str(out),
+                     "--split", "test"]) == 0
+    assert [r["index"] for r in _rows(out)] == ["0", "1", "2", "3"]
+
+
+def _bad_inputs(tmp_path: Path) -> dict[str, tuple[Path, list[str], str]]:
+    """name -> (input, extra flags, expected message)."""
+    nan = np.ones((8, 8, 8), np.float32)
+    nan[2, 3, 4] = np.nan
+    broken = tmp_path / "broken.nii.gz"
+    broken.write_bytes(b"\x1f\x8b definitely not a NIfTI")
+    not_dicom = tmp_path / "broken.dcm"
+    not_dicom.write_bytes(b"DICOM? no")
+    no_keys, flat, rgb = tmp_path / "no_keys.npz", tmp_path / "flat.npz", tmp_path / "rgb.npz"
+    np.savez(no_keys, images=np.zeros((2, 8, 8, 8), np.uint8))
+    np.savez(flat, train_images=np.zeros((2, 28, 28), np.uint8), train_labels=np.zeros((2, 1), np.uint8))
+    np.savez(rgb, val_images=np.zeros((2, 3, 8, 8, 8), np.uint8), val_labels=np.zeros((2, 1), np.uint8))
+    good = tmp_path / "good.npz"
+    np.savez(good, val_images=np.zeros((2, 8, 8, 8), np.uint8), val_labels=np.zeros((2, 1), np.uint8))
+    return {
+        "nan voxels": (_nifti(tmp_path / "nan.nii.gz", nan), [], "1 voxel is NaN or infinite"),
+        "2D image": (_nifti(tmp_path / "slice.nii.gz", np.ones((8, 8, 1), np.float32)), [], "a 2D image (8x8)"),
+        "wrong channels": (_nifti(tmp_path / "two.nii.gz", np.ones((8, 8, 8, 2), np.float32)), [],
+                           "has 2 channel(s), the model expects 1"),
+        "unreadable NIfTI": (broken, [], "cannot read as NIfTI"),
+        "unreadable DICOM": (not_dicom, [], "cannot read as DICOM"),
+        "npz without keys": (no_keys, [], "no MedMNIST arrays found"),
+        "npz of 2D images": (flat, [], "2D images of shape (2, 28, 28)"),
+        "npz wrong channels": (rgb, [], "volumes have 3 channel(s), the model expects 1"),
+        "npz missing split": (good, ["--split", "test"], "has no test split"),
+        "attention map for npz": (good, ["--attention-map"], "--attention-map needs a NIfTI or DICOM input"),
+        "HU window for npz": (good, ["--window", "0", "1"], "--window apply to NIfTI/DICOM inputs, not to a .npz"),
+        "missing file": (tmp_path / "nowhere.nii.gz", [], "file not found"),
+    }
+
+
+def test_bad_inputs_exit_2_with_one_line_and_write_nothing(run_dir: Path, tmp_path: Path, capsys) -> None:
+    for name, (path, flags, message) in _bad_inputs(tmp_path).items():
+        out = tmp_path / "out" / f"{name.replace(' ', '_')}.csv"
+        code = cli_main(["predict", "ct", "--run", str(run_dir), "--input", str(path), "--output", str(out), *flags])
+        err = capsys.readouterr().err.strip()
+        assert code == 2, name
+        assert err.startswith("error: ") and "\n" not in err, (name, err)
+        assert str(path) in err and message in err, (name, err)
+        assert not out.exists(), name
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_single_dicom_slice_exits_2_without_traceback(run_dir: Path, tmp_path: Path) -> None:
+    """Through a real process: exit status 2, one error line, no traceback."""
+    dicom = _data_root() / "ct" / "pydicom_ct_small" / "CT_small.dcm"
+    out = tmp_path / "p.csv"
+    result = subprocess.run(
+        [sys.executable, "-m", "bioattn.cli", "predict", "ct", "--run", str(run_dir), "--input", str(dicom),
+         "--output", str(out)], capture_output=True, text=True, cwd=REPO, timeout=120,
+    )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith(f"error: {dicom}: a 2D image (128x128)")
+    assert not out.exists()
+
+
+def _recipe():
+    spec = importlib.util.spec_from_file_location("ct_classify", REPO / "recipes" / "ct_classify.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def one_thread():
+    """Tiny models gain nothing from intra-op threads; on a busy 2-core runner they lose a lot."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_recipe_quick_end_to_end_on_real_data(tmp_path: Path, one_thread) -> None:
+    root = _data_root()
+    recipe = _recipe()
+    out = tmp_path / "run"
+    assert run_user_main(lambda: recipe.main(["--data-root", str(root), "--out", str(out), "--quick"])) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["split_sizes"] == {"train": 1188, "val": 98} and not metrics["test_split_present"]
+    assert set(metrics["published_test_auc_acc"]) >= {"ResNet-18+3D", "ResNet-50+3D", "ResNet-18+ACS"}
+    models = metrics["models"]
+    assert len(models) == 2
+    for result in models.values():
+        assert 0.0 <= result["val_auc"] <= 1.0 and 0.0 <= result["val_acc"] <= 1.0
+        assert result["optimizer_steps"] == 6 and "test_auc" not in result
+    for name in ("config.json", "model.safetensors", "training_curve.png", "val_auc.png",
+                 "baseline_resnet/model.safetensors", "baseline_resnet/training_curve.png"):
+        assert (out / name).is_file(), name
+    model = HybridCT3D.from_pretrained(out)
+    assert model.class_names == ["normal", "hyperplasia"]
+    # the saved weights are the best-val-AUC weights the metrics were computed with
+    hybrid = next(v for k, v in models.items() if "hybrid" in k)
+    assert hybrid["val_auc"] == max(h["val_auc"] for h in hybrid["val_history"])
+    # an existing run is not overwritten without --resume/--overwrite; --resume of a finished run keeps its result
+    args = ["--data-root", str(root), "--out", str(out), "--quick"]
+    assert run_user_main(lambda: recipe.main(args)) == 2
+    assert run_user_main(lambda: recipe.main([*args, "--resume"])) == 0
+    resumed = json.loads((out / "metrics.json").read_text())["models"]
+    assert {k: v["val_auc"] for k, v in resumed.items()} == {k: v["val_auc"] for k, v in models.items()}
+    assert torch.equal(HybridCT3D.from_pretrained(out).cls_token, model.cls_token)
+
+
+def test_recipe_refuses_a_file_without_a_train_split(tmp_path: Path, capsys) -> None:
+    folder = tmp_path / "ct" / "adrenalmnist3d"
+    folder.mkdir(parents=True)
+    np.savez(folder / "adrenalmnist3d.npz", val_images=np.zeros((2, 8, 8, 8), np.uint8), val_labels=np.zeros((2, 1)))
+    recipe = _recipe()
+    out = tmp_path / "run"
+    assert run_user_main(lambda: recipe.main(["--data-root", str(tmp_path), "--out", str(out), "--quick"])) == 2
+    assert "needs a train split" in capsys.readouterr().err
+    assert not out.exists()

@@ -1,0 +1,107 @@
+"""HybridCT3D: any input size divisible by the stride, attention on the 3D token grid, save/load."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from bioattn.errors import UserInputError
+from bioattn.explain import attention_rollout
+from bioattn.models import HybridCT3D
+from bioattn.models.hybrid_ct import upsample_token_map
+
+
+def tiny(**overrides) -> HybridCT3D:
+    options = dict(stem_channels=(4, 8), stem_strides=(2, 2), d_model=24, num_heads=2, num_layers=2, dropout=0.0)
+    options.update(overrides)
+    torch.manual_seed(0)
+    return HybridCT3D(1, 3, **options).eval()
+
+
+@pytest.mark.parametrize("shape", [(8, 8, 8), (4, 12, 20), (16, 8, 4)])
+def test_any_size_divisible_by_the_stride(shape: tuple[int, int, int]) -> None:
+    model = tiny()
+    assert model.stride == 4
+    logits = model(torch.rand(2, 1, *shape))
+    assert logits.shape == (2, 3) and torch.isfinite(logits).all()
+    assert model.token_grid(shape) == tuple(s // 4 for s in shape)
+
+
+@pytest.mark.parametrize("shape", [(8, 8, 6), (9, 8, 8), (2, 4, 4)])
+def test_non_divisible_size_is_refused(shape: tuple[int, int, int]) -> None:
+    with pytest.raises(UserInputError, match=r"divisible by the stem stride 4.*DivisiblePad\(k=4\)"):
+        tiny()(torch.rand(1, 1, *shape))
+
+
+def test_wrong_rank_or_channels_is_refused() -> None:
+    with pytest.raises(UserInputError, match=r"expected input \(B, 1, D, H, W\), got shape \(1, 2, 8, 8, 8\)"):
+        tiny()(torch.rand(1, 2, 8, 8, 8))
+    with pytest.raises(UserInputError, match=r"got shape \(1, 1, 8, 8\)"):
+        tiny()(torch.rand(1, 1, 8, 8))
+
+
+def test_attention_weights_map_onto_the_3d_token_grid() -> None:
+    model = tiny()
+    captured = {}
+    model.stem.register_forward_hook(lambda module, inputs, output: captured.update(features=output))
+    model.to_tokens.register_forward_hook(lambda module, inputs, output: captured.update(tokens=inputs[0]))
+    x = torch.rand(2, 1, 8, 12, 16)
+    out = model(x, need_weights=True)
+    d, h, w = out.grid
+    assert out.grid == (2, 3, 4)
+    assert len(out.attentions) == 2 and out.attentions[0].shape == (2, 2, 1 + d * h * w, 1 + d * h * w)
+    assert torch.allclose(out.logits, model(x), atol=1e-5)  # same numbers with and without weights
+    cls_map = out.cls_attention(layer=0)
+    assert cls_map.shape == (2, 2, d, h, w)
+    for i, j, k in [(0, 0, 0), (1, 2, 3), (0, 1, 2), (1, 0, 3)]:
+        token = i * h * w + j * w + k  # raster order used by the reshape
+        assert torch.equal(captured["tokens"][:, token], captured["features"][:, :, i, j, k])
+        assert torch.equal(cls_map[..., i, j, k], out.attentions[0][:, :, 0, 1 + token])
+    rollout = out.cls_rollout()
+    assert rollout.shape == (2, d, h, w)
+    expected = attention_rollout(out.attentions)[:, 0, 1:].reshape(2, d, h, w)
+    assert torch.allclose(rollout, expected)
+    assert (rollout.sum(dim=(1, 2, 3)) <= 1 + 1e-5).all()  # the rest of [CLS]'s share stays on itself
+
+
+def test_positions_differ_per_axis() -> None:
+    """The 3D code tells (i, j, k) from its permutations, so tokens know where they are."""
+    model = tiny()
+    codes = model.positions((3, 3, 3), torch.device("cpu"))
+    assert codes.shape == (27, 24)
+    assert len({tuple(row.tolist()) for row in codes}) == 27
+    assert not torch.allclose(codes[1 * 9 + 2 * 3 + 0], codes[2 * 9 + 1 * 3 + 0])
+
+
+def test_upsampled_map_keeps_each_token_inside_its_block() -> None:
+    grid = torch.zeros(1, 2, 3, 4)
+    grid[0, 1, 2, 1] = 1.0
+    voxels = upsample_token_map(grid, (8, 12, 16))
+    assert voxels.shape == (1, 8, 12, 16)
+    peak = torch.nonzero(voxels[0] == voxels.max())
+    assert ((peak // 4) == torch.tensor([1, 2, 1])).all()
+    probs, attention = tiny().attention_map(torch.rand(1, 1, 8, 12, 16))
+    assert probs.shape == (1, 3) and torch.allclose(probs.sum(), torch.tensor(1.0))
+    assert attention.shape == (1, 8, 12, 16) and (attention >= 0).all()
+
+
+def test_from_pretrained_round_trip(tmp_path: Path) -> None:
+    model = tiny(class_names=["a", "b", "c"])
+    model.train()
+    model(torch.rand(4, 1, 8, 8, 8))  # move the batch-norm running statistics off their defaults
+    model.eval()
+    model.save_pretrained(tmp_path)
+    loaded = HybridCT3D.from_pretrained(tmp_path)
+    assert loaded.config == model.config and loaded.class_names == ["a", "b", "c"]
+    x = torch.rand(2, 1, 8, 8, 12)
+    assert torch.equal(loaded(x), model(x))
+
+
+def test_invalid_configuration_is_refused() -> None:
+    with pytest.raises(ValueError, match="divisible by 6"):
+        HybridCT3D(d_model=128)
+    with pytest.raises(ValueError, match="one entry per stage"):
+        HybridCT3D(stem_channels=(8, 16), stem_strides=(2,))
+    with pytest.raises(ValueError, match="class_names needs 2 names"):
+        HybridCT3D(class_names=["only one"])

@@ -1,0 +1,167 @@
+"""PromoterClassifier: padding invariance, exact strand symmetry, save/load, and the predict command."""
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from Bio.Seq import reverse_complement
+
+from bioattn.cli import main as bioattn_main
+from bioattn.data.dna import N_ID, PAD_ID, collate_tokens, encode
+from bioattn.models import PromoterClassifier
+from bioattn.models.base import WEIGHTS_NAME
+
+RNG = np.random.default_rng(0)
+SEQUENCES = ["".join(RNG.choice(list("ACGT"), size=n)) for n in (12, 40, 25, 7, 40)]
+
+
+@pytest.fixture(scope="module")
+def model() -> PromoterClassifier:
+    torch.manual_seed(0)
+    return PromoterClassifier(max_len=48, d_model=32, num_heads=4, num_layers=2, conv_kernel=9).eval()
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, model) -> Path:
+    path = tmp_path_factory.mktemp("run")
+    model.save_pretrained(path)
+    return path
+
+
+def batch(sequences):
+    return collate_tokens([encode(s) for s in sequences])
+
+
+def test_prediction_alone_equals_prediction_in_padded_batch(model):
+    alone = torch.cat([model.predict_proba(*batch([s])) for s in SEQUENCES])
+    together = model.predict_proba(*batch(SEQUENCES))
+    torch.testing.assert_close(together, alone, rtol=0, atol=1e-6)
+    assert alone.std() > 1e-4  # the sequences really get different scores
+
+
+@pytest.mark.parametrize("conv_kernel", [9, 0])
+def test_content_of_pad_positions_is_irrelevant(conv_kernel):
+    torch.manual_seed(1)
+    net = PromoterClassifier(max_len=48, d_model=32, num_heads=4, num_layers=2, conv_kernel=conv_kernel).eval()
+    ids, mask = batch(SEQUENCES)
+    scrambled = ids.clone()
+    scrambled[mask] = torch.randint(PAD_ID, N_ID + 1, (int(mask.sum()),))
+    with torch.no_grad():
+        torch.testing.assert_close(net(scrambled, mask), net(ids, mask), rtol=0, atol=1e-6)
+        # without the mask the padding would matter: the test above is not vacuous
+        assert not torch.allclose(net(scrambled, None), net(ids, None), atol=1e-4)
+
+
+def test_reverse_complement_average_is_exactly_strand_symmetric(model):
+    forward = model.predict_proba(*batch(SEQUENCES))
+    reverse = model.predict_proba(*batch([reverse_complement(s) for s in SEQUENCES]))
+    assert torch.equal(forward, reverse)
+    single = model.predict_proba(*batch(SEQUENCES), rc_average=False)
+    single_rc = model.predict_proba(*batch([reverse_complement(s) for s in SEQUENCES]), rc_average=False)
+    assert not torch.allclose(single, single_rc)  # one strand alone is not symmetric
+
+
+def test_from_pretrained_round_trip_gives_equal_outputs(model, run_dir):
+    loaded = PromoterClassifier.from_pretrained(run_dir)
+    assert loaded.config == model.config and not loaded.training
+    ids, mask = batch(SEQUENCES)
+    assert torch.equal(loaded.predict_proba(ids, mask), model.predict_proba(ids, mask))
+    assert json.loads((run_dir / "config.json").read_text())["model_type"] == "PromoterClassifier"
+    assert (run_dir / WEIGHTS_NAME).read_bytes()[8:9] == b"{"  # safetensors header, not a pickle
+
+
+def test_longer_than_max_len_is_rejected(model):
+    with pytest.raises(ValueError, match="exceeds this model's max_len=48"):
+        model(*batch(["A" * 49]))
+
+
+def test_invalid_options():
+    with pytest.raises(ValueError, match="odd"):
+        PromoterClassifier(conv_kernel=4)
+    with pytest.raises(ValueError, match="divisible"):
+        PromoterClassifier(d_model=30, num_heads=4)
+
+
+# --------------------------------------------------------------------------------- predict command
+def read_output(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_predict_fasta_keeps_ids_and_order(model, run_dir, tmp_path, capsys):
+    fasta = tmp_path / "in.fa"
+    fasta.write_text("".join(f">seq{i} description\n{s[:20]}\n{s[20:].lower()}\n" for i, s in enumerate(SEQUENCES)))
+    out = tmp_path / "out.csv"
+    code = bioattn_main(["predict", "promoter", "--run", str(run_dir), "--input", str(fasta), "--output", str(out),
+                         "--batch-size", "2"])
+    assert code == 0
+    rows = read_output(out)
+    assert list(rows[0]) == ["id", "promoter_probability", "predicted_label"]
+    assert [r["id"] for r in rows] == [f"seq{i}" for i in range(len(SEQUENCES))]
+    expected = model.predict_tokens([encode(s) for s in SEQUENCES])
+    np.testing.assert_allclose([float(r["promoter_probability"]) for r in rows], expected, atol=2e-6)
+    assert [int(r["predicted_label"]) for r in rows] == [int(p >= 0.5) for p in expected]
+    assert "5 sequences scored" in capsys.readouterr().err
+
+
+def test_predict_csv_ignores_label_and_numbers_rows(model, run_dir, tmp_path):
+    table = tmp_path / "in.csv.gz"
+    table.write_bytes(gzip.compress(("label,sequence\n" + "".join(f"1,{s}\n" for s in SEQUENCES)).encode()))
+    out = tmp_path / "sub" / "out.csv"
+    assert bioattn_main(["predict", "promoter", "--run", str(run_dir), "--input", str(table), "--output", str(out)]) == 0
+    rows = read_output(out)
+    assert [r["id"] for r in rows] == [str(i) for i in range(1, len(SEQUENCES) + 1)]
+    np.testing.assert_allclose([float(r["promoter_probability"]) for r in rows],
+                               model.predict_tokens([encode(s) for s in SEQUENCES]), atol=2e-6)
+
+
+BAD_PREDICT_INPUTS = [
+    ("empty.fa", "", "file is empty"),
+    ("notes.fa", "just some notes\n", "not valid FASTA"),
+    ("badchar.fa", ">ok\nACGT\n>bad1\nACGUA\n", "record 'bad1' (#2): invalid character 'U' at position 4"),
+    ("emptyrec.fa", ">ok\nACGT\n>hollow\n>next\nAC\n", "record 'hollow' (#2): empty sequence"),
+    ("nocol.csv", "seq\nACGT\n", "CSV without a 'sequence' column"),
+    ("long.fa", ">ok\nACGT\n>big\n" + "A" * 49 + "\n", "record 'big' (#2): sequence is 49 nt long; this model accepts at most 48"),
+]
+
+
+@pytest.mark.parametrize("name, content, fragment", BAD_PREDICT_INPUTS, ids=[b[0] for b in BAD_PREDICT_INPUTS])
+def test_predict_bad_input_exit_2_one_line_and_no_output(run_dir, tmp_path, capsys, name, content, fragment):
+    source = tmp_path / name
+    source.write_text(content)
+    out = tmp_path / "out.csv"
+    code = bioattn_main(["predict", "promoter", "--run", str(run_dir), "--input", str(source), "--output", str(out),
+                         "--batch-size", "1"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith(f"error: {source}: ") and fragment in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert not out.exists() and not list(tmp_path.glob(".out.csv*"))  # nothing half-written, no temp left
+
+
+def test_predict_failure_keeps_previous_output_and_console_script_exits_2(run_dir, tmp_path):
+    source = tmp_path / "cut.fa.gz"
+    data = gzip.compress("".join(f">r{i}\n{SEQUENCES[i % 5]}\n" for i in range(400)).encode())
+    source.write_bytes(data[: len(data) // 2])
+    out = tmp_path / "out.csv"
+    out.write_text("previous results\n")
+    done = subprocess.run([sys.executable, "-m", "bioattn.cli", "predict", "promoter", "--run", str(run_dir),
+                           "--input", str(source), "--output", str(out), "--batch-size", "8"],
+                          capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"error: {source}: truncated gzip file (compressed data ended early)"
+    assert out.read_text() == "previous results\n"
+
+
+def test_predict_rejects_a_folder_that_is_not_a_run(tmp_path, capsys):
+    source = tmp_path / "in.fa"
+    source.write_text(">a\nACGT\n")
+    code = bioattn_main(["predict", "promoter", "--run", str(tmp_path), "--input", str(source), "--output", str(tmp_path / "o.csv")])
+    assert code == 2 and "no config.json" in capsys.readouterr().err
