@@ -303,15 +303,13 @@ def plot_contact_map(
 
     Correct predictions are blue, wrong ones red; without ``distances`` the predictions are drawn alone.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # object-oriented API: never switches the user's backend
 
     length = scores.shape[0]
     i, j = np.triu_indices(length, k=6)
     order = np.argsort(-np.nan_to_num(scores[i, j], nan=-np.inf), kind="stable")[: max(length // top_fraction, 1)]
-    fig, ax = plt.subplots(figsize=(5.5, 5.5))
+    fig = Figure(figsize=(5.5, 5.5))
+    ax = fig.subplots()
     if distances is not None:
         native = np.argwhere(np.triu(np.nan_to_num(distances, nan=np.inf) < CONTACT_CUTOFF, k=6))
         ax.scatter(native[:, 1], native[:, 0], s=6, c="0.75", marker="s", label="native (Cβ < 8 Å)")
@@ -331,7 +329,6 @@ def plot_contact_map(
     fig.tight_layout()
     with atomic_write(path, "wb") as handle:
         fig.savefig(handle, format="png", dpi=120)
-    plt.close(fig)
 
 
 @dataclass(frozen=True)

@@ -208,7 +208,7 @@ def plot_orthogonal_slices(
     if len(center) != 3 or any(not 0 <= c < n for c, n in zip(center, image.shape)):
         raise UserInputError(f"center {tuple(center)} is outside the volume {image.shape}")
     heat_range = (float(heat.min()), float(heat.max()))
-    fig = Figure(figsize=(9.0, 3.3))
+    fig = Figure(figsize=(9.0, 3.3), layout="constrained")
     axes = fig.subplots(1, 3)
     for axis, ax in enumerate(axes):
         index = int(center[axis])
