@@ -301,7 +301,8 @@ def plot_contact_map(
 ) -> None:
     """PNG of the top-L/``top_fraction`` predicted pairs (upper triangle) over the native contacts (grey).
 
-    Correct predictions are blue, wrong ones red; without ``distances`` the predictions are drawn alone.
+    Correct predictions are blue, wrong ones red, pairs without native coordinates hollow; without
+    ``distances`` the predictions are drawn alone.
     """
     from matplotlib.figure import Figure  # object-oriented API: never switches the user's backend
 
@@ -314,9 +315,14 @@ def plot_contact_map(
         native = np.argwhere(np.triu(np.nan_to_num(distances, nan=np.inf) < CONTACT_CUTOFF, k=6))
         ax.scatter(native[:, 1], native[:, 0], s=6, c="0.75", marker="s", label="native (Cβ < 8 Å)")
         ax.scatter(native[:, 0], native[:, 1], s=6, c="0.75", marker="s")
-        hit = np.nan_to_num(distances[i[order], j[order]], nan=np.inf) < CONTACT_CUTOFF
+        predicted = distances[i[order], j[order]]
+        known = np.isfinite(predicted)
+        hit = known & (np.nan_to_num(predicted, nan=np.inf) < CONTACT_CUTOFF)
         ax.scatter(j[order][hit], i[order][hit], s=8, c="tab:blue", label="predicted, correct")
-        ax.scatter(j[order][~hit], i[order][~hit], s=8, c="tab:red", label="predicted, wrong")
+        ax.scatter(j[order][known & ~hit], i[order][known & ~hit], s=8, c="tab:red", label="predicted, wrong")
+        if not known.all():
+            ax.scatter(j[order][~known], i[order][~known], s=8, facecolors="none", edgecolors="0.4",
+                       label="predicted, no native coordinates")
     else:
         ax.scatter(j[order], i[order], s=8, c="tab:blue", label="predicted")
     ax.set_xlim(-0.5, length - 0.5)
