@@ -103,19 +103,24 @@ def collate_tokens(token_arrays: Sequence[np.ndarray | Tensor]) -> tuple[Tensor,
     return ids, padding_mask
 
 
+def reverse_padded(values: Tensor, padding_mask: Tensor | None = None) -> Tensor:
+    """Reverse each right-padded row of ``values (B, L)`` within its own length; padding stays at the right.
+
+    ``padding_mask``: ``(B, L)`` bool, True = PAD (None: no padding, a plain flip).
+    """
+    if padding_mask is None:
+        return values.flip(-1)
+    lengths = (~padding_mask).sum(-1, keepdim=True)
+    positions = torch.arange(values.shape[-1], device=values.device).expand_as(values)
+    return values.gather(-1, torch.where(positions < lengths, lengths - 1 - positions, positions))
+
+
 def reverse_complement_ids(ids: Tensor, padding_mask: Tensor | None = None) -> Tensor:
     """Reverse complement of right-padded token ids ``(B, L)`` -> ``(B, L)``; padding stays at the right.
 
     ``padding_mask``: ``(B, L)`` bool, True = PAD (None: no padding).
     """
-    complement = _COMPLEMENT.to(ids.device)[ids]
-    length = ids.shape[-1]
-    if padding_mask is None:
-        return complement.flip(-1)
-    lengths = (~padding_mask).sum(-1, keepdim=True)
-    positions = torch.arange(length, device=ids.device).expand_as(ids)
-    source = torch.where(positions < lengths, lengths - 1 - positions, positions)
-    return complement.gather(-1, source)
+    return reverse_padded(_COMPLEMENT.to(ids.device)[ids], padding_mask)
 
 
 def reverse_complement(sequence: str) -> str:

@@ -14,8 +14,8 @@ import torch
 from Bio.SeqUtils import nt_search
 from torch import Tensor
 
-from bioattn.data.dna import reverse_complement_ids
-from bioattn.explain.rollout import attention_rollout
+from bioattn.data.dna import reverse_complement_ids, reverse_padded
+from bioattn.explain.rollout import rollout_rows
 
 
 @dataclass
@@ -29,16 +29,9 @@ class PromoterExplanation:
 
 
 def _cls_influence(weights: list[Tensor], key_padding_mask: Tensor, head_fusion: str, start_layer: int) -> Tensor:
-    rollout = attention_rollout(weights, head_fusion=head_fusion, start_layer=start_layer, key_padding_mask=key_padding_mask)
-    return rollout[:, 0, 1:]
-
-
-def _reverse_positions(values: Tensor, padding_mask: Tensor) -> Tensor:
-    """Map ``(B, L)`` values of reverse-complemented sequences back onto forward positions (padding stays right)."""
-    lengths = (~padding_mask).sum(-1, keepdim=True)
-    positions = torch.arange(values.shape[-1], device=values.device).expand_as(values)
-    source = torch.where(positions < lengths, lengths - 1 - positions, positions)
-    return values.gather(-1, source)
+    """[CLS] row of the rollout without [CLS] itself: ``(B, L)`` per-nucleotide influence."""
+    cls_row = rollout_rows(weights, 0, head_fusion=head_fusion, start_layer=start_layer, key_padding_mask=key_padding_mask)
+    return cls_row[:, 1:]
 
 
 @torch.no_grad()
@@ -66,7 +59,7 @@ def explain_promoters(
     if use_rc:
         _, _, rc_weights = model.encode(reverse_complement_ids(ids, padding_mask), padding_mask, need_weights=True)
         rc_influence = _cls_influence(rc_weights, key_padding_mask, head_fusion, start_layer)
-        influence = (influence + _reverse_positions(rc_influence, padding_mask)) / 2
+        influence = (influence + reverse_padded(rc_influence, padding_mask)) / 2
     return PromoterExplanation(probabilities=probabilities, influence=influence, weights=weights)
 
 
