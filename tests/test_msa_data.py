@@ -70,38 +70,22 @@ def test_ambiguity_codes_read_as_unknown_and_dots_as_gaps(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ bad input
-def test_ragged_row_names_file_line_and_record(tmp_path):
-    path = tmp_path / "bad.fasta"
-    path.write_text(">a\nACDE\n>b\nACDE\n>c\nACD\n")
-    with pytest.raises(UserInputError, match=r"bad\.fasta, line 5 \(record 'c'\): 3 aligned columns, but the first record has 4"):
-        read_msa(path)
-
-
-def test_ragged_psicov_names_the_line(tmp_path):
-    path = tmp_path / "bad.aln"
-    path.write_text("ACDE\nACDE\n\nACDEF\n")
-    with pytest.raises(UserInputError, match=r"bad\.aln, line 4 \(record 'row2'\): 5 aligned columns"):
-        read_msa(path)
-
-
-def test_ragged_stockholm_names_the_record_line(tmp_path):
-    path = tmp_path / "bad.sto"
-    path.write_text("# STOCKHOLM 1.0\nseq1 ACDE-F\nseq2 ACD-F\n//\n")
-    with pytest.raises(UserInputError, match=r"bad\.sto, line 3 \(record 'seq2'\): 5 aligned columns"):
-        read_msa(path)
-
-
-def test_a3m_named_as_fasta_gets_a_hint(tmp_path):
-    path = tmp_path / "bad.fasta"
-    path.write_text(">a\nACDE\n>b\nACkDE\n")
-    with pytest.raises(UserInputError, match=r"name it \*\.a3m"):
-        read_msa(path)
-
-
-def test_unknown_character_names_line_record_and_column(tmp_path):
-    path = tmp_path / "bad.a3m"
-    path.write_text(">a\nACDE\n>b\nAC*E\n")
-    with pytest.raises(UserInputError, match=r"bad\.a3m, line 3 \(record 'b'\): character '\*' at aligned column 3"):
+@pytest.mark.parametrize(
+    "name,text,message",
+    [
+        ("bad.fasta", ">a\nACDE\n>b\nACDE\n>c\nACD\n",
+         r"bad\.fasta, line 5 \(record 'c'\): 3 aligned columns, but the first record has 4"),
+        ("bad.aln", "ACDE\nACDE\n\nACDEF\n", r"bad\.aln, line 4 \(record 'row2'\): 5 aligned columns"),
+        ("bad.sto", "# STOCKHOLM 1.0\nseq1 ACDE-F\nseq2 ACD-F\n//\n", r"bad\.sto, line 3 \(record 'seq2'\): 5 aligned columns"),
+        ("bad.fasta", ">a\nACDE\n>b\nACkDE\n", r"name it \*\.a3m"),  # an A3M saved as .fasta gets a hint
+        ("bad.a3m", ">a\nACDE\n>b\nAC*E\n", r"bad\.a3m, line 3 \(record 'b'\): character '\*' at aligned column 3"),
+    ],
+    ids=["ragged-fasta", "ragged-psicov", "ragged-stockholm", "a3m-named-fasta", "unknown-character"],
+)
+def test_bad_alignment_names_file_line_and_record(tmp_path, name, text, message):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(UserInputError, match=message):
         read_msa(path)
 
 
