@@ -7,14 +7,15 @@
 For one family the recipe (1) reads the alignment (A3M, A2M, aligned FASTA, Stockholm, Clustal, PSICOV),
 takes a random subsample of at most ``--max-seqs`` rows and their 80%-identity weights; (2) computes
 coevolution baselines on that subsample: mutual information + APC, Gaussian DCA (inverse covariance) + APC
-and, with ``--coevolution potts``, a pseudo-likelihood Potts model + APC (the CCMpred/plmDCA objective,
-slow on CPU); (3) trains :class:`~bioattn.models.MSAContactModel` from scratch by masked-token
-prediction on blocks of ``--rows`` rows sampled by weight (early-stopped on the masked-token loss of held-out
-rows — never on contacts); (4) reads its tied row-attention maps (symmetrised, APC, sorted over heads) and
-feeds them, with the coevolution maps unless ``--coevolution none``, to the logistic-regression contact
-head. The head is fitted on other families only: ``--all`` fits it leave-one-family-out and writes
-``contact_head.json`` (fitted on every family) for use with ``--contact-head`` on new alignments. Without a
-head, the scores are the first coevolution map computed (or, with ``--coevolution none``, the mean attention map).
+and, with ``--coevolution potts``, a pseudo-likelihood Potts model + APC (CCMpred's objective and
+conventions, fitted on every row of the alignment with its 80%-identity weights; minutes on CPU);
+(3) trains :class:`~bioattn.models.MSAContactModel` from scratch by masked-token prediction on blocks of
+``--rows`` rows sampled by weight (early-stopped on the masked-token loss of held-out rows — never on contacts);
+(4) reads its tied row-attention maps (symmetrised, APC, sorted over heads) and feeds them, with the
+coevolution maps unless ``--coevolution none``, to the logistic-regression contact head. The head is fitted
+on other families only: ``--all`` fits it leave-one-family-out and writes ``contact_head.json`` (fitted on
+every family) for use with ``--contact-head`` on new alignments. Without a head, the scores are the first
+coevolution map computed (or, with ``--coevolution none``, the mean attention map).
 
 Writes ``contacts.npy`` (L×L scores), ``contacts.rr`` (CASP RR), ``contact_map.png`` (top-L predictions over
 the native map), ``metrics.json`` (long-range P@L/5, P@L/2, P@L of the model, of the baselines computed in the
@@ -60,7 +61,7 @@ DEFAULTS = TrainConfig(
     max_minutes=5.0, monitor="val_loss", monitor_mode="min", eval_every_steps=50, max_steps_per_epoch=100,
     patience=6,
 )
-QUICK = dict(max_seqs=256, rows=16, embed_dim=32, heads=2, layers=2, potts_iterations=15, feature_blocks=1)
+QUICK = dict(max_seqs=256, rows=16, embed_dim=32, heads=2, layers=2, potts_iterations=15, potts_seqs=256, feature_blocks=1)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,9 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--coevolution", choices=tuple(COEVOLUTION_FEATURES), default="gaussian",
                        help="coevolution maps fed to the contact head beside attention: none; gaussian (Gaussian DCA + MI); "
                             "potts (also a pseudo-likelihood Potts model) (default: %(default)s)")
-    model.add_argument("--potts-iterations", type=int, default=100, help="L-BFGS iterations of the Potts baseline (default: %(default)s)")
-    model.add_argument("--potts-seqs", type=int, default=2048, help="rows of the subsample used by the Potts fit (default: %(default)s)")
-    model.add_argument("--potts-minutes", type=float, default=5.0, help="time budget of the Potts baseline (default: %(default)s)")
+    model.add_argument("--potts-iterations", type=int, default=50,
+                       help="L-BFGS iterations of the Potts model (default: %(default)s, CCMpred's)")
+    model.add_argument("--potts-seqs", type=int, default=0,
+                       help="random rows of the alignment for the Potts fit; 0: every row, as CCMpred (default: %(default)s)")
+    model.add_argument("--potts-minutes", type=float, default=15.0,
+                       help="CPU-time budget of the Potts fit, sequence weights included (default: %(default)s)")
     model.add_argument("--contact-head", type=Path, default=None, help="contact_head.json of an --all run, for a new family")
     model.add_argument("--quick", action="store_true", help="tiny settings for a smoke test (seconds)")
     add_training_args(parser, DEFAULTS)
@@ -137,10 +141,22 @@ def training_pool(target: ContactTarget, args: argparse.Namespace, seed: int) ->
     return pool, sequence_weights(pool)
 
 
+def potts_rows(target: ContactTarget, args: argparse.Namespace, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Tokens ``(n, L)`` of the Potts fit (the whole alignment, or ``--potts-seqs`` random rows) and their 80 %-identity weights."""
+    tokens = MSATokenizer().encode(target.msa)
+    if args.potts_seqs > 0:
+        tokens = tokens[subsample(tokens, args.potts_seqs, "random", seed=seed)]
+    return tokens, sequence_weights(tokens)
+
+
 def coevolution_maps(
-    pool: torch.Tensor, weights: torch.Tensor, names: tuple[str, ...], args: argparse.Namespace, timings: dict[str, float]
+    target: ContactTarget, pool: torch.Tensor, weights: torch.Tensor, names: tuple[str, ...], args: argparse.Namespace,
+    seed: int, timings: dict[str, float],
 ) -> dict[str, torch.Tensor]:
-    """The APC-corrected ``(L, L)`` maps ``names`` (``mi_apc``, ``gaussian_dca_apc``, ``potts_apc``); CPU seconds into ``timings``."""
+    """The APC-corrected ``(L, L)`` maps ``names`` (``mi_apc``, ``gaussian_dca_apc``, ``potts_apc``); CPU seconds into ``timings``.
+
+    MI and Gaussian DCA use the training pool ``(n, L)`` and its ``weights``; the Potts model :func:`potts_rows`.
+    """
     maps = {}
     for name in names:
         tick = time.process_time()
@@ -149,9 +165,10 @@ def coevolution_maps(
         elif name == "gaussian_dca_apc":
             maps[name] = apc(gaussian_dca(pool, weights))
         else:
-            rows = slice(0, args.potts_seqs)
-            maps[name] = apc(potts_couplings(pool[rows], weights[rows], max_iterations=args.potts_iterations,
-                                             max_seconds=60 * args.potts_minutes, progress=True))
+            tokens, row_weights = potts_rows(target, args, seed)
+            budget = 60 * args.potts_minutes - (time.process_time() - tick)
+            maps[name] = apc(potts_couplings(tokens, row_weights, max_iterations=args.potts_iterations,
+                                             max_cpu_seconds=budget, progress=True))
         timings[f"{name.removesuffix('_apc')}_cpu_s"] = time.process_time() - tick
     return maps
 
@@ -163,7 +180,7 @@ def prepare_family(target: ContactTarget, args: argparse.Namespace, config: Trai
     length = pool.shape[1]
     is_main = is_main_process()
     timings: dict[str, float] = {}
-    maps = coevolution_maps(pool, weights, baseline_names(args), args, timings) if is_main else {}
+    maps = coevolution_maps(target, pool, weights, baseline_names(args), args, config.seed, timings) if is_main else {}
 
     tick = time.process_time()
     generator = torch.Generator().manual_seed(config.seed)
@@ -302,7 +319,7 @@ def add_missing_maps(target: ContactTarget, run_dir: Path, info: dict[str, Any],
         return
     pool, weights = training_pool(target, args, seed)
     timings: dict[str, float] = {}
-    save_tensors(run_dir / FEATURES_FILE, {**saved, **coevolution_maps(pool, weights, missing, args, timings)})
+    save_tensors(run_dir / FEATURES_FILE, {**saved, **coevolution_maps(target, pool, weights, missing, args, seed, timings)})
     info["cpu_seconds"] = {**info["cpu_seconds"], **{k: round(v, 1) for k, v in timings.items()}}
     info["cpu_seconds"]["total"] = round(info["cpu_seconds"]["total"] + sum(timings.values()), 1)
 

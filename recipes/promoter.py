@@ -58,7 +58,7 @@ CV_FOLDS = 5
 KMER_MAX = 6
 DEFAULTS = TrainConfig(
     max_epochs=12, batch_size=64, lr=3e-3, weight_decay=0.01, schedule="warmup_cosine", warmup_steps=100,
-    grad_clip=1.0, patience=4, monitor="dev_mcc", monitor_mode="max",
+    grad_clip=1.0, patience=8, monitor="dev_mcc", monitor_mode="max",
 )
 # Published MCC×100 on the official GUE test split (fine-tuned pretrained models; DNABERT-2 paper, results
 # table). See data_cards/gue_promoters.md.
@@ -212,7 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--heads", type=int, default=4, help="attention heads (default: %(default)s)")
     model.add_argument("--layers", type=int, default=2, help="transformer layers (default: %(default)s)")
     model.add_argument("--conv-kernel", type=int, default=15, help="odd kernel of the conv embedding, 0 = off (default: %(default)s)")
-    model.add_argument("--dropout", type=float, default=0.0, help="dropout; try 0.1 for long trainings (default: %(default)s)")
+    model.add_argument("--conv-layers", type=int, default=1, help="residual conv embedding blocks (default: %(default)s)")
+    model.add_argument("--dropout", type=float, default=0.1, help="dropout of the residual branches and the head (default: %(default)s)")
     model.add_argument("--no-rc-augment", action="store_true", help="do not train on random reverse complements")
     model.add_argument("--no-rc-average", action="store_true", help="predict from the given strand only")
     add_training_args(parser, DEFAULTS)
@@ -235,6 +236,7 @@ def build_model(args: argparse.Namespace, max_len: int) -> PromoterClassifier:
             num_heads=2 if args.quick else args.heads,
             num_layers=1 if args.quick else args.layers,
             conv_kernel=args.conv_kernel,
+            conv_layers=args.conv_layers,
             dropout=args.dropout,
             rc_average=not args.no_rc_average,
         )

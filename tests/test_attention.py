@@ -259,6 +259,19 @@ def test_encoder_layer_matches_torch_transformer_encoder_layer(norm_first):
     torch.testing.assert_close(got[~padding], expected[~padding], atol=1e-5, rtol=1e-5)
 
 
+def test_attention_dropout_is_separate_from_residual_dropout():
+    torch.manual_seed(0)
+    x = torch.randn(2, 9, 32)
+    default = TransformerEncoderLayer(32, 4, dropout=0.5).train()
+    assert default.self_attn.dropout == 0.5  # as torch: one rate for attention weights and residual branches
+    layer = TransformerEncoderLayer(32, 4, dropout=0.5, attention_dropout=0.0).train()
+    # the attention weights are not dropped in training mode: same attention output as in eval mode ...
+    torch.testing.assert_close(layer.self_attn(x)[0], layer.eval().self_attn(x)[0])
+    # ... while the residual branches still are
+    layer.train()
+    assert not torch.allclose(layer(x)[0], layer.eval()(x)[0])
+
+
 def test_encoder_returns_per_layer_per_head_weights_on_request():
     enc = TransformerEncoder(32, 4, 3, dropout=0.0).eval()
     x = torch.randn(2, 10, 32)

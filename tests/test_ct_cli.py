@@ -169,6 +169,7 @@ def test_single_dicom_slice_exits_2_without_traceback(run_dir: Path, tmp_path: P
 def _recipe():
     spec = importlib.util.spec_from_file_location("ct_classify", REPO / "recipes" / "ct_classify.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -210,6 +211,41 @@ def test_recipe_quick_end_to_end_on_real_data(tmp_path: Path, one_thread) -> Non
     resumed = json.loads((out / "metrics.json").read_text())["models"]
     assert {k: v["val_auc"] for k, v in resumed.items()} == {k: v["val_auc"] for k, v in models.items()}
     assert torch.equal(HybridCT3D.from_pretrained(out).cls_token, model.cls_token)
+
+
+def test_recipe_protocols_set_their_defaults_and_flags_override_them() -> None:
+    recipe = _recipe()
+    parser = recipe.build_parser()
+    args = parser.parse_args(["--out", "x"])
+    official, protocol = recipe.resolve_config(args), recipe.resolve_protocol(args)
+    assert (official.optimizer, official.lr, official.batch_size, official.weight_decay) == ("adam", 1e-3, 32, 0.0)
+    assert (official.schedule, official.max_epochs, official.milestones) == ("multistep", 100, (50, 75))
+    assert (protocol.label_smoothing, protocol.flip_tta, protocol.intensity_jitter) == (0.0, False, 0.1)
+    args = parser.parse_args(["--out", "x", "--protocol", "tuned"])
+    tuned, protocol = recipe.resolve_config(args), recipe.resolve_protocol(args)
+    assert (tuned.optimizer, tuned.schedule, tuned.max_epochs, tuned.weight_decay) == (
+        "adamw", "warmup_cosine", 15, 0.05)
+    assert (protocol.label_smoothing, protocol.flip_tta, protocol.intensity_jitter) == (0.1, True, 0.0)
+    args = parser.parse_args(["--out", "x", "--protocol", "tuned", "--epochs", "7", "--tta", "none",
+                              "--label-smoothing", "0", "--intensity-jitter", "0.2"])
+    protocol = recipe.resolve_protocol(args)
+    assert recipe.resolve_config(args).max_epochs == 7
+    assert (protocol.label_smoothing, protocol.flip_tta, protocol.intensity_jitter) == (0.0, False, 0.2)
+    with pytest.raises(UserInputError, match=r"--label-smoothing must be in \[0, 1\), got 1.5"):
+        recipe.resolve_protocol(parser.parse_args(["--out", "x", "--label-smoothing", "1.5"]))
+
+
+def test_recipe_tuned_protocol_records_itself_and_the_tta_ablation(tmp_path: Path, one_thread) -> None:
+    root = _data_root()
+    out = tmp_path / "run"
+    argv = ["--data-root", str(root), "--out", str(out), "--quick", "--protocol", "tuned", "--baseline", "none"]
+    assert run_user_main(lambda: _recipe().main(argv)) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["protocol"]["name"] == "tuned" and metrics["protocol"]["flip_tta"]
+    assert metrics["protocol"]["train"]["optimizer"] == "adamw"
+    (hybrid,) = metrics["models"].values()
+    assert all("val_auc_no_tta" in h for h in hybrid["val_history"])
+    assert hybrid["val_auc_last_epoch"] == hybrid["val_history"][-1]["val_auc"]
 
 
 def test_recipe_refuses_a_file_without_a_train_split(tmp_path: Path, capsys) -> None:

@@ -128,6 +128,18 @@ def test_dataset_scales_uint8_and_augmentation_follows_the_torch_seed(tmp_path: 
     assert not torch.equal(first, image)  # a rotation always happens with rotate_prob=1
 
 
+def test_no_intensity_jitter_keeps_binary_masks_binary(tmp_path: Path) -> None:
+    split = load_medmnist3d_npz(_npz(tmp_path / "d.npz"))["train"]
+    image = VolumeDataset(split)[1][0]
+    flips_only = VolumeDataset(split, train_augmentation(flip_prob=0.5, rotate_prob=0.0, intensity_jitter=0.0))
+    jittered = VolumeDataset(split, train_augmentation(flip_prob=0.5, rotate_prob=0.0, intensity_jitter=0.1))
+    torch.manual_seed(0)
+    outputs = [flips_only[1][0] for _ in range(8)]
+    assert all(set(out.unique().tolist()) <= {0.0, 1.0} and out.sum() == image.sum() for out in outputs)
+    torch.manual_seed(0)
+    assert any(not set(jittered[1][0].unique().tolist()) <= {0.0, 1.0} for _ in range(8))
+
+
 # ------------------------------------------------------------------------- preprocessing
 
 

@@ -105,3 +105,26 @@ def test_invalid_configuration_is_refused() -> None:
         HybridCT3D(stem_channels=(8, 16), stem_strides=(2,))
     with pytest.raises(ValueError, match="class_names needs 2 names"):
         HybridCT3D(class_names=["only one"])
+
+
+def test_flip_tta_is_the_mean_over_the_eight_flips_and_makes_predictions_flip_invariant() -> None:
+    from torch.utils.data import TensorDataset
+
+    from bioattn.models.hybrid_ct import flip_axis_sets, predict_probabilities
+
+    flips = flip_axis_sets()
+    assert len(flips) == 8 and len(set(flips)) == 8 and () in flips and (2, 3, 4) in flips
+    model = tiny()
+    volumes = torch.rand(3, 1, 8, 8, 12)
+    dataset = TensorDataset(volumes, torch.zeros(3, dtype=torch.long))
+    with torch.no_grad():
+        expected = torch.stack([model(volumes.flip(axes) if axes else volumes).softmax(-1) for axes in flips]).mean(0)
+    averaged = predict_probabilities(model, dataset, batch_size=2, flip_tta=True)
+    assert averaged.shape == (3, 3)
+    assert torch.allclose(torch.from_numpy(averaged), expected, atol=1e-6)
+    # the 8 flips form a group, so the averaged prediction of a flipped volume is that of the volume
+    flipped = TensorDataset(volumes.flip(3), torch.zeros(3, dtype=torch.long))
+    assert torch.allclose(torch.from_numpy(predict_probabilities(model, flipped, flip_tta=True)),
+                          torch.from_numpy(averaged), atol=1e-5)
+    plain, plain_flipped = (predict_probabilities(model, data) for data in (dataset, flipped))
+    assert not torch.allclose(torch.from_numpy(plain), torch.from_numpy(plain_flipped), atol=1e-4)

@@ -10,7 +10,7 @@ from Bio.PDB import MMCIFIO, PDBParser
 
 from bioattn.contacts import (
     apc, load_target, mi_apc, mutual_information, plot_contact_map, potts_couplings, precision_at,
-    read_contact_scores, tool_name, write_rr,
+    pseudo_likelihood, read_contact_scores, tool_name, write_rr,
 )
 from bioattn.data import resolve_data_root
 from bioattn.data.msa import MSATokenizer
@@ -187,6 +187,39 @@ def test_potts_and_mi_find_a_planted_coupling():
     assert divmod(int(potts.argmax()), 12) in ((1, 9), (9, 1))
     mi = mi_apc(tokens, weights)
     assert divmod(int(np.argmax(mi)), 12) in ((1, 9), (9, 1))
+
+
+def test_pseudo_likelihood_value_and_gradient_match_a_direct_loop():
+    generator = torch.Generator().manual_seed(0)
+    length, q, n = 4, 21, 7
+    tokens = torch.randint(0, q, (n, length), generator=generator)
+    weights = torch.rand(n, generator=generator)
+    fields = torch.randn(length * q, generator=generator)
+    fields.view(length, q)[:, -1] = 0.0
+    free = torch.randn(length * q, length * q, generator=generator)
+    block = torch.block_diag(*[torch.ones(q, q, dtype=torch.bool)] * length)
+    couplings = (0.5 * (free + free.T)).masked_fill(block, 0.0)
+    value, field_grad, pair_grad = pseudo_likelihood(fields, couplings, tokens, weights, lambda_single=0.3, lambda_pair=0.7,
+                                                     chunk_size=3)
+
+    h = fields.view(length, q).clone().requires_grad_(True)
+    a = couplings.view(length, q, length, q).clone().requires_grad_(True)
+    j = 0.5 * (a + a.permute(2, 3, 0, 1))  # a symmetric parametrisation: autograd gives the symmetric gradient
+    expected = torch.zeros((), dtype=torch.float64)
+    for row, w in zip(tokens, weights):
+        for i in range(length):
+            logits = h[i] + sum(j[i, :, k, row[k]] for k in range(length) if k != i)
+            expected = expected - w * logits.log_softmax(-1)[row[i]]
+    expected = expected + 0.3 * h[:, :-1].square().sum()
+    expected = expected + 0.7 * (length - 1) * sum(j[i, :, k].square().sum() for i in range(length) for k in range(i + 1, length))
+    expected.backward()
+    off_diagonal = ~block.view(length, q, length, q)
+    assert torch.allclose(value, expected.detach(), rtol=1e-5)
+    assert torch.allclose(field_grad.view(length, q)[:, :-1], h.grad[:, :-1], atol=1e-4)
+    assert torch.equal(field_grad.view(length, q)[:, -1], torch.zeros(length))  # the gap field is held at 0
+    assert torch.allclose(pair_grad.view(length, q, length, q)[off_diagonal], a.grad[off_diagonal], atol=1e-4)
+    assert torch.equal(pair_grad.view(length, q, length, q)[~off_diagonal], torch.zeros(length * q * q))
+    assert torch.allclose(pair_grad, pair_grad.T)
 
 
 def test_published_ccmpred_precision_reproduced_on_1atzA():

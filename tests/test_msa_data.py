@@ -157,6 +157,15 @@ def test_weights_are_exact_under_chunking():
     assert torch.equal(sequence_weights(tokens, chunk_size=5), sequence_weights(tokens))
 
 
+def test_weights_of_duplicated_rows_match_a_direct_count():
+    generator = torch.Generator().manual_seed(0)
+    distinct = torch.randint(0, 4, (9, 10), generator=generator)
+    tokens = distinct[torch.randint(0, 9, (40,), generator=generator)]  # every distinct row several times
+    identity = (tokens[:, None, :] == tokens[None, :, :]).float().mean(-1)
+    expected = 1.0 / (identity >= 0.8).sum(1).float()
+    assert torch.allclose(sequence_weights(tokens, chunk_size=4), expected)
+
+
 def test_random_subsample_keeps_query_and_is_reproducible():
     tokens = torch.randint(0, 21, (50, 6))
     first = subsample(tokens, 10, "random", seed=3)

@@ -46,10 +46,11 @@ def test_prediction_alone_equals_prediction_in_padded_batch(model):
     assert alone.std() > 1e-4  # the sequences really get different scores
 
 
-@pytest.mark.parametrize("conv_kernel", [9, 0])
-def test_content_of_pad_positions_is_irrelevant(conv_kernel):
+@pytest.mark.parametrize("conv_kernel, conv_layers", [(9, 1), (9, 3), (0, 1)])
+def test_content_of_pad_positions_is_irrelevant(conv_kernel, conv_layers):
     torch.manual_seed(1)
-    net = PromoterClassifier(max_len=48, d_model=32, num_heads=4, num_layers=2, conv_kernel=conv_kernel).eval()
+    net = PromoterClassifier(max_len=48, d_model=32, num_heads=4, num_layers=2, conv_kernel=conv_kernel,
+                             conv_layers=conv_layers).eval()
     ids, mask = batch(SEQUENCES)
     scrambled = ids.clone()
     scrambled[mask] = torch.randint(PAD_ID, N_ID + 1, (int(mask.sum()),))

@@ -188,17 +188,18 @@ def train_augmentation(
 
     A flip along each spatial axis with ``flip_prob``; with ``rotate_prob`` a rotation of up to
     ``rotate_degrees`` about each axis (one trilinear resampling, zero padding); intensity scaled by a factor in
-    ``[1 - j, 1 + j]`` and shifted by ``[-j, j]`` (``j = intensity_jitter``), each with probability 0.5.
+    ``[1 - j, 1 + j]`` and shifted by ``[-j, j]`` (``j = intensity_jitter``), each with probability 0.5;
+    ``intensity_jitter=0`` leaves intensities alone (e.g. for binary shape masks such as AdrenalMNIST3D).
     """
     radians = float(np.deg2rad(rotate_degrees))
-    return Compose(
-        [
-            *(RandFlip(prob=flip_prob, spatial_axis=axis) for axis in range(3)),
-            RandRotate(range_x=radians, range_y=radians, range_z=radians, prob=rotate_prob, padding_mode="zeros"),
-            RandScaleIntensity(factors=intensity_jitter, prob=0.5),
-            RandShiftIntensity(offsets=intensity_jitter, prob=0.5),
-        ]
-    )
+    steps = [
+        *(RandFlip(prob=flip_prob, spatial_axis=axis) for axis in range(3)),
+        RandRotate(range_x=radians, range_y=radians, range_z=radians, prob=rotate_prob, padding_mode="zeros"),
+    ]
+    if intensity_jitter > 0:
+        steps += [RandScaleIntensity(factors=intensity_jitter, prob=0.5),
+                  RandShiftIntensity(offsets=intensity_jitter, prob=0.5)]
+    return Compose(steps)
 
 
 class VolumeDataset(Dataset):

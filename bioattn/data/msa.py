@@ -346,17 +346,18 @@ def sequence_weights(tokens: torch.Tensor, identity: float = 0.8, chunk_size: in
     """Per-row weights ``(N,)``: 1 / number of rows (itself included) at ≥ ``identity`` fractional identity.
 
     Identity is identical characters (gaps included) over L, the convention of CCMpred and plmDCA. The sum
-    of the weights is the effective number of sequences (Neff). Cost O(N² L): subsample deep alignments first.
+    of the weights is the effective number of sequences (Neff). Identical rows are compared once; cost
+    O(M² L) for the M distinct rows.
     """
     if not 0.0 < identity <= 1.0:
         raise ValueError(f"identity must be in (0, 1], got {identity}")
-    n, length = tokens.shape
-    threshold = identity * length - 1e-4
-    neighbours = torch.zeros(n)
-    right = one_hot(tokens).T
-    for start, block in zip(range(0, n, chunk_size), tokens.split(chunk_size)):
-        neighbours[start:start + len(block)] = ((one_hot(block) @ right) >= threshold).sum(dim=1).float()
-    return 1.0 / neighbours
+    distinct, inverse, copies = torch.unique(tokens, dim=0, return_inverse=True, return_counts=True)
+    threshold = identity * tokens.shape[1] - 1e-4
+    neighbours = torch.zeros(len(distinct))
+    right = one_hot(distinct).T
+    for start, block in zip(range(0, len(distinct), chunk_size), distinct.split(chunk_size)):
+        neighbours[start:start + len(block)] = ((one_hot(block) @ right) >= threshold).float() @ copies.float()
+    return 1.0 / neighbours[inverse]
 
 
 def subsample(

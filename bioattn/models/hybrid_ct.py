@@ -34,6 +34,7 @@ __all__ = [
     "MAX_ATTENTION_TOKENS",
     "HybridCT3D",
     "HybridCTOutput",
+    "flip_axis_sets",
     "predict_probabilities",
     "upsample_token_map",
 ]
@@ -217,15 +218,37 @@ def upsample_token_map(grid_map: Tensor, spatial_shape: Sequence[int]) -> Tensor
     return voxels[:, 0]
 
 
+def flip_axis_sets(spatial_dims: int = 3) -> list[tuple[int, ...]]:
+    """Every subset of the spatial axes of a ``(B, C, *spatial)`` batch (dims ``2 .. 1 + spatial_dims``).
+
+    ``2**spatial_dims`` tuples for :meth:`torch.Tensor.flip`; ``()`` is the identity.
+    """
+    axes = range(2, 2 + spatial_dims)
+    return [tuple(axis for bit, axis in enumerate(axes) if mask >> bit & 1) for mask in range(2**spatial_dims)]
+
+
 @torch.no_grad()
-def predict_probabilities(model: nn.Module, dataset: Dataset, *, batch_size: int = 32) -> np.ndarray:
-    """Class probabilities ``(N, num_classes)`` of any logits classifier over ``(image, label)`` items."""
+def predict_probabilities(
+    model: nn.Module, dataset: Dataset, *, batch_size: int = 32, flip_tta: bool = False
+) -> np.ndarray:
+    """Class probabilities ``(N, num_classes)`` of any logits classifier over ``(image, label)`` items.
+
+    With ``flip_tta`` (test-time augmentation) each volume's probabilities are the mean of the softmax over
+    all ``2**3 = 8`` combinations of flips of its three spatial axes (see :func:`flip_axis_sets`): 8x the
+    compute, for models trained with random flips along every axis.
+    """
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    chunks = [
-        model(images.to(device)).float().softmax(dim=-1).cpu()
-        for images, _ in DataLoader(dataset, batch_size=batch_size, shuffle=False)
-    ]
+    flips = flip_axis_sets() if flip_tta else [()]
+    chunks = []
+    for images, _ in DataLoader(dataset, batch_size=batch_size, shuffle=False):
+        images = images.to(device)
+        if flip_tta and images.dim() != 5:
+            raise UserInputError(
+                f"flip test-time augmentation needs volumes (B, C, D, H, W), got shape {tuple(images.shape)}"
+            )
+        probs = [model(images.flip(axes) if axes else images).float().softmax(dim=-1) for axes in flips]
+        chunks.append(torch.stack(probs).mean(dim=0).cpu())
     model.train(was_training)
     return torch.cat(chunks).numpy()

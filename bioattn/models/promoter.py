@@ -32,8 +32,10 @@ class PromoterClassifier(PretrainedModel):
     Args:
         max_len: longest sequence (in nucleotides) the model accepts; longer input is an error.
         d_model, num_heads, num_layers, dim_feedforward, dropout: transformer size (see
-            :class:`~bioattn.attention.TransformerEncoder`).
+            :class:`~bioattn.attention.TransformerEncoder`); ``dropout`` regularises the residual branches and
+            the head, not the attention weights (that would take CPU training off the fused kernel).
         conv_kernel: odd kernel size of the residual Conv1d embedding; 0 disables it.
+        conv_layers: number of residual Conv1d blocks of that kernel (each keeps one token per nucleotide).
         rc_average: default of :meth:`predict_logits`: average over both strands.
     """
 
@@ -47,6 +49,7 @@ class PromoterClassifier(PretrainedModel):
         dim_feedforward: int | None = None,
         dropout: float = 0.0,
         conv_kernel: int = 15,
+        conv_layers: int = 1,
         rc_average: bool = True,
     ) -> None:
         super().__init__()
@@ -54,6 +57,8 @@ class PromoterClassifier(PretrainedModel):
             raise ValueError(f"max_len must be >= 1, got {max_len}")
         if conv_kernel < 0 or (conv_kernel and conv_kernel % 2 == 0):
             raise ValueError(f"conv_kernel must be 0 (off) or a positive odd number, got {conv_kernel}")
+        if conv_layers < 0:
+            raise ValueError(f"conv_layers must be >= 0, got {conv_layers}")
         if d_model % num_heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
         self.config = {
@@ -64,15 +69,19 @@ class PromoterClassifier(PretrainedModel):
             "dim_feedforward": dim_feedforward,
             "dropout": dropout,
             "conv_kernel": conv_kernel,
+            "conv_layers": conv_layers,
             "rc_average": rc_average,
         }
         self.max_len = max_len
         self.rc_average = rc_average
         self.embedding = nn.Embedding(VOCAB_SIZE, d_model, padding_idx=PAD_ID)
-        self.conv = nn.Conv1d(d_model, d_model, conv_kernel, padding=conv_kernel // 2) if conv_kernel else None
+        self.convs = nn.ModuleList(
+            nn.Conv1d(d_model, d_model, conv_kernel, padding=conv_kernel // 2) for _ in range(conv_layers if conv_kernel else 0)
+        )
         self.positional = LearnedPositionalEncoding(max_len + 1, d_model)
         self.encoder = TransformerEncoder(
-            d_model, num_heads, num_layers, dim_feedforward=dim_feedforward, dropout=dropout, norm_first=True
+            d_model, num_heads, num_layers, dim_feedforward=dim_feedforward, dropout=dropout, attention_dropout=0.0,
+            norm_first=True,
         )
         self.head = nn.Sequential(nn.Linear(d_model, d_model), nn.GELU(), nn.Dropout(dropout), nn.Linear(d_model, 1))
 
@@ -99,8 +108,8 @@ class PromoterClassifier(PretrainedModel):
         padding_mask = self._check_input(ids, padding_mask)
         keep = (~padding_mask).unsqueeze(-1).to(self.embedding.weight.dtype)
         x = self.embedding(ids) * keep
-        if self.conv is not None:
-            x = (x + F.gelu(self.conv(x.transpose(1, 2)).transpose(1, 2))) * keep
+        for conv in self.convs:
+            x = (x + F.gelu(conv(x.transpose(1, 2)).transpose(1, 2))) * keep
         cls = self.embedding.weight[CLS_ID].expand(ids.shape[0], 1, -1)
         x = self.positional(torch.cat([cls, x], dim=1))
         key_padding_mask = F.pad(padding_mask, (1, 0), value=False)
