@@ -75,6 +75,24 @@ def test_nifti_probabilities_and_attention_map_on_the_input_grid(run_dir: Path, 
     assert np.isclose(values.max(), 1.0) and values.min() >= 0
 
 
+def test_flip_tta_averages_the_eight_flips_of_the_preprocessed_volume(run_dir: Path, tmp_path: Path) -> None:
+    hu = np.random.default_rng(1).uniform(-1200, 1200, size=(8, 8, 8)).astype(np.float32)
+    scan = _nifti(tmp_path / "scan.nii.gz", hu)
+    out_plain, out_tta = tmp_path / "plain.csv", tmp_path / "tta.csv"
+    common = ["predict", "ct", "--run", str(run_dir), "--input", str(scan), "--window", "-1000", "1000"]
+    assert cli_main([*common, "--output", str(out_plain)]) == 0
+    assert cli_main([*common, "--output", str(out_tta), "--flip-tta"]) == 0
+    got = torch.tensor([float(_rows(out_tta)[0][k]) for k in ("p_normal", "p_hyperplasia")])
+    plain = torch.tensor([float(_rows(out_plain)[0][k]) for k in ("p_normal", "p_hyperplasia")])
+    x = torch.from_numpy(np.clip((hu + 1000) / 2000, 0, 1))[None, None]  # 8³ is already a multiple of the stride
+    model = HybridCT3D.from_pretrained(run_dir).eval()
+    with torch.no_grad():
+        flips = [x.flip(axes) if axes else x for axes in [(), (2,), (3,), (4,), (2, 3), (2, 4), (3, 4), (2, 3, 4)]]
+        expected = torch.stack([model(v).softmax(-1)[0] for v in flips]).mean(0)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+    assert not torch.allclose(plain, got, atol=1e-6)  # the average really differs from the single pass
+
+
 def test_attention_map_on_real_ct_keeps_grid_and_affine(run_dir: Path, tmp_path: Path) -> None:
     scan = _data_root() / "ct" / "totalsegmentator_example" / "example_ct_sm.nii.gz"
     out = tmp_path / "probs.csv"
