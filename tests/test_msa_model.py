@@ -148,7 +148,7 @@ def test_recipe_quick_run_writes_predictions_and_metrics(tmp_path):
     assert {"mi_apc", "gaussian_dca_apc"} <= set(metrics["baselines"])
     for name in ("contact_map.png", "training_curve.png", "config.json", "model.safetensors", "train_log.csv"):
         assert (out / name).is_file(), name
-    assert MSAContactModel.from_pretrained(out).config["extra_contact_features"] == ["gaussian_dca_apc", "mi_apc"]
+    assert MSAContactModel.from_pretrained(out).config["extra_contact_features"] == ["potts_apc"]
 
 
 BAD_INPUTS = {
@@ -199,7 +199,7 @@ def test_contact_head_of_another_architecture_is_refused_before_training(tmp_pat
     code = run_user_main(lambda: load_recipe().main([
         "--msa", str(folder / "1mkcA00.aln"), "--contact-head", str(tmp_path / "head.json"), "--out", str(tmp_path / "run")]))
     err = capsys.readouterr().err.strip()
-    assert code == 2 and "head.json: fitted on other features than this model's 18" in err
+    assert code == 2 and "head.json: fitted on other features than this model's 17" in err
     assert not (tmp_path / "run").exists()
 
 
