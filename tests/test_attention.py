@@ -272,6 +272,18 @@ def test_attention_dropout_is_separate_from_residual_dropout():
     assert not torch.allclose(layer(x)[0], layer.eval()(x)[0])
 
 
+def test_feed_forward_dropout_is_separate_from_residual_dropout():
+    torch.manual_seed(0)
+    x = torch.randn(2, 9, 32)
+    assert TransformerEncoderLayer(32, 4, dropout=0.3).feed_forward.dropout.p == 0.3  # torch's single rate
+    layer = TransformerEncoderLayer(32, 4, dropout=0.5, ffn_dropout=0.0).train()
+    # the feed-forward's hidden units are not dropped in training mode ...
+    torch.testing.assert_close(layer.feed_forward(x), layer.eval().feed_forward(x))
+    # ... while the residual branches still are
+    layer.train()
+    assert not torch.allclose(layer(x)[0], layer.eval()(x)[0])
+
+
 def test_encoder_returns_per_layer_per_head_weights_on_request():
     enc = TransformerEncoder(32, 4, 3, dropout=0.0).eval()
     x = torch.randn(2, 10, 32)
