@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from bioattn.data import resolve_data_root
+from bioattn.data.dna import encode, reverse_complement
 from bioattn.errors import UserInputError
 from bioattn.models import PromoterClassifier
 
@@ -69,6 +70,24 @@ def test_quick_run_end_to_end_then_predict(recipe, data_root, tmp_path, capsys):
     dev = recipe.load_gue(data_root / "promoters" / "gue" / "prom_core_tata", 300, 0)["dev"]
     again = recipe.binary_metrics(dev.labels, model.predict_tokens(dev.tokens))
     assert again["mcc"] == pytest.approx(metrics["scores"]["PromoterClassifier (this run)"]["dev"]["mcc"], abs=1e-9)
+
+
+@pytest.mark.parametrize("strand_flags, strand_averaged", [([], True), (["--no-rc-augment", "--no-rc-average"], False)])
+def test_strand_options_reach_the_saved_model(recipe, data_root, tmp_path, strand_flags, strand_averaged):
+    if not (data_root / "promoters" / "gue" / "prom_core_tata").is_dir():
+        pytest.skip("GUE promoter data not found under the data root")
+    out = tmp_path / "run"
+    assert recipe.main(["--data-root", str(data_root), "--task", "prom_core_tata", "--out", str(out), "--quick",
+                        "--max-rows", "200", "--epochs", "1", *strand_flags]) == 0
+    model = PromoterClassifier.from_pretrained(out)
+    assert model.rc_average is strand_averaged
+    dev = recipe.load_gue(data_root / "promoters" / "gue" / "prom_core_tata", 200, 0)["dev"]
+    reverse = [encode(reverse_complement(sequence)) for sequence in dev.sequences]
+    forward_p, reverse_p = model.predict_tokens(dev.tokens), model.predict_tokens(reverse)
+    if strand_averaged:
+        np.testing.assert_array_equal(forward_p, reverse_p)
+    else:  # a strand-aware model scores the two strands differently
+        assert np.abs(forward_p - reverse_p).max() > 1e-3
 
 
 def test_existing_run_dir_is_refused_without_resume(recipe, data_root, tmp_path):
