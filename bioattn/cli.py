@@ -1,4 +1,4 @@
-"""The ``bioattn`` command: ``bioattn predict promoter|ct`` and ``bioattn explain promoter|msa|ct``.
+"""The ``bioattn`` command: ``bioattn train|predict|explain promoter|ct|msa``.
 
 Each subcommand lives in its own module under :mod:`bioattn.commands` that defines
 ``add_arguments(parser)`` and ``run(args) -> int``; this file only routes to them.
@@ -10,13 +10,20 @@ import importlib
 import sys
 from typing import Callable, Sequence
 
+from bioattn import __version__
 from bioattn.errors import UserInputError
 
 # verb -> {target: module path}; each module defines add_arguments(parser) and run(args) -> int.
 COMMANDS: dict[str, dict[str, str]] = {
+    "train": {
+        "promoter": "bioattn.commands.train_promoter",
+        "ct": "bioattn.commands.train_ct",
+        "msa": "bioattn.commands.train_msa",
+    },
     "predict": {
         "promoter": "bioattn.commands.predict_promoter",
         "ct": "bioattn.commands.predict_ct",
+        "msa": "bioattn.commands.predict_msa",
     },
     "explain": {
         "promoter": "bioattn.commands.explain_promoter",
@@ -26,6 +33,7 @@ COMMANDS: dict[str, dict[str, str]] = {
 }
 
 _VERB_HELP = {
+    "train": "train a model on a bundled benchmark or on your own data",
     "predict": "run a trained model on your own files",
     "explain": "attention rollout, per-head maps and head diversity for a trained model",
 }
@@ -36,13 +44,16 @@ def build_parser() -> argparse.ArgumentParser:
         prog="bioattn",
         description="Multi-head attention for genomics and medical imaging.",
     )
+    parser.add_argument("--version", action="version", version=f"bioattn {__version__}")
     verbs = parser.add_subparsers(dest="verb", metavar="{" + ",".join(COMMANDS) + "}")
     for verb, targets in COMMANDS.items():
         verb_parser = verbs.add_parser(verb, help=_VERB_HELP[verb], description=_VERB_HELP[verb])
         sub = verb_parser.add_subparsers(dest="target", metavar="{" + ",".join(targets) + "}")
         for target, module_name in targets.items():
             module = importlib.import_module(module_name)
-            target_parser = sub.add_parser(target, help=(module.__doc__ or "").strip().splitlines()[0])
+            summary = (module.__doc__ or "").strip().splitlines()[0]
+            target_parser = sub.add_parser(target, help=summary, description=module.__doc__,
+                                           formatter_class=argparse.RawDescriptionHelpFormatter)
             module.add_arguments(target_parser)
             target_parser.set_defaults(handler=module.run)
     return parser
@@ -65,7 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)
     if handler is None:
-        parser.print_help()
+        verb_parser = parser if args.verb is None else parser._subparsers._group_actions[0].choices[args.verb]
+        verb_parser.print_help()
         return 0 if args.verb is None else 2
     return run_user_main(lambda: handler(args))
 

@@ -1,17 +1,25 @@
-"""Atomic file writing and safetensors + JSON persistence.
+"""Atomic file writing, the one CSV/TSV writer, and safetensors + JSON persistence.
 
 Everything bioattn writes for a user goes through :func:`atomic_write`: the content is written to a
 temporary file in the destination folder and renamed over the target only once it is complete, so an
 interrupted or failed write never leaves a half-written file and never destroys the previous one.
+
+Tables (CSV, TSV, bedGraph, BED) go through :func:`table_writer` / :func:`write_table`: ``\n`` line endings on
+every platform, floats as ``{:.6g}`` (:data:`FLOAT_FORMAT`), and ``-`` as the path for standard output.
 """
 from __future__ import annotations
 
 import contextlib
+import csv
 import json
+import math
 import os
+import sys
 import tempfile
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any, Callable, Iterable, Iterator, Sequence
+
+import numpy as np
 
 import torch
 from safetensors.torch import load_file
@@ -49,6 +57,65 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs: Any) -
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+#: How every table bioattn writes formats a float.
+FLOAT_FORMAT = ".6g"
+#: Tab-separated file endings; anything else is comma-separated.
+TAB_SEPARATED = (".tsv", ".bedgraph", ".bed", ".tsv.gz")
+STDOUT = "-"
+
+
+def format_cell(value: Any) -> Any:
+    """A table cell as written: floats (Python or numpy) with :data:`FLOAT_FORMAT`, NaN as ``nan``, None as empty."""
+    if value is None:
+        return ""
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return "nan" if math.isnan(value) else format(float(value), FLOAT_FORMAT)
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+def _delimiter_for(path: str | os.PathLike) -> str:
+    return "\t" if str(path).lower().endswith(TAB_SEPARATED) else ","
+
+
+@contextlib.contextmanager
+def table_writer(
+    path: str | os.PathLike, header: Sequence[str] | None, *, delimiter: str | None = None
+) -> Iterator[Callable[[Sequence[Any]], None]]:
+    """Yield ``write_row(values)`` for a CSV/TSV table written atomically at ``path`` (``-``: standard output).
+
+    The delimiter follows the file name (tab for ``.tsv``, ``.bedGraph``, ``.bed``; else comma) unless given;
+    ``header=None`` writes no header line. Rows stream: memory does not grow with the number of rows.
+    """
+    delimiter = delimiter or _delimiter_for(path)
+
+    def writer_for(handle: IO[str]) -> Callable[[Sequence[Any]], None]:
+        writer = csv.writer(handle, delimiter=delimiter, lineterminator="\n")
+        if header is not None:
+            writer.writerow(header)
+        return lambda row: writer.writerow([format_cell(value) for value in row])
+
+    if str(path) == STDOUT:
+        yield writer_for(sys.stdout)
+        sys.stdout.flush()
+        return
+    with atomic_write(path, newline="") as handle:
+        yield writer_for(handle)
+
+
+def write_table(
+    path: str | os.PathLike, header: Sequence[str] | None, rows: Iterable[Sequence[Any]], *, delimiter: str | None = None
+) -> Path:
+    """Write a whole table with :func:`table_writer`; returns ``path``."""
+    with table_writer(path, header, delimiter=delimiter) as write_row:
+        for row in rows:
+            write_row(row)
+    return Path(path)
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> None:

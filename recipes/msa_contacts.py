@@ -40,10 +40,10 @@ import torch
 from torch.utils.data import Dataset
 
 from bioattn.cli import run_user_main
-from bioattn.contacts import (
-    ContactTarget, apc, discover_families, gaussian_dca, load_target, mi_apc, plot_contact_map, potts_couplings, precision_at,
-    published_predictions, write_rr,
-)
+from bioattn.coevolution import apc, gaussian_dca, mi_apc, potts_couplings
+from bioattn.data.contacts import ContactTarget, discover_families, load_target, published_predictions, write_rr
+from bioattn.explain.figures import plot_contact_map
+from bioattn.metrics import precision_at
 from bioattn.data import resolve_data_root
 from bioattn.data.msa import FORMATS, MSATokenizer, sequence_weights, subsample
 from bioattn.errors import UserInputError

@@ -172,7 +172,7 @@ def _padding_mask(batch: int, length: int) -> torch.Tensor:
 @pytest.mark.parametrize("start_layer", [0, 2])
 @pytest.mark.parametrize("padded", [False, True])
 def test_rollout_rows_equal_rows_of_the_full_rollout(head_fusion: str, residual: bool, start_layer: int, padded: bool) -> None:
-    from bioattn.explain.rollout import rollout_rows
+    from bioattn.explain import rollout_rows
 
     weights = _random_maps(3, 4, 9, 3, seed=5)
     mask = _padding_mask(3, 9) if padded else None
@@ -186,7 +186,7 @@ def test_rollout_rows_equal_rows_of_the_full_rollout(head_fusion: str, residual:
 
 
 def test_rollout_rows_hand_example_and_float64() -> None:
-    from bioattn.explain.rollout import rollout_rows
+    from bioattn.explain import rollout_rows
 
     torch.testing.assert_close(rollout_rows(_hand_example(), 1)[0], torch.tensor([0.30, 0.70]))
     weights = [w.double() for w in _random_maps(2, 2, 5, 2, seed=6)]
@@ -197,7 +197,7 @@ def test_rollout_rows_hand_example_and_float64() -> None:
 
 @pytest.mark.parametrize("rows", [5, -1, [0, 7], []])
 def test_rollout_rows_rejects_rows_outside_the_sequence(rows) -> None:
-    from bioattn.explain.rollout import rollout_rows
+    from bioattn.explain import rollout_rows
 
     with pytest.raises(UserInputError, match="rows must be token indices in \\[0, 4\\]"):
         rollout_rows(_random_maps(1, 2, 5, 2), rows)

@@ -1,4 +1,4 @@
-"""Native contacts from structures (bioattn.data.structure) and contact metrics/baselines/files (bioattn.contacts)."""
+"""Native contacts from structures (bioattn.data.structure) and contact metrics/baselines/files (bioattn.metrics, bioattn.coevolution, bioattn.data.contacts, bioattn.explain.figures)."""
 from __future__ import annotations
 
 import gzip
@@ -8,10 +8,10 @@ import pytest
 import torch
 from Bio.PDB import MMCIFIO, PDBParser
 
-from bioattn.contacts import (
-    apc, load_target, mi_apc, mutual_information, plot_contact_map, potts_couplings, precision_at,
-    pseudo_likelihood, read_contact_scores, tool_name, write_rr,
-)
+from bioattn.coevolution import apc, mi_apc, mutual_information, potts_couplings, pseudo_likelihood
+from bioattn.data.contacts import load_target, read_contact_scores, tool_name, write_rr
+from bioattn.explain.figures import plot_contact_map
+from bioattn.metrics import precision_at
 from bioattn.data import resolve_data_root
 from bioattn.data.msa import MSATokenizer
 from bioattn.data.structure import native_distances, read_chain, read_struct_dat, virtual_cb

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from bioattn.cli import run_user_main
-from bioattn.contacts import read_contact_scores
+from bioattn.data.contacts import read_contact_scores
 from bioattn.data import resolve_data_root
 from bioattn.data.msa import MSATokenizer
 from bioattn.errors import UserInputError

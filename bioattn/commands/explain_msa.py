@@ -37,7 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from bioattn.contacts import CONTACT_CUTOFF, LONG_RANGE, load_target, residues_with_coordinates
+    from bioattn.data.contacts import load_target
+    from bioattn.metrics import CONTACT_CUTOFF, LONG_RANGE, residues_with_coordinates
     from bioattn.data.msa import MSATokenizer, subsample
     from bioattn.explain.figures import plot_head_scores
     from bioattn.explain.msa import PRECISION_NAMES, head_contact_precision, row_attention_maps

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bioattn.errors import UserInputError
-from bioattn.explain.rollout import HEAD_FUSIONS
+from bioattn.attention.rollout import HEAD_FUSIONS
 from bioattn.io import atomic_write
 
 if TYPE_CHECKING:

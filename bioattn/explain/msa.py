@@ -2,7 +2,7 @@
 
 Each layer's tied row attention gives one ``(L, L)`` map per head. A head "carries contacts" when its
 symmetrised, average-product-corrected (APC) map ranks true contacts first: its long-range precision at
-top-L/k against the native structure (CASP convention, :func:`bioattn.contacts.precision_at`).
+top-L/k against the native structure (CASP convention, :func:`bioattn.metrics.precision_at`).
 """
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from bioattn.contacts import LONG_RANGE, TOP_FRACTIONS, apc, precision_at, symmetrize
+from bioattn.coevolution import apc, symmetrize
+from bioattn.metrics import LONG_RANGE, TOP_FRACTIONS, precision_at
 
 PRECISION_NAMES = tuple("P@L" if k == 1 else f"P@L/{k}" for k in TOP_FRACTIONS)
 

@@ -11,7 +11,7 @@ from typing import Any, Iterable, Sequence
 from torch import Tensor
 
 from bioattn.explain.heads import head_diversity
-from bioattn.explain.rollout import HEAD_FUSIONS
+from bioattn.attention.rollout import HEAD_FUSIONS
 from bioattn.io import atomic_write
 
 

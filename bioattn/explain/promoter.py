@@ -15,7 +15,7 @@ from Bio.SeqUtils import nt_search
 from torch import Tensor
 
 from bioattn.data.dna import reverse_complement_ids, reverse_padded
-from bioattn.explain.rollout import rollout_rows
+from bioattn.attention.rollout import rollout_rows
 
 
 @dataclass

@@ -26,7 +26,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from bioattn.attention import SinusoidalPositionalEncoding, TransformerEncoder
 from bioattn.errors import UserInputError
-from bioattn.explain.rollout import rollout_rows
+from bioattn.attention.rollout import rollout_rows
 from bioattn.models.base import PretrainedModel
 
 __all__ = [

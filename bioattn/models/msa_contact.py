@@ -25,7 +25,7 @@ from sklearn.linear_model import LogisticRegression
 from torch import Tensor, nn
 
 from bioattn.attention import AxialTransformerLayer, LearnedPositionalEncoding
-from bioattn.contacts import apc, symmetrize
+from bioattn.coevolution import apc, symmetrize
 from bioattn.data.msa import ALPHABET, MSATokenizer
 from bioattn.models.base import PretrainedModel
 

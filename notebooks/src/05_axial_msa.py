@@ -25,7 +25,8 @@ from IPython.display import Image, display
 from torch.utils import benchmark
 
 from bioattn.attention import AxialTransformerLayer, TransformerEncoderLayer
-from bioattn.contacts import CONTACT_CUTOFF, LONG_RANGE, discover_families, load_target
+from bioattn.data.contacts import discover_families, load_target
+from bioattn.metrics import CONTACT_CUTOFF, LONG_RANGE
 from bioattn.data import resolve_data_root
 from bioattn.data.msa import MSATokenizer, subsample
 from bioattn.explain import plot_head_maps

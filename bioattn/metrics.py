@@ -1,0 +1,135 @@
+"""Every metric bioattn reports: classification (scikit-learn underneath), contact precision, mean ± sd.
+
+One key convention for every task: metric names are ``mcc``, ``accuracy``, ``f1``, ``auroc``, ``loss``
+(classification) and ``P@L/5``, ``P@L/2``, ``P@L`` (contacts); a split's metrics carry the split as a prefix,
+``dev_mcc``, ``val_auroc``, ``cv_accuracy`` (:func:`with_prefix`). Values are plain floats (fractions, not ×100).
+
+Contact conventions (CASP): a contact is a Cβ–Cβ distance below 8 Å; long range means sequence separation ≥ 24;
+precision at top-L/k ranks every long-range pair of residues that have coordinates by predicted score and counts
+true contacts among the top ``floor(L/k)``, L = the number of residues with coordinates.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+from sklearn.metrics import accuracy_score, f1_score, log_loss, matthews_corrcoef, roc_auc_score
+
+__all__ = [
+    "CLASSIFICATION_METRICS",
+    "CONTACT_CUTOFF",
+    "LONG_RANGE",
+    "TOP_FRACTIONS",
+    "classification_metrics",
+    "with_prefix",
+    "mean_std",
+    "residues_with_coordinates",
+    "precision_at",
+]
+
+CLASSIFICATION_METRICS = ("mcc", "accuracy", "f1", "auroc", "loss")
+CONTACT_CUTOFF = 8.0
+LONG_RANGE = 24
+TOP_FRACTIONS = (5, 2, 1)
+
+
+def _as_class_probabilities(probs: np.ndarray) -> np.ndarray:
+    """``(N,)`` probabilities of class 1 or ``(N, C)`` class probabilities → ``(N, C)``, C ≥ 2."""
+    probs = np.asarray(probs, dtype=np.float64)
+    if probs.ndim == 1:
+        return np.stack([1.0 - probs, probs], axis=1)
+    if probs.ndim != 2 or probs.shape[1] < 2:
+        raise ValueError(f"probs must be (N,) or (N, C) with C >= 2, got shape {probs.shape}")
+    return probs
+
+
+def classification_metrics(labels: Sequence[int] | np.ndarray, probs: np.ndarray, *, threshold: float = 0.5) -> dict[str, float]:
+    """MCC, accuracy, F1, AUROC and cross-entropy of class probabilities against integer labels.
+
+    ``labels (N,)`` int class indices; ``probs (N,)`` (binary: probability of class 1, predicted 1 when
+    ``>= threshold``) or ``(N, C)`` (predicted class = argmax). F1 is of class 1 for two classes and the macro
+    mean for more; AUROC is of class 1 for two classes and the one-vs-rest macro mean for more, and is left out
+    when ``labels`` hold a single class. ``loss`` is the mean negative log-likelihood (probabilities clipped to
+    [1e-7, 1 - 1e-7]).
+    """
+    labels = np.asarray(labels, dtype=np.int64)
+    full = _as_class_probabilities(probs)
+    if len(labels) != len(full):
+        raise ValueError(f"{len(labels)} labels but {len(full)} predictions")
+    num_classes = full.shape[1]
+    binary = num_classes == 2
+    predicted = (full[:, 1] >= threshold).astype(np.int64) if binary else full.argmax(axis=1)
+    classes = list(range(num_classes))
+    clipped = np.clip(full, 1e-7, 1 - 1e-7)
+    metrics = {
+        "mcc": float(matthews_corrcoef(labels, predicted)),
+        "accuracy": float(accuracy_score(labels, predicted)),
+        "f1": float(f1_score(labels, predicted, average="binary" if binary else "macro", labels=None if binary else classes,
+                             zero_division=0)),
+        "loss": float(log_loss(labels, clipped / clipped.sum(axis=1, keepdims=True), labels=classes)),
+    }
+    if len(np.unique(labels)) > 1:
+        if binary:
+            metrics["auroc"] = float(roc_auc_score(labels, full[:, 1]))
+        elif len(np.unique(labels)) == num_classes:
+            metrics["auroc"] = float(roc_auc_score(labels, full, multi_class="ovr", labels=classes))
+    return metrics
+
+
+def with_prefix(prefix: str, metrics: Mapping[str, float]) -> dict[str, float]:
+    """``{"mcc": .7}`` → ``{"dev_mcc": .7}`` for ``prefix="dev"``."""
+    return {f"{prefix}_{name}": value for name, value in metrics.items()}
+
+
+def mean_std(runs: Sequence[Mapping[str, float]]) -> dict[str, dict[str, float]]:
+    """Per metric over several runs (seeds or folds): ``{name: {"mean", "sd", "n"}}``; sd is the sample sd (ddof 1).
+
+    A metric missing from some runs is summarised over the runs that have it; with one run sd is 0.
+    """
+    names = [name for name in runs[0]] if runs else []
+    for run in runs[1:]:
+        names += [name for name in run if name not in names]
+    summary = {}
+    for name in names:
+        values = np.array([run[name] for run in runs if run.get(name) is not None], dtype=np.float64)
+        if len(values):
+            sd = float(values.std(ddof=1)) if len(values) > 1 else 0.0
+            summary[name] = {"mean": float(values.mean()), "sd": sd, "n": int(len(values))}
+    return summary
+
+
+def residues_with_coordinates(distances: np.ndarray) -> np.ndarray:
+    """Bool ``(L,)``: residue has a finite distance to some other residue."""
+    finite = np.isfinite(distances)
+    np.fill_diagonal(finite, False)
+    return finite.any(axis=1)
+
+
+def precision_at(
+    scores: np.ndarray,
+    distances: np.ndarray,
+    *,
+    min_separation: int = LONG_RANGE,
+    fractions: tuple[int, ...] = TOP_FRACTIONS,
+    cutoff: float = CONTACT_CUTOFF,
+) -> dict[str, float]:
+    """Precision of the top-L/k pairs with separation ≥ ``min_separation`` → ``{"P@L/5": .., "P@L/2": .., "P@L": ..}``.
+
+    ``scores``, ``distances``: ``(L, L)``; pairs whose distance is NaN (no coordinates) are not ranked;
+    L = number of residues with coordinates. Scores of NaN rank last.
+    """
+    if scores.shape != distances.shape or scores.ndim != 2:
+        raise ValueError(f"scores {scores.shape} and distances {distances.shape} must be the same (L, L) shape")
+    length = int(residues_with_coordinates(distances).sum())
+    i, j = np.triu_indices(scores.shape[0], k=min_separation)
+    known = np.isfinite(distances[i, j])
+    i, j = i[known], j[known]
+    pair_scores = np.nan_to_num(scores[i, j].astype(np.float64), nan=-np.inf)
+    order = np.argsort(-pair_scores, kind="stable")
+    is_contact = distances[i, j][order] < cutoff
+    result = {}
+    for k in fractions:
+        top = max(length // k, 1)
+        name = "P@L" if k == 1 else f"P@L/{k}"
+        result[name] = float(is_contact[:top].mean()) if len(is_contact) else float("nan")
+    return result

@@ -1,0 +1,13 @@
+"""Tasks: everything between the data/models and the commands, importable by users.
+
+- :mod:`bioattn.tasks.promoter`: DNA sequence classification (bundled GUE / E. coli benchmarks or your own
+  labelled FASTA/CSV), its baselines (GC-content threshold, k-mer logistic regression) and genome scans.
+- :mod:`bioattn.tasks.ct`: 3D volume classification (MedMNIST 3D or your own NIfTI/DICOM + labels CSV), the
+  MONAI ResNet baseline and the training protocols.
+- :mod:`bioattn.tasks.msa`: contact prediction from an alignment (coevolution baselines, the axial model, the
+  contact head and its ``contact_head.json`` schema).
+
+Each task module imports from :mod:`bioattn.attention`, :mod:`bioattn.models`, :mod:`bioattn.data`,
+:mod:`bioattn.training`, :mod:`bioattn.explain` and the shared :mod:`bioattn.metrics` / :mod:`bioattn.report` /
+:mod:`bioattn.io`, never from :mod:`bioattn.commands` or :mod:`bioattn.cli`.
+"""

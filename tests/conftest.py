@@ -1,0 +1,40 @@
+"""Shared test fixtures.
+
+Tests that read the real datasets ask for them through :func:`require_data`: without a data root they skip,
+unless ``BIOATTN_REQUIRE_DATA=1`` (set by ``.ci/run``), in which case a missing dataset fails the test instead
+of skipping it silently.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from bioattn.data import resolve_data_root
+from bioattn.errors import UserInputError
+
+REQUIRE_DATA_ENV = "BIOATTN_REQUIRE_DATA"
+
+
+def data_path(*parts: str) -> Path:
+    """``DATA_ROOT/part/...``; skips the test when absent, fails it when ``BIOATTN_REQUIRE_DATA=1``."""
+    required = os.environ.get(REQUIRE_DATA_ENV, "") not in ("", "0")
+    try:
+        path = resolve_data_root().joinpath(*parts)
+    except UserInputError as exc:
+        problem = f"data root not found ({exc})"
+    else:
+        if path.exists():
+            return path
+        problem = f"{path} not found under the data root"
+    if required:
+        pytest.fail(f"{problem}, and {REQUIRE_DATA_ENV}=1 says the real data must be there")
+    pytest.skip(problem)
+
+
+@pytest.fixture
+def require_data() -> Callable[..., Path]:
+    """The :func:`data_path` function, as a fixture."""
+    return data_path
