@@ -48,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     verbs = parser.add_subparsers(dest="verb", metavar="{" + ",".join(COMMANDS) + "}")
     for verb, targets in COMMANDS.items():
         verb_parser = verbs.add_parser(verb, help=_VERB_HELP[verb], description=_VERB_HELP[verb])
+        verb_parser.set_defaults(print_verb_help=verb_parser.print_help)
         sub = verb_parser.add_subparsers(dest="target", metavar="{" + ",".join(targets) + "}")
         for target, module_name in targets.items():
             module = importlib.import_module(module_name)
@@ -76,8 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)
     if handler is None:
-        verb_parser = parser if args.verb is None else parser._subparsers._group_actions[0].choices[args.verb]
-        verb_parser.print_help()
+        getattr(args, "print_verb_help", parser.print_help)()
         return 0 if args.verb is None else 2
     return run_user_main(lambda: handler(args))
 

@@ -83,6 +83,11 @@ def _delimiter_for(path: str | os.PathLike) -> str:
     return "\t" if str(path).lower().endswith(TAB_SEPARATED) else ","
 
 
+def _row_writer(handle: IO[str], delimiter: str) -> Callable[[Sequence[Any]], None]:
+    writer = csv.writer(handle, delimiter=delimiter, lineterminator="\n")
+    return lambda row: writer.writerow([format_cell(value) for value in row])
+
+
 @contextlib.contextmanager
 def table_writer(
     path: str | os.PathLike, header: Sequence[str] | None, *, delimiter: str | None = None
@@ -95,10 +100,10 @@ def table_writer(
     delimiter = delimiter or _delimiter_for(path)
 
     def writer_for(handle: IO[str]) -> Callable[[Sequence[Any]], None]:
-        writer = csv.writer(handle, delimiter=delimiter, lineterminator="\n")
+        write_row = _row_writer(handle, delimiter)
         if header is not None:
-            writer.writerow(header)
-        return lambda row: writer.writerow([format_cell(value) for value in row])
+            write_row(header)
+        return write_row
 
     if str(path) == STDOUT:
         yield writer_for(sys.stdout)
@@ -116,6 +121,12 @@ def write_table(
         for row in rows:
             write_row(row)
     return Path(path)
+
+
+def append_table_row(path: str | os.PathLike, row: Sequence[Any], *, delimiter: str | None = None) -> None:
+    """Append one row to an existing table written by :func:`table_writer` (same format; for growing logs)."""
+    with open(path, "a", newline="") as handle:
+        _row_writer(handle, delimiter or _delimiter_for(path))(row)
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> None:

@@ -11,8 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from bioattn.data import resolve_data_root
-from bioattn.errors import UserInputError
+from conftest import data_path
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 SOURCES = sorted((NOTEBOOK_DIR / "src").glob("*.py"))
@@ -77,23 +76,15 @@ def test_source_parser_rejects_a_markdown_line_without_comment_marker(tmp_path):
         build.notebook_from_source(source)
 
 
-def _skip_without_data(name: str) -> None:
-    needed = DATA_NEEDED.get(name, [])
-    if not needed:
-        return
-    try:
-        root = resolve_data_root()
-    except UserInputError as exc:
-        pytest.skip(f"{name} needs the data root: {exc}")
-    missing = [path for path in needed if not (root / path).is_file()]
-    if missing:
-        pytest.skip(f"{name} needs {', '.join(missing)} under {root}")
+def _require_notebook_data(name: str) -> None:
+    for path in DATA_NEEDED.get(name, []):
+        data_path(*path.split("/"))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
 def test_notebook_runs_at_quick_size_and_its_conclusions_hold(source):
-    _skip_without_data(source.stem)
+    _require_notebook_data(source.stem)
     notebook = nbformat.read(NOTEBOOK_DIR / f"{source.stem}.ipynb", as_version=4)
     # One thread per kernel: the quick experiments are tiny and the test machine is shared.
     executed = build.execute_notebook(notebook, quick=True, timeout=600, extra_env={"OMP_NUM_THREADS": "1"})

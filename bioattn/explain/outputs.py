@@ -3,7 +3,6 @@ the per-layer head figures (head maps + head diversity)."""
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -12,7 +11,7 @@ from torch import Tensor
 
 from bioattn.explain.heads import head_diversity
 from bioattn.attention.rollout import HEAD_FUSIONS
-from bioattn.io import atomic_write
+from bioattn.io import write_table
 
 
 def add_common_arguments(parser: argparse.ArgumentParser, *, input_help: str, rollout: bool = True) -> None:
@@ -36,14 +35,8 @@ def prepare_out_dir(path: str | os.PathLike, *, overwrite: bool) -> Path:
 
 
 def write_tsv(path: str | os.PathLike, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> Path:
-    """Write a tab-separated table atomically; floats get 6 significant digits."""
-    path = Path(path)
-    with atomic_write(path, newline="") as handle:
-        writer = csv.writer(handle, delimiter="\t", lineterminator="\n")
-        writer.writerow(header)
-        for row in rows:
-            writer.writerow([f"{value:.6g}" if isinstance(value, float) else value for value in row])
-    return path
+    """Write a tab-separated table atomically with :func:`bioattn.io.write_table`."""
+    return write_table(path, header, rows, delimiter="\t")
 
 
 def write_layer_figures(

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import csv
-import io
 import os
 from pathlib import Path
 from typing import Any
@@ -10,7 +9,7 @@ from typing import Any
 from torch.utils.tensorboard import SummaryWriter
 
 from bioattn.errors import UserInputError
-from bioattn.io import atomic_write
+from bioattn.io import append_table_row, write_table
 
 LOG_NAME = "train_log.csv"
 TENSORBOARD_DIR = "tensorboard"
@@ -67,19 +66,13 @@ class MetricLogger:
             self._rewrite()
             return
         try:
-            with open(self.path, "a", newline="") as handle:
-                csv.DictWriter(handle, self.columns).writerow(row)
+            append_table_row(self.path, [row.get(column) for column in self.columns])
         except OSError as exc:
             raise UserInputError(f"{self.path}: cannot write the training log ({exc.strerror or exc})") from exc
 
     def _rewrite(self) -> None:
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, self.columns)
-        writer.writeheader()
-        writer.writerows(self.rows)
         try:
-            with atomic_write(self.path, newline="") as handle:
-                handle.write(buffer.getvalue())
+            write_table(self.path, self.columns, ([row.get(column) for column in self.columns] for row in self.rows))
         except OSError as exc:
             raise UserInputError(f"{self.path}: cannot write the training log ({exc.strerror or exc})") from exc
 
