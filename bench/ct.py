@@ -2,9 +2,9 @@
 
 Training throughput (forward + backward + Adam step) and inference throughput (forward, no grad), in
 volumes per second of wall time and per CPU-second (robust on a shared machine), and the peak memory
-of each. The hybrid model and the ResNet are exactly the ones ``recipes/ct_classify.py`` trains at each
-size; the ViT has the same token count (patch = the hybrid's stride), width and depth. Inputs are padded
-to a multiple of the stride as the recipe does (28³ → 32³).
+of each. The hybrid model and the ResNet are exactly the ones ``bioattn train ct`` trains at each
+size (:func:`bioattn.tasks.ct.build_models`); the ViT has the same token count (patch = the hybrid's
+stride), width and depth. Inputs are padded to a multiple of the stride as training does (28³ → 32³).
 
 Each (model, size) runs in a fresh subprocess; on CPU peak memory is the rise of the process's peak
 resident set size over its state after building the model, on CUDA ``torch.cuda.max_memory_allocated``.
@@ -15,7 +15,6 @@ resident set size over its state after building the model, on CUDA ``torch.cuda.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import platform
@@ -29,15 +28,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from bioattn.tasks.ct import CTOptions, build_models
+
 MODELS = ("hybrid (bioattn)", "MONAI ViT", "MONAI ResNet-18 1/8 width")
-RECIPE = Path(__file__).resolve().parents[1] / "recipes" / "ct_classify.py"
-
-
-def _recipe():
-    spec = importlib.util.spec_from_file_location("ct_classify", RECIPE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 class _Logits(nn.Module):
@@ -53,9 +46,7 @@ class _Logits(nn.Module):
 
 def build(name: str, size: int) -> tuple[nn.Module, int]:
     """The model and its (padded) input edge length."""
-    recipe = _recipe()
-    args = recipe.build_parser().parse_args(["--out", "unused", "--size", str(size)])
-    hybrid, resnet = recipe.build_models(args, 2, 1)
+    hybrid, resnet = build_models(CTOptions(out=Path("unused"), size=(size,)), num_classes=2, in_channels=1)
     edge = math.ceil(size / hybrid.stride) * hybrid.stride
     if name == MODELS[0]:
         return hybrid, edge

@@ -1,13 +1,14 @@
 """Benchmark: promoter-classifier inference throughput (sequences per second) on CPU.
 
 Times :meth:`PromoterClassifier.predict_tokens` (eval mode, no grad) on random ACGT sequences for each
-batch size, with and without reverse-complement averaging (which doubles the work), and the whole
-``bioattn predict promoter`` path (FASTA parsing + tokenising + model + CSV writing) on a temporary FASTA.
+batch size, with and without reverse-complement averaging (which doubles the work), the whole
+``bioattn predict promoter`` path (FASTA parsing + tokenising + model + CSV writing) on a temporary FASTA, and
+a genome scan (``--window``, stride = window / 2, bedGraph out) of a random chromosome of ``--scan-kb`` kb.
 Reports the median of ``--repeats`` timings. The machine's load matters: the script prints the 1-minute
 load average beside the numbers, and ``--threads`` fixes torch's intra-op threads.
 
     python bench/promoter.py --run RUN_DIR            # a trained model (its own size and max_len)
-    python bench/promoter.py                          # an untrained model of the recipe's default size
+    python bench/promoter.py                          # an untrained model of the default size
     python bench/promoter.py --quick                  # one small configuration
 """
 from __future__ import annotations
@@ -28,6 +29,7 @@ import torch
 from bioattn.cli import main as bioattn_main
 from bioattn.data.dna import encode
 from bioattn.models.promoter import PromoterClassifier
+from bioattn.report import format_table
 
 
 def parse_args() -> argparse.Namespace:
@@ -39,7 +41,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=3, help="timings per configuration; the median is kept (default: %(default)s)")
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads (default: %(default)s)")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
-    parser.add_argument("--quick", action="store_true", help="256 sequences, batch 64, 1 repeat")
+    parser.add_argument("--scan-kb", type=int, default=200, help="length of the scanned chromosome in kb (default: %(default)s)")
+    parser.add_argument("--quick", action="store_true", help="256 sequences, batch 64, 1 repeat, a 20 kb scan")
     return parser.parse_args()
 
 
@@ -55,7 +58,7 @@ def timed(fn, repeats: int) -> float:
 def main() -> int:
     args = parse_args()
     if args.quick:
-        args.sequences, args.batch_sizes, args.repeats = 256, [64], 1
+        args.sequences, args.batch_sizes, args.repeats, args.scan_kb = 256, [64], 1, 20
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     model = PromoterClassifier.from_pretrained(args.run) if args.run else PromoterClassifier(max_len=70).eval()
@@ -82,6 +85,15 @@ def main() -> int:
         seconds = timed(lambda: bioattn_main(argv), args.repeats)
         results.append({"path": "bioattn predict promoter (FASTA in, CSV out)", "batch_size": max(args.batch_sizes),
                         "rc_average": model.rc_average, "sequences_per_s": args.sequences / seconds})
+        chromosome = Path(folder) / "chromosome.fa"
+        chromosome.write_text(">chrBench\n" + "".join(rng.choice(list("ACGT"), size=args.scan_kb * 1000)) + "\n")
+        stride = max(1, model.max_len // 2)
+        windows = (args.scan_kb * 1000 - model.max_len) // stride + 2
+        argv = ["predict", "promoter", "--run", str(run_dir), "--input", str(chromosome), "--window",
+                "--output", str(Path(folder) / "scan.bedGraph"), "--batch-size", str(max(args.batch_sizes))]
+        seconds = timed(lambda: bioattn_main(argv), args.repeats)
+        results.append({"path": f"genome scan, {args.scan_kb} kb (windows/s)", "batch_size": max(args.batch_sizes),
+                        "rc_average": model.rc_average, "sequences_per_s": windows / seconds})
     info = {
         "model": dict(model.config), "parameters": sum(p.numel() for p in model.parameters()), "length": length,
         "threads": args.threads, "cpu": platform.processor() or platform.machine(), "torch": torch.__version__,
@@ -89,9 +101,8 @@ def main() -> int:
     }
     print(f"PromoterClassifier {info['parameters']:,} parameters, length {length} nt, {args.threads} threads, "
           f"load average {info['load_average_1min']:.1f}")
-    print(f"{'path':<46} {'batch':>6} {'RC avg':>7} {'seq/s':>9}")
-    for row in results:
-        print(f"{row['path']:<46} {row['batch_size']:>6} {str(row['rc_average']):>7} {row['sequences_per_s']:>9.0f}")
+    print(format_table(["path", "batch", "RC avg", "sequences/s"],
+                       [[r["path"], r["batch_size"], str(r["rc_average"]), f"{r['sequences_per_s']:.0f}"] for r in results]))
     if args.json:
         args.json.write_text(json.dumps(info, indent=2) + "\n")
     return 0

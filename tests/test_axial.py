@@ -133,26 +133,7 @@ def test_batched_alignments_of_different_depth_match_one_by_one():
     torch.testing.assert_close(out[1], module(b)[0][0], atol=1e-5, rtol=1e-5)
 
 
-# ------------------------------------------------------------------------------------------ chunking
-@pytest.mark.parametrize("tied", [False, True])
-def test_chunked_equals_unchunked_forward_and_backward(tied):
-    module = AxialTransformerLayer(D, H, dropout=0.0, tied=tied).train()
-    x = torch.randn(B, N, L, D, requires_grad=True)
-    rows = torch.tensor([[False] * N, [False] * (N - 2) + [True] * 2])
-
-    def run(chunk_size):
-        set_chunk(module, chunk_size)
-        out, weights = module(x, sequence_padding_mask=rows, need_weights=tied)
-        grads = torch.autograd.grad(out.square().sum(), [x, *module.parameters()])
-        return out, weights, grads
-
-    out, weights, grads = run(None)
-    out_c, weights_c, grads_c = run(2)
-    torch.testing.assert_close(out_c, out, atol=1e-5, rtol=1e-5)
-    if tied:
-        torch.testing.assert_close(weights_c, weights, atol=1e-5, rtol=1e-5)
-    for got, expected in zip(grads_c, grads):
-        torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+# chunked == unchunked (values, weights, gradients, padding): tests/test_attention_chunking.py
 
 
 # ------------------------------------------------------------------------------------------ memory

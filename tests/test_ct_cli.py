@@ -1,8 +1,9 @@
-"""``bioattn predict ct`` and ``recipes/ct_classify.py``: outputs, attention NIfTI on the input grid, bad inputs."""
+"""``bioattn predict ct`` and ``bioattn train ct`` on MedMNIST: outputs, attention NIfTI on the input grid, protocols,
+bad inputs. (Own NIfTI/DICOM data: ``tests/test_ct_own_data.py``.)"""
 from __future__ import annotations
 
+import argparse
 import csv
-import importlib.util
 import json
 import subprocess
 import sys
@@ -15,23 +16,13 @@ import torch
 import torch.nn.functional as F
 
 from bioattn.cli import main as cli_main
-from bioattn.cli import run_user_main
-from bioattn.data import resolve_data_root
 from bioattn.errors import UserInputError
+from bioattn.metrics import classification_metrics
 from bioattn.models import HybridCT3D
+from bioattn.tasks.ct import resolve_protocol
 
 REPO = Path(__file__).resolve().parents[1]
 AFFINE = np.array([[0.0, -1.5, 0, 30.0], [2.0, 0, 0, -4.0], [0, 0, 2.5, 11.0], [0, 0, 0, 1]])  # axes swapped
-
-
-def _data_root() -> Path:
-    try:
-        root = resolve_data_root(None)
-    except UserInputError:
-        pytest.skip("data root not found")
-    if not (root / "ct").is_dir():
-        pytest.skip("no ct/ folder in the data root")
-    return root
 
 
 @pytest.fixture(scope="module")
@@ -93,8 +84,8 @@ def test_flip_tta_averages_the_eight_flips_of_the_preprocessed_volume(run_dir: P
     assert not torch.allclose(plain, got, atol=1e-6)  # the average really differs from the single pass
 
 
-def test_attention_map_on_real_ct_keeps_grid_and_affine(run_dir: Path, tmp_path: Path) -> None:
-    scan = _data_root() / "ct" / "totalsegmentator_example" / "example_ct_sm.nii.gz"
+def test_attention_map_on_real_ct_keeps_grid_and_affine(require_data, run_dir: Path, tmp_path: Path) -> None:
+    scan = require_data("ct", "totalsegmentator_example", "example_ct_sm.nii.gz")
     out = tmp_path / "probs.csv"
     args = ["predict", "ct", "--run", str(run_dir), "--input", str(scan), "--output", str(out), "--attention-map",
             "--window", "-160", "240"]
@@ -152,7 +143,7 @@ def _bad_inputs(tmp_path: Path) -> dict[str, tuple[Path, list[str], str]]:
         "npz of 2D images": (flat, [], "2D images of shape (2, 28, 28)"),
         "npz wrong channels": (rgb, [], "volumes have 3 channel(s), the model expects 1"),
         "npz missing split": (good, ["--split", "test"], "has no test split"),
-        "attention map for npz": (good, ["--attention-map"], "--attention-map needs a NIfTI or DICOM input"),
+        "attention map for npz": (good, ["--attention-map"], "--attention-map needs one NIfTI or DICOM input"),
         "HU window for npz": (good, ["--window", "0", "1"], "--window apply to NIfTI/DICOM inputs, not to a .npz"),
         "missing file": (tmp_path / "nowhere.nii.gz", [], "file not found"),
     }
@@ -170,9 +161,9 @@ def test_bad_inputs_exit_2_with_one_line_and_write_nothing(run_dir: Path, tmp_pa
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
-def test_single_dicom_slice_exits_2_without_traceback(run_dir: Path, tmp_path: Path) -> None:
+def test_single_dicom_slice_exits_2_without_traceback(require_data, run_dir: Path, tmp_path: Path) -> None:
     """Through a real process: exit status 2, one error line, no traceback."""
-    dicom = _data_root() / "ct" / "pydicom_ct_small" / "CT_small.dcm"
+    dicom = require_data("ct", "pydicom_ct_small", "CT_small.dcm")
     out = tmp_path / "p.csv"
     result = subprocess.run(
         [sys.executable, "-m", "bioattn.cli", "predict", "ct", "--run", str(run_dir), "--input", str(dicom),
@@ -184,14 +175,6 @@ def test_single_dicom_slice_exits_2_without_traceback(run_dir: Path, tmp_path: P
     assert not out.exists()
 
 
-def _recipe():
-    spec = importlib.util.spec_from_file_location("ct_classify", REPO / "recipes" / "ct_classify.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture
 def one_thread():
     """Tiny models gain nothing from intra-op threads; on a busy 2-core runner they lose a lot."""
@@ -201,77 +184,151 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-def test_recipe_quick_end_to_end_on_real_data(tmp_path: Path, one_thread) -> None:
-    root = _data_root()
-    recipe = _recipe()
+def _train(*argv: str) -> int:
+    return cli_main(["train", "ct", *argv])
+
+
+def _hybrid(metrics: dict) -> dict:
+    return next(v for k, v in metrics["models"].items() if "hybrid" in k)
+
+
+def test_train_quick_end_to_end_on_real_data(require_data, tmp_path: Path, one_thread) -> None:
+    require_data("ct", "adrenalmnist3d")
     out = tmp_path / "run"
-    assert run_user_main(lambda: recipe.main(["--data-root", str(root), "--out", str(out), "--quick"])) == 0
+    assert _train("--out", str(out), "--quick") == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["split_sizes"] == {"train": 1188, "val": 98} and not metrics["test_split_present"]
-    assert set(metrics["published_test_auc_acc"]) >= {"ResNet-18+3D", "ResNet-50+3D", "ResNet-18+ACS"}
+    assert set(metrics["published_test_auroc_accuracy"]) >= {"ResNet-18+3D", "ResNet-50+3D", "ResNet-18+ACS"}
     models = metrics["models"]
     assert len(models) == 2
     for result in models.values():
-        assert 0.0 <= result["val_auc"] <= 1.0 and 0.0 <= result["val_acc"] <= 1.0
-        assert result["optimizer_steps"] == 6 and "test_auc" not in result
-    for name in ("config.json", "model.safetensors", "training_curve.png", "val_auc.png",
+        assert 0.0 <= result["val_auroc"] <= 1.0 and 0.0 <= result["val_accuracy"] <= 1.0
+        assert {"val_mcc", "val_f1", "val_loss"} <= set(result)
+        assert result["optimizer_steps"] == 6 and "test_auroc" not in result
+    for name in ("config.json", "model.safetensors", "preprocessing.json", "training_curve.png", "val_auc.png",
                  "baseline_resnet/model.safetensors", "baseline_resnet/training_curve.png"):
         assert (out / name).is_file(), name
     model = HybridCT3D.from_pretrained(out)
     assert model.class_names == ["normal", "hyperplasia"]
-    # the saved weights are the best-val-AUC weights the metrics were computed with
-    hybrid = next(v for k, v in models.items() if "hybrid" in k)
-    assert hybrid["val_auc"] == max(h["val_auc"] for h in hybrid["val_history"])
+    saved = json.loads((out / "preprocessing.json").read_text())
+    assert saved["source"] == "medmnist" and not saved["flip_tta"]  # the medmnist protocol evaluates without flips
+    assert saved["training_volumes"]["binary"] and saved["training_volumes"]["model_input_shape"] == [32, 32, 32]
+    # the saved weights are the best-val-AUROC weights the metrics were computed with
+    hybrid = _hybrid(metrics)
+    assert hybrid["val_auroc"] == max(h["val_auroc"] for h in hybrid["val_history"])
     # an existing run is not overwritten without --resume/--overwrite; --resume of a finished run keeps its result
-    args = ["--data-root", str(root), "--out", str(out), "--quick"]
-    assert run_user_main(lambda: recipe.main(args)) == 2
-    assert run_user_main(lambda: recipe.main([*args, "--resume"])) == 0
+    assert _train("--out", str(out), "--quick") == 2
+    assert _train("--out", str(out), "--quick", "--resume") == 0
     resumed = json.loads((out / "metrics.json").read_text())["models"]
-    assert {k: v["val_auc"] for k, v in resumed.items()} == {k: v["val_auc"] for k, v in models.items()}
+    assert {k: v["val_auroc"] for k, v in resumed.items()} == {k: v["val_auroc"] for k, v in models.items()}
     assert torch.equal(HybridCT3D.from_pretrained(out).cls_token, model.cls_token)
 
 
-def test_recipe_protocols_set_their_defaults_and_flags_override_them() -> None:
-    recipe = _recipe()
-    parser = recipe.build_parser()
-    args = parser.parse_args(["--out", "x"])
-    official, protocol = recipe.resolve_config(args), recipe.resolve_protocol(args)
-    assert (official.optimizer, official.lr, official.batch_size, official.weight_decay) == ("adam", 1e-3, 32, 0.0)
-    assert (official.schedule, official.max_epochs, official.milestones) == ("multistep", 100, (50, 75))
+def test_recipe_script_is_the_train_command(tmp_path: Path) -> None:
+    """``python recipes/ct_classify.py`` takes the flags of ``bioattn train ct`` (notebooks call it)."""
+    folder = tmp_path / "ct" / "adrenalmnist3d"
+    folder.mkdir(parents=True)
+    np.savez(folder / "adrenalmnist3d.npz", val_images=np.zeros((2, 8, 8, 8), np.uint8), val_labels=np.zeros((2, 1)))
+    out = tmp_path / "run"
+    result = subprocess.run(
+        [sys.executable, str(REPO / "recipes" / "ct_classify.py"), "--data-root", str(tmp_path), "--dataset",
+         "adrenalmnist3d", "--size", "28", "--out", str(out), "--quick", "--seed", "0"],
+        capture_output=True, text=True, cwd=REPO, timeout=300,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: {folder / 'adrenalmnist3d.npz'}: needs a train split (has val)")
+    assert not out.exists()
+
+
+def _options(*argv: str):
+    from bioattn.commands import train_ct
+
+    parser = argparse.ArgumentParser()
+    train_ct.add_arguments(parser)
+    return train_ct.options_from_args(parser.parse_args(["--out", "x", *argv]))
+
+
+def test_protocols_set_their_defaults_and_flags_override_them() -> None:
+    official = _options()
+    protocol = resolve_protocol(official)
+    config = official.train
+    assert (config.optimizer, config.lr, config.batch_size, config.weight_decay) == ("adam", 1e-3, 32, 0.0)
+    assert (config.schedule, config.max_epochs, config.milestones) == ("multistep", 100, (50, 75))
+    assert (config.monitor, config.monitor_mode) == ("val_auroc", "max")
     assert (protocol.label_smoothing, protocol.flip_tta, protocol.intensity_jitter) == (0.0, False, 0.1)
-    args = parser.parse_args(["--out", "x", "--protocol", "tuned"])
-    tuned, protocol = recipe.resolve_config(args), recipe.resolve_protocol(args)
-    assert (tuned.optimizer, tuned.schedule, tuned.max_epochs, tuned.weight_decay) == (
+    tuned = _options("--protocol", "tuned")
+    protocol = resolve_protocol(tuned)
+    assert (tuned.train.optimizer, tuned.train.schedule, tuned.train.max_epochs, tuned.train.weight_decay) == (
         "adamw", "warmup_cosine", 15, 0.05)
     assert (protocol.label_smoothing, protocol.flip_tta, protocol.intensity_jitter) == (0.1, True, 0.0)
-    args = parser.parse_args(["--out", "x", "--protocol", "tuned", "--epochs", "7", "--tta", "none",
-                              "--label-smoothing", "0", "--intensity-jitter", "0.2"])
-    protocol = recipe.resolve_protocol(args)
-    assert recipe.resolve_config(args).max_epochs == 7
+    options = _options("--protocol", "tuned", "--epochs", "7", "--tta", "none", "--label-smoothing", "0",
+                       "--intensity-jitter", "0.2")
+    protocol = resolve_protocol(options)
+    assert options.train.max_epochs == 7
     assert (protocol.label_smoothing, protocol.flip_tta, protocol.intensity_jitter) == (0.0, False, 0.2)
+    quick = _options("--quick")
+    assert (quick.train.max_epochs, quick.train.max_steps_per_epoch, quick.train.batch_size) == (2, 3, 8)
     with pytest.raises(UserInputError, match=r"--label-smoothing must be in \[0, 1\), got 1.5"):
-        recipe.resolve_protocol(parser.parse_args(["--out", "x", "--label-smoothing", "1.5"]))
+        resolve_protocol(_options("--label-smoothing", "1.5"))
 
 
-def test_recipe_tuned_protocol_records_itself_and_the_tta_ablation(tmp_path: Path, one_thread) -> None:
-    root = _data_root()
+def test_tuned_protocol_records_itself_and_the_tta_ablation(require_data, tmp_path: Path, one_thread) -> None:
+    require_data("ct", "adrenalmnist3d")
     out = tmp_path / "run"
-    argv = ["--data-root", str(root), "--out", str(out), "--quick", "--protocol", "tuned", "--baseline", "none"]
-    assert run_user_main(lambda: _recipe().main(argv)) == 0
+    assert _train("--out", str(out), "--quick", "--protocol", "tuned", "--baseline", "none") == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["protocol"]["name"] == "tuned" and metrics["protocol"]["flip_tta"]
     assert metrics["protocol"]["train"]["optimizer"] == "adamw"
     (hybrid,) = metrics["models"].values()
-    assert all("val_auc_no_tta" in h for h in hybrid["val_history"])
-    assert hybrid["val_auc_last_epoch"] == hybrid["val_history"][-1]["val_auc"]
+    assert all("val_auroc_no_tta" in h for h in hybrid["val_history"])
+    assert hybrid["val_auroc_last_epoch"] == hybrid["val_history"][-1]["val_auroc"]
+    # the run remembers that it evaluates with flip averaging: predict reproduces its validation numbers (the CSV
+    # holds 6 significant digits, which can tie near-equal probabilities of this tiny model: AUROC to 1e-3)
+    probs = tmp_path / "val.csv"
+    npz = require_data("ct", "adrenalmnist3d", "adrenalmnist3d_trainval.npz")
+
+    def scores(*flags: str) -> tuple[dict, list[dict]]:
+        assert cli_main(["predict", "ct", "--run", str(out), "--input", str(npz), "--split", "val",
+                         "--output", str(probs), *flags]) == 0
+        rows = _rows(probs)
+        labels = np.array([int(r["label"]) for r in rows])
+        return classification_metrics(labels, np.array([float(r["p_hyperplasia"]) for r in rows])), rows
+
+    default, rows = scores()
+    assert default["auroc"] == pytest.approx(hybrid["val_auroc"], abs=1e-3)
+    assert default["loss"] == pytest.approx(hybrid["val_loss"], rel=1e-4)
+    assert not any(r["warning"] for r in rows)  # the validation volumes look like the training volumes
+    assert scores("--flip-tta")[0]["loss"] == pytest.approx(default["loss"], rel=1e-6)
+    plain, _ = scores("--no-flip-tta")
+    best = hybrid["val_history"][hybrid["best_epoch"] - 1]
+    assert plain["auroc"] == pytest.approx(best["val_auroc_no_tta"], abs=1e-3)
+    assert plain["auroc"] != pytest.approx(default["auroc"], abs=1e-3)  # so the default really is the flip average
 
 
-def test_recipe_refuses_a_file_without_a_train_split(tmp_path: Path, capsys) -> None:
+def test_train_refuses_a_file_without_a_train_split(tmp_path: Path, capsys) -> None:
     folder = tmp_path / "ct" / "adrenalmnist3d"
     folder.mkdir(parents=True)
     np.savez(folder / "adrenalmnist3d.npz", val_images=np.zeros((2, 8, 8, 8), np.uint8), val_labels=np.zeros((2, 1)))
-    recipe = _recipe()
     out = tmp_path / "run"
-    assert run_user_main(lambda: recipe.main(["--data-root", str(tmp_path), "--out", str(out), "--quick"])) == 2
+    assert _train("--data-root", str(tmp_path), "--out", str(out), "--quick") == 2
     assert "needs a train split" in capsys.readouterr().err
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--dataset", "adrenalmnist3d", "--manifest", "labels.csv"], None),  # argparse: not allowed with
+        (["--window", "0", "1"], "--window apply to --manifest volumes, not to a MedMNIST dataset"),
+        (["--size", "32"], "--size of a MedMNIST dataset must be 28 or 64, got 32"),
+    ],
+)
+def test_dataset_and_manifest_options_do_not_mix(argv: list[str], message: str | None, tmp_path: Path, capsys) -> None:
+    if message is None:
+        with pytest.raises(SystemExit) as info:
+            _train("--out", str(tmp_path / "run"), *argv)
+        assert info.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+        return
+    assert _train("--out", str(tmp_path / "run"), *argv) == 2
+    assert capsys.readouterr().err.strip() == f"error: {message}"

@@ -10,7 +10,6 @@ import pytest
 import torch
 from monai.data import MetaTensor
 
-from bioattn.data import resolve_data_root
 from bioattn.data.ct import (
     VolumeDataset,
     check_volume,
@@ -26,16 +25,6 @@ from bioattn.errors import UserInputError
 
 # A non-trivial affine: anisotropic spacing, x flipped, an offset.
 AFFINE = np.array([[-2.0, 0, 0, 40.0], [0, 1.5, 0, -12.0], [0, 0, 3.0, 7.5], [0, 0, 0, 1]])
-
-
-def _ct_root() -> Path:
-    try:
-        root = resolve_data_root(None) / "ct"
-    except UserInputError:
-        pytest.skip("data root not found")
-    if not root.is_dir():
-        pytest.skip("no ct/ folder in the data root")
-    return root
 
 
 def _npz(path: Path, splits=("train", "val"), n: int = 6, shape=(8, 8, 8), **extra) -> Path:
@@ -239,8 +228,8 @@ def test_unreadable_files_and_wrong_channel_count(tmp_path: Path) -> None:
         check_volume(two_channels, tmp_path / "multi.nii.gz", in_channels=1)
 
 
-def test_real_nifti_keeps_its_affine() -> None:
-    path = _ct_root() / "totalsegmentator_example" / "example_ct_sm.nii.gz"
+def test_real_nifti_keeps_its_affine(require_data) -> None:
+    path = require_data("ct", "totalsegmentator_example", "example_ct_sm.nii.gz")
     volume = read_ct_volume(path)
     reference = nib.load(path)
     assert volume.shape == (1, *reference.shape)
@@ -248,16 +237,16 @@ def test_real_nifti_keeps_its_affine() -> None:
     assert np.array_equal(volume[0].numpy(), reference.get_fdata(dtype=np.float32))  # Hounsfield units, unchanged
 
 
-def test_single_dicom_slice_is_refused_with_a_hint() -> None:
-    path = _ct_root() / "pydicom_ct_small" / "CT_small.dcm"
+def test_single_dicom_slice_is_refused_with_a_hint(require_data) -> None:
+    path = require_data("ct", "pydicom_ct_small", "CT_small.dcm")
     message = r"CT_small\.dcm: a 2D image \(128x128\).*folder that holds the whole series"
     with pytest.raises(UserInputError, match=message):
         read_ct_volume(path)
 
 
-def test_dicom_series_folder_reads_as_one_volume_in_hounsfield_units(tmp_path: Path) -> None:
+def test_dicom_series_folder_reads_as_one_volume_in_hounsfield_units(require_data, tmp_path: Path) -> None:
     pydicom = pytest.importorskip("pydicom")
-    source = pydicom.dcmread(_ct_root() / "pydicom_ct_small" / "CT_small.dcm")
+    source = pydicom.dcmread(require_data("ct", "pydicom_ct_small", "CT_small.dcm"))
     series = tmp_path / "series"
     series.mkdir()
     x0, y0, z0 = (float(v) for v in source.ImagePositionPatient)

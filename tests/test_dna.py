@@ -161,12 +161,34 @@ def test_missing_file_and_folder(tmp_path):
         list(read_records(tmp_path))
 
 
-def test_bad_label_in_training_csv(tmp_path):
-    path = write(tmp_path / "t.csv", "sequence,label\nACGT,1\nACGT,yes\n")
-    with pytest.raises(UserInputError, match=r"record '2' \(line 3\): label must be 0 or 1, got 'yes'"):
-        list(read_records(path, labels=True))
+def test_labels_are_integers_or_text_and_missing_ones_are_errors(tmp_path):
+    records = list(read_records(write(tmp_path / "t.csv", "sequence,label\nACGT,1\nACGT,TATA box\nAC,-2\n"), labels=True))
+    assert [r.label for r in records] == [1, "TATA box", -2]
+    with pytest.raises(UserInputError, match=r"t2.csv: record '2' \(line 3\): missing label"):
+        list(read_records(write(tmp_path / "t2.csv", "sequence,label\nACGT,1\nACGT,\n"), labels=True))
     with pytest.raises(UserInputError, match="no 'label' column"):
         list(read_records(write(tmp_path / "u.csv", "sequence\nACGT\n"), labels=True))
+
+
+def test_fasta_labels_come_from_the_label_field_only(tmp_path):
+    path = write(tmp_path / "l.fa", ">s1 label=1 promoter of GENE\nacgt\n>label=0\tlabel=neg\nGG\n>s3 x=1 label=7\nT\n")
+    records = list(read_records(path, labels=True))
+    assert [(r.id, r.label) for r in records] == [("s1", 1), ("label=0", "neg"), ("s3", 7)]
+    assert [r.label for r in read_records(path)] == [None, None, None]  # ignored unless asked
+
+
+@pytest.mark.parametrize("header, problem", [(">s2 promoter", "no 'label=VALUE' field"), (">s2 label=", "an empty label"),
+                                             (">s2 label=1 label=0", "several 'label=' fields")])
+def test_fasta_label_problems_name_the_record(tmp_path, header, problem):
+    path = write(tmp_path / "l.fa", f">s1 label=1\nACGT\n{header}\nACGT\n")
+    with pytest.raises(UserInputError) as info:
+        list(read_records(path, labels=True))
+    assert str(info.value).startswith(f"{path}: record 's2' (#2): {problem} in the FASTA description")
+
+
+def test_invalid_character_position_counts_from_the_offset():
+    with pytest.raises(UserInputError, match="invalid character 'X' at position 1003;"):
+        encode("ACX", record="record 'chr1'", source="g.fa", offset=1000)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

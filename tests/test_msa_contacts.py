@@ -12,7 +12,6 @@ from bioattn.coevolution import apc, mi_apc, mutual_information, potts_couplings
 from bioattn.data.contacts import load_target, read_contact_scores, tool_name, write_rr
 from bioattn.explain.figures import plot_contact_map
 from bioattn.metrics import precision_at
-from bioattn.data import resolve_data_root
 from bioattn.data.msa import MSATokenizer
 from bioattn.data.structure import native_distances, read_chain, read_struct_dat, virtual_cb
 from bioattn.errors import UserInputError
@@ -43,13 +42,6 @@ def pairwise(coords: np.ndarray) -> np.ndarray:
     return np.linalg.norm(coords[:, None] - coords[None], axis=-1)
 
 
-def data_root_or_skip():
-    try:
-        return resolve_data_root(None)
-    except UserInputError:
-        pytest.skip("data root not available")
-
-
 # ------------------------------------------------------------------------------------------ structures
 def test_distances_map_by_alignment_not_numbering(tmp_path):
     cb = write_pdb(tmp_path / "x.pdb", "CDGKW", first_number=100)  # numbered 100..104
@@ -66,10 +58,8 @@ def test_glycine_gets_the_virtual_cb(tmp_path):
     np.testing.assert_allclose(chain.cb, cb, atol=1e-3)
 
 
-def test_virtual_cb_matches_real_cb_in_a_real_structure():
-    path = data_root_or_skip() / "msa" / "coev" / "1mkcA00" / "1mkcA00.pdb"
-    if not path.is_file():
-        pytest.skip("1mkcA00 not in the data root")
+def test_virtual_cb_matches_real_cb_in_a_real_structure(require_data):
+    path = require_data("msa", "coev", "1mkcA00", "1mkcA00.pdb")
     residues = [r for r in PDBParser(QUIET=True).get_structure("x", path)[0].get_residues() if "CB" in r]
     deviation = [np.linalg.norm(virtual_cb(r["N"].coord, r["CA"].coord, r["C"].coord) - r["CB"].coord) for r in residues]
     assert np.mean(deviation) < 0.2
@@ -153,7 +143,10 @@ def test_rr_round_trip_and_other_formats(tmp_path):
     rng = np.random.default_rng(0)
     scores = rng.random((8, 8))
     scores = (scores + scores.T) / 2
-    write_rr(tmp_path / "x.rr", scores, "ACDEFGHI", target="T1", min_separation=1)
+    write_rr(tmp_path / "x.rr", scores, "ACDEFGHI", target="T1", method=["one", "two"], remarks=["uncalibrated"], min_separation=1)
+    lines = (tmp_path / "x.rr").read_text().splitlines()
+    assert lines[:7] == ["PFRMAT RR", "TARGET T1", "AUTHOR bioattn", "REMARK uncalibrated", "METHOD one", "METHOD two", "MODEL  1"]
+    assert lines[7] == "ACDEFGHI" and lines[-1] == "END"
     back = read_contact_scores(tmp_path / "x.rr", 8)
     upper = np.triu_indices(8, 1)
     np.testing.assert_allclose(back[upper], scores[upper], atol=1e-6)
@@ -163,6 +156,22 @@ def test_rr_round_trip_and_other_formats(tmp_path):
     evfold = read_contact_scores(tmp_path / "x.evfold.gz", 8)
     assert evfold[0, 2] == evfold[2, 0] == 7.25 and evfold[1, 7] == -1.0 and np.isnan(evfold[0, 1])
     assert tool_name("5ptpA.metapsicov.stage1.gz") == "metapsicov.stage1" and tool_name("16pkA0.deepcon.rr.gz") == "deepcon"
+
+
+def test_rr_keeps_the_top_pairs_clips_rounding_and_refuses_raw_scores(tmp_path):
+    scores = np.zeros((120, 120))
+    scores[0, 60] = scores[60, 0] = 1.0 + 1e-9  # rounding above 1: clipped
+    scores[3, 5] = scores[5, 3] = 0.9  # |i-j| < 6: left out
+    write_rr(tmp_path / "x.rr", scores, "A" * 120, min_separation=6, top=10)
+    lines = (tmp_path / "x.rr").read_text().splitlines()
+    assert lines[lines.index("MODEL  1") + 1:][:3] == ["A" * 50, "A" * 50, "A" * 20]  # 50 residues per line
+    contacts = [line.split() for line in lines[-11:-1]]
+    assert contacts[0] == ["1", "61", "0", "8", "1.000000"] and len(contacts) == 10
+    assert all(int(j) - int(i) >= 6 for i, j, *_ in contacts)
+    scores[0, 60] = scores[60, 0] = 3.2
+    with pytest.raises(ValueError, match=r"pair \(1, 61\) has probability 3\.2, outside \[0, 1\]"):
+        write_rr(tmp_path / "y.rr", scores, "A" * 120)
+    assert not (tmp_path / "y.rr").exists()
 
 
 def test_prediction_outside_the_query_is_an_error(tmp_path):
@@ -222,10 +231,8 @@ def test_pseudo_likelihood_value_and_gradient_match_a_direct_loop():
     assert torch.allclose(pair_grad, pair_grad.T)
 
 
-def test_published_ccmpred_precision_reproduced_on_1atzA():
-    folder = data_root_or_skip() / "msa" / "coev" / "1atzA"
-    if not folder.is_dir():
-        pytest.skip("1atzA not in the data root")
+def test_published_ccmpred_precision_reproduced_on_1atzA(require_data):
+    folder = require_data("msa", "coev", "1atzA")
     target = load_target(folder / "1atzA.aln", pdb=folder / "1atzA.pdb")  # row 0 is not the query
     assert target.msa.sequences[0] == read_chain(folder / "1atzA.pdb").sequence
     ccmpred = read_contact_scores(folder / "pred" / "1atzA.ccmpred_apc.mat", target.msa.length)

@@ -9,7 +9,6 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bioattn.data import resolve_data_root
 from bioattn.data.msa import ALPHABET, MSA, MSATokenizer, detect_format, read_msa, sequence_weights, subsample
 from bioattn.errors import UserInputError
 
@@ -191,14 +190,8 @@ def test_msa_helpers_select_rows_columns_and_find_query():
 
 
 # ------------------------------------------------------------------------------------------ real data
-def test_real_psicov_family_reads():
-    try:
-        root = resolve_data_root(None)
-    except UserInputError:
-        pytest.skip("data root not available")
-    path = root / "msa" / "coev" / "1mkcA00" / "1mkcA00.aln"
-    if not path.is_file():
-        pytest.skip("1mkcA00 not in the data root")
+def test_real_psicov_family_reads(require_data):
+    path = require_data("msa", "coev", "1mkcA00", "1mkcA00.aln")
     msa = read_msa(path)
     assert (msa.depth, msa.length) == (142, 43)
     assert msa.sequences[0] == "CKYKFENWGACDGGTGTKVRQGTLKKARYNAQCQETIRVTKPC"

@@ -1,4 +1,5 @@
-"""PromoterClassifier: padding invariance, exact strand symmetry, save/load, and the predict command."""
+"""PromoterClassifier: padding invariance, exact strand symmetry, save/load (old configs too), multi-class heads,
+and the per-sequence predict command."""
 from __future__ import annotations
 
 import csv
@@ -78,6 +79,37 @@ def test_from_pretrained_round_trip_gives_equal_outputs(model, run_dir):
     assert (run_dir / WEIGHTS_NAME).read_bytes()[8:9] == b"{"  # safetensors header, not a pickle
 
 
+def test_config_saved_before_multiclass_support_loads_as_binary(model, run_dir, tmp_path):
+    old = json.loads((run_dir / "config.json").read_text())
+    for key in ("num_classes", "class_names", "threshold"):
+        old.pop(key)
+    (tmp_path / "config.json").write_text(json.dumps(old))
+    (tmp_path / WEIGHTS_NAME).write_bytes((run_dir / WEIGHTS_NAME).read_bytes())
+    loaded = PromoterClassifier.from_pretrained(tmp_path)
+    assert loaded.binary and loaded.class_names == ["0", "1"] and loaded.threshold == 0.5
+    assert torch.equal(loaded.predict_proba(*batch(SEQUENCES)), model.predict_proba(*batch(SEQUENCES)))
+
+
+def test_multiclass_head_gives_strand_symmetric_class_distributions():
+    torch.manual_seed(2)
+    net = PromoterClassifier(max_len=48, d_model=16, num_heads=2, num_layers=1, num_classes=3,
+                             class_names=["x", "y", "z"]).eval()
+    probs = net.predict_proba(*batch(SEQUENCES))
+    assert probs.shape == (len(SEQUENCES), 3)
+    torch.testing.assert_close(probs.sum(-1), torch.ones(len(SEQUENCES)))
+    assert torch.equal(probs, net.predict_proba(*batch([reverse_complement(s) for s in SEQUENCES])))
+    tokens = [encode(s) for s in SEQUENCES]
+    np.testing.assert_array_equal(net.predicted_classes(net.predict_tokens(tokens)), probs.argmax(-1).numpy())
+    with pytest.raises(ValueError, match="3 distinct names"):
+        PromoterClassifier(num_classes=3, class_names=["a", "a", "b"])
+
+
+def test_predict_tokens_batches_by_length_but_returns_input_order(model):
+    tokens = [encode(s) for s in SEQUENCES * 3]
+    alone = np.array([model.predict_tokens([t])[0] for t in tokens])
+    np.testing.assert_allclose(model.predict_tokens(tokens, batch_size=4), alone, rtol=0, atol=1e-6)
+
+
 def test_longer_than_max_len_is_rejected(model):
     with pytest.raises(ValueError, match="exceeds this model's max_len=48"):
         model(*batch(["A" * 49]))
@@ -129,7 +161,9 @@ BAD_PREDICT_INPUTS = [
     ("badchar.fa", ">ok\nACGT\n>bad1\nACGUA\n", "record 'bad1' (#2): invalid character 'U' at position 4"),
     ("emptyrec.fa", ">ok\nACGT\n>hollow\n>next\nAC\n", "record 'hollow' (#2): empty sequence"),
     ("nocol.csv", "seq\nACGT\n", "CSV without a 'sequence' column"),
-    ("long.fa", ">ok\nACGT\n>big\n" + "A" * 49 + "\n", "record 'big' (#2): sequence is 49 nt long; this model accepts at most 48"),
+    ("long.fa", ">ok\nACGT\n>big\n" + "A" * 49 + "\n",
+     "record 'big' (#2): sequence is 49 nt long; this model accepts at most 48 nt (its training length); "
+     "score longer sequences in windows with --window"),
 ]
 
 
@@ -159,6 +193,16 @@ def test_predict_failure_keeps_previous_output_and_console_script_exits_2(run_di
     assert done.returncode == 2
     assert done.stderr.strip() == f"error: {source}: truncated gzip file (compressed data ended early)"
     assert out.read_text() == "previous results\n"
+
+
+def test_predict_threshold_option_moves_the_decision(model, run_dir, tmp_path):
+    fasta = tmp_path / "in.fa"
+    fasta.write_text("".join(f">s{i}\n{s}\n" for i, s in enumerate(SEQUENCES)))
+    probs = model.predict_tokens([encode(s) for s in SEQUENCES])
+    cut = float(np.median(probs))
+    assert bioattn_main(["predict", "promoter", "--run", str(run_dir), "--input", str(fasta), "--output",
+                         str(tmp_path / "o.csv"), "--threshold", str(cut)]) == 0
+    assert [r["predicted_label"] for r in read_output(tmp_path / "o.csv")] == [str(int(p >= cut)) for p in probs]
 
 
 def test_predict_rejects_a_folder_that_is_not_a_run(tmp_path, capsys):

@@ -10,51 +10,52 @@ usable on MSAs (MSA Transformer, AlphaFold's Evoformer).
 - :class:`ColumnAttention`: attention within each column, across sequences (its N×N maps are never returned).
 - :class:`AxialTransformerLayer`: row attention, column attention, feed-forward, each pre-norm + residual.
 
-All run through :func:`~bioattn.attention.scaled_dot_product_attention`, so the fused kernels are used unless
-weights are requested. Tied row attention is one fused call: summing ``q_r·k_r`` over rows equals one dot
-product of the row-concatenated vectors, so ``q, k, v`` are laid out as ``(B, H, L, N·d)``.
+All run through :func:`~bioattn.attention.scaled_dot_product_attention` (its masks, its guard for fully masked
+rows, the backend chosen by :func:`~bioattn.attention.set_backend`), so the fused kernels are used unless weights
+are requested. Tied row attention is one fused call: summing ``q_r·k_r`` over rows equals one dot product of the
+row-concatenated vectors, so ``q, k, v`` are laid out as ``(B, H, L, N·d)``.
 
 Masks (True = padding, the :class:`torch.nn.MultiheadAttention` convention): ``sequence_padding_mask (B, N)``
 for padded sequences, ``position_padding_mask (B, L)`` for padded positions. Padded cells never influence real
 ones, and their outputs are zero.
 
 ``chunk_size`` bounds memory for deep alignments: rows (row attention, feed-forward) or columns (column
-attention) are processed ``chunk_size`` at a time, exactly (the tied map is accumulated over row chunks before
-its softmax). Under autograd each chunk is checkpointed, so training memory is bounded too.
+attention) are processed ``chunk_size`` at a time with :func:`~bioattn.attention.apply_in_chunks`, exactly (the
+tied map's scores are summed over row chunks, then go through the same masked softmax as
+:func:`~bioattn.attention.scaled_dot_product_attention`'s explicit path). Under autograd each chunk is
+checkpointed, so training memory is bounded too. Weights are returned with or without chunking.
 """
 from __future__ import annotations
 
 import math
-from typing import Callable
 
 import torch
 from torch import Tensor, nn
-from torch.utils.checkpoint import checkpoint
 
+from bioattn.attention.chunking import apply_in_chunks
 from bioattn.attention.encoder import FeedForward
-from bioattn.attention.sdpa import scaled_dot_product_attention
+from bioattn.attention.inputs import check_embeddings, check_mask_dtype
+from bioattn.attention.sdpa import attention_weights, scaled_dot_product_attention
 
 __all__ = ["RowAttention", "ColumnAttention", "AxialTransformerLayer"]
 
+_MSA_LAYOUT_HINT = "MSAs are batch-first (B, N, L, D); ESM's (N, L, B, D) layout converts with x.permute(2, 0, 1, 3)"
 
-def _check_input(x: Tensor, embed_dim: int, sequence_padding_mask: Tensor | None, position_padding_mask: Tensor | None) -> None:
-    if x.dim() != 4 or x.size(-1) != embed_dim:
-        raise ValueError(f"expected x of shape (B, N, L, {embed_dim}), got {tuple(x.shape)}")
+
+def _check_input(
+    x: Tensor, embed_dim: int, weight: Tensor, sequence_padding_mask: Tensor | None, position_padding_mask: Tensor | None
+) -> None:
+    if isinstance(x, Tensor) and x.dim() != 4:
+        raise ValueError(f"expected x of shape (B, N, L, {embed_dim}), got {tuple(x.shape)}: {_MSA_LAYOUT_HINT}")
+    check_embeddings(x, "x", "(B, N, L, D)", embed_dim, weight, hint=_MSA_LAYOUT_HINT)
     b, n, length, _ = x.shape
     for name, mask, shape in (("sequence_padding_mask", sequence_padding_mask, (b, n)), ("position_padding_mask", position_padding_mask, (b, length))):
-        if mask is not None and (mask.dtype != torch.bool or tuple(mask.shape) != shape):
-            raise ValueError(f"{name} must be a bool tensor of shape {shape} (True = padding), got {mask.dtype} {tuple(mask.shape)}")
-
-
-def _over_chunks(fn: Callable[[slice], Tensor], size: int, chunk_size: int | None, dim: int) -> Tensor:
-    """``cat([fn(s) for s in chunks of range(size)], dim)``; each chunk checkpointed when autograd records."""
-    if chunk_size is None or chunk_size >= size:
-        return fn(slice(None))
-    pieces = []
-    for start in range(0, size, chunk_size):
-        part = slice(start, start + chunk_size)
-        pieces.append(checkpoint(fn, part, use_reentrant=False) if torch.is_grad_enabled() else fn(part))
-    return torch.cat(pieces, dim=dim)
+        check_mask_dtype(mask, name, "True = padding", "attention_mask == 0", allow_float=False, shape=shape)
+        if mask is not None and tuple(mask.shape) != shape:
+            raise ValueError(
+                f"{name} must be a bool tensor of shape {shape} (True = padding), got {tuple(mask.shape)}; "
+                f"x {tuple(x.shape)} is read as (B, N, L, D): {_MSA_LAYOUT_HINT}"
+            )
 
 
 def _attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
@@ -82,21 +83,31 @@ def _cell_keep(b: int, n: int, length: int, sequence_padding_mask: Tensor | None
     return keep.unsqueeze(-1)
 
 
+def _check_chunk_size(chunk_size: int | None) -> None:
+    if chunk_size is not None and chunk_size < 1:
+        raise ValueError(f"chunk_size must be ≥ 1 or None, got {chunk_size}")
+
+
 class _AxialProjections(nn.Module):
     """Q, K, V and output projections shared by row and column attention."""
 
-    def __init__(self, embed_dim: int, num_heads: int, dropout: float) -> None:
+    def __init__(self, embed_dim: int, num_heads: int, dropout: float, chunk_size: int | None) -> None:
         super().__init__()
         if embed_dim % num_heads:
             raise ValueError(f"embed_dim ({embed_dim}) must be divisible by num_heads ({num_heads})")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        _check_chunk_size(chunk_size)
         self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim // num_heads
         self.q_proj = nn.Linear(embed_dim, embed_dim)
         self.k_proj = nn.Linear(embed_dim, embed_dim)
         self.v_proj = nn.Linear(embed_dim, embed_dim)
         self.out_proj = nn.Linear(embed_dim, embed_dim)
         self.dropout = dropout
+        self.chunk_size = chunk_size
+
+    def _check(self, x: Tensor, sequence_padding_mask: Tensor | None, position_padding_mask: Tensor | None) -> None:
+        _check_input(x, self.embed_dim, self.q_proj.weight, sequence_padding_mask, position_padding_mask)
 
     def _heads(self, x: Tensor) -> Tensor:
         """``(..., S, D)`` → ``(..., H, S, d)``."""
@@ -113,15 +124,18 @@ class _AxialProjections(nn.Module):
 class RowAttention(_AxialProjections):
     """Self-attention along each row (sequence) of an MSA, optionally tied across the rows.
 
-    ``forward(x (B, N, L, D)) -> (out (B, N, L, D), weights)``; weights on request: ``(B, H, L, L)`` tied,
-    ``(B, N, H, L, L)`` untied.
+    Args:
+        embed_dim: channels D; ``D % num_heads == 0``.
+        num_heads: heads H, each ``d = D / H`` wide.
+        tied: share one ``(L, L)`` map per head across the rows of an alignment (scores summed over the real rows,
+            scaled by ``1/sqrt(d·N)``, as in MSA Transformer); False attends within each row separately.
+        dropout: dropout on the attention weights, training mode only.
+        chunk_size: rows processed at a time (None: all); bounds memory, same result.
     """
 
     def __init__(self, embed_dim: int, num_heads: int, *, tied: bool = False, dropout: float = 0.0, chunk_size: int | None = None) -> None:
-        super().__init__(embed_dim, num_heads, dropout)
-        if chunk_size is not None and chunk_size < 1:
-            raise ValueError(f"chunk_size must be ≥ 1 or None, got {chunk_size}")
-        self.tied, self.chunk_size = tied, chunk_size
+        super().__init__(embed_dim, num_heads, dropout, chunk_size)
+        self.tied = tied
 
     def forward(
         self,
@@ -131,7 +145,19 @@ class RowAttention(_AxialProjections):
         position_padding_mask: Tensor | None = None,
         need_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
-        _check_input(x, self.embed_dim, sequence_padding_mask, position_padding_mask)
+        """Attend along each row of ``x``.
+
+        Args:
+            x: ``(B, N, L, D)`` float, batch-first (alignments, sequences, positions, channels).
+            sequence_padding_mask: bool ``(B, N)``, True = padded sequence (row).
+            position_padding_mask: bool ``(B, L)``, True = padded position (column).
+            need_weights: also return the row attention weights.
+
+        Returns:
+            ``(out (B, N, L, D), weights)``: weights ``(B, H, L, L)`` tied, ``(B, N, H, L, L)`` untied, or None.
+            Padded cells' outputs are zero.
+        """
+        self._check(x, sequence_padding_mask, position_padding_mask)
         b, n, length, _ = x.shape
         keep = _cell_keep(b, n, length, sequence_padding_mask, position_padding_mask, x.device)
         key_keep = None if position_padding_mask is None else ~position_padding_mask[:, None, None, :]  # (B, 1, 1, L)
@@ -142,20 +168,15 @@ class RowAttention(_AxialProjections):
         return (out if keep is None else out * keep), weights
 
     def _untied(self, x: Tensor, key_keep: Tensor | None, need_weights: bool) -> tuple[Tensor, Tensor | None]:
-        b, n, length, _ = x.shape
         mask = None if key_keep is None else key_keep.unsqueeze(1)  # (B, 1, 1, 1, L)
-        weights: list[Tensor] = []
 
-        def rows(part: slice) -> Tensor:
-            h = x[:, part]
+        def rows(h: Tensor) -> tuple[Tensor, Tensor | None]:
+            """``h (B, n, L, D)`` → ``(out (B, n, L, D), weights (B, n, H, L, L) or None)``."""
             q, k, v = (self._heads(proj(h)) for proj in (self.q_proj, self.k_proj, self.v_proj))  # (B, n, H, L, d)
-            out, w = _attend(q, k, v, mask, self._dropout_p(), need_weights)
-            if w is not None:
-                weights.append(w)
-            return self.out_proj(self._merge(out))
+            out, weights = _attend(q, k, v, mask, self._dropout_p(), need_weights)
+            return self.out_proj(self._merge(out)), weights
 
-        out = _over_chunks(rows, n, None if need_weights else self.chunk_size, dim=1)
-        return out, (torch.cat(weights, dim=1) if need_weights else None)
+        return apply_in_chunks(rows, x, chunk_size=self.chunk_size, dim=1, checkpoint=True)
 
     def _tied(
         self, x: Tensor, sequence_padding_mask: Tensor | None, key_keep: Tensor | None, need_weights: bool
@@ -184,71 +205,90 @@ class RowAttention(_AxialProjections):
 
     def _tied_fused(self, x: Tensor, q_scale: Tensor, key_keep: Tensor | None, scale: float, need_weights: bool) -> tuple[Tensor, Tensor | None]:
         n = x.size(1)
-        q = self._concat_rows(self.q_proj(x) * q_scale)
+        q = self.q_proj(x)
+        q = self._concat_rows(q * q_scale.to(q.dtype))
         k = self._concat_rows(self.k_proj(x))
         v = self._concat_rows(self.v_proj(x))
         out, weights = scaled_dot_product_attention(q, k, v, key_keep, dropout_p=self._dropout_p(), scale=scale, need_weights=need_weights)
         return self.out_proj(self._split_rows(out, n)), weights
 
-    def _tied_chunked(self, x: Tensor, q_scale: Tensor, key_keep: Tensor | None, scale: float, need_weights: bool) -> tuple[Tensor, Tensor]:
-        b, n, length, _ = x.shape
+    def _tied_chunked(self, x: Tensor, q_scale: Tensor, key_keep: Tensor | None, scale: float, need_weights: bool) -> tuple[Tensor, Tensor | None]:
+        """The tied map's scores summed over row chunks, one masked softmax, then the output row chunk by row chunk."""
 
-        def partial_scores(part: slice) -> Tensor:
-            q = self._heads(self.q_proj(x[:, part]) * q_scale[:, part])  # (B, n, H, L, d)
-            k = self._heads(self.k_proj(x[:, part]))
-            return torch.einsum("bnhid,bnhjd->bhij", q, k) * scale
+        def partial_scores(h: Tensor, h_scale: Tensor) -> Tensor:
+            """``h (B, n, L, D)``, ``h_scale (B, n, 1, 1)`` → these rows' share of the scores ``(B, H, L, L)``."""
+            q = self.q_proj(h)
+            q = self._heads(q * h_scale.to(q.dtype))  # (B, n, H, L, d)
+            k = self._heads(self.k_proj(h))
+            return torch.matmul(q, k.transpose(-2, -1)).sum(dim=1) * scale
 
-        scores = sum(
-            (checkpoint(partial_scores, part, use_reentrant=False) if torch.is_grad_enabled() else partial_scores(part))
-            for part in (slice(s, s + self.chunk_size) for s in range(0, n, self.chunk_size))
-        )
-        if key_keep is not None:
-            scores = scores.masked_fill(~key_keep, float("-inf"))
-        weights = torch.softmax(scores, dim=-1)
-        attn = nn.functional.dropout(weights, p=self._dropout_p(), training=self.training)
+        scores = apply_in_chunks(partial_scores, x, q_scale, chunk_size=self.chunk_size, dim=1, reduce="sum", checkpoint=True)
+        attention, weights = attention_weights(scores, key_keep, dropout_p=self._dropout_p())  # (B, H, L, L)
 
-        def rows(part: slice) -> Tensor:
-            v = self._heads(self.v_proj(x[:, part]))  # (B, n, H, L, d)
-            return self.out_proj(self._merge(torch.einsum("bhij,bnhjd->bnhid", attn, v)))
+        def rows(h: Tensor) -> Tensor:
+            """``h (B, n, L, D)`` → ``(B, n, L, D)``: the shared map applied to these rows' values."""
+            v = self._heads(self.v_proj(h))  # (B, n, H, L, d)
+            return self.out_proj(self._merge(torch.matmul(attention.unsqueeze(1), v)))
 
-        out = _over_chunks(rows, n, self.chunk_size, dim=1)
+        out = apply_in_chunks(rows, x, chunk_size=self.chunk_size, dim=1, checkpoint=True)
         return out, (weights if need_weights else None)
 
 
 class ColumnAttention(_AxialProjections):
-    """Self-attention along each column (across sequences) of an MSA: ``x (B, N, L, D) -> (B, N, L, D)``.
+    """Self-attention along each column (across sequences) of an MSA.
 
     Column maps are ``(B, L, H, N, N)`` — too large to return for deep alignments, so they never are.
+
+    Args:
+        embed_dim: channels D; ``D % num_heads == 0``.
+        num_heads: heads H.
+        dropout: dropout on the attention weights, training mode only.
+        chunk_size: columns processed at a time (None: all); bounds memory, same result.
     """
 
     def __init__(self, embed_dim: int, num_heads: int, *, dropout: float = 0.0, chunk_size: int | None = None) -> None:
-        super().__init__(embed_dim, num_heads, dropout)
-        if chunk_size is not None and chunk_size < 1:
-            raise ValueError(f"chunk_size must be ≥ 1 or None, got {chunk_size}")
-        self.chunk_size = chunk_size
+        super().__init__(embed_dim, num_heads, dropout, chunk_size)
 
     def forward(self, x: Tensor, *, sequence_padding_mask: Tensor | None = None, position_padding_mask: Tensor | None = None) -> Tensor:
-        _check_input(x, self.embed_dim, sequence_padding_mask, position_padding_mask)
+        """Attend along each column of ``x``.
+
+        Args:
+            x: ``(B, N, L, D)`` float, batch-first.
+            sequence_padding_mask: bool ``(B, N)``, True = padded sequence; padded sequences are never attended to.
+            position_padding_mask: bool ``(B, L)``, True = padded position; its outputs are zero.
+
+        Returns:
+            ``out (B, N, L, D)``; padded cells' outputs are zero.
+        """
+        self._check(x, sequence_padding_mask, position_padding_mask)
         b, n, length, _ = x.shape
         keep = _cell_keep(b, n, length, sequence_padding_mask, position_padding_mask, x.device)
-        columns_first = x.transpose(1, 2)  # (B, L, N, D)
         mask = None if sequence_padding_mask is None else ~sequence_padding_mask[:, None, None, None, :]  # (B, 1, 1, 1, N)
 
-        def columns(part: slice) -> Tensor:
-            h = columns_first[:, part]
+        def columns(h: Tensor) -> Tensor:
+            """``h (B, N, l, D)`` → ``(B, N, l, D)``, attention within each of the l columns."""
+            h = h.transpose(1, 2)  # (B, l, N, D)
             q, k, v = (self._heads(proj(h)) for proj in (self.q_proj, self.k_proj, self.v_proj))  # (B, l, H, N, d)
             out, _ = _attend(q, k, v, mask, self._dropout_p())
-            return self.out_proj(self._merge(out))
+            return self.out_proj(self._merge(out)).transpose(1, 2)
 
-        out = _over_chunks(columns, length, self.chunk_size, dim=1).transpose(1, 2)
+        out = apply_in_chunks(columns, x, chunk_size=self.chunk_size, dim=2, checkpoint=True)
         return out if keep is None else out * keep
 
 
 class AxialTransformerLayer(nn.Module):
-    """Row attention, column attention and feed-forward, each as ``x + dropout(f(LayerNorm(x)))`` (pre-norm, as ESM's MSA Transformer).
+    """Row attention, column attention and feed-forward, each as ``x + dropout(f(LayerNorm(x)))`` (pre-norm, as ESM's
+    MSA Transformer).
 
-    ``forward(x (B, N, L, D), *, sequence_padding_mask (B, N), position_padding_mask (B, L), need_weights)``
-    ``-> (x (B, N, L, D), row weights (B, H, L, L) if tied else (B, N, H, L, L), or None)``.
+    Args:
+        embed_dim: channels D.
+        num_heads: heads H of row and column attention.
+        dim_feedforward: feed-forward hidden width (default 4·D).
+        dropout: dropout on the residual branches and the feed-forward's hidden units.
+        attention_dropout: dropout on the row and column attention weights.
+        activation: feed-forward activation, ``"gelu"``, ``"relu"`` or ``"silu"``.
+        tied: tied row attention (one ``(L, L)`` map per head per alignment), see :class:`RowAttention`.
+        chunk_size: rows / columns processed at a time in every sub-block (None: all); same result, less memory.
     """
 
     def __init__(
@@ -264,6 +304,7 @@ class AxialTransformerLayer(nn.Module):
         chunk_size: int | None = None,
     ) -> None:
         super().__init__()
+        _check_chunk_size(chunk_size)
         self.row_attention = RowAttention(embed_dim, num_heads, tied=tied, dropout=attention_dropout, chunk_size=chunk_size)
         self.column_attention = ColumnAttention(embed_dim, num_heads, dropout=attention_dropout, chunk_size=chunk_size)
         self.feed_forward = FeedForward(embed_dim, dim_feedforward or 4 * embed_dim, dropout, activation)
@@ -281,14 +322,26 @@ class AxialTransformerLayer(nn.Module):
         position_padding_mask: Tensor | None = None,
         need_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
+        """One axial block.
+
+        Args:
+            x: ``(B, N, L, D)`` float, batch-first.
+            sequence_padding_mask: bool ``(B, N)``, True = padded sequence.
+            position_padding_mask: bool ``(B, L)``, True = padded position.
+            need_weights: also return the row attention weights.
+
+        Returns:
+            ``(x (B, N, L, D), row weights (B, H, L, L) if tied else (B, N, H, L, L), or None)``; padded cells are zero.
+        """
+        _check_input(x, self.row_norm.normalized_shape[0], self.row_norm.weight, sequence_padding_mask, position_padding_mask)
         masks = {"sequence_padding_mask": sequence_padding_mask, "position_padding_mask": position_padding_mask}
         attended, weights = self.row_attention(self.row_norm(x), need_weights=need_weights, **masks)
         x = x + self.dropout(attended)
         hidden = x + self.dropout(self.column_attention(self.column_norm(x), **masks))
         keep = _cell_keep(*hidden.shape[:3], sequence_padding_mask, position_padding_mask, hidden.device)
 
-        def feed_forward(part: slice) -> Tensor:  # reads `hidden`, never rebound: checkpoint recomputes from it
-            return self.dropout(self.feed_forward(self.feed_forward_norm(hidden[:, part])))
+        def feed_forward(h: Tensor) -> Tensor:
+            return self.dropout(self.feed_forward(self.feed_forward_norm(h)))
 
-        out = hidden + _over_chunks(feed_forward, hidden.size(1), self.chunk_size, dim=1)
+        out = hidden + apply_in_chunks(feed_forward, hidden, chunk_size=self.chunk_size, dim=1, checkpoint=True)
         return (out if keep is None else out * keep), weights

@@ -6,6 +6,7 @@ from typing import Callable
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from bioattn.attention.inputs import check_embeddings, check_padding_mask
 from bioattn.attention.mha import MultiHeadAttention
 
 __all__ = ["FeedForward", "TransformerEncoderLayer", "TransformerEncoder"]
@@ -14,7 +15,14 @@ _ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"gelu": F.gelu, "relu": F
 
 
 class FeedForward(nn.Module):
-    """Position-wise ``Linear(D, F) → activation → dropout → Linear(F, D)``; ``x: (..., D) → (..., D)``."""
+    """Position-wise ``Linear(D, F) → activation → dropout → Linear(F, D)``; ``x: (..., D) → (..., D)``.
+
+    Args:
+        d_model: width D of inputs and outputs.
+        dim_feedforward: hidden width F.
+        dropout: dropout on the hidden activations (training mode).
+        activation: ``"gelu"``, ``"relu"`` or ``"silu"``.
+    """
 
     def __init__(self, d_model: int, dim_feedforward: int, dropout: float = 0.0, activation: str = "gelu") -> None:
         super().__init__()
@@ -26,6 +34,7 @@ class FeedForward(nn.Module):
         self.activation = _ACTIVATIONS[activation]
 
     def forward(self, x: Tensor) -> Tensor:
+        """``x: (..., D)`` → ``(..., D)``, each position on its own."""
         return self.linear2(self.dropout(self.activation(self.linear1(x))))
 
 
@@ -42,6 +51,18 @@ class TransformerEncoderLayer(nn.Module):
     times more at a few hundred tokens, and drawing the dropout masks is slow (torch's CPU generator makes
     ~10⁸ numbers/s: the ``(B, L, 4D)`` feed-forward mask alone took a third of a small model's training step),
     so ``attention_dropout=0.0, ffn_dropout=0.0`` with ``dropout > 0`` is the fast way to regularise there.
+
+    Args:
+        d_model: model width D.
+        num_heads: attention heads H; ``D % H == 0``.
+        dim_feedforward: feed-forward hidden width (default 4·D).
+        dropout: dropout on the residual branches (and the default of the next two).
+        attention_dropout: dropout on the attention weights (default ``dropout``).
+        ffn_dropout: dropout on the feed-forward's hidden activations (default ``dropout``).
+        activation: ``"gelu"``, ``"relu"`` or ``"silu"``.
+        norm_first: pre-norm (True) or post-norm (False).
+        kv_heads: key/value heads for grouped-query attention (None = H, 1 = multi-query).
+        layer_norm_eps: LayerNorm epsilon.
     """
 
     def __init__(
@@ -78,7 +99,21 @@ class TransformerEncoderLayer(nn.Module):
         causal: bool = False,
         need_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
-        """``x: (B, L, D)``, ``key_padding_mask: (B, L)`` True = padding → ``(x (B, L, D), weights (B, H, L, L) | None)``."""
+        """One encoder layer over a batch-first sequence.
+
+        Args:
+            x: ``(B, L, D)`` float embeddings.
+            key_padding_mask: ``(B, L)`` bool, True = padding (or float, added to the scores); see
+                :meth:`MultiHeadAttention.forward`.
+            attn_mask: ``(L, L)``, ``(B*H, L, L)`` or ``(B, H, L, L)``; bool True = not allowed, or float added.
+            causal: block keys after each query position.
+            need_weights: also return the attention weights.
+
+        Returns:
+            ``(x (B, L, D), weights (B, H, L, L) or None)``.
+        """
+        check_embeddings(x, "x", "(B, L, D)", self.norm1.normalized_shape[0], self.norm1.weight)
+        check_padding_mask(key_padding_mask, "key_padding_mask", tuple(x.shape[:2]))
 
         def attend(h: Tensor) -> tuple[Tensor, Tensor | None]:
             out, weights = self.self_attn(
@@ -98,7 +133,15 @@ class TransformerEncoderLayer(nn.Module):
 
 
 class TransformerEncoder(nn.Module):
-    """A stack of :class:`TransformerEncoderLayer`; pre-norm stacks end with a final LayerNorm (arguments as there)."""
+    """A stack of :class:`TransformerEncoderLayer`; pre-norm stacks end with a final LayerNorm.
+
+    Args:
+        d_model: model width D.
+        num_heads: attention heads H; ``D % H == 0``.
+        num_layers: number of layers (>= 1).
+        dim_feedforward, dropout, attention_dropout, ffn_dropout, activation, norm_first, kv_heads,
+        layer_norm_eps: as in :class:`TransformerEncoderLayer`, the same for every layer.
+    """
 
     def __init__(
         self,
@@ -144,7 +187,18 @@ class TransformerEncoder(nn.Module):
         causal: bool = False,
         need_weights: bool = False,
     ) -> tuple[Tensor, list[Tensor] | None]:
-        """``x: (B, L, D)`` → ``(x (B, L, D), [weights (B, H, L, L) per layer] or None)``."""
+        """Run every layer on a batch-first sequence.
+
+        Args:
+            x: ``(B, L, D)`` float embeddings.
+            key_padding_mask: ``(B, L)`` bool, True = padding (or float, added to the scores).
+            attn_mask: ``(L, L)``, ``(B*H, L, L)`` or ``(B, H, L, L)``; bool True = not allowed, or float added.
+            causal: block keys after each query position.
+            need_weights: also return every layer's attention weights.
+
+        Returns:
+            ``(x (B, L, D), [weights (B, H, L, L) per layer] or None)``.
+        """
         all_weights: list[Tensor] = []
         for layer in self.layers:
             x, weights = layer(

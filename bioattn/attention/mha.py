@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from bioattn.attention.inputs import check_embeddings, check_mask_dtype, check_padding_mask
 from bioattn.attention.sdpa import scaled_dot_product_attention
 
 __all__ = ["MultiHeadAttention", "blocked_to_additive"]
@@ -18,9 +19,13 @@ def blocked_to_additive(mask: Tensor, dtype: torch.dtype) -> Tensor:
 class MultiHeadAttention(nn.Module):
     """H heads of width ``embed_dim / H``, concatenated and projected back to ``embed_dim``.
 
+    Batch-first: ``forward(query (B, Lq, E), key (B, Lk, kdim) | None, value (B, Lk, vdim) | None, *,
+    key_padding_mask (B, Lk), attn_mask, causal, need_weights) -> (out (B, Lq, E), weights (B, H, Lq, Lk) | None)``.
+
     Masks follow :class:`torch.nn.MultiheadAttention`: ``key_padding_mask`` is bool ``(B, Lk)`` with True at
     padding; a bool ``attn_mask`` is True where attention is *not* allowed. Float masks of either kind are
-    added to the scores. Queries whose keys are all masked return zeros.
+    added to the scores (entries ``<= -1e4`` block). Integer masks are refused (Hugging Face's 1 = keep is the
+    opposite convention). Queries whose keys are all masked return zeros.
 
     Args:
         embed_dim: model width E (query width and output width).
@@ -83,21 +88,24 @@ class MultiHeadAttention(nn.Module):
         return self.q_proj(query), self.k_proj(key), self.v_proj(value)
 
     def _keep_mask(
-        self, key_padding_mask: Tensor | None, attn_mask: Tensor | None, batch: int, lq: int, lk: int, dtype: torch.dtype
+        self, key_padding_mask: Tensor | None, attn_mask: Tensor | None, batch: int, lq: int, lk: int
     ) -> Tensor | None:
-        """Combine both masks into one for :func:`scaled_dot_product_attention`, shape ``(B|1, H|1, Lq|1, Lk)``."""
+        """Combine both masks into one for :func:`scaled_dot_product_attention`, shape ``(B|1, H|1, Lq|1, Lk)``.
+
+        Bool masks become one keep-mask; with a float mask among them, one additive mask in the float mask's dtype.
+        """
+        check_padding_mask(key_padding_mask, "key_padding_mask", (batch, lk))
+        check_mask_dtype(attn_mask, "attn_mask", "True = not allowed", "attention_mask == 0")
         parts = []
         if key_padding_mask is not None:
-            if key_padding_mask.shape != (batch, lk):
-                raise ValueError(f"key_padding_mask must be (B, Lk) = {(batch, lk)}, got {tuple(key_padding_mask.shape)}")
             parts.append(key_padding_mask[:, None, None, :])
         if attn_mask is not None:
-            if attn_mask.dim() == 3:  # torch's (B*H, Lq, Lk) layout
-                attn_mask = attn_mask.reshape(batch, self.num_heads, lq, lk)
+            if attn_mask.dim() == 3 and attn_mask.size(0) == batch * self.num_heads:  # torch's (B*H, Lq, Lk) layout
+                attn_mask = attn_mask.reshape(batch, self.num_heads, *attn_mask.shape[-2:])
             if attn_mask.shape[-2:] != (lq, lk) or attn_mask.dim() not in (2, 4):
                 raise ValueError(
-                    f"attn_mask must be (Lq, Lk), (B*H, Lq, Lk) or (B, H, Lq, Lk) with Lq={lq}, Lk={lk}, "
-                    f"got {tuple(attn_mask.shape)}"
+                    f"attn_mask must be (Lq, Lk), (B*H, Lq, Lk) or (B, H, Lq, Lk) with B={batch}, H={self.num_heads}, "
+                    f"Lq={lq}, Lk={lk}, got {tuple(attn_mask.shape)}"
                 )
             parts.append(attn_mask)
         if not parts:
@@ -105,7 +113,8 @@ class MultiHeadAttention(nn.Module):
         if all(p.dtype == torch.bool for p in parts):
             blocked = parts[0] if len(parts) == 1 else parts[0] | parts[1]
             return ~blocked
-        additive = [blocked_to_additive(p, dtype) if p.dtype == torch.bool else p.to(dtype) for p in parts]
+        dtype = next(p.dtype for p in parts if p.is_floating_point())
+        additive = [blocked_to_additive(p, dtype) if p.dtype == torch.bool else p for p in parts]
         return additive[0] if len(additive) == 1 else additive[0] + additive[1]
 
     def forward(
@@ -119,31 +128,38 @@ class MultiHeadAttention(nn.Module):
         causal: bool = False,
         need_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
-        """Attend ``query`` over ``key``/``value`` (self-attention when ``key`` is None).
+        """Attend ``query`` over ``key``/``value`` (self-attention when ``key`` is None). Batch-first.
 
         Args:
-            query: ``(B, Lq, E)``.
-            key: ``(B, Lk, kdim)`` or None (self-attention). value: ``(B, Lk, vdim)``, defaults to ``key``.
-            key_padding_mask: bool ``(B, Lk)``, True = padding.
-            attn_mask: ``(Lq, Lk)``, ``(B*H, Lq, Lk)`` or ``(B, H, Lq, Lk)``; bool True = not allowed, or float additive.
+            query: ``(B, Lq, E)`` float, in the parameters' dtype (or any float dtype under ``torch.autocast``).
+            key: ``(B, Lk, kdim)`` or None (self-attention).
+            value: ``(B, Lk, vdim)``, defaults to ``key``.
+            key_padding_mask: ``(B, Lk)``: bool, True = padding (a Hugging Face ``attention_mask`` with 1 = keep
+                converts as ``attention_mask == 0``); or float, added to the scores (``<= -1e4`` = blocked).
+                Integer masks are refused.
+            attn_mask: ``(Lq, Lk)``, ``(B*H, Lq, Lk)`` or ``(B, H, Lq, Lk)``; bool True = not allowed, or float
+                added to the scores (``<= -1e4`` = blocked). For causal attention use ``causal=True``.
             causal: block keys after each query position.
             need_weights: also return per-head weights ``(B, H, Lq, Lk)`` (explicit softmax path).
 
         Returns:
-            ``(out (B, Lq, E), weights (B, H, Lq, Lk) or None)``.
+            ``(out (B, Lq, E), weights (B, H, Lq, Lk) or None)``. Queries whose keys are all masked give zeros.
         """
-        if query.dim() != 3 or query.size(-1) != self.embed_dim:
-            raise ValueError(f"query must be (B, Lq, {self.embed_dim}), got {tuple(query.shape)}")
+        check_embeddings(query, "query", "(B, Lq, E)", self.embed_dim, self.q_proj.weight)
         key = query if key is None else key
         value = key if value is None else value
-        if key.dim() != 3 or key.shape[:2] != value.shape[:2] or key.size(0) != query.size(0):
+        if key is not query:
+            check_embeddings(key, "key", "(B, Lk, kdim)", self.kdim, self.k_proj.weight)
+        if value is not key:
+            check_embeddings(value, "value", "(B, Lk, vdim)", self.vdim, self.v_proj.weight)
+        if key.shape[:2] != value.shape[:2] or key.size(0) != query.size(0):
             raise ValueError(f"key {tuple(key.shape)} and value {tuple(value.shape)} must be (B, Lk, *) with B={query.size(0)}")
         batch, lq, lk = query.size(0), query.size(1), key.size(1)
+        mask = self._keep_mask(key_padding_mask, attn_mask, batch, lq, lk)
         q, k, v = self._project(query, key, value)
         q = q.view(batch, lq, self.num_heads, self.head_dim).transpose(1, 2)
         k = k.view(batch, lk, self.kv_heads, self.head_dim).transpose(1, 2)
         v = v.view(batch, lk, self.kv_heads, self.head_dim).transpose(1, 2)
-        mask = self._keep_mask(key_padding_mask, attn_mask, batch, lq, lk, q.dtype)
         out, weights = scaled_dot_product_attention(
             q, k, v, mask, causal=causal, dropout_p=self.dropout if self.training else 0.0, need_weights=need_weights
         )

@@ -6,12 +6,16 @@ import math
 import torch
 from torch import Tensor, nn
 
+from bioattn.attention.inputs import BATCH_FIRST_HINT
+
 __all__ = ["SinusoidalPositionalEncoding", "LearnedPositionalEncoding"]
 
 
 def _check_length(x: Tensor, max_len: int, d_model: int) -> None:
     if x.dim() != 3 or x.size(-1) != d_model:
-        raise ValueError(f"expected x of shape (B, L, {d_model}), got {tuple(x.shape)}")
+        raise ValueError(f"expected x of shape (B, L, {d_model}), got {tuple(x.shape)} ({BATCH_FIRST_HINT})")
+    if not x.is_floating_point():
+        raise ValueError(f"expected float embeddings x (B, L, {d_model}), got {x.dtype}: embed token ids first (e.g. nn.Embedding)")
     if x.size(1) > max_len:
         raise ValueError(f"sequence length {x.size(1)} exceeds max_len={max_len} of the positional encoding")
 
@@ -20,6 +24,11 @@ class SinusoidalPositionalEncoding(nn.Module):
     """Fixed sin/cos encoding of Vaswani et al.: ``pe[p, 2i] = sin(p / base^(2i/D))``, ``pe[p, 2i+1] = cos(...)``.
 
     No parameters; :meth:`encode` also encodes arbitrary (e.g. per-axis 3D or fractional) positions.
+
+    Args:
+        d_model: width D (even).
+        max_len: longest sequence :meth:`forward` accepts.
+        base: wavelength base of the frequencies.
     """
 
     def __init__(self, d_model: int, max_len: int = 10000, base: float = 10000.0) -> None:
@@ -43,7 +52,12 @@ class SinusoidalPositionalEncoding(nn.Module):
 
 
 class LearnedPositionalEncoding(nn.Module):
-    """A trained embedding per position ``0..max_len-1``, initialised N(0, 0.02²)."""
+    """A trained embedding per position ``0..max_len-1``, initialised N(0, 0.02²).
+
+    Args:
+        max_len: number of positions (longest sequence).
+        d_model: width D.
+    """
 
     def __init__(self, max_len: int, d_model: int) -> None:
         super().__init__()

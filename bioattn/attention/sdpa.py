@@ -1,14 +1,18 @@
-"""Scaled dot-product attention with one mask convention, fused by default.
+"""Scaled dot-product attention with one mask convention: the single path of every bioattn attention block.
 
 ``softmax(q·kᵀ · scale + mask) · v`` with ``scale = 1/sqrt(d)``. The default path calls
-:func:`torch.nn.functional.scaled_dot_product_attention` (flash / memory-efficient kernels on GPU,
-flash on CPU), whose memory is linear in the sequence length. ``need_weights=True`` switches to an
-explicit softmax path that materialises and returns the ``(..., Lq, Lk)`` attention weights; both paths
-agree to float32 round-off.
+:func:`torch.nn.functional.scaled_dot_product_attention` (flash / memory-efficient kernels on GPU, flash on CPU),
+whose memory is linear in the sequence length, with the kernel chosen by :func:`~bioattn.attention.set_backend`.
+``need_weights=True`` (or backend ``"explicit"``) switches to an explicit softmax path that materialises the
+``(..., Lq, Lk)`` attention weights; both paths agree to float32 round-off.
 
-Mask convention (the same as torch's fused function): a **bool** mask is True where a query *may*
-attend to a key; a **float** mask is added to the scores (use ``-inf`` to block). Masks broadcast to
-``(..., Lq, Lk)``. A query row whose keys are all blocked returns zeros (never NaN) and zero weights.
+Mask convention (the same as torch's fused function): a **bool** mask is True where a query *may* attend to a
+key; a **float** mask is added to the scores, and an entry at or below :data:`BLOCKED_SCORE` (``-1e4``) blocks its
+key exactly like ``-inf`` — so Hugging Face-style additive masks (``-10000.0``, ``torch.finfo(dtype).min``, ``-1e9``)
+work. Integer masks are refused. Masks broadcast to ``(..., Lq, Lk)``. A query row whose keys are all blocked
+returns zeros (never NaN, never a uniform average) and zero weights. A mask that blocks nothing (all True, or all
+0.0) is dropped before the fused kernel, so the fastest kernel (flash) stays eligible (not while compiling: that
+check reads the mask's values).
 """
 from __future__ import annotations
 
@@ -17,20 +21,30 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.nn.attention import sdpa_kernel
 
-__all__ = ["scaled_dot_product_attention", "causal_mask"]
+from bioattn.attention.backends import get_backend, torch_backend
+from bioattn.attention.inputs import check_mask_dtype
+
+__all__ = ["scaled_dot_product_attention", "attention_weights", "BLOCKED_SCORE"]
+
+#: Float-mask entries at or below this value block their key (treated as ``-inf``). Compared in the mask's dtype,
+#: so Hugging Face's -10000.0 stored in bfloat16 (-9984) counts too.
+BLOCKED_SCORE = -1e4
 
 
-def causal_mask(lq: int, lk: int, device: torch.device | None = None) -> Tensor:
-    """Bool keep-mask ``(lq, lk)``: query i may attend keys ``0..i`` (top-left aligned, like torch)."""
-    return torch.ones(lq, lk, dtype=torch.bool, device=device).tril()
-
-
-def _check_inputs(q: Tensor, k: Tensor, v: Tensor, dropout_p: float) -> int:
-    """Validate shapes; return the grouped-query factor ``Hq // Hkv`` (1 without grouping)."""
+def _check_inputs(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float) -> int:
+    """Validate shapes, dtypes and the mask; return the grouped-query factor ``Hq // Hkv`` (1 without grouping)."""
     if q.dim() < 2 or k.dim() != q.dim() or v.dim() != q.dim():
         raise ValueError(
             f"q, k, v must have the same rank >= 2, got q{tuple(q.shape)}, k{tuple(k.shape)}, v{tuple(v.shape)}"
+        )
+    same_dtype = q.dtype == k.dtype == v.dtype or torch.is_autocast_enabled(q.device.type)  # autocast casts them
+    floating = q.is_floating_point() and k.is_floating_point() and v.is_floating_point()
+    if not (floating and same_dtype and q.device == k.device == v.device):
+        raise ValueError(
+            f"q, k, v must be floating point with one dtype and device (outside autocast), got "
+            f"{q.dtype}/{k.dtype}/{v.dtype} on {q.device}/{k.device}/{v.device}"
         )
     if q.size(-1) != k.size(-1):
         raise ValueError(f"q and k must share the last dim d, got {q.size(-1)} and {k.size(-1)}")
@@ -38,6 +52,15 @@ def _check_inputs(q: Tensor, k: Tensor, v: Tensor, dropout_p: float) -> int:
         raise ValueError(f"k{tuple(k.shape)} and v{tuple(v.shape)} must agree except in the last dim")
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
+    check_mask_dtype(mask, "mask", "True = may attend", "attention_mask.bool()")
+    if mask is not None:
+        scores_shape = (*q.shape[:-1], k.size(-2))
+        try:
+            broadcast = torch.broadcast_shapes(mask.shape, scores_shape)
+        except RuntimeError:
+            broadcast = None
+        if broadcast != scores_shape:
+            raise ValueError(f"mask {tuple(mask.shape)} must broadcast to the scores' shape (..., Lq, Lk) = {scores_shape}")
     if q.dim() >= 3 and q.size(-3) != k.size(-3):
         hq, hkv = q.size(-3), k.size(-3)
         if hq % hkv != 0:
@@ -47,7 +70,8 @@ def _check_inputs(q: Tensor, k: Tensor, v: Tensor, dropout_p: float) -> int:
 
 
 def _with_causal(mask: Tensor | None, lq: int, lk: int, device: torch.device) -> Tensor:
-    keep = causal_mask(lq, lk, device)
+    """Combine ``mask`` with the top-left-aligned causal keep-mask (query i may attend keys ``0..i``)."""
+    keep = torch.ones(lq, lk, dtype=torch.bool, device=device).tril()
     if mask is None:
         return keep
     if mask.dtype == torch.bool:
@@ -55,13 +79,62 @@ def _with_causal(mask: Tensor | None, lq: int, lk: int, device: torch.device) ->
     return mask.masked_fill(~keep, float("-inf"))
 
 
-def _guard_empty_rows(mask: Tensor) -> tuple[Tensor, Tensor]:
-    """Open up rows that block every key (so softmax stays finite); return (mask, row_is_valid (..., Lq, 1))."""
+def _unless_blocks_nothing(mask: Tensor | None) -> Tensor | None:
+    """None when ``mask`` is all True (bool) or all 0.0 (float), else ``mask``.
+
+    Reads the mask's values (a device sync), so it keeps the mask while compiling.
+    """
+    if mask is None or torch.compiler.is_compiling():
+        return mask
+    blocks_nothing = bool(mask.all()) if mask.dtype == torch.bool else not bool(mask.any())
+    return None if blocks_nothing else mask
+
+
+def _prepare_mask(mask: Tensor | None, dtype: torch.dtype) -> tuple[Tensor | None, Tensor | None]:
+    """Normalise a keep-mask for the kernels; return ``(mask or None, row_is_valid (..., Lq, 1) or None)``.
+
+    Float entries ``<= BLOCKED_SCORE`` become ``-inf`` (before the cast to ``dtype``, which may round them), and rows
+    that block every key are opened up so softmax stays finite (the caller zeroes them with ``row_is_valid``).
+    """
+    if mask is None:
+        return None, None
     if mask.dtype == torch.bool:
         valid = mask.any(dim=-1, keepdim=True)
         return mask | ~valid, valid
-    valid = (mask != float("-inf")).any(dim=-1, keepdim=True)
-    return mask.masked_fill(~valid, 0.0), valid
+    blocked = mask <= BLOCKED_SCORE
+    valid = (~blocked).any(dim=-1, keepdim=True)
+    return mask.masked_fill(blocked, float("-inf")).masked_fill(~valid, 0.0).to(dtype), valid
+
+
+def _softmax(scores: Tensor, mask: Tensor | None) -> Tensor:
+    """``softmax(scores + mask)`` in at least float32, returned in ``scores.dtype``; ``mask`` prepared."""
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
+    return torch.softmax(scores, dim=-1, dtype=torch.promote_types(scores.dtype, torch.float32)).to(scores.dtype)
+
+
+def _dropout(weights: Tensor, dropout_p: float) -> Tensor:
+    return F.dropout(weights, p=dropout_p, training=True) if dropout_p > 0 else weights
+
+
+def attention_weights(scores: Tensor, mask: Tensor | None = None, *, dropout_p: float = 0.0) -> tuple[Tensor, Tensor]:
+    """The explicit path's softmax for callers that build the scores themselves (chunked tied row attention).
+
+    Args:
+        scores: ``(..., Lq, Lk)``, already scaled.
+        mask: as in :func:`scaled_dot_product_attention` (bool True = may attend, or float added), broadcastable.
+        dropout_p: dropout on the weights (applied whenever > 0).
+
+    Returns:
+        ``(weights after dropout, weights before dropout)``, both ``(..., Lq, Lk)``; rows whose keys are all
+        blocked are zero.
+    """
+    check_mask_dtype(mask, "mask", "True = may attend", "attention_mask.bool()")
+    mask, valid = _prepare_mask(_unless_blocks_nothing(mask), scores.dtype)
+    weights = _softmax(scores, mask)
+    if valid is not None:
+        weights = weights * valid
+    return _dropout(weights, dropout_p), weights
 
 
 def _explicit_attention(
@@ -70,12 +143,28 @@ def _explicit_attention(
     if groups > 1:
         k = k.repeat_interleave(groups, dim=-3)
         v = v.repeat_interleave(groups, dim=-3)
-    scores = torch.matmul(q, k.transpose(-2, -1)) * scale
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
-    weights = torch.softmax(scores, dim=-1, dtype=torch.promote_types(scores.dtype, torch.float32)).to(q.dtype)
-    attn = F.dropout(weights, p=dropout_p, training=True) if dropout_p > 0 else weights
-    return torch.matmul(attn, v), weights
+    weights = _softmax(torch.matmul(q, k.transpose(-2, -1)) * scale, mask)
+    return torch.matmul(_dropout(weights, dropout_p), v), weights
+
+
+def _fused_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float, causal: bool, scale: float, groups: int
+) -> Tensor:
+    """torch's fused function on the kernel chosen by :func:`~bioattn.attention.set_backend`."""
+    kwargs = {"attn_mask": mask, "dropout_p": dropout_p, "is_causal": causal, "scale": scale, "enable_gqa": groups > 1}
+    name = get_backend()
+    chosen = torch_backend(name)
+    if chosen is None:
+        return F.scaled_dot_product_attention(q, k, v, **kwargs)
+    try:
+        with sdpa_kernel(chosen):
+            return F.scaled_dot_product_attention(q, k, v, **kwargs)
+    except RuntimeError as err:
+        raise RuntimeError(
+            f"attention backend {name!r} cannot run these inputs (q {tuple(q.shape)} {q.dtype} on {q.device}, "
+            f"mask: {'yes' if mask is not None else 'no'}, dropout_p={dropout_p}); choose another with "
+            f"bioattn.attention.set_backend (e.g. 'auto'). torch: {err}"
+        ) from err
 
 
 def scaled_dot_product_attention(
@@ -89,13 +178,14 @@ def scaled_dot_product_attention(
     scale: float | None = None,
     need_weights: bool = False,
 ) -> tuple[Tensor, Tensor | None]:
-    """Attention of queries over keys.
+    """Attention of queries over keys, fused unless weights are requested (see the module docstring).
 
     Args:
         q: ``(..., Lq, d)``; with grouped-query attention ``(..., Hq, Lq, d)``.
         k: ``(..., Lk, d)``; with grouped-query attention ``(..., Hkv, Lk, d)``, ``Hq % Hkv == 0``.
-        v: ``(..., Lk, dv)``.
-        mask: bool ``(..., Lq, Lk)`` (True = may attend) or float (added to the scores), broadcastable.
+        v: ``(..., Lk, dv)``. q, k, v share one floating dtype and device.
+        mask: bool ``(..., Lq, Lk)`` (True = may attend) or float (added to the scores; ``<= -1e4`` = blocked),
+            broadcastable. Integer masks are refused.
         causal: block keys after the query position (top-left aligned); combines with ``mask``.
         dropout_p: dropout on the attention weights. Applied whenever > 0: pass 0.0 in eval mode
             (the modules of this package do that for you).
@@ -105,29 +195,22 @@ def scaled_dot_product_attention(
     Returns:
         ``(out (..., Lq, dv), weights (..., Lq, Lk) or None)``. Weights are before dropout.
     """
-    groups = _check_inputs(q, k, v, dropout_p)
+    groups = _check_inputs(q, k, v, mask, dropout_p)
     lq, lk = q.size(-2), k.size(-2)
     scale = 1.0 / math.sqrt(q.size(-1)) if scale is None else scale
-    if mask is not None and mask.dtype != torch.bool and not mask.is_floating_point():
-        raise ValueError(f"mask must be bool or floating point, got {mask.dtype}")
-    fused_causal = causal and mask is None and not need_weights
+    explicit = need_weights or get_backend() == "explicit"
+    mask = _unless_blocks_nothing(mask)
+    fused_causal = causal and mask is None and not explicit
     if causal and not fused_causal:
         mask = _with_causal(mask, lq, lk, q.device)
-    valid_rows = None
-    if mask is not None:
-        if mask.is_floating_point():
-            mask = mask.to(q.dtype)
-        mask, valid_rows = _guard_empty_rows(mask)
+    mask, valid_rows = _prepare_mask(mask, q.dtype)
 
-    if need_weights:
+    if explicit:
         out, weights = _explicit_attention(q, k, v, mask, dropout_p, scale, groups)
     else:
-        out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=fused_causal, scale=scale, enable_gqa=groups > 1
-        )
-        weights = None
+        out, weights = _fused_attention(q, k, v, mask, dropout_p, fused_causal, scale, groups), None
     if valid_rows is not None:
         out = out * valid_rows
         if weights is not None:
             weights = weights * valid_rows
-    return out, weights
+    return out, (weights if need_weights else None)

@@ -6,11 +6,15 @@ grid, with the input's affine; identity affine for ``.npz`` volumes, which carry
 for ``.npz`` input (to overlay in a viewer), ``rollout_slices.png`` (orthogonal slices through the most
 influential voxel), ``heads_layer{l}.png`` / ``head_diversity_layer{l}.png``, and ``summary.json``.
 
+NIfTI/DICOM input is prepared as the run's ``preprocessing.json`` says (each preprocessing flag replaces its
+step), and an input unlike the training volumes gets a ``warning:`` line (also in ``summary.json``).
+
 Rollout treats attention as the only path between tokens: a hypothesis generator, not causal attribution.
 """
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,19 +59,25 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
     import torch
 
-    from bioattn.data.ct import check_volume, invert_to_input_grid, write_nifti
+    from bioattn.data.ct import check_volume, invert_to_input_grid, world_geometry, write_nifti
     from bioattn.explain.ct import explain_volumes
     from bioattn.explain.figures import plot_orthogonal_slices
-    from bioattn.models import HybridCT3D
+    from bioattn.tasks.ct_predict import load_run
+    from bioattn.tasks.ct_preprocessing import distribution_warnings, volume_statistics
 
-    model = HybridCT3D.from_pretrained(args.run)
+    model, saved = load_run(args.run)
     if not 0 <= args.start_layer < model.config["num_layers"]:
         raise UserInputError(f"--start-layer must be in [0, {model.config['num_layers'] - 1}], got {args.start_layer}")
     image, described, label = _read_input(args)
     check_volume(image, described, in_channels=model.in_channels)
-    pipeline = preprocessing_from_args(args, divisible_by=model.stride)
+    # .npz volumes are MedMNIST volumes as stored: only the flags given apply to them
+    pipeline = preprocessing_from_args(args, saved if label is None else None).pipeline(divisible_by=model.stride)
     model_input = pipeline(image)
     model.check_attention_size(tuple(model_input.shape[1:]), described)
+    warnings = distribution_warnings(dict(saved.profile) if saved else {}, volume_statistics(model_input),
+                                     world_geometry(image) if label is None else None)
+    if warnings:
+        print(f"warning: {described}: {'; '.join(warnings)}; the explanation may mean little", file=sys.stderr)
     out = prepare_out_dir(args.out, overwrite=args.overwrite)
 
     explanation = explain_volumes(model, model_input.as_tensor()[None].float(), head_fusion=args.head_fusion,
@@ -93,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         "model_input_shape": list(model_input.shape[1:]), "token_grid": list(grid.shape),
         "probabilities": dict(zip(names, probabilities)), "predicted": names[predicted],
         "label": names[label] if label is not None else None,
-        "head_fusion": args.head_fusion, "start_layer": args.start_layer,
+        "head_fusion": args.head_fusion, "start_layer": args.start_layer, "warnings": warnings,
         "cls_self_share": float(1 - grid.sum()), "peak_voxel": [int(i) for i in peak],
         "head_similarity": similarities,
     })

@@ -1,6 +1,6 @@
 """Row-attention maps of a trained MSA model per layer and head, beside the native contact map.
 
-Reads the alignment like ``recipes/msa_contacts.py`` (query row first; with ``--pdb`` the query's non-gap
+Reads the alignment like ``bioattn train msa`` (query row first; with ``--pdb`` the query's non-gap
 columns, the chain mapped onto them by sequence alignment; with ``--struct-dat`` every column), keeps up to
 ``--max-rows`` rows chosen for diversity, and runs the model once with ``need_weights=True``. Writes, under
 ``--out``: ``heads_layer{l}.png`` (every head's tied row-attention map next to the native contacts, each

@@ -1,18 +1,20 @@
 """Per-nucleotide attention-rollout influence of a trained promoter classifier (PNG + TSV).
 
-Writes, under ``--out``: ``predictions.tsv`` (id, length, probability); ``influence.tsv`` (one row per
-nucleotide: id, position, relative position, nucleotide, influence); ``tracks/`` (one PNG per sequence for
-the first ``--plot-sequences``); ``influence_profile.tsv``/``.png`` (mean, sd and s.e.m. band per
-position over all sequences, and the mean per predicted class); ``heads_layer{l}.png`` and ``head_diversity_layer{l}.png``;
+Writes, under ``--out``: ``predictions.tsv`` (id, length, probability of the positive class or ``p_<class>``
+per class of a multi-class model, predicted label); ``influence.tsv`` (one row per nucleotide: id, position,
+relative position, nucleotide, influence); ``tracks/`` (one PNG per sequence for the first
+``--plot-sequences``); ``influence_profile.tsv``/``.png`` (mean, sd and s.e.m. band per position over all
+sequences, and the mean per predicted class); ``heads_layer{l}.png`` and ``head_diversity_layer{l}.png``;
 ``summary.json`` (motif enrichment, head similarities, settings).
 
-Rollout treats attention as the only path between tokens: a hypothesis generator, not causal attribution.
+Works for two-class and multi-class models alike: the rollout follows the [CLS] token, which every class's
+logit reads, so one influence track explains the predicted class whichever it is. Rollout treats attention as
+the only path between tokens: a hypothesis generator, not causal attribution.
 """
 from __future__ import annotations
 
 import argparse
 import re
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -72,6 +74,19 @@ def _read_inputs(args: argparse.Namespace, max_len: int) -> tuple[list, list[np.
     return records, tokens
 
 
+def _predicted_groups(model, predicted: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """``(name, mask (N,))`` per predicted class: ``predicted_promoter`` / ``predicted_non_promoter`` for two classes."""
+    if model.binary:
+        return [("predicted_promoter", predicted == 1), ("predicted_non_promoter", predicted == 0)]
+    return [(f"predicted_{name}", predicted == k) for k, name in enumerate(model.class_names)]
+
+
+def _track_title(model, record_id: str, class_probabilities: np.ndarray, predicted: int) -> str:
+    if model.binary:
+        return f"{record_id}: p(promoter) = {class_probabilities[1]:.3f}"
+    return f"{record_id}: predicted {model.class_names[predicted]} (p = {class_probabilities[predicted]:.3f})"
+
+
 def _check_arguments(args: argparse.Namespace, num_layers: int) -> None:
     for name in ("max_sequences", "batch_size"):
         if getattr(args, name) < 1:
@@ -106,25 +121,28 @@ def run(args: argparse.Namespace) -> int:
         probabilities.append(explanation.probabilities)
         influence[start : start + len(ids), : ids.shape[1]] = explanation.influence.numpy()
         first_weights = explanation.weights if first_weights is None else first_weights
-    probability = torch.cat(probabilities).numpy()
+    probability = torch.cat(probabilities).numpy()  # (N,) positive-class probability, or (N, C)
+    predicted = model.predicted_classes(probability)
+    per_class = model.class_probabilities(probability)
+    names = model.class_names
     offset = args.tss_index if args.tss_index is not None else 0
     xlabel = "position relative to TSS" if args.tss_index is not None else "position (0-based)"
 
-    write_tsv(out / "predictions.tsv", ["id", "length", "probability"],
-              ([r.id, n, float(p)] for r, n, p in zip(records, lengths, probability)))
+    probability_columns = ["probability"] if model.binary else [f"p_{name}" for name in names]
+    write_tsv(out / "predictions.tsv", ["id", "length", *probability_columns, "predicted_label"],
+              ([r.id, n, *(per_class[row, 1:] if model.binary else per_class[row]), names[k]]
+               for row, (r, n, k) in enumerate(zip(records, lengths, predicted))))
     write_tsv(out / "influence.tsv", ["id", "position", "relative_position", "nucleotide", "influence"],
               ([r.id, i, i - offset, r.sequence[i].upper(), float(influence[row, i])]
                for row, r in enumerate(records) for i in range(lengths[row])))
     for row, record in enumerate(records[: args.plot_sequences]):
         plot_rollout_track(influence[row, : lengths[row]], out / "tracks" / f"{_safe_name(row, record.id)}.png",
                            positions=np.arange(lengths[row]) - offset, sequence=record.sequence.upper(), spans=spans,
-                           title=f"{record.id}: p(promoter) = {probability[row]:.3f}", xlabel=xlabel)
+                           title=_track_title(model, record.id, per_class[row], predicted[row]), xlabel=xlabel)
 
     mean, std, counts = influence_profile(influence, lengths)
     positions = np.arange(len(mean)) - offset
-    predicted = probability >= 0.5
-    groups = [(name, chosen) for name, chosen in (("predicted_promoter", predicted), ("predicted_non_promoter", ~predicted))
-              if chosen.any()]
+    groups = [(name, chosen) for name, chosen in _predicted_groups(model, predicted) if chosen.any()]
     group_means = [influence_profile(influence[chosen], lengths[chosen])[0] for _, chosen in groups]
     write_tsv(out / "influence_profile.tsv",
               ["position", "relative_position", "sequences", "mean", "sd", *(f"mean_{name}" for name, _ in groups)],
@@ -141,7 +159,8 @@ def run(args: argparse.Namespace) -> int:
     top = np.argsort(mean)[::-1][:10]
     summary = {
         "run": str(args.run), "input": str(args.input), "sequences": len(tokens),
-        "predicted_promoters": int(predicted.sum()), "head_fusion": args.head_fusion, "start_layer": args.start_layer,
+        "predicted": {name: int((predicted == k).sum()) for k, name in enumerate(names)},
+        "head_fusion": args.head_fusion, "start_layer": args.start_layer,
         "strand": args.strand, "tss_index": args.tss_index,
         "cls_self_share_mean": float(1 - influence.sum(1).mean()),
         "uniform_influence": float(influence.sum(1).mean() / lengths.mean()),
@@ -150,8 +169,9 @@ def run(args: argparse.Namespace) -> int:
     }
     if args.motif:
         summary["motif"] = motif_enrichment([r.sequence for r in records], influence, args.motif).summary()
-        summary["motif_in_predicted_promoters"] = motif_enrichment(
-            [r.sequence for r, p in zip(records, predicted) if p], influence[predicted], args.motif).summary()
+        for name, chosen in groups:
+            summary[f"motif_in_{name}"] = motif_enrichment(
+                [r.sequence for r, c in zip(records, chosen) if c], influence[chosen], args.motif).summary()
     write_json(out / "summary.json", summary)
     print(f"explained {len(tokens)} sequences -> {out}")
     if args.motif and summary["motif"]["sequences_with_match"]:

@@ -1,12 +1,66 @@
-"""PLACEHOLDER: predict_msa (being written)."""
+"""Predict the residue contacts of a new alignment (no structure needed): contacts.npy, a CASP RR file and a map.
+
+    bioattn predict msa --msa FILE --out DIR [--contact-head FILE | --run RUN_DIR] [--top N] [--quick]
+                        [--pdb FILE [--chain ID] | --struct-dat FILE]
+
+The contact head decides what is fitted on the alignment. The default head ships with bioattn: a logistic
+regression on the z-scored Potts map, fitted on five bundled families (see its fit_on and settings), so only a
+pseudo-likelihood Potts model is fitted (CCMpred's objective on every row, --potts-minutes CPU budget) and the
+contact ranking is the Potts map's. --contact-head FILE or --run RUN_DIR (a bioattn train msa run: its
+contact_head.json and model size) can read attention features too: then the per-family axial model is also
+trained on the alignment (--max-minutes and the training flags apply).
+
+Writes, under --out: contacts.npy (L×L contact probabilities, L = the query's residues), contacts.rr (CASP
+RR: PFRMAT, TARGET, AUTHOR, METHOD, MODEL 1, the sequence, then "i j 0 8 p" for the top --top pairs with
+|i-j| ≥ --min-separation, 1-based, i < j, p in [0, 1], most probable first, END), contact_map.png,
+contact_head.json (the head used), features.safetensors and metrics.json (the alignment's facts, CPU times
+and, with --pdb or --struct-dat, used for evaluation only: long-range P@L/5, P@L/2, P@L of the prediction and
+of the coevolution maps computed in the same run).
+"""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+
+from bioattn.commands.train_msa import add_fit_arguments, add_input_arguments, load_input, options_from_args
+from bioattn.errors import UserInputError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    pass
+    from bioattn.tasks.msa import DEFAULTS, RR_MIN_SEPARATION, RR_TOP_PER_RESIDUE
+    from bioattn.training import add_training_args
+
+    add_input_arguments(parser, msa_required=True)
+    head = parser.add_argument_group("contact head").add_mutually_exclusive_group()
+    head.add_argument("--contact-head", type=Path, default=None,
+                      help="contact_head.json to use (default: the head shipped with bioattn, Potts map only)")
+    head.add_argument("--run", type=Path, default=None, metavar="RUN_DIR",
+                      help="a bioattn train msa run: use its contact_head.json and model size (default: none)")
+    output = parser.add_argument_group("output")
+    output.add_argument("--top", type=int, default=None,
+                        help=f"pairs written to contacts.rr (default: {RR_TOP_PER_RESIDUE}L)")
+    output.add_argument("--min-separation", type=int, default=RR_MIN_SEPARATION,
+                        help="smallest |i-j| written to contacts.rr (default: %(default)s)")
+    add_fit_arguments(parser.add_argument_group("fit (what the head reads)"))
+    add_training_args(parser, DEFAULTS)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise NotImplementedError
+    from bioattn.tasks.msa_head import ContactHead, default_head
+    from bioattn.tasks.msa_predict import predict_contacts, prediction_report, run_head
+
+    if args.top is not None and args.top < 1:
+        raise UserInputError(f"--top must be >= 1, got {args.top}")
+    if args.min_separation < 1:
+        raise UserInputError(f"--min-separation must be >= 1, got {args.min_separation}")
+    model_size = {}
+    if args.run is not None:
+        head, model_size = run_head(args.run)
+    else:
+        head = ContactHead.load(args.contact_head) if args.contact_head is not None else default_head()
+    options, config = options_from_args(args, **model_size)
+    target = load_input(args)
+    metrics = predict_contacts(target, args.out, options, config, head, top=args.top, min_separation=args.min_separation)
+    print(prediction_report(metrics, head))
+    print(f"wrote {args.out}/contacts.rr, contacts.npy, contact_map.png, metrics.json")
+    return 0

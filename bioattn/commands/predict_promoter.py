@@ -1,69 +1,111 @@
-"""Score DNA sequences (FASTA or CSV) with a trained promoter classifier.
+"""Score DNA sequences (FASTA or CSV) or scan long sequences (regions, chromosomes) with a trained promoter model.
 
     bioattn predict promoter --run RUN_DIR --input FILE --output OUT.csv
+    bioattn predict promoter --run RUN_DIR --input genome.fa --window 70 --output scan.bedGraph
 
-``FILE`` is FASTA (``.fa``/``.fasta``/``.fna``/..., parsed by Biopython) or CSV with a ``sequence`` column
-(an ``id`` column names the rows, otherwise the 1-based row number does; a ``label`` column is ignored),
-optionally gzip-compressed. ``OUT.csv`` gets ``id,promoter_probability,predicted_label`` in input order.
-The file is streamed in batches; on any bad record the command stops with one ``error:`` line naming the
-record, exit status 2, and nothing is written at ``OUT.csv``. Sequences longer than the model's
-``max_len`` (its training length) are an error: cut them into windows first.
+Per sequence (no --window): FILE is FASTA (.fa/.fasta/.fna/..., parsed by Biopython) or CSV with a 'sequence'
+column (an 'id' column names the rows, otherwise the 1-based row number does; a 'label' column is ignored),
+optionally gzip-compressed. OUT.csv gets one row per sequence in input order: two-class models write
+id,promoter_probability,predicted_label; multi-class models id,p_<class>...,predicted_label. The predicted
+label is the class name of the training file. Sequences longer than the model's max_len are an error: scan
+them with --window.
+
+Genome scan (--window W, or --window alone for W = the model's max_len): FILE is a FASTA (plain or bgzip; indexed with pyfaidx as FILE.fai, or in a
+temporary folder when FILE's folder is read-only) whose sequences are scored in windows of W nt every
+--stride nt (default W/2), chromosome by chromosome, in constant memory. The output's extension picks the
+format (0-based, half-open coordinates): .csv/.tsv (chrom,start,end,probability per window), .bedGraph
+(rows tiling each sequence, each base scored by the window whose centre is nearest: bigWig-ready) or .bed
+(windows scoring >= --threshold, overlapping or touching ones merged into one region; name = class, score =
+1000 x the region's best probability). Windows of only N are skipped. A last window is aligned to the end
+of each sequence.
+
+The model scores as its run did (strand averaging, classes, threshold: saved in RUN_DIR/config.json). On any
+bad record the command stops with one 'error:' line naming it, exit status 2, and nothing is written.
 """
 from __future__ import annotations
 
 import argparse
-import csv
-import itertools
 import sys
 from pathlib import Path
 
-from bioattn.data.dna import read_records
 from bioattn.errors import UserInputError
-from bioattn.io import atomic_write
 from bioattn.models.promoter import PromoterClassifier
+from bioattn.tasks.promoter_predict import predict_file
+from bioattn.tasks.promoter_scan import scan_format, scan_genome
 
-OUTPUT_COLUMNS = ("id", "promoter_probability", "predicted_label")
+MODEL_WINDOW = 0  # --window without a value: the model's max_len
+
+
+def _window_length(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--run", type=Path, required=True, help="run directory of recipes/promoter.py (config.json + model.safetensors)")
+    parser.add_argument("--run", type=Path, required=True, help="run directory of 'bioattn train promoter' (config.json + model.safetensors)")
     parser.add_argument("--input", type=Path, required=True, help="FASTA or CSV (with a 'sequence' column), optionally .gz")
-    parser.add_argument("--output", type=Path, required=True, help="CSV to write: id, promoter_probability, predicted_label")
+    parser.add_argument("--output", type=Path, required=True,
+                        help="file to write: CSV per sequence; with --window .bedGraph, .bed or .csv")
     parser.add_argument("--batch-size", type=int, default=256, help="sequences per forward pass (default: %(default)s)")
-    parser.add_argument("--threshold", type=float, default=0.5, help="probability above which label = 1 (default: %(default)s)")
+    parser.add_argument("--threshold", type=float, default=None,
+                        help="probability from which a two-class model predicts its positive class, and the BED cut-off "
+                             "of a scan (default: the model's, normally 0.5)")
     parser.add_argument("--single-strand", action="store_true",
                         help="score the given strand only (default: the model's setting, normally the mean of both strands)")
+    scan = parser.add_argument_group("genome scan")
+    scan.add_argument("--window", type=_window_length, nargs="?", const=MODEL_WINDOW, default=None, metavar="NT",
+                      help="scan long sequences in windows of NT nt, at most the model's max_len; '--window' alone: "
+                           "the model's max_len (default: no scan, one row per sequence)")
+    scan.add_argument("--stride", type=int, default=None, metavar="NT", help="distance between window starts (default: window / 2)")
+    scan.add_argument("--class", dest="scan_class", default=None, metavar="NAME",
+                      help="class whose probability a scan reports (default: the positive class of a two-class model; "
+                           "required for multi-class models)")
+
+
+def _scan_class_index(model: PromoterClassifier, name: str | None) -> int:
+    if name is None:
+        if not model.binary:
+            raise UserInputError(f"this model has {model.num_classes} classes ({', '.join(model.class_names)}); "
+                                 f"choose the one to scan for with --class")
+        return 1
+    if name not in model.class_names:
+        raise UserInputError(f"--class {name!r} is not a class of this model ({', '.join(model.class_names)})")
+    return model.class_names.index(name)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.batch_size < 1:
         raise UserInputError(f"--batch-size must be >= 1, got {args.batch_size}")
-    if not 0.0 < args.threshold < 1.0:
+    if args.threshold is not None and not 0.0 < args.threshold < 1.0:
         raise UserInputError(f"--threshold must be between 0 and 1, got {args.threshold}")
+    if args.window is None and (args.stride is not None or args.scan_class is not None):
+        raise UserInputError("--stride and --class only apply to a genome scan: add --window")
     if args.output.resolve() == args.input.resolve():
         raise UserInputError(f"{args.output}: --output would overwrite --input")
     model = PromoterClassifier.from_pretrained(args.run)
+    if args.threshold is not None:
+        if not model.binary and args.window is None:
+            raise UserInputError(f"--threshold applies to two-class models and to genome scans; this model has "
+                                 f"{model.num_classes} classes and predicts the most probable one")
+        model.threshold = args.threshold
     rc_average = False if args.single_strand else None
-    records = read_records(args.input)
-    total = positives = 0
-    with atomic_write(args.output, "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(OUTPUT_COLUMNS)
-        while chunk := list(itertools.islice(records, args.batch_size)):
-            tokens = []
-            for record in chunk:
-                ids = record.tokens(args.input)
-                if len(ids) > model.max_len:
-                    raise UserInputError(
-                        f"{args.input}: {record.describe()}: sequence is {len(ids)} nt long; this model accepts at most "
-                        f"{model.max_len} nt (its training length); cut longer sequences into windows first"
-                    )
-                tokens.append(ids)
-            probs = model.predict_tokens(tokens, batch_size=args.batch_size, rc_average=rc_average)
-            for record, prob in zip(chunk, probs):
-                label = int(prob >= args.threshold)
-                writer.writerow((record.id, f"{prob:.6f}", label))
-                positives += label
-            total += len(chunk)
-    print(f"{total} sequences scored, {positives} predicted promoters; wrote {args.output}", file=sys.stderr)
+    if args.window is None:
+        if args.output.suffix.lower() in (".bed", ".bedgraph"):
+            raise UserInputError(f"{args.output}: a {args.output.suffix} output is written by a genome scan: add --window")
+        counts = predict_file(model, args.input, args.output, batch_size=args.batch_size, rc_average=rc_average)
+        shown = ", ".join(f"{name}: {counts[name]}" for name in model.class_names)
+        print(f"{sum(counts.values())} sequences scored (predicted {shown}); wrote {args.output}", file=sys.stderr)
+        return 0
+    scan_format(args.output)
+    class_index = _scan_class_index(model, args.scan_class)
+    window = model.max_len if args.window == MODEL_WINDOW else args.window
+    stride = args.stride if args.stride is not None else max(1, window // 2)
+    summary = scan_genome(model, args.input, args.output, window=window, stride=stride, class_index=class_index,
+                          batch_size=args.batch_size, rc_average=rc_average)
+    print(f"{summary.sequences} sequences, {summary.windows} windows of {window} nt every {stride} nt scored "
+          f"({summary.skipped_n_only} only-N windows skipped), {summary.above_threshold} with p({model.class_names[class_index]}) "
+          f">= {model.threshold}" + (f", merged into {summary.regions} regions" if summary.regions else "")
+          + f"; wrote {args.output}", file=sys.stderr)
     return 0

@@ -1,12 +1,133 @@
-"""PLACEHOLDER: train_msa (being written)."""
+"""Train the axial MSA model on an alignment and predict its contacts (one family, or every bundled family with --all).
+
+    bioattn train msa --msa FILE [--pdb FILE [--chain ID] | --struct-dat FILE] --out RUN_DIR [--contact-head FILE] [--quick]
+    bioattn train msa --all [--families A,B] [--data-root DIR] --out RUN_DIR [--max-minutes M] [--quick]
+
+For one family: reads the alignment (A3M, A2M, aligned FASTA, Stockholm, Clustal, PSICOV; .gz accepted), takes a
+random subsample of at most --max-seqs rows with their 80%-identity weights, computes MI + APC and Gaussian
+DCA + APC and, with --coevolution potts (the default), a pseudo-likelihood Potts model + APC (CCMpred's
+objective, every row of the alignment; minutes on CPU); trains MSAContactModel from scratch by masked-token
+prediction on blocks of --rows rows (early-stopped on held-out rows, never on contacts); reads its tied
+row-attention maps (symmetrised, APC, sorted over heads). A contact head (logistic regression fitted on OTHER
+families) turns these pair features into contact probabilities: --contact-head FILE, else the head shipped
+with bioattn (Potts map only) when --coevolution potts, else uncalibrated scores (said in the RR file).
+
+Writes contacts.npy (L×L probabilities), contacts.rr (CASP RR, top 2L pairs with |i-j| ≥ 6), contact_map.png,
+metrics.json (with a structure: long-range P@L/5, P@L/2, P@L of the prediction, of the baselines computed in
+the same run and of published predictions in pred/ beside the alignment), features.safetensors, the model
+(config.json + model.safetensors), contact_head.json (the head used), train_log.csv and training_curve.png.
+With --all every family of msa/coev and msa/pfam gets a sub-folder, the heads are fitted leave-one-family-out,
+contact_head.json and coevolution_head.json are fitted on every family (for --contact-head / bioattn predict
+msa), and summary.md / summary.json hold the table; --resume skips finished families. Runs under torchrun.
+"""
 from __future__ import annotations
 
 import argparse
+import dataclasses
+from pathlib import Path
+
+from bioattn.errors import UserInputError
+
+
+def add_input_arguments(parser: argparse.ArgumentParser, *, msa_required: bool = False) -> argparse._ArgumentGroup:
+    """``--msa --format --query --pdb --chain --struct-dat --out``: the alignment, its optional structure, the output.
+
+    Returns the argument group, for more data flags."""
+    from bioattn.data.msa import FORMATS
+
+    data = parser.add_argument_group("data")
+    data.add_argument("--msa", type=Path, required=msa_required, help="alignment file (.a3m .a2m .fasta .sto .aln; .gz accepted)")
+    data.add_argument("--format", choices=FORMATS, default=None, help="alignment format (default: from the file name)")
+    data.add_argument("--query", type=Path, default=None,
+                      help="FASTA with the query sequence (default: the --pdb chain's row, else row 0)")
+    data.add_argument("--pdb", type=Path, default=None, help="native structure (PDB or mmCIF) for evaluation (default: none)")
+    data.add_argument("--chain", default=None, help="chain of --pdb (default: the first protein chain)")
+    data.add_argument("--struct-dat", type=Path, default=None,
+                      help="arDCA *_struct.dat column distances, instead of --pdb (default: none)")
+    data.add_argument("--out", type=Path, required=True, help="output directory")
+    return data
+
+
+def add_fit_arguments(group: argparse._ArgumentGroup) -> None:
+    """What fitting one alignment needs besides the architecture: model width, row sampling, Potts budget, ``--quick``."""
+    group.add_argument("--embed-dim", type=int, default=64, help="model width (default: %(default)s)")
+    group.add_argument("--dropout", type=float, default=0.1, help="dropout of the model (default: %(default)s)")
+    group.add_argument("--rows", type=int, default=32, help="alignment rows per training block (default: %(default)s)")
+    group.add_argument("--max-seqs", type=int, default=4096,
+                       help="random subsample of the alignment used for the model and MI / Gaussian DCA (default: %(default)s)")
+    group.add_argument("--feature-blocks", type=int, default=4,
+                       help="row blocks whose attention maps are averaged (default: %(default)s)")
+    group.add_argument("--potts-iterations", type=int, default=50,
+                       help="L-BFGS iterations of the Potts model (default: %(default)s, CCMpred's)")
+    group.add_argument("--potts-seqs", type=int, default=0,
+                       help="random rows of the alignment for the Potts fit; 0: every row, as CCMpred (default: %(default)s)")
+    group.add_argument("--potts-minutes", type=float, default=15.0,
+                       help="CPU-time budget of the Potts fit, sequence weights included (default: %(default)s)")
+    group.add_argument("--quick", action="store_true", help="tiny settings for a smoke test (seconds) (default: off)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    pass
+    from bioattn.tasks.msa import DEFAULTS
+    from bioattn.tasks.msa_head import COEVOLUTION_FEATURES
+    from bioattn.training import add_training_args
+
+    data = add_input_arguments(parser)
+    data.add_argument("--pred", type=Path, default=None,
+                      help="folder of published predictions to compare with (default: pred/ beside --msa, if any)")
+    data.add_argument("--all", action="store_true", help="every family of msa/coev and msa/pfam under the data root (default: off)")
+    data.add_argument("--families", default=None, help="with --all: comma-separated subset of family names (default: all)")
+    data.add_argument("--data-root", default=None, help="data root for --all (default: $BIOATTN_DATA_ROOT or ../shared/data)")
+    model = parser.add_argument_group("model")
+    model.add_argument("--heads", type=int, default=4, help="attention heads per layer (default: %(default)s)")
+    model.add_argument("--layers", type=int, default=4, help="axial layers (default: %(default)s)")
+    model.add_argument("--coevolution", choices=tuple(COEVOLUTION_FEATURES), default="potts",
+                       help="coevolution map(s) fed to the contact head beside attention: none; gaussian (Gaussian DCA + MI, "
+                            "seconds); potts (a pseudo-likelihood Potts model, CCMpred's objective; minutes) (default: %(default)s)")
+    model.add_argument("--contact-head", type=Path, default=None,
+                       help="contact_head.json of an --all run, for a new family (default: the shipped head when "
+                            "--coevolution potts, else none)")
+    add_fit_arguments(model)
+    add_training_args(parser, DEFAULTS)
+
+
+def options_from_args(args: argparse.Namespace, **overrides):
+    """``(MSAOptions, TrainConfig)`` from parsed flags (``overrides`` replace flag values), ``--quick`` applied."""
+    from bioattn.tasks.msa import DEFAULTS, MSAOptions, quick_config
+    from bioattn.training import config_from_args
+
+    names = {f.name for f in dataclasses.fields(MSAOptions)}
+    options = MSAOptions(**{**{k: v for k, v in vars(args).items() if k in names}, **overrides})
+    config = config_from_args(args, DEFAULTS)
+    if args.quick:
+        return options.quick(), quick_config(config)
+    return options, config
+
+
+def load_input(args: argparse.Namespace, predictions: Path | None = None):
+    """The :class:`~bioattn.data.contacts.ContactTarget` of ``--msa`` with its optional structure."""
+    from bioattn.data.contacts import load_target
+
+    return load_target(args.msa, fmt=args.format, query_fasta=args.query, pdb=args.pdb, chain=args.chain,
+                       struct_dat=args.struct_dat, predictions_dir=predictions)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise NotImplementedError
+    from bioattn.data import resolve_data_root
+    from bioattn.tasks.msa import train_families, train_family
+    from bioattn.tasks.msa_head import ContactHead
+
+    options, config = options_from_args(args)
+    if args.all:
+        if args.msa is not None:
+            raise UserInputError("give either --msa FILE (one family) or --all (every family under the data root)")
+        families = [name.strip() for name in args.families.split(",") if name.strip()] if args.families else None
+        train_families(resolve_data_root(args.data_root), args.out, options, config, families)
+        return 0
+    if args.msa is None:
+        raise UserInputError("give --msa FILE (one family) or --all (every family under the data root)")
+    beside = args.msa.parent / "pred"
+    predictions = args.pred if args.pred is not None else (beside if beside.is_dir() else None)
+    target = load_input(args, predictions)
+    head = ContactHead.load(args.contact_head) if args.contact_head is not None else None
+    train_family(target, args.out, options, config, head=head, head_source=args.contact_head or "contact head")
+    return 0

@@ -2,7 +2,7 @@
 
 - :func:`load_target` / :func:`discover_families`: an alignment with its query first, native distances from a
   PDB/mmCIF chain (mapped by sequence alignment) or an arDCA ``*_struct.dat``, and the ``pred/`` folder.
-- :func:`write_rr` (CASP RR), :func:`read_contact_scores` (RR, L×L matrix, EVfold), :func:`published_predictions`.
+- :func:`write_rr` (CASP RR, probabilities), :func:`read_contact_scores` (RR, L×L matrix, EVfold), :func:`published_predictions`.
 
 Score matrices are ``(L, L)`` numpy arrays indexed by alignment column (0-based); files use 1-based indices.
 """
@@ -12,6 +12,7 @@ import gzip
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -22,30 +23,56 @@ from bioattn.io import atomic_write
 
 #: Suffixes of the files in a family's ``pred/`` folder that are formats, not tool names.
 _FORMAT_SUFFIXES = {"gz", "rr", "mat", "con", "txt"}
+#: Residues per sequence line of a CASP RR file.
+RR_LINE_WIDTH = 50
+#: Probabilities further than this outside [0, 1] are an error in :func:`write_rr`, not rounding.
+_PROBABILITY_TOLERANCE = 1e-6
 
 
 def write_rr(
     path: str | os.PathLike,
-    scores: np.ndarray,
+    probabilities: np.ndarray,
     sequence: str,
     *,
     target: str = "query",
-    method: str = "bioattn",
+    method: str | Sequence[str] = "bioattn",
+    remarks: Sequence[str] = (),
     min_separation: int = 1,
     top: int | None = None,
 ) -> None:
-    """Write a CASP RR file (``i j 0 8 score``, 1-based, best first) for pairs with ``j - i ≥ min_separation``."""
-    length = scores.shape[0]
+    """Write a CASP RR contact prediction of symmetric ``(L, L)`` contact ``probabilities`` (0-based columns).
+
+    The file follows the CASP RR format: ``PFRMAT RR``, ``TARGET``, ``AUTHOR``, ``REMARK`` lines, ``METHOD``
+    lines, ``MODEL  1``, the sequence (at most 50 residues per line), then one ``i j 0 8 p`` line per pair
+    (1-based, ``i < j``, ``j - i ≥ min_separation``, Cβ–Cβ distance range 0–8 Å, ``p`` the contact
+    probability), most probable first, at most ``top`` pairs, and ``END``. Probabilities are clipped to
+    [0, 1]; a NaN or a value further outside is a ``ValueError`` (raw scores are not probabilities).
+    """
+    length = probabilities.shape[0]
+    if probabilities.shape != (length, length):
+        raise ValueError(f"probabilities must be (L, L), got {probabilities.shape}")
     if len(sequence) != length:
-        raise ValueError(f"sequence has {len(sequence)} residues but scores are {length}×{length}")
-    i, j = np.triu_indices(length, k=min_separation)
-    order = np.argsort(-np.nan_to_num(scores[i, j], nan=-np.inf), kind="stable")[:top]
+        raise ValueError(f"sequence has {len(sequence)} residues but probabilities are {length}×{length}")
+    if top is not None and top < 1:
+        raise ValueError(f"top must be >= 1, got {top}")
+    i, j = np.triu_indices(length, k=max(min_separation, 1))
+    values = np.asarray(probabilities, dtype=np.float64)[i, j]
+    outside = ~((values >= -_PROBABILITY_TOLERANCE) & (values <= 1 + _PROBABILITY_TOLERANCE))
+    if outside.any():
+        first = int(np.argmax(outside))
+        raise ValueError(f"pair ({i[first] + 1}, {j[first] + 1}) has probability {values[first]}, outside [0, 1]")
+    values = np.clip(values, 0.0, 1.0)
+    order = np.argsort(-values, kind="stable")[:top]
+    methods = [method] if isinstance(method, str) else list(method)
     with atomic_write(path) as handle:
-        handle.write(f"PFRMAT RR\nTARGET {target}\nAUTHOR bioattn\nMETHOD {method}\nMODEL  1\n")
-        for start in range(0, length, 50):
-            handle.write(sequence[start:start + 50] + "\n")
+        handle.write(f"PFRMAT RR\nTARGET {target}\nAUTHOR bioattn\n")
+        handle.writelines(f"REMARK {remark}\n" for remark in remarks)
+        handle.writelines(f"METHOD {line}\n" for line in methods)
+        handle.write("MODEL  1\n")
+        for start in range(0, length, RR_LINE_WIDTH):
+            handle.write(sequence[start:start + RR_LINE_WIDTH] + "\n")
         for index in order:
-            handle.write(f"{i[index] + 1} {j[index] + 1} 0 8 {scores[i[index], j[index]]:.6f}\n")
+            handle.write(f"{i[index] + 1} {j[index] + 1} 0 8 {values[index]:.6f}\n")
         handle.write("END\n")
 
 

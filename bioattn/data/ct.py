@@ -5,9 +5,11 @@
 - :class:`VolumeDataset` serves ``(image (C, D, H, W) float32 in [0, 1], label)`` pairs with an optional
   MONAI transform such as :func:`train_augmentation` (flips, small rotations, intensity jitter).
 - :func:`read_ct_volume` reads a NIfTI file, a DICOM file or a DICOM series folder with MONAI's readers
-  (nibabel, pydicom) into a channel-first ``MetaTensor (C, X, Y, Z)`` that keeps the affine;
-  :func:`ct_preprocessing` builds the invertible MONAI pipeline (orientation, spacing, HU window,
-  resize, crop/pad) and :func:`invert_to_input_grid` maps a model output back onto the input's grid.
+  (nibabel, pydicom; :class:`LoadVolumed` is the same loader as a dictionary transform) into a
+  channel-first ``MetaTensor (C, X, Y, Z)`` that keeps the affine; :class:`VolumePreprocessing` describes
+  the MONAI steps (orientation, spacing, HU window, resize, crop/pad) as array transforms (invertible:
+  :func:`invert_to_input_grid` maps a model output back onto the input's grid) or as the identical
+  dictionary transforms for cached training data (:func:`ct_preprocessing` is the array shortcut).
 - :func:`write_nifti` writes a volume atomically with a given affine.
 
 Every problem with a file is a :class:`~bioattn.errors.UserInputError` naming the file: unreadable,
@@ -15,32 +17,35 @@ NaN/inf voxels, a 2D image where a 3D volume is needed, no voxels, the wrong cha
 """
 from __future__ import annotations
 
+import contextlib
 import copy
+import dataclasses
 import gzip
+import logging
 import os
+import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
+import monai.transforms
 import nibabel as nib
 import numpy as np
 import torch
-from monai.data import MetaTensor, NibabelReader, PydicomReader
+from monai.data import ImageReader, MetaTensor, NibabelReader, PydicomReader
 from monai.transforms import (
     Compose,
     DivisiblePad,
-    EnsureChannelFirst,
-    Orientation,
+    DivisiblePadd,
+    EnsureChannelFirstd,
+    LoadImaged,
+    MapTransform,
     Randomizable,
     RandFlip,
     RandRotate,
     RandScaleIntensity,
     RandShiftIntensity,
-    Resize,
-    ResizeWithPadOrCrop,
-    ScaleIntensityRange,
-    Spacing,
 )
 from monai.utils import convert_to_tensor
 from torch.utils.data import Dataset
@@ -55,8 +60,13 @@ __all__ = [
     "load_medmnist3d_npz",
     "VolumeDataset",
     "train_augmentation",
+    "apply_random_transform",
+    "volume_reader",
+    "LoadVolumed",
     "read_ct_volume",
     "check_volume",
+    "world_geometry",
+    "VolumePreprocessing",
     "ct_preprocessing",
     "invert_to_input_grid",
     "write_nifti",
@@ -221,10 +231,16 @@ class VolumeDataset(Dataset):
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
         image = torch.from_numpy(np.asarray(self.split.images[index], dtype=np.float32)) * self.scale
         if self.transform is not None:
-            if isinstance(self.transform, Randomizable):
-                self.transform.set_random_state(seed=int(torch.randint(0, 2**31 - 1, ())))
-            image = convert_to_tensor(self.transform(image), track_meta=False, dtype=torch.float32)
+            image = apply_random_transform(self.transform, image)
         return image, torch.tensor(self.split.labels[index])
+
+
+def apply_random_transform(transform: Callable[[torch.Tensor], torch.Tensor], image: torch.Tensor) -> torch.Tensor:
+    """``transform(image)`` as a plain float32 tensor; a random MONAI transform is first re-seeded from torch's
+    global RNG, so augmentation follows ``torch.manual_seed`` (and a resumed run's restored RNG state)."""
+    if isinstance(transform, Randomizable):
+        transform.set_random_state(seed=int(torch.randint(0, 2**31 - 1, ())))
+    return convert_to_tensor(transform(image), track_meta=False, dtype=torch.float32)
 
 
 # --------------------------------------------------------------------------- NIfTI / DICOM
@@ -234,33 +250,78 @@ def _is_nifti(path: Path) -> bool:
     return path.name.lower().endswith(NIFTI_SUFFIXES)
 
 
-def read_ct_volume(path: str | os.PathLike) -> MetaTensor:
-    """Read a NIfTI file, a DICOM file or a folder holding one DICOM series.
+def volume_reader(path: str | os.PathLike) -> tuple[ImageReader, str]:
+    """The MONAI reader for ``path`` and the name of its format: ``(NibabelReader(), "NIfTI")`` for
+    ``.nii``/``.nii.gz``, ``(PydicomReader(), "DICOM")`` for a DICOM file or series folder.
 
-    Returns a channel-first ``MetaTensor (C, X, Y, Z)`` float32 whose ``affine`` maps voxels to RAS
-    millimetres (nibabel for NIfTI; pydicom through MONAI's ``PydicomReader`` for DICOM, with the
-    rescale slope/intercept applied, i.e. Hounsfield units for CT). Raises :class:`UserInputError`
-    naming the file when it cannot be read or is not a finite 3D volume (see :func:`check_volume`).
+    Raises :class:`UserInputError` when ``path`` does not exist or is neither.
     """
     path = Path(path)
     if not path.exists():
         raise UserInputError(f"{path}: file not found")
     if _is_nifti(path):
-        reader, kind = NibabelReader(), "NIfTI"
-    elif path.is_dir() or path.suffix.lower() in (".dcm", ".dicom", "") or _has_dicom_preamble(path):
-        reader, kind = PydicomReader(), "DICOM"
-    else:
-        raise UserInputError(
-            f"{path}: unsupported file type; expected a NIfTI file (.nii, .nii.gz), a DICOM file or a DICOM folder"
-        )
+        return NibabelReader(), "NIfTI"
+    if path.is_dir() or path.suffix.lower() in (".dcm", ".dicom", "") or _has_dicom_preamble(path):
+        return PydicomReader(), "DICOM"
+    raise UserInputError(
+        f"{path}: unsupported file type; expected a NIfTI file (.nii, .nii.gz), a DICOM file or a DICOM folder"
+    )
+
+
+@contextlib.contextmanager
+def _quiet_reader_registration() -> Iterator[None]:
+    """MONAI's loaders register every reader they know; the GPU DICOM decoder's warns when there is no GPU."""
+    logger = logging.getLogger("monai.data.nvimgcodec_pydicom_plugin")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
     try:
-        data, meta = reader.get_data(reader.read(str(path)))
-        volume = MetaTensor.ensure_torch_and_prune_meta(np.asarray(data, dtype=np.float32), meta)
-        volume.meta["filename_or_obj"] = str(path)
-        volume = EnsureChannelFirst()(volume)
-    except Exception as exc:  # nibabel/pydicom raise many unrelated types for corrupt files
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UserInputError(f"{path}: cannot read as {kind} ({reason})") from exc
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="NvImgCodecPydicomReader")
+            yield
+    finally:
+        logger.setLevel(level)
+
+
+class LoadVolumed(LoadImaged):
+    """:class:`monai.transforms.LoadImaged` for NIfTI files and DICOM files or series folders.
+
+    Picks the reader with :func:`volume_reader` (nibabel or pydicom), returns float32 ``MetaTensor`` images
+    with their affine, and turns any failure into a :class:`UserInputError` that starts with ``data[where_key]``
+    (e.g. ``"labels.csv, line 7"``) when the dictionary has it. ``keys`` name the path entries.
+    """
+
+    def __init__(self, keys: str | Sequence[str], *, where_key: str = "where") -> None:
+        with _quiet_reader_registration():
+            super().__init__(keys, image_only=True, dtype=np.float32)
+        self.where_key = where_key
+
+    def __call__(self, data: dict, reader: ImageReader | None = None) -> dict:
+        result = dict(data)
+        for key in self.key_iterator(result):
+            path = Path(result[key])
+            prefix = f"{result[self.where_key]}: " if self.where_key in result else ""
+            try:
+                reader, kind = volume_reader(path)
+            except UserInputError as exc:
+                raise UserInputError(f"{prefix}{exc}") from exc
+            try:
+                result[key] = self._loader(str(path), reader)
+            except Exception as exc:  # nibabel/pydicom raise many unrelated types for corrupt files
+                reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise UserInputError(f"{prefix}{path}: cannot read as {kind} ({reason})") from exc
+        return result
+
+
+def read_ct_volume(path: str | os.PathLike) -> MetaTensor:
+    """Read a NIfTI file, a DICOM file or a folder holding one DICOM series.
+
+    Returns a channel-first ``MetaTensor (C, X, Y, Z)`` float32 whose ``affine`` maps voxels to RAS
+    millimetres (nibabel for NIfTI; pydicom through MONAI's ``PydicomReader`` for DICOM, with the
+    rescale slope/intercept applied, i.e. Hounsfield units for CT). The same loader as the training
+    pipeline (:class:`LoadVolumed` then channel first). Raises :class:`UserInputError` naming the file
+    when it cannot be read or is not a finite 3D volume (see :func:`check_volume`).
+    """
+    volume = EnsureChannelFirstd("image")(LoadVolumed("image")({"image": path}))["image"]
     check_volume(volume, path)
     return volume
 
@@ -296,6 +357,117 @@ def check_volume(volume: torch.Tensor, source: str | os.PathLike, *, in_channels
         raise UserInputError(f"{source}: {count} voxel{'s are' if count > 1 else ' is'} NaN or infinite")
 
 
+def world_geometry(volume: MetaTensor) -> dict[str, list[float]]:
+    """Voxel size and field of view of a channel-first ``MetaTensor (C, X, Y, Z)`` along the world axes.
+
+    Each voxel axis is assigned the world axis (R, A, S) its affine column points along most, so the
+    numbers do not depend on how the file orders its axes. Returns ``{"spacing": [mm R, A, S],
+    "extent": [mm R, A, S], "shape": [voxels R, A, S]}`` (extent = voxels x spacing).
+    """
+    affine = np.asarray(volume.affine, dtype=np.float64)[:3, :3]
+    shape = np.asarray(volume.shape[1:], dtype=np.float64)
+    spacing = np.linalg.norm(affine, axis=0)
+    order = np.argsort(np.argmax(np.abs(affine), axis=0), kind="stable")
+    return {"spacing": [round(float(v), 4) for v in spacing[order]],
+            "extent": [round(float(v), 4) for v in (spacing * shape)[order]],
+            "shape": [int(v) for v in shape[order]]}
+
+
+@dataclass(frozen=True)
+class VolumePreprocessing:
+    """How a :func:`read_ct_volume` output ``(C, X, Y, Z)`` becomes a model input; ``None`` skips a step.
+
+    Steps, in this order:
+        orientation: axis codes such as ``"RAS"`` to reorient to.
+        spacing: voxel size ``(X, Y, Z)`` in mm to resample to (bilinear).
+        window: ``(low, high)`` intensities (e.g. Hounsfield units ``(-160, 240)`` for abdomen) mapped
+            linearly onto [0, 1] and clipped.
+        resize: resample (trilinear) the whole volume to this ``(X, Y, Z)``, as MedMNIST did.
+        size: then centre crop or symmetric zero pad to this ``(X, Y, Z)``.
+
+    :meth:`pipeline` builds the array transforms (invertible: :func:`invert_to_input_grid`) and
+    :meth:`dict_pipeline` the same transforms as MONAI dictionary transforms, with the same arguments,
+    so a volume is prepared identically for training and for prediction.
+    """
+
+    orientation: str | None = None
+    spacing: tuple[float, float, float] | None = None
+    window: tuple[float, float] | None = None
+    resize: tuple[int, int, int] | None = None
+    size: tuple[int, int, int] | None = None
+
+    def __post_init__(self) -> None:
+        def triple(name: str, values: Sequence[float] | None, kind: type) -> tuple | None:
+            if values is None:
+                return None
+            values = tuple(kind(v) for v in values)
+            if len(values) != 3 or min(values) <= 0:
+                raise UserInputError(f"{name} needs 3 positive values (X Y Z), got {list(values)}")
+            return values
+
+        object.__setattr__(self, "spacing", triple("spacing", self.spacing, float))
+        object.__setattr__(self, "resize", triple("resize", self.resize, int))
+        object.__setattr__(self, "size", triple("size", self.size, int))
+        if self.window is not None:
+            low, high = (float(v) for v in self.window)
+            if not high > low:
+                raise UserInputError(f"intensity window must have high > low, got ({low}, {high})")
+            object.__setattr__(self, "window", (low, high))
+
+    @property
+    def output_size(self) -> tuple[int, int, int] | None:
+        """The spatial size every volume has after these steps, or ``None`` when it follows the input."""
+        return self.size or self.resize
+
+    def _steps(self) -> list[tuple[str, dict]]:
+        """``(MONAI array transform name, its arguments)`` for each step that is set."""
+        steps: list[tuple[str, dict]] = []
+        if self.orientation is not None:
+            steps.append(("Orientation", {"axcodes": self.orientation, "labels": None}))
+        if self.spacing is not None:
+            steps.append(("Spacing", {"pixdim": self.spacing, "mode": "bilinear"}))
+        if self.window is not None:
+            low, high = self.window
+            steps.append(("ScaleIntensityRange",
+                          {"a_min": low, "a_max": high, "b_min": 0.0, "b_max": 1.0, "clip": True}))
+        if self.resize is not None:
+            steps.append(("Resize", {"spatial_size": self.resize, "mode": "trilinear"}))
+        if self.size is not None:
+            steps.append(("ResizeWithPadOrCrop", {"spatial_size": self.size}))
+        return steps
+
+    def pipeline(self, *, divisible_by: int = 1) -> Compose:
+        """The array transforms, then zero padding of each spatial size up to a multiple of ``divisible_by``.
+
+        Every spatial step is invertible: ``pipeline.inverse(MetaTensor(out, meta=img.meta,
+        applied_operations=img.applied_operations))`` brings a model output back onto the input's grid.
+        """
+        steps = [getattr(monai.transforms, name)(**options) for name, options in self._steps()]
+        if divisible_by > 1:
+            steps.append(DivisiblePad(k=divisible_by))
+        return Compose(steps)
+
+    def dict_pipeline(self, keys: str | Sequence[str], *, divisible_by: int = 1) -> list[MapTransform]:
+        """The same steps as MONAI dictionary transforms (``Orientationd``, ``Spacingd``, ...) on ``keys``."""
+        steps = [getattr(monai.transforms, f"{name}d")(keys, **options) for name, options in self._steps()]
+        if divisible_by > 1:
+            steps.append(DivisiblePadd(keys, k=divisible_by))
+        return steps
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: tuples become lists."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> VolumePreprocessing:
+        """Inverse of :meth:`to_dict`; unknown keys are refused."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise UserInputError(f"unknown preprocessing option(s) {unknown}; known: {sorted(known)}")
+        return cls(**values)
+
+
 def ct_preprocessing(
     *,
     orientation: str | None = None,
@@ -305,37 +477,9 @@ def ct_preprocessing(
     spatial_size: Sequence[int] | None = None,
     divisible_by: int = 1,
 ) -> Compose:
-    """The MONAI pipeline applied to a :func:`read_ct_volume` output ``(C, X, Y, Z)``.
-
-    Args:
-        orientation: axis codes such as ``"RAS"`` to reorient to; ``None`` keeps the file's.
-        spacing: voxel size in mm to resample to (trilinear); ``None`` keeps the file's.
-        window: ``(low, high)`` intensity window (e.g. Hounsfield units ``(-160, 240)`` for abdomen)
-            mapped linearly onto [0, 1] and clipped; ``None`` leaves intensities unchanged.
-        resize: resample (trilinear) the whole volume to this ``(X, Y, Z)``, as MedMNIST did; ``None`` keeps it.
-        spatial_size: then centre crop or symmetric zero pad to this ``(X, Y, Z)``; ``None`` keeps the size.
-        divisible_by: then pad each spatial size up to a multiple of this (e.g. the model's stride).
-
-    Every spatial step is invertible: ``pipeline.inverse(MetaTensor(out, meta=img.meta,
-    applied_operations=img.applied_operations))`` brings a model output back onto the input's grid.
-    """
-    steps = []
-    if orientation is not None:
-        steps.append(Orientation(axcodes=orientation, labels=None))
-    if spacing is not None:
-        steps.append(Spacing(pixdim=tuple(float(s) for s in spacing), mode="bilinear"))
-    if window is not None:
-        low, high = window
-        if not high > low:
-            raise UserInputError(f"intensity window must have high > low, got ({low}, {high})")
-        steps.append(ScaleIntensityRange(a_min=low, a_max=high, b_min=0.0, b_max=1.0, clip=True))
-    if resize is not None:
-        steps.append(Resize(spatial_size=tuple(int(s) for s in resize), mode="trilinear"))
-    if spatial_size is not None:
-        steps.append(ResizeWithPadOrCrop(spatial_size=tuple(int(s) for s in spatial_size)))
-    if divisible_by > 1:
-        steps.append(DivisiblePad(k=divisible_by))
-    return Compose(steps)
+    """``VolumePreprocessing(orientation, spacing, window, resize, size=spatial_size).pipeline(divisible_by=...)``:
+    the invertible MONAI pipeline applied to a :func:`read_ct_volume` output ``(C, X, Y, Z)``."""
+    return VolumePreprocessing(orientation, spacing, window, resize, spatial_size).pipeline(divisible_by=divisible_by)
 
 
 def invert_to_input_grid(pipeline: Compose, model_input: MetaTensor, values: torch.Tensor) -> MetaTensor:

@@ -8,8 +8,13 @@ record and the 1-based position.
 
 Readers stream :class:`DNARecord` objects from FASTA (parsed by Biopython) or CSV with a ``sequence``
 column, plain or gzip-compressed (detected from the file's first bytes, not its name). Every problem a user
-can fix (missing/empty file, text that is neither FASTA nor such a CSV, an empty record, a bad label, a
+can fix (missing/empty file, text that is neither FASTA nor such a CSV, an empty record, a missing label, a
 truncated ``.gz``) is a ``UserInputError`` naming the file and the record.
+
+Labels (``read_records(path, labels=True)``): a CSV's ``label`` column, or a ``label=VALUE`` field in a FASTA
+description (``>seq7 label=1``; ``label=`` is the only part of the header that is read, the rest may be
+anything). A label is any non-empty text (in FASTA without spaces); integers (``0``, ``1``, ``12``) are returned
+as ``int``, anything else as ``str``.
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ import csv
 import gzip
 import io
 import os
+import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +44,8 @@ FASTA_SUFFIXES = frozenset({".fa", ".fasta", ".fna", ".fas", ".ffn", ".seq"})
 CSV_SUFFIXES = frozenset({".csv", ".tsv"})
 _GZIP_MAGIC = b"\x1f\x8b"
 _AMBIGUITY_CODES = "".join(sorted(set(ambiguous_dna_letters) - set("ACGT")))
+_FASTA_LABEL = re.compile(r"(?:^|\s)label=(\S*)")
+_INTEGER = re.compile(r"[+-]?\d+")
 
 
 def _build_encode_table() -> np.ndarray:
@@ -58,11 +66,14 @@ def _where(record: str, source: str | os.PathLike | None) -> str:
     return f"{source}: {record}" if source is not None else record
 
 
-def encode(sequence: str, *, record: str = "sequence", source: str | os.PathLike | None = None) -> np.ndarray:
+def encode(
+    sequence: str, *, record: str = "sequence", source: str | os.PathLike | None = None, offset: int = 0
+) -> np.ndarray:
     """Token ids ``(L,)`` int64 of one DNA sequence (no [CLS]; the model adds it).
 
-    ``record`` and ``source`` (the file) only serve the error message, e.g.
-    ``reads.fa: record 'chr1:100-170' (#3): invalid character 'U' at position 17 ...``.
+    ``record``, ``source`` (the file) and ``offset`` (where ``sequence`` starts in the record, for a slice of a
+    chromosome) only serve the error message, e.g.
+    ``reads.fa: record 'chr1:100-170' (#3): invalid character 'U' at position 17 ...`` (1-based).
     """
     if not isinstance(sequence, str):
         raise UserInputError(f"{_where(record, source)}: sequence must be text, got {type(sequence).__name__}")
@@ -71,17 +82,17 @@ def encode(sequence: str, *, record: str = "sequence", source: str | os.PathLike
     try:
         raw = sequence.encode("ascii")
     except UnicodeEncodeError as exc:
-        _raise_bad_character(sequence, exc.start, record, source)
+        _raise_bad_character(sequence, exc.start, record, source, offset)
     ids = _ENCODE_TABLE[np.frombuffer(raw, dtype=np.uint8)]
     bad = np.flatnonzero(ids < 0)
     if bad.size:
-        _raise_bad_character(sequence, int(bad[0]), record, source)
+        _raise_bad_character(sequence, int(bad[0]), record, source, offset)
     return ids
 
 
-def _raise_bad_character(sequence: str, index: int, record: str, source: str | os.PathLike | None) -> None:
+def _raise_bad_character(sequence: str, index: int, record: str, source: str | os.PathLike | None, offset: int) -> None:
     raise UserInputError(
-        f"{_where(record, source)}: invalid character {sequence[index]!r} at position {index + 1}; "
+        f"{_where(record, source)}: invalid character {sequence[index]!r} at position {offset + index + 1}; "
         f"expected A, C, G, T or an IUPAC ambiguity code ({' '.join(_AMBIGUITY_CODES)}), any case"
     )
 
@@ -143,11 +154,11 @@ def gc_content(sequences: Sequence[str]) -> np.ndarray:
 
 @dataclass(frozen=True)
 class DNARecord:
-    """One input sequence: ``id``, ``sequence`` (as read), optional 0/1 ``label``, and ``where`` (for errors)."""
+    """One input sequence: ``id``, ``sequence`` (as read), optional ``label`` (int or text), ``where`` (for errors)."""
 
     id: str
     sequence: str
-    label: int | None = None
+    label: int | str | None = None
     where: str = ""
 
     def describe(self) -> str:
@@ -222,8 +233,9 @@ def read_records(path: str | os.PathLike, *, labels: bool = False) -> Iterator[D
 
     The format comes from the name (``.fa``/``.fasta``/``.fna``/... or ``.csv``/``.tsv``, optionally
     ``.gz``), else from the content (a first ``>`` means FASTA, anything else must be a CSV whose header has
-    a ``sequence`` column). CSV: an ``id`` column names records, otherwise the 1-based data row number does;
-    with ``labels=True`` a ``label`` column of 0/1 is required and parsed, otherwise it is ignored.
+    a ``sequence`` column). CSV: an ``id`` column names records, otherwise the 1-based data row number does.
+    With ``labels=True`` every record needs a label (CSV: a ``label`` column; FASTA: ``label=VALUE`` in the
+    description), parsed as described in the module docstring; otherwise labels are ignored.
     Sequences are returned as written (validation happens in :func:`encode` / :meth:`DNARecord.tokens`),
     except that an empty sequence is an error here.
     """
@@ -232,9 +244,7 @@ def read_records(path: str | os.PathLike, *, labels: bool = False) -> Iterator[D
     if not first:
         raise UserInputError(f"{path}: file is empty (no records)")
     kind = _format_of(path, first)
-    if kind == "fasta" and labels:
-        raise UserInputError(f"{path}: labels can only be read from a CSV with a 'label' column")
-    reader = _fasta_records(path) if kind == "fasta" else _csv_records(path, labels, sniffed=kind == "sniffed-csv")
+    reader = _fasta_records(path, labels) if kind == "fasta" else _csv_records(path, labels, sniffed=kind == "sniffed-csv")
     try:
         yield from reader
     except _READ_ERRORS as exc:
@@ -251,7 +261,7 @@ def _skip_blank_lines(handle: IO[str]) -> None:
             return
 
 
-def _fasta_records(path: Path) -> Iterator[DNARecord]:
+def _fasta_records(path: Path, labels: bool) -> Iterator[DNARecord]:
     with _open_text(path) as handle:
         _skip_blank_lines(handle)
         index = 0
@@ -260,6 +270,8 @@ def _fasta_records(path: Path) -> Iterator[DNARecord]:
                 entry = DNARecord(id=record.id or f"#{index}", sequence=str(record.seq), where=f"#{index}")
                 if not entry.sequence:
                     raise UserInputError(f"{path}: {entry.describe()}: empty sequence")
+                if labels:
+                    entry = DNARecord(entry.id, entry.sequence, _fasta_label(path, entry, record.description), entry.where)
                 yield entry
         except (UserInputError, UnicodeDecodeError):
             raise
@@ -300,11 +312,26 @@ def _csv_records(path: Path, labels: bool, sniffed: bool) -> Iterator[DNARecord]
             raise UserInputError(f"{path}: CSV has a header but no records")
 
 
-def _parse_label(path: Path, entry: DNARecord, row: list[str], column: int) -> int:
+def _parse_label(path: Path, entry: DNARecord, row: list[str], column: int) -> int | str:
     text = row[column].strip() if column < len(row) else ""
-    if text not in ("0", "1"):
-        raise UserInputError(f"{path}: {entry.describe()}: label must be 0 or 1, got {text!r}")
-    return int(text)
+    if not text:
+        raise UserInputError(f"{path}: {entry.describe()}: missing label (empty 'label' cell)")
+    return _label_value(text)
+
+
+def _fasta_label(path: Path, entry: DNARecord, description: str) -> int | str:
+    after_id = description.split(None, 1)[1:]
+    found = _FASTA_LABEL.findall(after_id[0] if after_id else "")
+    if len(found) != 1 or not found[0]:
+        problem = "no 'label=VALUE' field" if not found else "an empty label" if len(found) == 1 else "several 'label=' fields"
+        raise UserInputError(f"{path}: {entry.describe()}: {problem} in the FASTA description "
+                             f"(expected e.g. '>{entry.id} label=1')")
+    return _label_value(found[0])
+
+
+def _label_value(text: str) -> int | str:
+    """``"1"`` → 1, ``"TATA"`` → ``"TATA"``: integer labels as ``int``, anything else as text."""
+    return int(text) if _INTEGER.fullmatch(text) else text
 
 
 def read_fasta_sequences(path: str | os.PathLike) -> list[str]:

@@ -296,3 +296,31 @@ def plot_contact_map(
     fig.tight_layout()
     with atomic_write(path, "wb") as handle:
         fig.savefig(handle, format="png", dpi=120)
+
+
+def plot_metric_per_epoch(
+    curves: Mapping[str, Sequence[tuple[int, float]]],
+    path: str | os.PathLike,
+    *,
+    ylabel: str,
+    title: str | None = None,
+    dpi: int = 120,
+) -> Path:
+    """One line per model of a metric against the epoch, e.g. validation AUROC: ``curves = {label: [(epoch, value)]}``.
+
+    Models without points are left out of the figure.
+    """
+    fig = Figure(figsize=(5.5, 3.5), layout="tight")
+    ax = fig.subplots()
+    for label, points in curves.items():
+        if points:
+            epochs, values = zip(*points)
+            ax.plot(epochs, values, "o-", markersize=3, label=label)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    if any(curves.values()):
+        ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title, fontsize=9)
+    return _save(fig, path, dpi)

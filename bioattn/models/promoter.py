@@ -3,12 +3,17 @@
 Input: token ids from :mod:`bioattn.data.dna` (right-padded, no [CLS]; the model prepends it).
 Pipeline: nucleotide embedding → optional masked Conv1d ("conv embedding", residual, keeps one token per
 nucleotide) → prepend [CLS] → learned positional encoding → :class:`~bioattn.attention.TransformerEncoder`
-with the padding mask → MLP head on the [CLS] output → one logit (promoter vs not).
+with the padding mask → MLP head on the [CLS] output → one logit (two classes: promoter vs not, sigmoid) or
+C logits (C > 2 classes, softmax).
 
 Padding never changes a prediction: PAD embeddings are zeroed before and after the convolution (so the
 convolution sees the same zeros past the end of a sequence whether or not the batch is padded), and PAD keys
 are masked in attention. With ``rc_average=True`` :meth:`PromoterClassifier.predict_logits` averages the
 logits of the sequence and of its reverse complement, so ``p(seq) == p(revcomp(seq))`` exactly.
+
+The saved config remembers how the model evaluates: ``max_len``, ``rc_average``, ``class_names`` (the labels
+of the training file, in class-index order) and the decision ``threshold`` of a two-class model. A config
+saved before multi-class support (no ``num_classes``) loads as the binary model it is.
 """
 from __future__ import annotations
 
@@ -27,7 +32,7 @@ __all__ = ["PromoterClassifier"]
 
 
 class PromoterClassifier(PretrainedModel):
-    """Binary promoter classifier over DNA token ids.
+    """Promoter (or any DNA sequence class) classifier over DNA token ids.
 
     Args:
         max_len: longest sequence (in nucleotides) the model accepts; longer input is an error.
@@ -37,6 +42,10 @@ class PromoterClassifier(PretrainedModel):
         conv_kernel: odd kernel size of the residual Conv1d embedding; 0 disables it.
         conv_layers: number of residual Conv1d blocks of that kernel (each keeps one token per nucleotide).
         rc_average: default of :meth:`predict_logits`: average over both strands.
+        num_classes: 2 (one logit, sigmoid: the probability of class 1) or more (C logits, softmax).
+        class_names: the name of each class index (default ``"0"``, ``"1"``, ...), e.g. the labels of the
+            training file; prediction outputs use them.
+        threshold: a two-class model predicts class 1 when its probability is ``>= threshold``.
     """
 
     def __init__(
@@ -51,6 +60,9 @@ class PromoterClassifier(PretrainedModel):
         conv_kernel: int = 15,
         conv_layers: int = 1,
         rc_average: bool = True,
+        num_classes: int = 2,
+        class_names: Sequence[str] | None = None,
+        threshold: float = 0.5,
     ) -> None:
         super().__init__()
         if max_len < 1:
@@ -61,6 +73,13 @@ class PromoterClassifier(PretrainedModel):
             raise ValueError(f"conv_layers must be >= 0, got {conv_layers}")
         if d_model % num_heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
+        if num_classes < 2:
+            raise ValueError(f"num_classes must be >= 2, got {num_classes}")
+        class_names = [str(i) for i in range(num_classes)] if class_names is None else [str(c) for c in class_names]
+        if len(class_names) != num_classes or len(set(class_names)) != num_classes:
+            raise ValueError(f"class_names must be {num_classes} distinct names, got {class_names}")
+        if not 0.0 < threshold < 1.0:
+            raise ValueError(f"threshold must be between 0 and 1, got {threshold}")
         self.config = {
             "max_len": max_len,
             "d_model": d_model,
@@ -71,9 +90,15 @@ class PromoterClassifier(PretrainedModel):
             "conv_kernel": conv_kernel,
             "conv_layers": conv_layers,
             "rc_average": rc_average,
+            "num_classes": num_classes,
+            "class_names": class_names,
+            "threshold": threshold,
         }
         self.max_len = max_len
         self.rc_average = rc_average
+        self.num_classes = num_classes
+        self.class_names = class_names
+        self.threshold = threshold
         self.embedding = nn.Embedding(VOCAB_SIZE, d_model, padding_idx=PAD_ID)
         self.convs = nn.ModuleList(
             nn.Conv1d(d_model, d_model, conv_kernel, padding=conv_kernel // 2) for _ in range(conv_layers if conv_kernel else 0)
@@ -83,7 +108,13 @@ class PromoterClassifier(PretrainedModel):
             d_model, num_heads, num_layers, dim_feedforward=dim_feedforward, dropout=dropout, attention_dropout=0.0,
             norm_first=True,
         )
-        self.head = nn.Sequential(nn.Linear(d_model, d_model), nn.GELU(), nn.Dropout(dropout), nn.Linear(d_model, 1))
+        self.head = nn.Sequential(nn.Linear(d_model, d_model), nn.GELU(), nn.Dropout(dropout),
+                                  nn.Linear(d_model, 1 if self.binary else num_classes))
+
+    @property
+    def binary(self) -> bool:
+        """Two classes: one logit and a sigmoid (outputs are ``(B,)``); otherwise C logits (``(B, C)``)."""
+        return self.num_classes == 2
 
     def _check_input(self, ids: Tensor, padding_mask: Tensor | None) -> Tensor:
         if ids.dim() != 2:
@@ -117,12 +148,15 @@ class PromoterClassifier(PretrainedModel):
         return hidden, key_padding_mask, weights
 
     def forward(self, ids: Tensor, padding_mask: Tensor | None = None) -> Tensor:
-        """Single-strand promoter logits ``(B,)`` for ``ids: (B, L)``, ``padding_mask: (B, L)`` (True = PAD)."""
+        """Single-strand logits for ``ids: (B, L)``, ``padding_mask: (B, L)`` (True = PAD): ``(B,)`` for two
+        classes (logit of class 1), ``(B, C)`` for more."""
         hidden, _, _ = self.encode(ids, padding_mask)
-        return self.head(hidden[:, 0]).squeeze(-1)
+        logits = self.head(hidden[:, 0])
+        return logits.squeeze(-1) if self.binary else logits
 
     def predict_logits(self, ids: Tensor, padding_mask: Tensor | None = None, *, rc_average: bool | None = None) -> Tensor:
-        """Inference logits ``(B,)``; with ``rc_average`` (default: the model's setting) the mean of both strands.
+        """Inference logits ``(B,)`` or ``(B, C)`` (see :meth:`forward`); with ``rc_average`` (default: the model's
+        setting) the mean of both strands.
 
         The two strands run as two separate, identically shaped passes, so the result for a sequence and for
         its reverse complement is bit-for-bit the same.
@@ -134,27 +168,43 @@ class PromoterClassifier(PretrainedModel):
 
     @torch.no_grad()
     def predict_proba(self, ids: Tensor, padding_mask: Tensor | None = None, *, rc_average: bool | None = None) -> Tensor:
-        """Probability of promoter ``(B,)`` (eval mode is the caller's business; see :meth:`predict_logits`)."""
-        return torch.sigmoid(self.predict_logits(ids, padding_mask, rc_average=rc_average))
+        """Probability of class 1 ``(B,)`` (two classes) or of each class ``(B, C)`` (eval mode is the caller's
+        business; see :meth:`predict_logits`)."""
+        logits = self.predict_logits(ids, padding_mask, rc_average=rc_average)
+        return torch.sigmoid(logits) if self.binary else torch.softmax(logits, dim=-1)
+
+    def class_probabilities(self, probs: np.ndarray) -> np.ndarray:
+        """``(N, C)`` probability of every class from this model's outputs ``(N,)`` (two classes) or ``(N, C)``."""
+        probs = np.asarray(probs, dtype=np.float64)
+        return np.stack([1.0 - probs, probs], axis=1) if probs.ndim == 1 else probs
+
+    def predicted_classes(self, probs: np.ndarray) -> np.ndarray:
+        """Class indices ``(N,)`` from probabilities ``(N,)`` (class 1 when ``>= threshold``) or ``(N, C)`` (argmax)."""
+        probs = np.asarray(probs)
+        return (probs >= self.threshold).astype(np.int64) if probs.ndim == 1 else probs.argmax(axis=1)
 
     @torch.no_grad()
     def predict_tokens(
         self, token_arrays: Sequence[np.ndarray], *, batch_size: int = 256, rc_average: bool | None = None
     ) -> np.ndarray:
-        """Promoter probabilities ``(N,)`` float64 for N token arrays (see :func:`bioattn.data.dna.encode`).
+        """Probabilities ``(N,)`` (two classes) or ``(N, C)`` float64 for N token arrays (see
+        :func:`bioattn.data.dna.encode`), in input order.
 
-        Runs in eval mode in batches of ``batch_size`` (the mode is restored afterwards); padding does not
-        change a prediction, so the batching never changes the numbers beyond float rounding.
+        Runs in eval mode (the mode is restored afterwards) in batches of ``batch_size`` sequences of similar
+        length (sorted by length, so little padding is computed); padding does not change a prediction, so the
+        batching never changes the numbers beyond float rounding.
         """
         was_training = self.training
         self.eval()
         device = self.embedding.weight.device
-        out = np.empty(len(token_arrays), dtype=np.float64)
+        out = np.empty((len(token_arrays),) if self.binary else (len(token_arrays), self.num_classes), dtype=np.float64)
+        order = np.argsort([len(t) for t in token_arrays], kind="stable")
         try:
-            for start in range(0, len(token_arrays), batch_size):
-                ids, padding_mask = collate_tokens(token_arrays[start : start + batch_size])
+            for start in range(0, len(order), batch_size):
+                chosen = order[start : start + batch_size]
+                ids, padding_mask = collate_tokens([token_arrays[i] for i in chosen])
                 probs = self.predict_proba(ids.to(device), padding_mask.to(device), rc_average=rc_average)
-                out[start : start + len(ids)] = probs.double().cpu().numpy()
+                out[chosen] = probs.double().cpu().numpy()
         finally:
             self.train(was_training)
         return out

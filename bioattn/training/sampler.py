@@ -1,9 +1,13 @@
-"""A :class:`~torch.utils.data.DistributedSampler` that can start part-way through an epoch."""
+"""A :class:`~torch.utils.data.DistributedSampler` that can start part-way through an epoch and can batch by length."""
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterator, Sequence
 
+import torch
 from torch.utils.data import Dataset, DistributedSampler
+
+#: With length bucketing, samples are sorted by length within pools of this many batches.
+POOL_BATCHES = 50
 
 
 class ResumableSampler(DistributedSampler):
@@ -13,10 +17,33 @@ class ResumableSampler(DistributedSampler):
     ``B / W`` samples together form exactly the global batch of ``B`` a single process would draw; a
     checkpoint position counted in global batches therefore stays valid if ``W`` changes. Call
     :meth:`set_position` (epoch, samples already consumed by this rank) before iterating.
+
+    Length bucketing (``lengths`` given): the epoch's permutation is cut into pools of
+    :data:`POOL_BATCHES` × ``bucket_size`` samples, each pool is sorted by length and cut into buckets of
+    ``bucket_size`` consecutive samples, and the full buckets are shuffled (a shorter last bucket stays
+    last). ``bucket_size`` must be the number of samples that are padded together summed over ranks
+    (micro-batch × ``W``), so every padded batch holds samples of similar length. The order still depends on
+    ``(seed, epoch)`` only, so resuming stays exact.
     """
 
-    def __init__(self, dataset: Dataset, *, num_replicas: int, rank: int, seed: int, shuffle: bool = True) -> None:
+    def __init__(
+        self,
+        dataset: Dataset,
+        *,
+        num_replicas: int,
+        rank: int,
+        seed: int,
+        shuffle: bool = True,
+        lengths: Sequence[int] | None = None,
+        bucket_size: int = 1,
+    ) -> None:
         super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed, drop_last=False)
+        if lengths is not None and len(lengths) != len(dataset):  # type: ignore[arg-type]
+            raise ValueError(f"{len(lengths)} lengths for {len(dataset)} samples")  # type: ignore[arg-type]
+        if bucket_size < 1:
+            raise ValueError(f"bucket_size must be >= 1, got {bucket_size}")
+        self.lengths = None if lengths is None else [int(n) for n in lengths]
+        self.bucket_size = bucket_size
         self.start = 0
 
     def set_position(self, epoch: int, start: int = 0) -> None:
@@ -24,8 +51,27 @@ class ResumableSampler(DistributedSampler):
         self.set_epoch(epoch)
         self.start = start
 
+    def _bucketed_indices(self) -> list[int]:
+        """This epoch's global order with length bucketing, padded to ``total_size`` as DistributedSampler does."""
+        assert self.lengths is not None
+        generator = torch.Generator()
+        generator.manual_seed(self.seed + self.epoch)
+        count = len(self.lengths)
+        order = torch.randperm(count, generator=generator).tolist() if self.shuffle else list(range(count))
+        pool = self.bucket_size * POOL_BATCHES
+        buckets: list[list[int]] = []
+        for start in range(0, count, pool):
+            by_length = sorted(order[start : start + pool], key=self.lengths.__getitem__)
+            buckets += [by_length[i : i + self.bucket_size] for i in range(0, len(by_length), self.bucket_size)]
+        tail = buckets.pop() if len(buckets[-1]) < self.bucket_size else []
+        shuffled = torch.randperm(len(buckets), generator=generator).tolist() if self.shuffle else range(len(buckets))
+        indices = [index for b in shuffled for index in buckets[b]] + tail
+        padding = self.total_size - len(indices)
+        indices += (indices * (padding // len(indices) + 1))[:padding]
+        return indices[self.rank : self.total_size : self.num_replicas]
+
     def __iter__(self) -> Iterator[int]:
-        indices = list(super().__iter__())
+        indices = list(super().__iter__()) if self.lengths is None else self._bucketed_indices()
         return iter(indices[self.start:])
 
     def __len__(self) -> int:

@@ -14,7 +14,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 from safetensors.torch import load as safetensors_from_bytes
@@ -122,6 +122,8 @@ class Trainer:
             no evaluation (the final weights are kept).
         resume: continue from the latest checkpoint in ``run_dir`` when one exists.
         run_info: extra options to record in ``run_dir/run_config.json`` (e.g. ``vars(args)``).
+        bucket_lengths: the length of every training sample: each padded batch then draws samples of similar
+            length (see :class:`~bioattn.training.sampler.ResumableSampler`). ``None``: plain shuffling.
     """
 
     def __init__(
@@ -135,6 +137,7 @@ class Trainer:
         collate_fn: Callable[[list[Any]], Any] | None = None,
         resume: bool = False,
         run_info: dict[str, Any] | None = None,
+        bucket_lengths: Sequence[int] | None = None,
     ) -> None:
         init_distributed()
         self.config = config
@@ -156,7 +159,8 @@ class Trainer:
             )
         self.micro_batch = config.batch_size // per_step
         self.module = model.to(self.device)
-        self.sampler = ResumableSampler(train_dataset, num_replicas=self.world, rank=self.rank, seed=config.seed)
+        self.sampler = ResumableSampler(train_dataset, num_replicas=self.world, rank=self.rank, seed=config.seed,
+                                        lengths=bucket_lengths, bucket_size=self.micro_batch * self.world)
         if self.sampler.num_samples == 0 or len(train_dataset) == 0:  # type: ignore[arg-type]
             raise UserInputError("the training dataset is empty")
         self.loader = DataLoader(

@@ -184,7 +184,7 @@ for name, (shape, _) in measured.items():
 assert explanation.voxel_map.shape == volumes[:, 0].shape
 grid_totals = explanation.grid_map.sum((1, 2, 3))
 assert torch.all(explanation.grid_map >= 0) and torch.all(grid_totals <= 1 + 1e-5), grid_totals
-val_auc = json.loads((RUN_DIR / "run" / "metrics.json").read_text())["models"]["hybrid CNN+attention (bioattn)"]["val_auc"]
+val_auc = json.loads((RUN_DIR / "run" / "metrics.json").read_text())["models"]["hybrid CNN+attention (bioattn)"]["val_auroc"]
 if not QUICK:
     assert val_auc > 0.65, val_auc  # well above chance (0.5); see the table for the baseline
 print("all conclusions hold")

@@ -1,0 +1,130 @@
+"""The training data of a CT run: a MedMNIST 3D ``.npz`` or your own NIfTI/DICOM manifest, as one :class:`CTData`.
+
+:func:`load_medmnist` serves the ``.npz`` splits zero-padded to a multiple of the model's stride (exactly as the
+recipe always did); :func:`load_manifest` reads a manifest (:mod:`bioattn.data.ct_manifest`), splits it and caches
+every volume after the :class:`~bioattn.data.ct.VolumePreprocessing` steps. Both give the model-ready volumes
+without augmentation, a way to serve the training split through a random augmentation, and the profile of the
+training volumes saved with the model (:mod:`bioattn.tasks.ct_preprocessing`).
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from monai.transforms import Compose, DivisiblePad
+from torch.utils.data import Dataset
+from tqdm.auto import tqdm
+
+from bioattn.data.ct import VolumeDataset, VolumePreprocessing, load_medmnist3d_npz, medmnist_npz_path
+from bioattn.data.ct_manifest import ManifestRow, ManifestVolumes, read_manifest, split_rows
+from bioattn.errors import UserInputError
+from bioattn.io import write_table
+from bioattn.tasks.ct_preprocessing import profile_volumes, volume_statistics
+
+__all__ = ["CTData", "load_medmnist", "load_manifest", "write_split_table"]
+
+Transform = Callable[[torch.Tensor], torch.Tensor]
+
+
+@dataclass
+class CTData:
+    """Model-ready volumes of one run.
+
+    source: ``"medmnist"`` or ``"manifest"``; path: the ``.npz`` or the manifest; splits: ``{split: dataset}`` of
+    ``(image (C, X, Y, Z) float32, label int64)`` without augmentation (``train``, ``val``, optionally ``test``);
+    labels: ``{split: (N,) int64}``; class_names: from the manifest, ``None`` for MedMNIST (the task names them);
+    augmented: ``augmented(transform)`` serves the training split through ``transform``; preprocessing: the
+    NIfTI/DICOM steps (manifest only); rows: the manifest rows of each split (manifest only).
+    """
+
+    source: str
+    path: Path
+    splits: dict[str, Dataset]
+    labels: dict[str, np.ndarray]
+    class_names: list[str] | None
+    in_channels: int
+    augmented: Callable[[Transform], Dataset]
+    preprocessing: VolumePreprocessing | None = None
+    rows: dict[str, list[ManifestRow]] | None = None
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names) if self.class_names else int(max(v.max() for v in self.labels.values())) + 1
+
+    @property
+    def split_sizes(self) -> dict[str, int]:
+        return {name: len(labels) for name, labels in self.labels.items()}
+
+    def training_profile(self) -> dict[str, Any]:
+        """:func:`~bioattn.tasks.ct_preprocessing.profile_volumes` of the training split (no file is read again)."""
+        train = self.splits["train"]
+        statistics = [volume_statistics(train[i][0]) for i in
+                      tqdm(range(len(train)), desc="training volume statistics", file=sys.stderr, leave=False)]
+        geometries = [train.record(i)["geometry"] for i in range(len(train))] if self.source == "manifest" else None
+        return profile_volumes(statistics, geometries)
+
+
+def load_medmnist(data_root: str | os.PathLike, dataset: str, size: int, *, divisible_by: int) -> CTData:
+    """A MedMNIST 3D file's splits (train and val required, test when present), zero-padded to ``divisible_by``."""
+    path = medmnist_npz_path(data_root, dataset, size)
+    splits = load_medmnist3d_npz(path)
+    for required in ("train", "val"):
+        if required not in splits:
+            raise UserInputError(f"{path}: needs a {required} split (has {', '.join(splits)})")
+    channel_counts = {split.num_channels for split in splits.values()}
+    if len(channel_counts) != 1:
+        raise UserInputError(f"{path}: splits have different channel counts {sorted(channel_counts)}")
+    pad = DivisiblePad(k=divisible_by)
+    return CTData(
+        source="medmnist", path=path,
+        splits={name: VolumeDataset(split, pad) for name, split in splits.items()},
+        labels={name: split.labels for name, split in splits.items()},
+        class_names=None, in_channels=channel_counts.pop(),
+        augmented=lambda augment: VolumeDataset(splits["train"], Compose([pad, augment])),
+    )
+
+
+def load_manifest(manifest_path: str | os.PathLike, preprocessing: VolumePreprocessing, *, seed: int) -> CTData:
+    """Read, split (:func:`~bioattn.data.ct_manifest.split_rows`) and cache the manifest's volumes.
+
+    Every volume must come out of ``preprocessing`` with the same shape and channel count.
+    """
+    manifest = read_manifest(manifest_path, require_labels=True)
+    rows, class_names = split_rows(manifest, seed=seed)
+    class_index = {name: index for index, name in enumerate(class_names)}
+    print(f"{manifest.path}: {len(class_names)} classes ({', '.join(class_names)}); "
+          + ", ".join(f"{split} {len(r)}" for split, r in rows.items()) + "; reading and caching the volumes",
+          file=sys.stderr)
+    splits = {split: ManifestVolumes(manifest, split_rows_, preprocessing, class_index=class_index)
+              for split, split_rows_ in rows.items()}
+    shapes = {}
+    for split, volumes in splits.items():
+        for index, row in enumerate(volumes.rows):
+            shapes.setdefault(tuple(volumes.record(index)["image"].shape), manifest.where(row))
+    if len(shapes) > 1:
+        (first, where_first), (other, where_other) = list(shapes.items())[:2]
+        raise UserInputError(
+            f"{where_other}: the volume is {other} (channels, X, Y, Z) after preprocessing but {where_first} is "
+            f"{first}; give --size so that every volume is resized (or cropped/padded) to one shape, and use one "
+            "channel count"
+        )
+    train = splits["train"]
+    return CTData(
+        source="manifest", path=manifest.path, splits=splits,
+        labels={split: volumes.labels for split, volumes in splits.items()},
+        class_names=class_names, in_channels=int(next(iter(shapes))[0]),
+        augmented=train.with_transform, preprocessing=preprocessing, rows=rows,
+    )
+
+
+def write_split_table(path: str | os.PathLike, data: CTData) -> None:
+    """``splits.csv``: every manifest volume with its line, label and the split it was used in (itself a manifest)."""
+    assert data.rows is not None
+    write_table(path, ["image", "label", "split", "manifest_line"],
+                ([os.path.abspath(row.image), row.label, split, row.line]
+                 for split, rows in data.rows.items() for row in rows))

@@ -1,0 +1,235 @@
+"""Class probabilities of a trained CT model for a MedMNIST ``.npz``, a manifest of many scans, or one NIfTI/DICOM.
+
+The run's ``preprocessing.json`` (:mod:`bioattn.tasks.ct_preprocessing`) decides by default how NIfTI/DICOM
+volumes are prepared and whether predictions are averaged over the 8 flips (as the run evaluated); explicit
+options override it (:func:`resolve_preprocessing`, :func:`resolve_flip_tta`). Every input is compared with the
+profile of the training volumes; what lies far from it comes back as warnings with the prediction.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+import torch
+from monai.data import MetaTensor
+from monai.transforms import Compose, DivisiblePad
+from tqdm.auto import tqdm
+
+from bioattn.data.ct import (
+    VolumeDataset,
+    VolumePreprocessing,
+    check_volume,
+    invert_to_input_grid,
+    load_medmnist3d_npz,
+    read_ct_volume,
+    world_geometry,
+)
+from bioattn.data.ct_manifest import ManifestVolumes, read_manifest
+from bioattn.errors import UserInputError
+from bioattn.io import table_writer
+from bioattn.metrics import classification_metrics
+from bioattn.models.hybrid_ct import HybridCT3D, predict_probabilities
+from bioattn.tasks.ct_preprocessing import SavedPreprocessing, distribution_warnings, volume_statistics
+
+__all__ = [
+    "CTPrediction",
+    "load_run",
+    "resolve_preprocessing",
+    "resolve_flip_tta",
+    "prepare_volume",
+    "predict_npz",
+    "predict_manifest",
+    "predict_volume",
+    "write_predictions",
+    "report_warnings",
+    "summarize_predictions",
+]
+
+MAX_WARNING_LINES = 20
+
+
+@dataclass
+class CTPrediction:
+    """One scored volume: the file, class probabilities ``(K,)``, its label (``None``: unknown), split and index
+    (``.npz``), the ways it differs from the training volumes (empty when it looks like them), and its manifest line
+    if any."""
+
+    source: str
+    probabilities: np.ndarray
+    label: str | int | None = None
+    split: str = ""
+    index: int | None = None
+    warnings: list[str] = field(default_factory=list)
+    where: str = ""
+
+    def describe(self) -> str:
+        """The input: ``"labels.csv, line 3: scan.nii.gz"`` for a manifest row, ``"x.npz [val 4]"`` for a volume of an
+        ``.npz``, else the file."""
+        if self.where:
+            return f"{self.where}: {self.source}"
+        return self.source + (f" [{self.split} {self.index}]" if self.index is not None else "")
+
+
+def load_run(run_dir: str | os.PathLike) -> tuple[HybridCT3D, SavedPreprocessing | None]:
+    """The run's attention model and its saved preprocessing (``None`` for runs written before it was saved)."""
+    return HybridCT3D.from_pretrained(run_dir), SavedPreprocessing.load(run_dir)
+
+
+def resolve_preprocessing(saved: SavedPreprocessing | None, **overrides: Any) -> VolumePreprocessing:
+    """The saved NIfTI/DICOM preprocessing with every override that is not ``None`` replacing its step
+    (``orientation``, ``spacing``, ``window``, ``resize``, ``size``)."""
+    base = saved.preprocessing if saved is not None else VolumePreprocessing()
+    return dataclasses.replace(base, **{name: value for name, value in overrides.items() if value is not None})
+
+
+def resolve_flip_tta(saved: SavedPreprocessing | None, flip_tta: bool | None) -> bool:
+    """``flip_tta`` when given, else how the run evaluated (off for runs without ``preprocessing.json``)."""
+    return flip_tta if flip_tta is not None else bool(saved is not None and saved.flip_tta)
+
+
+def _profile(saved: SavedPreprocessing | None) -> dict[str, Any]:
+    return dict(saved.profile) if saved is not None else {}
+
+
+def prepare_volume(
+    model: HybridCT3D, path: str | os.PathLike, preprocessing: VolumePreprocessing, saved: SavedPreprocessing | None
+) -> tuple[MetaTensor, MetaTensor, Compose, list[str]]:
+    """Read one NIfTI/DICOM volume and prepare it: ``(volume (C, X, Y, Z) as read, model input (C, X', Y', Z'),
+    the invertible pipeline, warnings)``."""
+    volume = read_ct_volume(path)
+    check_volume(volume, path, in_channels=model.in_channels)
+    pipeline = preprocessing.pipeline(divisible_by=model.stride)
+    image = pipeline(volume)
+    warnings = distribution_warnings(_profile(saved), volume_statistics(image), world_geometry(volume))
+    return volume, image, pipeline, warnings
+
+
+def predict_npz(
+    model: HybridCT3D, path: str | os.PathLike, saved: SavedPreprocessing | None, *, split: str | None = None,
+    batch_size: int = 32, flip_tta: bool = False,
+) -> list[CTPrediction]:
+    """Every volume of every split of a MedMNIST-style ``.npz`` (or of ``split``), zero-padded to the stride."""
+    splits = load_medmnist3d_npz(path)
+    if split is not None:
+        if split not in splits:
+            raise UserInputError(f"{path}: has no {split} split (has {', '.join(splits)})")
+        splits = {split: splits[split]}
+    predictions = []
+    for name, volumes in splits.items():
+        if volumes.num_channels != model.in_channels:
+            raise UserInputError(f"{path} [{name}_images]: volumes have {volumes.num_channels} channel(s), "
+                                 f"the model expects {model.in_channels}")
+        dataset = VolumeDataset(volumes, DivisiblePad(k=model.stride))
+        probs = predict_probabilities(model, dataset, batch_size=batch_size, flip_tta=flip_tta)
+        for index, (label, p) in enumerate(zip(volumes.labels, probs)):
+            warnings = distribution_warnings(_profile(saved), volume_statistics(dataset[index][0]))
+            predictions.append(CTPrediction(str(path), p, int(label), name, index, warnings))
+    return predictions
+
+
+def _same_shape_batches(volumes: ManifestVolumes, batch_size: int) -> Iterator[list[tuple[int, dict[str, Any]]]]:
+    """Consecutive ``(index, record)`` of equal image shape, at most ``batch_size`` at a time (one file read each)."""
+    batch: list[tuple[int, dict[str, Any]]] = []
+    for index in tqdm(range(len(volumes)), desc="scoring", unit="scan", file=sys.stderr, leave=False):
+        record = volumes.record(index)
+        if batch and (len(batch) == batch_size or batch[0][1]["image"].shape != record["image"].shape):
+            yield batch
+            batch = []
+        batch.append((index, record))
+    if batch:
+        yield batch
+
+
+def predict_manifest(
+    model: HybridCT3D, path: str | os.PathLike, preprocessing: VolumePreprocessing, saved: SavedPreprocessing | None,
+    *, split: str | None = None, batch_size: int = 32, flip_tta: bool = False,
+) -> list[CTPrediction]:
+    """Every scan of a manifest (``image`` column; ``label`` and ``split`` optional), in file order; ``split`` keeps
+    only the rows of that split. Each file is read once; errors name the manifest and the line."""
+    manifest = read_manifest(path, require_labels=False)
+    rows = list(manifest.rows)
+    if split is not None:
+        if not manifest.has_split:
+            raise UserInputError(f"{path}: --split {split} needs a split column")
+        rows = [row for row in rows if row.split == split]
+        if not rows:
+            raise UserInputError(f"{path}: no rows of split {split!r}")
+    volumes = ManifestVolumes(manifest, rows, preprocessing, class_index={}, divisible_by=model.stride, cache=False)
+    predictions = []
+    for batch in _same_shape_batches(volumes, batch_size):
+        images = [(record["image"].as_tensor().float(), 0) for _, record in batch]
+        for (_, record), (image, _) in zip(batch, images):
+            check_volume(image, f"{record['where']}: {record['path']}", in_channels=model.in_channels)
+        probabilities = predict_probabilities(model, images, batch_size=len(images), flip_tta=flip_tta)
+        for (index, record), (image, _), p in zip(batch, images, probabilities):
+            row = rows[index]
+            warnings = distribution_warnings(_profile(saved), volume_statistics(image), record["geometry"])
+            predictions.append(CTPrediction(str(row.image), p, row.label, row.split or "", warnings=warnings,
+                                            where=record["where"]))
+    return predictions
+
+
+def predict_volume(
+    model: HybridCT3D, path: str | os.PathLike, preprocessing: VolumePreprocessing, saved: SavedPreprocessing | None,
+    *, flip_tta: bool = False, attention_map: bool = False, head_fusion: str = "mean",
+) -> tuple[CTPrediction, tuple[torch.Tensor, torch.Tensor] | None]:
+    """One NIfTI/DICOM volume → its prediction and, with ``attention_map``, ``(map (X, Y, Z) on the input grid,
+    scaled so its maximum is 1, the input's affine)``."""
+    volume, image, pipeline, warnings = prepare_volume(model, path, preprocessing, saved)
+    batch = image.as_tensor()[None].float()
+    overlay = None
+    if attention_map:
+        model.check_attention_size(tuple(image.shape[1:]), str(path))
+        _, voxel_map = model.attention_map(batch, head_fusion=head_fusion)
+        restored = invert_to_input_grid(pipeline, image, voxel_map)[0].as_tensor()  # (X, Y, Z), input grid
+        overlay = (restored / restored.max().clamp_min(torch.finfo(restored.dtype).tiny), volume.affine)
+    probs = predict_probabilities(model, [(batch[0], 0)], batch_size=1, flip_tta=flip_tta)[0]
+    return CTPrediction(str(path), probs, warnings=warnings), overlay
+
+
+def write_predictions(
+    path: str | os.PathLike, predictions: Sequence[CTPrediction], class_names: Sequence[str], *, manifest: bool
+) -> None:
+    """The predictions as CSV/TSV, one row per volume in input order, with ``p_<class>`` per class, the predicted
+    class and the warnings (``; ``-separated, empty when none). Columns: manifest input ``image,label,split,...``;
+    other inputs ``input,split,index,label,...``."""
+    first = ["image", "label", "split"] if manifest else ["input", "split", "index", "label"]
+    header = [*first, *(f"p_{name}" for name in class_names), "predicted_label", "warning"]
+    with table_writer(path, header) as write_row:
+        for p in predictions:
+            start = [p.source, p.label, p.split] if manifest else [p.source, p.split, p.index, p.label]
+            write_row([*start, *map(float, p.probabilities), class_names[int(np.argmax(p.probabilities))],
+                       "; ".join(p.warnings)])
+
+
+def report_warnings(predictions: Sequence[CTPrediction]) -> int:
+    """One ``warning:`` line on stderr per input with warnings (the first 20, then a count); returns how many."""
+    flagged = [p for p in predictions if p.warnings]
+    for p in flagged[:MAX_WARNING_LINES]:
+        print(f"warning: {p.describe()}: {'; '.join(p.warnings)}; its probabilities may mean little", file=sys.stderr)
+    if len(flagged) > MAX_WARNING_LINES:
+        print(f"warning: {len(flagged) - MAX_WARNING_LINES} more inputs differ from the training volumes "
+              "(see the warning column)", file=sys.stderr)
+    return len(flagged)
+
+
+def summarize_predictions(
+    predictions: Sequence[CTPrediction], class_names: Sequence[str]
+) -> dict[str, dict[str, float]]:
+    """``{split or "all": classification metrics + "volumes"}`` over the predictions whose label is a known class (by
+    index for ``.npz`` labels, by name for manifest labels), for splits whose labels cover at least 2 classes."""
+    index = {name: i for i, name in enumerate(class_names)}
+    groups: dict[str, tuple[list[int], list[np.ndarray]]] = {}
+    for p in predictions:
+        label = p.label if isinstance(p.label, int) else index.get(p.label) if p.label is not None else None
+        if label is None or not 0 <= label < len(class_names):
+            continue
+        labels, probs = groups.setdefault(p.split or "all", ([], []))
+        labels.append(label)
+        probs.append(p.probabilities)
+    return {split: {**classification_metrics(np.array(labels), np.stack(probs)), "volumes": len(labels)}
+            for split, (labels, probs) in groups.items() if len(set(labels)) > 1}

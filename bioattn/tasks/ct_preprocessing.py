@@ -1,0 +1,167 @@
+"""What a trained CT model expects of its inputs: ``preprocessing.json`` in its run directory.
+
+Training writes it beside ``config.json``: the preprocessing of NIfTI/DICOM volumes
+(:class:`~bioattn.data.ct.VolumePreprocessing`), whether the model is evaluated with flip test-time averaging,
+and a profile of the training volumes as the model saw them (:func:`profile_volumes`: intensity range and
+per-volume means, whether they were binary masks, the model input shape, and for NIfTI/DICOM training data the
+voxel size and field of view before resampling). ``bioattn predict ct`` and ``bioattn explain ct`` re-apply the
+preprocessing and the flip averaging by default and compare every input with the profile
+(:func:`distribution_warnings`), so that a model trained on binary masks that is given Hounsfield units says
+so instead of printing a confident probability. Run directories written before this file existed load as
+before: no preprocessing, no flip averaging, no checks.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from bioattn.data.ct import VolumePreprocessing
+from bioattn.errors import UserInputError
+from bioattn.io import write_json
+
+__all__ = [
+    "PREPROCESSING_NAME",
+    "SavedPreprocessing",
+    "volume_statistics",
+    "profile_volumes",
+    "distribution_warnings",
+]
+
+PREPROCESSING_NAME = "preprocessing.json"
+FORMAT = 1
+QUANTILE_SAMPLE = 2**20  # voxels used for the percentiles of one volume
+RANGE_MARGIN = 0.05  # of the training intensity span, for the range and mean checks
+GEOMETRY_FACTOR = 2.0  # voxel size or field of view more than this factor outside the training range
+
+
+@dataclass(frozen=True)
+class SavedPreprocessing:
+    """The contents of ``preprocessing.json``.
+
+    source: ``"medmnist"`` (a MedMNIST ``.npz``: no NIfTI preprocessing) or ``"manifest"`` (NIfTI/DICOM files);
+    preprocessing: the steps that made the training volumes from the files; flip_tta: whether the run evaluated
+    with the mean over the 8 flips; profile: :func:`profile_volumes` of the training volumes.
+    """
+
+    source: str
+    preprocessing: VolumePreprocessing = field(default_factory=VolumePreprocessing)
+    flip_tta: bool = False
+    profile: Mapping[str, Any] = field(default_factory=dict)
+
+    def save(self, run_dir: str | os.PathLike) -> Path:
+        path = Path(run_dir) / PREPROCESSING_NAME
+        write_json(path, {"format": FORMAT, "source": self.source, "preprocessing": self.preprocessing.to_dict(),
+                          "flip_tta": self.flip_tta, "training_volumes": dict(self.profile)})
+        return path
+
+    @classmethod
+    def load(cls, run_dir: str | os.PathLike) -> SavedPreprocessing | None:
+        """The run's saved preprocessing, or ``None`` for a run directory without ``preprocessing.json``."""
+        path = Path(run_dir) / PREPROCESSING_NAME
+        if not path.is_file():
+            return None
+        try:
+            values = json.loads(path.read_text())
+            return cls(source=values["source"], preprocessing=VolumePreprocessing.from_dict(values["preprocessing"]),
+                       flip_tta=bool(values["flip_tta"]), profile=values.get("training_volumes", {}))
+        except (json.JSONDecodeError, KeyError, TypeError, UserInputError) as exc:
+            raise UserInputError(f"{path}: not a valid {PREPROCESSING_NAME} ({exc})") from exc
+
+
+def volume_statistics(image: torch.Tensor) -> dict[str, Any]:
+    """Intensity statistics of one model input ``(C, X, Y, Z)``: min, max, mean, sd, the 1st and 99th percentiles
+    (of at most 2**20 evenly spaced voxels), the number of distinct values, and the spatial shape."""
+    flat = image.detach().reshape(-1).double()
+    sample = flat[:: max(1, math.ceil(len(flat) / QUANTILE_SAMPLE))]
+    p01, p99 = torch.quantile(sample, torch.tensor([0.01, 0.99], dtype=torch.float64)).tolist()
+    return {"min": float(flat.min()), "max": float(flat.max()), "mean": float(flat.mean()), "sd": float(flat.std()),
+            "p01": p01, "p99": p99, "distinct": int(torch.unique(flat).numel()), "shape": list(image.shape[1:])}
+
+
+def _span(low: float, high: float) -> float:
+    return high - low if high > low else max(abs(high), 1.0)
+
+
+def profile_volumes(
+    statistics: Sequence[Mapping[str, Any]], geometries: Sequence[Mapping[str, Sequence[float]]] | None = None
+) -> dict[str, Any]:
+    """Summarise the training volumes: :func:`volume_statistics` of each and, for files with an affine, their
+    :func:`~bioattn.data.ct.world_geometry` (before resampling). JSON-ready."""
+    means = np.array([s["mean"] for s in statistics])
+    shapes = {tuple(s["shape"]) for s in statistics}
+    distinct = [s["distinct"] for s in statistics]
+    profile: dict[str, Any] = {
+        "volumes": len(statistics),
+        "model_input_shape": list(shapes.pop()) if len(shapes) == 1 else None,
+        "intensity_min": min(s["min"] for s in statistics),
+        "intensity_max": max(s["max"] for s in statistics),
+        "volume_mean_min": float(means.min()),
+        "volume_mean_max": float(means.max()),
+        "volume_mean_sd": float(means.std()),
+        "mean_intensity": float(means.mean()),
+        "mean_sd": float(np.mean([s["sd"] for s in statistics])),
+        "max_distinct_values": max(distinct),
+        "binary": max(distinct) <= 2,
+    }
+    if geometries:
+        for key in ("spacing", "extent", "shape"):
+            values = np.array([g[key] for g in geometries], dtype=np.float64)
+            as_number = int if key == "shape" else lambda v: round(float(v), 4)
+            profile[f"{key}_min"] = [as_number(v) for v in values.min(axis=0)]
+            profile[f"{key}_max"] = [as_number(v) for v in values.max(axis=0)]
+    return profile
+
+
+def _numbers(values: Iterable[float]) -> str:
+    return " x ".join(f"{v:.4g}" for v in values)
+
+
+def distribution_warnings(
+    profile: Mapping[str, Any], statistics: Mapping[str, Any], geometry: Mapping[str, Sequence[float]] | None = None
+) -> list[str]:
+    """Ways in which one input (its :func:`volume_statistics` after preprocessing and its geometry before) lies far
+    from the training volumes; empty when it looks like them or when ``profile`` is empty (an old run).
+
+    Checks: binary masks in training but more than 2 distinct values here, or 2 other values; 1st/99th intensity
+    percentiles more than 5 % of the training span outside the training range; a mean intensity outside the range of the training volumes'
+    means (margin: 3 sd of those means or 5 % of the span); another model input shape; a voxel size or field of
+    view more than 2x outside the training range along some axis.
+    """
+    if not profile:
+        return []
+    problems = []
+    low, high = profile["intensity_min"], profile["intensity_max"]
+    span = _span(low, high)
+    if profile["binary"] and statistics["distinct"] > 2:
+        problems.append(f"the model was trained on binary masks, this input has {statistics['distinct']} distinct "
+                        "values after preprocessing")
+    elif profile["binary"] and not all(min(abs(v - low), abs(v - high)) <= 1e-6 * span
+                                       for v in (statistics["min"], statistics["max"])):
+        problems.append(f"the model was trained on masks of the values {low:.4g} and {high:.4g}, this input holds "
+                        f"{statistics['min']:.4g} and {statistics['max']:.4g} after preprocessing")
+    if statistics["p01"] < low - RANGE_MARGIN * span or statistics["p99"] > high + RANGE_MARGIN * span:
+        problems.append(f"intensities {statistics['p01']:.4g} to {statistics['p99']:.4g} (1st-99th percentile) after "
+                        f"preprocessing, the training volumes spanned {low:.4g} to {high:.4g}")
+    margin = max(3 * profile["volume_mean_sd"], RANGE_MARGIN * span)
+    if not profile["volume_mean_min"] - margin <= statistics["mean"] <= profile["volume_mean_max"] + margin:
+        problems.append(f"mean intensity {statistics['mean']:.4g} after preprocessing, the training volumes' means "
+                        f"were {profile['volume_mean_min']:.4g} to {profile['volume_mean_max']:.4g}")
+    trained_shape = profile.get("model_input_shape")
+    if trained_shape is not None and list(statistics["shape"]) != list(trained_shape):
+        problems.append(f"model input {_numbers(statistics['shape'])} voxels, the training volumes were "
+                        f"{_numbers(trained_shape)}")
+    if geometry is not None and "spacing_min" in profile:
+        for key, what in (("spacing", "voxel size"), ("extent", "field of view")):
+            value, least, most = (np.asarray(v, dtype=np.float64) for v in
+                                  (geometry[key], profile[f"{key}_min"], profile[f"{key}_max"]))
+            if np.any(value < least / GEOMETRY_FACTOR) or np.any(value > most * GEOMETRY_FACTOR):
+                problems.append(f"{what} {_numbers(value)} mm (R x A x S), the training files had "
+                                f"{_numbers(least)} to {_numbers(most)} mm")
+    return problems

@@ -1,0 +1,255 @@
+"""What the contact head reads for one alignment: coevolution maps and the attention features of a per-family model.
+
+:class:`MSAOptions` holds the settings; :func:`prepare_family` computes, for one
+:class:`~bioattn.data.contacts.ContactTarget`, the coevolution maps (:func:`coevolution_maps`) and, when asked,
+trains :class:`~bioattn.models.MSAContactModel` on the family's own alignment (:func:`train_model`) and reads its
+attention features (:func:`attention_features`); the named ``(L, L)`` pair features go to
+``features.safetensors`` (:func:`load_features`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+from torch.utils.data import Dataset
+
+from bioattn.coevolution import apc, gaussian_dca, mi_apc, potts_couplings
+from bioattn.data.contacts import ContactTarget
+from bioattn.data.msa import MSATokenizer, sequence_weights, subsample
+from bioattn.errors import UserInputError
+from bioattn.io import load_tensors, save_tensors
+from bioattn.models.msa_contact import MSAContactModel, masked_lm_loss
+from bioattn.tasks.common import fit_timed
+from bioattn.tasks.msa_head import COEVOLUTION_FEATURES, COEVOLUTION_MAPS, attention_feature_names, feature_names
+from bioattn.training import TrainConfig, Trainer, plot_curves
+from bioattn.training.distributed import is_main_process
+
+FEATURES_FILE = "features.safetensors"
+DEFAULTS = TrainConfig(
+    max_epochs=100, batch_size=1, lr=1e-3, weight_decay=0.01, schedule="warmup_cosine", warmup_steps=50,
+    max_minutes=5.0, monitor="val_loss", monitor_mode="min", eval_every_steps=50, max_steps_per_epoch=100,
+    patience=6,
+)
+#: ``--quick``: tiny settings for a smoke test (seconds).
+QUICK = dict(max_seqs=256, rows=16, embed_dim=32, heads=2, layers=2, potts_iterations=15, potts_seqs=256, feature_blocks=1)
+QUICK_MAX_MINUTES = 0.2
+
+
+@dataclass(frozen=True)
+class MSAOptions:
+    """Everything of a contact run besides the input files and the :class:`TrainConfig`.
+
+    Model: ``embed_dim``, ``heads``, ``layers``, ``dropout``; ``rows`` alignment rows per training block;
+    ``max_seqs`` rows of the random subsample used throughout; ``feature_blocks`` row blocks whose attention
+    maps are averaged. Coevolution: ``coevolution`` (``none``, ``gaussian``, ``potts``: the maps fed to the
+    contact head beside attention), ``potts_iterations``, ``potts_seqs`` (0: every row), ``potts_minutes``
+    (CPU budget). ``resume`` / ``overwrite``: what to do with a non-empty output folder.
+    """
+
+    embed_dim: int = 64
+    heads: int = 4
+    layers: int = 4
+    dropout: float = 0.1
+    rows: int = 32
+    max_seqs: int = 4096
+    feature_blocks: int = 4
+    coevolution: str = "potts"
+    potts_iterations: int = 50
+    potts_seqs: int = 0
+    potts_minutes: float = 15.0
+    resume: bool = False
+    overwrite: bool = False
+
+    def __post_init__(self) -> None:
+        if self.coevolution not in COEVOLUTION_FEATURES:
+            raise UserInputError(f"--coevolution must be one of {', '.join(COEVOLUTION_FEATURES)}, got {self.coevolution!r}")
+        for name in ("embed_dim", "heads", "layers", "rows", "max_seqs", "feature_blocks", "potts_iterations"):
+            if getattr(self, name) < 1:
+                raise UserInputError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        if self.embed_dim % self.heads:
+            raise UserInputError(f"--embed-dim ({self.embed_dim}) must be divisible by --heads ({self.heads})")
+        if self.potts_seqs < 0 or self.potts_minutes <= 0 or not 0 <= self.dropout < 1:
+            raise UserInputError("--potts-seqs must be >= 0, --potts-minutes > 0 and --dropout in [0, 1)")
+        if self.resume and self.overwrite:
+            raise UserInputError("choose either --resume or --overwrite, not both")
+
+    @property
+    def extra_features(self) -> tuple[str, ...]:
+        """The coevolution maps the contact head reads beside attention."""
+        return COEVOLUTION_FEATURES[self.coevolution]
+
+    @property
+    def baseline_maps(self) -> tuple[str, ...]:
+        """Coevolution maps a training run computes: MI and Gaussian DCA always (cheap baselines), Potts on request."""
+        return ("mi_apc", "gaussian_dca_apc") + (("potts_apc",) if self.coevolution == "potts" else ())
+
+    @property
+    def model_features(self) -> list[str]:
+        """Names of the pair features of a model built with these options."""
+        return feature_names(self.layers, self.heads, self.extra_features)
+
+    def quick(self) -> "MSAOptions":
+        """These options with the ``--quick`` sizes."""
+        return dataclasses.replace(self, **QUICK)
+
+    def settings(self) -> dict[str, Any]:
+        """The options that determine the numbers (recorded in ``contact_head.json``)."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in ("resume", "overwrite")}
+
+
+def quick_config(config: TrainConfig) -> TrainConfig:
+    """``config`` with ``--quick`` training: 2 epochs of 10 steps, :data:`QUICK_MAX_MINUTES` unless another budget was set."""
+    max_minutes = QUICK_MAX_MINUTES if config.max_minutes in (None, DEFAULTS.max_minutes) else config.max_minutes
+    return dataclasses.replace(config, max_steps_per_epoch=10, max_epochs=2, eval_every_steps=10, warmup_steps=2,
+                               max_minutes=max_minutes)
+
+
+class RowBlocks(Dataset):
+    """Item i: ``(rows, L)`` tokens of ``rows`` alignment rows drawn without replacement with probability ∝ weight.
+
+    Deterministic in ``(seed, i)``; the masking, done in the loss, varies each time.
+    """
+
+    def __init__(self, tokens: torch.Tensor, weights: torch.Tensor, rows: int, size: int, seed: int) -> None:
+        self.tokens, self.weights, self.rows, self.size, self.seed = tokens, weights, min(rows, len(tokens)), size, seed
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + index)
+        return self.tokens[torch.multinomial(self.weights, self.rows, replacement=False, generator=generator)]
+
+
+def training_pool(target: ContactTarget, options: MSAOptions, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Tokens ``(n, L)`` of the random subsample (≤ ``max_seqs`` rows, query first) and their 80 %-identity weights ``(n,)``."""
+    tokens = MSATokenizer().encode(target.msa)
+    pool = tokens[subsample(tokens, options.max_seqs, "random", seed=seed)]
+    return pool, sequence_weights(pool)
+
+
+def potts_rows(target: ContactTarget, options: MSAOptions, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Tokens ``(n, L)`` of the Potts fit (every row, or ``potts_seqs`` random rows) and their 80 %-identity weights."""
+    tokens = MSATokenizer().encode(target.msa)
+    if options.potts_seqs > 0:
+        tokens = tokens[subsample(tokens, options.potts_seqs, "random", seed=seed)]
+    return tokens, sequence_weights(tokens)
+
+
+def coevolution_maps(
+    target: ContactTarget, pool: torch.Tensor, weights: torch.Tensor, names: Sequence[str], options: MSAOptions,
+    seed: int, timings: dict[str, float],
+) -> dict[str, torch.Tensor]:
+    """The APC-corrected ``(L, L)`` maps ``names`` (of ``mi_apc``, ``gaussian_dca_apc``, ``potts_apc``); CPU seconds into ``timings``.
+
+    MI and Gaussian DCA use the training pool ``(n, L)`` and its ``weights``; the Potts model :func:`potts_rows`.
+    """
+    maps = {}
+    for name in names:
+        tick = time.process_time()
+        if name == "mi_apc":
+            maps[name] = torch.from_numpy(mi_apc(pool, weights)).float()
+        elif name == "gaussian_dca_apc":
+            maps[name] = apc(gaussian_dca(pool, weights))
+        elif name == "potts_apc":
+            tokens, row_weights = potts_rows(target, options, seed)
+            budget = 60 * options.potts_minutes - (time.process_time() - tick)
+            maps[name] = apc(potts_couplings(tokens, row_weights, max_iterations=options.potts_iterations,
+                                             max_cpu_seconds=budget, progress=True))
+        else:
+            raise ValueError(f"unknown coevolution map {name!r}; known: {', '.join(COEVOLUTION_MAPS)}")
+        timings[f"{name.removesuffix('_apc')}_cpu_s"] = time.process_time() - tick
+    return maps
+
+
+def train_model(
+    pool: torch.Tensor, weights: torch.Tensor, options: MSAOptions, config: TrainConfig, run_dir: Path,
+) -> tuple[MSAContactModel, dict[str, Any]]:
+    """Train :class:`MSAContactModel` by masked-token prediction on row blocks of ``pool (n, L)``; early stop on held-out rows.
+
+    Up to 64 rows (a tenth of the pool; none below 20 rows) are held out for the validation loss. Returns the
+    best model (eval mode) and the :func:`~bioattn.tasks.common.fit_timed` summary with ``best_val_loss``.
+    """
+    generator = torch.Generator().manual_seed(config.seed)
+    order = torch.randperm(len(pool), generator=generator)
+    held_out = order[: max(1, min(64, len(pool) // 10))] if len(pool) >= 20 else order[:0]
+    train_rows = order[len(held_out):]
+    validation = pool[held_out][None] if len(held_out) else pool[None]
+    model = MSAContactModel(
+        max_len=max(pool.shape[1], 1), embed_dim=options.embed_dim, num_heads=options.heads, num_layers=options.layers,
+        dropout=options.dropout, extra_contact_features=options.extra_features,
+    )
+    model.contact_head.requires_grad_(False)  # fitted afterwards by logistic regression; frozen so DDP sees no unused parameter
+    size = (config.max_steps_per_epoch or 100) * config.batch_size
+    dataset = RowBlocks(pool[train_rows], weights[train_rows], options.rows, size=size, seed=config.seed)
+
+    def evaluate(module: MSAContactModel) -> dict[str, float]:
+        return {"val_loss": float(masked_lm_loss(module, validation, generator=torch.Generator().manual_seed(1)))}
+
+    trainer = Trainer(
+        model, dataset, config, run_dir, loss_fn=lambda m, batch: masked_lm_loss(m, batch), evaluate=evaluate,
+        collate_fn=torch.stack, resume=options.resume, run_info=options.settings(),
+    )
+    result, summary = fit_timed(trainer)
+    return model.eval(), {**summary, "best_val_loss": result.best_metrics.get("val_loss")}
+
+
+@torch.no_grad()
+def attention_features(model: MSAContactModel, pool: torch.Tensor, weights: torch.Tensor, blocks: int, seed: int) -> dict[str, torch.Tensor]:
+    """The model's named attention features ``(L, L)`` averaged over ``blocks`` blocks of ≤ 128 rows of ``pool (n, L)``.
+
+    The first block is chosen for diversity, the others drawn by weight.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    rows = [pool[subsample(pool, 128, "diversity")]]
+    rows += [pool[torch.multinomial(weights, min(128, len(pool)), generator=generator)] for _ in range(blocks - 1)]
+    device = next(model.parameters()).device
+    stacked = torch.stack([model.contact_features(block[None].to(device))[0].cpu() for block in rows]).mean(0)
+    names = attention_feature_names(model.config["num_layers"], model.config["num_heads"])
+    return {name: stacked[..., index] for index, name in enumerate(names)}
+
+
+def prepare_family(
+    target: ContactTarget, options: MSAOptions, config: TrainConfig, run_dir: Path, *, maps: Sequence[str], with_model: bool = True,
+) -> dict[str, Any]:
+    """Coevolution ``maps``, and with ``with_model`` the trained model and its attention features, of one family.
+
+    Saves the named pair features in ``run_dir/features.safetensors`` and the model in ``run_dir``. Returns the
+    family's facts and timings (rank 0) or {} (other ranks under torchrun).
+    """
+    started_wall, started_cpu = time.monotonic(), time.process_time()
+    pool, weights = training_pool(target, options, config.seed)
+    is_main = is_main_process()
+    timings: dict[str, float] = {}
+    features = coevolution_maps(target, pool, weights, maps, options, config.seed, timings) if is_main else {}
+    info: dict[str, Any] = {"family": target.name, "length": pool.shape[1], "depth": target.msa.depth,
+                            "sequences_used": len(pool), "neff": round(float(weights.sum()), 1)}
+    if with_model:
+        tick = time.process_time()
+        model, training = train_model(pool, weights, options, config, run_dir)
+        timings["train_cpu_s"] = time.process_time() - tick
+        if not is_main:
+            return {}
+        plot_curves(run_dir)
+        tick = time.process_time()
+        features.update(attention_features(model, pool, weights, options.feature_blocks, config.seed))
+        timings["features_cpu_s"] = time.process_time() - tick
+        model.save_pretrained(run_dir)
+        info.update(best_val_loss=training["best_val_loss"], training=training)
+    if not is_main:
+        return {}
+    save_tensors(run_dir / FEATURES_FILE, features)
+    info["cpu_seconds"] = {**{k: round(v, 1) for k, v in timings.items()}, "total": round(time.process_time() - started_cpu, 1)}
+    info["wall_seconds"] = round(time.monotonic() - started_wall, 1)
+    return info
+
+
+def load_features(run_dir: Path) -> dict[str, torch.Tensor]:
+    """The named ``(L, L)`` pair features a run saved."""
+    return load_tensors(run_dir / FEATURES_FILE)
+
+

@@ -1,0 +1,388 @@
+"""The promoter task: train the DNA sequence classifier beside trivial baselines on a benchmark or on your own files.
+
+Protocols (:func:`run_promoter`):
+
+- GUE tasks ``prom_core_all``, ``prom_core_notata``, ``prom_core_tata``, ``prom_300_tata``: train on
+  ``train.csv``, early stopping on ``dev.csv`` MCC, also scored on ``test.csv`` when the task folder has one.
+- ``ecoli_sigma70`` (iPromoter-2L promoters vs non-promoters): 5-fold stratified cross-validation after
+  upper-casing every sequence and ignoring the FASTA headers (both leak the label) and removing duplicates; each
+  fold early-stops on 10 % of its training part; the model saved for prediction is then trained on all
+  sequences the same way.
+- Own files (``train=``; ``dev=``/``test=`` optional): labelled FASTA (``>id label=1``) or CSV
+  (``sequence,label[,id]``), two or more classes, lengths up to ``max_length``. Without a dev file, 10 % of the
+  training file becomes dev (stratified; identical sequences stay on one side).
+
+Beside the model, every run fits two scikit-learn baselines on the same split (:mod:`~bioattn.tasks.promoter_baselines`)
+and reports them with the published MCC×100 of fine-tuned DNABERT / Nucleotide Transformer / DNABERT-2 on GUE
+(data_cards/gue_promoters.md). The run directory gets ``config.json`` + ``model.safetensors`` (for ``bioattn
+predict promoter``; the model remembers its classes, strand averaging, maximum length and threshold),
+``metrics.json``, ``summary.md``, ``training_curve.png``, ``train_log.csv`` and ``checkpoint/`` (``resume``
+continues an interrupted run; cross-validation folds live in ``fold<k>/``). Runs under ``torchrun`` unchanged
+(only rank 0 evaluates and writes).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from sklearn.model_selection import StratifiedKFold
+from torch import Tensor, nn
+from tqdm.auto import tqdm
+
+from bioattn.data import resolve_data_root
+from bioattn.data.dna import reverse_complement_ids
+from bioattn.errors import UserInputError
+from bioattn.io import atomic_write, write_json
+from bioattn.metrics import classification_metrics, mean_std, with_prefix
+from bioattn.models.promoter import PromoterClassifier
+from bioattn.report import format_mean_sd, format_table, format_value
+from bioattn.tasks.common import fit_timed
+from bioattn.tasks.promoter_baselines import run_baselines
+from bioattn.tasks.promoter_data import (
+    BINARY_CLASSES,
+    Split,
+    TokenDataset,
+    check_max_length,
+    collate,
+    dev_split,
+    load_ecoli,
+    load_gue,
+    load_labelled_files,
+)
+from bioattn.training import TrainConfig, Trainer, plot_curves, prepare_run_dir, seed_everything
+from bioattn.training.distributed import is_main_process
+
+GUE_TASKS = ("prom_core_all", "prom_core_notata", "prom_core_tata", "prom_300_tata")
+ECOLI_TASK = "ecoli_sigma70"
+TASKS = (*GUE_TASKS, ECOLI_TASK)
+DEFAULT_TASK = "prom_core_all"
+CV_FOLDS = 5
+QUICK_ROWS = 1500
+MODEL_NAME = "PromoterClassifier (this run)"
+DEFAULTS = TrainConfig(
+    max_epochs=12, batch_size=64, lr=3e-3, weight_decay=0.01, schedule="warmup_cosine", warmup_steps=100,
+    grad_clip=1.0, patience=8, monitor="dev_mcc", monitor_mode="max",
+)
+# Published MCC×100 on the official GUE test split (fine-tuned pretrained models; DNABERT-2 paper, results
+# table). See data_cards/gue_promoters.md.
+PUBLISHED_GUE = {
+    "DNABERT (3-mer)": {"prom_core_all": 70.92, "prom_core_notata": 69.82, "prom_core_tata": 78.15, "prom_300_tata": 69.83},
+    "DNABERT (6-mer)": {"prom_core_all": 68.90, "prom_core_notata": 70.47, "prom_core_tata": 76.06, "prom_300_tata": 61.56},
+    "NT-500M-human": {"prom_core_all": 63.45, "prom_core_notata": 64.82, "prom_core_tata": 71.34, "prom_300_tata": 78.07},
+    "NT-2500M-multi": {"prom_core_all": 70.33, "prom_core_notata": 71.58, "prom_core_tata": 72.97, "prom_300_tata": 79.43},
+    "DNABERT-2 (117M)": {"prom_core_all": 69.37, "prom_core_notata": 68.04, "prom_core_tata": 74.17, "prom_300_tata": 71.59},
+}
+
+Scores = dict[str, dict[str, Any]]  # {method: {split: metrics}}
+
+
+@dataclass(frozen=True)
+class PromoterOptions:
+    """What to train and how (the training loop itself is configured by a :class:`TrainConfig`).
+
+    Data: ``task`` (a bundled benchmark, read under ``data_root``; default ``prom_core_all`` when there is no
+    ``train``) or ``train`` (+ optional ``dev``, ``test``):
+    own labelled FASTA/CSV files; ``max_length``: longest sequence accepted (default: the longest training
+    sequence). Model: ``d_model``, ``heads``, ``layers``, ``conv_kernel``, ``conv_layers``, ``dropout``;
+    ``rc_augment`` trains on random reverse complements and ``rc_average`` predicts from the mean of both
+    strands (both on for sequences of unknown orientation; turn both off for TSS-oriented data).
+    ``length_buckets``: batch training sequences of similar length together (when lengths vary).
+    ``quick``: smoke test (tiny model, at most :data:`QUICK_ROWS` rows per split, 2 short epochs).
+    ``max_rows``: cap per split. ``resume`` / ``overwrite``: what to do with an existing ``out``.
+    """
+
+    out: Path
+    task: str | None = None
+    train: Path | None = None
+    dev: Path | None = None
+    test: Path | None = None
+    data_root: str | Path | None = None
+    max_length: int | None = None
+    quick: bool = False
+    max_rows: int | None = None
+    d_model: int = 64
+    heads: int = 4
+    layers: int = 2
+    conv_kernel: int = 15
+    conv_layers: int = 1
+    dropout: float = 0.1
+    rc_augment: bool = True
+    rc_average: bool = True
+    length_buckets: bool = True
+    resume: bool = False
+    overwrite: bool = False
+
+    def __post_init__(self) -> None:
+        if self.train is not None and self.task is not None:
+            raise UserInputError("choose a bundled --task or your own --train file, not both")
+        if self.train is None and (self.dev is not None or self.test is not None):
+            raise UserInputError("--dev and --test need a --train file")
+        if self.train is None and self.task is None:
+            object.__setattr__(self, "task", DEFAULT_TASK)
+        if self.train is None and self.task not in TASKS:
+            raise UserInputError(f"unknown task {self.task!r}; choose one of {', '.join(TASKS)} or pass --train FILE")
+        if self.max_length is not None and self.max_length < 1:
+            raise UserInputError(f"--max-length must be >= 1, got {self.max_length}")
+
+    @property
+    def name(self) -> str:
+        """The task's name in reports: the benchmark, or the training file's name."""
+        return self.task if self.task is not None else Path(self.train).name  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------------------- training
+def quick_config(config: TrainConfig) -> TrainConfig:
+    """The smoke-test schedule: at most 2 epochs of 15 steps."""
+    return dataclasses.replace(config, max_epochs=min(config.max_epochs, 2), max_steps_per_epoch=15,
+                               batch_size=min(config.batch_size, 64), warmup_steps=5)
+
+
+def build_model(options: PromoterOptions, max_len: int, class_names: list[str]) -> PromoterClassifier:
+    """The classifier of ``options`` (``quick``: d_model 32, 2 heads, 1 layer) for ``class_names``."""
+    try:
+        return PromoterClassifier(
+            max_len=max_len,
+            d_model=32 if options.quick else options.d_model,
+            num_heads=2 if options.quick else options.heads,
+            num_layers=1 if options.quick else options.layers,
+            conv_kernel=options.conv_kernel,
+            conv_layers=options.conv_layers,
+            dropout=options.dropout,
+            rc_average=options.rc_average,
+            num_classes=len(class_names),
+            class_names=class_names,
+        )
+    except ValueError as exc:
+        raise UserInputError(f"invalid model options: {exc}") from exc
+
+
+def classification_loss(logits: Tensor, labels: Tensor) -> Tensor:
+    """Mean loss: binary cross-entropy for ``logits (B,)``, softmax cross-entropy for ``(B, C)``; ``labels (B,)`` long."""
+    if logits.dim() == 1:
+        return F.binary_cross_entropy_with_logits(logits, labels.float())
+    return F.cross_entropy(logits, labels)
+
+
+def score(model: PromoterClassifier, split: Split) -> dict[str, float]:
+    """``classification_metrics`` of the model's (strand-averaged if configured) predictions on ``split``."""
+    return classification_metrics(split.labels, model.predict_tokens(split.tokens, batch_size=512), threshold=model.threshold)
+
+
+def train_model(
+    train: Split, dev: Split, evals: Mapping[str, Split], run_dir: Path, config: TrainConfig,
+    options: PromoterOptions, max_len: int, class_names: list[str], resume: bool,
+) -> tuple[PromoterClassifier, dict[str, Any]]:
+    """Train on ``train`` (early stopping on ``dev`` MCC) into ``run_dir``; score the best weights on ``evals``.
+
+    Returns the model and :func:`~bioattn.tasks.common.fit_timed`'s summary, plus ``scores`` ({split: metrics},
+    rank 0 only). Rank 0 saves the model and the training curve into ``run_dir``.
+    """
+    seed_everything(config.seed)
+    model = build_model(options, max_len, class_names)
+
+    def loss_fn(module: nn.Module, batch: tuple[Tensor, Tensor, Tensor]) -> Tensor:
+        ids, padding_mask, labels = batch
+        if options.rc_augment:
+            flip = torch.rand(ids.shape[0], device=ids.device) < 0.5
+            ids = torch.where(flip[:, None], reverse_complement_ids(ids, padding_mask), ids)
+        return classification_loss(module(ids, padding_mask), labels)
+
+    def evaluate(module: nn.Module) -> dict[str, float]:
+        return with_prefix("dev", score(module, dev))  # type: ignore[arg-type]
+
+    lengths = train.lengths()
+    buckets = lengths.tolist() if options.length_buckets and lengths.min() != lengths.max() else None
+    trainer = Trainer(model, TokenDataset(train), config, run_dir, loss_fn=loss_fn, evaluate=evaluate, collate_fn=collate,
+                      resume=resume, run_info=dataclasses.asdict(options), bucket_lengths=buckets)
+    _, info = fit_timed(trainer)
+    if is_main_process():
+        info["scores"] = {name: score(model, split) for name, split in evals.items()}
+        model.save_pretrained(run_dir)
+        plot_curves(run_dir)
+    return model, info
+
+
+# ------------------------------------------------------------------------------------------ protocols
+@dataclass
+class PromoterData:
+    """Loaded, checked data of a run: ``splits`` (``train``, ``dev``[, ``test``], or ``all`` for cross-validation),
+    ``class_names`` (class index → label), ``max_len`` (longest sequence the model accepts) and ``protocol``."""
+
+    splits: dict[str, Split]
+    class_names: list[str]
+    max_len: int
+    protocol: str
+
+
+def resolve_max_length(splits: Mapping[str, Split], requested: int | None) -> int:
+    """``requested``, else the longest training sequence; every sequence of ``splits`` must fit."""
+    if requested is not None:
+        check_max_length(splits, requested, f"--max-length {requested}")
+        return requested
+    longest = int(next(iter(splits.values())).lengths().max())
+    check_max_length(splits, longest, f"the longest training sequence ({longest} nt); allow longer ones with --max-length")
+    return longest
+
+
+def load_data(options: PromoterOptions, seed: int) -> PromoterData:
+    """Read and check the data of ``options`` (a bundled task or own files) before anything is written."""
+    if options.task == ECOLI_TASK:
+        data = load_ecoli(resolve_data_root(options.data_root) / "promoters" / ECOLI_TASK, options.max_rows, seed)
+        protocol = (f"{CV_FOLDS}-fold stratified CV (sequences upper-cased, headers ignored, duplicates removed); "
+                    "each fold early-stops on 10% of its training part")
+        splits, class_names = {"all": data}, list(BINARY_CLASSES)
+    elif options.task is not None:
+        task_dir = resolve_data_root(options.data_root) / "promoters" / "gue" / options.task
+        splits, class_names = load_gue(task_dir, options.max_rows, seed)
+        protocol = "train on train.csv, early stopping on dev.csv MCC"
+    else:
+        files = {name: Path(path) for name, path in (("train", options.train), ("dev", options.dev), ("test", options.test))
+                 if path is not None}
+        splits, class_names = load_labelled_files(files, options.max_rows, seed)
+        max_len = resolve_max_length(splits, options.max_length)
+        protocol = f"train on {files['train'].name}, early stopping on "
+        if "dev" in splits:
+            protocol += f"{files['dev'].name} MCC"
+        else:
+            train, dev = dev_split(splits.pop("train"), seed, files["train"], class_names)
+            splits = {"train": train, "dev": dev, **splits}
+            protocol += f"the MCC of a seeded stratified 10% of {files['train'].name} (identical sequences kept on one side)"
+        return PromoterData(splits, class_names, max_len, protocol)
+    return PromoterData(splits, class_names, resolve_max_length(splits, options.max_length), protocol)
+
+
+def run_holdout(data: PromoterData, options: PromoterOptions, config: TrainConfig) -> dict[str, Any]:
+    """Train on ``train``, early-stop on ``dev``, score every split but ``train``; fit the baselines the same way."""
+    splits = data.splits
+    evals = {name: split for name, split in splits.items() if name != "train"}
+    print(f"{options.name}: " + ", ".join(f"{n} {len(s):,}" for n, s in splits.items())
+          + f" sequences, {len(data.class_names)} classes, up to {data.max_len} nt", file=sys.stderr)
+    _, info = train_model(splits["train"], splits["dev"], evals, options.out, config, options, data.max_len,
+                          data.class_names, options.resume)
+    if not is_main_process():
+        return {}
+    print("fitting baselines (GC threshold, k-mer logistic regression) on the same split ...", file=sys.stderr)
+    scores = {MODEL_NAME: info.pop("scores"), **run_baselines(splits["train"], evals, config.seed)}
+    return {"sizes": {n: len(s) for n, s in splits.items()}, "scores": scores, "training": info}
+
+
+def run_cross_validation(data: PromoterData, options: PromoterOptions, config: TrainConfig) -> dict[str, Any]:
+    """:data:`CV_FOLDS`-fold stratified CV of ``data.splits["all"]`` (each fold early-stops on 10 % of its training
+    part; fold runs in ``fold<k>/``), then the model kept for prediction, trained on everything the same way."""
+    everything, class_names, max_len = data.splits["all"], data.class_names, data.max_len
+    print(f"{options.name}: {len(everything):,} unique sequences ({int(everything.labels.sum()):,} promoters), "
+          f"{CV_FOLDS}-fold CV", file=sys.stderr)
+    per_run = dataclasses.replace(config, max_minutes=config.max_minutes / (CV_FOLDS + 1) if config.max_minutes else None)
+    folds = StratifiedKFold(CV_FOLDS, shuffle=True, random_state=config.seed).split(np.zeros(len(everything)),
+                                                                                      everything.labels)
+    fold_scores: list[Scores] = []
+    fold_info = []
+    for fold, (train_index, test_index) in enumerate(tqdm(list(folds), desc="cross-validation", unit="fold",
+                                                          disable=not is_main_process()), start=1):
+        fold_dir = options.out / f"fold{fold}"
+        done = fold_dir / "fold_metrics.json"
+        if options.resume and done.exists():
+            saved = json.loads(done.read_text())
+            fold_scores.append(saved["scores"])
+            fold_info.append(saved["training"])
+            continue
+        train = everything.subset(train_index)
+        inner_train, inner_dev = dev_split(train, config.seed, f"{options.name} fold {fold}", class_names)
+        held_out = {"cv": everything.subset(test_index)}
+        _, info = train_model(inner_train, inner_dev, held_out, fold_dir, per_run, options, max_len, class_names,
+                              options.resume and fold_dir.exists())
+        if is_main_process():
+            scores = {MODEL_NAME: info.pop("scores"), **run_baselines(train, held_out, config.seed)}
+            write_json(done, {"scores": scores, "training": info})
+            fold_scores.append(scores)
+            fold_info.append(info)
+    final_train, final_dev = dev_split(everything, config.seed, options.name, class_names)
+    _, final_info = train_model(final_train, final_dev, {}, options.out, per_run, options, max_len, class_names,
+                                options.resume)
+    if not is_main_process():
+        return {}
+    final_info.pop("scores", None)
+    return {
+        "sizes": {"sequences": len(everything), "promoters": int(everything.labels.sum())},
+        "scores": {method: {"cv": mean_std([fold[method]["cv"] for fold in fold_scores])} for method in fold_scores[0]},
+        "folds": fold_scores,
+        "training": {"folds": fold_info, "final_model": final_info},
+    }
+
+
+# -------------------------------------------------------------------------------------------- report
+_COLUMNS = (("MCC×100", "mcc", 100.0, 2), ("accuracy", "accuracy", 1.0, 4), ("AUROC", "auroc", 1.0, 4), ("F1", "f1", 1.0, 4))
+
+
+def _cell(value: Any, scale: float, digits: int) -> str:
+    if isinstance(value, Mapping):  # {"mean", "sd", "n"} over folds
+        return format_mean_sd(value, digits, scale=scale)
+    return format_value(value, digits, scale=scale)
+
+
+def comparison_table(title: str, scores: Scores) -> str:
+    """One Markdown table per evaluated split: each method's MCC×100, accuracy, AUROC and F1."""
+    tables = []
+    for split in next(iter(scores.values())):
+        rows = [[method, *(_cell(per_split[split].get(key), scale, digits) for _, key, scale, digits in _COLUMNS)]
+                for method, per_split in scores.items()]
+        suffix = " (mean ± sd over folds)" if split == "cv" else ""
+        tables.append(format_table(["method", *(c[0] for c in _COLUMNS)], rows, title=f"{title} — {split} split{suffix}"))
+    return "\n\n".join(tables)
+
+
+def published_table(task: str | None) -> str:
+    """The published GUE MCC×100 for ``task``, or a note that there are none comparable."""
+    if task not in GUE_TASKS:
+        return "published numbers for this data use other protocols (E. coli: see data_cards/ecoli_sigma70.md)" \
+            if task == ECOLI_TASK else ""
+    rows = [[name, format_value(values[task], 2)] for name, values in PUBLISHED_GUE.items()]
+    return format_table(["model", "MCC×100"], rows, title="published (official GUE test split, not this run)")
+
+
+def format_report(metrics: Mapping[str, Any]) -> str:
+    """The comparison tables of a ``metrics.json`` dict, then the published numbers where they exist."""
+    parts = [comparison_table(metrics["task"], metrics["scores"]), published_table(metrics["task"])]
+    return "\n\n".join(part for part in parts if part)
+
+
+def model_metrics(scores: Scores) -> dict[str, float]:
+    """The model's metrics under the project's keys: ``dev_mcc``, ``test_auroc``, ``cv_mcc`` (mean over folds)..."""
+    out: dict[str, float] = {}
+    for split, metrics in scores[MODEL_NAME].items():
+        out.update(with_prefix(split, {k: v["mean"] if isinstance(v, Mapping) else v for k, v in metrics.items()}))
+    return out
+
+
+def run_promoter(options: PromoterOptions, config: TrainConfig = DEFAULTS) -> dict[str, Any]:
+    """Run the protocol of ``options`` into ``options.out``; returns what ``metrics.json`` holds (``{}`` off rank 0).
+
+    ``options.quick`` shortens ``config`` (:func:`quick_config`) and caps each split at :data:`QUICK_ROWS` rows.
+    """
+    if options.quick:
+        config = quick_config(config)
+        if options.max_rows is None:
+            options = dataclasses.replace(options, max_rows=QUICK_ROWS)
+    data = load_data(options, config.seed)
+    options = dataclasses.replace(options, out=prepare_run_dir(options.out, resume=options.resume, overwrite=options.overwrite))
+    results = (run_cross_validation if "all" in data.splits else run_holdout)(data, options, config)
+    if not is_main_process():
+        return {}
+    source = {"task": options.name}
+    if options.train is not None:
+        source["files"] = {n: str(p) for n, p in (("train", options.train), ("dev", options.dev), ("test", options.test)) if p}
+    metrics = {**source, "quick": options.quick, "protocol": data.protocol, "classes": data.class_names,
+               "max_length": data.max_len, **results, "metrics": model_metrics(results["scores"]),
+               "published_mcc_x100": {name: values[options.task] for name, values in PUBLISHED_GUE.items()
+                                      if options.task in values}}
+    write_json(options.out / "metrics.json", metrics)
+    with atomic_write(options.out / "summary.md") as handle:
+        handle.write(format_report(metrics) + "\n")
+    return metrics

@@ -1,0 +1,59 @@
+"""Score the sequences of a FASTA/CSV file with a trained promoter model, one output row per sequence.
+
+Columns: two classes: ``id,promoter_probability,predicted_label`` (the probability of the model's class 1, the
+positive class); more: ``id,p_<class>,...,predicted_label`` (one probability per class, in class order). The
+predicted label is the class name (``0``/``1`` for models trained on 0/1 labels). Input order is kept; the
+file is streamed in chunks, each scored in batches of similar length.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+from collections import Counter
+from pathlib import Path
+
+from bioattn.data.dna import read_records
+from bioattn.errors import UserInputError
+from bioattn.io import table_writer
+from bioattn.models.promoter import PromoterClassifier
+
+#: Records read (and length-sorted) at a time, in batches.
+CHUNK_BATCHES = 8
+
+
+def prediction_header(model: PromoterClassifier) -> list[str]:
+    """The output columns for ``model`` (see the module docstring)."""
+    if model.binary:
+        return ["id", "promoter_probability", "predicted_label"]
+    return ["id", *(f"p_{name}" for name in model.class_names), "predicted_label"]
+
+
+def predict_file(
+    model: PromoterClassifier, source: Path, output: str | os.PathLike, *, batch_size: int = 256,
+    rc_average: bool | None = None,
+) -> Counter:
+    """Write one row per record of ``source`` to ``output`` (CSV; TSV for ``.tsv``); returns the count per predicted class.
+
+    A record longer than ``model.max_len`` is an error naming it (score long sequences as a genome scan).
+    """
+    counts: Counter = Counter()
+    records = read_records(source)
+    with table_writer(output, prediction_header(model)) as write_row:
+        while chunk := list(itertools.islice(records, batch_size * CHUNK_BATCHES)):
+            tokens = []
+            for record in chunk:
+                ids = record.tokens(source)
+                if len(ids) > model.max_len:
+                    raise UserInputError(
+                        f"{source}: {record.describe()}: sequence is {len(ids)} nt long; this model accepts at most "
+                        f"{model.max_len} nt (its training length); score longer sequences in windows with --window"
+                    )
+                tokens.append(ids)
+            probs = model.predict_tokens(tokens, batch_size=batch_size, rc_average=rc_average)
+            classes = model.predicted_classes(probs)
+            for record, prob, predicted in zip(chunk, probs, classes):
+                values = [prob] if model.binary else list(prob)
+                label = model.class_names[predicted]
+                write_row([record.id, *values, label])
+                counts[label] += 1
+    return counts

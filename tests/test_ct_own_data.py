@@ -1,0 +1,319 @@
+"""Own CT data: a labels CSV of NIfTI files and a DICOM series → ``bioattn train ct --manifest`` → predict →
+explain.
+
+Synthetic volumes written by the tests: 16³ binary masks (values 0 and 100) with sparse noise; class ``blob`` also
+holds a 5³ cube. The NIfTI affine flips x and has 1.5 mm slices, so reorientation matters.
+"""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import nibabel as nib
+import numpy as np
+import pytest
+import torch
+
+from bioattn.cli import main as cli_main
+from bioattn.data.ct_manifest import class_names_of, read_manifest, split_rows
+from bioattn.errors import UserInputError
+from bioattn.metrics import classification_metrics
+from bioattn.models import HybridCT3D
+
+AFFINE = np.array([[-1.0, 0, 0, 10.0], [0, 1.0, 0, -5.0], [0, 0, 1.5, 3.0], [0, 0, 0, 1]])
+EDGE = 16
+VOLUMES = 12
+MASK_VALUE = 100.0
+TRAIN_FLAGS = ["--quick", "--baseline", "none", "--protocol", "tuned", "--size", str(EDGE), "--window", "0", "100"]
+
+
+def _mask(rng: np.random.Generator, blob: bool) -> np.ndarray:
+    volume = (rng.random((EDGE,) * 3) > 0.97).astype(np.float32)
+    if blob:
+        x, y, z = rng.integers(3, EDGE - 8, size=3)
+        volume[x:x + 5, y:y + 5, z:z + 5] = 1.0
+    return volume * MASK_VALUE
+
+
+def _nifti(path: Path, volume: np.ndarray, affine: np.ndarray = AFFINE) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nib.save(nib.Nifti1Image(volume, affine), path)
+    return path
+
+
+def _dicom_series(folder: Path, volume: np.ndarray) -> Path:
+    """One axial slice per z, 1 x 1 mm pixels, 1.5 mm apart; pixel values are the volume's (rescale 1, 0)."""
+    pydicom = pytest.importorskip("pydicom")
+    from pydicom.dataset import Dataset, FileMetaDataset
+    from pydicom.uid import CTImageStorage, ExplicitVRLittleEndian, generate_uid
+
+    folder.mkdir(parents=True)
+    series, study = generate_uid(), generate_uid()
+    for k in range(volume.shape[2]):
+        meta = FileMetaDataset()
+        meta.MediaStorageSOPClassUID, meta.MediaStorageSOPInstanceUID = CTImageStorage, generate_uid()
+        meta.TransferSyntaxUID = ExplicitVRLittleEndian
+        ds = Dataset()
+        ds.file_meta = meta
+        ds.SOPClassUID, ds.SOPInstanceUID = CTImageStorage, meta.MediaStorageSOPInstanceUID
+        ds.StudyInstanceUID, ds.SeriesInstanceUID, ds.Modality, ds.PatientID = study, series, "CT", "synthetic"
+        ds.InstanceNumber, ds.ImagePositionPatient = k + 1, [0.0, 0.0, 1.5 * k]
+        ds.ImageOrientationPatient, ds.PixelSpacing, ds.SliceThickness = [1, 0, 0, 0, 1, 0], [1.0, 1.0], 1.5
+        ds.Rows, ds.Columns, ds.SamplesPerPixel, ds.PhotometricInterpretation = EDGE, EDGE, 1, "MONOCHROME2"
+        ds.BitsAllocated, ds.BitsStored, ds.HighBit, ds.PixelRepresentation = 16, 16, 15, 0
+        ds.RescaleSlope, ds.RescaleIntercept = 1, 0
+        ds.PixelData = np.ascontiguousarray(volume[:, :, k].T.astype(np.uint16)).tobytes()
+        pydicom.dcmwrite(folder / f"slice{k:03d}.dcm", ds, enforce_file_format=True)
+    return folder
+
+
+def _write_csv(path: Path, header: list[str], rows: list[list[str]]) -> Path:
+    path.write_text("\n".join(",".join(row) for row in [header, *rows]) + "\n")
+    return path
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+@pytest.fixture(scope="module")
+def own_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``labels.csv`` (relative paths) beside ``scans/``: 12 NIfTI masks, alternately ``none`` / ``blob``, and one
+    DICOM series (``blob``)."""
+    root = tmp_path_factory.mktemp("own_data")
+    rng = np.random.default_rng(0)
+    rows = []
+    for index in range(VOLUMES):
+        label = "blob" if index % 2 else "none"
+        _nifti(root / "scans" / f"scan{index:02d}.nii.gz", _mask(rng, index % 2 == 1))
+        rows.append([f"scans/scan{index:02d}.nii.gz", label])
+    _dicom_series(root / "scans" / "dicom_series", _mask(rng, True))
+    rows.append(["scans/dicom_series", "blob"])
+    return _write_csv(root / "labels.csv", ["image", "label"], rows)
+
+
+@pytest.fixture(scope="module")
+def trained(own_data: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, int]]:
+    """A quick tuned-protocol run on the manifest, and how many times nibabel opened each NIfTI file meanwhile."""
+    reads: dict[str, int] = {}
+    original = nib.load
+
+    def counting_load(filename, *args, **kwargs):
+        reads[str(Path(filename).resolve())] = reads.get(str(Path(filename).resolve()), 0) + 1
+        return original(filename, *args, **kwargs)
+
+    out = tmp_path_factory.mktemp("runs") / "run"
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(nib, "load", counting_load)
+            assert cli_main(["train", "ct", "--manifest", str(own_data), "--out", str(out), "--epochs", "3",
+                             *TRAIN_FLAGS]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    return out, reads
+
+
+def _predict(run: Path, input_: Path, output: Path, *flags: str) -> list[dict[str, str]]:
+    assert cli_main(["predict", "ct", "--run", str(run), "--input", str(input_), "--output", str(output), *flags]) == 0
+    return _rows(output)
+
+
+def _probabilities(row: dict[str, str]) -> np.ndarray:
+    return np.array([float(row["p_blob"]), float(row["p_none"])])
+
+
+# ------------------------------------------------------------------------------------------- training
+
+
+def test_training_reads_every_file_once_and_saves_classes_and_preprocessing(own_data: Path, trained) -> None:
+    run, reads = trained
+    niftis = sorted(str(p.resolve()) for p in (own_data.parent / "scans").glob("*.nii.gz"))
+    # 3 epochs, a validation pass after each, and the statistics of the training volumes: every file read once
+    assert reads == {path: 1 for path in niftis}
+    model = HybridCT3D.from_pretrained(run)
+    assert model.class_names == ["blob", "none"]
+    saved = json.loads((run / "preprocessing.json").read_text())
+    assert saved["source"] == "manifest" and saved["flip_tta"]
+    assert saved["preprocessing"] == {"orientation": "RAS", "spacing": None, "window": [0.0, 100.0],
+                                      "resize": [EDGE] * 3, "size": None}
+    profile = saved["training_volumes"]
+    assert profile["binary"] and (profile["intensity_min"], profile["intensity_max"]) == (0.0, 1.0)
+    assert profile["model_input_shape"] == [EDGE] * 3 and profile["spacing_min"] == [1.0, 1.0, 1.5]
+    metrics = json.loads((run / "metrics.json").read_text())
+    (hybrid,) = metrics["models"].values()
+    assert {"val_auroc", "val_accuracy", "val_mcc", "val_f1", "val_loss", "val_auroc_no_tta",
+            "val_auroc_last_epoch"} <= set(hybrid)
+    assert metrics["class_names"] == ["blob", "none"] and metrics["manifest"] == str(own_data)
+    splits = _rows(run / "splits.csv")
+    assert sorted(int(r["manifest_line"]) for r in splits) == list(range(2, VOLUMES + 3))
+    val = [r for r in splits if r["split"] == "val"]
+    assert metrics["split_sizes"] == {"train": VOLUMES + 1 - len(val), "val": len(val)}
+    assert {r["label"] for r in val} == {"blob", "none"}  # stratified: both classes held out
+    assert (run / "val_auc.png").is_file()
+
+
+def test_predict_on_the_validation_rows_reproduces_the_run(trained, tmp_path: Path) -> None:
+    """Preprocessing and flip averaging come from the run: the validation numbers come back without a flag."""
+    run, _ = trained
+    (hybrid,) = json.loads((run / "metrics.json").read_text())["models"].values()
+    rows = _predict(run, run / "splits.csv", tmp_path / "val.csv", "--split", "val")
+    labels = np.array([0 if r["label"] == "blob" else 1 for r in rows])
+    scores = classification_metrics(labels, np.stack([_probabilities(r) for r in rows]))
+    assert scores["loss"] == pytest.approx(hybrid["val_loss"], rel=1e-4)
+    assert scores["accuracy"] == hybrid["val_accuracy"]
+    plain = _predict(run, run / "splits.csv", tmp_path / "plain.csv", "--split", "val", "--no-flip-tta")
+    assert not np.allclose([_probabilities(r) for r in plain], [_probabilities(r) for r in rows], atol=1e-6)
+
+
+# ------------------------------------------------------------------------------------------ prediction
+
+
+def test_predict_a_manifest_in_input_order_and_a_single_scan_alike(own_data: Path, trained, tmp_path: Path) -> None:
+    run, _ = trained
+    order = [7, 0, 12, 3, 10]  # 12: the DICOM series
+    listed = [line.split(",")[0] for line in own_data.read_text().splitlines()[1:]]
+    manifest = _write_csv(own_data.parent / "to_score.csv", ["image"], [[listed[i]] for i in order])
+    rows = _predict(run, manifest, tmp_path / "scores.csv")
+    assert list(rows[0]) == ["image", "label", "split", "p_blob", "p_none", "predicted_label", "warning"]
+    assert [Path(r["image"]).name for r in rows] == [Path(listed[i]).name for i in order]
+    for row in rows:
+        probabilities = _probabilities(row)
+        assert probabilities.sum() == pytest.approx(1.0, abs=1e-5) and (probabilities >= 0).all()
+        assert row["predicted_label"] == ("blob" if probabilities[0] >= 0.5 else "none")
+        assert row["label"] == "" and row["warning"] == ""
+    # one file through the invertible array pipeline gives what its manifest row got through the dictionary one
+    [single] = _predict(run, own_data.parent / listed[7], tmp_path / "one.csv")
+    assert np.allclose(_probabilities(single), _probabilities(rows[0]), atol=2e-6)
+
+
+def test_saved_preprocessing_is_reapplied_and_flags_replace_it(own_data: Path, trained, tmp_path: Path) -> None:
+    run, _ = trained
+    scan = own_data.parent / "scans" / "scan05.nii.gz"
+    [saved] = _predict(run, scan, tmp_path / "saved.csv")
+    [explicit] = _predict(run, scan, tmp_path / "explicit.csv", "--window", "0", "100", "--orientation", "RAS",
+                          "--resize", str(EDGE), str(EDGE), str(EDGE), "--flip-tta")
+    assert saved == explicit
+    [other_window] = _predict(run, scan, tmp_path / "other.csv", "--window", "0", "1000")
+    assert not np.allclose(_probabilities(other_window), _probabilities(saved), atol=1e-6)
+    assert other_window["warning"]  # masks at a tenth of their training intensity are not what the model saw
+
+
+def test_inputs_unlike_the_training_volumes_are_flagged(trained, tmp_path: Path, capsys) -> None:
+    run, _ = trained
+    hounsfield = _nifti(tmp_path / "ct_in_hu.nii.gz", np.random.default_rng(1).uniform(
+        -1000, 1000, size=(24, 24, 20)).astype(np.float32), np.diag([0.8, 0.8, 2.5, 1.0]))
+    familiar = _nifti(tmp_path / "new_mask.nii.gz", _mask(np.random.default_rng(7), blob=True))
+    capsys.readouterr()
+    [row] = _predict(run, hounsfield, tmp_path / "hu.csv")
+    err = capsys.readouterr().err
+    [line] = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert line.startswith(f"warning: {hounsfield}: the model was trained on binary masks")
+    assert "field of view" in line and "binary masks" in row["warning"]
+    [row] = _predict(run, familiar, tmp_path / "mask.csv")
+    assert row["warning"] == "" and "warning" not in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------ explanation
+
+
+def test_explain_a_nifti_with_the_saved_preprocessing(own_data: Path, trained, tmp_path: Path) -> None:
+    run, _ = trained
+    scan = own_data.parent / "scans" / "scan03.nii.gz"
+    out = tmp_path / "explain"
+    assert cli_main(["explain", "ct", "--run", str(run), "--input", str(scan), "--out", str(out)]) == 0
+    rollout = nib.load(out / "rollout.nii.gz")
+    assert rollout.shape == (EDGE,) * 3 and np.allclose(rollout.affine, AFFINE)
+    assert np.all(rollout.get_fdata() >= 0) and rollout.get_fdata().max() > 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["model_input_shape"] == [EDGE] * 3 and summary["warnings"] == []
+    [plain] = _predict(run, scan, tmp_path / "plain.csv", "--no-flip-tta")  # one pass, as the explanation's
+    assert np.allclose([summary["probabilities"][name] for name in ("blob", "none")], _probabilities(plain), atol=1e-5)
+
+
+# ------------------------------------------------------------------------------------------ bad manifests
+
+
+def _bad_manifests(root: Path) -> dict[str, tuple[Path, str]]:
+    """name -> (manifest, what the error line says after ``error: <manifest>``)."""
+    rng = np.random.default_rng(3)
+    first, second, third = "scans/a.nii.gz", "scans/b.nii.gz", "scans/c.nii.gz"
+    for name, blob in ((first, False), (second, True), (third, True)):
+        _nifti(root / name, _mask(rng, blob))
+    (root / "scans" / "broken.nii.gz").write_bytes(b"\x1f\x8b not a NIfTI at all")
+    image_label = ["image", "label"]
+    return {
+        "missing column": (_write_csv(root / "no_label.csv", ["image", "class"], [[first, "a"]]),
+                           ", line 1: missing column 'label' (the header has image, class)"),
+        "missing file": (_write_csv(root / "missing.csv", image_label, [[first, "a"], ["scans/gone.nii.gz", "b"]]),
+                         f", line 3: {root / 'scans' / 'gone.nii.gz'}: file not found"),
+        "unknown split": (_write_csv(root / "split.csv", [*image_label, "split"],
+                                     [[first, "a", "train"], [second, "b", "validation"]]),
+                          ", line 3: unknown split 'validation' (expected train, val or test)"),
+        "one class": (_write_csv(root / "one_class.csv", image_label, [[first, "a"], [second, "a"]]),
+                      ": all 2 volumes (lines 2-3) have the label 'a'; training needs at least 2 classes"),
+        "empty label": (_write_csv(root / "empty_label.csv", image_label, [[first, "a"], [second, ""]]),
+                        ", line 3: empty label"),
+        "duplicate": (_write_csv(root / "duplicate.csv", image_label, [[first, "a"], [first, "b"]]),
+                      f", line 3: {root / first} is already listed on line 2"),
+        "no validation volume of a class": (
+            _write_csv(root / "no_val.csv", [*image_label, "split"], [[first, "a", "train"], [second, "b", "train"],
+                                                                     ["scans/broken.nii.gz", "a", "val"]]),
+            ": the validation split has no volume of class 'b'"),
+        "empty manifest": (_write_csv(root / "empty.csv", image_label, []), ": lists no volumes (only a header line)"),
+        "unreadable image": (_write_csv(root / "unreadable.csv", image_label,
+                                        [[first, "a"], [second, "b"], ["scans/broken.nii.gz", "a"], [third, "b"]]),
+                             f", line 4: {root / 'scans' / 'broken.nii.gz'}: cannot read as NIfTI"),
+    }
+
+
+def test_bad_manifests_exit_2_naming_the_manifest_and_line(tmp_path: Path, capsys) -> None:
+    for name, (manifest, message) in _bad_manifests(tmp_path).items():
+        out = tmp_path / "runs" / name.replace(" ", "_")
+        code = cli_main(["train", "ct", "--manifest", str(manifest), "--out", str(out), *TRAIN_FLAGS])
+        errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+        assert code == 2, name
+        assert len(errors) == 1 and errors[0].startswith(f"error: {manifest}{message}"), (name, errors)
+        assert not out.exists(), name
+
+
+# ------------------------------------------------------------------------------------------ manifest rules
+
+
+def test_classes_sort_numerically_and_the_validation_split_is_stratified_and_seeded(tmp_path: Path) -> None:
+    assert class_names_of(["10", "2", "9", "2"]) == ["2", "9", "10"]
+    assert class_names_of(["b", "a", "10"]) == ["10", "a", "b"]
+    labels = ["x"] * 10 + ["y"] * 5
+    for index in range(len(labels)):
+        (tmp_path / f"v{index}.nii.gz").touch()  # only checked for existence before reading
+    plain = read_manifest(_write_csv(tmp_path / "plain.csv", ["image", "label"],
+                                     [[f"v{i}.nii.gz", label] for i, label in enumerate(labels)]), require_labels=True)
+    splits, names = split_rows(plain, seed=0)
+    assert names == ["x", "y"]
+    assert sorted(row.label for row in splits["val"]) == ["x", "x", "y"]  # 20 % of each class
+    assert [row.line for row in splits["val"]] == sorted(row.line for row in splits["val"])  # file order
+    assert len(splits["train"]) == 12 and not {r.line for r in splits["train"]} & {r.line for r in splits["val"]}
+    assert split_rows(plain, seed=0)[0] == splits
+    assert any(split_rows(plain, seed=seed)[0]["val"] != splits["val"] for seed in (1, 2, 3))
+    given = read_manifest(_write_csv(tmp_path / "given.csv", ["image", "label", "split"],
+                                     [[f"v{i}.nii.gz", label, "VAL" if i in (0, 14) else "train" if i < 12 else "test"]
+                                      for i, label in enumerate(labels)]), require_labels=True)
+    splits, _ = split_rows(given, seed=0)
+    assert [row.line for row in splits["val"]] == [2, 16] and [row.line for row in splits["test"]] == [14, 15]
+    with pytest.raises(UserInputError, match=r"given\.csv, line 3: empty image path"):
+        read_manifest(_write_csv(tmp_path / "given.csv", ["image", "label"], [["v0.nii.gz", "x"], ["", "y"]]),
+                      require_labels=True)
+    unlabelled = read_manifest(_write_csv(tmp_path / "to_score.csv", ["image"], [["v1.nii.gz"]]), require_labels=False)
+    assert unlabelled.rows[0].label is None and unlabelled.rows[0].image == tmp_path / "v1.nii.gz"
+
+
+def test_manifest_size_must_suit_the_cnn_stride(own_data: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "run"
+    code = cli_main(["train", "ct", "--manifest", str(own_data), "--out", str(out), "--quick", "--size", "20"])
+    assert code == 2 and not out.exists()
+    assert capsys.readouterr().err.strip() == (
+        "error: --size 20 20 20 must be divisible by the CNN stride 8 in every axis (e.g. --size 16 16 16, or other "
+        "--stem-strides)")
