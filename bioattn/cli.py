@@ -1,4 +1,4 @@
-"""The ``bioattn`` command: ``bioattn train|predict|explain promoter|ct|msa``.
+"""The ``bioattn`` command: ``bioattn train|predict|explain promoter|ct|msa``, ``bioattn data fetch NAME`` and ``bioattn models``.
 
 Each subcommand lives in its own module under :mod:`bioattn.commands` that defines
 ``add_arguments(parser)`` and ``run(args) -> int``; this file only routes to them.
@@ -30,12 +30,21 @@ COMMANDS: dict[str, dict[str, str]] = {
         "ct": "bioattn.commands.explain_ct",
         "msa": "bioattn.commands.explain_msa",
     },
+    "data": {
+        "fetch": "bioattn.commands.data_fetch",
+    },
+}
+
+# verbs without a target: verb -> module path.
+SIMPLE_COMMANDS: dict[str, str] = {
+    "models": "bioattn.commands.models",
 }
 
 _VERB_HELP = {
     "train": "train a model on a bundled benchmark or on your own data",
     "predict": "run a trained model on your own files",
     "explain": "attention rollout, per-head maps and head diversity for a trained model",
+    "data": "download the public datasets the recipes use",
 }
 
 
@@ -45,19 +54,26 @@ def build_parser() -> argparse.ArgumentParser:
         description="Multi-head attention for genomics and medical imaging.",
     )
     parser.add_argument("--version", action="version", version=f"bioattn {__version__}")
-    verbs = parser.add_subparsers(dest="verb", metavar="{" + ",".join(COMMANDS) + "}")
+    verbs = parser.add_subparsers(dest="verb", metavar="{" + ",".join([*COMMANDS, *SIMPLE_COMMANDS]) + "}")
     for verb, targets in COMMANDS.items():
         verb_parser = verbs.add_parser(verb, help=_VERB_HELP[verb], description=_VERB_HELP[verb])
         verb_parser.set_defaults(print_verb_help=verb_parser.print_help)
         sub = verb_parser.add_subparsers(dest="target", metavar="{" + ",".join(targets) + "}")
         for target, module_name in targets.items():
-            module = importlib.import_module(module_name)
-            summary = (module.__doc__ or "").strip().splitlines()[0]
-            target_parser = sub.add_parser(target, help=summary, description=module.__doc__,
-                                           formatter_class=argparse.RawDescriptionHelpFormatter)
-            module.add_arguments(target_parser)
-            target_parser.set_defaults(handler=module.run)
+            _add_command(sub, target, module_name)
+    for verb, module_name in SIMPLE_COMMANDS.items():
+        _add_command(verbs, verb, module_name)
     return parser
+
+
+def _add_command(subparsers: argparse._SubParsersAction, name: str, module_name: str) -> None:
+    """Add the command ``name`` of ``module_name`` (its docstring: help summary and description)."""
+    module = importlib.import_module(module_name)
+    summary = (module.__doc__ or "").strip().splitlines()[0]
+    command_parser = subparsers.add_parser(name, help=summary, description=module.__doc__,
+                                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    module.add_arguments(command_parser)
+    command_parser.set_defaults(handler=module.run)
 
 
 def run_user_main(main: Callable[[], int | None]) -> int:

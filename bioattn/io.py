@@ -14,6 +14,7 @@ import csv
 import json
 import math
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -63,7 +64,7 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs: Any) -
 FLOAT_FORMAT = ".6g"
 #: Tab-separated file endings; anything else is comma-separated.
 TAB_SEPARATED = (".tsv", ".bedgraph", ".bed", ".tsv.gz")
-STDOUT = "-"
+STDOUT = "-"  # as an output path: standard output; as an input path (input_file): standard input
 
 
 def format_cell(value: Any) -> Any:
@@ -86,6 +87,25 @@ def _delimiter_for(path: str | os.PathLike) -> str:
 def _row_writer(handle: IO[str], delimiter: str) -> Callable[[Sequence[Any]], None]:
     writer = csv.writer(handle, delimiter=delimiter, lineterminator="\n")
     return lambda row: writer.writerow([format_cell(value) for value in row])
+
+
+@contextlib.contextmanager
+def input_file(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield ``path``, or for ``-`` a temporary copy of standard input (bytes, so gzip works too), deleted on exit.
+
+    Readers need a seekable file; errors raised inside that name the copy name ``<stdin>`` instead.
+    """
+    if str(path) != STDOUT:
+        yield Path(path)
+        return
+    with tempfile.TemporaryDirectory(prefix="bioattn-stdin-") as folder:
+        copy = Path(folder) / "stdin"
+        with open(copy, "wb") as handle:
+            shutil.copyfileobj(sys.stdin.buffer, handle)
+        try:
+            yield copy
+        except UserInputError as exc:
+            raise UserInputError(str(exc).replace(str(copy), "<stdin>")) from None
 
 
 @contextlib.contextmanager
@@ -127,6 +147,12 @@ def append_table_row(path: str | os.PathLike, row: Sequence[Any], *, delimiter: 
     """Append one row to an existing table written by :func:`table_writer` (same format; for growing logs)."""
     with open(path, "a", newline="") as handle:
         _row_writer(handle, delimiter or _delimiter_for(path))(row)
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (LF line endings as given)."""
+    with atomic_write(path, newline="") as handle:
+        handle.write(text)
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> None:

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bioattn.commands.common import add_model_arguments, model_dir, model_label
 from bioattn.commands.predict_ct import add_preprocessing_arguments, preprocessing_from_args
 from bioattn.errors import UserInputError
 from bioattn.explain.outputs import add_common_arguments, prepare_out_dir, write_layer_figures
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_model_arguments(parser, trained_by="bioattn train ct")
     add_common_arguments(parser, input_help="NIfTI (.nii/.nii.gz), DICOM file or series folder, or MedMNIST .npz")
     npz = parser.add_argument_group("MedMNIST .npz input")
     npz.add_argument("--split", default="val", help="split to read from the .npz (default: val)")
@@ -65,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     from bioattn.tasks.ct_predict import load_run
     from bioattn.tasks.ct_preprocessing import distribution_warnings, volume_statistics
 
-    model, saved = load_run(args.run)
+    model, saved = load_run(model_dir(args))
     if not 0 <= args.start_layer < model.config["num_layers"]:
         raise UserInputError(f"--start-layer must be in [0, {model.config['num_layers'] - 1}], got {args.start_layer}")
     image, described, label = _read_input(args)
@@ -99,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     grid = explanation.grid_map[0]
     peak = np.unravel_index(int(torch.argmax(voxel_map)), tuple(voxel_map.shape))
     write_json(out / "summary.json", {
-        "run": str(args.run), "input": described, "input_shape": list(image.shape[1:]),
+        "run": model_label(args), "input": described, "input_shape": list(image.shape[1:]),
         "model_input_shape": list(model_input.shape[1:]), "token_grid": list(grid.shape),
         "probabilities": dict(zip(names, probabilities)), "predicted": names[predicted],
         "label": names[label] if label is not None else None,

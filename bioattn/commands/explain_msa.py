@@ -16,6 +16,7 @@ import argparse
 
 import numpy as np
 
+from bioattn.commands.common import add_model_arguments, model_dir, model_label
 from bioattn.errors import UserInputError
 from bioattn.explain.outputs import add_common_arguments, prepare_out_dir, write_layer_figures, write_tsv
 from bioattn.io import save_tensors, write_json
@@ -24,6 +25,7 @@ from bioattn.io import save_tensors, write_json
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from bioattn.data.msa import FORMATS
 
+    add_model_arguments(parser, trained_by="bioattn train msa")
     add_common_arguments(parser, input_help="alignment (.a3m .a2m .fasta .sto .aln; .gz accepted)", rollout=False)
     parser.add_argument("--format", choices=FORMATS, default=None, help="alignment format (default: from the file name)")
     parser.add_argument("--query", default=None, metavar="FASTA",
@@ -46,20 +48,20 @@ def run(args: argparse.Namespace) -> int:
 
     if args.max_rows < 1:
         raise UserInputError(f"--max-rows must be >= 1, got {args.max_rows}")
-    model = MSAContactModel.from_pretrained(args.run)
+    model = MSAContactModel.from_pretrained(model_dir(args))
     target = load_target(args.input, fmt=args.format, query_fasta=args.query, pdb=args.pdb, chain=args.chain,
                          struct_dat=args.struct_dat)
     tokens = MSATokenizer().encode(target.msa)
     if tokens.shape[1] > model.config["max_len"]:
         raise UserInputError(
-            f"{args.input}: {tokens.shape[1]} columns, the model in {args.run} accepts at most {model.config['max_len']}"
+            f"{args.input}: {tokens.shape[1]} columns, the model {model_label(args)} accepts at most {model.config['max_len']}"
         )
     out = prepare_out_dir(args.out, overwrite=args.overwrite)
     rows = tokens[subsample(tokens, args.max_rows, "diversity")]
     maps = row_attention_maps(model, rows)  # (layers, H, L, L)
     save_tensors(out / "row_attention.safetensors", {"row_attention": maps})
     layers, heads, length = maps.shape[0], maps.shape[1], maps.shape[-1]
-    summary: dict = {"run": str(args.run), "input": str(args.input), "family": target.name, "columns": length,
+    summary: dict = {"run": model_label(args), "input": str(args.input), "family": target.name, "columns": length,
                      "rows_used": len(rows), "rows_in_alignment": target.msa.depth}
 
     if target.distances is None:

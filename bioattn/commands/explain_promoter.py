@@ -21,6 +21,7 @@ import torch
 from Bio.Data.IUPACData import ambiguous_dna_letters
 from tqdm import tqdm
 
+from bioattn.commands.common import add_model_arguments, model_dir, model_label
 from bioattn.errors import UserInputError
 from bioattn.explain.outputs import add_common_arguments, prepare_out_dir, write_layer_figures, write_tsv
 from bioattn.io import write_json
@@ -29,10 +30,11 @@ _MARK = re.compile(r"^(?P<label>[^=]+)=(?P<start>-?\d+)\.\.(?P<end>-?\d+)$")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_model_arguments(parser, trained_by="bioattn train promoter")
     add_common_arguments(parser, input_help="FASTA or CSV (column 'sequence', optional 'id'), plain or gzip")
     parser.add_argument("--max-sequences", type=int, default=1000, help="explain at most this many records (default: 1000)")
     parser.add_argument("--plot-sequences", type=int, default=6, help="write a track PNG for the first N records (default: 6)")
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=64, help="sequences per forward pass (default: %(default)s)")
     parser.add_argument("--tss-index", type=int, default=None,
                         help="0-based index of the TSS in every sequence; positions are then reported relative to it "
                              "(TSS = 0). GUE prom_core_* (70 bp): 34, see the explain docs")
@@ -40,7 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="IUPAC motif whose influence is compared with the sequence mean (default: TATAWAWR, "
                              "the TATA box); '' to skip")
     parser.add_argument("--mark", action="append", default=[], metavar="LABEL=START..END",
-                        help="shade a range on the profile plot, in reported coordinates, e.g. 'TATA box=-31..-24'")
+                        help="shade a range on the profile plot, in reported coordinates, e.g. 'TATA box=-31..-24'; "
+                             "repeat for several (default: none)")
     parser.add_argument("--strand", choices=("model", "both", "forward"), default="model",
                         help="rollout of the forward strand, of both strands averaged, or as the model predicts (default)")
 
@@ -105,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     from bioattn.models import PromoterClassifier
 
     spans = _parse_marks(args.mark)
-    model = PromoterClassifier.from_pretrained(args.run)
+    model = PromoterClassifier.from_pretrained(model_dir(args))
     _check_arguments(args, model.config["num_layers"])
     records, tokens = _read_inputs(args, model.max_len)
     out = prepare_out_dir(args.out, overwrite=args.overwrite)
@@ -158,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
 
     top = np.argsort(mean)[::-1][:10]
     summary = {
-        "run": str(args.run), "input": str(args.input), "sequences": len(tokens),
+        "run": model_label(args), "input": str(args.input), "sequences": len(tokens),
         "predicted": {name: int((predicted == k).sum()) for k, name in enumerate(names)},
         "head_fusion": args.head_fusion, "start_layer": args.start_layer,
         "strand": args.strand, "tss_index": args.tss_index,

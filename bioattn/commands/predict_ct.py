@@ -1,6 +1,7 @@
 """Class probabilities of a trained CT model for a manifest of scans, one NIfTI/DICOM volume or a MedMNIST .npz.
 
 ``bioattn predict ct --run RUN_DIR --input INPUT --output OUT.csv [--attention-map [MAP.nii.gz]]``
+(``--model NAME`` instead of ``--run``: a model shipped with bioattn, see ``bioattn models``)
 
 - ``INPUT`` is a manifest (``.csv`` with an ``image`` column, optional ``label`` and ``split``, as for
   ``bioattn train ct --manifest``: many scans in one call), a NIfTI file (``.nii``/``.nii.gz``), a DICOM file or a
@@ -27,7 +28,9 @@ import sys
 from pathlib import Path
 
 from bioattn.attention.rollout import HEAD_FUSIONS
+from bioattn.commands.common import add_model_arguments, model_dir
 from bioattn.errors import UserInputError
+from bioattn.io import STDOUT
 
 AUTO = "auto"
 PREPROCESSING_FLAGS = ("window", "spacing", "orientation", "resize", "size")
@@ -59,10 +62,11 @@ def preprocessing_from_args(args: argparse.Namespace, saved):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--run", type=Path, required=True, help="run directory of bioattn train ct")
+    add_model_arguments(parser, trained_by="bioattn train ct")
     parser.add_argument("--input", type=Path, required=True,
                         help="manifest .csv, .nii/.nii.gz, DICOM file or folder, or MedMNIST .npz")
-    parser.add_argument("--output", type=Path, required=True, help="CSV of class probabilities to write")
+    parser.add_argument("--output", type=Path, required=True,
+                        help="CSV of class probabilities to write ('-': standard output; the summary then goes to stderr)")
     parser.add_argument("--attention-map", nargs="?", const=AUTO, default=None, metavar="MAP.nii.gz",
                         help="also write the [CLS] attention rollout as NIfTI on the input grid "
                              "(default path: OUTPUT with suffix .attention.nii.gz)")
@@ -82,6 +86,8 @@ def _attention_path(args: argparse.Namespace) -> Path | None:
     if args.attention_map is None:
         return None
     if args.attention_map == AUTO:
+        if str(args.output) == STDOUT:
+            raise UserInputError("--output -: give --attention-map a file name (MAP.nii.gz)")
         return args.output.with_name(args.output.name.removesuffix(args.output.suffix) + ".attention.nii.gz")
     path = Path(args.attention_map)
     if not path.name.lower().endswith((".nii", ".nii.gz")):
@@ -106,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     volume_options = [f"--{name}" for name in PREPROCESSING_FLAGS if getattr(args, name) is not None]
     if is_npz and volume_options:
         raise UserInputError(f"{args.input}: {', '.join(volume_options)} apply to NIfTI/DICOM inputs, not to a .npz")
-    model, saved = ct_predict.load_run(args.run)
+    model, saved = ct_predict.load_run(model_dir(args))
     flip_tta = ct_predict.resolve_flip_tta(saved, args.flip_tta)
     overlay = None
     if is_npz:
@@ -124,10 +130,12 @@ def run(args: argparse.Namespace) -> int:
     ct_predict.write_predictions(args.output, predictions, names, manifest=many)
     if overlay is not None and attention_path is not None:
         write_nifti(attention_path, *overlay)
+    summary = sys.stderr if str(args.output) == STDOUT else sys.stdout  # stdout may hold the CSV
     for p in predictions[:10]:
-        print(f"{p.describe()}: " + ", ".join(f"{name} {value:.4f}" for name, value in zip(names, p.probabilities)))
+        print(f"{p.describe()}: " + ", ".join(f"{name} {value:.4f}" for name, value in zip(names, p.probabilities)),
+              file=summary)
     if len(predictions) > 10:
-        print(f"... {len(predictions) - 10} more rows")
+        print(f"... {len(predictions) - 10} more rows", file=summary)
     ct_predict.report_warnings(predictions)
     scores = ct_predict.summarize_predictions(predictions, names)
     if scores:

@@ -1,13 +1,13 @@
 """Predict the residue contacts of a new alignment (no structure needed): contacts.npy, a CASP RR file and a map.
 
-    bioattn predict msa --msa FILE --out DIR [--contact-head FILE | --run RUN_DIR] [--top N] [--quick]
+    bioattn predict msa --msa FILE --out DIR [--contact-head FILE | --run RUN_DIR | --model NAME] [--top N] [--quick]
                         [--pdb FILE [--chain ID] | --struct-dat FILE]
 
 The contact head decides what is fitted on the alignment. The default head ships with bioattn: a logistic
 regression on the z-scored Potts map, fitted on five bundled families (see its fit_on and settings), so only a
 pseudo-likelihood Potts model is fitted (CCMpred's objective on every row, --potts-minutes CPU budget) and the
 contact ranking is the Potts map's. --contact-head FILE or --run RUN_DIR (a bioattn train msa run: its
-contact_head.json and model size) can read attention features too: then the per-family axial model is also
+contact_head.json and model size; --model NAME: such a run shipped with bioattn) can read attention features too: then the per-family axial model is also
 trained on the alignment (--max-minutes and the training flags apply).
 
 Writes, under --out: contacts.npy (L×L contact probabilities, L = the query's residues), contacts.rr (CASP
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from bioattn.commands.common import add_model_arguments, model_dir
 from bioattn.commands.train_msa import add_fit_arguments, add_input_arguments, load_input, options_from_args
 from bioattn.errors import UserInputError
 
@@ -31,11 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from bioattn.training import add_training_args
 
     add_input_arguments(parser, msa_required=True)
-    head = parser.add_argument_group("contact head").add_mutually_exclusive_group()
+    head = add_model_arguments(parser.add_argument_group("contact head"), trained_by="bioattn train msa", required=False)
     head.add_argument("--contact-head", type=Path, default=None,
                       help="contact_head.json to use (default: the head shipped with bioattn, Potts map only)")
-    head.add_argument("--run", type=Path, default=None, metavar="RUN_DIR",
-                      help="a bioattn train msa run: use its contact_head.json and model size (default: none)")
     output = parser.add_argument_group("output")
     output.add_argument("--top", type=int, default=None,
                         help=f"pairs written to contacts.rr (default: {RR_TOP_PER_RESIDUE}L)")
@@ -54,8 +53,9 @@ def run(args: argparse.Namespace) -> int:
     if args.min_separation < 1:
         raise UserInputError(f"--min-separation must be >= 1, got {args.min_separation}")
     model_size = {}
-    if args.run is not None:
-        head, model_size = run_head(args.run)
+    run_dir = model_dir(args)
+    if run_dir is not None:
+        head, model_size = run_head(run_dir)
     else:
         head = ContactHead.load(args.contact_head) if args.contact_head is not None else default_head()
     options, config = options_from_args(args, **model_size)

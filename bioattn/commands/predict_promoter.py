@@ -2,6 +2,7 @@
 
     bioattn predict promoter --run RUN_DIR --input FILE --output OUT.csv
     bioattn predict promoter --run RUN_DIR --input genome.fa --window 70 --output scan.bedGraph
+    bioattn predict promoter --model gue-prom-core-all --input FILE --output OUT.csv    (a shipped model)
 
 Per sequence (no --window): FILE is FASTA (.fa/.fasta/.fna/..., parsed by Biopython) or CSV with a 'sequence'
 column (an 'id' column names the rows, otherwise the 1-based row number does; a 'label' column is ignored),
@@ -19,7 +20,7 @@ format (0-based, half-open coordinates): .csv/.tsv (chrom,start,end,probability 
 1000 x the region's best probability). Windows of only N are skipped. A last window is aligned to the end
 of each sequence.
 
-The model scores as its run did (strand averaging, classes, threshold: saved in RUN_DIR/config.json). On any
+The model scores as its run did (strand averaging, classes, threshold: saved in its config.json). On any
 bad record the command stops with one 'error:' line naming it, exit status 2, and nothing is written.
 """
 from __future__ import annotations
@@ -28,7 +29,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from bioattn.commands.common import add_model_arguments, model_dir
 from bioattn.errors import UserInputError
+from bioattn.io import STDOUT, input_file
 from bioattn.models.promoter import PromoterClassifier
 from bioattn.tasks.promoter_predict import predict_file
 from bioattn.tasks.promoter_scan import scan_format, scan_genome
@@ -44,10 +47,11 @@ def _window_length(text: str) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--run", type=Path, required=True, help="run directory of 'bioattn train promoter' (config.json + model.safetensors)")
-    parser.add_argument("--input", type=Path, required=True, help="FASTA or CSV (with a 'sequence' column), optionally .gz")
+    add_model_arguments(parser, trained_by="bioattn train promoter")
+    parser.add_argument("--input", type=Path, required=True,
+                        help="FASTA or CSV (with a 'sequence' column), optionally .gz; '-': standard input (not with --window)")
     parser.add_argument("--output", type=Path, required=True,
-                        help="file to write: CSV per sequence; with --window .bedGraph, .bed or .csv")
+                        help="file to write: CSV per sequence ('-': standard output); with --window .bedGraph, .bed or .csv")
     parser.add_argument("--batch-size", type=int, default=256, help="sequences per forward pass (default: %(default)s)")
     parser.add_argument("--threshold", type=float, default=None,
                         help="probability from which a two-class model predicts its positive class, and the BED cut-off "
@@ -82,9 +86,12 @@ def run(args: argparse.Namespace) -> int:
         raise UserInputError(f"--threshold must be between 0 and 1, got {args.threshold}")
     if args.window is None and (args.stride is not None or args.scan_class is not None):
         raise UserInputError("--stride and --class only apply to a genome scan: add --window")
-    if args.output.resolve() == args.input.resolve():
+    from_stdin = str(args.input) == STDOUT
+    if from_stdin and args.window is not None:
+        raise UserInputError("--input -: a genome scan needs a FASTA file (it is indexed), not standard input")
+    if not from_stdin and args.output.resolve() == args.input.resolve():
         raise UserInputError(f"{args.output}: --output would overwrite --input")
-    model = PromoterClassifier.from_pretrained(args.run)
+    model = PromoterClassifier.from_pretrained(model_dir(args))
     if args.threshold is not None:
         if not model.binary and args.window is None:
             raise UserInputError(f"--threshold applies to two-class models and to genome scans; this model has "
@@ -94,9 +101,11 @@ def run(args: argparse.Namespace) -> int:
     if args.window is None:
         if args.output.suffix.lower() in (".bed", ".bedgraph"):
             raise UserInputError(f"{args.output}: a {args.output.suffix} output is written by a genome scan: add --window")
-        counts = predict_file(model, args.input, args.output, batch_size=args.batch_size, rc_average=rc_average)
+        with input_file(args.input) as source:
+            counts = predict_file(model, source, args.output, batch_size=args.batch_size, rc_average=rc_average)
         shown = ", ".join(f"{name}: {counts[name]}" for name in model.class_names)
-        print(f"{sum(counts.values())} sequences scored (predicted {shown}); wrote {args.output}", file=sys.stderr)
+        written = "standard output" if str(args.output) == STDOUT else args.output
+        print(f"{sum(counts.values())} sequences scored (predicted {shown}); wrote {written}", file=sys.stderr)
         return 0
     scan_format(args.output)
     class_index = _scan_class_index(model, args.scan_class)

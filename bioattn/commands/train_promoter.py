@@ -5,7 +5,10 @@
 
 Bundled tasks (read under --data-root): prom_core_all (default), prom_core_notata, prom_core_tata,
 prom_300_tata (GUE; train.csv, early stopping on dev.csv MCC, also scored on test.csv when present) and
-ecoli_sigma70 (5-fold CV with the case and header label leaks removed).
+ecoli_sigma70 (5-fold CV with the case and header label leaks removed). Download them with
+'bioattn data fetch gue' / 'bioattn data fetch ecoli_sigma70'. Without a data root (or one lacking the task),
+--quick on prom_core_all uses a sample shipped with bioattn (2,000 train + 500 dev GUE sequences) and says so;
+other runs stop with an error.
 
 Your own data (--train, instead of --task): CSV/TSV with columns sequence,label (optional id) or FASTA with
 the label in the description ('>seq7 label=1'; only the 'label=' field of a header is read), plain or .gz.
@@ -47,7 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     data.add_argument("--max-rows", type=int, default=None, help=argparse.SUPPRESS)  # cap per split (tests)
     parser.add_argument("--out", type=Path, required=True, help="run directory to create")
     parser.add_argument("--quick", action="store_true",
-                        help="smoke test: tiny model, at most 1500 rows per split, 2 short epochs (about a minute on 2 cores)")
+                        help="smoke test: tiny model, at most 1500 rows per split, 2 short epochs (about a minute on 2 cores); "
+                             "without a data root, prom_core_all comes from the embedded sample (default: off)")
     model = parser.add_argument_group("model")
     model.add_argument("--d-model", type=int, default=64, help="token width (default: %(default)s)")
     model.add_argument("--heads", type=int, default=4, help="attention heads (default: %(default)s)")

@@ -15,9 +15,8 @@ from bioattn.io import write_table
 
 
 def add_common_arguments(parser: argparse.ArgumentParser, *, input_help: str, rollout: bool = True) -> None:
-    """``--run --input --out --overwrite`` and, with ``rollout``, ``--head-fusion --start-layer``."""
-    parser.add_argument("--run", required=True, metavar="RUN_DIR",
-                        help="run directory written by the recipe (config.json + model.safetensors)")
+    """``--input --out --overwrite`` and, with ``rollout``, ``--head-fusion --start-layer`` (the command adds
+    how the model is chosen: ``bioattn.commands.common.add_model_arguments``)."""
     parser.add_argument("--input", required=True, metavar="FILE", help=input_help)
     parser.add_argument("--out", required=True, metavar="DIR", help="output folder for tables and figures (created)")
     parser.add_argument("--overwrite", action="store_true", help="replace the contents of a non-empty --out folder")
@@ -31,7 +30,7 @@ def prepare_out_dir(path: str | os.PathLike, *, overwrite: bool) -> Path:
     """Create ``path``; an existing non-empty folder is refused unless ``overwrite``."""
     from bioattn.training import prepare_run_dir
 
-    return prepare_run_dir(path, resume=False, overwrite=overwrite)
+    return prepare_run_dir(path, resume=False, overwrite=overwrite, resumable=False)
 
 
 def write_tsv(path: str | os.PathLike, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> Path:

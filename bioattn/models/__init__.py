@@ -1,4 +1,5 @@
-"""The three bioattn models. Imported lazily so ``import bioattn.models`` stays cheap."""
+"""The three bioattn models and the shipped pretrained ones (``load_pretrained("gue-prom-core-all")``).
+Imported lazily so ``import bioattn.models`` stays cheap."""
 from __future__ import annotations
 
 import importlib
@@ -9,6 +10,10 @@ _LAZY = {
     "PromoterClassifier": "bioattn.models.promoter",
     "MSAContactModel": "bioattn.models.msa_contact",
     "HybridCT3D": "bioattn.models.hybrid_ct",
+    "AutoModel": "bioattn.models.registry",
+    "load_pretrained": "bioattn.models.registry",
+    "available_models": "bioattn.models.registry",
+    "model_card": "bioattn.models.registry",
 }
 
 __all__ = list(_LAZY)

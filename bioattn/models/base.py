@@ -1,11 +1,11 @@
-"""Save/load for bioattn models: ``config.json`` + ``model.safetensors`` in a run directory.
+"""Save/load for bioattn models: ``config.json`` + ``model.safetensors`` in a run directory (or in a model
+shipped with bioattn, loaded by name: see :mod:`bioattn.models.registry`).
 
 Loading constructs the model from the JSON config and reads tensors with safetensors, so no pickle
 is ever executed when a user opens a model someone else trained.
 """
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any, TypeVar
@@ -14,9 +14,9 @@ from torch import nn
 
 from bioattn.errors import UserInputError
 from bioattn.io import load_tensors, save_tensors, write_json
+from bioattn.models.registry import CONFIG_NAME, WEIGHTS_NAME, read_config, resolve_model_dir
 
-CONFIG_NAME = "config.json"
-WEIGHTS_NAME = "model.safetensors"
+__all__ = ["CONFIG_NAME", "WEIGHTS_NAME", "PretrainedModel"]
 
 M = TypeVar("M", bound="PretrainedModel")
 
@@ -34,18 +34,16 @@ class PretrainedModel(nn.Module):
 
     @classmethod
     def from_pretrained(cls: type[M], run_dir: str | os.PathLike, map_location: str = "cpu") -> M:
-        """Rebuild the model from ``run_dir/config.json`` and load ``run_dir/model.safetensors``."""
-        run_dir = Path(run_dir)
-        config_path = run_dir / CONFIG_NAME
-        if not config_path.is_file():
-            raise UserInputError(f"{run_dir}: no {CONFIG_NAME}; is this a bioattn run directory?")
-        try:
-            config = json.loads(config_path.read_text())
-        except json.JSONDecodeError as exc:
-            raise UserInputError(f"{config_path}: not valid JSON ({exc})") from exc
+        """Rebuild the model from ``run_dir/config.json`` and load ``run_dir/model.safetensors``.
+
+        ``run_dir`` is a run directory or, when no such folder exists, the name of a shipped model
+        (:func:`~bioattn.models.registry.available_models`); an unknown name is an error listing them.
+        """
+        run_dir = resolve_model_dir(run_dir)
+        config = read_config(run_dir)
         model_type = config.pop("model_type", cls.__name__)
         if model_type != cls.__name__:
-            raise UserInputError(f"{config_path}: holds a {model_type}, not a {cls.__name__}")
+            raise UserInputError(f"{run_dir / CONFIG_NAME}: holds a {model_type}, not a {cls.__name__}")
         model = cls(**config)
         state = load_tensors(run_dir / WEIGHTS_NAME)
         missing, unexpected = model.load_state_dict(state, strict=False)

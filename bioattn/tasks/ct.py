@@ -364,7 +364,8 @@ def train_ct(options: CTOptions) -> dict[str, Any]:
     if data.source == "manifest" and is_main_process():
         write_split_table(run_dir / "splits.csv", data)
 
-    run_info = _options_record(options)
+    # what actually ran: the file read (data root resolved) and the model built (--quick sizes applied)
+    run_info = {**_options_record(options), "data_file": str(data.path.resolve()), "model": hybrid.config}
     common = dict(augment=options.augment, resume=options.resume, run_info=run_info)
     results = {HYBRID_NAME: train_one("hybrid", hybrid, run_dir, data, config, protocol, **common)}
     if baseline is not None:

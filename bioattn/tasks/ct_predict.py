@@ -17,7 +17,6 @@ import numpy as np
 import torch
 from monai.data import MetaTensor
 from monai.transforms import Compose, DivisiblePad
-from tqdm.auto import tqdm
 
 from bioattn.data.ct import (
     VolumeDataset,
@@ -33,7 +32,9 @@ from bioattn.errors import UserInputError
 from bioattn.io import table_writer
 from bioattn.metrics import classification_metrics
 from bioattn.models.hybrid_ct import HybridCT3D, predict_probabilities
+from bioattn.models.registry import resolve_model_dir
 from bioattn.tasks.ct_preprocessing import SavedPreprocessing, distribution_warnings, volume_statistics
+from bioattn.training.progress import progress_bar
 
 __all__ = [
     "CTPrediction",
@@ -75,7 +76,10 @@ class CTPrediction:
 
 
 def load_run(run_dir: str | os.PathLike) -> tuple[HybridCT3D, SavedPreprocessing | None]:
-    """The run's attention model and its saved preprocessing (``None`` for runs written before it was saved)."""
+    """The run's attention model and its saved preprocessing (``None`` for runs written before it was saved).
+
+    ``run_dir`` may also name a model shipped with bioattn (:func:`bioattn.models.registry.available_models`)."""
+    run_dir = resolve_model_dir(run_dir)
     return HybridCT3D.from_pretrained(run_dir), SavedPreprocessing.load(run_dir)
 
 
@@ -134,7 +138,7 @@ def predict_npz(
 def _same_shape_batches(volumes: ManifestVolumes, batch_size: int) -> Iterator[list[tuple[int, dict[str, Any]]]]:
     """Consecutive ``(index, record)`` of equal image shape, at most ``batch_size`` at a time (one file read each)."""
     batch: list[tuple[int, dict[str, Any]]] = []
-    for index in tqdm(range(len(volumes)), desc="scoring", unit="scan", file=sys.stderr, leave=False):
+    for index in progress_bar(range(len(volumes)), desc="scoring", unit="scan", leave=False):
         record = volumes.record(index)
         if batch and (len(batch) == batch_size or batch[0][1]["image"].shape != record["image"].shape):
             yield batch

@@ -25,7 +25,7 @@ import torch
 from bioattn.data.contacts import ContactTarget, discover_families, load_target, published_predictions, write_rr
 from bioattn.errors import UserInputError
 from bioattn.explain.figures import plot_contact_map
-from bioattn.io import save_tensors, write_json
+from bioattn.io import save_tensors, write_json, write_text
 from bioattn.explain.msa import PRECISION_NAMES
 from bioattn.metrics import precision_at
 from bioattn.models.msa_contact import MSAContactModel, logistic_contact_probabilities
@@ -243,7 +243,7 @@ def train_families(
     table = results_table(rows, note="contact heads fitted leave-one-family-out")
     print(table)
     write_json(out / "summary.json", {"families": rows})
-    (out / "summary.md").write_text(table + "\n")
+    write_text(out / "summary.md", table + "\n")
     return rows
 
 

@@ -36,10 +36,10 @@ from sklearn.model_selection import StratifiedKFold
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from bioattn.data import resolve_data_root
+from bioattn.data.root import EMBEDDED_SAMPLE, EMBEDDED_SAMPLE_TASKS, embedded_sample_dir, resolve_data_root
 from bioattn.data.dna import reverse_complement_ids
 from bioattn.errors import UserInputError
-from bioattn.io import atomic_write, write_json
+from bioattn.io import write_json, write_text
 from bioattn.metrics import classification_metrics, mean_std, with_prefix
 from bioattn.models.promoter import PromoterClassifier
 from bioattn.report import format_mean_sd, format_table, format_value
@@ -138,6 +138,12 @@ class PromoterOptions:
 
 
 # ------------------------------------------------------------------------------------------- training
+def quick_options(options: PromoterOptions) -> PromoterOptions:
+    """The smoke-test options: d_model 32, 2 heads, 1 layer, at most :data:`QUICK_ROWS` rows per split."""
+    return dataclasses.replace(options, d_model=32, heads=2, layers=1,
+                               max_rows=QUICK_ROWS if options.max_rows is None else options.max_rows)
+
+
 def quick_config(config: TrainConfig) -> TrainConfig:
     """The smoke-test schedule: at most 2 epochs of 15 steps."""
     return dataclasses.replace(config, max_epochs=min(config.max_epochs, 2), max_steps_per_epoch=15,
@@ -145,13 +151,13 @@ def quick_config(config: TrainConfig) -> TrainConfig:
 
 
 def build_model(options: PromoterOptions, max_len: int, class_names: list[str]) -> PromoterClassifier:
-    """The classifier of ``options`` (``quick``: d_model 32, 2 heads, 1 layer) for ``class_names``."""
+    """The classifier of ``options`` (after :func:`quick_options` for a ``quick`` run) for ``class_names``."""
     try:
         return PromoterClassifier(
             max_len=max_len,
-            d_model=32 if options.quick else options.d_model,
-            num_heads=2 if options.quick else options.heads,
-            num_layers=1 if options.quick else options.layers,
+            d_model=options.d_model,
+            num_heads=options.heads,
+            num_layers=options.layers,
             conv_kernel=options.conv_kernel,
             conv_layers=options.conv_layers,
             dropout=options.dropout,
@@ -219,6 +225,7 @@ class PromoterData:
     class_names: list[str]
     max_len: int
     protocol: str
+    data_root: str | None = None
 
 
 def resolve_max_length(splits: Mapping[str, Split], requested: int | None) -> int:
@@ -231,15 +238,40 @@ def resolve_max_length(splits: Mapping[str, Split], requested: int | None) -> in
     return longest
 
 
+def gue_task_dir(options: PromoterOptions) -> tuple[Path, str]:
+    """The folder of ``options.task`` and the data root it was found under (a path, or :data:`EMBEDDED_SAMPLE`).
+
+    A ``quick`` run of a task with an embedded sample uses that sample when no data root is found (or the root
+    lacks the task), and says so on stderr; any other run without its data is an error.
+    """
+    may_use_sample = options.quick and options.task in EMBEDDED_SAMPLE_TASKS
+    try:
+        root = resolve_data_root(options.data_root)
+    except UserInputError as exc:
+        if not may_use_sample:
+            raise
+        missing = str(exc)
+    else:
+        task_dir = root / "promoters" / "gue" / str(options.task)
+        if task_dir.is_dir() or not may_use_sample:
+            return task_dir, str(root)
+        missing = f"{task_dir}: task folder not found"
+    print(f"{missing}\n--quick: using the {EMBEDDED_SAMPLE} of GUE {options.task} shipped with bioattn "
+          "(2,000 train + 500 dev sequences), not the full benchmark", file=sys.stderr)
+    return embedded_sample_dir(options.task), EMBEDDED_SAMPLE
+
+
 def load_data(options: PromoterOptions, seed: int) -> PromoterData:
     """Read and check the data of ``options`` (a bundled task or own files) before anything is written."""
     if options.task == ECOLI_TASK:
-        data = load_ecoli(resolve_data_root(options.data_root) / "promoters" / ECOLI_TASK, options.max_rows, seed)
+        data_root = resolve_data_root(options.data_root)
+        data = load_ecoli(data_root / "promoters" / ECOLI_TASK, options.max_rows, seed)
+        root = str(data_root)
         protocol = (f"{CV_FOLDS}-fold stratified CV (sequences upper-cased, headers ignored, duplicates removed); "
                     "each fold early-stops on 10% of its training part")
         splits, class_names = {"all": data}, list(BINARY_CLASSES)
     elif options.task is not None:
-        task_dir = resolve_data_root(options.data_root) / "promoters" / "gue" / options.task
+        task_dir, root = gue_task_dir(options)
         splits, class_names = load_gue(task_dir, options.max_rows, seed)
         protocol = "train on train.csv, early stopping on dev.csv MCC"
     else:
@@ -255,7 +287,7 @@ def load_data(options: PromoterOptions, seed: int) -> PromoterData:
             splits = {"train": train, "dev": dev, **splits}
             protocol += f"the MCC of a seeded stratified 10% of {files['train'].name} (identical sequences kept on one side)"
         return PromoterData(splits, class_names, max_len, protocol)
-    return PromoterData(splits, class_names, resolve_max_length(splits, options.max_length), protocol)
+    return PromoterData(splits, class_names, resolve_max_length(splits, options.max_length), protocol, root)
 
 
 def run_holdout(data: PromoterData, options: PromoterOptions, config: TrainConfig) -> dict[str, Any]:
@@ -367,15 +399,15 @@ def run_promoter(options: PromoterOptions, config: TrainConfig = DEFAULTS) -> di
     ``options.quick`` shortens ``config`` (:func:`quick_config`) and caps each split at :data:`QUICK_ROWS` rows.
     """
     if options.quick:
-        config = quick_config(config)
-        if options.max_rows is None:
-            options = dataclasses.replace(options, max_rows=QUICK_ROWS)
+        config, options = quick_config(config), quick_options(options)
     data = load_data(options, config.seed)
-    options = dataclasses.replace(options, out=prepare_run_dir(options.out, resume=options.resume, overwrite=options.overwrite))
+    # run_config.json records the options that ran: the data root actually read (or the embedded sample)
+    options = dataclasses.replace(options, data_root=data.data_root,
+                                  out=prepare_run_dir(options.out, resume=options.resume, overwrite=options.overwrite))
     results = (run_cross_validation if "all" in data.splits else run_holdout)(data, options, config)
     if not is_main_process():
         return {}
-    source = {"task": options.name}
+    source = {"task": options.name, "data_root": options.data_root}
     if options.train is not None:
         source["files"] = {n: str(p) for n, p in (("train", options.train), ("dev", options.dev), ("test", options.test)) if p}
     metrics = {**source, "quick": options.quick, "protocol": data.protocol, "classes": data.class_names,
@@ -383,6 +415,5 @@ def run_promoter(options: PromoterOptions, config: TrainConfig = DEFAULTS) -> di
                "published_mcc_x100": {name: values[options.task] for name, values in PUBLISHED_GUE.items()
                                       if options.task in values}}
     write_json(options.out / "metrics.json", metrics)
-    with atomic_write(options.out / "summary.md") as handle:
-        handle.write(format_report(metrics) + "\n")
+    write_text(options.out / "summary.md", format_report(metrics) + "\n")
     return metrics

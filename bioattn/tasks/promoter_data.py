@@ -122,14 +122,17 @@ def load_labelled_files(files: Mapping[str, Path], max_rows: int | None, seed: i
 
 
 def load_gue(task_dir: Path, max_rows: int | None, seed: int) -> tuple[dict[str, Split], list[str]]:
-    """``train``, ``dev`` and, when present, ``test`` splits of a GUE task folder (CSV ``sequence,label``)."""
+    """``train``, ``dev`` and, when present, ``test`` splits of a GUE task folder (CSV ``sequence,label``, or
+    ``.csv.gz``)."""
     if not task_dir.is_dir():
-        raise UserInputError(f"{task_dir}: task folder not found; see data_cards/gue_promoters.md to obtain it")
+        raise UserInputError(f"{task_dir}: task folder not found; download it with 'bioattn data fetch gue' "
+                             "(see data_cards/gue_promoters.md)")
     files = {}
     for name in ("train", "dev", "test"):
         path = task_dir / f"{name}.csv"
-        if path.exists():
-            files[name] = path
+        gzipped = task_dir / f"{name}.csv.gz"
+        if path.exists() or gzipped.exists():
+            files[name] = path if path.exists() else gzipped
         elif name != "test":
             raise UserInputError(f"{path}: not found; a GUE task folder needs train.csv and dev.csv")
     return load_labelled_files(files, max_rows, seed)

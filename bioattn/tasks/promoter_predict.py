@@ -16,6 +16,7 @@ from bioattn.data.dna import read_records
 from bioattn.errors import UserInputError
 from bioattn.io import table_writer
 from bioattn.models.promoter import PromoterClassifier
+from bioattn.training.progress import progress_bar
 
 #: Records read (and length-sorted) at a time, in batches.
 CHUNK_BATCHES = 8
@@ -38,7 +39,8 @@ def predict_file(
     """
     counts: Counter = Counter()
     records = read_records(source)
-    with table_writer(output, prediction_header(model)) as write_row:
+    with table_writer(output, prediction_header(model)) as write_row, \
+            progress_bar(desc="predict", unit="seq", leave=False) as bar:
         while chunk := list(itertools.islice(records, batch_size * CHUNK_BATCHES)):
             tokens = []
             for record in chunk:
@@ -56,4 +58,5 @@ def predict_file(
                 label = model.class_names[predicted]
                 write_row([record.id, *values, label])
                 counts[label] += 1
+            bar.update(len(chunk))
     return counts

@@ -30,12 +30,12 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pyfaidx
-from tqdm.auto import tqdm
 
 from bioattn.data.dna import N_ID, encode
 from bioattn.errors import UserInputError
 from bioattn.io import table_writer
 from bioattn.models.promoter import PromoterClassifier
+from bioattn.training.progress import progress_bar
 
 SCAN_FORMATS = {".csv": "csv", ".tsv": "csv", ".bedgraph": "bedgraph", ".bed": "bed"}
 
@@ -197,7 +197,7 @@ def scan_genome(
         for record in fasta:
             grid = WindowGrid(len(record), window, stride)
             summary.sequences += 1
-            with tqdm(total=len(grid), desc=f"scan {record.name}", unit="window", leave=False) as bar:
+            with progress_bar(total=len(grid), desc=f"scan {record.name}", unit="window", leave=False) as bar:
                 for indices, tokens in _window_batches(fasta, path, record.name, grid, batch_size):
                     keep = [k for k, t in enumerate(tokens) if not (t == N_ID).all()]
                     summary.skipped_n_only += len(tokens) - len(keep)

@@ -18,12 +18,12 @@ RUN_CONFIG_NAME = "run_config.json"
 _VERSIONED_PACKAGES = ("bioattn", "torch", "numpy", "monai", "biopython", "scikit-learn", "safetensors")
 
 
-def prepare_run_dir(path: str | os.PathLike, *, resume: bool, overwrite: bool) -> Path:
+def prepare_run_dir(path: str | os.PathLike, *, resume: bool, overwrite: bool, resumable: bool = True) -> Path:
     """Create the run directory (rank 0; the other ranks wait) and check that it can be written.
 
     An existing non-empty directory is refused unless ``resume`` (continue it) or ``overwrite``
-    (delete its contents first). Raises :class:`UserInputError` on every rank when the directory
-    cannot be used.
+    (delete its contents first); the error suggests ``--resume`` only when the command is ``resumable``.
+    Raises :class:`UserInputError` on every rank when the directory cannot be used.
     """
     path = Path(path).expanduser()
     if resume and overwrite:
@@ -38,10 +38,8 @@ def prepare_run_dir(path: str | os.PathLike, *, resume: bool, overwrite: bool) -
                 _refuse_dangerous_overwrite(path)
                 shutil.rmtree(path)
             elif not resume:
-                raise UserInputError(
-                    f"{path}: output directory already exists and is not empty; "
-                    "pass --resume to continue that run or --overwrite to replace it"
-                )
+                choices = "pass --resume to continue that run or --overwrite" if resumable else "pass --overwrite"
+                raise UserInputError(f"{path}: output directory already exists and is not empty; {choices} to replace it")
         try:
             path.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryFile(dir=path):

@@ -39,6 +39,7 @@ from bioattn.training.distributed import (
     world_size,
 )
 from bioattn.training.metrics_log import MetricLogger
+from bioattn.training.progress import progress_bar
 from bioattn.training.rng import restore_rng_state, rng_state_tensors, seed_everything
 from bioattn.training.run_dir import write_run_config
 from bioattn.training.sampler import ResumableSampler
@@ -203,7 +204,7 @@ class Trainer:
             write_run_config(self.run_dir, self.config, self.run_info)
             logger = MetricLogger(self.run_dir, resume_step=self.progress.global_step if restored else None)
         total = self.config.max_epochs * self.steps_per_epoch
-        bar = tqdm(total=total, initial=min(self.progress.global_step, total), desc="training",
+        bar = progress_bar(total=total, initial=min(self.progress.global_step, total), desc="training",
                    unit="step", disable=not is_main_process(), dynamic_ncols=True)
         started = time.monotonic()
         self.module.train()

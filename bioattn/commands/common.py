@@ -1,0 +1,35 @@
+"""What commands that load a trained model share: ``--run RUN_DIR`` or ``--model NAME`` (a shipped model)."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from bioattn.models.registry import available_models, resolve_model_dir
+
+
+def add_model_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, trained_by: str,
+                        required: bool = True) -> argparse._MutuallyExclusiveGroup:
+    """Add ``--run`` and ``--model`` as mutually exclusive options (one of them required when ``required``).
+
+    ``trained_by`` names the command whose run directories fit, e.g. ``"bioattn train promoter"``. Returns
+    the group, so a command can add further alternatives to it.
+    """
+    group = parser.add_mutually_exclusive_group(required=required)
+    group.add_argument("--run", type=Path, default=None, metavar="RUN_DIR",
+                       help=f"run directory of '{trained_by}' (config.json + model.safetensors) (default: none)")
+    shipped = ", ".join(available_models()) or "none"
+    group.add_argument("--model", default=None, metavar="NAME",
+                       help=f"a model shipped with bioattn, by name ({shipped}; see 'bioattn models') (default: none)")
+    return group
+
+
+def model_dir(args: argparse.Namespace) -> Path | None:
+    """The folder of ``--run`` or ``--model`` (None when neither was given); an unknown name is a ``UserInputError``."""
+    if args.model is not None:
+        return resolve_model_dir(args.model)
+    return args.run
+
+
+def model_label(args: argparse.Namespace) -> str:
+    """How outputs name the model: the shipped model's name or the run directory."""
+    return args.model if args.model is not None else str(args.run)

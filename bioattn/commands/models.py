@@ -1,0 +1,36 @@
+"""List the pretrained models shipped with bioattn (name, model type, task, headline metric, size).
+
+    bioattn models
+
+Load one by name wherever a run directory is accepted: 'bioattn predict promoter --model NAME ...', in Python
+'bioattn.models.load_pretrained(NAME)' or 'PromoterClassifier.from_pretrained(NAME)'. Each model's folder
+holds MODEL_CARD.md: its data and license, training command, metrics beside same-run baselines, intended use
+and limits.
+"""
+from __future__ import annotations
+
+import argparse
+
+from bioattn.models.registry import PRETRAINED_ROOT, available_models, model_card
+from bioattn.report import format_table
+
+HEADER = ["name", "model type", "task", "headline metric", "size"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """No options."""
+
+
+def model_rows() -> list[list[str]]:
+    """One row per shipped model: name, model type, task, headline metric (``metric = value``), size in MB."""
+    rows = []
+    for name in available_models():
+        card = model_card(name)
+        rows.append([name, card.model_type, card.task, card.headline(), f"{card.size_bytes / 1e6:.1f} MB"])
+    return rows
+
+
+def run(args: argparse.Namespace) -> int:
+    print(format_table(HEADER, model_rows()))
+    print(f"\nmodel cards: {PRETRAINED_ROOT}/<name>/MODEL_CARD.md")
+    return 0

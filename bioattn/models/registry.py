@@ -1,0 +1,125 @@
+"""Models shipped with bioattn, loadable by name, and a loader that picks the class from the saved config.
+
+Each shipped model is a folder ``bioattn/pretrained/<name>/`` laid out like a run directory
+(``config.json``, ``model.safetensors``, ``preprocessing.json`` for CT models) plus ``card.json`` (the
+machine-readable card: task, headline metric, same-run baselines, training command, and under ``check`` a
+number that predicting on named real data reproduces, which the tests verify) and ``MODEL_CARD.md``.
+Wherever a run directory is accepted, a shipped model's name is too::
+
+    from bioattn.models import load_pretrained, PromoterClassifier
+    model = load_pretrained("gue-prom-core-all")            # any model type, from config.json's model_type
+    model = PromoterClassifier.from_pretrained("gue-prom-core-all")
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from bioattn.errors import UserInputError
+
+#: Folder of the shipped models (package data).
+PRETRAINED_ROOT = Path(__file__).resolve().parent.parent / "pretrained"
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+CARD_NAME = "card.json"
+#: ``model_type`` saved in config.json → ``module:class`` (imported only when such a model is loaded).
+MODEL_TYPES = {
+    "PromoterClassifier": "bioattn.models.promoter:PromoterClassifier",
+    "MSAContactModel": "bioattn.models.msa_contact:MSAContactModel",
+    "HybridCT3D": "bioattn.models.hybrid_ct:HybridCT3D",
+}
+
+
+def available_models() -> list[str]:
+    """Names of the shipped models, sorted."""
+    if not PRETRAINED_ROOT.is_dir():
+        return []
+    return sorted(p.name for p in PRETRAINED_ROOT.iterdir() if (p / CONFIG_NAME).is_file())
+
+
+def resolve_model_dir(name_or_path: str | os.PathLike) -> Path:
+    """The folder of ``name_or_path``: an existing directory as given, else the shipped model of that name.
+
+    Raises :class:`UserInputError` listing the shipped names when it is neither.
+    """
+    path = Path(name_or_path)
+    if path.is_dir():
+        return path
+    if str(name_or_path) in available_models():
+        return PRETRAINED_ROOT / str(name_or_path)
+    raise UserInputError(f"{name_or_path}: neither a run directory nor a shipped model; shipped models: "
+                         f"{', '.join(available_models()) or 'none'} (list them with 'bioattn models')")
+
+
+def read_config(model_dir: Path) -> dict[str, Any]:
+    """The JSON config of the model saved in ``model_dir`` (with its ``model_type``)."""
+    config_path = model_dir / CONFIG_NAME
+    if not config_path.is_file():
+        raise UserInputError(f"{model_dir}: no {CONFIG_NAME}; is this a bioattn run directory?")
+    try:
+        return json.loads(config_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise UserInputError(f"{config_path}: not valid JSON ({exc})") from exc
+
+
+def model_class(model_type: str, source: Path) -> type[nn.Module]:
+    """The class registered for ``model_type`` (``source`` names the config in errors)."""
+    if model_type not in MODEL_TYPES:
+        raise UserInputError(f"{source}: unknown model_type {model_type!r}; known: {', '.join(MODEL_TYPES)}")
+    module_name, class_name = MODEL_TYPES[model_type].split(":")
+    return getattr(importlib.import_module(module_name), class_name)
+
+
+def load_pretrained(name_or_path: str | os.PathLike, map_location: str = "cpu") -> nn.Module:
+    """Load a shipped model (by name) or a run directory as the class its config.json names, in eval mode."""
+    model_dir = resolve_model_dir(name_or_path)
+    model_type = read_config(model_dir).get("model_type")
+    if model_type is None:
+        raise UserInputError(f"{model_dir / CONFIG_NAME}: no model_type; load it with the model's class instead")
+    return model_class(model_type, model_dir / CONFIG_NAME).from_pretrained(model_dir, map_location=map_location)
+
+
+class AutoModel:
+    """Hugging Face-style entry point: ``AutoModel.from_pretrained(name_or_path)`` = :func:`load_pretrained`."""
+
+    from_pretrained = staticmethod(load_pretrained)
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    """What ``card.json`` of a shipped model says: its task, headline metric (``metric`` key such as ``dev_mcc``
+    or ``cv_mcc``, ``value``, and ``sd`` over folds when cross-validated) and the whole card as ``data``;
+    ``size_bytes`` is the folder's size on disk."""
+
+    name: str
+    model_type: str
+    task: str
+    metric: str
+    value: float
+    sd: float | None
+    size_bytes: int
+    data: dict[str, Any]
+
+    def headline(self) -> str:
+        """``"dev_mcc = 0.6984"`` or ``"cv_mcc = 0.7710 ± 0.0120"``."""
+        return f"{self.metric} = {self.value:.4f}" + (f" ± {self.sd:.4f}" if self.sd is not None else "")
+
+
+def model_card(name: str) -> ModelCard:
+    """The :class:`ModelCard` of the shipped model ``name``."""
+    model_dir = resolve_model_dir(name)
+    card_path = model_dir / CARD_NAME
+    try:
+        card = json.loads(card_path.read_text())
+        headline = card["headline"]
+        return ModelCard(name=model_dir.name, model_type=read_config(model_dir)["model_type"], task=card["task"],
+                         metric=headline["metric"], value=float(headline["value"]), sd=headline.get("sd"),
+                         size_bytes=sum(p.stat().st_size for p in model_dir.iterdir() if p.is_file()), data=card)
+    except (OSError, json.JSONDecodeError, KeyError) as exc:
+        raise UserInputError(f"{card_path}: unreadable model card ({exc!r})") from exc
