@@ -13,9 +13,9 @@ import time
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from bioattn.data.msa import one_hot
+from bioattn.progress import progress_bar
 
 
 def symmetrize(scores: torch.Tensor) -> torch.Tensor:
@@ -162,7 +162,7 @@ def potts_couplings(
         return value
 
     started, previous = time.process_time(), None
-    for _ in tqdm(range(max_iterations), desc="pseudo-likelihood", unit="iter", disable=not progress, leave=False):
+    for _ in progress_bar(range(max_iterations), desc="pseudo-likelihood", unit="iter", disable=not progress, leave=False):
         value = float(optimizer.step(objective))
         if previous is not None and abs(previous - value) <= tolerance * abs(previous):
             break

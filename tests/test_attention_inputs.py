@@ -219,3 +219,26 @@ def test_help_shows_every_argument_and_tensor_shapes(cls):
 @pytest.mark.parametrize("function", PUBLIC_FUNCTIONS, ids=lambda f: f.__name__)
 def test_help_on_public_functions_shows_every_argument(function):
     assert not _undocumented(function, inspect.getdoc(function) or ""), f"{function.__name__} docstring misses arguments"
+
+
+@pytest.mark.parametrize("bad", [[[3, 4, 99]], [[3, -1, 4]]])
+def test_promoter_model_refuses_token_ids_out_of_range_naming_the_range(bad):
+    from bioattn.models import PromoterClassifier
+
+    with pytest.raises(ValueError, match=r"ids \(B, L\) must hold token ids in \[0, 8\)"):
+        PromoterClassifier(max_len=10)(torch.tensor(bad))
+
+
+def test_promoter_model_refuses_float_input_as_token_ids():
+    from bioattn.models import PromoterClassifier
+
+    with pytest.raises(ValueError, match="integer token ids"):
+        PromoterClassifier(max_len=10)(torch.randn(1, 5))
+
+
+def test_msa_model_refuses_token_ids_out_of_range_naming_the_range():
+    from bioattn.models import MSAContactModel
+
+    model = MSAContactModel(max_len=10, embed_dim=16, num_heads=2, num_layers=1)
+    with pytest.raises(ValueError, match=r"tokens \(B, N, L\) must hold token ids in \[0, "):
+        model(torch.tensor([[[3, 4, 99]]]))

@@ -21,7 +21,7 @@ from bioattn.data.root import DATA_ROOT_ENV, EMBEDDED_SAMPLE
 from bioattn.errors import UserInputError
 from bioattn.explain.outputs import prepare_out_dir
 from bioattn.models import HybridCT3D, PromoterClassifier
-from bioattn.training.progress import progress_bar
+from bioattn.progress import progress_bar
 
 TINY = ["--quick", "--max-rows", "120", "--epochs", "1", "--overwrite"]
 PROGRESS_LINE = re.compile(r"^epoch \d+/\d+: \d+/\d+ \[", re.MULTILINE)

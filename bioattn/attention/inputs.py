@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["check_embeddings", "check_mask_dtype", "check_padding_mask", "BATCH_FIRST_HINT"]
+__all__ = ["check_embeddings", "check_mask_dtype", "check_padding_mask", "check_token_ids", "BATCH_FIRST_HINT"]
 
 BATCH_FIRST_HINT = "bioattn blocks are batch-first: a sequence-first (L, B, E) tensor needs .transpose(0, 1)"
 
@@ -82,3 +82,20 @@ def check_embeddings(x: Tensor, name: str, layout: str, width: int, weight: Tens
             f"{name} is {x.dtype} but the module's parameters are {weight.dtype}: convert one of them "
             f"({name}.to({weight.dtype}) or module.to({x.dtype})) or run under torch.autocast"
         )
+
+
+def check_token_ids(ids: Tensor, vocab_size: int, name: str, shape: str) -> None:
+    """Refuse token ids that are not integers in ``[0, vocab_size)`` (an embedding lookup would fail deep inside).
+
+    Args:
+        ids: the token ids.
+        vocab_size: number of tokens the embedding knows.
+        name: the argument's name, for the message.
+        shape: the expected shape, e.g. ``"(B, L)"``, named in the message.
+    """
+    if ids.is_floating_point() or ids.dtype == torch.bool:
+        raise ValueError(f"{name} must be integer token ids {shape}, got {ids.dtype}; embeddings go to the attention blocks, "
+                         "token ids to the models")
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
+        raise ValueError(f"{name} {shape} must hold token ids in [0, {vocab_size}), got values from {int(ids.min())} to "
+                         f"{int(ids.max())}; encode sequences with the model's tokenizer")

@@ -19,12 +19,12 @@ import re
 import numpy as np
 import torch
 from Bio.Data.IUPACData import ambiguous_dna_letters
-from tqdm import tqdm
 
 from bioattn.commands.common import add_model_arguments, model_dir, model_label
 from bioattn.errors import UserInputError
 from bioattn.explain.outputs import add_common_arguments, prepare_out_dir, write_layer_figures, write_tsv
 from bioattn.io import write_json
+from bioattn.progress import progress_bar
 
 _MARK = re.compile(r"^(?P<label>[^=]+)=(?P<start>-?\d+)\.\.(?P<end>-?\d+)$")
 
@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     probabilities, first_weights = [], None
     lengths = np.array([len(t) for t in tokens])
     influence = np.zeros((len(tokens), int(lengths.max())))  # (N, L_max), zero past each sequence's end
-    for start in tqdm(range(0, len(tokens), args.batch_size), desc="explain promoter", unit="batch"):
+    for start in progress_bar(range(0, len(tokens), args.batch_size), desc="explain promoter", unit="batch"):
         ids, padding_mask = collate_tokens(tokens[start : start + args.batch_size])
         explanation = explain_promoters(model, ids, padding_mask, head_fusion=args.head_fusion,
                                         start_layer=args.start_layer, rc_average=rc_average)

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from tqdm.auto import tqdm
 
 from bioattn.errors import UserInputError
+from bioattn.progress import progress_bar
 
 REGISTRY_PATH = Path(__file__).resolve().parent / "datasets.json"
 ATTEMPTS = 4
@@ -127,8 +127,8 @@ def _transfer(url: str, part: Path, label: str, progress: bool, timeout: float) 
         expected = offset + int(length) if length is not None else None
         received = offset
         with open(part, "ab" if offset else "wb") as out, \
-                tqdm(total=expected, initial=offset, unit="B", unit_scale=True, desc=label, file=sys.stderr,
-                     disable=None if progress else True, leave=False) as bar:  # None: no bar in a log
+                progress_bar(total=expected, initial=offset, unit="B", unit_scale=True, desc=label,
+                             disable=not progress, leave=False) as bar:
             for block in iter(lambda: response.read(CHUNK_BYTES), b""):
                 out.write(block)
                 received += len(block)
@@ -180,7 +180,7 @@ def fetch_dataset(dataset: Dataset, root: Path, *, progress: bool = True,
                   log: Callable[[str], None] = lambda message: print(message, file=sys.stderr)) -> list[FetchResult]:
     """Download every file of ``dataset`` under ``root`` (files already there with the right checksum are kept)."""
     results = []
-    for remote in tqdm(dataset.files, desc=dataset.name, unit="file", file=sys.stderr, disable=None if progress else True):
+    for remote in progress_bar(dataset.files, desc=dataset.name, unit="file", disable=not progress):
         dest = root / remote.path
         if remote.url is None:
             log(f"{remote.path}: skipped, {remote.note}")

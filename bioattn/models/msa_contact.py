@@ -25,6 +25,7 @@ from sklearn.linear_model import LogisticRegression
 from torch import Tensor, nn
 
 from bioattn.attention import AxialTransformerLayer, LearnedPositionalEncoding
+from bioattn.attention.inputs import check_token_ids
 from bioattn.coevolution import apc, symmetrize
 from bioattn.data.msa import ALPHABET, MSATokenizer
 from bioattn.models.base import PretrainedModel
@@ -110,6 +111,7 @@ class MSAContactModel(PretrainedModel):
         b, n, length = tokens.shape
         if length > self.config["max_len"]:
             raise ValueError(f"alignment has {length} columns; this model accepts at most max_len={self.config['max_len']}")
+        check_token_ids(tokens, self.embed.num_embeddings, "tokens", "(B, N, L)")
         padding = tokens == _TOKENS.pad_id
         masks = {"sequence_padding_mask": padding.all(dim=2), "position_padding_mask": padding.all(dim=1)}
         x = self.positions(self.embed(tokens).view(b * n, length, -1)).view(b, n, length, -1)

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bioattn.attention import LearnedPositionalEncoding, TransformerEncoder
+from bioattn.attention.inputs import check_token_ids
 from bioattn.data.dna import CLS_ID, PAD_ID, VOCAB_SIZE, collate_tokens, reverse_complement_ids
 from bioattn.models.base import PretrainedModel
 
@@ -121,6 +122,7 @@ class PromoterClassifier(PretrainedModel):
             raise ValueError(f"ids must be (B, L), got shape {tuple(ids.shape)}")
         if ids.shape[1] > self.max_len:
             raise ValueError(f"sequence length {ids.shape[1]} exceeds this model's max_len={self.max_len}")
+        check_token_ids(ids, VOCAB_SIZE, "ids", "(B, L)")
         if padding_mask is None:
             return torch.zeros_like(ids, dtype=torch.bool)
         if padding_mask.shape != ids.shape or padding_mask.dtype != torch.bool:

@@ -18,12 +18,12 @@ import numpy as np
 import torch
 from monai.transforms import Compose, DivisiblePad
 from torch.utils.data import Dataset
-from tqdm.auto import tqdm
 
 from bioattn.data.ct import VolumeDataset, VolumePreprocessing, load_medmnist3d_npz, medmnist_npz_path
 from bioattn.data.ct_manifest import ManifestRow, ManifestVolumes, read_manifest, split_rows
 from bioattn.errors import UserInputError
 from bioattn.io import write_table
+from bioattn.progress import progress_bar
 from bioattn.tasks.ct_preprocessing import profile_volumes, volume_statistics
 
 __all__ = ["CTData", "load_medmnist", "load_manifest", "write_split_table"]
@@ -64,7 +64,7 @@ class CTData:
         """:func:`~bioattn.tasks.ct_preprocessing.profile_volumes` of the training split (no file is read again)."""
         train = self.splits["train"]
         statistics = [volume_statistics(train[i][0]) for i in
-                      tqdm(range(len(train)), desc="training volume statistics", file=sys.stderr, leave=False)]
+                      progress_bar(range(len(train)), desc="training volume statistics", leave=False)]
         geometries = [train.record(i)["geometry"] for i in range(len(train))] if self.source == "manifest" else None
         return profile_volumes(statistics, geometries)
 

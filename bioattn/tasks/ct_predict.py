@@ -34,7 +34,7 @@ from bioattn.metrics import classification_metrics
 from bioattn.models.hybrid_ct import HybridCT3D, predict_probabilities
 from bioattn.models.registry import resolve_model_dir
 from bioattn.tasks.ct_preprocessing import SavedPreprocessing, distribution_warnings, volume_statistics
-from bioattn.training.progress import progress_bar
+from bioattn.progress import progress_bar
 
 __all__ = [
     "CTPrediction",

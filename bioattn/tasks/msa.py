@@ -242,7 +242,8 @@ def train_families(
                      coevolution_settings).save(out / COEVOLUTION_HEAD_FILE_NAME)
     table = results_table(rows, note="contact heads fitted leave-one-family-out")
     print(table)
-    write_json(out / "summary.json", {"families": rows})
+    write_json(out / "summary.json", {"families": rows, "data_root": str(data_root), "options": options.settings(),
+                                      "train": config.to_dict()})
     write_text(out / "summary.md", table + "\n")
     return rows
 

@@ -34,7 +34,6 @@ import torch
 import torch.nn.functional as F
 from sklearn.model_selection import StratifiedKFold
 from torch import Tensor, nn
-from tqdm.auto import tqdm
 
 from bioattn.data.root import EMBEDDED_SAMPLE, EMBEDDED_SAMPLE_TASKS, embedded_sample_dir, resolve_data_root
 from bioattn.data.dna import reverse_complement_ids
@@ -56,6 +55,7 @@ from bioattn.tasks.promoter_data import (
     load_gue,
     load_labelled_files,
 )
+from bioattn.progress import progress_bar
 from bioattn.training import TrainConfig, Trainer, plot_curves, prepare_run_dir, seed_everything
 from bioattn.training.distributed import is_main_process
 
@@ -316,7 +316,7 @@ def run_cross_validation(data: PromoterData, options: PromoterOptions, config: T
                                                                                       everything.labels)
     fold_scores: list[Scores] = []
     fold_info = []
-    for fold, (train_index, test_index) in enumerate(tqdm(list(folds), desc="cross-validation", unit="fold",
+    for fold, (train_index, test_index) in enumerate(progress_bar(list(folds), desc="cross-validation", unit="fold",
                                                           disable=not is_main_process()), start=1):
         fold_dir = options.out / f"fold{fold}"
         done = fold_dir / "fold_metrics.json"

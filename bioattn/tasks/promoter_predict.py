@@ -16,7 +16,7 @@ from bioattn.data.dna import read_records
 from bioattn.errors import UserInputError
 from bioattn.io import table_writer
 from bioattn.models.promoter import PromoterClassifier
-from bioattn.training.progress import progress_bar
+from bioattn.progress import progress_bar
 
 #: Records read (and length-sorted) at a time, in batches.
 CHUNK_BATCHES = 8

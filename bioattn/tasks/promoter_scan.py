@@ -35,7 +35,7 @@ from bioattn.data.dna import N_ID, encode
 from bioattn.errors import UserInputError
 from bioattn.io import table_writer
 from bioattn.models.promoter import PromoterClassifier
-from bioattn.training.progress import progress_bar
+from bioattn.progress import progress_bar
 
 SCAN_FORMATS = {".csv": "csv", ".tsv": "csv", ".bedgraph": "bedgraph", ".bed": "bed"}
 

@@ -39,7 +39,7 @@ from bioattn.training.distributed import (
     world_size,
 )
 from bioattn.training.metrics_log import MetricLogger
-from bioattn.training.progress import progress_bar
+from bioattn.progress import progress_bar
 from bioattn.training.rng import restore_rng_state, rng_state_tensors, seed_everything
 from bioattn.training.run_dir import write_run_config
 from bioattn.training.sampler import ResumableSampler
