@@ -1,10 +1,13 @@
-"""What commands that load a trained model share: ``--run RUN_DIR`` or ``--model NAME`` (a shipped model)."""
+"""What commands that run a model share: ``--run RUN_DIR`` or ``--model NAME`` (a shipped model), ``--device``."""
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+import torch
+
 from bioattn.models.registry import available_models, resolve_model_dir
+from bioattn.training.distributed import DEVICES, resolve_device
 
 
 def add_model_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, trained_by: str,
@@ -33,3 +36,14 @@ def model_dir(args: argparse.Namespace) -> Path | None:
 def model_label(args: argparse.Namespace) -> str:
     """How outputs name the model: the shipped model's name or the run directory."""
     return args.model if args.model is not None else str(args.run)
+
+
+def add_device_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """Add ``--device auto|cpu|cuda`` (the one definition every training, prediction and explanation command uses)."""
+    parser.add_argument("--device", choices=DEVICES, default="auto",
+                        help="where the model runs: auto (the GPU when PyTorch sees one), cpu or cuda (default: %(default)s)")
+
+
+def device_from_args(args: argparse.Namespace) -> torch.device:
+    """The device of ``--device``; ``cuda`` where PyTorch sees no GPU is a ``UserInputError``."""
+    return resolve_device(args.device)

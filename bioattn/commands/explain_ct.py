@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bioattn.commands.common import add_model_arguments, model_dir, model_label
+from bioattn.commands.common import add_device_argument, add_model_arguments, device_from_args, model_dir, model_label
 from bioattn.commands.predict_ct import add_preprocessing_arguments, preprocessing_from_args
 from bioattn.errors import UserInputError
 from bioattn.explain.outputs import add_common_arguments, prepare_out_dir, write_layer_figures
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser, trained_by="bioattn train ct")
+    add_device_argument(parser)
     add_common_arguments(parser, input_help="NIfTI (.nii/.nii.gz), DICOM file or series folder, or MedMNIST .npz")
     npz = parser.add_argument_group("MedMNIST .npz input")
     npz.add_argument("--split", default="val", help="split to read from the .npz (default: val)")
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     from bioattn.tasks.ct_predict import load_run
     from bioattn.tasks.ct_preprocessing import distribution_warnings, volume_statistics
 
-    model, saved = load_run(model_dir(args))
+    model, saved = load_run(model_dir(args), map_location=device_from_args(args))
     if not 0 <= args.start_layer < model.config["num_layers"]:
         raise UserInputError(f"--start-layer must be in [0, {model.config['num_layers'] - 1}], got {args.start_layer}")
     image, described, label = _read_input(args)

@@ -16,7 +16,7 @@ import argparse
 
 import numpy as np
 
-from bioattn.commands.common import add_model_arguments, model_dir, model_label
+from bioattn.commands.common import add_device_argument, add_model_arguments, device_from_args, model_dir, model_label
 from bioattn.errors import UserInputError
 from bioattn.explain.outputs import add_common_arguments, prepare_out_dir, write_layer_figures, write_tsv
 from bioattn.io import save_tensors, write_json
@@ -26,6 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from bioattn.data.msa import FORMATS
 
     add_model_arguments(parser, trained_by="bioattn train msa")
+    add_device_argument(parser)
     add_common_arguments(parser, input_help="alignment (.a3m .a2m .fasta .sto .aln; .gz accepted)", rollout=False)
     parser.add_argument("--format", choices=FORMATS, default=None, help="alignment format (default: from the file name)")
     parser.add_argument("--query", default=None, metavar="FASTA",
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.max_rows < 1:
         raise UserInputError(f"--max-rows must be >= 1, got {args.max_rows}")
-    model = MSAContactModel.from_pretrained(model_dir(args))
+    model = MSAContactModel.from_pretrained(model_dir(args), map_location=device_from_args(args))
     target = load_target(args.input, fmt=args.format, query_fasta=args.query, pdb=args.pdb, chain=args.chain,
                          struct_dat=args.struct_dat)
     tokens = MSATokenizer().encode(target.msa)

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from Bio.Data.IUPACData import ambiguous_dna_letters
 
-from bioattn.commands.common import add_model_arguments, model_dir, model_label
+from bioattn.commands.common import add_device_argument, add_model_arguments, device_from_args, model_dir, model_label
 from bioattn.errors import UserInputError
 from bioattn.explain.outputs import add_common_arguments, prepare_out_dir, write_layer_figures, write_tsv
 from bioattn.io import write_json
@@ -31,6 +31,7 @@ _MARK = re.compile(r"^(?P<label>[^=]+)=(?P<start>-?\d+)\.\.(?P<end>-?\d+)$")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser, trained_by="bioattn train promoter")
+    add_device_argument(parser)
     add_common_arguments(parser, input_help="FASTA or CSV (column 'sequence', optional 'id'), plain or gzip")
     parser.add_argument("--max-sequences", type=int, default=1000, help="explain at most this many records (default: 1000)")
     parser.add_argument("--plot-sequences", type=int, default=6, help="write a track PNG for the first N records (default: 6)")
@@ -108,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     from bioattn.models import PromoterClassifier
 
     spans = _parse_marks(args.mark)
-    model = PromoterClassifier.from_pretrained(model_dir(args))
+    model = PromoterClassifier.from_pretrained(model_dir(args), map_location=device_from_args(args))
     _check_arguments(args, model.config["num_layers"])
     records, tokens = _read_inputs(args, model.max_len)
     out = prepare_out_dir(args.out, overwrite=args.overwrite)

@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 from bioattn.attention.rollout import HEAD_FUSIONS
-from bioattn.commands.common import add_model_arguments, model_dir
+from bioattn.commands.common import add_device_argument, add_model_arguments, device_from_args, model_dir
 from bioattn.errors import UserInputError
 from bioattn.io import STDOUT
 
@@ -63,6 +63,7 @@ def preprocessing_from_args(args: argparse.Namespace, saved):
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser, trained_by="bioattn train ct")
+    add_device_argument(parser)
     parser.add_argument("--input", type=Path, required=True,
                         help="manifest .csv, .nii/.nii.gz, DICOM file or folder, or MedMNIST .npz")
     parser.add_argument("--output", type=Path, required=True,
@@ -112,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     volume_options = [f"--{name}" for name in PREPROCESSING_FLAGS if getattr(args, name) is not None]
     if is_npz and volume_options:
         raise UserInputError(f"{args.input}: {', '.join(volume_options)} apply to NIfTI/DICOM inputs, not to a .npz")
-    model, saved = ct_predict.load_run(model_dir(args))
+    model, saved = ct_predict.load_run(model_dir(args), map_location=device_from_args(args))
     flip_tta = ct_predict.resolve_flip_tta(saved, args.flip_tta)
     overlay = None
     if is_npz:

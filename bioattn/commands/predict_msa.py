@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bioattn.commands.common import add_model_arguments, model_dir
+from bioattn.commands.common import add_device_argument, add_model_arguments, model_dir
 from bioattn.commands.train_msa import add_fit_arguments, add_input_arguments, load_input, options_from_args
 from bioattn.errors import UserInputError
 
@@ -42,6 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="smallest |i-j| written to contacts.rr (default: %(default)s)")
     add_fit_arguments(parser.add_argument_group("fit (what the head reads)"))
     add_training_args(parser, DEFAULTS)
+    add_device_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:

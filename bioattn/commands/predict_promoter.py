@@ -29,7 +29,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from bioattn.commands.common import add_model_arguments, model_dir
+from bioattn.commands.common import add_device_argument, add_model_arguments, device_from_args, model_dir
 from bioattn.errors import UserInputError
 from bioattn.io import STDOUT, input_file
 from bioattn.models.promoter import PromoterClassifier
@@ -48,6 +48,7 @@ def _window_length(text: str) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser, trained_by="bioattn train promoter")
+    add_device_argument(parser)
     parser.add_argument("--input", type=Path, required=True,
                         help="FASTA or CSV (with a 'sequence' column), optionally .gz; '-': standard input (not with --window)")
     parser.add_argument("--output", type=Path, required=True,
@@ -91,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserInputError("--input -: a genome scan needs a FASTA file (it is indexed), not standard input")
     if not from_stdin and args.output.resolve() == args.input.resolve():
         raise UserInputError(f"{args.output}: --output would overwrite --input")
-    model = PromoterClassifier.from_pretrained(model_dir(args))
+    model = PromoterClassifier.from_pretrained(model_dir(args), map_location=device_from_args(args))
     if args.threshold is not None:
         if not model.binary and args.window is None:
             raise UserInputError(f"--threshold applies to two-class models and to genome scans; this model has "

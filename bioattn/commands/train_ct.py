@@ -38,6 +38,7 @@ from bioattn.tasks.ct import (
     protocol_train_config,
     train_ct,
 )
+from bioattn.commands.common import add_device_argument
 from bioattn.training import add_training_args, config_from_args
 
 
@@ -86,6 +87,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--layers", type=int, default=3, help="Transformer layers (default: %(default)s)")
     model.add_argument("--dropout", type=float, default=0.1, help="dropout (default: %(default)s)")
     add_training_args(parser, MEDMNIST_DEFAULTS)
+    add_device_argument(parser)
     parser.set_defaults(epochs=None)  # the protocol's: 100 medmnist, 15 tuned
 
 

@@ -26,6 +26,7 @@ import argparse
 import dataclasses
 from pathlib import Path
 
+from bioattn.commands.common import add_device_argument
 from bioattn.errors import UserInputError
 
 
@@ -88,6 +89,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "--coevolution potts, else none)")
     add_fit_arguments(model)
     add_training_args(parser, DEFAULTS)
+    add_device_argument(parser)
 
 
 def options_from_args(args: argparse.Namespace, **overrides):

@@ -30,6 +30,7 @@ import argparse
 from pathlib import Path
 
 from bioattn.tasks.promoter import DEFAULT_TASK, DEFAULTS, TASKS, PromoterOptions, format_report, run_promoter
+from bioattn.commands.common import add_device_argument
 from bioattn.training import add_training_args, config_from_args
 from bioattn.training.distributed import is_main_process
 
@@ -66,6 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--no-length-buckets", action="store_true",
                        help="shuffle training batches without grouping similar lengths (default: group them when lengths vary)")
     add_training_args(parser, DEFAULTS)
+    add_device_argument(parser)
 
 
 def options_from_args(args: argparse.Namespace) -> PromoterOptions:

@@ -28,8 +28,10 @@ def explain_volumes(model: torch.nn.Module, volumes: Tensor, *, head_fusion: str
     volumes: ``(B, C, D, H, W)`` with ``D, H, W`` divisible by ``model.stride``. The model is put in eval mode.
     """
     model.eval()
+    volumes = volumes.to(next(model.parameters()).device)
     probabilities = model(volumes).float().softmax(dim=-1)
     output = model(volumes, need_weights=True)
     grid_map = output.cls_rollout(head_fusion=head_fusion, start_layer=start_layer)
     voxel_map = upsample_token_map(grid_map, volumes.shape[2:])
-    return VolumeExplanation(probabilities=probabilities, grid_map=grid_map, voxel_map=voxel_map, attentions=output.attentions)
+    return VolumeExplanation(probabilities=probabilities.cpu(), grid_map=grid_map.cpu(), voxel_map=voxel_map.cpu(),
+                             attentions=[a.cpu() for a in output.attentions])

@@ -22,8 +22,8 @@ def row_attention_maps(model: torch.nn.Module, tokens: Tensor) -> Tensor:
 
     The model is put in eval mode."""
     model.eval()
-    _, maps = model(tokens[None], need_weights=True)
-    return maps[0].float()
+    _, maps = model(tokens[None].to(next(model.parameters()).device), need_weights=True)
+    return maps[0].float().cpu()
 
 
 def head_contact_precision(maps: Tensor, distances: np.ndarray, *, min_separation: int = LONG_RANGE) -> np.ndarray:

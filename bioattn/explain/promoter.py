@@ -52,6 +52,8 @@ def explain_promoters(
     forward positions. The model is put in eval mode.
     """
     model.eval()
+    device = model.embedding.weight.device
+    ids, padding_mask = ids.to(device), padding_mask.to(device)
     use_rc = model.rc_average if rc_average is None else rc_average
     probabilities = model.predict_proba(ids, padding_mask, rc_average=use_rc)
     _, key_padding_mask, weights = model.encode(ids, padding_mask, need_weights=True)
@@ -60,7 +62,7 @@ def explain_promoters(
         _, _, rc_weights = model.encode(reverse_complement_ids(ids, padding_mask), padding_mask, need_weights=True)
         rc_influence = _cls_influence(rc_weights, key_padding_mask, head_fusion, start_layer)
         influence = (influence + reverse_padded(rc_influence, padding_mask)) / 2
-    return PromoterExplanation(probabilities=probabilities, influence=influence, weights=weights)
+    return PromoterExplanation(probabilities=probabilities.cpu(), influence=influence.cpu(), weights=[w.cpu() for w in weights])
 
 
 @dataclass

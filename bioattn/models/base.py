@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 from typing import Any, TypeVar
 
+import torch
 from torch import nn
 
 from bioattn.errors import UserInputError
@@ -33,12 +34,15 @@ class PretrainedModel(nn.Module):
         write_json(run_dir / CONFIG_NAME, {"model_type": type(self).__name__, **self.config})
 
     @classmethod
-    def from_pretrained(cls: type[M], run_dir: str | os.PathLike, map_location: str = "cpu") -> M:
+    def from_pretrained(cls: type[M], run_dir: str | os.PathLike, map_location: str | torch.device = "cpu") -> M:
         """Rebuild the model from ``run_dir/config.json`` and load ``run_dir/model.safetensors``.
 
         ``run_dir`` is a run directory or, when no such folder exists, the name of a shipped model
         (:func:`~bioattn.models.registry.available_models`); an unknown name is an error listing them.
+        ``map_location``: the device the model ends on; a CUDA device where PyTorch sees no GPU is an error.
         """
+        if torch.device(map_location).type == "cuda" and not torch.cuda.is_available():
+            raise UserInputError(f"cannot load {run_dir} onto {map_location}: PyTorch sees no CUDA GPU here")
         run_dir = resolve_model_dir(run_dir)
         config = read_config(run_dir)
         model_type = config.pop("model_type", cls.__name__)

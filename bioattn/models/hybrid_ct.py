@@ -203,9 +203,9 @@ class HybridCT3D(PretrainedModel):
         The token-grid rollout is trilinearly upsampled by the stem stride (token centres land on the
         centres of the ``stride³`` blocks they summarise), so the map overlays the input voxel for voxel.
         """
-        output = self.forward(x, need_weights=True)
+        output = self.forward(x.to(next(self.parameters()).device), need_weights=True)
         grid_map = output.cls_rollout(residual=residual, head_fusion=head_fusion, start_layer=start_layer)
-        return output.logits.softmax(dim=-1), upsample_token_map(grid_map, x.shape[2:])
+        return output.logits.softmax(dim=-1).cpu(), upsample_token_map(grid_map, x.shape[2:]).cpu()
 
 
 def upsample_token_map(grid_map: Tensor, spatial_shape: Sequence[int]) -> Tensor:

@@ -75,12 +75,15 @@ class CTPrediction:
         return self.source + (f" [{self.split} {self.index}]" if self.index is not None else "")
 
 
-def load_run(run_dir: str | os.PathLike) -> tuple[HybridCT3D, SavedPreprocessing | None]:
-    """The run's attention model and its saved preprocessing (``None`` for runs written before it was saved).
+def load_run(
+    run_dir: str | os.PathLike, map_location: str | torch.device = "cpu"
+) -> tuple[HybridCT3D, SavedPreprocessing | None]:
+    """The run's attention model (on ``map_location``) and its saved preprocessing (``None`` for runs written before
+    it was saved).
 
     ``run_dir`` may also name a model shipped with bioattn (:func:`bioattn.models.registry.available_models`)."""
     run_dir = resolve_model_dir(run_dir)
-    return HybridCT3D.from_pretrained(run_dir), SavedPreprocessing.load(run_dir)
+    return HybridCT3D.from_pretrained(run_dir, map_location=map_location), SavedPreprocessing.load(run_dir)
 
 
 def resolve_preprocessing(saved: SavedPreprocessing | None, **overrides: Any) -> VolumePreprocessing:

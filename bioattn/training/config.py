@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import yaml
 
 from bioattn.errors import UserInputError
+from bioattn.training.distributed import resolve_device
 
 OPTIMIZERS = ("adamw", "adam")
 SCHEDULES = ("warmup_cosine", "multistep", "constant")
@@ -32,7 +33,7 @@ class TrainConfig:
     ``batch_size`` is the global number of samples per optimizer step: it is split over
     ``world_size`` ranks and ``grad_accum`` micro-batches, so the optimisation does not depend on
     how many processes run it. ``monitor_mode="auto"`` minimises metrics whose name contains
-    "loss" and maximises the others.
+    "loss" and maximises the others. ``device``: ``auto`` (the GPU when there is one), ``cpu`` or ``cuda``.
     """
 
     max_epochs: int = 10
@@ -58,6 +59,7 @@ class TrainConfig:
     checkpoint_every_steps: int | None = None
     find_unused_parameters: bool = False
     drop_last: bool = False
+    device: str = "auto"
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
@@ -67,6 +69,7 @@ class TrainConfig:
         _check_choice("schedule", self.schedule, SCHEDULES)
         _check_choice("precision", self.precision, PRECISIONS)
         _check_choice("monitor_mode", self.monitor_mode, MONITOR_MODES)
+        resolve_device(self.device)  # an unknown name, or cuda without a GPU, fails here, before any file is written
         for name in ("max_epochs", "batch_size", "grad_accum"):
             if getattr(self, name) < 1:
                 raise UserInputError(f"{name} must be >= 1, got {getattr(self, name)}")

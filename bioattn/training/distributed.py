@@ -85,6 +85,21 @@ def default_device() -> torch.device:
     return torch.device("cpu")
 
 
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def resolve_device(name: str = "auto") -> torch.device:
+    """The torch device for ``--device NAME``: ``auto`` (:func:`default_device`), ``cpu`` or ``cuda`` (GPU
+    ``LOCAL_RANK``). Asking for ``cuda`` where PyTorch sees no GPU is a :class:`UserInputError`."""
+    if name not in DEVICES:
+        raise UserInputError(f"device must be one of {', '.join(DEVICES)}; got {name!r}")
+    if name == "cpu":
+        return torch.device("cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise UserInputError("device cuda requested but PyTorch sees no CUDA GPU here; use --device cpu or auto")
+    return default_device()
+
+
 def _comm_device() -> torch.device:
     """Device that collective tensors must live on (CUDA for NCCL, CPU for gloo)."""
     return default_device() if dist.get_backend() == "nccl" else torch.device("cpu")

@@ -30,12 +30,12 @@ from bioattn.training.config import TrainConfig
 from bioattn.training.distributed import (
     all_reduce_sum,
     broadcast_json,
-    default_device,
     gather_bytes,
     init_distributed,
     is_distributed,
     is_main_process,
     rank,
+    resolve_device,
     world_size,
 )
 from bioattn.training.metrics_log import MetricLogger
@@ -149,7 +149,7 @@ class Trainer:
         self.run_info = run_info
         self.world = world_size()
         self.rank = rank()
-        self.device = default_device()
+        self.device = resolve_device(config.device)
         if config.precision == "fp16" and self.device.type != "cuda":
             raise UserInputError("precision fp16 needs a CUDA GPU; use --precision bf16 on CPU")
         per_step = self.world * config.grad_accum
