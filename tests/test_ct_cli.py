@@ -89,14 +89,14 @@ def test_attention_map_on_real_ct_keeps_grid_and_affine(require_data, run_dir: P
     out = tmp_path / "probs.csv"
     args = ["predict", "ct", "--run", str(run_dir), "--input", str(scan), "--output", str(out), "--attention-map",
             "--window", "-160", "240"]
-    assert cli_main(args) == 2  # 122x101x30 at stride 4 is 6448 tokens: over the attention-map limit
-    assert not out.exists()
-    assert cli_main([*args, "--resize", "32", "32", "16"]) == 0
-    overlay = nib.load(tmp_path / "probs.attention.nii.gz")
     reference = nib.load(scan)
-    assert overlay.shape == reference.shape == (122, 101, 30)
-    assert np.allclose(overlay.affine, reference.affine)
-    assert len(_rows(out)) == 1
+    # 122x101x30 at stride 4 is 6448 tokens, more than a full N x N map per layer allows: the map is computed in chunks
+    for resize in ([], ["--resize", "32", "32", "16"]):
+        assert cli_main([*args, *resize]) == 0
+        overlay = nib.load(tmp_path / "probs.attention.nii.gz")
+        assert overlay.shape == reference.shape == (122, 101, 30)
+        assert np.allclose(overlay.affine, reference.affine)
+        assert len(_rows(out)) == 1
 
 
 def test_npz_predicts_every_split_or_one(run_dir: Path, tmp_path: Path) -> None:

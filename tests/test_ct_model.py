@@ -86,6 +86,22 @@ def test_upsampled_map_keeps_each_token_inside_its_block() -> None:
     assert attention.shape == (1, 8, 12, 16) and (attention >= 0).all()
 
 
+@pytest.mark.parametrize("head_fusion, residual, start_layer", [("mean", True, 0), ("max", False, 1), ("min", True, 1)])
+def test_chunked_attention_map_equals_the_rollout_of_the_full_maps(head_fusion: str, residual: bool, start_layer: int) -> None:
+    model = tiny(num_layers=3)
+    x = torch.rand(2, 1, 8, 12, 16)  # 2 x 3 x 4 = 24 tokens + [CLS]: chunks of 7 leave a partial last chunk
+    with torch.no_grad():
+        full = model(x, need_weights=True)
+        expected = upsample_token_map(full.cls_rollout(residual=residual, head_fusion=head_fusion, start_layer=start_layer),
+                                      x.shape[2:])
+    for chunk_size in (7, None):
+        probs, voxel_map = model.attention_map(x, residual=residual, head_fusion=head_fusion, start_layer=start_layer,
+                                               chunk_size=chunk_size)
+        torch.testing.assert_close(voxel_map, expected, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(probs, full.logits.softmax(dim=-1))
+    assert expected.std() > 1e-4  # the map is not flat: the comparison is not vacuous
+
+
 def test_from_pretrained_round_trip(tmp_path: Path) -> None:
     model = tiny(class_names=["a", "b", "c"])
     model.train()

@@ -61,6 +61,34 @@ def test_content_of_pad_positions_is_irrelevant(conv_kernel, conv_layers):
         assert not torch.allclose(net(scrambled, None), net(ids, None), atol=1e-4)
 
 
+def test_unpadded_batch_attends_without_a_mask_and_padded_batch_with_one(model, monkeypatch):
+    """No mask reaches the encoder nor the fused kernel when nothing is padded (CUDA may then use flash attention)."""
+    import bioattn.attention.sdpa as sdpa_module
+
+    encoder_masks: list[torch.Tensor | None] = []
+    kernel_masks: list[torch.Tensor | None] = []
+    fused = sdpa_module.F.scaled_dot_product_attention
+
+    def spy(q, k, v, **kwargs):
+        kernel_masks.append(kwargs.get("attn_mask"))
+        return fused(q, k, v, **kwargs)
+
+    monkeypatch.setattr(sdpa_module.F, "scaled_dot_product_attention", spy)
+    hook = model.encoder.register_forward_pre_hook(
+        lambda _, args, kwargs: encoder_masks.append(kwargs["key_padding_mask"]), with_kwargs=True)
+    try:
+        with torch.no_grad():
+            model(*batch(SEQUENCES[1::3]))  # two sequences of 40 nt: nothing padded
+            assert encoder_masks == [None] and kernel_masks == [None] * model.config["num_layers"]
+            encoder_masks.clear()
+            kernel_masks.clear()
+            model(*batch(SEQUENCES))  # padded
+    finally:
+        hook.remove()
+    assert encoder_masks[0] is not None and encoder_masks[0].any()
+    assert len(kernel_masks) == model.config["num_layers"] and all(mask is not None for mask in kernel_masks)
+
+
 def test_reverse_complement_average_is_exactly_strand_symmetric(model):
     forward = model.predict_proba(*batch(SEQUENCES))
     reverse = model.predict_proba(*batch([reverse_complement(s) for s in SEQUENCES]))

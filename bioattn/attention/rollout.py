@@ -12,6 +12,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
+from bioattn.attention.chunking import apply_in_chunks
 from bioattn.errors import UserInputError
 
 HEAD_FUSIONS = ("mean", "max", "min")
@@ -150,3 +151,48 @@ def rollout_rows(
     if real is not None:
         selected = selected * real[:, None, :]
     return selected[:, 0] if single else selected
+
+
+def rollout_row_from_queries(
+    queries_keys: Sequence[tuple[Tensor, Tensor]],
+    row: int = 0,
+    *,
+    residual: bool = True,
+    head_fusion: str = "mean",
+    start_layer: int = 0,
+    chunk_size: int | None = 256,
+) -> Tensor:
+    """Row ``row`` of :func:`attention_rollout` for unpadded inputs, from each layer's queries and keys, never
+    holding an ``L x L`` map: each layer's attention is recomputed ``chunk_size`` query rows at a time.
+
+    Args:
+        queries_keys: per layer ``(q, k)``, each ``(B, H, L, Dh)``, ``q`` already scaled (``q · k`` = the score
+            before the softmax).
+        row, residual, head_fusion, start_layer: as in :func:`rollout_rows`.
+        chunk_size: query rows per step (None: all at once); peak memory ``O(B · H · chunk_size · L)``.
+
+    Returns:
+        ``(B, L)``, equal to ``rollout_rows(weights, row, ...)`` up to float round-off.
+    """
+    if head_fusion not in HEAD_FUSIONS:
+        raise UserInputError(f"head_fusion must be one of {HEAD_FUSIONS}, got {head_fusion!r}")
+    if not 0 <= start_layer < len(queries_keys):
+        raise UserInputError(f"start_layer must be in [0, {len(queries_keys) - 1}], got {start_layer}")
+    q0 = queries_keys[0][0]
+    batch, length, device = q0.shape[0], q0.shape[2], q0.device
+    selected = torch.zeros(batch, 1, length, 1, dtype=torch.float32, device=device)  # the rolled-out row, by query
+    selected[:, 0, row] = 1.0
+    query_index = torch.arange(length, device=device).view(1, 1, length)
+    for q, k in reversed(queries_keys[start_layer:]):
+
+        def spread(q_rows: Tensor, weight_rows: Tensor, index: Tensor, keys: Tensor = k) -> Tensor:
+            """What rows ``index`` of this layer's transition pass on: ``(B, c)`` weights → ``(B, L)``."""
+            fused = fuse_heads((q_rows.float() @ keys.float().transpose(-1, -2)).softmax(dim=-1), head_fusion)
+            if residual:
+                fused.scatter_add_(-1, index.reshape(1, -1, 1).expand(batch, -1, 1), torch.ones_like(fused[..., :1]))
+            fused = fused / fused.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(fused.dtype).tiny)
+            return (weight_rows[:, 0] * fused).sum(dim=1)
+
+        selected = apply_in_chunks(spread, q, selected, query_index, chunk_size=chunk_size, dim=2, reduce="sum")
+        selected = selected[:, None, :, None]
+    return selected[:, 0, :, 0]

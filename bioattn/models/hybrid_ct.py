@@ -9,7 +9,8 @@ output feeds the classifier. Any input size divisible by ``s`` works.
 With ``need_weights=True`` the model also returns every layer's attention, and
 :meth:`HybridCTOutput.cls_rollout` / :meth:`HybridCT3D.attention_map` put the [CLS] attention rollout
 back on the token grid and on the input's voxel grid (one row of the rollout, O(tokens²) per layer);
-:meth:`HybridCT3D.check_attention_size` refuses inputs whose explicit attention maps would be too large.
+:meth:`HybridCT3D.check_attention_size` refuses inputs whose explicit attention maps would be too large;
+:meth:`HybridCT3D.attention_map` holds none (it recomputes attention in chunks of query tokens), so it has no limit.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from bioattn.attention import SinusoidalPositionalEncoding, TransformerEncoder
 from bioattn.errors import UserInputError
-from bioattn.attention.rollout import rollout_rows
+from bioattn.attention.rollout import rollout_row_from_queries, rollout_rows
 from bioattn.models.base import PretrainedModel
 
 __all__ = [
@@ -42,6 +43,8 @@ __all__ = [
 # need_weights=True materialises every layer's (H, 1 + N, 1 + N) map: limit the grid tokens N and the bytes.
 MAX_ATTENTION_TOKENS = 4096
 MAX_ATTENTION_BYTES = 4 * 2**30
+# HybridCT3D.attention_map recomputes attention this many query tokens at a time instead (no N x N map).
+ATTENTION_MAP_CHUNK = 256
 
 
 @dataclass
@@ -194,18 +197,44 @@ class HybridCT3D(PretrainedModel):
             return logits
         return HybridCTOutput(logits=logits, attentions=attentions or [], grid=grid)
 
+    def _queries_and_keys(self, x: Tensor) -> tuple[Tensor, list[tuple[Tensor, Tensor]]]:
+        """Logits ``(B, num_classes)`` of the normal (fused) pass and each layer's scaled queries and keys
+        ``(B, H, 1 + N, Dh)`` (key heads repeated to H), recomputed from the inputs of its attention."""
+        attention_inputs: list[Tensor] = []
+        hooks = [layer.self_attn.register_forward_pre_hook(lambda _, args: attention_inputs.append(args[0]))
+                 for layer in self.encoder.layers]
+        try:
+            logits = self.forward(x)
+        finally:
+            for hook in hooks:
+                hook.remove()
+        pairs = []
+        for layer, h in zip(self.encoder.layers, attention_inputs):
+            attention = layer.self_attn
+            q = attention.q_proj(h).unflatten(-1, (attention.num_heads, attention.head_dim)).transpose(1, 2)
+            k = attention.k_proj(h).unflatten(-1, (attention.kv_heads, attention.head_dim)).transpose(1, 2)
+            pairs.append((q * attention.head_dim**-0.5, k.repeat_interleave(attention.num_heads // attention.kv_heads, dim=1)))
+        return logits, pairs
+
     @torch.no_grad()
     def attention_map(
-        self, x: Tensor, *, residual: bool = True, head_fusion: str = "mean", start_layer: int = 0
+        self, x: Tensor, *, residual: bool = True, head_fusion: str = "mean", start_layer: int = 0,
+        chunk_size: int | None = ATTENTION_MAP_CHUNK,
     ) -> tuple[Tensor, Tensor]:
         """Probabilities ``(B, num_classes)`` and the [CLS] rollout upsampled to the input grid ``(B, D, H, W)``.
 
+        No attention map is held: each layer's attention is recomputed ``chunk_size`` query tokens at a time
+        (:func:`~bioattn.attention.rollout.rollout_row_from_queries`), so memory grows with ``chunk_size × N``
+        rather than ``layers × heads × N²``; the numbers equal ``forward(x, need_weights=True).cls_rollout(...)``.
         The token-grid rollout is trilinearly upsampled by the stem stride (token centres land on the
         centres of the ``stride³`` blocks they summarise), so the map overlays the input voxel for voxel.
         """
-        output = self.forward(x.to(next(self.parameters()).device), need_weights=True)
-        grid_map = output.cls_rollout(residual=residual, head_fusion=head_fusion, start_layer=start_layer)
-        return output.logits.softmax(dim=-1).cpu(), upsample_token_map(grid_map, x.shape[2:]).cpu()
+        grid = self.token_grid(x.shape[2:])
+        logits, pairs = self._queries_and_keys(x.to(next(self.parameters()).device))
+        row = rollout_row_from_queries(pairs, 0, residual=residual, head_fusion=head_fusion, start_layer=start_layer,
+                                       chunk_size=chunk_size)
+        grid_map = row[:, 1:].reshape(row.shape[0], *grid)
+        return logits.float().softmax(dim=-1).cpu(), upsample_token_map(grid_map, x.shape[2:]).cpu()
 
 
 def upsample_token_map(grid_map: Tensor, spatial_shape: Sequence[int]) -> Tensor:

@@ -146,7 +146,11 @@ class PromoterClassifier(PretrainedModel):
         cls = self.embedding.weight[CLS_ID].expand(ids.shape[0], 1, -1)
         x = self.positional(torch.cat([cls, x], dim=1))
         key_padding_mask = F.pad(padding_mask, (1, 0), value=False)
-        hidden, weights = self.encoder(x, key_padding_mask=key_padding_mask, need_weights=need_weights)
+        # An unpadded batch attends without a mask, so CUDA can choose its flash kernel (checked once, not per layer;
+        # reading the mask is a device sync, so a compiled graph keeps the mask).
+        padded = torch.compiler.is_compiling() or bool(padding_mask.any())
+        attention_mask = key_padding_mask if padded else None
+        hidden, weights = self.encoder(x, key_padding_mask=attention_mask, need_weights=need_weights)
         return hidden, key_padding_mask, weights
 
     def forward(self, ids: Tensor, padding_mask: Tensor | None = None) -> Tensor:

@@ -190,7 +190,6 @@ def predict_volume(
     batch = image.as_tensor()[None].float()
     overlay = None
     if attention_map:
-        model.check_attention_size(tuple(image.shape[1:]), str(path))
         _, voxel_map = model.attention_map(batch, head_fusion=head_fusion)
         restored = invert_to_input_grid(pipeline, image, voxel_map)[0].as_tensor()  # (X, Y, Z), input grid
         overlay = (restored / restored.max().clamp_min(torch.finfo(restored.dtype).tiny), volume.affine)

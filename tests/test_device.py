@@ -1,0 +1,73 @@
+"""``--device auto|cpu|cuda`` on every command that runs a model, and loading onto a device PyTorch does not see."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from bioattn.cli import main
+from bioattn.errors import UserInputError
+from bioattn.models import PromoterClassifier
+from bioattn.training import TrainConfig
+
+no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error of a machine without CUDA")
+
+#: Every command that runs a model, with what it needs besides --device (inputs need not exist: the device fails first).
+COMMANDS = {
+    "train-promoter": ["train", "promoter", "--out", "{tmp}/out"],
+    "train-ct": ["train", "ct", "--out", "{tmp}/out"],
+    "train-msa": ["train", "msa", "--out", "{tmp}/out"],
+    "predict-promoter": ["predict", "promoter", "--model", "gue-prom-core-all", "--input", "{tmp}/x.fa",
+                         "--output", "{tmp}/out"],
+    "predict-ct": ["predict", "ct", "--model", "adrenalmnist3d-28", "--input", "{tmp}/x.npz", "--output", "{tmp}/out"],
+    "predict-msa": ["predict", "msa", "--msa", "{tmp}/x.a3m", "--out", "{tmp}/out"],
+    "explain-promoter": ["explain", "promoter", "--model", "gue-prom-core-all", "--input", "{tmp}/x.fa",
+                         "--out", "{tmp}/out"],
+    "explain-ct": ["explain", "ct", "--model", "adrenalmnist3d-28", "--input", "{tmp}/x.npz", "--out", "{tmp}/out"],
+    "explain-msa": ["explain", "msa", "--run", "{tmp}/run", "--input", "{tmp}/x.a3m", "--out", "{tmp}/out"],
+}
+
+
+def _write_inputs(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    (tmp_path / "x.fa").write_text("".join(f">s{i}\n{''.join(rng.choice(list('ACGT'), 70))}\n" for i in range(3)))
+    np.savez(tmp_path / "x.npz", val_images=np.zeros((1, 28, 28, 28), dtype=np.uint8), val_labels=np.array([[0]]))
+    (tmp_path / "x.a3m").write_text(">q\nACDEFGHIKL\n>b\nACDEFGHIKM\n")
+
+
+@no_gpu
+@pytest.mark.parametrize("command", COMMANDS)
+def test_cuda_without_a_gpu_is_one_error_line_and_writes_nothing(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _write_inputs(tmp_path)
+    argv = [arg.format(tmp=tmp_path) for arg in COMMANDS[command]]
+    assert main([*argv, "--device", "cuda"]) == 2
+    error_lines = capsys.readouterr().err.strip().splitlines()
+    assert len(error_lines) == 1 and error_lines[0].startswith("error: device cuda requested")
+    assert not (tmp_path / "out").exists()
+
+
+def test_device_cpu_gives_the_same_explanation_as_auto_on_this_machine(tmp_path: Path) -> None:
+    _write_inputs(tmp_path)
+    outputs = {}
+    for device in ("cpu", "auto"):
+        out = tmp_path / device
+        assert main(["explain", "promoter", "--model", "gue-prom-core-all", "--input", str(tmp_path / "x.fa"),
+                     "--out", str(out), "--plot-sequences", "0", "--motif", "", "--device", device]) == 0
+        outputs[device] = (out / "predictions.tsv").read_text()
+    assert outputs["cpu"] == outputs["auto"] and len(outputs["cpu"].splitlines()) == 4
+
+
+def test_train_config_checks_the_device() -> None:
+    assert TrainConfig(device="cpu").device == "cpu"
+    with pytest.raises(UserInputError, match="device must be one of auto, cpu, cuda; got 'tpu'"):
+        TrainConfig(device="tpu")
+
+
+@no_gpu
+def test_loading_onto_cuda_without_a_gpu_is_a_clear_error() -> None:
+    with pytest.raises(UserInputError, match="cannot load gue-prom-core-all onto cuda: PyTorch sees no CUDA GPU"):
+        PromoterClassifier.from_pretrained("gue-prom-core-all", map_location="cuda")
