@@ -2,11 +2,9 @@
 from __future__ import annotations
 
 import gzip
-import os
 import tempfile
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from Bio.Seq import reverse_complement as bio_reverse_complement

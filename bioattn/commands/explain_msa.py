@@ -18,8 +18,8 @@ import numpy as np
 
 from bioattn.commands.common import add_device_argument, add_model_arguments, device_from_args, model_dir, model_label
 from bioattn.errors import UserInputError
-from bioattn.explain.outputs import add_common_arguments, prepare_out_dir, write_layer_figures, write_tsv
-from bioattn.io import save_tensors, write_json
+from bioattn.explain.outputs import add_common_arguments, prepare_out_dir, write_layer_figures
+from bioattn.io import save_tensors, write_json, write_table
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     )
     plot_head_scores(precision[..., 0], out / "head_contact_precision.png", label=f"long-range {PRECISION_NAMES[0]}",
                      title=f"{target.name}: which heads carry contacts (sym + APC map, separation ≥ {LONG_RANGE})")
-    write_tsv(out / "head_contacts.tsv", ["layer", "head", *PRECISION_NAMES],
+    write_table(out / "head_contacts.tsv", ["layer", "head", *PRECISION_NAMES],
               ([layer, head, *map(float, precision[layer, head])] for layer in range(layers) for head in range(heads)))
     i, j = np.triu_indices(length, k=LONG_RANGE)
     known = np.isfinite(distances[i, j])

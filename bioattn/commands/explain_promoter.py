@@ -22,8 +22,8 @@ from Bio.Data.IUPACData import ambiguous_dna_letters
 
 from bioattn.commands.common import add_device_argument, add_model_arguments, device_from_args, model_dir, model_label
 from bioattn.errors import UserInputError
-from bioattn.explain.outputs import add_common_arguments, prepare_out_dir, write_layer_figures, write_tsv
-from bioattn.io import write_json
+from bioattn.explain.outputs import add_common_arguments, prepare_out_dir, write_layer_figures
+from bioattn.io import write_json, write_table
 from bioattn.progress import progress_bar
 
 _MARK = re.compile(r"^(?P<label>[^=]+)=(?P<start>-?\d+)\.\.(?P<end>-?\d+)$")
@@ -133,10 +133,10 @@ def run(args: argparse.Namespace) -> int:
     xlabel = "position relative to TSS" if args.tss_index is not None else "position (0-based)"
 
     probability_columns = ["probability"] if model.binary else [f"p_{name}" for name in names]
-    write_tsv(out / "predictions.tsv", ["id", "length", *probability_columns, "predicted_label"],
+    write_table(out / "predictions.tsv", ["id", "length", *probability_columns, "predicted_label"],
               ([r.id, n, *(per_class[row, 1:] if model.binary else per_class[row]), names[k]]
                for row, (r, n, k) in enumerate(zip(records, lengths, predicted))))
-    write_tsv(out / "influence.tsv", ["id", "position", "relative_position", "nucleotide", "influence"],
+    write_table(out / "influence.tsv", ["id", "position", "relative_position", "nucleotide", "influence"],
               ([r.id, i, i - offset, r.sequence[i].upper(), float(influence[row, i])]
                for row, r in enumerate(records) for i in range(lengths[row])))
     for row, record in enumerate(records[: args.plot_sequences]):
@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     positions = np.arange(len(mean)) - offset
     groups = [(name, chosen) for name, chosen in _predicted_groups(model, predicted) if chosen.any()]
     group_means = [influence_profile(influence[chosen], lengths[chosen])[0] for _, chosen in groups]
-    write_tsv(out / "influence_profile.tsv",
+    write_table(out / "influence_profile.tsv",
               ["position", "relative_position", "sequences", "mean", "sd", *(f"mean_{name}" for name, _ in groups)],
               ([i, int(positions[i]), int(counts[i]), float(mean[i]), float(std[i]), *(float(g[i]) for g in group_means)]
                for i in range(len(mean))))

@@ -1,17 +1,16 @@
-"""What every ``bioattn explain`` command shares: its common options, the output folder, TSV tables, and
-the per-layer head figures (head maps + head diversity)."""
+"""What every ``bioattn explain`` command shares: its common options, the output folder and the per-layer head
+figures (head maps + head diversity)."""
 from __future__ import annotations
 
 import argparse
 import os
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Sequence
 
 from torch import Tensor
 
 from bioattn.explain.heads import head_diversity
 from bioattn.attention.rollout import HEAD_FUSIONS
-from bioattn.io import write_table
 
 
 def add_common_arguments(parser: argparse.ArgumentParser, *, input_help: str, rollout: bool = True) -> None:
@@ -31,11 +30,6 @@ def prepare_out_dir(path: str | os.PathLike, *, overwrite: bool) -> Path:
     from bioattn.training import prepare_run_dir
 
     return prepare_run_dir(path, resume=False, overwrite=overwrite, resumable=False)
-
-
-def write_tsv(path: str | os.PathLike, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> Path:
-    """Write a tab-separated table atomically with :func:`bioattn.io.write_table`."""
-    return write_table(path, header, rows, delimiter="\t")
 
 
 def write_layer_figures(
