@@ -1,12 +1,18 @@
 """Benchmark: samples/s of one training step (forward + backward + optimizer) of each task's default model.
 
 Each task's default model at its default batch size and default optimizer (promoter: 70 nt, batch 64; CT: MedMNIST
-28³ zero-padded to the stem stride, batch 32; MSA: one block of the default 32 rows of a synthetic 128-column
-alignment, batch 1, so a "sample" is a row block) on fixed synthetic batches. Settings, all in the same run: eager
-fp32 (today's default) and the candidates bf16 autocast, bf16 + the math attention backend, dropout off, and
-``torch.compile`` (inductor; the compilation happens in the warm-up steps). Each setting starts from the same
-seeded model; the median of the timed steps is reported, with its ratio to eager fp32. The last line is
-``speedup promoter X.XX ct Y.YY msa Z.ZZ``: the best candidate's ratio per task.
+28³ zero-padded to the stem stride, batch 32, the ``tuned`` protocol's optimizer; MSA: one block of the default 32
+rows of a synthetic 128-column alignment, batch 1, so a "sample" is a row block) on fixed synthetic batches.
+Settings, all in the same run: ``eager fp32`` (the defaults before this benchmark changed them: dropout 0.1
+everywhere, fp32, torch's attention kernel choice, the CT model's conv weights contiguous), one change at a time
+(bf16 autocast, bf16 + the math attention backend, dropout off, ``torch.compile``: inductor, compiled in the
+warm-up steps), the three together (dropout off + bf16 + math), and ``default``: the recipes' defaults now
+(:data:`DEFAULTS`; a line is printed when the code's defaults differ from them). Each setting starts from the same
+seeded model; after the warm-up the settings of a task take turns one step at a time; the median of the timed steps
+is reported, with its ratio to eager fp32. Steps are timed in CPU
+seconds of this process (``time.process_time``): with one thread that is the wall time of a quiet machine, and it
+moves much less than wall time when other jobs share the cores. The last line is
+``speedup promoter X.XX ct Y.YY msa Z.ZZ``: ``default`` vs eager fp32.
 
     python bench/train.py                  # 3 warm-up + 20 timed steps per setting
     python bench/train.py --steps 5        # quicker, noisier
@@ -15,34 +21,66 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import platform
 import statistics
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from bioattn.attention import MultiHeadAttention, use_backend
+from bioattn.attention import use_backend
 from bioattn.data.dna import collate_tokens, reverse_complement_ids
 from bioattn.models.msa_contact import masked_lm_loss
 from bioattn.report import format_table
-from bioattn.tasks.ct import MEDMNIST_DEFAULTS, CTOptions, build_models
+from bioattn.tasks.ct import PROTOCOLS, CTOptions, build_models
 from bioattn.tasks.msa_features import DEFAULTS as MSA_DEFAULTS
 from bioattn.tasks.msa_features import MSAOptions
 from bioattn.tasks.promoter import DEFAULTS as PROMOTER_DEFAULTS
 from bioattn.tasks.promoter import PromoterOptions, build_model, classification_loss
 from bioattn.training import TrainConfig
 from bioattn.training.schedules import build_optimizer
+from bioattn.training.trainer import training_attention_backend
 
 PROMOTER_LENGTH = 70
 CT_EDGE = 28
 MSA_COLUMNS = 128
 BASELINE = "eager fp32"
+CT_DEFAULTS = PROTOCOLS["tuned"].train
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """The training-speed options of one recipe: model dropout, autocast precision, attention backend (``auto``:
+    math under bf16 on a CPU, see :func:`~bioattn.training.trainer.training_attention_backend`)."""
+
+    dropout: float
+    precision: str = "fp32"
+    attention_backend: str = "auto"
+
+
+# The recipes' defaults (bioattn/tasks/promoter.py, ct.py, msa_features.py), as chosen from this benchmark and
+# bench/ct_epoch.py with the dev/validation metrics re-run; main() reports any drift from the code.
+DEFAULTS = {
+    "promoter": Defaults(dropout=0.0),
+    "ct": Defaults(dropout=0.0),
+    "msa": Defaults(dropout=0.1),
+}
+
+
+def code_defaults() -> dict[str, Defaults]:
+    """The same options as the recipes' code sets them today."""
+    return {
+        "promoter": Defaults(PromoterOptions(out=Path(".")).dropout, PROMOTER_DEFAULTS.precision,
+                             PROMOTER_DEFAULTS.attention_backend),
+        "ct": Defaults(CTOptions(out=Path(".")).dropout, CT_DEFAULTS.precision, CT_DEFAULTS.attention_backend),
+        "msa": Defaults(MSAOptions().dropout, MSA_DEFAULTS.precision, MSA_DEFAULTS.attention_backend),
+    }
 
 
 @dataclass
@@ -56,8 +94,8 @@ class Workload:
     samples: int
 
 
-def promoter() -> Workload:
-    options = PromoterOptions(out=Path("."))
+def promoter(dropout: float) -> Workload:
+    options = PromoterOptions(out=Path("."), dropout=dropout)
     model = build_model(options, PROMOTER_LENGTH, ["non-promoter", "promoter"])
     batch_size = PROMOTER_DEFAULTS.batch_size
     ids, padding_mask = collate_tokens([torch.randint(0, 4, (PROMOTER_LENGTH,)).numpy() for _ in range(batch_size)])
@@ -72,33 +110,36 @@ def promoter() -> Workload:
     return Workload(model, (ids, padding_mask, labels), loss, PROMOTER_DEFAULTS, batch_size)
 
 
-def ct() -> Workload:
-    options = CTOptions(out=Path("."))
+def ct(dropout: float, channels_last: bool) -> Workload:
+    options = CTOptions(out=Path("."), dropout=dropout)
     model, _ = build_models(options, num_classes=2, in_channels=1)
+    if not channels_last:  # the stem's conv weights as they were before
+        model.to(memory_format=torch.contiguous_format)
     edge = -(-CT_EDGE // model.stride) * model.stride  # MedMNIST volumes are zero-padded to the stem stride
-    batch_size = MEDMNIST_DEFAULTS.batch_size
+    batch_size = CT_DEFAULTS.batch_size
     batch = (torch.rand(batch_size, 1, edge, edge, edge), torch.randint(0, 2, (batch_size,)))
 
     def loss(module: nn.Module, batch: tuple[Tensor, ...]) -> Tensor:
         images, labels = batch
         return F.cross_entropy(module(images), labels)
 
-    return Workload(model, batch, loss, MEDMNIST_DEFAULTS, batch_size)
+    return Workload(model, batch, loss, CT_DEFAULTS, batch_size)
 
 
-def msa() -> Workload:
+def msa(dropout: float) -> Workload:
     from bioattn.models import MSAContactModel
 
     options = MSAOptions()
     model = MSAContactModel(max_len=MSA_COLUMNS, embed_dim=options.embed_dim, num_heads=options.heads,
-                            num_layers=options.layers, dropout=options.dropout)
+                            num_layers=options.layers, dropout=dropout)
     model.contact_head.requires_grad_(False)  # as in training: fitted afterwards by logistic regression
     blocks = torch.randint(0, 20, (MSA_DEFAULTS.batch_size, options.rows, MSA_COLUMNS))
     return Workload(model, (blocks,), lambda module, batch: masked_lm_loss(module, batch[0]), MSA_DEFAULTS,
                     MSA_DEFAULTS.batch_size)
 
 
-TASKS: dict[str, Callable[[], Workload]] = {"promoter": promoter, "ct": ct, "msa": msa}
+TASKS = ("promoter", "ct", "msa")
+BEFORE_DROPOUT = 0.1
 
 
 @dataclass(frozen=True)
@@ -108,6 +149,7 @@ class Setting:
     math_backend: bool = False
     dropout_off: bool = False
     compiled: bool = False
+    default: bool = False  # the recipe's defaults (DEFAULTS) instead of the flags above
 
 
 SETTINGS = (
@@ -116,50 +158,80 @@ SETTINGS = (
     Setting("bf16 + math backend", bf16=True, math_backend=True),
     Setting("dropout off", dropout_off=True),
     Setting("torch.compile", compiled=True),
+    Setting("dropout off + bf16 + math", bf16=True, math_backend=True, dropout_off=True),
+    Setting("default", default=True),
 )
 
 
-def _without_dropout(model: nn.Module) -> None:
-    for module in model.modules():
-        if isinstance(module, nn.Dropout):
-            module.p = 0.0
-        if isinstance(module, MultiHeadAttention):
-            module.dropout = 0.0
+def workload(task: str, setting: Setting) -> Workload:
+    """``task``'s step under ``setting``: the defaults of before, changed as ``setting`` says."""
+    dropout = DEFAULTS[task].dropout if setting.default else 0.0 if setting.dropout_off else BEFORE_DROPOUT
+    if task == "promoter":
+        return promoter(dropout)
+    if task == "ct":
+        return ct(dropout, channels_last=setting.default)
+    return msa(dropout)
 
 
 @contextlib.contextmanager
-def _context(setting: Setting) -> Iterator[None]:
+def _context(task: str, setting: Setting) -> Iterator[None]:
+    bf16, backend = setting.bf16, "math" if setting.math_backend else "auto"
+    if setting.default:  # what the Trainer runs for these options on a CPU
+        defaults = DEFAULTS[task]
+        bf16 = defaults.precision == "bf16"
+        backend = training_attention_backend(TrainConfig(precision=defaults.precision,
+                                                         attention_backend=defaults.attention_backend),
+                                             torch.device("cpu"))
     with contextlib.ExitStack() as stack:
-        if setting.math_backend:
-            stack.enter_context(use_backend("math"))
-        if setting.bf16:
+        if backend != "auto":
+            stack.enter_context(use_backend(backend))  # type: ignore[arg-type]
+        if bf16:
             stack.enter_context(torch.autocast("cpu", dtype=torch.bfloat16))
         yield
 
 
-def step_seconds(task: str, setting: Setting, warmup: int, steps: int) -> tuple[list[float], int]:
-    """Seconds of each timed training step of ``task`` under ``setting`` (after ``warmup`` untimed steps), and the
-    samples of a step."""
+def training_step(task: str, setting: Setting) -> tuple[Callable[[], None], int]:
+    """A function running one training step of ``task`` under ``setting`` (on its own seeded model and
+    optimizer), and the samples of a step."""
     torch.manual_seed(0)
-    work = TASKS[task]()
+    work = workload(task, setting)
     model = work.model.train()
-    if setting.dropout_off:
-        _without_dropout(model)
     optimizer = build_optimizer(model, work.config)
     forward = torch.compile(model) if setting.compiled else model
-    times = []
-    for index in range(warmup + steps):
-        start = time.perf_counter()
+
+    def step() -> None:
         optimizer.zero_grad(set_to_none=True)
-        with _context(setting):
+        with _context(task, setting):
             loss = work.loss(forward, work.batch)
         loss.backward()
         if work.config.grad_clip is not None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), work.config.grad_clip)
         optimizer.step()
-        if index >= warmup:
-            times.append(time.perf_counter() - start)
-    return times, work.samples
+
+    return step, work.samples
+
+
+def step_seconds(task: str, warmup: int, steps: int) -> dict[str, tuple[list[float], int]]:
+    """CPU seconds of each timed training step of ``task`` per setting, and the samples of a step. After ``warmup``
+    untimed steps each, the settings take turns one step at a time, so a change in the machine's load (or a
+    slow first setting) falls on all of them alike."""
+    runs = {setting.name: training_step(task, setting) for setting in SETTINGS}
+    for step, _ in runs.values():
+        for _ in range(warmup):
+            step()
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(steps):
+        for name, (step, _) in runs.items():
+            start = time.process_time()
+            step()
+            times[name].append(time.process_time() - start)
+    return {name: (times[name], samples) for name, (_, samples) in runs.items()}
+
+
+def _on_cpu(defaults: Defaults) -> Defaults:
+    """``defaults`` with the attention backend the Trainer resolves it to on a CPU."""
+    config = TrainConfig(precision=defaults.precision, attention_backend=defaults.attention_backend)
+    return dataclasses.replace(defaults, attention_backend=training_attention_backend(config, torch.device("cpu")))
 
 
 def main() -> None:
@@ -169,23 +241,25 @@ def main() -> None:
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
           f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, load average {os.getloadavg()[0]:.2f}")
-    rows, best = [], {}
+    for task, in_code in code_defaults().items():
+        if _on_cpu(in_code) != _on_cpu(DEFAULTS[task]):
+            print(f"note: the {task} recipe's defaults are {in_code}, this benchmark's 'default' is {DEFAULTS[task]}")
+    rows, ratios = [], {}
     for task in TASKS:
         baseline = None
+        measured = step_seconds(task, args.warmup, args.steps)
         for setting in SETTINGS:
-            times, samples = step_seconds(task, setting, args.warmup, args.steps)
+            times, samples = measured[setting.name]
             median = statistics.median(times)
             rate = samples / median
             baseline = baseline or rate
-            ratio = rate / baseline
-            rows.append([task, setting.name, median * 1000, rate, ratio])
+            ratios[task, setting.name] = rate / baseline
+            rows.append([task, setting.name, median * 1000, rate, rate / baseline])
             print(f"  {task}: {setting.name}: {rate:.1f} samples/s", flush=True)
-            if setting.name != BASELINE:
-                best[task] = max(best.get(task, 0.0), ratio)
-    print(format_table(["task", "setting", "step ms (median)", "samples/s", "ratio to eager fp32"], rows, digits=2,
+    print(format_table(["task", "setting", "step CPU ms (median)", "samples/CPU-s", "ratio to eager fp32"], rows, digits=2,
                        title=f"training step, median of {args.steps} after {args.warmup} warm-up "
                              f"(load average at the end {os.getloadavg()[0]:.2f})"))
-    print("speedup " + " ".join(f"{task} {best[task]:.2f}" for task in TASKS))
+    print("speedup " + " ".join(f"{task} {ratios[task, 'default']:.2f}" for task in TASKS))
 
 
 if __name__ == "__main__":

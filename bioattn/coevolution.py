@@ -142,17 +142,10 @@ def potts_couplings(
     its 80 %-identity weights (a subsample lowers precision). Identical rows are merged, their weights
     summed; an evaluation costs O(M·(L·q)²) for the M distinct rows.
     """
-    if tokens.ndim != 2 or weights.shape != tokens.shape[:1]:
-        raise ValueError(f"tokens must be (N, L) and weights (N,), got {tuple(tokens.shape)} and {tuple(weights.shape)}")
-    tokens, inverse = torch.unique(tokens.clamp(max=num_states - 1), dim=0, return_inverse=True)
-    weights = torch.zeros(len(tokens)).index_add_(0, inverse, weights.float())
+    tokens, weights = distinct_rows(tokens, weights, num_states)
     length = tokens.shape[1]
-    counts = torch.ones(length, num_states).index_put_(
-        (torch.arange(length).repeat(len(tokens)), tokens.reshape(-1)), torch.ones(tokens.numel()), accumulate=True
-    )
-    fields = (counts.log() - counts[:, -1:].log()).reshape(-1).requires_grad_(True)  # (L*q,)
+    fields = frequency_fields(tokens, num_states).reshape(-1).requires_grad_(True)  # (L*q,)
     couplings = torch.zeros(length * num_states, length * num_states, requires_grad=True)
-    optimizer = torch.optim.LBFGS([fields, couplings], lr=1.0, max_iter=1, history_size=10, line_search_fn="strong_wolfe")
 
     @torch.no_grad()
     def objective() -> torch.Tensor:
@@ -161,6 +154,7 @@ def potts_couplings(
         )
         return value
 
+    optimizer = torch.optim.LBFGS([fields, couplings], lr=1.0, max_iter=1, history_size=10, line_search_fn="strong_wolfe")
     started, previous = time.process_time(), None
     for _ in progress_bar(range(max_iterations), desc="pseudo-likelihood", unit="iter", disable=not progress, leave=False):
         value = float(optimizer.step(objective))
@@ -170,6 +164,27 @@ def potts_couplings(
         if max_cpu_seconds is not None and time.process_time() - started > max_cpu_seconds:
             break
     return coupling_norms(couplings.detach().view(length, num_states, length, num_states).permute(0, 2, 1, 3))
+
+
+def distinct_rows(tokens: torch.Tensor, weights: torch.Tensor, num_states: int = 21) -> tuple[torch.Tensor, torch.Tensor]:
+    """Tokens ``(M, L)`` of the distinct rows of ``tokens (N, L)`` (ids ≥ q-1 folded into the gap state q-1) and
+    their summed ``weights (M,)``: the pseudo-likelihood of the merged rows equals that of the original rows."""
+    if tokens.ndim != 2 or weights.shape != tokens.shape[:1]:
+        raise ValueError(f"tokens must be (N, L) and weights (N,), got {tuple(tokens.shape)} and {tuple(weights.shape)}")
+    tokens, inverse = torch.unique(tokens.clamp(max=num_states - 1), dim=0, return_inverse=True)
+    return tokens, torch.zeros(len(tokens)).index_add_(0, inverse, weights.float())
+
+
+def frequency_fields(tokens: torch.Tensor, num_states: int = 21) -> torch.Tensor:
+    """CCMpred's starting fields ``(L, q)``: log column counts (one pseudocount) relative to the gap state (0).
+
+    Single-column statistics only (no pair statistics). ``tokens (N, L)`` with ids < q.
+    """
+    length = tokens.shape[1]
+    counts = torch.ones(length, num_states).index_put_(
+        (torch.arange(length).repeat(len(tokens)), tokens.reshape(-1)), torch.ones(tokens.numel()), accumulate=True
+    )
+    return counts.log() - counts[:, -1:].log()
 
 
 def coupling_norms(blocks: torch.Tensor) -> torch.Tensor:

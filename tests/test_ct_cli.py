@@ -211,7 +211,7 @@ def test_train_quick_end_to_end_on_real_data(require_data, tmp_path: Path, one_t
     model = HybridCT3D.from_pretrained(out)
     assert model.class_names == ["normal", "hyperplasia"]
     saved = json.loads((out / "preprocessing.json").read_text())
-    assert saved["source"] == "medmnist" and not saved["flip_tta"]  # the medmnist protocol evaluates without flips
+    assert saved["source"] == "medmnist" and saved["flip_tta"]  # the default (tuned) protocol averages the 8 flips
     assert saved["training_volumes"]["binary"] and saved["training_volumes"]["model_input_shape"] == [32, 32, 32]
     # the saved weights are the best-val-AUROC weights the metrics were computed with
     hybrid = _hybrid(metrics)
@@ -250,14 +250,15 @@ def _options(*argv: str):
 
 
 def test_protocols_set_their_defaults_and_flags_override_them() -> None:
-    official = _options()
+    official = _options("--protocol", "medmnist")
     protocol = resolve_protocol(official)
     config = official.train
     assert (config.optimizer, config.lr, config.batch_size, config.weight_decay) == ("adam", 1e-3, 32, 0.0)
     assert (config.schedule, config.max_epochs, config.milestones) == ("multistep", 100, (50, 75))
     assert (config.monitor, config.monitor_mode) == ("val_auroc", "max")
     assert (protocol.label_smoothing, protocol.flip_tta, protocol.intensity_jitter) == (0.0, False, 0.1)
-    tuned = _options("--protocol", "tuned")
+    tuned = _options()  # the default protocol
+    assert tuned.protocol == "tuned"
     protocol = resolve_protocol(tuned)
     assert (tuned.train.optimizer, tuned.train.schedule, tuned.train.max_epochs, tuned.train.weight_decay) == (
         "adamw", "warmup_cosine", 15, 0.05)

@@ -262,3 +262,25 @@ def test_dicom_series_folder_reads_as_one_volume_in_hounsfield_units(require_dat
     assert np.isclose(float(volume[0, ..., 0].mean()), float(expected_hu.mean()))
     assert np.isclose(abs(float(volume.affine[2, 2])), 2.0)  # slice spacing from the positions
     assert os.path.samefile(volume.meta["filename_or_obj"], series)
+
+
+def test_medmnist_volumes_padded_once_equal_per_item_padding(tmp_path: Path) -> None:
+    from monai.transforms import Compose, DivisiblePad
+
+    from bioattn.tasks.ct_data import load_medmnist
+
+    (tmp_path / "ct" / "odd").mkdir(parents=True)
+    _npz(tmp_path / "ct" / "odd" / "odd.npz", shape=(5, 8, 7))
+    data = load_medmnist(tmp_path, "odd", 28, divisible_by=4)
+    split = load_medmnist3d_npz(tmp_path / "ct" / "odd" / "odd.npz")
+    for name in ("train", "val"):
+        per_item = VolumeDataset(split[name], DivisiblePad(k=4))
+        for index in range(len(per_item)):
+            image, label = data.splits[name][index]
+            expected, expected_label = per_item[index]
+            assert image.shape == (1, 8, 8, 8) and torch.equal(image, expected) and label == expected_label
+    augmentation = train_augmentation(rotate_prob=1.0)
+    torch.manual_seed(5)
+    served = data.augmented(augmentation)[2][0]
+    torch.manual_seed(5)
+    assert torch.equal(served, VolumeDataset(split["train"], Compose([DivisiblePad(k=4), augmentation]))[2][0])

@@ -144,3 +144,22 @@ def test_flip_tta_is_the_mean_over_the_eight_flips_and_makes_predictions_flip_in
                           torch.from_numpy(averaged), atol=1e-5)
     plain, plain_flipped = (predict_probabilities(model, data) for data in (dataset, flipped))
     assert not torch.allclose(torch.from_numpy(plain), torch.from_numpy(plain_flipped), atol=1e-4)
+
+
+def test_channels_last_stem_gives_the_contiguous_results_and_saves_contiguous_weights(tmp_path: Path) -> None:
+    from safetensors.torch import load_file
+
+    model = tiny()
+    convs = [p for p in model.stem.parameters() if p.dim() == 5]
+    assert convs and all(p.is_contiguous(memory_format=torch.channels_last_3d) for p in convs)
+    contiguous = tiny().to(memory_format=torch.contiguous_format)
+    x = torch.rand(2, 1, 8, 12, 8)
+    torch.testing.assert_close(model(x), contiguous(x), rtol=1e-5, atol=1e-5)
+    model.save_pretrained(tmp_path)
+    saved = load_file(tmp_path / "model.safetensors")
+    assert all(t.is_contiguous() for t in saved.values())
+    assert all(torch.equal(saved[k], v) for k, v in contiguous.state_dict().items())
+    model.train(), contiguous.train()
+    model(x).sum().backward(), contiguous(x).sum().backward()
+    for (name, p), q in zip(model.named_parameters(), contiguous.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=name)

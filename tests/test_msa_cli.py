@@ -129,7 +129,8 @@ def test_predict_top_and_min_separation(family, tmp_path):
 
 def test_predict_with_a_structure_evaluates_it(family, tmp_path):
     out = tmp_path / "pred"
-    assert cli_main(["predict", "msa", "--msa", str(family["msa"]), "--pdb", str(family["pdb"]), "--out", str(out), "--quick"]) == 0
+    assert cli_main(["predict", "msa", "--method", "potts", "--msa", str(family["msa"]), "--pdb", str(family["pdb"]),
+                     "--out", str(out), "--quick"]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert set(metrics["model"]) == {"P@L/5", "P@L/2", "P@L"}
     assert {"potts_apc", "mi_apc", "gaussian_dca_apc"} <= set(metrics["baselines"])

@@ -46,10 +46,10 @@ def _figures(notebook: nbformat.NotebookNode) -> int:
     return sum("image/png" in o.get("data", {}) for o in _outputs(notebook))
 
 
-def test_there_are_seven_notebooks_each_with_its_source():
+def test_there_are_eight_notebooks_each_with_its_source():
     committed = sorted(p.stem for p in NOTEBOOK_DIR.glob("*.ipynb"))
     assert committed == [s.stem for s in SOURCES]
-    assert len(SOURCES) == 7
+    assert len(SOURCES) == 8
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)

@@ -63,7 +63,11 @@ def test_quick_run_end_to_end_then_predict(require_data, tmp_path, capsys):
     assert score(model, dev)["mcc"] == pytest.approx(metrics["metrics"]["dev_mcc"], abs=1e-9)
 
 
-@pytest.mark.parametrize("strand_flags, strand_averaged", [([], True), (["--no-rc-augment", "--no-rc-average"], False)])
+@pytest.mark.parametrize("strand_flags, strand_averaged", [
+    ([], False),  # GUE sequences are TSS-oriented: strand-aware by default
+    (["--rc-augment"], True),  # --rc-average follows --rc-augment
+    (["--rc-augment", "--no-rc-average"], False),
+])
 def test_strand_options_reach_the_saved_model(require_data, tmp_path, strand_flags, strand_averaged):
     task_dir = require_data("promoters", "gue", "prom_core_tata")
     out = tmp_path / "run"

@@ -320,3 +320,28 @@ def test_max_steps_per_epoch_ends_the_epoch(tmp_path):
     assert len(capped) == 4
     torch.testing.assert_close(capped[:2], full[:2])  # epoch 1 starts alike
     torch.testing.assert_close(capped[2:], full[per_epoch:per_epoch + 2])  # epoch 2 starts with epoch 2's order
+
+
+def test_attention_backend_applies_while_training_and_evaluating_then_is_restored(tmp_path):
+    from bioattn.attention import get_backend
+
+    seen = []
+
+    def loss(model, batch):
+        seen.append(("train", get_backend()))
+        return toyrun.loss_fn(model, batch)
+
+    def evaluate(module):
+        seen.append(("eval", get_backend()))
+        return {"accuracy": 1.0}
+
+    _fit(tmp_path, loss=loss, evaluate=evaluate, attention_backend="explicit", max_epochs=1)
+    assert set(seen) == {("train", "explicit"), ("eval", "explicit")} and get_backend() == "auto"
+    seen.clear()
+    _, trainer, _ = _fit(tmp_path, "bf16", loss=loss, evaluate=evaluate, precision="bf16", max_epochs=1, device="cpu")
+    assert set(seen) == {("train", "math"), ("eval", "math")} and trainer.attention_backend() == "math"
+    with pytest.raises(UserInputError, match="attention_backend must be one of"):
+        TrainConfig(attention_backend="fastest")
+    parser = argparse.ArgumentParser()
+    add_training_args(parser, TrainConfig())
+    assert config_from_args(parser.parse_args(["--attention-backend", "math"]), TrainConfig()).attention_backend == "math"

@@ -63,6 +63,8 @@ class TransformerEncoderLayer(nn.Module):
         norm_first: pre-norm (True) or post-norm (False).
         kv_heads: key/value heads for grouped-query attention (None = H, 1 = multi-query).
         layer_norm_eps: LayerNorm epsilon.
+        head_temperature: a learnable temperature per attention head (H parameters, see
+            :class:`~bioattn.attention.MultiHeadAttention`); off by default.
     """
 
     def __init__(
@@ -78,11 +80,13 @@ class TransformerEncoderLayer(nn.Module):
         norm_first: bool = True,
         kv_heads: int | None = None,
         layer_norm_eps: float = 1e-5,
+        head_temperature: bool = False,
     ) -> None:
         super().__init__()
         attention_dropout = dropout if attention_dropout is None else attention_dropout
         ffn_dropout = dropout if ffn_dropout is None else ffn_dropout
-        self.self_attn = MultiHeadAttention(d_model, num_heads, kv_heads=kv_heads, dropout=attention_dropout)
+        self.self_attn = MultiHeadAttention(d_model, num_heads, kv_heads=kv_heads, dropout=attention_dropout,
+                                            head_temperature=head_temperature)
         self.feed_forward = FeedForward(d_model, dim_feedforward or 4 * d_model, ffn_dropout, activation)
         self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
         self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
@@ -140,7 +144,7 @@ class TransformerEncoder(nn.Module):
         num_heads: attention heads H; ``D % H == 0``.
         num_layers: number of layers (>= 1).
         dim_feedforward, dropout, attention_dropout, ffn_dropout, activation, norm_first, kv_heads,
-        layer_norm_eps: as in :class:`TransformerEncoderLayer`, the same for every layer.
+        layer_norm_eps, head_temperature: as in :class:`TransformerEncoderLayer`, the same for every layer.
     """
 
     def __init__(
@@ -157,6 +161,7 @@ class TransformerEncoder(nn.Module):
         norm_first: bool = True,
         kv_heads: int | None = None,
         layer_norm_eps: float = 1e-5,
+        head_temperature: bool = False,
     ) -> None:
         super().__init__()
         if num_layers < 1:
@@ -173,6 +178,7 @@ class TransformerEncoder(nn.Module):
                 norm_first=norm_first,
                 kv_heads=kv_heads,
                 layer_norm_eps=layer_norm_eps,
+                head_temperature=head_temperature,
             )
             for _ in range(num_layers)
         )

@@ -35,6 +35,9 @@ class MultiHeadAttention(nn.Module):
         dropout: dropout on attention weights, training mode only.
         bias: add biases to the four projections.
         kdim, vdim: widths of ``key`` and ``value`` inputs for cross-attention (default E).
+        head_temperature: learn one inverse temperature per head, ``exp(log_head_scale[h])`` multiplying head
+            ``h``'s scores (H extra parameters; initialised to 0, so the layer starts identical to one without it).
+            Off by default: one fixed ``1/sqrt(d)`` scale for every head.
     """
 
     def __init__(
@@ -47,6 +50,7 @@ class MultiHeadAttention(nn.Module):
         bias: bool = True,
         kdim: int | None = None,
         vdim: int | None = None,
+        head_temperature: bool = False,
     ) -> None:
         super().__init__()
         kv_heads = num_heads if kv_heads is None else kv_heads
@@ -67,6 +71,7 @@ class MultiHeadAttention(nn.Module):
         self.k_proj = nn.Linear(self.kdim, kv_width, bias=bias)
         self.v_proj = nn.Linear(self.vdim, kv_width, bias=bias)
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.log_head_scale = nn.Parameter(torch.zeros(num_heads)) if head_temperature else None
         self._reset_parameters()
 
     def _reset_parameters(self) -> None:
@@ -158,6 +163,8 @@ class MultiHeadAttention(nn.Module):
         mask = self._keep_mask(key_padding_mask, attn_mask, batch, lq, lk)
         q, k, v = self._project(query, key, value)
         q = q.view(batch, lq, self.num_heads, self.head_dim).transpose(1, 2)
+        if self.log_head_scale is not None:  # per-head inverse temperature on the scores, through the queries
+            q = q * self.log_head_scale.exp().to(q.dtype)[:, None, None]
         k = k.view(batch, lk, self.kv_heads, self.head_dim).transpose(1, 2)
         v = v.view(batch, lk, self.kv_heads, self.head_dim).transpose(1, 2)
         out, weights = scaled_dot_product_attention(

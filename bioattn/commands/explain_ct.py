@@ -2,9 +2,12 @@
 
 ``--input`` is a NIfTI file, a DICOM file/series folder, or a MedMNIST-style ``.npz`` (pick the volume with
 ``--split`` and ``--index``). Writes, under ``--out``: ``rollout.nii.gz`` (the rollout on the input's voxel
-grid, with the input's affine; identity affine for ``.npz`` volumes, which carry none), ``input.nii.gz``
-for ``.npz`` input (to overlay in a viewer), ``rollout_slices.png`` (orthogonal slices through the most
-influential voxel), ``heads_layer{l}.png`` / ``head_diversity_layer{l}.png``, and ``summary.json``.
+grid, with the input's affine; identity affine for ``.npz`` volumes, which carry none), ``attribution.nii.gz``
+(the ``--method`` map on the same grid, when it is not rollout), ``input.nii.gz`` for ``.npz`` input (to overlay
+in a viewer), ``rollout_slices.png`` / ``attribution_slices.png`` (orthogonal slices through the most
+influential voxel), ``heads_layer{l}.png`` / ``head_diversity_layer{l}.png``, ``head_sharpness.png``,
+``faithfulness.png`` and ``summary.json`` (with ``faithfulness``: each method's deletion/insertion AUC, voxels
+set to the volume's background value, the minimum).
 
 NIfTI/DICOM input is prepared as the run's ``preprocessing.json`` says (each preprocessing flag replaces its
 step), and an input unlike the training volumes gets a ``warning:`` line (also in ``summary.json``).
@@ -15,14 +18,21 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bioattn.commands.common import add_device_argument, add_model_arguments, device_from_args, model_dir, model_label
 from bioattn.commands.predict_ct import add_preprocessing_arguments, preprocessing_from_args
 from bioattn.errors import UserInputError
-from bioattn.explain.outputs import add_common_arguments, prepare_out_dir, write_layer_figures
+from bioattn.explain.outputs import (
+    add_common_arguments, add_method_arguments, faithfulness_table, prepare_out_dir, resolve_method, write_faithfulness,
+    write_layer_figures,
+)
 from bioattn.io import write_json
+
+#: Methods from most to least faithful on AdrenalMNIST3D validation volumes (README, "Explaining predictions").
+FAITHFULNESS_ORDER = ("gradient_x_input", "integrated_gradients", "relevance", "rollout")
 
 if TYPE_CHECKING:
     from monai.data import MetaTensor
@@ -36,6 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     npz.add_argument("--split", default="val", help="split to read from the .npz (default: val)")
     npz.add_argument("--index", type=int, default=0, help="volume index within the split (default: 0)")
     add_preprocessing_arguments(parser)
+    add_method_arguments(parser, unit="voxels")
 
 
 def _read_input(args: argparse.Namespace) -> tuple[MetaTensor, str, int | None]:
@@ -63,7 +74,13 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from bioattn.data.ct import check_volume, invert_to_input_grid, world_geometry, write_nifti
+    from bioattn.explain.attribution import METHODS
     from bioattn.explain.ct import explain_volumes
+    from bioattn.explain.ct_attribution import predicted_volume_classes, volume_attribution, volume_score
+    from bioattn.explain.faithfulness import compare_methods
+    from bioattn.explain.faithfulness_figures import plot_head_sharpness
+    from bioattn.explain.sharpness import head_sharpness, sharpness_summary
+    from bioattn.models.ensemble import ensemble_members
     from bioattn.explain.figures import plot_orthogonal_slices
     from bioattn.tasks.ct_predict import load_run
     from bioattn.tasks.ct_preprocessing import distribution_warnings, volume_statistics
@@ -83,8 +100,25 @@ def run(args: argparse.Namespace) -> int:
         print(f"warning: {described}: {'; '.join(warnings)}; the explanation may mean little", file=sys.stderr)
     out = prepare_out_dir(args.out, overwrite=args.overwrite)
 
-    explanation = explain_volumes(model, model_input.as_tensor()[None].float(), head_fusion=args.head_fusion,
+    volumes = model_input.as_tensor()[None].float()
+    explanation = explain_volumes(ensemble_members(model)[0], volumes, head_fusion=args.head_fusion,
                                   start_layer=args.start_layer)
+    if len(ensemble_members(model)) > 1:
+        explanation.probabilities = model(volumes.to(next(model.parameters()).device)).float().softmax(-1).cpu()
+        explanation.voxel_map = volume_attribution(model, volumes, "rollout", head_fusion=args.head_fusion,
+                                                   start_layer=args.start_layer).cpu()
+
+    def timed_gradient_pass() -> float:
+        start = time.perf_counter()
+        volume_attribution(model, volumes, "gradient_x_input")
+        return time.perf_counter() - start
+
+    method = resolve_method(args, FAITHFULNESS_ORDER, timed_gradient_pass)
+    classes = predicted_volume_classes(model, volumes.to(next(model.parameters()).device))
+
+    def attribute(name: str) -> torch.Tensor:
+        return volume_attribution(model, volumes, name, classes=classes, head_fusion=args.head_fusion,
+                                  start_layer=args.start_layer).cpu()
     # Undo every spatial preprocessing step (padding, crop, resampling, orientation): back onto the input grid.
     voxel_map = invert_to_input_grid(pipeline, model_input, explanation.voxel_map)[0].as_tensor()
     affine = np.asarray(image.affine)
@@ -97,6 +131,19 @@ def run(args: argparse.Namespace) -> int:
     plot_orthogonal_slices(image[0].as_tensor(), voxel_map, out / "rollout_slices.png",
                            title=f"[CLS] rollout, p({names[predicted]}) = {probabilities[predicted]:.3f}"
                                  + (f", label {names[label]}" if label is not None else ""))
+    if method != "rollout":
+        attribution_map = invert_to_input_grid(pipeline, model_input, attribute(method))[0].as_tensor()
+        write_nifti(out / "attribution.nii.gz", attribution_map, affine)
+        plot_orthogonal_slices(image[0].as_tensor(), attribution_map, out / "attribution_slices.png",
+                               title=f"{method}, p({names[predicted]}) = {probabilities[predicted]:.3f}")
+    sharpness = head_sharpness(explanation.attentions)
+    plot_head_sharpness(sharpness, out / "head_sharpness.png", title="CT attention: per-head sharpness")
+    faithfulness = None
+    if not args.skip_faithfulness:
+        score = volume_score(model, volumes[0].to(next(model.parameters()).device), int(classes[0]))
+        faithfulness = write_faithfulness(
+            compare_methods(lambda name: [attribute(name)[0].flatten()], [score], METHODS, steps=args.faithfulness_steps),
+            out, unit="voxels", title=f"{described}: faithfulness (voxels → background)")
     similarities = write_layer_figures([w[0] for w in explanation.attentions], out,
                                        what="CT attention (token 0 = [CLS], then the CNN grid in raster order)")
     grid = explanation.grid_map[0]
@@ -108,7 +155,11 @@ def run(args: argparse.Namespace) -> int:
         "label": names[label] if label is not None else None,
         "head_fusion": args.head_fusion, "start_layer": args.start_layer, "warnings": warnings,
         "cls_self_share": float(1 - grid.sum()), "peak_voxel": [int(i) for i in peak],
-        "head_similarity": similarities,
+        "head_similarity": similarities, "method": method, "head_sharpness": sharpness_summary(sharpness),
+        **({"faithfulness": faithfulness} if faithfulness is not None else {}),
     })
-    print(f"{described}: p({names[predicted]}) = {probabilities[predicted]:.3f}; rollout -> {out / 'rollout.nii.gz'}")
+    print(f"{described}: p({names[predicted]}) = {probabilities[predicted]:.3f}; rollout -> {out / 'rollout.nii.gz'}"
+          + (f", {method} -> {out / 'attribution.nii.gz'}" if method != "rollout" else ""))
+    if faithfulness is not None:
+        print(faithfulness_table(faithfulness))
     return 0

@@ -6,9 +6,12 @@ columns, the chain mapped onto them by sequence alignment; with ``--struct-dat``
 ``--out``: ``heads_layer{l}.png`` (every head's tied row-attention map next to the native contacts, each
 head titled with its long-range P@L/5), ``head_diversity_layer{l}.png``, ``head_contact_precision.png``
 (layers × heads), ``head_contacts.tsv`` (P@L/5, P@L/2, P@L of every head's symmetrised + APC map),
-``row_attention.safetensors`` (the raw ``(layers, H, L, L)`` maps) and ``summary.json``.
+``row_attention.safetensors`` (the raw ``(layers, H, L, L)`` maps), ``head_sharpness.png``, ``columns.tsv``
+(every column's attribution by ``--method``, explaining the model's masked-LM prediction of the query row),
+``faithfulness.png`` and ``summary.json`` (with ``faithfulness``: each method's deletion/insertion AUC, columns
+masked in every row).
 
-Without a structure only the maps and head diversity are written.
+Without a structure the contact figures and tables are left out.
 """
 from __future__ import annotations
 
@@ -18,8 +21,16 @@ import numpy as np
 
 from bioattn.commands.common import add_device_argument, add_model_arguments, device_from_args, model_dir, model_label
 from bioattn.errors import UserInputError
-from bioattn.explain.outputs import add_common_arguments, prepare_out_dir, write_layer_figures
+from bioattn.explain.outputs import (
+    add_common_arguments, add_method_arguments, faithfulness_table, prepare_out_dir, resolve_method, write_faithfulness,
+    write_layer_figures,
+)
 from bioattn.io import save_tensors, write_json, write_table
+
+
+#: Methods from most to least faithful on 1atzA and 5ptpA (README, "Explaining predictions"); gradient × input
+#: ranked below random there, so it is never chosen.
+FAITHFULNESS_ORDER = ("integrated_gradients", "relevance", "rollout")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,6 +46,49 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chain", default=None, help="chain of --pdb (default: the first protein chain)")
     parser.add_argument("--struct-dat", default=None, metavar="FILE", help="arDCA *_struct.dat column distances, instead of --pdb")
     parser.add_argument("--max-rows", type=int, default=128, help="rows fed to the model, chosen for diversity (default: 128)")
+    add_method_arguments(parser, unit="alignment columns")
+
+
+def _columns_and_faithfulness(model, rows, args: argparse.Namespace, out, family: str) -> dict:
+    """``columns.tsv`` (the chosen method's per-column attribution), head sharpness and every method's
+    faithfulness; returns their ``summary.json`` entries."""
+    import time
+
+    from bioattn.data.msa import ALPHABET
+    from bioattn.explain.attribution import METHODS
+    from bioattn.explain.faithfulness import compare_methods
+    from bioattn.explain.faithfulness_figures import plot_head_sharpness
+    from bioattn.explain.msa import row_attention_maps
+    from bioattn.explain.msa_attribution import msa_attribution, msa_score, predicted_residues
+    from bioattn.explain.sharpness import head_sharpness, sharpness_summary
+
+    def timed_gradient_pass() -> float:
+        start = time.perf_counter()
+        msa_attribution(model, rows, "gradient_x_input")
+        return time.perf_counter() - start
+
+    method = resolve_method(args, FAITHFULNESS_ORDER, timed_gradient_pass)
+    residues = predicted_residues(model, rows)
+
+    def attribute(name: str) -> list:
+        return [msa_attribution(model, rows, name, residues=residues).cpu()]
+
+    values = attribute(method)[0]
+    query = rows[0].tolist()
+    write_table(out / "columns.tsv", ["column", "query", "predicted", method],
+                ([c, ALPHABET[query[c]] if query[c] < len(ALPHABET) else "?", ALPHABET[int(residues[c])], float(values[c])]
+                 for c in range(len(query))))
+    maps = row_attention_maps(model, rows)
+    sharpness = head_sharpness([layer[None] for layer in maps])
+    plot_head_sharpness(sharpness, out / "head_sharpness.png", title=f"{family} row attention: per-head sharpness")
+    entries: dict = {"method": method, "head_sharpness": sharpness_summary(sharpness)}
+    if not args.skip_faithfulness:
+        score = msa_score(model, rows.to(next(model.parameters()).device), residues)
+        entries["faithfulness"] = write_faithfulness(
+            compare_methods(attribute, [score], METHODS, steps=args.faithfulness_steps), out,
+            unit="alignment columns", title=f"{family}: faithfulness (columns masked)")
+        print(faithfulness_table(entries["faithfulness"]))
+    return entries
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
     layers, heads, length = maps.shape[0], maps.shape[1], maps.shape[-1]
     summary: dict = {"run": model_label(args), "input": str(args.input), "family": target.name, "columns": length,
                      "rows_used": len(rows), "rows_in_alignment": target.msa.depth}
+    summary.update(_columns_and_faithfulness(model, rows, args, out, target.name))
 
     if target.distances is None:
         summary["head_similarity"] = write_layer_figures(list(maps), out, what=f"{target.name} row attention")

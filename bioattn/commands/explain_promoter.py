@@ -5,16 +5,24 @@ per class of a multi-class model, predicted label); ``influence.tsv`` (one row p
 relative position, nucleotide, influence); ``tracks/`` (one PNG per sequence for the first
 ``--plot-sequences``); ``influence_profile.tsv``/``.png`` (mean, sd and s.e.m. band per position over all
 sequences, and the mean per predicted class); ``heads_layer{l}.png`` and ``head_diversity_layer{l}.png``;
-``summary.json`` (motif enrichment, head similarities, settings).
+``summary.json`` (motif enrichment, head similarities, head sharpness, settings, and ``faithfulness``: each
+method's deletion/insertion AUC on the first ``--faithfulness-sequences`` records, nucleotides replaced by N);
+``faithfulness.png`` and ``head_sharpness.png``.
+
+``--method`` chooses the map (rollout, gradient-weighted relevance, Captum Integrated Gradients or gradient ×
+input on the embeddings, random); ``auto`` takes the most faithful that is fast enough and says which on stderr.
+An ensemble's map is the mean of its members' maps.
 
 Works for two-class and multi-class models alike: the rollout follows the [CLS] token, which every class's
-logit reads, so one influence track explains the predicted class whichever it is. Rollout treats attention as
-the only path between tokens: a hypothesis generator, not causal attribution.
+logit reads, so one influence track explains the predicted class whichever it is (the gradient methods explain
+the predicted class's log-odds). Rollout treats attention as the only path between tokens: a hypothesis
+generator, not causal attribution.
 """
 from __future__ import annotations
 
 import argparse
 import re
+import time
 
 import numpy as np
 import torch
@@ -22,9 +30,15 @@ from Bio.Data.IUPACData import ambiguous_dna_letters
 
 from bioattn.commands.common import add_device_argument, add_model_arguments, device_from_args, model_dir, model_label
 from bioattn.errors import UserInputError
-from bioattn.explain.outputs import add_common_arguments, prepare_out_dir, write_layer_figures
+from bioattn.explain.outputs import (
+    add_common_arguments, add_method_arguments, faithfulness_table, prepare_out_dir, resolve_method, write_faithfulness,
+    write_layer_figures,
+)
 from bioattn.io import write_json, write_table
 from bioattn.progress import progress_bar
+
+#: Methods from most to least faithful on GUE prom_core_all dev (README, "Explaining predictions").
+FAITHFULNESS_ORDER = ("integrated_gradients", "gradient_x_input", "relevance", "rollout")
 
 _MARK = re.compile(r"^(?P<label>[^=]+)=(?P<start>-?\d+)\.\.(?P<end>-?\d+)$")
 
@@ -47,6 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "repeat for several (default: none)")
     parser.add_argument("--strand", choices=("model", "both", "forward"), default="model",
                         help="rollout of the forward strand, of both strands averaged, or as the model predicts (default)")
+    add_method_arguments(parser, unit="nucleotides")
+    parser.add_argument("--faithfulness-sequences", type=int, default=200,
+                        help="measure faithfulness on the first N records (default: %(default)s)")
 
 
 def _parse_marks(marks: list[str]) -> dict[str, tuple[int, int]]:
@@ -92,7 +109,7 @@ def _track_title(model, record_id: str, class_probabilities: np.ndarray, predict
 
 
 def _check_arguments(args: argparse.Namespace, num_layers: int) -> None:
-    for name in ("max_sequences", "batch_size"):
+    for name in ("max_sequences", "batch_size", "faithfulness_sequences"):
         if getattr(args, name) < 1:
             raise UserInputError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if not 0 <= args.start_layer < num_layers:
@@ -102,29 +119,86 @@ def _check_arguments(args: argparse.Namespace, num_layers: int) -> None:
         raise UserInputError(f"--motif {args.motif!r}: {', '.join(bad)} is not an IUPAC nucleotide letter")
 
 
+def _probe_seconds(model, batches: list, rc_average: bool | None) -> float:
+    """Estimated seconds of one gradient × input pass over every batch (timed on the first)."""
+    from bioattn.explain.promoter_attribution import promoter_attribution
+
+    start = time.perf_counter()
+    promoter_attribution(model, *batches[0], "gradient_x_input", rc_average=rc_average)
+    return (time.perf_counter() - start) * len(batches)
+
+
+def _sharpness(model, batches: list, out) -> dict:
+    """Per-head entropy and effective temperature of the first member over the first batch (+ figure)."""
+    from bioattn.explain.faithfulness_figures import plot_head_sharpness
+    from bioattn.explain.sharpness import head_sharpness, sharpness_summary
+    from bioattn.models.ensemble import ensemble_members
+
+    member = ensemble_members(model)[0]
+    ids, padding_mask = batches[0]
+    device = next(member.parameters()).device
+    with torch.no_grad():
+        _, key_padding_mask, weights = member.encode(ids.to(device), padding_mask.to(device), need_weights=True)
+    sharpness = head_sharpness(weights, key_padding_mask)
+    plot_head_sharpness(sharpness, out / "head_sharpness.png", title="promoter attention: per-head sharpness")
+    return sharpness_summary(sharpness)
+
+
+def _faithfulness(model, tokens: list[np.ndarray], args: argparse.Namespace, rc_average: bool | None, out) -> dict:
+    """Deletion/insertion AUC of every method on ``tokens`` (nucleotides replaced by N), + faithfulness.png."""
+    from bioattn.data.dna import collate_tokens
+    from bioattn.explain.attribution import METHODS
+    from bioattn.explain.faithfulness import compare_methods
+    from bioattn.explain.promoter_attribution import predicted_classes, promoter_attribution, promoter_score
+
+    device = next(model.parameters()).device
+    batches = [collate_tokens(tokens[start : start + args.batch_size]) for start in range(0, len(tokens), args.batch_size)]
+    classes = [predicted_classes(model, ids.to(device), mask.to(device), rc_average=rc_average) for ids, mask in batches]
+    scores = [promoter_score(model, ids[row, : int((~mask[row]).sum())].to(device), int(c[row]), rc_average=rc_average)
+              for (ids, mask), c in zip(batches, classes) for row in range(len(ids))]
+
+    def attribute(method: str) -> list[torch.Tensor]:
+        maps = []
+        for start, ((ids, mask), c) in enumerate(zip(batches, classes)):
+            values = promoter_attribution(model, ids, mask, method, classes=c, rc_average=rc_average,
+                                          head_fusion=args.head_fusion, start_layer=args.start_layer, seed=start)
+            maps.extend(values[row, : int((~mask[row]).sum())].cpu() for row in range(len(ids)))
+        return maps
+
+    results = compare_methods(attribute, scores, METHODS, steps=args.faithfulness_steps)
+    return write_faithfulness(results, out, unit="nucleotides",
+                              title=f"promoter: faithfulness on {len(tokens)} sequences (nucleotides → N)")
+
+
 def run(args: argparse.Namespace) -> int:
     from bioattn.data.dna import collate_tokens
     from bioattn.explain.figures import plot_rollout_track
     from bioattn.explain.promoter import explain_promoters, influence_profile, motif_enrichment
+    from bioattn.explain.promoter_attribution import promoter_attribution
     from bioattn.models import PromoterClassifier
+    from bioattn.models.ensemble import ensemble_members
 
     spans = _parse_marks(args.mark)
-    model = PromoterClassifier.from_pretrained(model_dir(args), map_location=device_from_args(args))
+    model = PromoterClassifier.from_pretrained(model_dir(args), map_location=device_from_args(args)).eval()
+    device = next(model.parameters()).device
     _check_arguments(args, model.config["num_layers"])
     records, tokens = _read_inputs(args, model.max_len)
     out = prepare_out_dir(args.out, overwrite=args.overwrite)
     rc_average = {"model": None, "both": True, "forward": False}[args.strand]
 
-    probabilities, first_weights = [], None
+    batches = [collate_tokens(tokens[start : start + args.batch_size]) for start in range(0, len(tokens), args.batch_size)]
+    method = resolve_method(args, FAITHFULNESS_ORDER, lambda: _probe_seconds(model, batches, rc_average))
+    probabilities = []
     lengths = np.array([len(t) for t in tokens])
     influence = np.zeros((len(tokens), int(lengths.max())))  # (N, L_max), zero past each sequence's end
-    for start in progress_bar(range(0, len(tokens), args.batch_size), desc="explain promoter", unit="batch"):
-        ids, padding_mask = collate_tokens(tokens[start : start + args.batch_size])
-        explanation = explain_promoters(model, ids, padding_mask, head_fusion=args.head_fusion,
-                                        start_layer=args.start_layer, rc_average=rc_average)
-        probabilities.append(explanation.probabilities)
-        influence[start : start + len(ids), : ids.shape[1]] = explanation.influence.numpy()
-        first_weights = explanation.weights if first_weights is None else first_weights
+    for start, (ids, padding_mask) in zip(range(0, len(tokens), args.batch_size),
+                                          progress_bar(batches, desc=f"explain promoter ({method})", unit="batch")):
+        probabilities.append(model.predict_proba(ids.to(device), padding_mask.to(device), rc_average=rc_average).cpu())
+        influence[start : start + len(ids), : ids.shape[1]] = promoter_attribution(
+            model, ids, padding_mask, method, rc_average=rc_average, head_fusion=args.head_fusion,
+            start_layer=args.start_layer, seed=start).cpu().numpy()
+    first_weights = explain_promoters(ensemble_members(model)[0], *batches[0], head_fusion=args.head_fusion,
+                                      start_layer=args.start_layer, rc_average=rc_average).weights
     probability = torch.cat(probabilities).numpy()  # (N,) positive-class probability, or (N, C)
     predicted = model.predicted_classes(probability)
     per_class = model.class_probabilities(probability)
@@ -156,28 +230,37 @@ def run(args: argparse.Namespace) -> int:
                        spread=std / np.sqrt(np.maximum(counts, 1)), spread_label="± s.e.m.",
                        others={f"mean, {name.replace('_', ' ')} (n={int(chosen.sum())})": g
                                for (name, chosen), g in zip(groups, group_means)},
-                       label=f"mean over {len(tokens)} sequences", xlabel=xlabel, ylabel="[CLS] rollout influence",
-                       title=f"where the model looks ({args.head_fusion} head fusion)")
+                       label=f"mean over {len(tokens)} sequences", xlabel=xlabel, ylabel=f"{method} influence",
+                       title=f"where the model looks ({method}" + (f", {args.head_fusion} head fusion)" if method == "rollout" else ")"))
     similarities = write_layer_figures(first_weights, out, what="promoter attention (first batch; token 0 = [CLS])")
 
     top = np.argsort(mean)[::-1][:10]
     summary = {
         "run": model_label(args), "input": str(args.input), "sequences": len(tokens),
         "predicted": {name: int((predicted == k).sum()) for k, name in enumerate(names)},
-        "head_fusion": args.head_fusion, "start_layer": args.start_layer,
+        "method": method, "head_fusion": args.head_fusion, "start_layer": args.start_layer,
         "strand": args.strand, "tss_index": args.tss_index,
-        "cls_self_share_mean": float(1 - influence.sum(1).mean()),
-        "uniform_influence": float(influence.sum(1).mean() / lengths.mean()),
         "top_positions": [{"relative_position": int(positions[i]), "mean_influence": float(mean[i])} for i in top],
         "head_similarity": similarities,
+        "head_sharpness": _sharpness(model, batches, out),
     }
+    if method == "rollout":
+        summary["cls_self_share_mean"] = float(1 - influence.sum(1).mean())
+        summary["uniform_influence"] = float(influence.sum(1).mean() / lengths.mean())
+    if not args.skip_faithfulness:
+        summary["faithfulness"] = _faithfulness(model, tokens[: args.faithfulness_sequences], args, rc_average, out)
     if args.motif:
-        summary["motif"] = motif_enrichment([r.sequence for r in records], influence, args.motif).summary()
+        # enrichment is a ratio of mean influences: signed maps (the Captum methods) enter by magnitude
+        magnitude = np.abs(influence)
+        summary["motif_influence"] = "absolute value" if (influence < 0).any() else "value"
+        summary["motif"] = motif_enrichment([r.sequence for r in records], magnitude, args.motif).summary()
         for name, chosen in groups:
             summary[f"motif_in_{name}"] = motif_enrichment(
-                [r.sequence for r, c in zip(records, chosen) if c], influence[chosen], args.motif).summary()
+                [r.sequence for r, c in zip(records, chosen) if c], magnitude[chosen], args.motif).summary()
     write_json(out / "summary.json", summary)
-    print(f"explained {len(tokens)} sequences -> {out}")
+    print(f"explained {len(tokens)} sequences with {method} -> {out}")
+    if not args.skip_faithfulness:
+        print(faithfulness_table(summary["faithfulness"]))
     if args.motif and summary["motif"]["sequences_with_match"]:
         motif = summary["motif"]
         by_sequence = motif["enrichment_vs_sequence_mean"]["mean"]

@@ -1,14 +1,21 @@
 """Predict the residue contacts of a new alignment (no structure needed): contacts.npy, a CASP RR file and a map.
 
-    bioattn predict msa --msa FILE --out DIR [--contact-head FILE | --run RUN_DIR | --model NAME] [--top N] [--quick]
-                        [--pdb FILE [--chain ID] | --struct-dat FILE]
+    bioattn predict msa --msa FILE --out DIR [--method attention|potts|combined | --contact-head FILE | --run RUN_DIR |
+                        --model NAME] [--top N] [--quick] [--pdb FILE [--chain ID] | --struct-dat FILE]
 
-The contact head decides what is fitted on the alignment. The default head ships with bioattn: a logistic
-regression on the z-scored Potts map, fitted on five bundled families (see its fit_on and settings), so only a
-pseudo-likelihood Potts model is fitted (CCMpred's objective on every row, --potts-minutes CPU budget) and the
-contact ranking is the Potts map's. --contact-head FILE or --run RUN_DIR (a bioattn train msa run: its
-contact_head.json and model size; --model NAME: such a run shipped with bioattn) can read attention features too: then the per-family axial model is also
-trained on the alignment (--max-minutes and the training flags apply).
+The contact head decides what is fitted on the alignment. --method picks a head shipped with bioattn (a logistic
+regression on z-scored maps, see each head's fit_on and settings):
+  attention  factored attention (one layer, queries and keys from positions, values from residues, fitted by
+             pseudo-likelihood on every row; --factored-steps Adam steps, --factored-minutes CPU budget); its
+             contact map is the APC-corrected norm of the couplings its attention implies. No coevolution
+             statistic (no Potts model, DCA or MI) is computed, not even for evaluation.
+  potts      (default) a pseudo-likelihood Potts model (CCMpred's objective on every row, --potts-minutes CPU
+             budget).
+  combined   the head chosen leave-one-family-out on the bundled families among one per map and one on both
+             (never below the better single map there; on the bundled families it chose the Potts map alone).
+--contact-head FILE or --run RUN_DIR (a bioattn train msa run: its contact_head.json and model size; --model
+NAME: such a run shipped with bioattn) can read attention features of the axial model too: then the per-family
+axial model is also trained on the alignment (--max-minutes and the training flags apply).
 
 Writes, under --out: contacts.npy (L×L contact probabilities, L = the query's residues), contacts.rr (CASP
 RR: PFRMAT, TARGET, AUTHOR, METHOD, MODEL 1, the sequence, then "i j 0 8 p" for the top --top pairs with
@@ -29,12 +36,16 @@ from bioattn.errors import UserInputError
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from bioattn.tasks.msa import DEFAULTS, RR_MIN_SEPARATION, RR_TOP_PER_RESIDUE
+    from bioattn.tasks.msa_head import SHIPPED_HEADS
+    from bioattn.tasks.msa_predict import DEFAULT_METHOD
     from bioattn.training import add_training_args
 
     add_input_arguments(parser, msa_required=True)
     head = add_model_arguments(parser.add_argument_group("contact head"), trained_by="bioattn train msa", required=False)
     head.add_argument("--contact-head", type=Path, default=None,
-                      help="contact_head.json to use (default: the head shipped with bioattn, Potts map only)")
+                      help="contact_head.json to use (default: the head shipped for --method)")
+    head.add_argument("--method", choices=tuple(SHIPPED_HEADS), default=None,
+                      help=f"which shipped head: factored attention only, Potts only, or both (default: {DEFAULT_METHOD})")
     output = parser.add_argument_group("output")
     output.add_argument("--top", type=int, default=None,
                         help=f"pairs written to contacts.rr (default: {RR_TOP_PER_RESIDUE}L)")
@@ -46,8 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bioattn.tasks.msa_head import ContactHead, default_head
-    from bioattn.tasks.msa_predict import predict_contacts, prediction_report, run_head
+    from bioattn.tasks.msa_head import ContactHead, shipped_head
+    from bioattn.tasks.msa_predict import DEFAULT_METHOD, predict_contacts, prediction_report, run_head
 
     if args.top is not None and args.top < 1:
         raise UserInputError(f"--top must be >= 1, got {args.top}")
@@ -58,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     if run_dir is not None:
         head, model_size = run_head(run_dir)
     else:
-        head = ContactHead.load(args.contact_head) if args.contact_head is not None else default_head()
+        head = ContactHead.load(args.contact_head) if args.contact_head is not None else shipped_head(args.method or DEFAULT_METHOD)
     options, config = options_from_args(args, **model_size)
     target = load_input(args)
     metrics = predict_contacts(target, args.out, options, config, head, top=args.top, min_separation=args.min_separation)

@@ -2,6 +2,7 @@
 
     bioattn train msa --msa FILE [--pdb FILE [--chain ID] | --struct-dat FILE] --out RUN_DIR [--contact-head FILE] [--quick]
     bioattn train msa --all [--families A,B] [--data-root DIR] --out RUN_DIR [--max-minutes M] [--quick]
+    bioattn train msa --all --compare-methods [--families A,B] --out RUN_DIR   # predict msa's three --method maps
 
 For one family: reads the alignment (A3M, A2M, aligned FASTA, Stockholm, Clustal, PSICOV; .gz accepted), takes a
 random subsample of at most --max-seqs rows with their 80%-identity weights, computes MI + APC and Gaussian
@@ -19,6 +20,9 @@ the same run and of published predictions in pred/ beside the alignment), featur
 With --all every family of msa/coev and msa/pfam gets a sub-folder, the heads are fitted leave-one-family-out,
 contact_head.json and coevolution_head.json are fitted on every family (for --contact-head / bioattn predict
 msa), and summary.md / summary.json hold the table; --resume skips finished families. Runs under torchrun.
+With --all --compare-methods no axial model is trained: each family gets the factored-attention map, the Potts
+map and MI + APC, the combined head is chosen and fitted leave-one-family-out (bioattn.tasks.msa_compare), and
+contact_head_{attention,potts,combined}.json are fitted on every family.
 """
 from __future__ import annotations
 
@@ -50,7 +54,8 @@ def add_input_arguments(parser: argparse.ArgumentParser, *, msa_required: bool =
 
 
 def add_fit_arguments(group: argparse._ArgumentGroup) -> None:
-    """What fitting one alignment needs besides the architecture: model width, row sampling, Potts budget, ``--quick``."""
+    """What fitting one alignment needs besides the architecture: model width, row sampling, Potts and factored-attention
+    budgets, ``--quick``."""
     group.add_argument("--embed-dim", type=int, default=64, help="model width (default: %(default)s)")
     group.add_argument("--dropout", type=float, default=0.1, help="dropout of the model (default: %(default)s)")
     group.add_argument("--rows", type=int, default=32, help="alignment rows per training block (default: %(default)s)")
@@ -64,6 +69,13 @@ def add_fit_arguments(group: argparse._ArgumentGroup) -> None:
                        help="random rows of the alignment for the Potts fit; 0: every row, as CCMpred (default: %(default)s)")
     group.add_argument("--potts-minutes", type=float, default=15.0,
                        help="CPU-time budget of the Potts fit, sequence weights included (default: %(default)s)")
+    group.add_argument("--factored-heads", type=int, default=32, help="heads of factored attention (default: %(default)s)")
+    group.add_argument("--factored-dim", type=int, default=32,
+                       help="query/key size per head of factored attention (default: %(default)s)")
+    group.add_argument("--factored-steps", type=int, default=100,
+                       help="Adam steps of the factored-attention fit (default: %(default)s)")
+    group.add_argument("--factored-minutes", type=float, default=18.0,
+                       help="CPU-time budget of the factored-attention fit, sequence weights included (default: %(default)s)")
     group.add_argument("--quick", action="store_true", help="tiny settings for a smoke test (seconds) (default: off)")
 
 
@@ -76,6 +88,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     data.add_argument("--pred", type=Path, default=None,
                       help="folder of published predictions to compare with (default: pred/ beside --msa, if any)")
     data.add_argument("--all", action="store_true", help="every family of msa/coev and msa/pfam under the data root (default: off)")
+    data.add_argument("--compare-methods", action="store_true",
+                      help="with --all: no axial model; fit the maps of bioattn predict msa --method attention, potts and "
+                           "combined on every family and tabulate them, heads leave-one-family-out (default: off)")
     data.add_argument("--families", default=None, help="with --all: comma-separated subset of family names (default: all)")
     data.add_argument("--data-root", default=None, help="data root for --all (default: $BIOATTN_DATA_ROOT or ../shared/data)")
     model = parser.add_argument_group("model")
@@ -116,6 +131,7 @@ def load_input(args: argparse.Namespace, predictions: Path | None = None):
 def run(args: argparse.Namespace) -> int:
     from bioattn.data import resolve_data_root
     from bioattn.tasks.msa import train_families, train_family
+    from bioattn.tasks.msa_compare import compare_methods
     from bioattn.tasks.msa_head import ContactHead
 
     options, config = options_from_args(args)
@@ -123,8 +139,11 @@ def run(args: argparse.Namespace) -> int:
         if args.msa is not None:
             raise UserInputError("give either --msa FILE (one family) or --all (every family under the data root)")
         families = [name.strip() for name in args.families.split(",") if name.strip()] if args.families else None
-        train_families(resolve_data_root(args.data_root), args.out, options, config, families)
+        run_all = compare_methods if args.compare_methods else train_families
+        run_all(resolve_data_root(args.data_root), args.out, options, config, families)
         return 0
+    if args.compare_methods:
+        raise UserInputError("--compare-methods needs --all")
     if args.msa is None:
         raise UserInputError("give --msa FILE (one family) or --all (every family under the data root)")
     beside = args.msa.parent / "pred"

@@ -1,7 +1,13 @@
-"""Explanations for attention models: attention rollout, per-head maps and head diversity.
+"""Explanations for attention models: attribution maps whose faithfulness is measured, per-head maps, head
+diversity and head sharpness.
 
 Rollout treats attention as the only path between tokens: it is a hypothesis generator, not a causal
-attribution. It is computed in :mod:`bioattn.attention.rollout` (the models use it too) and re-exported here. The figure functions (module :mod:`bioattn.explain.figures`) import matplotlib, so they are
+attribution. It is computed in :mod:`bioattn.attention.rollout` (the models use it too) and re-exported here.
+:func:`attribute` gives every model's map by any method of :data:`METHODS` (rollout, gradient-weighted
+relevance, Captum's Integrated Gradients and gradient × input, random); :mod:`bioattn.explain.faithfulness`
+measures how faithful a map is (deletion / insertion curves); :mod:`bioattn.explain.sharpness` gives per-head
+entropy and effective temperature. :func:`attribute` (it imports the models) and the figure functions (modules
+:mod:`bioattn.explain.figures` and :mod:`bioattn.explain.faithfulness_figures`, which import matplotlib) are
 loaded only when first used.
 """
 from __future__ import annotations
@@ -9,18 +15,27 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from bioattn.explain.attribution import METHODS
+from bioattn.explain.faithfulness import compare_methods, evaluate_faithfulness
 from bioattn.explain.heads import head_diversity
+from bioattn.explain.sharpness import head_sharpness
 from bioattn.attention.rollout import HEAD_FUSIONS, attention_rollout, fuse_heads, rollout_rows
 
 _FIGURES = (
     "plot_head_maps", "plot_head_diversity", "plot_head_scores", "plot_rollout_track", "plot_orthogonal_slices",
     "plot_contact_map",
 )
+_FAITHFULNESS_FIGURES = ("plot_faithfulness_curves", "plot_head_sharpness")
 
-__all__ = ["HEAD_FUSIONS", "attention_rollout", "fuse_heads", "rollout_rows", "head_diversity", *_FIGURES]
+__all__ = ["HEAD_FUSIONS", "METHODS", "attention_rollout", "attribute", "compare_methods", "evaluate_faithfulness",
+           "fuse_heads", "rollout_rows", "head_diversity", "head_sharpness", *_FIGURES, *_FAITHFULNESS_FIGURES]
 
 
 def __getattr__(name: str) -> Any:
     if name in _FIGURES:
         return getattr(importlib.import_module("bioattn.explain.figures"), name)
+    if name in _FAITHFULNESS_FIGURES:
+        return getattr(importlib.import_module("bioattn.explain.faithfulness_figures"), name)
+    if name == "attribute":  # imports the three models (and MONAI): loaded when first used
+        return importlib.import_module("bioattn.explain.dispatch").attribute
     raise AttributeError(f"module 'bioattn.explain' has no attribute {name!r}")

@@ -1,16 +1,21 @@
-"""What every ``bioattn explain`` command shares: its common options, the output folder and the per-layer head
-figures (head maps + head diversity)."""
+"""What every ``bioattn explain`` command shares: its common options, the output folder, the per-layer head
+figures (head maps + head diversity), the choice of attribution method and the faithfulness outputs."""
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from torch import Tensor
 
+from bioattn.errors import UserInputError
 from bioattn.explain.heads import head_diversity
 from bioattn.attention.rollout import HEAD_FUSIONS
+
+#: ``--method auto`` picks the most faithful method whose estimated time fits this many seconds.
+AUTO_BUDGET_SECONDS = 60.0
 
 
 def add_common_arguments(parser: argparse.ArgumentParser, *, input_help: str, rollout: bool = True) -> None:
@@ -61,3 +66,65 @@ def write_layer_figures(
                             title=f"layer {layer}: head similarity (cosine)")
         similarities.append([[round(float(v), 4) for v in row] for row in similarity])
     return similarities
+
+
+def add_method_arguments(parser: argparse.ArgumentParser, *, unit: str) -> None:
+    """``--method --no-faithfulness --faithfulness-steps``: which attribution the outputs show, and whether every
+    method's deletion/insertion faithfulness is measured (``unit``: what one perturbation step removes)."""
+    from bioattn.explain.attribution import METHODS
+
+    parser.add_argument("--method", choices=("auto", *METHODS), default="auto",
+                        help="attribution shown in the outputs: auto (the most faithful method that is fast enough for "
+                             "the input, named on stderr), " + ", ".join(METHODS) + " (default: %(default)s)")
+    parser.add_argument("--no-faithfulness", dest="skip_faithfulness", action="store_true",
+                        help=f"skip measuring every method's deletion/insertion faithfulness ({unit} removed or "
+                             "revealed by rank; summary.json key 'faithfulness', faithfulness.png) (default: off, "
+                             "i.e. measured)")
+    parser.add_argument("--faithfulness-steps", type=int, default=20,
+                        help="points of each deletion/insertion curve (default: %(default)s)")
+
+
+def resolve_method(args: argparse.Namespace, order: Sequence[str], probe: Callable[[], float],
+                   budget_seconds: float = AUTO_BUDGET_SECONDS) -> str:
+    """``--method``, or with ``auto`` the first method of ``order`` (most faithful first, as measured) whose
+    estimated time fits ``budget_seconds``: ``probe()`` returns the estimated seconds of one gradient pass over the
+    whole input, and a method costs :data:`~bioattn.explain.attribution.RELATIVE_COST` times that. Says on stderr
+    which method it used."""
+    from bioattn.explain.attribution import RELATIVE_COST
+
+    if args.faithfulness_steps < 1:
+        raise UserInputError(f"--faithfulness-steps must be >= 1, got {args.faithfulness_steps}")
+    if args.method != "auto":
+        return args.method
+    one_pass = probe()
+    for method in order:
+        if one_pass * RELATIVE_COST[method] <= budget_seconds or method == order[-1]:
+            print(f"explain: method {method} (the most faithful measured for this model type that fits "
+                  f"{budget_seconds:.0f} s here, about {one_pass * RELATIVE_COST[method]:.1f} s; --method to choose)",
+                  file=sys.stderr)
+            return method
+    raise AssertionError("unreachable")
+
+
+def write_faithfulness(results: dict[str, dict], out_dir: Path, *, title: str, unit: str) -> dict[str, dict]:
+    """``faithfulness.png`` of ``results`` (method → summary) and the ``summary.json`` entry (areas, sd, seconds;
+    the mean curves too)."""
+    from bioattn.explain.faithfulness_figures import plot_faithfulness_curves
+
+    plot_faithfulness_curves(results, out_dir / "faithfulness.png", title=title, unit=unit)
+    return results
+
+
+def faithfulness_table(results: dict[str, dict]) -> str:
+    """A text table of ``results`` (method → summary): areas ± sd and seconds, most faithful first."""
+    from bioattn.explain.faithfulness import most_faithful
+    from bioattn.report import format_table
+
+    best = most_faithful(results)
+    ordered = sorted(results, key=lambda name: results[name]["deletion_auc"] - results[name]["insertion_auc"])
+    rows = [[name + (" *" if name == best else ""),
+             f"{results[name]['deletion_auc']:.3f} ± {results[name]['deletion_auc_sd']:.3f}",
+             f"{results[name]['insertion_auc']:.3f} ± {results[name]['insertion_auc_sd']:.3f}",
+             f"{results[name]['seconds']:.2f}"] for name in ordered]
+    return format_table(["method", "deletion AUC (lower = better)", "insertion AUC (higher = better)", "seconds"], rows,
+                        title=f"faithfulness over {results[best]['examples']} examples (* most faithful)")

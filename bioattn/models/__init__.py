@@ -1,4 +1,4 @@
-"""The three bioattn models and the shipped pretrained ones (``load_pretrained("gue-prom-core-all")``).
+"""The bioattn models, ensembles of them and the shipped pretrained ones (``load_pretrained("gue-prom-core-all")``).
 Imported lazily so ``import bioattn.models`` stays cheap."""
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ _LAZY = {
     "PromoterClassifier": "bioattn.models.promoter",
     "MSAContactModel": "bioattn.models.msa_contact",
     "HybridCT3D": "bioattn.models.hybrid_ct",
+    "Ensemble": "bioattn.models.ensemble",
+    "FactoredAttention": "bioattn.models.factored_attention",
     "AutoModel": "bioattn.models.registry",
     "load_pretrained": "bioattn.models.registry",
     "available_models": "bioattn.models.registry",

@@ -15,6 +15,7 @@ from torch import nn
 
 from bioattn.errors import UserInputError
 from bioattn.io import load_tensors, save_tensors, write_json
+from bioattn.models.ensemble import ENSEMBLE_TYPE, Ensemble
 from bioattn.models.registry import CONFIG_NAME, WEIGHTS_NAME, read_config, resolve_model_dir
 
 __all__ = ["CONFIG_NAME", "WEIGHTS_NAME", "PretrainedModel"]
@@ -34,18 +35,24 @@ class PretrainedModel(nn.Module):
         write_json(run_dir / CONFIG_NAME, {"model_type": type(self).__name__, **self.config})
 
     @classmethod
-    def from_pretrained(cls: type[M], run_dir: str | os.PathLike, map_location: str | torch.device = "cpu") -> M:
+    def from_pretrained(cls: type[M], run_dir: str | os.PathLike, map_location: str | torch.device = "cpu") -> M | Ensemble:
         """Rebuild the model from ``run_dir/config.json`` and load ``run_dir/model.safetensors``.
 
         ``run_dir`` is a run directory or, when no such folder exists, the name of a shipped model
         (:func:`~bioattn.models.registry.available_models`); an unknown name is an error listing them.
         ``map_location``: the device the model ends on; a CUDA device where PyTorch sees no GPU is an error.
+        An ensemble run directory (``--seeds`` / ``--cv``) of this class loads as an
+        :class:`~bioattn.models.ensemble.Ensemble`, which predicts like one model.
         """
         if torch.device(map_location).type == "cuda" and not torch.cuda.is_available():
             raise UserInputError(f"cannot load {run_dir} onto {map_location}: PyTorch sees no CUDA GPU here")
         run_dir = resolve_model_dir(run_dir)
         config = read_config(run_dir)
         model_type = config.pop("model_type", cls.__name__)
+        if model_type == ENSEMBLE_TYPE and config.get("member_type") == cls.__name__:
+            return Ensemble.load(run_dir, config, cls, map_location)
+        if model_type == ENSEMBLE_TYPE:
+            model_type = f"ensemble of {config.get('member_type')}"
         if model_type != cls.__name__:
             raise UserInputError(f"{run_dir / CONFIG_NAME}: holds a {model_type}, not a {cls.__name__}")
         model = cls(**config)

@@ -47,6 +47,8 @@ class PromoterClassifier(PretrainedModel):
         class_names: the name of each class index (default ``"0"``, ``"1"``, ...), e.g. the labels of the
             training file; prediction outputs use them.
         threshold: a two-class model predicts class 1 when its probability is ``>= threshold``.
+        head_temperature: a learnable temperature per attention head (``num_heads`` parameters per layer, see
+            :class:`~bioattn.attention.MultiHeadAttention`); off by default.
     """
 
     def __init__(
@@ -64,6 +66,7 @@ class PromoterClassifier(PretrainedModel):
         num_classes: int = 2,
         class_names: Sequence[str] | None = None,
         threshold: float = 0.5,
+        head_temperature: bool = False,
     ) -> None:
         super().__init__()
         if max_len < 1:
@@ -94,6 +97,7 @@ class PromoterClassifier(PretrainedModel):
             "num_classes": num_classes,
             "class_names": class_names,
             "threshold": threshold,
+            "head_temperature": head_temperature,
         }
         self.max_len = max_len
         self.rc_average = rc_average
@@ -107,7 +111,7 @@ class PromoterClassifier(PretrainedModel):
         self.positional = LearnedPositionalEncoding(max_len + 1, d_model)
         self.encoder = TransformerEncoder(
             d_model, num_heads, num_layers, dim_feedforward=dim_feedforward, dropout=dropout, attention_dropout=0.0,
-            norm_first=True,
+            norm_first=True, head_temperature=head_temperature,
         )
         self.head = nn.Sequential(nn.Linear(d_model, d_model), nn.GELU(), nn.Dropout(dropout),
                                   nn.Linear(d_model, 1 if self.binary else num_classes))
@@ -202,7 +206,7 @@ class PromoterClassifier(PretrainedModel):
         """
         was_training = self.training
         self.eval()
-        device = self.embedding.weight.device
+        device = next(self.parameters()).device
         out = np.empty((len(token_arrays),) if self.binary else (len(token_arrays), self.num_classes), dtype=np.float64)
         order = np.argsort([len(t) for t in token_arrays], kind="stable")
         try:

@@ -22,6 +22,7 @@ from typing import Any
 from torch import nn
 
 from bioattn.errors import UserInputError
+from bioattn.models.ensemble import ENSEMBLE_TYPE
 
 #: Folder of the shipped models (package data).
 PRETRAINED_ROOT = Path(__file__).resolve().parent.parent / "pretrained"
@@ -79,7 +80,8 @@ def model_class(model_type: str, source: Path) -> type[nn.Module]:
 def load_pretrained(name_or_path: str | os.PathLike, map_location: str = "cpu") -> nn.Module:
     """Load a shipped model (by name) or a run directory as the class its config.json names, in eval mode."""
     model_dir = resolve_model_dir(name_or_path)
-    model_type = read_config(model_dir).get("model_type")
+    config = read_config(model_dir)
+    model_type = config.get("member_type") if config.get("model_type") == ENSEMBLE_TYPE else config.get("model_type")
     if model_type is None:
         raise UserInputError(f"{model_dir / CONFIG_NAME}: no model_type; load it with the model's class instead")
     return model_class(model_type, model_dir / CONFIG_NAME).from_pretrained(model_dir, map_location=map_location)
@@ -118,8 +120,10 @@ def model_card(name: str) -> ModelCard:
     try:
         card = json.loads(card_path.read_text())
         headline = card["headline"]
-        return ModelCard(name=model_dir.name, model_type=read_config(model_dir)["model_type"], task=card["task"],
+        config = read_config(model_dir)
+        model_type = config["member_type"] if config["model_type"] == ENSEMBLE_TYPE else config["model_type"]
+        return ModelCard(name=model_dir.name, model_type=model_type, task=card["task"],
                          metric=headline["metric"], value=float(headline["value"]), sd=headline.get("sd"),
-                         size_bytes=sum(p.stat().st_size for p in model_dir.iterdir() if p.is_file()), data=card)
+                         size_bytes=sum(p.stat().st_size for p in model_dir.rglob("*") if p.is_file()), data=card)
     except (OSError, json.JSONDecodeError, KeyError) as exc:
         raise UserInputError(f"{card_path}: unreadable model card ({exc!r})") from exc

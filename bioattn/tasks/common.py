@@ -1,12 +1,17 @@
-"""What every task's training shares: timing a :class:`~bioattn.training.Trainer` run and counting parameters."""
+"""What every task's training shares: timing a :class:`~bioattn.training.Trainer` run, counting parameters, and the
+ensemble options (``--seeds``, ``--cv``) with the run directory layout they write."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from pathlib import Path
+from typing import Any, Sequence
 
 import torch
 from torch import nn
 
+from bioattn.errors import UserInputError
+from bioattn.io import write_json
+from bioattn.models.ensemble import ensemble_config
 from bioattn.training import FitResult, Trainer
 
 
@@ -33,3 +38,23 @@ def fit_timed(trainer: Trainer) -> tuple[FitResult, dict[str, Any]]:
         "train_cpu_minutes_this_invocation": round((time.process_time() - cpu) / 60, 2),
         "torch_threads": torch.get_num_threads(),
     }
+
+
+def check_ensemble_options(seeds: Sequence[int] | None, cv: int | None) -> None:
+    """``--seeds`` (distinct, at least one) and ``--cv K`` (K >= 2) are valid and not combined."""
+    if seeds is not None and cv is not None:
+        raise UserInputError("choose --seeds (one model per seed on the same split) or --cv K (one model per fold), not both")
+    if seeds is not None and (len(seeds) == 0 or len(set(seeds)) != len(seeds)):
+        raise UserInputError(f"--seeds needs one or more distinct seeds, got {list(seeds)}")
+    if cv is not None and cv < 2:
+        raise UserInputError(f"--cv needs at least 2 folds, got {cv}")
+
+
+def member_dir_name(kind: str, index: int) -> str:
+    """Folder of an ensemble member inside the ensemble's run directory: ``seed<S>`` or ``fold<K>``."""
+    return f"{kind}{index}"
+
+
+def save_ensemble(run_dir: Path, member_type: str, member_dirs: Sequence[str]) -> None:
+    """Write the ``config.json`` that makes ``run_dir`` load as the ensemble of its ``member_dirs``."""
+    write_json(run_dir / "config.json", ensemble_config(member_type, member_dirs))

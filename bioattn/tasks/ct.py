@@ -13,11 +13,19 @@ budget and augmentation, and writes into the run directory:
   ``train_log.csv``, ``checkpoint/`` (``resume`` continues), ``splits.csv`` (manifest runs: the split of every
   volume), and the same for the baseline in ``baseline_resnet/``.
 
-Protocols (:data:`PROTOCOLS`): ``medmnist`` is MedMNIST v2's official one (Adam, lr 1e-3, batch 32, no weight decay,
-lr x0.1 at 50 % and 75 % of the epochs, best validation AUROC kept, scored on the test split when there is one);
-``tuned`` trains 15 epochs with AdamW (weight decay 0.05), warm-up + cosine decay, label smoothing 0.1, no
-intensity jitter, and averages each prediction over the 8 flips of the volume. Runs under ``torchrun`` (only rank
-0 evaluates and writes).
+Protocols (:data:`PROTOCOLS`): ``tuned`` (the default) trains 15 epochs with AdamW (weight decay 0.05), warm-up +
+cosine decay, label smoothing 0.1, no intensity jitter, and averages each prediction over the 8 flips of the
+volume; ``medmnist`` is MedMNIST v2's official one (Adam, lr 1e-3, batch 32, no weight decay, lr x0.1 at 50 % and
+75 % of the epochs). Both keep the best validation AUROC and score the test split when there is one. The attention
+model trains without dropout, in fp32 (``--precision bf16`` is 1.6x faster on a CPU with bf16 units, but its 3D
+convolution weight gradients are sometimes wrong there); the ResNet baseline always in fp32 (bf16 overflows its
+gradients).
+
+Ensembles: ``seeds`` trains one complete run per seed (``seed<S>/``) on the same split; ``cv=K`` a stratified K-fold
+cross-validation over train + val (``fold<k>/``, each fold's final weights, nothing selected on its held-out
+fold), reported as the out-of-fold AUROC of the pooled predictions of both models. Either way the run directory
+loads as the :class:`~bioattn.models.ensemble.Ensemble` of the attention models. Runs under ``torchrun`` (only
+rank 0 evaluates and writes).
 """
 from __future__ import annotations
 
@@ -31,18 +39,21 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from monai.networks.nets import ResNet
+from sklearn.model_selection import StratifiedKFold
 from torch import nn
+from torch.utils.data import ConcatDataset, Dataset, Subset
 
 from bioattn.data import resolve_data_root
-from bioattn.data.ct import VolumePreprocessing, train_augmentation
+from bioattn.data.ct import VolumePreprocessing, apply_random_transform, train_augmentation
 from bioattn.errors import UserInputError
 from bioattn.explain.figures import plot_metric_per_epoch
 from bioattn.io import save_tensors, write_json
-from bioattn.metrics import classification_metrics, with_prefix
+from bioattn.metrics import classification_metrics, mean_std, with_prefix
+from bioattn.models.ensemble import Ensemble
 from bioattn.models.hybrid_ct import HybridCT3D, predict_probabilities
-from bioattn.report import format_table
-from bioattn.tasks.common import count_parameters, fit_timed
-from bioattn.tasks.ct_data import CTData, load_manifest, load_medmnist, write_split_table
+from bioattn.report import format_mean_sd, format_table
+from bioattn.tasks.common import check_ensemble_options, count_parameters, fit_timed, member_dir_name, save_ensemble
+from bioattn.tasks.ct_data import CTData, WithoutMetadata, load_manifest, load_medmnist, write_split_table
 from bioattn.tasks.ct_preprocessing import SavedPreprocessing
 from bioattn.training import TrainConfig, Trainer, plot_curves, prepare_run_dir, seed_everything
 from bioattn.training.distributed import is_main_process
@@ -68,7 +79,9 @@ MEDMNIST_DEFAULTS = TrainConfig(
     milestones=(50, 75), gamma=0.1, grad_clip=None, monitor="val_auroc", monitor_mode="max",
 )
 # AdamW + weight decay, 40 steps of warm-up then cosine decay, gradient clipping; sized so the attention model
-# trains in about 9 CPU-minutes at 28³ on one thread.
+# trains in about 4 CPU-minutes at 28³ on one thread. Both train in fp32: under bf16 autocast (1.6x faster with
+# dropout 0) the CPU's bf16 3D-convolution weight gradients are sometimes wrong by many orders of magnitude
+# (measured with torch 2.13 / oneDNN on AVX-512-BF16; see the README's training-speed section), so bf16 stays opt-in.
 TUNED_DEFAULTS = TrainConfig(
     max_epochs=15, batch_size=32, lr=1e-3, optimizer="adamw", weight_decay=0.05, schedule="warmup_cosine",
     warmup_steps=40, grad_clip=1.0, monitor="val_auroc", monitor_mode="max",
@@ -142,7 +155,7 @@ class CTOptions:
     spacing: tuple[float, float, float] | None = None
     window: tuple[float, float] | None = None
     fit: str = "resize"
-    protocol: str = "medmnist"
+    protocol: str = "tuned"
     baseline: str = "resnet"
     augment: bool = True
     label_smoothing: float | None = None
@@ -154,12 +167,15 @@ class CTOptions:
     d_model: int = 96
     heads: int = 4
     layers: int = 3
-    dropout: float = 0.1
+    dropout: float = 0.0
     train: TrainConfig | None = None
+    seeds: tuple[int, ...] | None = None
+    cv: int | None = None
     resume: bool = False
     overwrite: bool = False
 
     def __post_init__(self) -> None:
+        check_ensemble_options(self.seeds, self.cv)
         if self.dataset is not None and self.manifest is not None:
             raise UserInputError("give either a dataset (--dataset) or your own volumes (--manifest), not both")
         if self.protocol not in PROTOCOLS:
@@ -284,12 +300,14 @@ def _scores(labels: np.ndarray, probs: np.ndarray, split: str) -> dict[str, floa
 
 def train_one(
     name: str, model: nn.Module, run_dir: Path, data: CTData, config: TrainConfig, protocol: Protocol, *,
-    augment: bool = True, resume: bool = False, run_info: dict[str, Any] | None = None,
+    augment: bool = True, resume: bool = False, run_info: dict[str, Any] | None = None, select_best: bool = True,
 ) -> dict[str, Any]:
     """Train ``model`` with the shared Trainer (best ``val_auroc`` kept); return its metrics (rank 0; ``{}`` elsewhere).
 
     Validation numbers use the protocol's evaluation (flip averaging under ``tuned``); ``val_auroc_no_tta`` is the
     same weights without it, ``val_auroc_last_epoch`` the final weights; ``test_*`` when ``data`` has a test split.
+    ``select_best=False`` (cross-validation folds) never looks at the validation split: the final weights are kept
+    and the caller scores them.
     """
     augmentation = train_augmentation(intensity_jitter=protocol.intensity_jitter) if augment else None
     train_set = data.augmented(augmentation) if augmentation is not None else data.splits["train"]
@@ -308,11 +326,14 @@ def train_one(
         return metrics
 
     print(f"[{name}] {count_parameters(model) / 1e6:.2f} M parameters, training in {run_dir}", file=sys.stderr)
-    trainer = Trainer(model, train_set, config, run_dir, loss_fn=loss_fn, evaluate=evaluate, resume=resume,
-                      run_info=run_info)
+    trainer = Trainer(model, train_set, config, run_dir, loss_fn=loss_fn, evaluate=evaluate if select_best else None,
+                      resume=resume, run_info=run_info)
     result, info = fit_timed(trainer)
     if not is_main_process():
         return {}
+    if not select_best:  # the caller scores the final weights
+        plot_curves(run_dir)
+        return {**info, "val_history": []}
     history = result.history
     metrics: dict[str, Any] = {
         **info,
@@ -350,59 +371,213 @@ def _options_record(options: CTOptions) -> dict[str, Any]:
     return {k: str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v for k, v in record.items()}
 
 
+class _Augmented(Dataset):
+    """``(transform(image), label)`` of the ``(image, label)`` items of ``base``."""
+
+    def __init__(self, base: Dataset, transform: Any) -> None:
+        self.base, self.transform = base, transform
+
+    def __len__(self) -> int:
+        return len(self.base)  # type: ignore[arg-type]
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        image, label = self.base[index]
+        return apply_random_transform(self.transform, image), label
+
+
+def fold_data(data: CTData, train_index: np.ndarray, held_out_index: np.ndarray) -> CTData:
+    """``data`` with train + val pooled and re-split: ``train`` = ``train_index``, ``val`` = ``held_out_index`` of the pool
+    (indices into train followed by val); a test split stays as it is."""
+    pool = ConcatDataset([data.splits["train"], data.splits["val"]])
+    labels = np.concatenate([data.labels["train"], data.labels["val"]])
+    train = Subset(pool, train_index.tolist())
+    splits = {"train": train, "val": Subset(pool, held_out_index.tolist())}
+    split_labels = {"train": labels[train_index], "val": labels[held_out_index]}
+    if "test" in data.splits:
+        splits["test"], split_labels["test"] = data.splits["test"], data.labels["test"]
+    return dataclasses.replace(data, splits=splits, labels=split_labels, rows=None,
+                               augmented=lambda transform: _Augmented(train, WithoutMetadata([transform])))
+
+
+@dataclass
+class _Trained:
+    """One member run: its metrics per model name and the trained models (baseline ``None`` without one)."""
+
+    results: dict[str, dict[str, Any]]
+    hybrid: HybridCT3D
+    baseline: nn.Module | None
+
+
+def _train_pair(options: CTOptions, data: CTData, config: TrainConfig, protocol: Protocol, run_dir: Path,
+                run_info: dict[str, Any], saved: SavedPreprocessing, *, select_best: bool = True) -> _Trained:
+    """Train the attention model and the baseline on ``data`` into ``run_dir`` (a complete run directory)."""
+    seed_everything(config.seed)
+    hybrid, baseline = build_models(options, max(data.num_classes, 2), data.in_channels, _class_names(options, data))
+    common = dict(augment=options.augment, resume=options.resume and run_dir.exists(), run_info=run_info,
+                  select_best=select_best)
+    results = {HYBRID_NAME: train_one("hybrid", hybrid, run_dir, data, config, protocol, **common)}
+    if baseline is not None:  # in fp32: under bf16 autocast its gradient norm overflows at the first step
+        results[BASELINE_NAME] = train_one("baseline", baseline, run_dir / BASELINE_DIR, data,
+                                           dataclasses.replace(config, precision="fp32"), protocol, **common)
+    if is_main_process():
+        hybrid.save_pretrained(run_dir)
+        saved.save(run_dir)
+        if baseline is not None:
+            save_tensors(run_dir / BASELINE_DIR / "model.safetensors", baseline.state_dict())
+        if select_best:
+            plot_metric_per_epoch(
+                {f"{name} ({m['parameters'] / 1e6:.2f} M)":
+                 [(h["epoch"], h["val_auroc"]) for h in m["val_history"] if h.get("val_auroc") is not None]
+                 for name, m in results.items()},
+                run_dir / VAL_CURVE_NAME, ylabel="validation AUROC",
+            )
+    return _Trained(results, hybrid, baseline)
+
+
+def _models(trained: _Trained) -> dict[str, nn.Module]:
+    return {HYBRID_NAME: trained.hybrid, **({BASELINE_NAME: trained.baseline} if trained.baseline is not None else {})}
+
+
+def _ensemble_scores(members: list[_Trained], data: CTData, protocol: Protocol, batch_size: int) -> dict[str, Any]:
+    """Each model's ensemble (mean probability over ``members``) scored on val (and test)."""
+    scores: dict[str, Any] = {}
+    for name in _models(members[0]):
+        ensemble = Ensemble([_models(m)[name] for m in members])
+        scores[name] = {}
+        for split in [s for s in ("val", "test") if s in data.splits]:
+            probs = predict_probabilities(ensemble, data.splits[split], batch_size=batch_size, flip_tta=protocol.flip_tta)
+            scores[name].update(_scores(data.labels[split], probs, split))
+    return scores
+
+
+def _summaries(members: list[_Trained]) -> dict[str, dict[str, Any]]:
+    """Mean ± sd over members of each model's numeric metrics."""
+    return {name: mean_std([{k: v for k, v in m.results[name].items() if isinstance(v, (int, float))} for m in members])
+            for name in members[0].results}
+
+
+def _train_seeds(options: CTOptions, data: CTData, config: TrainConfig, protocol: Protocol, run_dir: Path,
+                 run_info: dict[str, Any], saved: SavedPreprocessing) -> dict[str, Any]:
+    """One run per seed (``seed<S>/``) on the same split; the run directory becomes the attention models' ensemble."""
+    assert options.seeds is not None
+    members = []
+    for number, seed in enumerate(options.seeds, start=1):
+        member_dir = run_dir / member_dir_name("seed", seed)
+        print(f"seed {seed} ({number} of {len(options.seeds)}) → {member_dir}", file=sys.stderr)
+        members.append(_train_pair(options, data, dataclasses.replace(config, seed=seed), protocol, member_dir,
+                                   run_info, saved))
+    if not is_main_process():
+        return {}
+    save_ensemble(run_dir, "HybridCT3D", [member_dir_name("seed", seed) for seed in options.seeds])
+    saved.save(run_dir)
+    return {"ensemble": _ensemble_scores(members, data, protocol, config.batch_size), "members": _summaries(members),
+            "seeds": {str(seed): m.results for seed, m in zip(options.seeds, members)}}
+
+
+def _train_cv(options: CTOptions, data: CTData, config: TrainConfig, protocol: Protocol, run_dir: Path,
+              run_info: dict[str, Any], saved: SavedPreprocessing) -> dict[str, Any]:
+    """K-fold stratified CV over train + val (``fold<k>/``, final weights, no selection on the held-out fold);
+    out-of-fold metrics of the pooled predictions; the run directory becomes the K attention models' ensemble."""
+    assert options.cv is not None
+    labels = np.concatenate([data.labels["train"], data.labels["val"]])
+    splitter = StratifiedKFold(options.cv, shuffle=True, random_state=config.seed)
+    oof: dict[str, np.ndarray] = {}
+    members, folds = [], []
+    for fold, (train_index, held_index) in enumerate(splitter.split(np.zeros(len(labels)), labels), start=1):
+        member_dir = run_dir / member_dir_name("fold", fold)
+        print(f"fold {fold} of {options.cv}: train {len(train_index)}, held out {len(held_index)} → {member_dir}",
+              file=sys.stderr)
+        folded = fold_data(data, train_index, held_index)
+        trained = _train_pair(options, folded, config, protocol, member_dir, run_info, saved, select_best=False)
+        members.append(trained)
+        if not is_main_process():
+            continue
+        folds.append({})
+        for name, model in _models(trained).items():
+            probs = predict_probabilities(model, folded.splits["val"], batch_size=config.batch_size,
+                                          flip_tta=protocol.flip_tta)
+            oof.setdefault(name, np.zeros((len(labels), probs.shape[1])))[held_index] = probs
+            folds[-1][name] = _scores(labels[held_index], probs, "val")
+            trained.results[name].update(folds[-1][name])
+        write_json(member_dir / "fold_metrics.json", {"train_index": train_index.tolist(),
+                                                      "held_out_index": held_index.tolist(), "scores": folds[-1]})
+    if not is_main_process():
+        return {}
+    save_ensemble(run_dir, "HybridCT3D", [member_dir_name("fold", k) for k in range(1, options.cv + 1)])
+    saved.save(run_dir)
+    results: dict[str, Any] = {
+        "oof": {name: _scores(labels, probs, "oof") for name, probs in oof.items()},
+        "cv": {name: mean_std([fold[name] for fold in folds]) for name in folds[0]},
+        "members": _summaries(members), "folds": folds,
+    }
+    if "test" in data.splits:
+        results["ensemble"] = _ensemble_scores(members, data, protocol, config.batch_size)
+    return results
+
+
+def ensemble_table(results: dict[str, Any]) -> str:
+    """Markdown table of a ``--seeds`` / ``--cv`` run: per model the ensemble or out-of-fold AUROC and accuracy
+    beside the mean ± sd over members."""
+    key = "oof" if "oof" in results else "val"
+    header = ["model", f"{'out-of-fold' if key == 'oof' else 'ensemble val'} AUROC", "accuracy",
+              f"members' {'held-out fold' if key == 'oof' else 'val'} AUROC (mean ± sd)", "CPU-min (sum)"]
+    rows = []
+    for name, summary in results["members"].items():
+        headline = results["oof"][name] if key == "oof" else results["ensemble"][name]
+        cpu = summary.get("train_cpu_minutes_this_invocation", {})
+        rows.append([name, headline.get(f"{key}_auroc"), headline.get(f"{key}_accuracy"),
+                     format_mean_sd(summary.get("val_auroc"), 3),
+                     f"{cpu.get('mean', 0) * cpu.get('n', 0):.1f}" if cpu else None])
+    return format_table(header, rows)
+
+
 def train_ct(options: CTOptions) -> dict[str, Any]:
-    """Train the attention model (and the baseline) as ``options`` say; return what ``metrics.json`` holds."""
+    """Train the attention model (and the baseline) as ``options`` say; return what ``metrics.json`` holds.
+
+    ``options.seeds``: one complete run per seed on the same split; ``options.cv``: K-fold cross-validation over
+    train + val. Either way the run directory loads as the attention models' ensemble (mean probability).
+    """
     protocol = resolve_protocol(options)
     config = options.train or protocol_train_config(options.protocol, quick=options.quick)
     stride = int(np.prod(options.stem()[1]))
     data = _load_data(options, config, stride)
-    seed_everything(config.seed)
-    class_names = _class_names(options, data)
-    hybrid, baseline = build_models(options, max(data.num_classes, 2), data.in_channels, class_names)
     run_dir = prepare_run_dir(options.out, resume=options.resume, overwrite=options.overwrite)
     print(f"{data.path}: " + ", ".join(f"{s} {n}" for s, n in data.split_sizes.items()), file=sys.stderr)
     if data.source == "manifest" and is_main_process():
         write_split_table(run_dir / "splits.csv", data)
-
+    saved = SavedPreprocessing(source=data.source, preprocessing=data.preprocessing or VolumePreprocessing(),
+                               flip_tta=protocol.flip_tta, profile=data.training_profile())
     # what actually ran: the file read (data root resolved) and the model built (--quick sizes applied)
-    run_info = {**_options_record(options), "data_file": str(data.path.resolve()), "model": hybrid.config}
-    common = dict(augment=options.augment, resume=options.resume, run_info=run_info)
-    results = {HYBRID_NAME: train_one("hybrid", hybrid, run_dir, data, config, protocol, **common)}
-    if baseline is not None:
-        results[BASELINE_NAME] = train_one("baseline", baseline, run_dir / BASELINE_DIR, data, config, protocol,
-                                           **common)
+    model_config = build_models(options, max(data.num_classes, 2), data.in_channels, _class_names(options, data))[0].config
+    run_info = {**_options_record(options), "data_file": str(data.path.resolve()), "model": model_config}
+    if options.cv is not None:
+        results = _train_cv(options, data, config, protocol, run_dir, run_info, saved)
+    elif options.seeds is not None:
+        results = _train_seeds(options, data, config, protocol, run_dir, run_info, saved)
+    else:
+        results = {"models": _train_pair(options, data, config, protocol, run_dir, run_info, saved).results}
     if not is_main_process():
         return {}
-    hybrid.save_pretrained(run_dir)
-    SavedPreprocessing(source=data.source, preprocessing=data.preprocessing or VolumePreprocessing(),
-                       flip_tta=protocol.flip_tta, profile=data.training_profile()).save(run_dir)
-    if baseline is not None:
-        save_tensors(run_dir / BASELINE_DIR / "model.safetensors", baseline.state_dict())
-    plot_metric_per_epoch(
-        {f"{name} ({m['parameters'] / 1e6:.2f} M)":
-         [(h["epoch"], h["val_auroc"]) for h in m["val_history"] if h.get("val_auroc") is not None]
-         for name, m in results.items()},
-        run_dir / VAL_CURVE_NAME, ylabel="validation AUROC",
-    )
     dataset = options.dataset_name
     metrics = {
         "dataset": dataset,
         "manifest": str(data.path) if data.source == "manifest" else None,
         "size": list(options.input_size),
         "file": str(data.path),
-        "class_names": hybrid.class_names,
+        "class_names": model_config["class_names"],
         "split_sizes": data.split_sizes,
         "test_split_present": "test" in data.splits,
         "preprocessing": data.preprocessing.to_dict() if data.preprocessing else None,
         "protocol": {"name": options.protocol, "description": PROTOCOLS[options.protocol].description,
                      "label_smoothing": protocol.label_smoothing, "intensity_jitter": protocol.intensity_jitter,
-                     "flip_tta": protocol.flip_tta, "augment": options.augment, "train": config.to_dict()},
-        "models": results,
+                     "flip_tta": protocol.flip_tta, "augment": options.augment, "train": config.to_dict(),
+                     "seeds": list(options.seeds) if options.seeds else None, "cv_folds": options.cv},
+        **results,
         "published_test_auroc_accuracy": {k: {"auroc": a, "accuracy": c}
                                           for k, (a, c) in PUBLISHED.get(dataset or "", {}).items()},
     }
     write_json(run_dir / "metrics.json", metrics)
-    print(comparison_table(dataset, results))
+    print(comparison_table(dataset, results["models"]) if "models" in results else ensemble_table(results))
     if "test" not in data.splits:
         print("note: no test split; this run's numbers are validation numbers"
               + (", the published ones are test numbers (compare with care)" if dataset in PUBLISHED else ""))

@@ -31,6 +31,7 @@ from bioattn.data.ct_manifest import ManifestVolumes, read_manifest
 from bioattn.errors import UserInputError
 from bioattn.io import table_writer
 from bioattn.metrics import classification_metrics
+from bioattn.models.ensemble import average_over_members
 from bioattn.models.hybrid_ct import HybridCT3D, predict_probabilities
 from bioattn.models.registry import resolve_model_dir
 from bioattn.tasks.ct_preprocessing import SavedPreprocessing, distribution_warnings, volume_statistics
@@ -190,7 +191,7 @@ def predict_volume(
     batch = image.as_tensor()[None].float()
     overlay = None
     if attention_map:
-        _, voxel_map = model.attention_map(batch, head_fusion=head_fusion)
+        voxel_map = average_over_members(model, lambda member: member.attention_map(batch, head_fusion=head_fusion)[1])
         restored = invert_to_input_grid(pipeline, image, voxel_map)[0].as_tensor()  # (X, Y, Z), input grid
         overlay = (restored / restored.max().clamp_min(torch.finfo(restored.dtype).tiny), volume.affine)
     probs = predict_probabilities(model, [(batch[0], 0)], batch_size=1, flip_tta=flip_tta)[0]

@@ -34,8 +34,8 @@ from bioattn.tasks.msa_features import (
     DEFAULTS, FEATURES_FILE, QUICK, MSAOptions, coevolution_maps, load_features, prepare_family, quick_config, training_pool,
 )
 from bioattn.tasks.msa_head import (
-    COEVOLUTION_MAPS, HEAD_FILE_NAME, ContactHead, attention_feature_names, default_head, describe_features, fit_head,
-    leave_one_out_heads,
+    COEVOLUTION_MAPS, FACTORED_ATTENTION_MAP, HEAD_FILE_NAME, ContactHead, attention_feature_names, default_head,
+    describe_features, fit_head, leave_one_out_heads,
 )
 from bioattn.training import TrainConfig, prepare_run_dir, seed_everything
 from bioattn.training.distributed import is_main_process
@@ -70,7 +70,7 @@ def contact_scores(
     if fallback:
         raw, what = features[fallback[0]], fallback[0]
     else:
-        raw = torch.stack([v for n, v in features.items() if n not in COEVOLUTION_MAPS]).mean(0)
+        raw = torch.stack([v for n, v in features.items() if n not in (*COEVOLUTION_MAPS, FACTORED_ATTENTION_MAP)]).mean(0)
         what = "mean APC'd tied attention"
     squashed = logistic_contact_probabilities(raw[..., None], torch.ones(1), 0.0)
     return squashed.numpy(), f"{what}, no contact head (uncalibrated)", False
@@ -97,7 +97,8 @@ def evaluate_family(
     distances = target.distances
     metrics: dict[str, Any] = {
         "model": precision_at(probabilities, distances),
-        "baselines": {name: precision_at(features[name].numpy(), distances) for name in COEVOLUTION_MAPS if name in features},
+        "baselines": {name: precision_at(features[name].numpy(), distances)
+                      for name in (FACTORED_ATTENTION_MAP, *COEVOLUTION_MAPS) if name in features},
         "variants": {name: precision_at(scores, distances) for name, scores in variants.items()},
     }
     if target.predictions_dir is not None:

@@ -22,9 +22,12 @@ from bioattn.data.contacts import ContactTarget
 from bioattn.data.msa import MSATokenizer, sequence_weights, subsample
 from bioattn.errors import UserInputError
 from bioattn.io import load_tensors, save_tensors
+from bioattn.models.factored_attention import fit_factored_attention
 from bioattn.models.msa_contact import MSAContactModel, masked_lm_loss
 from bioattn.tasks.common import fit_timed
-from bioattn.tasks.msa_head import COEVOLUTION_FEATURES, COEVOLUTION_MAPS, attention_feature_names, feature_names
+from bioattn.tasks.msa_head import (
+    COEVOLUTION_FEATURES, COEVOLUTION_MAPS, FACTORED_ATTENTION_MAP, attention_feature_names, feature_names,
+)
 from bioattn.training import TrainConfig, Trainer, plot_curves
 from bioattn.training.distributed import is_main_process
 
@@ -35,7 +38,8 @@ DEFAULTS = TrainConfig(
     patience=6,
 )
 #: ``--quick``: tiny settings for a smoke test (seconds).
-QUICK = dict(max_seqs=256, rows=16, embed_dim=32, heads=2, layers=2, potts_iterations=15, potts_seqs=256, feature_blocks=1)
+QUICK = dict(max_seqs=256, rows=16, embed_dim=32, heads=2, layers=2, potts_iterations=15, potts_seqs=256, feature_blocks=1,
+             factored_heads=4, factored_dim=8, factored_steps=30)
 QUICK_MAX_MINUTES = 0.2
 
 
@@ -47,7 +51,9 @@ class MSAOptions:
     ``max_seqs`` rows of the random subsample used throughout; ``feature_blocks`` row blocks whose attention
     maps are averaged. Coevolution: ``coevolution`` (``none``, ``gaussian``, ``potts``: the maps fed to the
     contact head beside attention), ``potts_iterations``, ``potts_seqs`` (0: every row), ``potts_minutes``
-    (CPU budget). ``resume`` / ``overwrite``: what to do with a non-empty output folder.
+    (CPU budget). Factored attention (:func:`factored_attention_map`): ``factored_heads``, ``factored_dim``,
+    ``factored_steps`` Adam steps, ``factored_minutes`` (CPU budget). ``resume`` / ``overwrite``: what to do with
+    a non-empty output folder.
     """
 
     embed_dim: int = 64
@@ -61,19 +67,24 @@ class MSAOptions:
     potts_iterations: int = 50
     potts_seqs: int = 0
     potts_minutes: float = 15.0
+    factored_heads: int = 32
+    factored_dim: int = 32
+    factored_steps: int = 100
+    factored_minutes: float = 18.0
     resume: bool = False
     overwrite: bool = False
 
     def __post_init__(self) -> None:
         if self.coevolution not in COEVOLUTION_FEATURES:
             raise UserInputError(f"--coevolution must be one of {', '.join(COEVOLUTION_FEATURES)}, got {self.coevolution!r}")
-        for name in ("embed_dim", "heads", "layers", "rows", "max_seqs", "feature_blocks", "potts_iterations"):
+        for name in ("embed_dim", "heads", "layers", "rows", "max_seqs", "feature_blocks", "potts_iterations",
+                     "factored_heads", "factored_dim", "factored_steps"):
             if getattr(self, name) < 1:
                 raise UserInputError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
         if self.embed_dim % self.heads:
             raise UserInputError(f"--embed-dim ({self.embed_dim}) must be divisible by --heads ({self.heads})")
-        if self.potts_seqs < 0 or self.potts_minutes <= 0 or not 0 <= self.dropout < 1:
-            raise UserInputError("--potts-seqs must be >= 0, --potts-minutes > 0 and --dropout in [0, 1)")
+        if self.potts_seqs < 0 or self.potts_minutes <= 0 or self.factored_minutes <= 0 or not 0 <= self.dropout < 1:
+            raise UserInputError("--potts-seqs must be >= 0, --potts-minutes and --factored-minutes > 0 and --dropout in [0, 1)")
         if self.resume and self.overwrite:
             raise UserInputError("choose either --resume or --overwrite, not both")
 
@@ -138,6 +149,18 @@ def potts_rows(target: ContactTarget, options: MSAOptions, seed: int) -> tuple[t
     if options.potts_seqs > 0:
         tokens = tokens[subsample(tokens, options.potts_seqs, "random", seed=seed)]
     return tokens, sequence_weights(tokens)
+
+
+def factored_attention_map(target: ContactTarget, options: MSAOptions, seed: int) -> torch.Tensor:
+    """The APC-corrected ``(L, L)`` contact map of :class:`~bioattn.models.factored_attention.FactoredAttention`
+    fitted on every row of the alignment with its 80 %-identity weights. Computes no coevolution statistic."""
+    tick = time.process_time()
+    tokens = MSATokenizer().encode(target.msa)
+    weights = sequence_weights(tokens)
+    budget = 60 * options.factored_minutes - (time.process_time() - tick)
+    model = fit_factored_attention(tokens, weights, num_heads=options.factored_heads, head_dim=options.factored_dim,
+                                   steps=options.factored_steps, max_cpu_seconds=budget, seed=seed, progress=True)
+    return model.contact_map()
 
 
 def coevolution_maps(
@@ -215,8 +238,10 @@ def attention_features(model: MSAContactModel, pool: torch.Tensor, weights: torc
 
 def prepare_family(
     target: ContactTarget, options: MSAOptions, config: TrainConfig, run_dir: Path, *, maps: Sequence[str], with_model: bool = True,
+    factored: bool = False,
 ) -> dict[str, Any]:
-    """Coevolution ``maps``, and with ``with_model`` the trained model and its attention features, of one family.
+    """Coevolution ``maps``, with ``factored`` the factored-attention map (:func:`factored_attention_map`) and with
+    ``with_model`` the trained model and its attention features, of one family.
 
     Saves the named pair features in ``run_dir/features.safetensors`` and the model in ``run_dir``. Returns the
     family's facts and timings (rank 0) or {} (other ranks under torchrun).
@@ -225,7 +250,11 @@ def prepare_family(
     pool, weights = training_pool(target, options, config.seed)
     is_main = is_main_process()
     timings: dict[str, float] = {}
-    features = coevolution_maps(target, pool, weights, maps, options, config.seed, timings) if is_main else {}
+    features = coevolution_maps(target, pool, weights, maps, options, config.seed, timings) if is_main and maps else {}
+    if factored and is_main:
+        tick = time.process_time()
+        features[FACTORED_ATTENTION_MAP] = factored_attention_map(target, options, config.seed)
+        timings["factored_attention_cpu_s"] = time.process_time() - tick
     info: dict[str, Any] = {"family": target.name, "length": pool.shape[1], "depth": target.msa.depth,
                             "sequences_used": len(pool), "neff": round(float(weights.sum()), 1)}
     if with_model:

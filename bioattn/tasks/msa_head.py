@@ -4,8 +4,9 @@ A contact head is a logistic regression on pair features z-scored within each fa
 (:func:`bioattn.models.msa_contact.fit_contact_head`). Its file, ``contact_head.json``, holds:
 
 - ``features``: the input names, in order: ``layer{l}_head_rank{k}`` (the per-family model's tied row-attention
-  maps of layer l, heads sorted at each pair, rank k) and coevolution maps (``potts_apc``, ``gaussian_dca_apc``,
-  ``mi_apc``);
+  maps of layer l, heads sorted at each pair, rank k), ``factored_attention_apc`` (the contact map of a
+  :class:`~bioattn.models.factored_attention.FactoredAttention` fitted on the alignment: no coevolution
+  statistic) and coevolution maps (``potts_apc``, ``gaussian_dca_apc``, ``mi_apc``);
 - ``weight`` (one per feature) and ``bias``;
 - ``fit_on``: the families whose native contacts it was fitted on;
 - ``settings`` (optional): the options of the run that fitted it.
@@ -30,6 +31,7 @@ from torch import Tensor
 
 from bioattn.errors import UserInputError
 from bioattn.io import write_json
+from bioattn.metrics import precision_at
 from bioattn.models.msa_contact import fit_contact_head, logistic_contact_probabilities
 
 #: Coevolution maps fed to the contact head per ``--coevolution`` choice. With ``potts`` the head reads the Potts
@@ -39,9 +41,18 @@ COEVOLUTION_FEATURES: dict[str, tuple[str, ...]] = {
     "none": (), "gaussian": ("gaussian_dca_apc", "mi_apc"), "potts": ("potts_apc",),
 }
 COEVOLUTION_MAPS = ("potts_apc", "gaussian_dca_apc", "mi_apc")
+#: The contact map of factored attention (:mod:`bioattn.models.factored_attention`), a pair feature of its own.
+FACTORED_ATTENTION_MAP = "factored_attention_apc"
 #: The head shipped with bioattn (Potts map only; see its ``fit_on`` and ``settings``).
 DEFAULT_HEAD_FILE = Path(__file__).with_name("contact_head.json")
 HEAD_FILE_NAME = "contact_head.json"
+#: The head shipped for each ``--method``: ``attention`` reads the factored-attention map only, ``potts`` the Potts
+#: map only (the default head), ``combined`` the head chosen leave-one-family-out over both (:func:`select_head`).
+SHIPPED_HEADS = {
+    "attention": DEFAULT_HEAD_FILE.with_name("contact_head_attention.json"),
+    "potts": DEFAULT_HEAD_FILE,
+    "combined": DEFAULT_HEAD_FILE.with_name("contact_head_combined.json"),
+}
 
 _ATTENTION_FEATURE = re.compile(r"layer(\d+)_head_rank(\d+)")
 _KEYS = {"features", "weight", "bias", "fit_on", "settings"}
@@ -73,9 +84,10 @@ class ContactHead:
             raise UserInputError(f"{source}: 'features' must be a non-empty list of names")
         if len(set(self.features)) != len(self.features):
             raise UserInputError(f"{source}: 'features' lists a name twice")
-        unknown = [name for name in self.features if name not in COEVOLUTION_MAPS and not _ATTENTION_FEATURE.fullmatch(name)]
+        known = (*COEVOLUTION_MAPS, FACTORED_ATTENTION_MAP)
+        unknown = [name for name in self.features if name not in known and not _ATTENTION_FEATURE.fullmatch(name)]
         if unknown:
-            raise UserInputError(f"{source}: unknown feature {unknown[0]!r}; known: layer<l>_head_rank<k>, {', '.join(COEVOLUTION_MAPS)}")
+            raise UserInputError(f"{source}: unknown feature {unknown[0]!r}; known: layer<l>_head_rank<k>, {', '.join(known)}")
         if len(self.weight) != len(self.features):
             raise UserInputError(f"{source}: {len(self.weight)} weights for {len(self.features)} features")
         numbers = [*self.weight, self.bias]
@@ -103,6 +115,11 @@ class ContactHead:
     def attention_features(self) -> tuple[str, ...]:
         """The attention features the head reads (all of a model's, or none)."""
         return tuple(name for name in self.features if _ATTENTION_FEATURE.fullmatch(name))
+
+    @property
+    def reads_factored_attention(self) -> bool:
+        """Whether the head reads the factored-attention map (then a factored-attention model is fitted)."""
+        return FACTORED_ATTENTION_MAP in self.features
 
     @property
     def coevolution_features(self) -> tuple[str, ...]:
@@ -182,13 +199,21 @@ class ContactHead:
 def describe_features(names: Sequence[str]) -> str:
     """``"16 attention features + potts_apc"``: a short description of the feature names ``names``."""
     attention = sum(1 for name in names if _ATTENTION_FEATURE.fullmatch(name))
-    parts = ([f"{attention} attention features"] if attention else []) + [n for n in names if n in COEVOLUTION_MAPS]
+    parts = ([f"{attention} attention features"] if attention else [])
+    parts += [n for n in names if n in COEVOLUTION_MAPS or n == FACTORED_ATTENTION_MAP]
     return " + ".join(parts) or "none"
 
 
 def default_head() -> ContactHead:
     """The contact head shipped with bioattn (``bioattn/tasks/contact_head.json``)."""
     return ContactHead.load(DEFAULT_HEAD_FILE)
+
+
+def shipped_head(method: str) -> ContactHead:
+    """The head shipped with bioattn for ``bioattn predict msa --method`` ``method`` (see :data:`SHIPPED_HEADS`)."""
+    if method not in SHIPPED_HEADS:
+        raise UserInputError(f"--method must be one of {', '.join(SHIPPED_HEADS)}, got {method!r}")
+    return ContactHead.load(SHIPPED_HEADS[method])
 
 
 def fit_head(
@@ -210,3 +235,31 @@ def leave_one_out_heads(
         held_out: fit_head({f: v for f, v in features.items() if f != held_out}, distances, names)
         for held_out in features
     }
+
+
+def head_precision(head: ContactHead, features: Mapping[str, Tensor], distances: np.ndarray) -> float:
+    """Long-range P@L/5 of ``head``'s probabilities on one family."""
+    return precision_at(head.probabilities(features).numpy(), distances)["P@L/5"]
+
+
+def select_head(
+    features: Mapping[str, Mapping[str, Tensor]], distances: Mapping[str, np.ndarray], names: Sequence[str],
+    settings: Mapping[str, Any] | None = None,
+) -> ContactHead:
+    """The head, among one per single feature of ``names`` and one on all of them, with the best mean
+    leave-one-family-out long-range P@L/5 over the families of ``features``; refitted on every family.
+
+    A one-feature head ranks pairs as its feature does (a positive weight), so on the families it is chosen
+    on, the chosen head's leave-one-family-out mean is never below its best single feature's. Ties go to the
+    earlier candidate (single features, in ``names`` order, then all). The candidates' means are recorded in
+    ``settings["selection"]``. Needs at least two families.
+    """
+    if len(features) < 2:
+        raise ValueError(f"choosing a head leave-one-family-out needs two families or more, got {len(features)}")
+    candidates = [[name] for name in names] + ([list(names)] if len(names) > 1 else [])
+    scores = {}
+    for candidate in candidates:
+        heads = leave_one_out_heads(features, distances, candidate)
+        scores["+".join(candidate)] = float(np.mean([head_precision(heads[f], features[f], distances[f]) for f in features]))
+    best = max(range(len(candidates)), key=lambda k: (scores["+".join(candidates[k])], -k))
+    return fit_head(features, distances, candidates[best], {**(settings or {}), "selection": scores})

@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 import yaml
 
+from bioattn.attention import BACKENDS
 from bioattn.errors import UserInputError
 from bioattn.training.distributed import resolve_device
 
@@ -34,6 +35,9 @@ class TrainConfig:
     ``world_size`` ranks and ``grad_accum`` micro-batches, so the optimisation does not depend on
     how many processes run it. ``monitor_mode="auto"`` minimises metrics whose name contains
     "loss" and maximises the others. ``device``: ``auto`` (the GPU when there is one), ``cpu`` or ``cuda``.
+    ``attention_backend``: the attention kernel of every bioattn block during training and evaluation (see
+    :func:`bioattn.attention.set_backend`); ``auto``: the process-wide choice, except ``math`` for
+    ``precision="bf16"`` on a CPU (torch's fused CPU attention backward is slow in bf16).
     """
 
     max_epochs: int = 10
@@ -60,6 +64,7 @@ class TrainConfig:
     find_unused_parameters: bool = False
     drop_last: bool = False
     device: str = "auto"
+    attention_backend: str = "auto"
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
@@ -69,6 +74,7 @@ class TrainConfig:
         _check_choice("schedule", self.schedule, SCHEDULES)
         _check_choice("precision", self.precision, PRECISIONS)
         _check_choice("monitor_mode", self.monitor_mode, MONITOR_MODES)
+        _check_choice("attention_backend", self.attention_backend, BACKENDS)
         resolve_device(self.device)  # an unknown name, or cuda without a GPU, fails here, before any file is written
         for name in ("max_epochs", "batch_size", "grad_accum"):
             if getattr(self, name) < 1:
@@ -145,12 +151,14 @@ _FLAG_FIELDS = {
     "seed": "seed",
     "precision": "precision",
     "grad_accum": "grad_accum",
+    "attention_backend": "attention_backend",
 }
 _FIELD_FLAGS = {v: k for k, v in _FLAG_FIELDS.items()}
 
 
 def add_training_args(parser: argparse.ArgumentParser, defaults: TrainConfig) -> None:
-    """Add ``--config --max-minutes --epochs --batch-size --lr --seed --precision --grad-accum --resume --overwrite``.
+    """Add ``--config --max-minutes --epochs --batch-size --lr --seed --precision --attention-backend --grad-accum
+    --resume --overwrite``.
 
     Flag defaults come from ``defaults``. ``--config FILE.yaml`` is read before the flags are parsed,
     so flags given on the command line always win over the file, wherever they appear.
@@ -167,6 +175,9 @@ def add_training_args(parser: argparse.ArgumentParser, defaults: TrainConfig) ->
     group.add_argument("--seed", type=int, default=defaults.seed, help="random seed (default: %(default)s)")
     group.add_argument("--precision", choices=PRECISIONS, default=defaults.precision,
                        help="fp32, bf16 autocast (CPU or GPU) or fp16 autocast + grad scaler (GPU) (default: %(default)s)")
+    group.add_argument("--attention-backend", choices=BACKENDS, default=defaults.attention_backend,
+                       help="attention kernel while training and evaluating; auto: torch's choice, except math "
+                            "for --precision bf16 on a CPU (default: %(default)s)")
     group.add_argument("--grad-accum", type=int, default=defaults.grad_accum,
                        help="micro-batches per optimizer step (default: %(default)s)")
     mode = group.add_mutually_exclusive_group()

@@ -24,6 +24,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
 
+from bioattn.attention import use_backend
 from bioattn.errors import UserInputError
 from bioattn.training import checkpoint as ckpt
 from bioattn.training.config import TrainConfig
@@ -97,6 +98,14 @@ def move_to(batch: Any, device: torch.device) -> Any:
     if isinstance(batch, (list, tuple)):
         return type(batch)(move_to(v, device) for v in batch)
     return batch
+
+
+def training_attention_backend(config: TrainConfig, device: torch.device) -> str:
+    """``config.attention_backend``, where ``"auto"`` means ``"math"`` for bf16 autocast on a CPU (torch's fused CPU
+    attention is slow in bf16 backward; a training step is faster with math) and the process-wide choice otherwise."""
+    if config.attention_backend == "auto" and config.precision == "bf16" and device.type == "cpu":
+        return "math"
+    return config.attention_backend
 
 
 def _to_float(name: str, value: Any) -> float:
@@ -208,9 +217,12 @@ class Trainer:
                    unit="step", disable=not is_main_process(), dynamic_ncols=True)
         started = time.monotonic()
         self.module.train()
+        backend_name = self.attention_backend()
+        backend = contextlib.nullcontext() if backend_name == "auto" else use_backend(backend_name)  # type: ignore[arg-type]
         try:
-            while self.progress.epoch < self.config.max_epochs and self.progress.stop_reason is None:
-                self._run_epoch(logger, bar, started)
+            with backend:
+                while self.progress.epoch < self.config.max_epochs and self.progress.stop_reason is None:
+                    self._run_epoch(logger, bar, started)
         finally:
             bar.close()
             if logger is not None:
@@ -296,6 +308,10 @@ class Trainer:
             self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         return loss_value, grad_value, bool(reduced[1] > 0)
+
+    def attention_backend(self) -> str:
+        """The attention backend training and evaluation run under (see :func:`training_attention_backend`)."""
+        return training_attention_backend(self.config, self.device)
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         if self.config.precision == "fp32":

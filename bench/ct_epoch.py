@@ -1,0 +1,179 @@
+"""Benchmark: wall seconds of whole CT training epochs (data loading + augmentation + steps + evaluation).
+
+Runs the ``tuned`` protocol's real training loop (:func:`bioattn.tasks.ct.train_one`: the shared Trainer, MONAI flips
+and rotations, the 8-flip validation) of the attention model on AdrenalMNIST3D 28³ for ``--epochs`` epochs under
+each setting, in one process, and prints seconds per epoch and the ratio to the first setting (today's default:
+dropout 0.1, fp32, contiguous conv weights, volumes padded to the stem stride as they are served, MONAI metadata
+tracked through the augmentation). ``--breakdown`` first times the parts of
+one epoch of that default separately: serving the augmented training split, the optimizer steps on those batches,
+and the validation. Wall time depends on the machine's other load; the CPU seconds of the main process
+(``time.process_time``, loader workers excluded, i.e. the critical path on a machine with a core to spare) less so.
+
+    python bench/ct_epoch.py --data-root DATA [--epochs 2] [--breakdown]
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from monai.transforms import Compose, DivisiblePad
+from torch.utils.data import DataLoader
+
+from bioattn.data import resolve_data_root
+from bioattn.data.ct import (
+    VolumeDataset,
+    load_medmnist3d_npz,
+    medmnist_npz_path,
+    train_augmentation,
+)
+from bioattn.models.hybrid_ct import predict_probabilities
+from bioattn.report import format_table
+from bioattn.tasks.ct import (
+    CTOptions,
+    build_models,
+    protocol_train_config,
+    resolve_protocol,
+    train_one,
+)
+from bioattn.tasks.ct_data import CTData, load_medmnist
+from bioattn.training import Trainer
+from bioattn.training.schedules import build_optimizer
+
+DATASET = "adrenalmnist3d"
+EDGE = 28
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    dropout: float = 0.1
+    precision: str = "fp32"
+    attention_backend: str = "auto"
+    num_workers: int = 0
+    fast_data: bool = True  # volumes padded once at load, augmentation without MONAI metadata
+    channels_last: bool = True  # HybridCT3D's channels-last stem weights
+
+
+SETTINGS = (
+    Setting("before: fp32, dropout 0.1", fast_data=False, channels_last=False),
+    Setting("data: pad once, no metadata", channels_last=False),
+    Setting("+ channels-last stem"),
+    Setting("+ dropout 0, fp32 (the default)", dropout=0.0),
+    Setting("+ bf16 autocast + math attention", precision="bf16", attention_backend="math"),
+    Setting("+ dropout 0", dropout=0.0, precision="bf16", attention_backend="math"),
+    Setting("+ 1 loader worker", dropout=0.0, precision="bf16", attention_backend="math", num_workers=1),
+)
+
+
+def per_item_padding_data(data_root: str | os.PathLike, stride: int) -> CTData:
+    """The MedMNIST data as served before: ``DivisiblePad`` on every item, augmentation with MONAI metadata."""
+    path = medmnist_npz_path(data_root, DATASET, EDGE)
+    splits = load_medmnist3d_npz(path)
+    pad = DivisiblePad(k=stride)
+    return CTData(source="medmnist", path=path,
+                  splits={name: VolumeDataset(split, pad) for name, split in splits.items()},
+                  labels={name: split.labels for name, split in splits.items()}, class_names=None, in_channels=1,
+                  augmented=lambda augment: VolumeDataset(splits["train"], Compose([pad, augment])))
+
+
+def epoch_seconds(setting: Setting, data_root: str, epochs: int, stride: int, *, evaluate: bool = True
+                  ) -> tuple[float, float]:
+    """Wall seconds and CPU seconds of this process (loader workers excluded) per epoch of ``train_one`` (attention
+    model, ``tuned`` protocol) under ``setting``; ``evaluate=False``: no validation, as in a cross-validation fold."""
+    options = CTOptions(out=Path("."), protocol="tuned", dropout=setting.dropout, baseline="none")
+    protocol = resolve_protocol(options)
+    config = dataclasses.replace(protocol_train_config("tuned"), max_epochs=epochs, precision=setting.precision,
+                                 attention_backend=setting.attention_backend, num_workers=setting.num_workers)
+    data = load_medmnist(data_root, DATASET, EDGE, divisible_by=stride) if setting.fast_data \
+        else per_item_padding_data(data_root, stride)
+    torch.manual_seed(0)
+    model, _ = build_models(options, num_classes=2, in_channels=1)
+    if not setting.channels_last:
+        model.to(memory_format=torch.contiguous_format)
+    with tempfile.TemporaryDirectory() as run_dir:
+        start, cpu = time.perf_counter(), time.process_time()
+        if evaluate:
+            train_one("bench", model, Path(run_dir), data, config, protocol)
+        else:  # what train_one runs for a cross-validation fold, without the one evaluation at the end
+            train_set = data.augmented(train_augmentation(intensity_jitter=protocol.intensity_jitter))
+
+            def loss_fn(module: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+                images, labels = batch
+                return F.cross_entropy(module(images), labels, label_smoothing=protocol.label_smoothing)
+
+            Trainer(model, train_set, config, run_dir, loss_fn=loss_fn).fit()
+        return (time.perf_counter() - start) / epochs, (time.process_time() - cpu) / epochs
+
+
+def breakdown(data_root: str, stride: int) -> list[list[object]]:
+    """Seconds of the parts of one epoch of today's default: augmented loading, optimizer steps, validation."""
+    options = CTOptions(out=Path("."), protocol="tuned", baseline="none")
+    protocol, config = resolve_protocol(options), protocol_train_config("tuned")
+    rows = []
+    for label, data in (("before", per_item_padding_data(data_root, stride)),
+                        ("pad once, no metadata", load_medmnist(data_root, DATASET, EDGE, divisible_by=stride))):
+        torch.manual_seed(0)
+        train_set = data.augmented(train_augmentation(intensity_jitter=protocol.intensity_jitter))
+        start = time.process_time()
+        batches = list(DataLoader(train_set, batch_size=config.batch_size, shuffle=True))
+        rows.append([f"serve the augmented training split ({label})", time.process_time() - start])
+    model, _ = build_models(options, num_classes=2, in_channels=1)
+    model.to(memory_format=torch.contiguous_format)  # as before
+    optimizer = build_optimizer(model, config)
+    model.train()
+    start = time.process_time()
+    for images, labels in batches:
+        optimizer.zero_grad(set_to_none=True)
+        F.cross_entropy(model(images), labels, label_smoothing=protocol.label_smoothing).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip or float("inf"))
+        optimizer.step()
+    rows.append([f"{len(batches)} optimizer steps (fp32, dropout 0.1)", time.process_time() - start])
+    for label, data in (("before", per_item_padding_data(data_root, stride)),
+                        ("pad once", load_medmnist(data_root, DATASET, EDGE, divisible_by=stride))):
+        start = time.process_time()
+        with torch.no_grad():
+            predict_probabilities(model, data.splits["val"], batch_size=config.batch_size, flip_tta=True)
+            predict_probabilities(model, data.splits["val"], batch_size=config.batch_size)
+        rows.append([f"validation, 8 flips + plain ({label})", time.process_time() - start])
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-root", default=None, help="data folder (default: $BIOATTN_DATA_ROOT or ../shared/data)")
+    parser.add_argument("--epochs", type=int, default=2, help="epochs per setting (default: %(default)s)")
+    parser.add_argument("--breakdown", action="store_true", help="first time the parts of one default epoch")
+    parser.add_argument("--no-eval", action="store_true",
+                        help="no validation after each epoch, as in a --cv fold (default: validate every epoch)")
+    parser.add_argument("--settings", type=int, nargs="+", default=None,
+                        help="indices of the settings to run (default: all; the first is the reference)")
+    args = parser.parse_args()
+    data_root = str(resolve_data_root(args.data_root))
+    stride = 8  # the 28³ model: 3 stages of stride 2
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.2f}")
+    if args.breakdown:
+        print(format_table(["part of one epoch", "CPU seconds"], breakdown(data_root, stride), digits=2), flush=True)
+    chosen = [SETTINGS[i] for i in args.settings] if args.settings else list(SETTINGS)
+    rows, reference = [], None
+    for setting in chosen:
+        wall, cpu = epoch_seconds(setting, data_root, args.epochs, stride, evaluate=not args.no_eval)
+        reference = reference or (wall, cpu)
+        rows.append([setting.name, wall, reference[0] / wall, cpu, reference[1] / cpu])
+        print(f"  {setting.name}: {wall:.1f} s/epoch wall, {cpu:.1f} CPU-s/epoch "
+              f"(load average {os.getloadavg()[0]:.2f})", flush=True)
+    print(format_table(["setting", "wall s/epoch", "speedup (wall)", "CPU s/epoch (main process)",
+                        "speedup (CPU)"], rows, digits=2,
+                       title=f"CT tuned, attention model, {args.epochs} epochs per setting, "
+                             f"{'no validation' if args.no_eval else 'validation after each epoch'} "
+                             f"(load average at the end {os.getloadavg()[0]:.2f})"))
+
+
+if __name__ == "__main__":
+    main()

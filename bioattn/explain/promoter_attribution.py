@@ -1,0 +1,111 @@
+"""Per-nucleotide attributions of a :class:`~bioattn.models.promoter.PromoterClassifier` (or an ensemble of them)
+by every method of :mod:`bioattn.explain.attribution`, and the scores their faithfulness is measured with.
+
+Like the model's prediction, an attribution with ``rc_average`` is the mean of the forward strand's map and of
+the reverse complement's map put back on forward positions. An ensemble's map is the mean of its members' maps,
+each explaining the class the ensemble predicts.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from bioattn.attention.rollout import rollout_rows
+from bioattn.data.dna import N_ID, reverse_complement_ids, reverse_padded
+from bioattn.explain.attribution import (
+    check_method, class_probability, layer_attribution, predicted_log_odds, random_map,
+)
+from bioattn.explain.faithfulness import ScoreMasked
+from bioattn.explain.relevance import attention_gradients, relevance_from_attention
+from bioattn.models.ensemble import average_over_members
+
+
+def _uses_rc(model: torch.nn.Module, rc_average: bool | None) -> bool:
+    return bool(model.rc_average if rc_average is None else rc_average)
+
+
+@torch.no_grad()
+def predicted_classes(model: torch.nn.Module, ids: Tensor, padding_mask: Tensor, *, rc_average: bool | None = None) -> Tensor:
+    """The class the model predicts for each sequence: ``(B,)`` long (a two-class model: probability ≥ threshold)."""
+    probabilities = model.predict_proba(ids, padding_mask, rc_average=_uses_rc(model, rc_average))
+    return torch.as_tensor(model.predicted_classes(probabilities.cpu().numpy()), device=ids.device)
+
+
+def _log_odds(member: torch.nn.Module, ids: Tensor, padding_mask: Tensor | None, classes: Tensor) -> Tensor:
+    """``(B,)`` log-odds of ``classes`` for one strand (the function the gradient methods differentiate)."""
+    return predicted_log_odds(member(ids, padding_mask), classes)
+
+
+def _relevance(member: torch.nn.Module, ids: Tensor, padding_mask: Tensor, classes: Tensor, start_layer: int) -> Tensor:
+    """[CLS] row of the gradient-weighted relevance ``(B, L)``. Sequences run in groups of one length without a
+    padding mask, so the attention maps returned are the ones the forward pass used."""
+    lengths = (~padding_mask).sum(1)
+    influence = torch.zeros(ids.shape, device=ids.device)
+    for length in lengths.unique().tolist():
+        rows = lengths == length
+        with torch.enable_grad():
+            hidden, _, weights = member.encode(ids[rows, :length], None, need_weights=True)
+            score = predicted_log_odds(member.head(hidden[:, 0]).squeeze(-1) if member.binary else member.head(hidden[:, 0]),
+                                       classes[rows])
+            gradients = attention_gradients(score, weights)
+        relevance = relevance_from_attention([w.detach() for w in weights], gradients, start_layer=start_layer)
+        influence[rows, :length] = relevance[:, 0, 1:]
+    return influence
+
+
+def _one_strand(member: torch.nn.Module, method: str, ids: Tensor, padding_mask: Tensor, classes: Tensor, *,
+                head_fusion: str, start_layer: int) -> Tensor:
+    """``(B, L)`` map of one strand by one (non-random) method."""
+    if method == "rollout":
+        with torch.no_grad():
+            _, key_padding_mask, weights = member.encode(ids, padding_mask, need_weights=True)
+            return rollout_rows(weights, 0, head_fusion=head_fusion, start_layer=start_layer,
+                                key_padding_mask=key_padding_mask)[:, 1:]
+    if method == "relevance":
+        return _relevance(member, ids, padding_mask, classes, start_layer)
+    baselines = ids.masked_fill(~padding_mask, N_ID)  # the all-N sequence of the same length
+    attribution = layer_attribution(method, lambda x, mask, c: _log_odds(member, x, mask, c), member.embedding, ids,
+                                    baselines=baselines, additional_forward_args=(padding_mask, classes))
+    return attribution.sum(-1).detach()
+
+
+def promoter_attribution(
+    model: torch.nn.Module, ids: Tensor, padding_mask: Tensor, method: str, *, classes: Tensor | None = None,
+    rc_average: bool | None = None, head_fusion: str = "mean", start_layer: int = 0, seed: int = 0,
+) -> Tensor:
+    """Attribution of every nucleotide: ``ids (B, L)``, ``padding_mask (B, L)`` (True = PAD) → ``(B, L)`` float,
+    0 at padding, higher = more important for the predicted class (``classes (B,)``, default: the model's own
+    prediction). The model is put in eval mode."""
+    check_method(method)
+    model.eval()
+    device = next(model.parameters()).device
+    ids, padding_mask = ids.to(device), padding_mask.to(device)
+    real = (~padding_mask).float()
+    if method == "random":
+        return random_map(tuple(ids.shape), torch.Generator().manual_seed(seed)).to(device) * real
+    use_rc = _uses_rc(model, rc_average)
+    classes = predicted_classes(model, ids, padding_mask, rc_average=use_rc) if classes is None else classes.to(device)
+
+    def explain(member: torch.nn.Module) -> Tensor:
+        kwargs = {"head_fusion": head_fusion, "start_layer": start_layer}
+        attribution = _one_strand(member, method, ids, padding_mask, classes, **kwargs)
+        if use_rc:
+            reverse = _one_strand(member, method, reverse_complement_ids(ids, padding_mask), padding_mask, classes, **kwargs)
+            attribution = (attribution + reverse_padded(reverse, padding_mask)) / 2
+        return attribution
+
+    return average_over_members(model, explain).float() * real
+
+
+def promoter_score(model: torch.nn.Module, ids: Tensor, predicted: int, *, rc_average: bool | None = None) -> ScoreMasked:
+    """Faithfulness score of one sequence ``ids (n,)`` (no padding): masks ``(K, n)`` (True = replaced by N) →
+    ``(K,)`` probability of class ``predicted``, predicted the way the model predicts (strand averaging)."""
+    use_rc = _uses_rc(model, rc_average)
+
+    @torch.no_grad()
+    def score(masks: Tensor) -> Tensor:
+        batch = ids[None].expand(len(masks), -1).masked_fill(masks.to(ids.device), N_ID)
+        probabilities = model.predict_proba(batch, None, rc_average=use_rc)
+        return class_probability(probabilities, torch.tensor(predicted, device=batch.device))
+
+    return score

@@ -1,0 +1,124 @@
+"""Ensembles of trained classifiers that load, predict and explain like a single model.
+
+An ensemble run directory (written by ``bioattn train ... --seeds`` or ``--cv K``) holds one ordinary run
+directory per member and a ``config.json`` naming them::
+
+    {"model_type": "Ensemble", "member_type": "PromoterClassifier", "members": ["seed0", "seed1", "seed2"],
+     "combine": "mean probability"}
+
+``PromoterClassifier.from_pretrained(ensemble_dir)`` (and ``load_pretrained``) then returns an :class:`Ensemble`
+of the members. Its forward returns the logits of the members' **averaged probabilities** (sigmoid for one logit
+per item, softmax over the last dimension otherwise), so every prediction routine of the member class —
+strand averaging, flip test-time augmentation, batching — gives the ensemble's averaged prediction unchanged:
+the member class's methods and settings (``class_names``, ``threshold``, ``predict_tokens`` ...) are those of the
+first member, run with the ensemble as ``self``. What is not an average of outputs (attention maps, per-layer
+weights) has no single value on an ensemble: explanations run per member (:func:`ensemble_members`) and are
+averaged by the caller.
+"""
+from __future__ import annotations
+
+import inspect
+import os
+import types
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from bioattn.errors import UserInputError
+
+ENSEMBLE_TYPE = "Ensemble"
+COMBINE = "mean probability"
+
+
+class Ensemble(nn.Module):
+    """Average of ``members``' probabilities (members: models of one class, same classes and inputs).
+
+    ``forward(*args, **kwargs)`` calls every member with the same arguments: outputs ``(B,)`` (one logit per
+    item) are averaged as sigmoid probabilities and returned as logits ``(B,)``; outputs ``(B, ..., C)`` as
+    softmax probabilities over ``C``, returned as log-probabilities (whose softmax is the average).
+    """
+
+    def __init__(self, members: Sequence[nn.Module]) -> None:
+        super().__init__()
+        if len(members) == 0:
+            raise ValueError("an Ensemble needs at least one member")
+        kinds = {type(m).__name__ for m in members}
+        if len(kinds) != 1:
+            raise ValueError(f"ensemble members must share one class, got {sorted(kinds)}")
+        self.members = nn.ModuleList(members)
+
+    @property
+    def member_type(self) -> str:
+        """Class name of the members."""
+        return type(self.members[0]).__name__
+
+    def forward(self, *args: Any, **kwargs: Any) -> Tensor:
+        outputs = [member(*args, **kwargs) for member in self.members]
+        if not all(isinstance(out, Tensor) for out in outputs):
+            raise TypeError(f"an Ensemble averages logits; {self.member_type} returned {type(outputs[0]).__name__} "
+                            "(explain ensembles per member: bioattn.models.ensemble.ensemble_members)")
+        logits = torch.stack(outputs).float()
+        if logits.dim() == 2:  # (M, B): one logit per item
+            return torch.logit(torch.sigmoid(logits).mean(dim=0), eps=1e-7)
+        return torch.log(torch.softmax(logits, dim=-1).mean(dim=0).clamp_min(1e-12))
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            pass
+        first = self._modules["members"][0]  # type: ignore[index]
+        value = getattr(first, name)
+        if isinstance(value, (nn.Module, Tensor)):
+            raise AttributeError(f"an Ensemble has no single {name!r}: each of its {len(self.members)} members has "
+                                 "one (ensemble.members)")
+        if inspect.ismethod(value) and value.__self__ is first:
+            return types.MethodType(value.__func__, self)
+        return value
+
+    @classmethod
+    def load(cls, run_dir: str | os.PathLike, config: dict[str, Any], member_class: type[nn.Module],
+             map_location: str | torch.device = "cpu") -> "Ensemble":
+        """The ensemble of ``run_dir`` whose parsed ``config.json`` is ``config``; members loaded with
+        ``member_class.from_pretrained`` (which checks their type)."""
+        run_dir = Path(run_dir)
+        names = config.get("members")
+        if not isinstance(names, list) or not names:
+            raise UserInputError(f"{run_dir / 'config.json'}: an ensemble config needs a non-empty 'members' list")
+        missing = [name for name in names if not (run_dir / name).is_dir()]
+        if missing:
+            raise UserInputError(f"{run_dir}: ensemble member folder(s) missing: {', '.join(missing)}")
+        members = [member_class.from_pretrained(run_dir / name, map_location=map_location)  # type: ignore[attr-defined]
+                   for name in names]
+        return cls(members).eval()
+
+
+def ensemble_config(member_type: str, member_dirs: Sequence[str]) -> dict[str, Any]:
+    """The ``config.json`` of an ensemble of the run directories ``member_dirs`` (relative to the ensemble's)."""
+    return {"model_type": ENSEMBLE_TYPE, "member_type": member_type, "members": list(member_dirs), "combine": COMBINE}
+
+
+def ensemble_members(model: nn.Module) -> list[nn.Module]:
+    """The members of an :class:`Ensemble`, or ``[model]`` for a single model."""
+    return list(model.members) if isinstance(model, Ensemble) else [model]
+
+
+def average_over_members(model: nn.Module, explain: Callable[[nn.Module], Any]) -> Any:
+    """``explain(member)`` averaged over :func:`ensemble_members` (tensors / arrays, or lists and dicts of them)."""
+    results = [explain(member) for member in ensemble_members(model)]
+    return _mean(results)
+
+
+def _mean(values: list[Any]) -> Any:
+    first = values[0]
+    if len(values) == 1:
+        return first
+    if isinstance(first, dict):
+        return {key: _mean([v[key] for v in values]) for key in first}
+    if isinstance(first, (list, tuple)):
+        return type(first)(_mean(list(items)) for items in zip(*values))
+    if isinstance(first, Tensor):
+        return torch.stack(values).mean(dim=0)
+    return sum(values) / len(values)

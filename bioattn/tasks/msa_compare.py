@@ -1,0 +1,120 @@
+"""The three contact methods of ``bioattn predict msa`` side by side on every bundled family (no axial model).
+
+For each family :func:`compare_methods` computes, on the whole alignment, the factored-attention map
+(``--method attention``: no coevolution statistic), the Potts map (``--method potts``) and MI + APC (a baseline),
+and reads the published predictions beside the alignment. The combined head (``--method combined``) is chosen
+and fitted by :func:`~bioattn.tasks.msa_head.select_head` on the *other* families for each family (nested
+leave-one-family-out: the family scored never takes part in choosing or fitting its head). The single maps need
+no fitting: a one-feature head ranks pairs as its map does. Writes one sub-folder per family
+(``features.safetensors``, ``prepare.json``), ``summary.md`` / ``summary.json`` and the heads fitted on every
+family (``contact_head_attention.json``, ``contact_head_potts.json``, ``contact_head_combined.json``: the files
+shipped for ``--method``).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bioattn.data.contacts import load_target, published_predictions
+from bioattn.io import write_json, write_text
+from bioattn.metrics import precision_at
+from bioattn.report import MISSING, format_table
+from bioattn.tasks.msa import PREPARE_FILE, select_families
+from bioattn.tasks.msa_features import (
+    FEATURES_FILE,
+    MSAOptions,
+    load_features,
+    prepare_family,
+)
+from bioattn.tasks.msa_head import (
+    FACTORED_ATTENTION_MAP,
+    fit_head,
+    head_precision,
+    select_head,
+)
+from bioattn.training import TrainConfig, prepare_run_dir, seed_everything
+
+__all__ = ["COMBINED_FEATURES", "compare_methods", "comparison_table"]
+
+#: The maps the combined head chooses from, in tie-break order.
+COMBINED_FEATURES = (FACTORED_ATTENTION_MAP, "potts_apc")
+
+
+def compare_methods(
+    data_root: Path, out: Path, options: MSAOptions, config: TrainConfig, families: Sequence[str] | None = None,
+) -> list[dict[str, Any]]:
+    """Every family of the data root (or ``families``): the maps, the nested leave-one-family-out combined head,
+    the table (see the module docstring). With ``options.resume`` families already computed are reused."""
+    found = select_families(data_root, families)
+    out = prepare_run_dir(out, resume=options.resume, overwrite=options.overwrite)
+    targets = {name: load_target(**kwargs) for name, kwargs in found.items()}
+    infos: dict[str, dict] = {}
+    for name, target in targets.items():
+        run_dir = out / name
+        if options.resume and (run_dir / PREPARE_FILE).is_file() and (run_dir / FEATURES_FILE).is_file():
+            infos[name] = json.loads((run_dir / PREPARE_FILE).read_text())
+            continue
+        print(f"== {name}: {target.msa.depth} sequences × {target.msa.length} columns", flush=True)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        seed_everything(config.seed)
+        infos[name] = prepare_family(target, options, config, run_dir, maps=("mi_apc", "potts_apc"), with_model=False,
+                                     factored=True)
+        write_json(run_dir / PREPARE_FILE, infos[name])
+    features = {name: load_features(out / name) for name in targets}
+    labelled = [name for name, target in targets.items() if target.distances is not None]
+    distances = {name: targets[name].distances for name in labelled}
+    rows = []
+    for name in labelled:
+        maps = features[name]
+        row: dict[str, Any] = {**infos[name], "maps": {
+            key: precision_at(maps[key].numpy(), distances[name]) for key in (FACTORED_ATTENTION_MAP, "potts_apc", "mi_apc")}}
+        others = [f for f in labelled if f != name]
+        if len(others) > 1:
+            head = select_head({f: features[f] for f in others}, {f: distances[f] for f in others}, COMBINED_FEATURES)
+            row["combined"] = {"features": list(head.features), "P@L/5": head_precision(head, maps, distances[name])}
+        if targets[name].predictions_dir is not None:
+            row["published"] = {tool: precision_at(scores, distances[name]) for tool, scores in
+                                published_predictions(targets[name].predictions_dir, len(targets[name].sequence)).items()}
+        rows.append(row)
+    if len(labelled) > 1:
+        heads = {"attention": [FACTORED_ATTENTION_MAP], "potts": ["potts_apc"]}
+        settings = {**options.settings(), "seed": config.seed}
+        for method, names in heads.items():
+            fit_head({f: features[f] for f in labelled}, distances, names, settings).save(out / f"contact_head_{method}.json")
+        select_head({f: features[f] for f in labelled}, distances, COMBINED_FEATURES, settings).save(
+            out / "contact_head_combined.json")
+    table = comparison_table(rows)
+    print(table)
+    write_json(out / "summary.json", {"families": rows, "data_root": str(data_root), "options": options.settings()})
+    write_text(out / "summary.md", table + "\n")
+    return rows
+
+
+def comparison_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Markdown table of long-range P@L/5 per family and method, with the means and CPU minutes."""
+    columns = {
+        "attention only (factored)": lambda r: r["maps"][FACTORED_ATTENTION_MAP]["P@L/5"],
+        "Potts+APC": lambda r: r["maps"]["potts_apc"]["P@L/5"],
+        "combined (LOFO head)": lambda r: r.get("combined", {}).get("P@L/5"),
+        "MI+APC": lambda r: r["maps"]["mi_apc"]["P@L/5"],
+        "CCMpred (published)": lambda r: next((v["P@L/5"] for k, v in r.get("published", {}).items() if k.startswith("ccmpred")), None),
+    }
+    body, sums = [], {column: [] for column in columns}
+    for row in rows:
+        cells = []
+        for column, pick in columns.items():
+            value = pick(row)
+            if value is not None:
+                sums[column].append(value)
+            cells.append(MISSING if value is None else f"{value:.2f}")
+        cpu = row.get("cpu_seconds", {})
+        minutes = "/".join(f"{cpu[k] / 60:.1f}" if k in cpu else MISSING for k in ("factored_attention_cpu_s", "potts_cpu_s"))
+        body.append([row["family"], row["length"], row["depth"], *cells, minutes])
+    means = [f"{np.mean(values):.3f} ({len(values)} fam.)" if values else MISSING for values in sums.values()]
+    body.append(["**mean**", "", "", *means, ""])
+    return format_table(["family", "L", "N", *columns, "CPU-min (attention / Potts)"], body,
+                        title="Long-range (|i-j| ≥ 24) P@L/5; combined head chosen and fitted leave-one-family-out")
