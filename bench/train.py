@@ -110,11 +110,9 @@ def promoter(dropout: float) -> Workload:
     return Workload(model, (ids, padding_mask, labels), loss, PROMOTER_DEFAULTS, batch_size)
 
 
-def ct(dropout: float, channels_last: bool) -> Workload:
+def ct(dropout: float) -> Workload:
     options = CTOptions(out=Path("."), dropout=dropout)
     model, _ = build_models(options, num_classes=2, in_channels=1)
-    if not channels_last:  # the stem's conv weights as they were before
-        model.to(memory_format=torch.contiguous_format)
     edge = -(-CT_EDGE // model.stride) * model.stride  # MedMNIST volumes are zero-padded to the stem stride
     batch_size = CT_DEFAULTS.batch_size
     batch = (torch.rand(batch_size, 1, edge, edge, edge), torch.randint(0, 2, (batch_size,)))
@@ -169,7 +167,7 @@ def workload(task: str, setting: Setting) -> Workload:
     if task == "promoter":
         return promoter(dropout)
     if task == "ct":
-        return ct(dropout, channels_last=setting.default)
+        return ct(dropout)
     return msa(dropout)
 
 

@@ -146,20 +146,20 @@ def test_flip_tta_is_the_mean_over_the_eight_flips_and_makes_predictions_flip_in
     assert not torch.allclose(torch.from_numpy(plain), torch.from_numpy(plain_flipped), atol=1e-4)
 
 
-def test_channels_last_stem_gives_the_contiguous_results_and_saves_contiguous_weights(tmp_path: Path) -> None:
-    from safetensors.torch import load_file
+def test_stem_weights_are_contiguous_and_bf16_gradients_stay_close_to_fp32() -> None:
+    """Channels-last stem weights made bf16 3D-convolution weight gradients wrong by ~1e30 on this project's CPU
+    (oneDNN, torch 2.13) for 5 of 8 seeds of this model; contiguous weights: none."""
+    for seed in range(4):
+        torch.manual_seed(seed)
+        model = tiny()
+        assert all(p.is_contiguous() for p in model.stem.parameters())
+        x = torch.rand(2, 1, 8, 8, 12)
 
-    model = tiny()
-    convs = [p for p in model.stem.parameters() if p.dim() == 5]
-    assert convs and all(p.is_contiguous(memory_format=torch.channels_last_3d) for p in convs)
-    contiguous = tiny().to(memory_format=torch.contiguous_format)
-    x = torch.rand(2, 1, 8, 12, 8)
-    torch.testing.assert_close(model(x), contiguous(x), rtol=1e-5, atol=1e-5)
-    model.save_pretrained(tmp_path)
-    saved = load_file(tmp_path / "model.safetensors")
-    assert all(t.is_contiguous() for t in saved.values())
-    assert all(torch.equal(saved[k], v) for k, v in contiguous.state_dict().items())
-    model.train(), contiguous.train()
-    model(x).sum().backward(), contiguous(x).sum().backward()
-    for (name, p), q in zip(model.named_parameters(), contiguous.parameters()):
-        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=name)
+        def gradients() -> list[torch.Tensor]:
+            return list(torch.autograd.grad(model(x).float().square().sum(), list(model.parameters())))
+
+        want = gradients()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            got = gradients()
+        scale = max(float(w.abs().max()) for w in want)
+        assert max(float((g.float() - w).abs().max()) for g, w in zip(got, want)) <= 0.05 * scale

@@ -106,6 +106,6 @@ def promoter_score(model: torch.nn.Module, ids: Tensor, predicted: int, *, rc_av
     def score(masks: Tensor) -> Tensor:
         batch = ids[None].expand(len(masks), -1).masked_fill(masks.to(ids.device), N_ID)
         probabilities = model.predict_proba(batch, None, rc_average=use_rc)
-        return class_probability(probabilities, torch.tensor(predicted, device=batch.device))
+        return class_probability(probabilities, torch.full((len(masks),), predicted, device=batch.device))
 
     return score

@@ -133,9 +133,9 @@ class HybridCT3D(PretrainedModel):
         for channels, stride in zip(stem_channels, stem_strides):
             stages.append(ResidualUnit(3, previous, channels, strides=stride, subunits=2, norm=norm))
             previous = channels
-        # channels-last 3D conv weights make oneDNN's CPU convolutions (forward and backward) about 10 % faster;
-        # a state dict is saved as contiguous copies (bioattn.io.save_tensors), so saved files do not change
-        self.stem = nn.Sequential(*stages).to(memory_format=torch.channels_last_3d)
+        # contiguous (not channels-last) conv weights: channels-last made oneDNN's bf16 3D-convolution weight
+        # gradients wrong on an AVX-512-BF16 CPU (torch 2.13), for no measurable gain per training epoch
+        self.stem = nn.Sequential(*stages)
         self.to_tokens = nn.Linear(previous, d_model)
         self.axis_encoding = SinusoidalPositionalEncoding(d_model // 3)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, d_model))
