@@ -47,3 +47,20 @@ def add_device_argument(parser: argparse.ArgumentParser | argparse._ArgumentGrou
 def device_from_args(args: argparse.Namespace) -> torch.device:
     """The device of ``--device``; ``cuda`` where PyTorch sees no GPU is a ``UserInputError``."""
     return resolve_device(args.device)
+
+
+def add_ensemble_arguments(parser: argparse.ArgumentParser, *, cv_pool: str, cv_default: str = "off") -> None:
+    """Add ``--seeds S ...`` and ``--cv K`` (see :mod:`bioattn.tasks.common`); ``cv_pool`` names the splits a
+    cross-validation pools, e.g. ``"train + dev (grouped by sequence)"``."""
+    group = parser.add_argument_group("ensembles (one of)")
+    group.add_argument("--seeds", type=int, nargs="+", default=None, metavar="S",
+                       help="train one model per seed on the same split and save them as one ensemble; reports each "
+                            "seed, mean ± sd and the ensemble (default: one model, seed --seed)")
+    group.add_argument("--cv", type=int, default=None, metavar="K",
+                       help=f"K-fold stratified cross-validation over {cv_pool}: out-of-fold metrics, the K fold models "
+                            f"saved as one ensemble (default: {cv_default})")
+
+
+def ensemble_options(args: argparse.Namespace) -> dict[str, tuple[int, ...] | int | None]:
+    """``seeds`` and ``cv`` of :func:`add_ensemble_arguments`'s flags, as the task options take them."""
+    return {"seeds": tuple(args.seeds) if args.seeds is not None else None, "cv": args.cv}

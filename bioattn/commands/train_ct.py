@@ -44,7 +44,7 @@ from bioattn.tasks.ct import (
     protocol_train_config,
     train_ct,
 )
-from bioattn.commands.common import add_device_argument
+from bioattn.commands.common import add_device_argument, add_ensemble_arguments, ensemble_options
 from bioattn.training import add_training_args, config_from_args
 
 
@@ -67,13 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="training protocol: 'tuned' (AdamW, cosine, label smoothing, flip test-time averaging; "
                              "15 epochs) or 'medmnist' (the MedMNIST v2 official one: Adam, step decay, 100 epochs) "
                              "(default: %(default)s)")
-    ensemble = parser.add_argument_group("ensembles (one of)")
-    ensemble.add_argument("--seeds", type=int, nargs="+", default=None, metavar="S",
-                          help="train one run per seed on the same split and save the attention models as one ensemble "
-                               "(default: one run, seed --seed)")
-    ensemble.add_argument("--cv", type=int, default=None, metavar="K",
-                          help="K-fold stratified cross-validation over train + val: out-of-fold metrics of both models, "
-                               "the K attention models saved as one ensemble (default: off)")
+    add_ensemble_arguments(parser, cv_pool="train + val (both models scored)", cv_default="off")
     parser.add_argument("--no-augment", action="store_true", help="turn off flips, rotations and intensity jitter")
     parser.add_argument("--label-smoothing", type=float, default=None,
                         help="cross-entropy label smoothing (default: the protocol's, 0 medmnist, 0.1 tuned)")
@@ -122,7 +116,7 @@ def options_from_args(args: argparse.Namespace) -> CTOptions:
         augment=not args.no_augment, label_smoothing=args.label_smoothing, intensity_jitter=args.intensity_jitter,
         tta=args.tta, quick=args.quick, stem_channels=optional_tuple(args.stem_channels),
         stem_strides=optional_tuple(args.stem_strides), d_model=args.d_model, heads=args.heads, layers=args.layers,
-        dropout=args.dropout, train=config, seeds=tuple(args.seeds) if args.seeds is not None else None, cv=args.cv,
+        dropout=args.dropout, train=config, **ensemble_options(args),
         resume=args.resume, overwrite=args.overwrite,
     )
 

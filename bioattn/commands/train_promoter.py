@@ -43,7 +43,7 @@ from bioattn.tasks.promoter import (
     format_report,
     run_promoter,
 )
-from bioattn.commands.common import add_device_argument
+from bioattn.commands.common import add_device_argument, add_ensemble_arguments, ensemble_options
 from bioattn.training import add_training_args, config_from_args
 from bioattn.training.distributed import is_main_process
 
@@ -83,13 +83,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "oriented on the TSS; on otherwise)")
     model.add_argument("--rc-average", action=argparse.BooleanOptionalAction, default=None,
                        help="predict from the mean of both strands (default: as --rc-augment)")
-    ensemble = parser.add_argument_group("ensembles (one of)")
-    ensemble.add_argument("--seeds", type=int, nargs="+", default=None, metavar="S",
-                          help="train one model per seed on the same split and save them as one ensemble; reports each "
-                               "seed, mean ± sd and the ensemble (default: one model, seed --seed)")
-    ensemble.add_argument("--cv", type=int, default=None, metavar="K",
-                          help="K-fold stratified cross-validation over train + dev (grouped by sequence), out-of-fold "
-                               "metrics, the K fold models saved as one ensemble (default: off; ecoli_sigma70: 5)")
+    add_ensemble_arguments(parser, cv_pool="train + dev (grouped by sequence)", cv_default="off; ecoli_sigma70: 5")
     model.add_argument("--no-length-buckets", action="store_true",
                        help="shuffle training batches without grouping similar lengths (default: group them when lengths vary)")
     add_training_args(parser, DEFAULTS)
@@ -109,7 +103,7 @@ def options_from_args(args: argparse.Namespace) -> PromoterOptions:
         layers=args.layers, conv_kernel=args.conv_kernel, conv_layers=args.conv_layers, dropout=args.dropout,
         head_temperature=args.head_temperature,
         rc_augment=args.rc_augment, rc_average=args.rc_average, length_buckets=not args.no_length_buckets,
-        seeds=tuple(args.seeds) if args.seeds is not None else None, cv=args.cv, resume=args.resume, overwrite=args.overwrite,
+        **ensemble_options(args), resume=args.resume, overwrite=args.overwrite,
     )
 
 

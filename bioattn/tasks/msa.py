@@ -178,6 +178,21 @@ def select_families(data_root: Path, names: Sequence[str] | None) -> dict[str, d
     return {name: found[name] for name in names}
 
 
+def family_targets(data_root: Path, out: Path, options: MSAOptions, families: Sequence[str] | None
+                   ) -> tuple[Path, dict[str, ContactTarget]]:
+    """The prepared run directory ``out`` and the contact target of every selected family (:func:`select_families`)."""
+    found = select_families(data_root, families)
+    out = prepare_run_dir(out, resume=options.resume, overwrite=options.overwrite)
+    return out, {name: load_target(**kwargs) for name, kwargs in found.items()}
+
+
+def finished_family(run_dir: Path, options: MSAOptions) -> dict[str, Any] | None:
+    """The saved ``prepare.json`` of a family already prepared in ``run_dir`` when ``options.resume``, else ``None``."""
+    if options.resume and (run_dir / PREPARE_FILE).is_file() and (run_dir / FEATURES_FILE).is_file():
+        return json.loads((run_dir / PREPARE_FILE).read_text())
+    return None
+
+
 def add_missing_maps(target: ContactTarget, run_dir: Path, info: dict[str, Any], options: MSAOptions, seed: int) -> None:
     """Compute the coevolution maps of ``options`` that a resumed family's features file lacks (no retraining)."""
     saved = load_features(run_dir)
@@ -202,15 +217,13 @@ def train_families(
     families are reused (only the coevolution maps a richer ``coevolution`` adds are computed).
     Returns the per-family metrics ([] off rank 0).
     """
-    found = select_families(data_root, families)
-    out = prepare_run_dir(out, resume=options.resume, overwrite=options.overwrite)
-    targets = {name: load_target(**kwargs) for name, kwargs in found.items()}
+    out, targets = family_targets(data_root, out, options, families)
     infos: dict[str, dict] = {}
     for name, target in targets.items():
         run_dir = out / name
         print(f"== {name}: {target.msa.depth} sequences × {target.msa.length} columns", flush=True)
-        if options.resume and (run_dir / PREPARE_FILE).is_file() and (run_dir / FEATURES_FILE).is_file():
-            infos[name] = json.loads((run_dir / PREPARE_FILE).read_text())
+        if (done := finished_family(run_dir, options)) is not None:
+            infos[name] = done
             if is_main_process():
                 add_missing_maps(target, run_dir, infos[name], options, config.seed)
                 write_json(run_dir / PREPARE_FILE, infos[name])

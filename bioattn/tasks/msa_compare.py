@@ -12,20 +12,18 @@ shipped for ``--method``).
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bioattn.data.contacts import load_target, published_predictions
+from bioattn.data.contacts import published_predictions
 from bioattn.io import write_json, write_text
 from bioattn.metrics import precision_at
 from bioattn.report import MISSING, format_table
-from bioattn.tasks.msa import PREPARE_FILE, select_families
+from bioattn.tasks.msa import PREPARE_FILE, family_targets, finished_family
 from bioattn.tasks.msa_features import (
-    FEATURES_FILE,
     MSAOptions,
     load_features,
     prepare_family,
@@ -36,7 +34,7 @@ from bioattn.tasks.msa_head import (
     head_precision,
     select_head,
 )
-from bioattn.training import TrainConfig, prepare_run_dir, seed_everything
+from bioattn.training import TrainConfig, seed_everything
 
 __all__ = ["COMBINED_FEATURES", "compare_methods", "comparison_table"]
 
@@ -49,14 +47,12 @@ def compare_methods(
 ) -> list[dict[str, Any]]:
     """Every family of the data root (or ``families``): the maps, the nested leave-one-family-out combined head,
     the table (see the module docstring). With ``options.resume`` families already computed are reused."""
-    found = select_families(data_root, families)
-    out = prepare_run_dir(out, resume=options.resume, overwrite=options.overwrite)
-    targets = {name: load_target(**kwargs) for name, kwargs in found.items()}
+    out, targets = family_targets(data_root, out, options, families)
     infos: dict[str, dict] = {}
     for name, target in targets.items():
         run_dir = out / name
-        if options.resume and (run_dir / PREPARE_FILE).is_file() and (run_dir / FEATURES_FILE).is_file():
-            infos[name] = json.loads((run_dir / PREPARE_FILE).read_text())
+        if (done := finished_family(run_dir, options)) is not None:
+            infos[name] = done
             continue
         print(f"== {name}: {target.msa.depth} sequences × {target.msa.length} columns", flush=True)
         run_dir.mkdir(parents=True, exist_ok=True)

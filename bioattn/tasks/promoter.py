@@ -27,7 +27,6 @@ sd over members, the ensemble (seeds) or the pooled out-of-fold predictions (CV)
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 import warnings
 from dataclasses import dataclass
@@ -396,32 +395,34 @@ def run_cross_validation(data: PromoterData, options: PromoterOptions, config: T
         warnings.simplefilter("ignore", UserWarning)
         splitter = StratifiedGroupKFold(folds_k, shuffle=True, random_state=config.seed)
         folds = list(splitter.split(np.zeros(len(everything)), everything.labels, groups=everything.sequences))
-    oof = {method: np.zeros((len(everything), len(class_names)), dtype=np.float64) for method in (MODEL_NAME,)}
+    oof: np.ndarray | None = None  # (N,) or (N, C): each sequence's prediction by the model that did not see it
     fold_scores: list[Scores] = []
     fold_info = []
-    members = []
     for fold, (train_index, test_index) in enumerate(progress_bar(folds, desc="cross-validation", unit="fold",
                                                                   disable=not is_main_process()), start=1):
         fold_dir = options.out / member_dir_name("fold", fold)
         train = everything.subset(train_index)
         inner_train, inner_dev = dev_split(train, config.seed, f"{options.name} fold {fold}", class_names)
-        held_out = {"cv": everything.subset(test_index)}
-        model, info = train_model(inner_train, inner_dev, held_out, fold_dir, per_run, options, max_len, class_names,
+        held_out = everything.subset(test_index)
+        model, info = train_model(inner_train, inner_dev, {}, fold_dir, per_run, options, max_len, class_names,
                                   options.resume and fold_dir.exists())
-        members.append(model)
         if is_main_process():
-            oof[MODEL_NAME][test_index] = model.class_probabilities(model.predict_tokens(held_out["cv"].tokens, batch_size=512))
-            scores = {MODEL_NAME: info.pop("scores"), **run_baselines(train, held_out, config.seed)}
+            probs = model.predict_tokens(held_out.tokens, batch_size=512)
+            if oof is None:
+                oof = np.zeros((len(everything), *probs.shape[1:]))
+            oof[test_index] = probs
+            info.pop("scores", None)
+            scores = {MODEL_NAME: {"cv": classification_metrics(held_out.labels, probs, threshold=model.threshold)},
+                      **run_baselines(train, {"cv": held_out}, config.seed)}
             fold_scores.append(scores)
             fold_info.append(info)
     if not is_main_process():
         return {}
+    assert oof is not None
     save_ensemble(options.out, "PromoterClassifier", [member_dir_name("fold", k) for k in range(1, folds_k + 1)])
-    threshold = members[0].threshold
-    pooled = {MODEL_NAME: classification_metrics(everything.labels, _binary_or_full(oof[MODEL_NAME]), threshold=threshold)}
-    scores = {method: {**({"oof": pooled[method]} if method in pooled else {}),
-                       "cv": mean_std([fold[method]["cv"] for fold in fold_scores])}
-              for method in fold_scores[0]}
+    scores = {method: {"cv": mean_std([fold[method]["cv"] for fold in fold_scores])} for method in fold_scores[0]}
+    scores[MODEL_NAME] = {"oof": classification_metrics(everything.labels, oof, threshold=model.threshold),
+                          **scores[MODEL_NAME]}
     return {
         "sizes": {"sequences": len(everything), **{f"class {name}": int((everything.labels == i).sum())
                                                    for i, name in enumerate(class_names)}},
@@ -430,11 +431,6 @@ def run_cross_validation(data: PromoterData, options: PromoterOptions, config: T
         "folds": fold_scores,
         "training": {"folds": fold_info},
     }
-
-
-def _binary_or_full(probs: np.ndarray) -> np.ndarray:
-    """``(N, 2)`` → probability of class 1 ``(N,)`` (what the metrics take for two classes); ``(N, C)`` unchanged."""
-    return probs[:, 1] if probs.shape[1] == 2 else probs
 
 
 # -------------------------------------------------------------------------------------------- report
