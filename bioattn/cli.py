@@ -1,4 +1,5 @@
-"""The ``bioattn`` command: ``bioattn train|predict|explain promoter|ct|msa``, ``bioattn data fetch NAME`` and ``bioattn models``.
+"""The ``bioattn`` command: ``bioattn train|predict|explain promoter|ct|msa``, ``bioattn pretrain msa``, ``bioattn data fetch NAME``
+and ``bioattn models``.
 
 Each subcommand lives in its own module under :mod:`bioattn.commands` that defines
 ``add_arguments(parser)`` and ``run(args) -> int``; this file only routes to them.
@@ -30,6 +31,9 @@ COMMANDS: dict[str, dict[str, str]] = {
         "ct": "bioattn.commands.explain_ct",
         "msa": "bioattn.commands.explain_msa",
     },
+    "pretrain": {
+        "msa": "bioattn.commands.pretrain_msa",
+    },
     "data": {
         "fetch": "bioattn.commands.data_fetch",
     },
@@ -44,6 +48,7 @@ _VERB_HELP = {
     "train": "train a model on a bundled benchmark or on your own data",
     "predict": "run a trained model on your own files",
     "explain": "attention rollout, per-head maps and head diversity for a trained model",
+    "pretrain": "pretrain a model across many unlabeled inputs (MSA: masked-token prediction over alignments)",
     "data": "download the public datasets the recipes use",
 }
 

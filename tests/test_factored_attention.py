@@ -42,7 +42,25 @@ def test_the_planted_pair_ranks_first(kind):
     assert first == (2, 9)
 
 
-def test_the_gradient_matches_autograd_of_the_pseudo_likelihood():
+def explicit_couplings(model: FactoredAttention) -> torch.Tensor:
+    """``½(U + Uᵀ)`` with ``U[(j, b), (i, a)] = Σ_h A_h[i, j] W_V^h[b, a]``, written out with einsum."""
+    length, q = model.length, model.num_states
+    implied = torch.einsum("hij,hba->jbia", model.attention(), model.values).reshape(length * q, length * q)
+    return 0.5 * (implied + implied.T)
+
+
+def test_the_implied_couplings_are_the_symmetrised_attention_times_values():
+    torch.manual_seed(0)
+    model = FactoredAttention(7, num_heads=3, head_dim=5, num_states=4)
+    with torch.no_grad():
+        model.values.normal_()
+    couplings = model.couplings()
+    torch.testing.assert_close(couplings, explicit_couplings(model))
+    blocks = couplings.view(7, 4, 7, 4)
+    assert torch.all(blocks[torch.arange(7), :, torch.arange(7), :] == 0)  # no self-coupling
+
+
+def test_the_objective_and_gradient_are_the_potts_pseudo_likelihood_of_the_implied_couplings():
     torch.manual_seed(0)
     length, states, rows = 6, 4, 20
     model = FactoredAttention(length, num_heads=3, head_dim=5, num_states=states)
@@ -55,16 +73,14 @@ def test_the_gradient_matches_autograd_of_the_pseudo_likelihood():
     ours = {name: p.grad.clone() for name, p in model.named_parameters()}
     for p in model.parameters():
         p.grad = None
-    couplings = model.couplings()
-    logits = (model.fields.reshape(-1) + torch.nn.functional.one_hot(tokens, states).reshape(rows, -1).float() @ couplings)
-    log_p = logits.view(rows, length, states).log_softmax(-1).gather(2, tokens[..., None])[..., 0]
-    reference = (-(weights[:, None] * log_p).sum() + 0.01 * model.fields[:, :-1].square().sum()
-                 + 0.5 * 0.2 * (length - 1) * couplings.square().sum())
-    reference.backward()
-    assert float(value) == pytest.approx(float(reference), rel=1e-5)
-    model.fields.grad[:, -1] = 0.0  # the gap field is held at 0
-    for name, p in model.named_parameters():
-        torch.testing.assert_close(ours[name], p.grad, atol=1e-5, rtol=1e-4)
+    couplings = explicit_couplings(model)
+    potts_value, field_grad, coupling_grad = coevolution.pseudo_likelihood(
+        model.fields.detach().reshape(-1), couplings.detach(), tokens, weights, lambda_single=0.01, lambda_pair=0.2)
+    assert float(value) == pytest.approx(float(potts_value), rel=1e-5)
+    torch.testing.assert_close(ours["fields"], field_grad.view(length, states), atol=1e-5, rtol=1e-4)
+    couplings.backward(coupling_grad)  # the Potts gradient pulled back through the factored parameters
+    for name in ("queries", "keys", "values"):
+        torch.testing.assert_close(ours[name], getattr(model, name).grad, atol=1e-5, rtol=1e-4)
 
 
 def test_attention_is_tied_and_never_attends_to_itself():

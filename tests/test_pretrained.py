@@ -202,12 +202,27 @@ def _ct_scores(name: str, check: dict, require_data: Callable[..., Path], tmp_pa
     return from_cli, from_loader
 
 
+def _msa_masked_accuracy(name: str, check: dict, require_data: Callable[..., Path]) -> tuple[float, float]:
+    """Masked-token accuracy of a pretrained MSA model on a seeded row sample of a family it never saw, loaded by
+    name both ways."""
+    from bioattn.data.msa import MSATokenizer, read_msa, subsample
+    from bioattn.models import MSAContactModel
+    from bioattn.tasks.msa_pretrain import masked_token_metrics
+
+    tokens = MSATokenizer().encode(read_msa(require_data(*check["data"])))
+    block = tokens[subsample(tokens, check["rows"], "random", seed=check["seed"], keep_first=False)][None]
+    return tuple(masked_token_metrics(load(name), block, seed=check["mask_seed"])[1]
+                 for load in (load_pretrained, MSAContactModel.from_pretrained))
+
+
 @pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_model_reproduces_its_card(name: str, require_data: Callable[..., Path], tmp_path: Path) -> None:
     check = json.loads((PRETRAINED_ROOT / name / CARD_NAME).read_text())["check"]
     metric, expected = check["metric"], check["value"]
     if check["kind"] == "medmnist_npz":
         from_cli, from_loader = _ct_scores(name, check, require_data, tmp_path)
+    elif check["kind"] == "msa_masked_tokens":
+        from_cli, from_loader = _msa_masked_accuracy(name, check, require_data)
     else:
         source, labels = PROMOTER_INPUTS[check["kind"]](check, require_data, tmp_path)
         from_cli = _promoter_score_from_cli(name, metric, source, labels, tmp_path)

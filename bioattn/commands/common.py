@@ -49,18 +49,20 @@ def device_from_args(args: argparse.Namespace) -> torch.device:
     return resolve_device(args.device)
 
 
-def add_ensemble_arguments(parser: argparse.ArgumentParser, *, cv_pool: str, cv_default: str = "off") -> None:
-    """Add ``--seeds S ...`` and ``--cv K`` (see :mod:`bioattn.tasks.common`); ``cv_pool`` names the splits a
-    cross-validation pools, e.g. ``"train + dev (grouped by sequence)"``."""
-    group = parser.add_argument_group("ensembles (one of)")
+def add_ensemble_arguments(parser: argparse.ArgumentParser, *, cv_pool: str | None, cv_default: str = "off") -> None:
+    """Add ``--seeds S ...`` and, unless ``cv_pool`` is None (a task without a split to fold), ``--cv K`` (see
+    :mod:`bioattn.tasks.common`); ``cv_pool`` names the splits a cross-validation pools, e.g.
+    ``"train + dev (grouped by sequence)"``."""
+    group = parser.add_argument_group("ensembles (one of)" if cv_pool is not None else "ensembles")
     group.add_argument("--seeds", type=int, nargs="+", default=None, metavar="S",
                        help="train one model per seed on the same split and save them as one ensemble; reports each "
                             "seed, mean ± sd and the ensemble (default: one model, seed --seed)")
-    group.add_argument("--cv", type=int, default=None, metavar="K",
-                       help=f"K-fold stratified cross-validation over {cv_pool}: out-of-fold metrics, the K fold models "
-                            f"saved as one ensemble (default: {cv_default})")
+    if cv_pool is not None:
+        group.add_argument("--cv", type=int, default=None, metavar="K",
+                           help=f"K-fold stratified cross-validation over {cv_pool}: out-of-fold metrics, the K fold "
+                                f"models saved as one ensemble (default: {cv_default})")
 
 
 def ensemble_options(args: argparse.Namespace) -> dict[str, tuple[int, ...] | int | None]:
-    """``seeds`` and ``cv`` of :func:`add_ensemble_arguments`'s flags, as the task options take them."""
-    return {"seeds": tuple(args.seeds) if args.seeds is not None else None, "cv": args.cv}
+    """``seeds`` and ``cv`` (None without ``--cv``) of :func:`add_ensemble_arguments`'s flags, as the task options take them."""
+    return {"seeds": tuple(args.seeds) if args.seeds is not None else None, "cv": getattr(args, "cv", None)}

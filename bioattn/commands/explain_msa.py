@@ -11,11 +11,14 @@ head titled with its long-range P@L/5), ``head_diversity_layer{l}.png``, ``head_
 ``faithfulness.png`` and ``summary.json`` (with ``faithfulness``: each method's deletion/insertion AUC, columns
 masked in every row).
 
-Without a structure the contact figures and tables are left out.
+Without a structure the contact figures and tables are left out. The run of an ensemble (``bioattn train msa
+--seeds``) is explained through its first member, named on stderr and in ``summary.json``: the heads of
+separately trained models do not correspond, so their per-head maps have no mean.
 """
 from __future__ import annotations
 
 import argparse
+import sys
 
 import numpy as np
 
@@ -91,6 +94,23 @@ def _columns_and_faithfulness(model, rows, args: argparse.Namespace, out, family
     return entries
 
 
+def _load_model(args: argparse.Namespace):
+    """``(model, member)``: the model of ``--run`` / ``--model``, or the first member of an ensemble and its folder
+    name (``member`` None for a single model)."""
+    from bioattn.models import MSAContactModel
+    from bioattn.models.ensemble import ensemble_members
+    from bioattn.models.registry import read_config, resolve_model_dir
+
+    folder = model_dir(args)
+    members = ensemble_members(MSAContactModel.from_pretrained(folder, map_location=device_from_args(args)))
+    if len(members) == 1:
+        return members[0], None
+    first = read_config(resolve_model_dir(folder))["members"][0]
+    print(f"note: {model_label(args)} is an ensemble of {len(members)} separately trained models, whose heads do not "
+          f"correspond; explaining its first member, {first} (--run {model_label(args)}/<member> for another)", file=sys.stderr)
+    return members[0], first
+
+
 def run(args: argparse.Namespace) -> int:
     import torch
 
@@ -99,11 +119,10 @@ def run(args: argparse.Namespace) -> int:
     from bioattn.data.msa import MSATokenizer, subsample
     from bioattn.explain.figures import plot_head_scores
     from bioattn.explain.msa import PRECISION_NAMES, head_contact_precision, row_attention_maps
-    from bioattn.models import MSAContactModel
 
     if args.max_rows < 1:
         raise UserInputError(f"--max-rows must be >= 1, got {args.max_rows}")
-    model = MSAContactModel.from_pretrained(model_dir(args), map_location=device_from_args(args))
+    model, member = _load_model(args)
     target = load_target(args.input, fmt=args.format, query_fasta=args.query, pdb=args.pdb, chain=args.chain,
                          struct_dat=args.struct_dat)
     tokens = MSATokenizer().encode(target.msa)
@@ -118,6 +137,8 @@ def run(args: argparse.Namespace) -> int:
     layers, heads, length = maps.shape[0], maps.shape[1], maps.shape[-1]
     summary: dict = {"run": model_label(args), "input": str(args.input), "family": target.name, "columns": length,
                      "rows_used": len(rows), "rows_in_alignment": target.msa.depth}
+    if member is not None:
+        summary["member"] = member
     summary.update(_columns_and_faithfulness(model, rows, args, out, target.name))
 
     if target.distances is None:

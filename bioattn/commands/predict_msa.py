@@ -15,7 +15,9 @@ regression on z-scored maps, see each head's fit_on and settings):
              (never below the better single map there; on the bundled families it chose the Potts map alone).
 --contact-head FILE or --run RUN_DIR (a bioattn train msa run: its contact_head.json and model size; --model
 NAME: such a run shipped with bioattn) can read attention features of the axial model too: then the per-family
-axial model is also trained on the alignment (--max-minutes and the training flags apply).
+axial model is also trained on the alignment (--max-minutes and the training flags apply; one model, seed
+--seed, also for the run of an ensemble trained with --seeds). A run that started from a pretrained model
+needs the same --init-from (and --no-finetune) here: see init_from and finetune in its contact_head.json settings.
 
 Writes, under --out: contacts.npy (L×L contact probabilities, L = the query's residues), contacts.rr (CASP
 RR: PFRMAT, TARGET, AUTHOR, METHOD, MODEL 1, the sequence, then "i j 0 8 p" for the top --top pairs with

@@ -3,6 +3,8 @@
     bioattn train msa --msa FILE [--pdb FILE [--chain ID] | --struct-dat FILE] --out RUN_DIR [--contact-head FILE] [--quick]
     bioattn train msa --all [--families A,B] [--data-root DIR] --out RUN_DIR [--max-minutes M] [--quick]
     bioattn train msa --all --compare-methods [--families A,B] --out RUN_DIR   # predict msa's three --method maps
+    bioattn train msa --all --init-from NAME_OR_RUN_DIR [--no-finetune] --out RUN_DIR  # start from 'bioattn pretrain msa'
+    bioattn train msa --msa FILE --pdb FILE --out RUN_DIR --seeds 0 1 2        # one model per seed and their ensemble
 
 For one family: reads the alignment (A3M, A2M, aligned FASTA, Stockholm, Clustal, PSICOV; .gz accepted), takes a
 random subsample of at most --max-seqs rows with their 80%-identity weights, computes MI + APC and Gaussian
@@ -16,10 +18,21 @@ with bioattn (Potts map only) when --coevolution potts, else uncalibrated scores
 Writes contacts.npy (L×L probabilities), contacts.rr (CASP RR, top 2L pairs with |i-j| ≥ 6), contact_map.png,
 metrics.json (with a structure: long-range P@L/5, P@L/2, P@L of the prediction, of the baselines computed in
 the same run and of published predictions in pred/ beside the alignment), features.safetensors, the model
-(config.json + model.safetensors), contact_head.json (the head used), train_log.csv and training_curve.png.
+(config.json + model.safetensors), contact_head.json (the head used), train_log.csv, training_curve.png and
+prepare.json (the alignment's facts and CPU times; --resume reuses a finished run and adds only missing maps).
+--seeds S ... trains one such complete run per seed in RUN_DIR/seed<S>/ (the coevolution maps that do not
+depend on the seed, such as the Potts map fitted on every row, are computed once and copied into each); RUN_DIR
+then holds their ensemble: contacts.npy, contacts.rr and contact_map.png of the mean of the seeds' contact
+probabilities, metrics.json (each seed's long-range P@L/5, P@L/2, P@L, their mean ± sd, the ensemble's, and the
+baselines averaged over the seeds), contact_head.json and a config.json that loads RUN_DIR as an Ensemble of the
+seeds' models (bioattn predict msa --run RUN_DIR uses its head; bioattn explain msa explains its first member).
 With --all every family of msa/coev and msa/pfam gets a sub-folder, the heads are fitted leave-one-family-out,
 contact_head.json and coevolution_head.json are fitted on every family (for --contact-head / bioattn predict
 msa), and summary.md / summary.json hold the table; --resume skips finished families. Runs under torchrun.
+With --all --seeds each family folder holds its seeds' runs and their ensemble as above, each seed's models get
+heads fitted leave-one-family-out on the same seed's models, contact_head.json and coevolution_head.json are
+fitted on every seed's model of every family, and the table gives the ensemble and the seeds' mean ± sd P@L/5;
+--resume skips finished seeds.
 With --all --compare-methods no axial model is trained: each family gets the factored-attention map, the Potts
 map and MI + APC, the combined head is chosen and fitted leave-one-family-out (bioattn.tasks.msa_compare), and
 contact_head_{attention,potts,combined}.json are fitted on every family.
@@ -30,7 +43,7 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from bioattn.commands.common import add_device_argument
+from bioattn.commands.common import add_device_argument, add_ensemble_arguments, ensemble_options
 from bioattn.errors import UserInputError
 
 
@@ -72,10 +85,17 @@ def add_fit_arguments(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--factored-heads", type=int, default=32, help="heads of factored attention (default: %(default)s)")
     group.add_argument("--factored-dim", type=int, default=32,
                        help="query/key size per head of factored attention (default: %(default)s)")
-    group.add_argument("--factored-steps", type=int, default=100,
+    group.add_argument("--factored-steps", type=int, default=1000,
                        help="Adam steps of the factored-attention fit (default: %(default)s)")
     group.add_argument("--factored-minutes", type=float, default=18.0,
                        help="CPU-time budget of the factored-attention fit, sequence weights included (default: %(default)s)")
+    group.add_argument("--init-from", default=None, metavar="NAME_OR_RUN_DIR",
+                       help="start the per-family axial model from a pretrained one (a 'bioattn pretrain msa' run "
+                            "directory or a shipped name such as msa-axial-pfam); its size replaces --embed-dim, "
+                            "--heads, --layers, --dropout (default: a fresh model)")
+    group.add_argument("--finetune", action=argparse.BooleanOptionalAction, default=True,
+                       help="with --init-from: train the pretrained model further on the family; --no-finetune reads its "
+                            "attention maps as they are (attention-only contacts) (default: %(default)s)")
     group.add_argument("--quick", action="store_true", help="tiny settings for a smoke test (seconds) (default: off)")
 
 
@@ -104,19 +124,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "--coevolution potts, else none)")
     add_fit_arguments(model)
     add_training_args(parser, DEFAULTS)
+    add_ensemble_arguments(parser, cv_pool=None)
     add_device_argument(parser)
 
 
 def options_from_args(args: argparse.Namespace, **overrides):
-    """``(MSAOptions, TrainConfig)`` from parsed flags (``overrides`` replace flag values), ``--quick`` applied."""
+    """``(MSAOptions, TrainConfig)`` from parsed flags (``overrides`` replace flag values), ``--quick`` applied;
+    with ``--init-from`` the model size is the pretrained model's."""
     from bioattn.tasks.msa import DEFAULTS, MSAOptions, quick_config
+    from bioattn.tasks.msa_features import pretrained_size
     from bioattn.training import config_from_args
 
     names = {f.name for f in dataclasses.fields(MSAOptions)}
     options = MSAOptions(**{**{k: v for k, v in vars(args).items() if k in names}, **overrides})
     config = config_from_args(args, DEFAULTS)
     if args.quick:
-        return options.quick(), quick_config(config)
+        options, config = options.quick(), quick_config(config)
+    if options.init_from is not None:
+        options = dataclasses.replace(options, **pretrained_size(options.init_from))
     return options, config
 
 
@@ -134,7 +159,9 @@ def run(args: argparse.Namespace) -> int:
     from bioattn.tasks.msa_compare import compare_methods
     from bioattn.tasks.msa_head import ContactHead
 
-    options, config = options_from_args(args)
+    options, config = options_from_args(args, seeds=ensemble_options(args)["seeds"])
+    if args.compare_methods and options.seeds is not None:
+        raise UserInputError("--seeds trains one axial model per seed; --compare-methods trains none (drop --seeds)")
     if args.all:
         if args.msa is not None:
             raise UserInputError("give either --msa FILE (one family) or --all (every family under the data root)")

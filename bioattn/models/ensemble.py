@@ -37,7 +37,9 @@ class Ensemble(nn.Module):
 
     ``forward(*args, **kwargs)`` calls every member with the same arguments: outputs ``(B,)`` (one logit per
     item) are averaged as sigmoid probabilities and returned as logits ``(B,)``; outputs ``(B, ..., C)`` as
-    softmax probabilities over ``C``, returned as log-probabilities (whose softmax is the average).
+    softmax probabilities over ``C``, returned as log-probabilities (whose softmax is the average). Members
+    returning ``(logits, None, ...)`` (:class:`~bioattn.models.MSAContactModel` without attention maps) give
+    ``(averaged logits, None, ...)``.
     """
 
     def __init__(self, members: Sequence[nn.Module]) -> None:
@@ -54,15 +56,15 @@ class Ensemble(nn.Module):
         """Class name of the members."""
         return type(self.members[0]).__name__
 
-    def forward(self, *args: Any, **kwargs: Any) -> Tensor:
+    def forward(self, *args: Any, **kwargs: Any) -> Tensor | tuple[Tensor | None, ...]:
         outputs = [member(*args, **kwargs) for member in self.members]
+        if all(isinstance(out, tuple) and isinstance(out[0], Tensor) and all(v is None for v in out[1:]) for out in outputs):
+            return (_average_logits([out[0] for out in outputs]), *outputs[0][1:])
         if not all(isinstance(out, Tensor) for out in outputs):
             raise TypeError(f"an Ensemble averages logits; {self.member_type} returned {type(outputs[0]).__name__} "
-                            "(explain ensembles per member: bioattn.models.ensemble.ensemble_members)")
-        logits = torch.stack(outputs).float()
-        if logits.dim() == 2:  # (M, B): one logit per item
-            return torch.logit(torch.sigmoid(logits).mean(dim=0), eps=1e-7)
-        return torch.log(torch.softmax(logits, dim=-1).mean(dim=0).clamp_min(1e-12))
+                            "with more than logits, such as attention maps, which have no mean over separately trained "
+                            "members (explain ensembles per member: bioattn.models.ensemble.ensemble_members)")
+        return _average_logits(outputs)
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -93,6 +95,15 @@ class Ensemble(nn.Module):
         members = [member_class.from_pretrained(run_dir / name, map_location=map_location)  # type: ignore[attr-defined]
                    for name in names]
         return cls(members).eval()
+
+
+def _average_logits(outputs: Sequence[Tensor]) -> Tensor:
+    """The members' logits ``(B,)`` (one per item: sigmoid) or ``(B, ..., C)`` (softmax over ``C``) → the logits
+    (log-probabilities for ``C`` classes) of their mean probability, same shape."""
+    logits = torch.stack(list(outputs)).float()
+    if logits.dim() == 2:  # (M, B): one logit per item
+        return torch.logit(torch.sigmoid(logits).mean(dim=0), eps=1e-7)
+    return torch.log(torch.softmax(logits, dim=-1).mean(dim=0).clamp_min(1e-12))
 
 
 def ensemble_config(member_type: str, member_dirs: Sequence[str]) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """MSA contact model: axial transformer trained by masked-token prediction, contacts read from tied row attention.
 
 Input: token ids ``(B, N, L)`` from :class:`~bioattn.data.msa.MSATokenizer` (padding = ``pad_id``).
-Pipeline: token embedding → learned positional encoding over the L columns → LayerNorm → a stack of
+Pipeline: token embedding → positional encoding over the L columns (learned, or sinusoidal for a model pretrained
+on cropped alignments that must take longer ones) → LayerNorm → a stack of
 :class:`~bioattn.attention.AxialTransformerLayer` with **tied** row attention → LayerNorm → a language-model
 head predicting the 22 alignment symbols at every cell (trained on masked cells).
 
@@ -24,7 +25,7 @@ import torch.nn.functional as F
 from sklearn.linear_model import LogisticRegression
 from torch import Tensor, nn
 
-from bioattn.attention import AxialTransformerLayer, LearnedPositionalEncoding
+from bioattn.attention import AxialTransformerLayer, LearnedPositionalEncoding, SinusoidalPositionalEncoding
 from bioattn.attention.inputs import check_token_ids
 from bioattn.coevolution import apc, symmetrize
 from bioattn.data.msa import ALPHABET, MSATokenizer
@@ -39,6 +40,8 @@ __all__ = [
 MIN_SEPARATION = 6
 
 _TOKENS = MSATokenizer()
+#: ``positional`` choices of :class:`MSAContactModel`.
+POSITIONAL_ENCODINGS = ("learned", "sinusoidal")
 
 
 def mask_tokens(tokens: Tensor, probability: float, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
@@ -63,6 +66,8 @@ class MSAContactModel(PretrainedModel):
         embed_dim, num_heads, num_layers, dim_feedforward, dropout: transformer size.
         chunk_size: rows/columns per chunk in every layer (None: all at once); bounds memory, same result.
         extra_contact_features: names of pair features appended to the attention features of the contact head.
+        positional: ``learned`` (one trained vector per column) or ``sinusoidal`` (fixed; defined for columns never
+            seen in training).
     """
 
     def __init__(
@@ -76,17 +81,21 @@ class MSAContactModel(PretrainedModel):
         dropout: float = 0.1,
         chunk_size: int | None = None,
         extra_contact_features: Sequence[str] = (),
+        positional: str = "learned",
     ) -> None:
         super().__init__()
         if embed_dim % num_heads:
             raise ValueError(f"embed_dim ({embed_dim}) must be divisible by num_heads ({num_heads})")
+        if positional not in POSITIONAL_ENCODINGS:
+            raise ValueError(f"positional must be one of {', '.join(POSITIONAL_ENCODINGS)}, got {positional!r}")
         self.config = {
             "max_len": max_len, "embed_dim": embed_dim, "num_heads": num_heads, "num_layers": num_layers,
             "dim_feedforward": dim_feedforward, "dropout": dropout, "chunk_size": chunk_size,
-            "extra_contact_features": list(extra_contact_features),
+            "extra_contact_features": list(extra_contact_features), "positional": positional,
         }
         self.embed = nn.Embedding(_TOKENS.vocab_size, embed_dim, padding_idx=_TOKENS.pad_id)
-        self.positions = LearnedPositionalEncoding(max_len, embed_dim)
+        self.positions = (LearnedPositionalEncoding(max_len, embed_dim) if positional == "learned"
+                          else SinusoidalPositionalEncoding(embed_dim, max_len))
         self.embed_norm = nn.LayerNorm(embed_dim)
         self.layers = nn.ModuleList(
             AxialTransformerLayer(embed_dim, num_heads, dim_feedforward=dim_feedforward, dropout=dropout, tied=True, chunk_size=chunk_size)

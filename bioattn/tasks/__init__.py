@@ -5,7 +5,8 @@
 - :mod:`bioattn.tasks.ct`: 3D volume classification (MedMNIST 3D or your own NIfTI/DICOM + labels CSV), the
   MONAI ResNet baseline and the training protocols.
 - :mod:`bioattn.tasks.msa`: contact prediction from an alignment (coevolution baselines, the axial model, the
-  contact head and its ``contact_head.json`` schema).
+  contact head and its ``contact_head.json`` schema); :mod:`bioattn.tasks.msa_pretrain`: cross-family
+  masked-token pretraining of the axial model.
 
 Each task module imports from :mod:`bioattn.attention`, :mod:`bioattn.models`, :mod:`bioattn.data`,
 :mod:`bioattn.training`, :mod:`bioattn.explain` and the shared :mod:`bioattn.metrics` / :mod:`bioattn.report` /

@@ -11,9 +11,15 @@ sorted over heads) as pair features beside the coevolution maps (saved in ``feat
 probabilities (:func:`score_family`). :func:`train_families` runs every family of the data root, fits the heads
 leave-one-family-out and writes the results table. Predicting a new alignment lives in
 :mod:`bioattn.tasks.msa_predict`.
+
+With ``seeds`` each family gets one complete run per seed (``seed<S>/``, :func:`prepare_members`): the coevolution
+maps that do not depend on the seed are computed once and copied into every run. The family folder then holds
+their ensemble (:func:`score_ensemble`): the mean of the seeds' contact probabilities, each seed's precision,
+their mean ± sd and a ``config.json`` that loads as a :class:`~bioattn.models.ensemble.Ensemble` of the models.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -27,9 +33,10 @@ from bioattn.errors import UserInputError
 from bioattn.explain.figures import plot_contact_map
 from bioattn.io import save_tensors, write_json, write_text
 from bioattn.explain.msa import PRECISION_NAMES
-from bioattn.metrics import precision_at
+from bioattn.metrics import mean_std, precision_at
 from bioattn.models.msa_contact import MSAContactModel, logistic_contact_probabilities
-from bioattn.report import MISSING, format_table
+from bioattn.report import MISSING, format_mean_sd, format_table
+from bioattn.tasks.common import member_dir_name, save_ensemble
 from bioattn.tasks.msa_features import (
     DEFAULTS, FEATURES_FILE, QUICK, MSAOptions, coevolution_maps, load_features, prepare_family, quick_config, training_pool,
 )
@@ -42,7 +49,7 @@ from bioattn.training.distributed import is_main_process
 
 __all__ = [
     "DEFAULTS", "QUICK", "MSAOptions", "quick_config", "prepare_family", "contact_scores", "write_contact_outputs",
-    "evaluate_family", "score_family", "train_family", "train_families", "results_table",
+    "evaluate_family", "score_family", "score_ensemble", "train_family", "train_families", "results_table", "seeds_table",
 ]
 
 PREPARE_FILE = "prepare.json"
@@ -53,6 +60,9 @@ COEVOLUTION_SETTINGS = ("coevolution", "max_seqs", "potts_iterations", "potts_se
 RR_MIN_SEPARATION = 6
 RR_TOP_PER_RESIDUE = 2
 UNCALIBRATED_REMARK = "scores are NOT calibrated probabilities: a rank-preserving logistic squashing of z-scores"
+#: How tables name the coevolution baselines.
+BASELINE_LABELS = {"potts_apc": "Potts+APC", "gaussian_dca_apc": "GaussDCA+APC", "mi_apc": "MI+APC"}
+SEEDS_COLUMN = "seeds: P@L/5 mean ± sd"
 
 
 def contact_scores(
@@ -131,6 +141,50 @@ def score_family(
     return metrics
 
 
+def _mean_precision(values: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """The mean of several ``{"P@L/5": ..., ...}`` over runs."""
+    return {name: summary["mean"] for name, summary in mean_std(values).items()}
+
+
+def score_ensemble(target: ContactTarget, family_dir: Path, members: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+    """The ensemble of a family's seeds (``members``: each seed's :func:`score_family` metrics, its run in
+    ``family_dir/seed<S>``): the mean of their ``contacts.npy`` written by :func:`write_contact_outputs`, the
+    ``config.json`` that loads ``family_dir`` as their :class:`~bioattn.models.ensemble.Ensemble`, and
+    ``metrics.json``. With a structure, its ``model`` is the ensemble's long-range P@L/5, P@L/2, P@L, ``seeds``
+    each seed's, ``seeds_mean_sd`` their mean ± sd, and the baselines and variants their mean over the seeds
+    (equal when the maps do not depend on the seed)."""
+    names = [member_dir_name("seed", seed) for seed in members]
+    probabilities = np.mean([np.load(family_dir / name / "contacts.npy") for name in names], axis=0)  # (L, L)
+    first = next(iter(members.values()))
+    method = f"mean of the contact probabilities of {len(names)} seeds ({', '.join(map(str, members))}), each: {first['method']}"
+    calibrated = all(m["calibrated"] for m in members.values())
+    write_contact_outputs(family_dir, target, probabilities, method, calibrated)
+    save_ensemble(family_dir, MSAContactModel.__name__, names)
+    metrics: dict[str, Any] = {**{key: first[key] for key in ("family", "length", "depth")}, "method": method,
+                               "calibrated": calibrated, "members": names}
+    if target.distances is not None:
+        per_seed = {name: m["model"] for name, m in zip(names, members.values())}
+        metrics.update(model=precision_at(probabilities, target.distances), seeds=per_seed,
+                       seeds_mean_sd=mean_std(list(per_seed.values())))
+        for key in ("baselines", "variants"):
+            metrics[key] = {name: _mean_precision([m[key][name] for m in members.values()]) for name in first[key]}
+        if "published" in first:
+            metrics["published"] = first["published"]
+    write_json(family_dir / "metrics.json", metrics)
+    return metrics
+
+
+def score_members(
+    target: ContactTarget, family_dir: Path, runs: Mapping[int, Path], infos: Mapping[int, dict[str, Any]], options: MSAOptions,
+    heads: Mapping[int, ContactHead | None], variants: Mapping[int, Mapping[str, np.ndarray]],
+) -> dict[str, Any]:
+    """Score the run of each seed (``runs``, :func:`member_dirs`) with its head and variants (:func:`score_family`)
+    and, with ``options.seeds``, their ensemble (:func:`score_ensemble`). Returns the family's metrics."""
+    scored = {seed: score_family(target, run_dir, infos[seed], options, heads[seed], variants.get(seed, {}))
+              for seed, run_dir in runs.items()}
+    return score_ensemble(target, family_dir, scored) if options.seeds is not None else scored[next(iter(scored))]
+
+
 def single_family_head(options: MSAOptions, head: ContactHead | None, source: str | Path = "contact head") -> ContactHead | None:
     """The head of a one-family run: ``head`` (checked against the model's features), else the shipped default
     head when the run computes its features, else None (uncalibrated scores)."""
@@ -145,23 +199,26 @@ def train_family(
     target: ContactTarget, out: Path, options: MSAOptions, config: TrainConfig, *, head: ContactHead | None = None,
     head_source: str | Path = "contact head",
 ) -> dict[str, Any]:
-    """Train and score one family into ``out`` (see the module docstring); returns its metrics ({} off rank 0).
+    """Train and score one family into ``out`` (see the module docstring; with ``options.seeds`` one run per seed
+    and their ensemble); returns its metrics ({} off rank 0).
 
     ``head`` (from ``head_source``) must read features this run computes; without one the shipped default
-    head is used when it applies. The head used is saved as ``out/contact_head.json``.
+    head is used when it applies. The head used is saved as ``contact_head.json`` in ``out`` and every seed's run.
     """
     head = single_family_head(options, head, head_source)
     if head is None:
         print(f"warning: no contact head reads --coevolution {options.coevolution} features; contacts.rr and "
               "contacts.npy hold uncalibrated scores (give --contact-head FILE)", file=sys.stderr)
     out = prepare_run_dir(out, resume=options.resume, overwrite=options.overwrite)
-    info = prepare_family(target, options, config, out, maps=options.baseline_maps)
+    infos = prepare_members(target, out, options, config)
     if not is_main_process():
         return {}
-    metrics = score_family(target, out, info, options, head, {})
+    runs = member_dirs(out, options, config)
+    metrics = score_members(target, out, runs, infos, options, {seed: head for seed in runs}, {})
     if head is not None:
-        head.save(out / HEAD_FILE_NAME)
-    print(results_table([metrics]))
+        for run_dir in {out, *runs.values()}:
+            head.save(run_dir / HEAD_FILE_NAME)
+    print(seeds_table(metrics) if options.seeds is not None else results_table([metrics]))
     return metrics
 
 
@@ -193,17 +250,70 @@ def finished_family(run_dir: Path, options: MSAOptions) -> dict[str, Any] | None
     return None
 
 
-def add_missing_maps(target: ContactTarget, run_dir: Path, info: dict[str, Any], options: MSAOptions, seed: int) -> None:
-    """Compute the coevolution maps of ``options`` that a resumed family's features file lacks (no retraining)."""
+def member_dirs(family_dir: Path, options: MSAOptions, config: TrainConfig) -> dict[int, Path]:
+    """The run directory of each model of a family, by seed: ``family_dir/seed<S>`` for every seed of
+    ``options.seeds``, else ``family_dir`` itself for the one model (seed ``config.seed``)."""
+    if options.seeds is None:
+        return {config.seed: family_dir}
+    return {seed: family_dir / member_dir_name("seed", seed) for seed in options.seeds}
+
+
+def seed_independent_maps(target: ContactTarget, options: MSAOptions) -> tuple[str, ...]:
+    """The coevolution maps of ``options`` that every seed computes alike: MI and Gaussian DCA when the random
+    subsample keeps every row (``max_seqs`` ≥ depth), the Potts map when it is fitted on every row."""
+    depth = target.msa.depth
+    every_row = {"mi_apc": options.max_seqs >= depth, "gaussian_dca_apc": options.max_seqs >= depth,
+                 "potts_apc": options.potts_seqs == 0 or options.potts_seqs >= depth}
+    return tuple(name for name in options.baseline_maps if every_row[name])
+
+
+def add_missing_maps(
+    target: ContactTarget, run_dir: Path, info: dict[str, Any], options: MSAOptions, seed: int, shared: dict[str, torch.Tensor],
+) -> None:
+    """Add the coevolution maps of ``options`` that a prepared run's features file lacks (no retraining): copied from
+    ``shared`` (maps of another seed's run that do not depend on the seed, listed in ``info["maps_from_another_seed"]``)
+    or computed. Then puts this run's seed-independent maps (:func:`seed_independent_maps`) into ``shared``."""
     saved = load_features(run_dir)
-    missing = tuple(name for name in options.baseline_maps if name not in saved)
-    if not missing:
-        return
-    pool, weights = training_pool(target, options, seed)
-    timings: dict[str, float] = {}
-    save_tensors(run_dir / FEATURES_FILE, {**saved, **coevolution_maps(target, pool, weights, missing, options, seed, timings)})
-    info["cpu_seconds"] = {**info["cpu_seconds"], **{k: round(v, 1) for k, v in timings.items()}}
-    info["cpu_seconds"]["total"] = round(info["cpu_seconds"]["total"] + sum(timings.values()), 1)
+    missing = [name for name in options.baseline_maps if name not in saved]
+    added = {name: shared[name] for name in missing if name in shared}
+    if added:
+        info["maps_from_another_seed"] = sorted({*info.get("maps_from_another_seed", ()), *added})
+    computed = tuple(name for name in missing if name not in shared)
+    if computed:
+        pool, weights = training_pool(target, options, seed)
+        timings: dict[str, float] = {}
+        added.update(coevolution_maps(target, pool, weights, computed, options, seed, timings))
+        info["cpu_seconds"] = {**info["cpu_seconds"], **{k: round(v, 1) for k, v in timings.items()}}
+        info["cpu_seconds"]["total"] = round(info["cpu_seconds"]["total"] + sum(timings.values()), 1)
+    features = {**saved, **added}
+    if added:
+        save_tensors(run_dir / FEATURES_FILE, features)
+    shared.update({name: features[name] for name in seed_independent_maps(target, options)})
+
+
+def prepare_members(target: ContactTarget, family_dir: Path, options: MSAOptions, config: TrainConfig) -> dict[int, dict[str, Any]]:
+    """Prepare the run of each seed of one family (:func:`member_dirs`; each with its ``prepare.json``): the
+    coevolution maps that do not depend on the seed are computed for the first run only and copied into the
+    others. With ``options.resume`` finished runs are reused (only the maps they lack are added).
+
+    Returns ``{seed: the run's facts and timings}`` ({} off rank 0).
+    """
+    infos: dict[int, dict[str, Any]] = {}
+    shared: dict[str, torch.Tensor] = {}
+    for number, (seed, run_dir) in enumerate(member_dirs(family_dir, options, config).items(), start=1):
+        info = finished_family(run_dir, options)
+        if info is None:
+            if options.seeds is not None:
+                print(f"seed {seed} ({number} of {len(options.seeds)}) → {run_dir}", file=sys.stderr, flush=True)
+            run_dir.mkdir(parents=True, exist_ok=True)
+            seed_everything(seed)
+            maps = tuple(name for name in options.baseline_maps if name not in shared)
+            info = prepare_family(target, options, dataclasses.replace(config, seed=seed), run_dir, maps=maps)
+        if is_main_process():
+            add_missing_maps(target, run_dir, info, options, seed, shared)
+            write_json(run_dir / PREPARE_FILE, info)
+            infos[seed] = info
+    return infos
 
 
 def train_families(
@@ -214,47 +324,52 @@ def train_families(
     Writes one sub-folder per family, ``summary.json`` / ``summary.md``, ``contact_head.json`` (attention +
     coevolution features) and, when ``coevolution`` is not ``none``, ``coevolution_head.json`` (coevolution
     maps only: needs no model), both fitted on every family with a structure. With ``resume`` finished
-    families are reused (only the coevolution maps a richer ``coevolution`` adds are computed).
+    families are reused (only the coevolution maps a richer ``coevolution`` adds are computed). With ``seeds``
+    each family sub-folder holds one run per seed and their ensemble (:func:`score_members`); each seed's
+    models get heads fitted leave-one-family-out on the same seed's models, and the two heads above are fitted on
+    every seed's model of every family.
     Returns the per-family metrics ([] off rank 0).
     """
     out, targets = family_targets(data_root, out, options, families)
-    infos: dict[str, dict] = {}
+    infos: dict[str, dict[int, dict]] = {}
     for name, target in targets.items():
-        run_dir = out / name
         print(f"== {name}: {target.msa.depth} sequences × {target.msa.length} columns", flush=True)
-        if (done := finished_family(run_dir, options)) is not None:
-            infos[name] = done
-            if is_main_process():
-                add_missing_maps(target, run_dir, infos[name], options, config.seed)
-                write_json(run_dir / PREPARE_FILE, infos[name])
-            continue
-        run_dir.mkdir(parents=True, exist_ok=True)
-        seed_everything(config.seed)
-        infos[name] = prepare_family(target, options, config, run_dir, maps=options.baseline_maps)
-        if is_main_process():
-            write_json(run_dir / PREPARE_FILE, infos[name])
+        infos[name] = prepare_members(target, out / name, options, config)
     if not is_main_process():
         return []
-    features = {name: load_features(out / name) for name in targets}
+    runs = {name: member_dirs(out / name, options, config) for name in targets}
+    seeds = options.seeds or (config.seed,)
+    features = {name: {seed: load_features(run_dir) for seed, run_dir in runs[name].items()} for name in targets}
     labelled = [name for name, target in targets.items() if target.distances is not None]
     distances = {name: targets[name].distances for name in labelled}
     attention = attention_feature_names(options.layers, options.heads)
-    heads, attention_heads = {}, {}
+    heads: dict[int, dict[str, ContactHead]] = {seed: {} for seed in seeds}
+    attention_heads: dict[int, dict[str, ContactHead]] = {seed: {} for seed in seeds}
     if len(labelled) > 1:
-        heads = leave_one_out_heads({n: features[n] for n in labelled}, distances, options.model_features)
-        attention_heads = leave_one_out_heads({n: features[n] for n in labelled}, distances, attention)
+        for seed in seeds:  # each seed's models get heads fitted on the same seed's models of the other families
+            heads[seed] = leave_one_out_heads({n: features[n][seed] for n in labelled}, distances, options.model_features)
+            attention_heads[seed] = leave_one_out_heads({n: features[n][seed] for n in labelled}, distances, attention)
     rows = []
     for name, target in targets.items():
-        variants = {"attention_only": attention_heads[name].probabilities(features[name]).numpy()} if name in attention_heads else {}
-        rows.append(score_family(target, out / name, infos[name], options, heads.get(name), variants))
+        variants = {seed: {"attention_only": attention_heads[seed][name].probabilities(features[name][seed]).numpy()}
+                    for seed in seeds if name in attention_heads[seed]}
+        rows.append(score_members(target, out / name, runs[name], infos[name], options,
+                                  {seed: heads[seed].get(name) for seed in seeds}, variants))
     if labelled:
+        # the model of every family, or every seed's model of every family (named family/seed<S>)
+        keys = {(name, seed): name if options.seeds is None else f"{name}/{runs[name][seed].name}"
+                for name in labelled for seed in seeds}
+        fit_features = {key: features[name][seed] for (name, seed), key in keys.items()}
+        fit_distances = {key: distances[name] for (name, _), key in keys.items()}
         settings = {**options.settings(), "max_minutes": config.max_minutes, "seed": config.seed}
-        fit_head({n: features[n] for n in labelled}, distances, options.model_features, settings).save(out / HEAD_FILE_NAME)
+        fit_head(fit_features, fit_distances, options.model_features, settings).save(out / HEAD_FILE_NAME)
         if options.extra_features:
             coevolution_settings = {k: v for k, v in settings.items() if k in COEVOLUTION_SETTINGS}
-            fit_head({n: features[n] for n in labelled}, distances, options.extra_features,
-                     coevolution_settings).save(out / COEVOLUTION_HEAD_FILE_NAME)
-    table = results_table(rows, note="contact heads fitted leave-one-family-out")
+            fit_head(fit_features, fit_distances, options.extra_features, coevolution_settings).save(out / COEVOLUTION_HEAD_FILE_NAME)
+    note = "contact heads fitted leave-one-family-out"
+    if options.seeds is not None:
+        note += f"; model: the ensemble of seeds {', '.join(map(str, seeds))} (mean probability)"
+    table = results_table(rows, note=note)
     print(table)
     write_json(out / "summary.json", {"families": rows, "data_root": str(data_root), "options": options.settings(),
                                       "train": config.to_dict()})
@@ -267,29 +382,58 @@ def _cell(values: Mapping[str, float] | None) -> str:
     return "/".join(f"{values[k]:.2f}" for k in PRECISION_NAMES) if values else MISSING
 
 
+def _best_published(metrics: Mapping[str, Any]) -> tuple[str, Mapping[str, float]] | None:
+    """``(tool, its precision)`` of the published prediction with the best P@L/5, or None."""
+    return max((metrics.get("published") or {}).items(), key=lambda kv: kv[1]["P@L/5"], default=None)
+
+
 def results_table(rows: Sequence[Mapping[str, Any]], note: str = "") -> str:
-    """Markdown table of long-range P@L/5 / P@L/2 / P@L per family, with the mean P@L/5 of each column."""
+    """Markdown table of long-range P@L/5 / P@L/2 / P@L per family, with the mean P@L/5 of each column. Rows of
+    ``--seeds`` runs (:func:`score_ensemble`) add the seeds' P@L/5 mean ± sd beside the model (their ensemble)."""
     columns = {
         "model": lambda m: m.get("model"),
         "attention only": lambda m: m.get("variants", {}).get("attention_only"),
-        "Potts+APC": lambda m: m.get("baselines", {}).get("potts_apc"),
-        "GaussDCA+APC": lambda m: m.get("baselines", {}).get("gaussian_dca_apc"),
-        "MI+APC": lambda m: m.get("baselines", {}).get("mi_apc"),
+        **{label: (lambda m, name=name: m.get("baselines", {}).get(name)) for name, label in BASELINE_LABELS.items()},
     }
-    body, sums = [], {column: [] for column in [*columns, "published (best tool)"]}
+    seeded = [SEEDS_COLUMN] if any("seeds_mean_sd" in m for m in rows) else []
+    body, sums = [], {column: [] for column in ["model", *seeded, *list(columns)[1:], "published (best tool)"]}
     for m in rows:
-        cells = []
+        cells = {}
         for column, pick in columns.items():
             values = pick(m)
             if values:
                 sums[column].append(values["P@L/5"])
-            cells.append(_cell(values))
-        best = max((m.get("published") or {}).items(), key=lambda kv: kv[1]["P@L/5"], default=None)
+            cells[column] = _cell(values)
+        if seeded:
+            spread = m.get("seeds_mean_sd", {}).get("P@L/5")
+            if spread:
+                sums[SEEDS_COLUMN].append(spread["mean"])
+            cells[SEEDS_COLUMN] = format_mean_sd(spread, 2)
+        best = _best_published(m)
         if best:
             sums["published (best tool)"].append(best[1]["P@L/5"])
-        cells.append(f"{best[0]} {_cell(best[1])}" if best else MISSING)
-        body.append([m["family"], m["length"], m["depth"], *cells])
+        cells["published (best tool)"] = f"{best[0]} {_cell(best[1])}" if best else MISSING
+        body.append([m["family"], m["length"], m["depth"], *(cells[column] for column in sums)])
     means = [f"{np.mean(values):.3f} (P@L/5, {len(values)} fam.)" if values else MISSING for values in sums.values()]
     body.append(["**mean**", "", "", *means])
     title = "Long-range (|i-j| ≥ 24) contact precision P@L/5 / P@L/2 / P@L" + (f"; {note}" if note else "")
     return format_table(["family", "L", "N", *sums], body, title=title)
+
+
+def seeds_table(metrics: Mapping[str, Any]) -> str:
+    """Markdown table of one family's ``--seeds`` run (:func:`score_ensemble`): long-range P@L/5, P@L/2, P@L of each
+    seed, their mean ± sd, the ensemble, the baselines and the best published prediction (``—`` without a structure)."""
+    def cells(values: Mapping[str, float] | None) -> list[Any]:
+        return [values[k] if values else MISSING for k in PRECISION_NAMES]
+
+    seeds, spread = metrics.get("seeds", {}), metrics.get("seeds_mean_sd", {})
+    rows = [[name, *cells(seeds.get(name))] for name in metrics["members"]]
+    rows.append(["mean ± sd over seeds", *(format_mean_sd(spread.get(k), 2) for k in PRECISION_NAMES)])
+    rows.append([f"ensemble of {len(metrics['members'])} seeds", *cells(metrics.get("model"))])
+    baselines = metrics.get("baselines", {})
+    rows += [[label, *cells(baselines[name])] for name, label in BASELINE_LABELS.items() if name in baselines]
+    best = _best_published(metrics)
+    if best:
+        rows.append([f"published: {best[0]}", *cells(best[1])])
+    title = f"{metrics['family']} (L {metrics['length']}, N {metrics['depth']}): long-range (|i-j| ≥ 24) contact precision"
+    return format_table(["model", *PRECISION_NAMES], rows, digits=2, title=title)

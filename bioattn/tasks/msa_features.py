@@ -24,7 +24,8 @@ from bioattn.errors import UserInputError
 from bioattn.io import load_tensors, save_tensors
 from bioattn.models.factored_attention import fit_factored_attention
 from bioattn.models.msa_contact import MSAContactModel, masked_lm_loss
-from bioattn.tasks.common import fit_timed
+from bioattn.models.registry import read_config, resolve_model_dir
+from bioattn.tasks.common import check_ensemble_options, fit_timed
 from bioattn.tasks.msa_head import (
     COEVOLUTION_FEATURES, COEVOLUTION_MAPS, FACTORED_ATTENTION_MAP, attention_feature_names, feature_names,
 )
@@ -52,8 +53,10 @@ class MSAOptions:
     maps are averaged. Coevolution: ``coevolution`` (``none``, ``gaussian``, ``potts``: the maps fed to the
     contact head beside attention), ``potts_iterations``, ``potts_seqs`` (0: every row), ``potts_minutes``
     (CPU budget). Factored attention (:func:`factored_attention_map`): ``factored_heads``, ``factored_dim``,
-    ``factored_steps`` Adam steps, ``factored_minutes`` (CPU budget). ``resume`` / ``overwrite``: what to do with
-    a non-empty output folder.
+    ``factored_steps`` Adam steps, ``factored_minutes`` (CPU budget). ``init_from``: a pretrained model (run
+    directory or shipped name) the per-family model starts from; ``finetune`` False reads its attention as is.
+    ``seeds``: one model per seed, saved as one ensemble (None: one model, the training config's seed).
+    ``resume`` / ``overwrite``: what to do with a non-empty output folder.
     """
 
     embed_dim: int = 64
@@ -69,8 +72,11 @@ class MSAOptions:
     potts_minutes: float = 15.0
     factored_heads: int = 32
     factored_dim: int = 32
-    factored_steps: int = 100
+    factored_steps: int = 1000
     factored_minutes: float = 18.0
+    seeds: tuple[int, ...] | None = None
+    init_from: str | None = None
+    finetune: bool = True
     resume: bool = False
     overwrite: bool = False
 
@@ -87,6 +93,9 @@ class MSAOptions:
             raise UserInputError("--potts-seqs must be >= 0, --potts-minutes and --factored-minutes > 0 and --dropout in [0, 1)")
         if self.resume and self.overwrite:
             raise UserInputError("choose either --resume or --overwrite, not both")
+        if not self.finetune and self.init_from is None:
+            raise UserInputError("--no-finetune reads a pretrained model's attention: give --init-from NAME_OR_RUN_DIR")
+        check_ensemble_options(self.seeds, None)
 
     @property
     def extra_features(self) -> tuple[str, ...]:
@@ -189,6 +198,32 @@ def coevolution_maps(
     return maps
 
 
+def pretrained_size(init_from: str) -> dict[str, Any]:
+    """``embed_dim``, ``heads``, ``layers``, ``dropout`` of the :class:`MSAContactModel` saved in ``init_from``
+    (a run directory of ``bioattn pretrain msa`` or a shipped model's name)."""
+    config = read_config(resolve_model_dir(init_from))
+    if config.get("model_type") != MSAContactModel.__name__:
+        raise UserInputError(f"--init-from {init_from}: holds a {config.get('model_type')}, not an {MSAContactModel.__name__}")
+    return {"embed_dim": config["embed_dim"], "heads": config["num_heads"], "layers": config["num_layers"],
+            "dropout": config["dropout"]}
+
+
+def initial_model(length: int, options: MSAOptions) -> MSAContactModel:
+    """A fresh model of ``options``' size for ``length`` columns, or the pretrained ``options.init_from`` (train mode),
+    each with ``options``' extra contact features."""
+    if options.init_from is None:
+        return MSAContactModel(
+            max_len=max(length, 1), embed_dim=options.embed_dim, num_heads=options.heads, num_layers=options.layers,
+            dropout=options.dropout, extra_contact_features=options.extra_features,
+        )
+    model = MSAContactModel.from_pretrained(options.init_from)
+    if length > model.config["max_len"]:
+        raise UserInputError(f"--init-from {options.init_from}: takes at most {model.config['max_len']} columns, "
+                             f"the alignment has {length}")
+    model.set_extra_contact_features(options.extra_features)
+    return model.train()
+
+
 def train_model(
     pool: torch.Tensor, weights: torch.Tensor, options: MSAOptions, config: TrainConfig, run_dir: Path,
 ) -> tuple[MSAContactModel, dict[str, Any]]:
@@ -196,16 +231,15 @@ def train_model(
 
     Up to 64 rows (a tenth of the pool; none below 20 rows) are held out for the validation loss. Returns the
     best model (eval mode) and the :func:`~bioattn.tasks.common.fit_timed` summary with ``best_val_loss``.
+    Starts from ``options.init_from`` when set (:func:`initial_model`); without ``options.finetune`` that model is
+    returned untrained, with its held-out loss.
     """
     generator = torch.Generator().manual_seed(config.seed)
     order = torch.randperm(len(pool), generator=generator)
     held_out = order[: max(1, min(64, len(pool) // 10))] if len(pool) >= 20 else order[:0]
     train_rows = order[len(held_out):]
     validation = pool[held_out][None] if len(held_out) else pool[None]
-    model = MSAContactModel(
-        max_len=max(pool.shape[1], 1), embed_dim=options.embed_dim, num_heads=options.heads, num_layers=options.layers,
-        dropout=options.dropout, extra_contact_features=options.extra_features,
-    )
+    model = initial_model(pool.shape[1], options)
     model.contact_head.requires_grad_(False)  # fitted afterwards by logistic regression; frozen so DDP sees no unused parameter
     size = (config.max_steps_per_epoch or 100) * config.batch_size
     dataset = RowBlocks(pool[train_rows], weights[train_rows], options.rows, size=size, seed=config.seed)
@@ -213,6 +247,10 @@ def train_model(
     def evaluate(module: MSAContactModel) -> dict[str, float]:
         return {"val_loss": float(masked_lm_loss(module, validation, generator=torch.Generator().manual_seed(1)))}
 
+    if not options.finetune:
+        with torch.no_grad():
+            held_out_loss = evaluate(model.eval())["val_loss"]
+        return model, {"stop_reason": "not fine-tuned (--no-finetune)", "best_val_loss": held_out_loss}
     trainer = Trainer(
         model, dataset, config, run_dir, loss_fn=lambda m, batch: masked_lm_loss(m, batch), evaluate=evaluate,
         collate_fn=torch.stack, resume=options.resume, run_info=options.settings(),
@@ -263,7 +301,8 @@ def prepare_family(
         timings["train_cpu_s"] = time.process_time() - tick
         if not is_main:
             return {}
-        plot_curves(run_dir)
+        if options.finetune:
+            plot_curves(run_dir)
         tick = time.process_time()
         features.update(attention_features(model, pool, weights, options.feature_blocks, config.seed))
         timings["features_cpu_s"] = time.process_time() - tick

@@ -18,6 +18,7 @@ from typing import Any
 from bioattn.data.contacts import ContactTarget
 from bioattn.errors import UserInputError
 from bioattn.models.base import CONFIG_NAME
+from bioattn.models.ensemble import ENSEMBLE_TYPE
 from bioattn.report import format_table
 from bioattn.tasks.msa import PRECISION_NAMES, RR_MIN_SEPARATION, score_family
 from bioattn.tasks.msa_features import MSAOptions, prepare_family
@@ -33,7 +34,8 @@ EVALUATION_BASELINES = ("mi_apc", "gaussian_dca_apc")
 
 
 def run_head(run_dir: Path) -> tuple[ContactHead, dict[str, Any]]:
-    """The contact head of a ``bioattn train msa`` run and the size (``embed_dim``, ``dropout``) of its model."""
+    """The contact head of a ``bioattn train msa`` run and the size (``embed_dim``, ``dropout``) of its model (of the
+    first member of a ``--seeds`` ensemble: they share one size)."""
     head_file = run_dir / HEAD_FILE_NAME
     if not head_file.is_file():
         raise UserInputError(f"{run_dir}: no {HEAD_FILE_NAME} (not a bioattn train msa run, or a one-family run "
@@ -45,8 +47,11 @@ def run_head(run_dir: Path) -> tuple[ContactHead, dict[str, Any]]:
         return head, {}
     try:
         config = json.loads(found.read_text())
+        if config.get("model_type") == ENSEMBLE_TYPE:
+            found = found.parent / config["members"][0] / CONFIG_NAME
+            config = json.loads(found.read_text())
         return head, {"embed_dim": int(config["embed_dim"]), "dropout": float(config["dropout"])}
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+    except (OSError, json.JSONDecodeError, AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
         raise UserInputError(f"{found}: not the config.json of an MSAContactModel ({exc})") from exc
 
 
