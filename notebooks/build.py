@@ -90,6 +90,8 @@ def execute_notebook(
     with tempfile.TemporaryDirectory(prefix="bioattn-kernel-") as jupyter_dir:
         _write_kernelspec(Path(jupyter_dir))
         env = {**os.environ, "MPLBACKEND": INLINE_BACKEND, QUICK_ENV: "1" if quick else "0", **(extra_env or {})}
+        # tqdm.auto warns (with this machine's site-packages path) when ipywidgets is absent; bars still print as text
+        env["PYTHONWARNINGS"] = ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), "ignore:IProgress not found"]))
         env["JUPYTER_PATH"] = os.pathsep.join(filter(None, [jupyter_dir, os.environ.get("JUPYTER_PATH")]))
         previous = os.environ.get("JUPYTER_PATH")
         os.environ["JUPYTER_PATH"] = env["JUPYTER_PATH"]  # the kernelspec lookup happens in this process

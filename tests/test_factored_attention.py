@@ -12,7 +12,7 @@ from bioattn import coevolution
 from bioattn.cli import main as cli_main
 from bioattn.metrics import precision_at
 from bioattn.models.factored_attention import FactoredAttention, fit_factored_attention
-from bioattn.tasks import msa_features
+from bioattn.tasks import msa, msa_features
 from bioattn.tasks.msa_head import (
     FACTORED_ATTENTION_MAP,
     SHIPPED_HEADS,
@@ -100,6 +100,7 @@ def test_method_attention_never_calls_the_coevolution_code(family, tmp_path, mon
         monkeypatch.setattr(coevolution, name, refuse)
     for name in ("potts_couplings", "gaussian_dca", "mi_apc", "coevolution_maps"):
         monkeypatch.setattr(msa_features, name, refuse)
+    monkeypatch.setattr(msa, "coevolution_maps", refuse)  # msa imported it by name (imported above, before any patch)
     out = tmp_path / "attention"
     assert cli_main(["predict", "msa", "--method", "attention", "--msa", str(family["msa"]), "--pdb", str(family["pdb"]),
                      "--out", str(out), "--quick"]) == 0

@@ -87,7 +87,10 @@ class FactoredAttention(nn.Module):
         antisymmetric parts of ``A_h`` and ``V^s_h, V^a_h`` those of ``W_V^h``, the entry is
         ``Σ_h S_h[i, j] V^s_h[b, a] + D_h[i, j] V^a_h[b, a]`` (one product over 2H "heads").
         """
-        pairs, values = self._coupling_factors()
+        return self._couplings_from(*self._coupling_factors())
+
+    def _couplings_from(self, pairs: Tensor, values: Tensor) -> Tensor:
+        """:meth:`couplings` ``(L·q, L·q)`` from :meth:`_coupling_factors`' ``pairs (L·L, 2H)`` and ``values (2H, q·q)``."""
         length, q = self.length, self.num_states
         blocks = (pairs @ values).view(length, length, q, q)  # (j, i, b, a)
         return blocks.permute(0, 2, 1, 3).reshape(length * q, length * q)
@@ -127,7 +130,7 @@ class FactoredAttention(nn.Module):
         """
         length, q = self.length, self.num_states
         pairs, values = self._coupling_factors()
-        couplings = (pairs @ values).view(length, length, q, q).permute(0, 2, 1, 3).reshape(length * q, length * q)
+        couplings = self._couplings_from(pairs, values)
         # x·J for one-hot rows x: the sum of the L rows of J at the observed states (3× faster than the dense product)
         observed_rows = (tokens + torch.arange(length) * q).reshape(-1)
         row_starts = torch.arange(0, tokens.numel(), length)
