@@ -4,7 +4,8 @@ Times :meth:`PromoterClassifier.predict_tokens` (eval mode, no grad) on random A
 batch size, with and without reverse-complement averaging (which doubles the work), the whole
 ``bioattn predict promoter`` path (FASTA parsing + tokenising + model + CSV writing) on a temporary FASTA, and
 a genome scan (``--window``, stride = window / 2, bedGraph out) of a random chromosome of ``--scan-kb`` kb.
-Reports the median of ``--repeats`` timings. The machine's load matters: the script prints the 1-minute
+Each in fp32 and in bf16 autocast (``--precisions``;
+``bioattn predict promoter --precision``). Reports the median of ``--repeats`` timings. The machine's load matters: the script prints the 1-minute
 load average beside the numbers, and ``--threads`` fixes torch's intra-op threads.
 
     python bench/promoter.py --run RUN_DIR            # a trained model (its own size and max_len)
@@ -29,6 +30,7 @@ import torch
 from bioattn.cli import main as bioattn_main
 from bioattn.data.dna import encode
 from bioattn.models.promoter import PromoterClassifier
+from bioattn.precision import inference_autocast
 from bioattn.report import format_table
 
 
@@ -42,6 +44,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads (default: %(default)s)")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     parser.add_argument("--scan-kb", type=int, default=200, help="length of the scanned chromosome in kb (default: %(default)s)")
+    parser.add_argument("--precisions", nargs="+", choices=["fp32", "bf16"], default=["fp32", "bf16"],
+                        help="inference precisions to time (bioattn predict promoter --precision) (default: %(default)s)")
     parser.add_argument("--quick", action="store_true", help="256 sequences, batch 64, 1 repeat, a 20 kb scan")
     return parser.parse_args()
 
@@ -68,11 +72,15 @@ def main() -> int:
     tokens = [encode(s) for s in sequences]
     model.predict_tokens(tokens[:64], batch_size=64)  # warm-up
     results = []
-    for batch_size in args.batch_sizes:
-        for rc_average in (False, True):
-            count = min(args.sequences, 256) if batch_size == 1 else args.sequences
-            seconds = timed(lambda: model.predict_tokens(tokens[:count], batch_size=batch_size, rc_average=rc_average), args.repeats)
-            results.append({"path": "model", "batch_size": batch_size, "rc_average": rc_average, "sequences_per_s": count / seconds})
+    for precision in args.precisions:
+        for batch_size in args.batch_sizes:
+            for rc_average in (False, True):
+                count = min(args.sequences, 256) if batch_size == 1 else args.sequences
+                with inference_autocast(precision, torch.device("cpu")):
+                    seconds = timed(lambda: model.predict_tokens(tokens[:count], batch_size=batch_size, rc_average=rc_average),
+                                    args.repeats)
+                results.append({"path": "model", "precision": precision, "batch_size": batch_size, "rc_average": rc_average,
+                                "sequences_per_s": count / seconds})
     with tempfile.TemporaryDirectory() as folder:
         run_dir = args.run
         if run_dir is None:
@@ -80,19 +88,23 @@ def main() -> int:
             model.save_pretrained(run_dir)
         fasta = Path(folder) / "in.fa"
         fasta.write_text("".join(f">s{i}\n{s}\n" for i, s in enumerate(sequences)))
-        argv = ["predict", "promoter", "--run", str(run_dir), "--input", str(fasta), "--output", str(Path(folder) / "out.csv"),
-                "--batch-size", str(max(args.batch_sizes))]
-        seconds = timed(lambda: bioattn_main(argv), args.repeats)
-        results.append({"path": "bioattn predict promoter (FASTA in, CSV out)", "batch_size": max(args.batch_sizes),
-                        "rc_average": model.rc_average, "sequences_per_s": args.sequences / seconds})
+        for precision in args.precisions:
+            argv = ["predict", "promoter", "--run", str(run_dir), "--input", str(fasta), "--output",
+                    str(Path(folder) / "out.csv"), "--batch-size", str(max(args.batch_sizes)), "--precision", precision]
+            seconds = timed(lambda: bioattn_main(argv), args.repeats)
+            results.append({"path": "bioattn predict promoter (FASTA in, CSV out)", "precision": precision,
+                            "batch_size": max(args.batch_sizes), "rc_average": model.rc_average,
+                            "sequences_per_s": args.sequences / seconds})
         chromosome = Path(folder) / "chromosome.fa"
         chromosome.write_text(">chrBench\n" + "".join(rng.choice(list("ACGT"), size=args.scan_kb * 1000)) + "\n")
         stride = max(1, model.max_len // 2)
         windows = (args.scan_kb * 1000 - model.max_len) // stride + 2
         argv = ["predict", "promoter", "--run", str(run_dir), "--input", str(chromosome), "--window",
-                "--output", str(Path(folder) / "scan.bedGraph"), "--batch-size", str(max(args.batch_sizes))]
+                "--output", str(Path(folder) / "scan.bedGraph"), "--batch-size", str(max(args.batch_sizes)),
+                "--precision", args.precisions[-1]]
         seconds = timed(lambda: bioattn_main(argv), args.repeats)
-        results.append({"path": f"genome scan, {args.scan_kb} kb (windows/s)", "batch_size": max(args.batch_sizes),
+        results.append({"path": f"genome scan, {args.scan_kb} kb (windows/s)", "precision": args.precisions[-1],
+                        "batch_size": max(args.batch_sizes),
                         "rc_average": model.rc_average, "sequences_per_s": windows / seconds})
     info = {
         "model": dict(model.config), "parameters": sum(p.numel() for p in model.parameters()), "length": length,
@@ -101,8 +113,9 @@ def main() -> int:
     }
     print(f"PromoterClassifier {info['parameters']:,} parameters, length {length} nt, {args.threads} threads, "
           f"load average {info['load_average_1min']:.1f}")
-    print(format_table(["path", "batch", "RC avg", "sequences/s"],
-                       [[r["path"], r["batch_size"], str(r["rc_average"]), f"{r['sequences_per_s']:.0f}"] for r in results]))
+    print(format_table(["path", "precision", "batch", "RC avg", "sequences/s"],
+                       [[r["path"], r["precision"], r["batch_size"], str(r["rc_average"]), f"{r['sequences_per_s']:.0f}"]
+                        for r in results]))
     if args.json:
         args.json.write_text(json.dumps(info, indent=2) + "\n")
     return 0

@@ -4,9 +4,11 @@ Each task's default model at its default batch size and default optimizer (promo
 28³ zero-padded to the stem stride, batch 32, the ``tuned`` protocol's optimizer; MSA: one block of the default 32
 rows of a synthetic 128-column alignment, batch 1, so a "sample" is a row block) on fixed synthetic batches.
 Settings, all in the same run: ``eager fp32`` (the defaults before this benchmark changed them: dropout 0.1
-everywhere, fp32, torch's attention kernel choice, the CT model's conv weights contiguous), one change at a time
-(bf16 autocast, bf16 + the math attention backend, dropout off, ``torch.compile``: inductor, compiled in the
-warm-up steps), the three together (dropout off + bf16 + math), and ``default``: the recipes' defaults now
+everywhere, fp32, torch's attention kernel choice, the CT model's conv weights contiguous, the promoter's first
+convolution as an ``nn.Conv1d`` on the embeddings), one change at a time (bf16 autocast, bf16 + the math attention
+backend, dropout off, ``torch.compile``: inductor, compiled in the warm-up steps, the promoter's first convolution
+from per-token tables: :func:`~bioattn.models.promoter.token_table_conv1d`; the other tasks have no such layer and
+run as eager fp32 there), the three together (dropout off + bf16 + math), and ``default``: the recipes' defaults now
 (:data:`DEFAULTS`; a line is printed when the code's defaults differ from them). Each setting starts from the same
 seeded model; after the warm-up the settings of a task take turns one step at a time; the median of the timed steps
 is reported, with its ratio to eager fp32. Steps are timed in CPU
@@ -147,6 +149,7 @@ class Setting:
     math_backend: bool = False
     dropout_off: bool = False
     compiled: bool = False
+    token_tables: bool = False
     default: bool = False  # the recipe's defaults (DEFAULTS) instead of the flags above
 
 
@@ -156,6 +159,7 @@ SETTINGS = (
     Setting("bf16 + math backend", bf16=True, math_backend=True),
     Setting("dropout off", dropout_off=True),
     Setting("torch.compile", compiled=True),
+    Setting("conv from token tables", token_tables=True),
     Setting("dropout off + bf16 + math", bf16=True, math_backend=True, dropout_off=True),
     Setting("default", default=True),
 )
@@ -165,7 +169,9 @@ def workload(task: str, setting: Setting) -> Workload:
     """``task``'s step under ``setting``: the defaults of before, changed as ``setting`` says."""
     dropout = DEFAULTS[task].dropout if setting.default else 0.0 if setting.dropout_off else BEFORE_DROPOUT
     if task == "promoter":
-        return promoter(dropout)
+        work = promoter(dropout)
+        work.model.conv_from_token_tables = setting.token_tables or setting.default  # the model's default: True
+        return work
     if task == "ct":
         return ct(dropout)
     return msa(dropout)

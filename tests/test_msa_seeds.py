@@ -98,6 +98,7 @@ def test_the_run_loads_as_an_ensemble_and_serves_predict_and_explain(seeded, fam
 @pytest.mark.parametrize("argv, message", [
     (["--seeds", "1", "1"], "--seeds needs one or more distinct seeds, got [1, 1]"),
     (["--all", "--compare-methods", "--seeds", "0", "1"], "--compare-methods trains none"),
+    (["--init-from", "msa-axial-pfam", "--no-finetune", "--seeds", "0", "1"], "--no-finetune trains none"),
 ])
 def test_bad_seeds_are_one_error_line_and_nothing_is_written(family, tmp_path, capsys, argv, message):  # noqa: F811
     source = [] if "--all" in argv else ["--msa", str(family["msa"])]

@@ -183,6 +183,28 @@ def test_predict_csv_ignores_label_and_numbers_rows(model, run_dir, tmp_path):
                                model.predict_tokens([encode(s) for s in SEQUENCES]), atol=2e-6)
 
 
+def test_predict_bf16_stays_close_to_fp32_and_keeps_fp32_probabilities(model, run_dir, tmp_path, capsys):
+    fasta = tmp_path / "in.fa"
+    fasta.write_text("".join(f">s{i}\n{s}\n" for i, s in enumerate(SEQUENCES)))
+    outputs = {}
+    for precision in ("fp32", "bf16"):
+        out = tmp_path / f"{precision}.csv"
+        assert bioattn_main(["predict", "promoter", "--run", str(run_dir), "--input", str(fasta), "--output", str(out),
+                             "--precision", precision, "--device", "cpu"]) == 0
+        assert f"scored in {precision}" in capsys.readouterr().err
+        outputs[precision] = np.array([float(r["promoter_probability"]) for r in read_output(out)])
+    np.testing.assert_allclose(outputs["bf16"], outputs["fp32"], atol=0.02)
+    assert not np.array_equal(outputs["bf16"], outputs["fp32"])  # bf16 really ran
+    # the head runs in fp32: probabilities are not bf16 numbers (which are multiples of 2^-9 near 0.5)
+    assert np.any(np.abs(outputs["bf16"] * 512 - np.round(outputs["bf16"] * 512)) > 1e-3)
+
+
+def test_head_logits_are_fp32_under_bf16_autocast(model):
+    ids, mask = batch(SEQUENCES)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        assert model(ids, mask).dtype == torch.float32
+
+
 BAD_PREDICT_INPUTS = [
     ("empty.fa", "", "file is empty"),
     ("notes.fa", "just some notes\n", "not valid FASTA"),
@@ -238,3 +260,44 @@ def test_predict_rejects_a_folder_that_is_not_a_run(tmp_path, capsys):
     source.write_text(">a\nACGT\n")
     code = bioattn_main(["predict", "promoter", "--run", str(tmp_path), "--input", str(source), "--output", str(tmp_path / "o.csv")])
     assert code == 2 and "no config.json" in capsys.readouterr().err
+
+
+def test_convolution_from_token_tables_equals_conv1d_forward_and_backward():
+    torch.manual_seed(3)
+    net = PromoterClassifier(max_len=48, d_model=32, num_heads=4, num_layers=1, conv_kernel=9, conv_layers=2).train()
+    ids, mask = batch(SEQUENCES)
+    ids[mask] = N_ID  # whatever sits under the padding mask is ignored by both paths
+    results = {}
+    for from_tables in (True, False):
+        net.conv_from_token_tables = from_tables
+        net.zero_grad()
+        out = net(ids, mask)
+        out.square().sum().backward()
+        results[from_tables] = out.detach(), [p.grad.clone() for p in net.parameters()]
+    torch.testing.assert_close(results[True][0], results[False][0], rtol=0, atol=1e-5)
+    for with_tables, with_conv in zip(results[True][1], results[False][1]):
+        torch.testing.assert_close(with_tables, with_conv, rtol=1e-4, atol=1e-5)
+    assert results[True][1][0].abs().sum() > 0  # the embedding really gets a gradient through the tables
+
+
+def test_forward_hook_on_the_embedding_reaches_the_convolution():
+    torch.manual_seed(4)
+    net = PromoterClassifier(max_len=48, d_model=32, num_heads=4, num_layers=1, conv_kernel=9).eval()
+    ids, mask = batch(SEQUENCES)
+    outputs = {}
+    with torch.no_grad():
+        plain = net(ids, mask)
+        handle = net.embedding.register_forward_hook(lambda module, inputs, output: output * 0.5)  # as Captum does
+        for from_tables in (True, False):
+            net.conv_from_token_tables = from_tables
+            outputs[from_tables] = net(ids, mask)
+        handle.remove()
+    assert not torch.allclose(outputs[False], plain, atol=1e-4)
+    torch.testing.assert_close(outputs[True], outputs[False], rtol=0, atol=0)
+
+
+def test_token_table_convolution_refuses_convolutions_it_does_not_compute():
+    from bioattn.models.promoter import token_table_conv1d
+
+    with pytest.raises(ValueError, match="stride 1"):
+        token_table_conv1d(torch.nn.Conv1d(4, 4, 3, stride=2, padding=1), torch.randn(6, 4), torch.zeros(1, 5, dtype=torch.long), 5)

@@ -162,6 +162,9 @@ def run(args: argparse.Namespace) -> int:
     options, config = options_from_args(args, seeds=ensemble_options(args)["seeds"])
     if args.compare_methods and options.seeds is not None:
         raise UserInputError("--seeds trains one axial model per seed; --compare-methods trains none (drop --seeds)")
+    if options.seeds is not None and not options.finetune:
+        raise UserInputError("--seeds trains one model per seed, but --no-finetune trains none: every seed would read the "
+                             "same pretrained attention (drop --seeds, or fine-tune)")
     if args.all:
         if args.msa is not None:
             raise UserInputError("give either --msa FILE (one family) or --all (every family under the data root)")

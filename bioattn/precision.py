@@ -1,0 +1,48 @@
+"""Inference precision: fp32, or bf16 autocast where the hardware multiplies bf16 natively.
+
+``auto`` picks bf16 on a CUDA GPU with bf16 support and on a CPU with AVX512-BF16 or AMX-BF16 units (as
+``torch.cpu.get_capabilities`` reports them), fp32 everywhere else: on a CPU without bf16 units, bf16 is
+emulated and slower than fp32. Weights stay fp32; autocast runs matrix products, convolutions and attention
+in bf16 and keeps reductions such as softmax and layer norm in fp32.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+__all__ = ["INFERENCE_PRECISIONS", "has_native_bf16", "inference_autocast", "resolve_inference_precision"]
+
+INFERENCE_PRECISIONS = ("auto", "fp32", "bf16")
+
+
+def has_native_bf16(device: torch.device) -> bool:
+    """Whether ``device`` computes bf16 in hardware (a CUDA GPU with bf16, a CPU with AVX512-BF16 or AMX-BF16)."""
+    if device.type == "cuda":
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    if device.type != "cpu":
+        return False
+    capabilities = getattr(torch.cpu, "get_capabilities", None)  # absent from older torch: no detection, fp32
+    if capabilities is None:
+        return False
+    found = capabilities()
+    return bool(found.get("avx512_bf16") or found.get("amx_bf16"))
+
+
+def resolve_inference_precision(name: str, device: torch.device) -> str:
+    """``"fp32"`` or ``"bf16"`` for ``name`` in :data:`INFERENCE_PRECISIONS` on ``device`` (``auto``: bf16 where
+    :func:`has_native_bf16`)."""
+    if name not in INFERENCE_PRECISIONS:
+        raise ValueError(f"precision must be one of {INFERENCE_PRECISIONS}, got {name!r}")
+    if name == "auto":
+        return "bf16" if has_native_bf16(device) else "fp32"
+    return name
+
+
+def inference_autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
+    """A context running the model under bf16 autocast on ``device`` (``precision="bf16"``) or as it is (``"fp32"``)."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    if precision == "bf16":
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    raise ValueError(f"precision must be 'fp32' or 'bf16' (resolve 'auto' first), got {precision!r}")
