@@ -4,7 +4,8 @@ Input: token ids from :mod:`bioattn.data.dna` (right-padded, no [CLS]; the model
 Pipeline: nucleotide embedding → optional masked Conv1d ("conv embedding", residual, keeps one token per
 nucleotide) → prepend [CLS] → learned positional encoding → :class:`~bioattn.attention.TransformerEncoder`
 with the padding mask → MLP head on the [CLS] output → one logit (two classes: promoter vs not, sigmoid) or
-C logits (C > 2 classes, softmax).
+C logits (C > 2 classes, softmax). The first convolution reads the tokens directly (:func:`token_table_conv1d`,
+the same function at a fraction of the cost); the head runs in fp32 under autocast.
 
 Padding never changes a prediction: PAD embeddings are zeroed before and after the convolution (so the
 convolution sees the same zeros past the end of a sequence whether or not the batch is padded), and PAD keys
