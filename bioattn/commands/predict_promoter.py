@@ -21,7 +21,8 @@ format (0-based, half-open coordinates): .csv/.tsv (chrom,start,end,probability 
 of each sequence.
 
 The model scores as its run did (strand averaging, classes, threshold: saved in its config.json); --precision
-bf16 or auto trades that exactness for speed on hardware with bf16 units. On any bad record the command stops with one 'error:' line naming it, exit status 2, and nothing is written.
+bf16 or auto trades that exactness for speed on hardware with bf16 units. On any bad record the command stops
+with one 'error:' line naming it, exit status 2, and nothing is written.
 """
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="file to write: CSV per sequence ('-': standard output); with --window .bedGraph, .bed or .csv")
     parser.add_argument("--batch-size", type=int, default=256, help="sequences per forward pass (default: %(default)s)")
     parser.add_argument("--precision", choices=INFERENCE_PRECISIONS, default="fp32",
-                        help="fp32: exactly the training run's evaluation; bf16: bf16 autocast (about 1.5x the "
+                        help="fp32: exactly the training run's evaluation; bf16: bf16 autocast (about 1.6x the "
                              "throughput on a CPU with bf16 units; GUE prom_core_all dev: probabilities within 0.01, "
                              "1-2 of 5,920 labels changed); auto: bf16 where the CPU or GPU has bf16 units, else fp32 "
                              "(default: %(default)s)")
