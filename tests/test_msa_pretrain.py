@@ -6,6 +6,7 @@ a structure, alignments that cannot be parsed: pretraining succeeds only if the 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 import torch
 
 from bioattn.cli import main
+from bioattn.errors import UserInputError
 from bioattn.models import MSAContactModel, load_pretrained
 from bioattn.tasks.msa_pretrain import CroppedBlocks, load_alignment, pretraining_sources, sampling_probabilities
 
@@ -126,3 +128,26 @@ def test_no_finetune_needs_a_pretrained_model(tmp_path, capsys):
     code = main(["train", "msa", "--msa", str(family), "--out", str(tmp_path / "run"), "--quick", "--no-finetune"])
     assert code == 2
     assert "--no-finetune reads a pretrained model's attention: give --init-from" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(heads=3), "--embed-dim (64) must be divisible by --heads (3)"),
+    (dict(dropout=1.0), "--dropout must be in [0, 1), got 1.0"),
+    (dict(rows=0), "--rows must be >= 1, got 0"),
+    (dict(resume=True, overwrite=True), "choose either --resume or --overwrite"),
+])
+def test_pretraining_and_per_family_options_refuse_the_same_bad_sizes(options, message):
+    from bioattn.tasks.msa_features import MSAOptions
+    from bioattn.tasks.msa_pretrain import PretrainOptions
+
+    for option_set in (MSAOptions, PretrainOptions):
+        with pytest.raises(UserInputError, match=re.escape(message)):
+            option_set(**options)
+
+
+def test_sinusoidal_pretraining_needs_an_even_width():
+    from bioattn.tasks.msa_pretrain import PretrainOptions
+
+    with pytest.raises(UserInputError, match="must be even for sinusoidal positions"):
+        PretrainOptions(embed_dim=9, heads=3)
+    PretrainOptions(embed_dim=9, heads=3, positional="learned")

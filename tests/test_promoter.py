@@ -267,13 +267,16 @@ def test_convolution_from_token_tables_equals_conv1d_forward_and_backward():
     net = PromoterClassifier(max_len=48, d_model=32, num_heads=4, num_layers=1, conv_kernel=9, conv_layers=2).train()
     ids, mask = batch(SEQUENCES)
     ids[mask] = N_ID  # whatever sits under the padding mask is ignored by both paths
-    results = {}
+    results, conv_calls = {}, []
+    net.convs[0].register_forward_hook(lambda module, inputs, output: conv_calls.append(1))
     for from_tables in (True, False):
         net.conv_from_token_tables = from_tables
         net.zero_grad()
+        conv_calls.clear()
         out = net(ids, mask)
         out.square().sum().backward()
         results[from_tables] = out.detach(), [p.grad.clone() for p in net.parameters()]
+        assert len(conv_calls) == (0 if from_tables else 1)  # the tables really replace the first Conv1d
     torch.testing.assert_close(results[True][0], results[False][0], rtol=0, atol=1e-5)
     for with_tables, with_conv in zip(results[True][1], results[False][1]):
         torch.testing.assert_close(with_tables, with_conv, rtol=1e-4, atol=1e-5)

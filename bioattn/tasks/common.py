@@ -50,6 +50,20 @@ def check_ensemble_options(seeds: Sequence[int] | None, cv: int | None) -> None:
         raise UserInputError(f"--cv needs at least 2 folds, got {cv}")
 
 
+def check_model_options(options: Any, positive: Sequence[str]) -> None:
+    """The checks every axial-model option set shares: each field in ``positive`` >= 1, ``embed_dim`` divisible by
+    ``heads``, ``dropout`` in [0, 1), not both ``resume`` and ``overwrite`` (a ``UserInputError`` naming the flag)."""
+    for name in positive:
+        if getattr(options, name) < 1:
+            raise UserInputError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(options, name)}")
+    if options.embed_dim % options.heads:
+        raise UserInputError(f"--embed-dim ({options.embed_dim}) must be divisible by --heads ({options.heads})")
+    if not 0 <= options.dropout < 1:
+        raise UserInputError(f"--dropout must be in [0, 1), got {options.dropout}")
+    if options.resume and options.overwrite:
+        raise UserInputError("choose either --resume or --overwrite, not both")
+
+
 def member_dir_name(kind: str, index: int) -> str:
     """Folder of an ensemble member inside the ensemble's run directory: ``seed<S>`` or ``fold<K>``."""
     return f"{kind}{index}"

@@ -25,7 +25,7 @@ from bioattn.io import load_tensors, save_tensors
 from bioattn.models.factored_attention import fit_factored_attention
 from bioattn.models.msa_contact import MSAContactModel, masked_lm_loss
 from bioattn.models.registry import read_config, resolve_model_dir
-from bioattn.tasks.common import check_ensemble_options, fit_timed
+from bioattn.tasks.common import check_ensemble_options, check_model_options, fit_timed
 from bioattn.tasks.msa_head import (
     COEVOLUTION_FEATURES, COEVOLUTION_MAPS, FACTORED_ATTENTION_MAP, attention_feature_names, feature_names,
 )
@@ -83,16 +83,10 @@ class MSAOptions:
     def __post_init__(self) -> None:
         if self.coevolution not in COEVOLUTION_FEATURES:
             raise UserInputError(f"--coevolution must be one of {', '.join(COEVOLUTION_FEATURES)}, got {self.coevolution!r}")
-        for name in ("embed_dim", "heads", "layers", "rows", "max_seqs", "feature_blocks", "potts_iterations",
-                     "factored_heads", "factored_dim", "factored_steps"):
-            if getattr(self, name) < 1:
-                raise UserInputError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
-        if self.embed_dim % self.heads:
-            raise UserInputError(f"--embed-dim ({self.embed_dim}) must be divisible by --heads ({self.heads})")
-        if self.potts_seqs < 0 or self.potts_minutes <= 0 or self.factored_minutes <= 0 or not 0 <= self.dropout < 1:
-            raise UserInputError("--potts-seqs must be >= 0, --potts-minutes and --factored-minutes > 0 and --dropout in [0, 1)")
-        if self.resume and self.overwrite:
-            raise UserInputError("choose either --resume or --overwrite, not both")
+        check_model_options(self, ("embed_dim", "heads", "layers", "rows", "max_seqs", "feature_blocks",
+                                   "potts_iterations", "factored_heads", "factored_dim", "factored_steps"))
+        if self.potts_seqs < 0 or self.potts_minutes <= 0 or self.factored_minutes <= 0:
+            raise UserInputError("--potts-seqs must be >= 0, --potts-minutes and --factored-minutes > 0")
         if not self.finetune and self.init_from is None:
             raise UserInputError("--no-finetune reads a pretrained model's attention: give --init-from NAME_OR_RUN_DIR")
         check_ensemble_options(self.seeds, None)

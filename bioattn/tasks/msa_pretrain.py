@@ -34,7 +34,7 @@ from bioattn.data.msa import MSATokenizer, read_msa, sequence_weights, subsample
 from bioattn.errors import UserInputError
 from bioattn.io import write_json
 from bioattn.models.msa_contact import POSITIONAL_ENCODINGS, MSAContactModel, mask_tokens, masked_lm_loss
-from bioattn.tasks.common import fit_timed
+from bioattn.tasks.common import check_model_options, fit_timed
 from bioattn.tasks.msa_features import RowBlocks
 from bioattn.training import TrainConfig, Trainer, plot_curves, prepare_run_dir, seed_everything
 
@@ -77,17 +77,11 @@ class PretrainOptions:
     overwrite: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("embed_dim", "heads", "layers", "rows", "max_columns", "max_seqs"):
-            if getattr(self, name) < 1:
-                raise UserInputError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
-        if self.embed_dim % self.heads or (self.positional == "sinusoidal" and self.embed_dim % 2):
-            raise UserInputError(f"--embed-dim ({self.embed_dim}) must be even and divisible by --heads ({self.heads})")
+        check_model_options(self, ("embed_dim", "heads", "layers", "rows", "max_columns", "max_seqs"))
         if self.positional not in POSITIONAL_ENCODINGS:
             raise UserInputError(f"--positional must be one of {', '.join(POSITIONAL_ENCODINGS)}, got {self.positional!r}")
-        if not 0 <= self.dropout < 1:
-            raise UserInputError(f"--dropout must be in [0, 1), got {self.dropout}")
-        if self.resume and self.overwrite:
-            raise UserInputError("choose either --resume or --overwrite, not both")
+        if self.positional == "sinusoidal" and self.embed_dim % 2:
+            raise UserInputError(f"--embed-dim ({self.embed_dim}) must be even for sinusoidal positions")
 
     def quick(self) -> "PretrainOptions":
         """These options with the ``--quick`` sizes."""
