@@ -10,6 +10,7 @@ from test_msa_cli import _write_data_root, family  # noqa: F401  (tiny planted a
 
 from bioattn import coevolution
 from bioattn.cli import main as cli_main
+from bioattn.errors import UserInputError
 from bioattn.metrics import precision_at
 from bioattn.models.factored_attention import FactoredAttention, fit_factored_attention
 from bioattn.tasks import msa, msa_features
@@ -35,11 +36,43 @@ def planted_alignment(rows: int = 300, length: int = 12, pair: tuple[int, int] =
 @pytest.mark.parametrize("kind", ["coupling", "attention"])
 def test_the_planted_pair_ranks_first(kind):
     tokens = planted_alignment()
-    model = fit_factored_attention(tokens, torch.ones(len(tokens)), num_heads=4, head_dim=4, steps=60)
+    model = fit_factored_attention(tokens, torch.ones(len(tokens)), num_heads=4, head_dim=4, steps=120)
     scores = model.contact_map(kind)
     assert torch.allclose(scores, scores.T, atol=1e-5) and torch.all(scores.diagonal() == 0)
     first = divmod(int(scores.triu(1).argmax()), tokens.shape[1])
     assert first == (2, 9)
+
+
+@pytest.mark.parametrize("schedule", ["cosine", "constant"])
+def test_the_learning_rate_follows_the_schedule(schedule, monkeypatch):
+    used: list[float] = []
+    adam_step = torch.optim.Adam.step
+
+    def recording_step(self, *args, **kwargs):
+        used.append(self.param_groups[0]["lr"])
+        return adam_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.Adam, "step", recording_step)
+    fit_factored_attention(planted_alignment(rows=40), torch.ones(40), num_heads=2, head_dim=2, steps=8, lr=0.04,
+                           lr_schedule=schedule)
+    expected = [0.02 * (1 + np.cos(np.pi * k / 8)) for k in range(8)] if schedule == "cosine" else [0.04] * 8
+    assert used == pytest.approx(expected)
+
+
+def test_an_unknown_schedule_is_refused():
+    with pytest.raises(ValueError, match="lr_schedule must be one of"):
+        fit_factored_attention(planted_alignment(rows=20), torch.ones(20), steps=2, lr_schedule="linear")
+
+
+def test_bad_factored_fit_settings_are_clear_errors(family, tmp_path, capsys):  # noqa: F811
+    out = tmp_path / "attention"
+    code = cli_main(["predict", "msa", "--method", "attention", "--msa", str(family["msa"]), "--out", str(out),
+                     "--factored-lr", "0"])
+    assert code == 2
+    assert "--factored-lr > 0" in capsys.readouterr().err
+    assert not out.exists()
+    with pytest.raises(UserInputError, match="--factored-schedule must be one of cosine, constant, got 'linear'"):
+        msa_features.MSAOptions(factored_schedule="linear")
 
 
 def explicit_couplings(model: FactoredAttention) -> torch.Tensor:

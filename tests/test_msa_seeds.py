@@ -85,10 +85,21 @@ def test_the_run_loads_as_an_ensemble_and_serves_predict_and_explain(seeded, fam
     with pytest.raises(TypeError, match="attention maps"):
         model(tokens, need_weights=True)
 
-    assert cli_main(["predict", "msa", "--msa", str(family["msa"]), "--run", str(out), "--out", str(tmp_path / "pred"),
-                     "--quick"]) == 0
-    assert np.load(tmp_path / "pred" / "contacts.npy").shape == (COLUMNS, COLUMNS)
-    assert MSAContactModel.from_pretrained(tmp_path / "pred").config["embed_dim"] == model.members[0].config["embed_dim"]
+    pred = tmp_path / "pred"
+    assert cli_main(["predict", "msa", "--msa", str(family["msa"]), "--run", str(out), "--out", str(pred), "--quick",
+                     "--top", "5"]) == 0
+    assert "mean of the contact probabilities of 2 seeds" in capsys.readouterr().out
+    predicted = MSAContactModel.from_pretrained(pred)  # one model per seed of the run, trained on the new alignment
+    assert isinstance(predicted, Ensemble) and len(predicted.members) == 2
+    assert predicted.members[0].config["embed_dim"] == model.members[0].config["embed_dim"]
+    members = [np.load(pred / f"seed{seed}" / "contacts.npy") for seed in SEEDS]
+    assert not np.allclose(members[0], members[1])
+    np.testing.assert_allclose(np.load(pred / "contacts.npy"), np.mean(members, axis=0), atol=1e-7)
+    assert np.load(pred / "contacts.npy").shape == (COLUMNS, COLUMNS)
+    for run_dir in (pred, pred / "seed0"):  # --top reaches every RR file
+        rr_pairs = [line for line in (run_dir / "contacts.rr").read_text().splitlines() if line[:1].isdigit()]
+        assert len(rr_pairs) == 5
+    assert json.loads((pred / "metrics.json").read_text())["cpu_seconds"]["total"] > 0
     assert cli_main(["explain", "msa", "--run", str(out), "--input", str(family["msa"]), "--pdb", str(family["pdb"]),
                      "--out", str(tmp_path / "explain"), "--method", "rollout", "--no-faithfulness"]) == 0
     assert "explaining its first member, seed0" in capsys.readouterr().err

@@ -6,9 +6,10 @@
 The contact head decides what is fitted on the alignment. --method picks a head shipped with bioattn (a logistic
 regression on z-scored maps, see each head's fit_on and settings):
   attention  factored attention (one layer, queries and keys from positions, values from residues, fitted by
-             pseudo-likelihood on every row; --factored-steps Adam steps, --factored-minutes CPU budget); its
-             contact map is the APC-corrected norm of the couplings its attention implies. No coevolution
-             statistic (no Potts model, DCA or MI) is computed, not even for evaluation.
+             pseudo-likelihood on every row; --factored-steps Adam steps from --factored-lr with a cosine decay,
+             --factored-minutes CPU budget); its contact map is the APC-corrected norm of the couplings its
+             attention implies. No coevolution statistic (no Potts model, DCA or MI) is computed, not even for
+             evaluation.
   potts      (default) a pseudo-likelihood Potts model (CCMpred's objective on every row, --potts-minutes CPU
              budget).
   combined   the head chosen leave-one-family-out on the bundled families among one per map and one on both
@@ -16,7 +17,8 @@ regression on z-scored maps, see each head's fit_on and settings):
 --contact-head FILE or --run RUN_DIR (a bioattn train msa run: its contact_head.json and model size; --model
 NAME: such a run shipped with bioattn) can read attention features of the axial model too: then the per-family
 axial model is also trained on the alignment (--max-minutes and the training flags apply; one model, seed
---seed, also for the run of an ensemble trained with --seeds). A run that started from a pretrained model
+--seed; for the run of an ensemble trained with --seeds S1 S2 ..., one model per seed in --out/seed<S>/ and
+their mean in --out, as train msa --seeds writes it). A run that started from a pretrained model
 needs the same --init-from (and --no-finetune) here: see init_from and finetune in its contact_head.json settings.
 
 Writes, under --out: contacts.npy (L×L contact probabilities, L = the query's residues), contacts.rr (CASP

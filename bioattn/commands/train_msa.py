@@ -69,6 +69,8 @@ def add_input_arguments(parser: argparse.ArgumentParser, *, msa_required: bool =
 def add_fit_arguments(group: argparse._ArgumentGroup) -> None:
     """What fitting one alignment needs besides the architecture: model width, row sampling, Potts and factored-attention
     budgets, ``--quick``."""
+    from bioattn.models.factored_attention import LR_SCHEDULES
+
     group.add_argument("--embed-dim", type=int, default=64, help="model width (default: %(default)s)")
     group.add_argument("--dropout", type=float, default=0.1, help="dropout of the model (default: %(default)s)")
     group.add_argument("--rows", type=int, default=32, help="alignment rows per training block (default: %(default)s)")
@@ -87,6 +89,11 @@ def add_fit_arguments(group: argparse._ArgumentGroup) -> None:
                        help="query/key size per head of factored attention (default: %(default)s)")
     group.add_argument("--factored-steps", type=int, default=1000,
                        help="Adam steps of the factored-attention fit (default: %(default)s)")
+    group.add_argument("--factored-lr", type=float, default=0.02,
+                       help="Adam learning rate of the factored-attention fit (default: %(default)s)")
+    group.add_argument("--factored-schedule", choices=LR_SCHEDULES, default="cosine",
+                       help="learning-rate schedule of the factored-attention fit: cosine decay to 0 over "
+                            "--factored-steps, or constant (default: %(default)s)")
     group.add_argument("--factored-minutes", type=float, default=18.0,
                        help="CPU-time budget of the factored-attention fit, sequence weights included (default: %(default)s)")
     group.add_argument("--init-from", default=None, metavar="NAME_OR_RUN_DIR",

@@ -146,9 +146,13 @@ def _mean_precision(values: Sequence[Mapping[str, float]]) -> dict[str, float]:
     return {name: summary["mean"] for name, summary in mean_std(values).items()}
 
 
-def score_ensemble(target: ContactTarget, family_dir: Path, members: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+def score_ensemble(
+    target: ContactTarget, family_dir: Path, members: Mapping[int, Mapping[str, Any]], *, top: int | None = None,
+    min_separation: int = RR_MIN_SEPARATION,
+) -> dict[str, Any]:
     """The ensemble of a family's seeds (``members``: each seed's :func:`score_family` metrics, its run in
-    ``family_dir/seed<S>``): the mean of their ``contacts.npy`` written by :func:`write_contact_outputs`, the
+    ``family_dir/seed<S>``): the mean of their ``contacts.npy`` written by :func:`write_contact_outputs` (``top``
+    and ``min_separation`` as there), the
     ``config.json`` that loads ``family_dir`` as their :class:`~bioattn.models.ensemble.Ensemble`, and
     ``metrics.json``. With a structure, its ``model`` is the ensemble's long-range P@L/5, P@L/2, P@L, ``seeds``
     each seed's, ``seeds_mean_sd`` their mean ± sd, and the baselines and variants their mean over the seeds
@@ -158,9 +162,9 @@ def score_ensemble(target: ContactTarget, family_dir: Path, members: Mapping[int
     first = next(iter(members.values()))
     method = f"mean of the contact probabilities of {len(names)} seeds ({', '.join(map(str, members))}), each: {first['method']}"
     calibrated = all(m["calibrated"] for m in members.values())
-    write_contact_outputs(family_dir, target, probabilities, method, calibrated)
+    write_contact_outputs(family_dir, target, probabilities, method, calibrated, top=top, min_separation=min_separation)
     save_ensemble(family_dir, MSAContactModel.__name__, names)
-    metrics: dict[str, Any] = {**{key: first[key] for key in ("family", "length", "depth")}, "method": method,
+    metrics: dict[str, Any] = {**{key: first[key] for key in ("family", "length", "depth", "neff") if key in first}, "method": method,
                                "calibrated": calibrated, "members": names}
     if target.distances is not None:
         per_seed = {name: m["model"] for name, m in zip(names, members.values())}
@@ -176,13 +180,17 @@ def score_ensemble(target: ContactTarget, family_dir: Path, members: Mapping[int
 
 def score_members(
     target: ContactTarget, family_dir: Path, runs: Mapping[int, Path], infos: Mapping[int, dict[str, Any]], options: MSAOptions,
-    heads: Mapping[int, ContactHead | None], variants: Mapping[int, Mapping[str, np.ndarray]],
+    heads: Mapping[int, ContactHead | None], variants: Mapping[int, Mapping[str, np.ndarray]], *, top: int | None = None,
+    min_separation: int = RR_MIN_SEPARATION,
 ) -> dict[str, Any]:
     """Score the run of each seed (``runs``, :func:`member_dirs`) with its head and variants (:func:`score_family`)
     and, with ``options.seeds``, their ensemble (:func:`score_ensemble`). Returns the family's metrics."""
-    scored = {seed: score_family(target, run_dir, infos[seed], options, heads[seed], variants.get(seed, {}))
+    scored = {seed: score_family(target, run_dir, infos[seed], options, heads[seed], variants.get(seed, {}), top=top,
+                                 min_separation=min_separation)
               for seed, run_dir in runs.items()}
-    return score_ensemble(target, family_dir, scored) if options.seeds is not None else scored[next(iter(scored))]
+    if options.seeds is None:
+        return scored[next(iter(scored))]
+    return score_ensemble(target, family_dir, scored, top=top, min_separation=min_separation)
 
 
 def single_family_head(options: MSAOptions, head: ContactHead | None, source: str | Path = "contact head") -> ContactHead | None:

@@ -22,7 +22,7 @@ from bioattn.data.contacts import ContactTarget
 from bioattn.data.msa import MSATokenizer, sequence_weights, subsample
 from bioattn.errors import UserInputError
 from bioattn.io import load_tensors, save_tensors
-from bioattn.models.factored_attention import fit_factored_attention
+from bioattn.models.factored_attention import LR_SCHEDULES, fit_factored_attention
 from bioattn.models.msa_contact import MSAContactModel, masked_lm_loss
 from bioattn.models.registry import read_config, resolve_model_dir
 from bioattn.tasks.common import check_ensemble_options, check_model_options, fit_timed
@@ -38,9 +38,9 @@ DEFAULTS = TrainConfig(
     max_minutes=5.0, monitor="val_loss", monitor_mode="min", eval_every_steps=50, max_steps_per_epoch=100,
     patience=6,
 )
-#: ``--quick``: tiny settings for a smoke test (seconds).
+#: ``--quick``: tiny settings for a smoke test (seconds); factored attention in few large constant steps.
 QUICK = dict(max_seqs=256, rows=16, embed_dim=32, heads=2, layers=2, potts_iterations=15, potts_seqs=256, feature_blocks=1,
-             factored_heads=4, factored_dim=8, factored_steps=30)
+             factored_heads=4, factored_dim=8, factored_steps=30, factored_lr=0.1, factored_schedule="constant")
 QUICK_MAX_MINUTES = 0.2
 
 
@@ -53,7 +53,8 @@ class MSAOptions:
     maps are averaged. Coevolution: ``coevolution`` (``none``, ``gaussian``, ``potts``: the maps fed to the
     contact head beside attention), ``potts_iterations``, ``potts_seqs`` (0: every row), ``potts_minutes``
     (CPU budget). Factored attention (:func:`factored_attention_map`): ``factored_heads``, ``factored_dim``,
-    ``factored_steps`` Adam steps, ``factored_minutes`` (CPU budget). ``init_from``: a pretrained model (run
+    ``factored_steps`` Adam steps at learning rate ``factored_lr`` with ``factored_schedule`` (``cosine`` decay or
+    ``constant``), ``factored_minutes`` (CPU budget). ``init_from``: a pretrained model (run
     directory or shipped name) the per-family model starts from; ``finetune`` False reads its attention as is.
     ``seeds``: one model per seed, saved as one ensemble (None: one model, the training config's seed).
     ``resume`` / ``overwrite``: what to do with a non-empty output folder.
@@ -73,6 +74,8 @@ class MSAOptions:
     factored_heads: int = 32
     factored_dim: int = 32
     factored_steps: int = 1000
+    factored_lr: float = 0.02
+    factored_schedule: str = "cosine"
     factored_minutes: float = 18.0
     seeds: tuple[int, ...] | None = None
     init_from: str | None = None
@@ -85,8 +88,10 @@ class MSAOptions:
             raise UserInputError(f"--coevolution must be one of {', '.join(COEVOLUTION_FEATURES)}, got {self.coevolution!r}")
         check_model_options(self, ("embed_dim", "heads", "layers", "rows", "max_seqs", "feature_blocks",
                                    "potts_iterations", "factored_heads", "factored_dim", "factored_steps"))
-        if self.potts_seqs < 0 or self.potts_minutes <= 0 or self.factored_minutes <= 0:
-            raise UserInputError("--potts-seqs must be >= 0, --potts-minutes and --factored-minutes > 0")
+        if self.potts_seqs < 0 or self.potts_minutes <= 0 or self.factored_minutes <= 0 or self.factored_lr <= 0:
+            raise UserInputError("--potts-seqs must be >= 0, --potts-minutes, --factored-minutes and --factored-lr > 0")
+        if self.factored_schedule not in LR_SCHEDULES:
+            raise UserInputError(f"--factored-schedule must be one of {', '.join(LR_SCHEDULES)}, got {self.factored_schedule!r}")
         if not self.finetune and self.init_from is None:
             raise UserInputError("--no-finetune reads a pretrained model's attention: give --init-from NAME_OR_RUN_DIR")
         check_ensemble_options(self.seeds, None)
@@ -162,7 +167,8 @@ def factored_attention_map(target: ContactTarget, options: MSAOptions, seed: int
     weights = sequence_weights(tokens)
     budget = 60 * options.factored_minutes - (time.process_time() - tick)
     model = fit_factored_attention(tokens, weights, num_heads=options.factored_heads, head_dim=options.factored_dim,
-                                   steps=options.factored_steps, max_cpu_seconds=budget, seed=seed, progress=True)
+                                   steps=options.factored_steps, lr=options.factored_lr, lr_schedule=options.factored_schedule,
+                                   max_cpu_seconds=budget, seed=seed, progress=True)
     return model.contact_map()
 
 

@@ -20,7 +20,8 @@ from bioattn.errors import UserInputError
 from bioattn.models.base import CONFIG_NAME
 from bioattn.models.ensemble import ENSEMBLE_TYPE
 from bioattn.report import format_table
-from bioattn.tasks.msa import PRECISION_NAMES, RR_MIN_SEPARATION, score_family
+from bioattn.io import write_json
+from bioattn.tasks.msa import PRECISION_NAMES, RR_MIN_SEPARATION, member_dirs, prepare_members, score_family, score_members
 from bioattn.tasks.msa_features import MSAOptions, prepare_family
 from bioattn.tasks.msa_head import HEAD_FILE_NAME, ContactHead, describe_features
 from bioattn.training import TrainConfig, prepare_run_dir
@@ -34,8 +35,8 @@ EVALUATION_BASELINES = ("mi_apc", "gaussian_dca_apc")
 
 
 def run_head(run_dir: Path) -> tuple[ContactHead, dict[str, Any]]:
-    """The contact head of a ``bioattn train msa`` run and the size (``embed_dim``, ``dropout``) of its model (of the
-    first member of a ``--seeds`` ensemble: they share one size)."""
+    """The contact head of a ``bioattn train msa`` run and the :class:`MSAOptions` its model needs: the size
+    (``embed_dim``, ``dropout``) and, for a ``--seeds`` ensemble, its ``seeds`` (the members share one size)."""
     head_file = run_dir / HEAD_FILE_NAME
     if not head_file.is_file():
         raise UserInputError(f"{run_dir}: no {HEAD_FILE_NAME} (not a bioattn train msa run, or a one-family run "
@@ -47,10 +48,12 @@ def run_head(run_dir: Path) -> tuple[ContactHead, dict[str, Any]]:
         return head, {}
     try:
         config = json.loads(found.read_text())
+        seeds = None
         if config.get("model_type") == ENSEMBLE_TYPE:
+            seeds = tuple(int(name.removeprefix("seed")) for name in config["members"])
             found = found.parent / config["members"][0] / CONFIG_NAME
             config = json.loads(found.read_text())
-        return head, {"embed_dim": int(config["embed_dim"]), "dropout": float(config["dropout"])}
+        return head, {"embed_dim": int(config["embed_dim"]), "dropout": float(config["dropout"]), "seeds": seeds}
     except (OSError, json.JSONDecodeError, AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
         raise UserInputError(f"{found}: not the config.json of an MSAContactModel ({exc})") from exc
 
@@ -75,8 +78,17 @@ def predict_contacts(
     used), ``metrics.json`` (the alignment's facts, CPU times and, when ``target`` has distances, long-range
     P@L/5, P@L/2, P@L of the prediction and of the maps computed) and, when the head reads
     attention, the trained model. Returns the ``metrics.json`` content.
+
+    With ``options.seeds`` (the seeds of a ``train msa --seeds`` run, :func:`run_head`) and a head that reads
+    attention, one axial model per seed is trained on the alignment (``out/seed<S>/``, each a complete prediction;
+    the seed-independent maps computed once, MI and Gaussian DCA always) and ``out`` holds their ensemble: the
+    mean of their contact probabilities, as ``train msa --seeds`` writes it. A head without attention features
+    fits nothing seed-dependent, so seeds are then ignored.
     """
     options = head_options(head, options)
+    if options.seeds is not None and head.attention_features:
+        return _predict_with_seeds(target, out, options, config, head, top=top, min_separation=min_separation)
+    options = dataclasses.replace(options, seeds=None)
     maps = list(head.coevolution_features)
     if target.distances is not None and maps:
         maps += [name for name in EVALUATION_BASELINES if name not in maps]
@@ -85,6 +97,23 @@ def predict_contacts(
                           factored=head.reads_factored_attention)
     metrics = score_family(target, out, info, options, head, {}, top=top, min_separation=min_separation)
     head.save(out / HEAD_FILE_NAME)
+    return metrics
+
+
+def _predict_with_seeds(
+    target: ContactTarget, out: Path, options: MSAOptions, config: TrainConfig, head: ContactHead, *,
+    top: int | None, min_separation: int,
+) -> dict[str, Any]:
+    """:func:`predict_contacts` for an ensemble: one run per seed of ``options.seeds``, then their mean."""
+    out = prepare_run_dir(out, resume=options.resume, overwrite=options.overwrite)
+    infos = prepare_members(target, out, options, config)
+    runs = member_dirs(out, options, config)
+    metrics = score_members(target, out, runs, infos, options, {seed: head for seed in runs}, {}, top=top,
+                            min_separation=min_separation)
+    metrics["cpu_seconds"] = {"total": round(sum(info["cpu_seconds"]["total"] for info in infos.values()), 1)}
+    write_json(out / "metrics.json", metrics)
+    for run_dir in (out, *runs.values()):
+        head.save(run_dir / HEAD_FILE_NAME)
     return metrics
 
 
