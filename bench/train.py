@@ -4,20 +4,23 @@ Each task's default model at its default batch size and default optimizer (promo
 28³ zero-padded to the stem stride, batch 32, the ``tuned`` protocol's optimizer; MSA: one block of the default 32
 rows of a synthetic 128-column alignment, batch 1, so a "sample" is a row block) on fixed synthetic batches.
 Settings, all in the same run: ``eager fp32`` (the defaults before this benchmark changed them: dropout 0.1
-everywhere, fp32, torch's attention kernel choice, the CT model's conv weights contiguous, the promoter's first
-convolution as an ``nn.Conv1d`` on the embeddings), one change at a time (bf16 autocast, bf16 + the math attention
+everywhere, fp32, torch's attention kernel choice, the CT model's conv weights contiguous and its CNN stages 16, 32
+and 64 channels wide, the promoter's first convolution as an ``nn.Conv1d`` on the embeddings), one change at a time (bf16 autocast, bf16 + the math attention
 backend, dropout off, ``torch.compile``: inductor, compiled in the warm-up steps, the promoter's first convolution
 from per-token tables: :func:`~bioattn.models.promoter.token_table_conv1d`; the other tasks have no such layer and
 run as eager fp32 there), the three together (dropout off + bf16 + math), and ``default``: the recipes' defaults now
 (:data:`DEFAULTS`; a line is printed when the code's defaults differ from them). Each setting starts from the same
 seeded model; after the warm-up the settings of a task take turns one step at a time; the median of the timed steps
-is reported, with its ratio to eager fp32. Steps are timed in CPU
+is reported, with its ratio to eager fp32. On the CPU steps are timed in CPU
 seconds of this process (``time.process_time``): with one thread that is the wall time of a quiet machine, and it
-moves much less than wall time when other jobs share the cores. The last line is
-``speedup promoter X.XX ct Y.YY msa Z.ZZ``: ``default`` vs eager fp32.
+moves much less than wall time when other jobs share the cores. With ``--device cuda`` the models and batches live
+on the GPU, autocast is CUDA's, and each step is timed in wall seconds between two ``torch.cuda.synchronize()``
+calls (``bf16 + math backend`` then forces the math kernel, which a GPU only needs for comparison). The last line
+is ``speedup promoter X.XX ct Y.YY msa Z.ZZ``: ``default`` vs eager fp32.
 
-    python bench/train.py                  # 3 warm-up + 20 timed steps per setting
+    python bench/train.py                  # 3 warm-up + 20 timed steps per setting, CPU
     python bench/train.py --steps 5        # quicker, noisier
+    python bench/train.py --device cuda    # the same settings on a GPU
 """
 from __future__ import annotations
 
@@ -40,7 +43,7 @@ from bioattn.attention import use_backend
 from bioattn.data.dna import collate_tokens, reverse_complement_ids
 from bioattn.models.msa_contact import masked_lm_loss
 from bioattn.report import format_table
-from bioattn.tasks.ct import PROTOCOLS, CTOptions, build_models
+from bioattn.tasks.ct import PROTOCOLS, CTOptions, build_models, prepare_for_training
 from bioattn.tasks.msa_features import DEFAULTS as MSA_DEFAULTS
 from bioattn.tasks.msa_features import MSAOptions
 from bioattn.tasks.promoter import DEFAULTS as PROMOTER_DEFAULTS
@@ -105,15 +108,15 @@ def promoter(dropout: float) -> Workload:
 
     def loss(module: nn.Module, batch: tuple[Tensor, ...]) -> Tensor:  # as bioattn.tasks.promoter.train_model
         ids, padding_mask, labels = batch
-        flip = torch.rand(ids.shape[0]) < 0.5
+        flip = torch.rand(ids.shape[0], device=ids.device) < 0.5
         ids = torch.where(flip[:, None], reverse_complement_ids(ids, padding_mask), ids)
         return classification_loss(module(ids, padding_mask), labels)
 
     return Workload(model, (ids, padding_mask, labels), loss, PROMOTER_DEFAULTS, batch_size)
 
 
-def ct(dropout: float) -> Workload:
-    options = CTOptions(out=Path("."), dropout=dropout)
+def ct(dropout: float, stem_channels: tuple[int, ...] | None) -> Workload:
+    options = CTOptions(out=Path("."), dropout=dropout, stem_channels=stem_channels)
     model, _ = build_models(options, num_classes=2, in_channels=1)
     edge = -(-CT_EDGE // model.stride) * model.stride  # MedMNIST volumes are zero-padded to the stem stride
     batch_size = CT_DEFAULTS.batch_size
@@ -140,6 +143,7 @@ def msa(dropout: float) -> Workload:
 
 TASKS = ("promoter", "ct", "msa")
 BEFORE_DROPOUT = 0.1
+BEFORE_CT_STEM = (16, 32, 64)  # the CT model's CNN channels at 28³ before this benchmark; None: the recipe's default
 
 
 @dataclass(frozen=True)
@@ -173,40 +177,43 @@ def workload(task: str, setting: Setting) -> Workload:
         work.model.conv_from_token_tables = setting.token_tables or setting.default  # the model's default: True
         return work
     if task == "ct":
-        return ct(dropout)
+        work = ct(dropout, None if setting.default else BEFORE_CT_STEM)
+        if setting.default:  # as bioattn.tasks.ct.train_one prepares it (channels-last stem weights in fp32)
+            prepare_for_training(work.model, TrainConfig(precision=DEFAULTS[task].precision))
+        return work
     return msa(dropout)
 
 
 @contextlib.contextmanager
-def _context(task: str, setting: Setting) -> Iterator[None]:
+def _context(task: str, setting: Setting, device: torch.device) -> Iterator[None]:
     bf16, backend = setting.bf16, "math" if setting.math_backend else "auto"
-    if setting.default:  # what the Trainer runs for these options on a CPU
+    if setting.default:  # what the Trainer runs for these options on this device
         defaults = DEFAULTS[task]
         bf16 = defaults.precision == "bf16"
         backend = training_attention_backend(TrainConfig(precision=defaults.precision,
-                                                         attention_backend=defaults.attention_backend),
-                                             torch.device("cpu"))
+                                                         attention_backend=defaults.attention_backend), device)
     with contextlib.ExitStack() as stack:
         if backend != "auto":
             stack.enter_context(use_backend(backend))  # type: ignore[arg-type]
         if bf16:
-            stack.enter_context(torch.autocast("cpu", dtype=torch.bfloat16))
+            stack.enter_context(torch.autocast(device.type, dtype=torch.bfloat16))
         yield
 
 
-def training_step(task: str, setting: Setting) -> tuple[Callable[[], None], int]:
-    """A function running one training step of ``task`` under ``setting`` (on its own seeded model and
-    optimizer), and the samples of a step."""
+def training_step(task: str, setting: Setting, device: torch.device) -> tuple[Callable[[], None], int]:
+    """A function running one training step of ``task`` under ``setting`` on ``device`` (on its own seeded model
+    and optimizer), and the samples of a step."""
     torch.manual_seed(0)
     work = workload(task, setting)
-    model = work.model.train()
+    model = work.model.to(device).train()
+    batch = tuple(tensor.to(device) for tensor in work.batch)
     optimizer = build_optimizer(model, work.config)
     forward = torch.compile(model) if setting.compiled else model
 
     def step() -> None:
         optimizer.zero_grad(set_to_none=True)
-        with _context(task, setting):
-            loss = work.loss(forward, work.batch)
+        with _context(task, setting, device):
+            loss = work.loss(forward, batch)
         loss.backward()
         if work.config.grad_clip is not None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), work.config.grad_clip)
@@ -215,20 +222,31 @@ def training_step(task: str, setting: Setting) -> tuple[Callable[[], None], int]
     return step, work.samples
 
 
-def step_seconds(task: str, warmup: int, steps: int) -> dict[str, tuple[list[float], int]]:
-    """CPU seconds of each timed training step of ``task`` per setting, and the samples of a step. After ``warmup``
+def timed(step: Callable[[], None], device: torch.device) -> float:
+    """Seconds of one ``step``: CPU seconds of this process on the CPU, wall seconds between synchronisations on CUDA."""
+    if device.type != "cuda":
+        start = time.process_time()
+        step()
+        return time.process_time() - start
+    torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    step()
+    torch.cuda.synchronize(device)
+    return time.perf_counter() - start
+
+
+def step_seconds(task: str, warmup: int, steps: int, device: torch.device) -> dict[str, tuple[list[float], int]]:
+    """Seconds of each timed training step of ``task`` per setting, and the samples of a step. After ``warmup``
     untimed steps each, the settings take turns one step at a time, so a change in the machine's load (or a
     slow first setting) falls on all of them alike."""
-    runs = {setting.name: training_step(task, setting) for setting in SETTINGS}
+    runs = {setting.name: training_step(task, setting, device) for setting in SETTINGS}
     for step, _ in runs.values():
         for _ in range(warmup):
             step()
     times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(steps):
         for name, (step, _) in runs.items():
-            start = time.process_time()
-            step()
-            times[name].append(time.process_time() - start)
+            times[name].append(timed(step, device))
     return {name: (times[name], samples) for name, (_, samples) in runs.items()}
 
 
@@ -242,8 +260,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps per setting (default: %(default)s)")
     parser.add_argument("--steps", type=int, default=20, help="timed steps per setting (default: %(default)s)")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where to train (default: %(default)s)")
     args = parser.parse_args()
-    print(f"torch {torch.__version__}, {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: PyTorch sees no CUDA GPU")
+    device = torch.device(args.device)
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
+    print(f"torch {torch.__version__}, {where}, {torch.get_num_threads()} threads, "
           f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, load average {os.getloadavg()[0]:.2f}")
     for task, in_code in code_defaults().items():
         if _on_cpu(in_code) != _on_cpu(DEFAULTS[task]):
@@ -251,7 +274,7 @@ def main() -> None:
     rows, ratios = [], {}
     for task in TASKS:
         baseline = None
-        measured = step_seconds(task, args.warmup, args.steps)
+        measured = step_seconds(task, args.warmup, args.steps, device)
         for setting in SETTINGS:
             times, samples = measured[setting.name]
             median = statistics.median(times)
@@ -260,7 +283,9 @@ def main() -> None:
             ratios[task, setting.name] = rate / baseline
             rows.append([task, setting.name, median * 1000, rate, rate / baseline])
             print(f"  {task}: {setting.name}: {rate:.1f} samples/s", flush=True)
-    print(format_table(["task", "setting", "step CPU ms (median)", "samples/CPU-s", "ratio to eager fp32"], rows, digits=2,
+    clock = "CPU" if device.type == "cpu" else "GPU wall"
+    print(format_table(["task", "setting", f"step {clock} ms (median)", f"samples/{clock}-s", "ratio to eager fp32"],
+                       rows, digits=2,
                        title=f"training step, median of {args.steps} after {args.warmup} warm-up "
                              f"(load average at the end {os.getloadavg()[0]:.2f})"))
     print("speedup " + " ".join(f"{task} {ratios[task, 'default']:.2f}" for task in TASKS))

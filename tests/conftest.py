@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import pytest
 
 from bioattn.data import resolve_data_root
@@ -38,3 +39,17 @@ def data_path(*parts: str) -> Path:
 def require_data() -> Callable[..., Path]:
     """The :func:`data_path` function, as a fixture."""
     return data_path
+
+
+def write_tiny_adrenalmnist3d(data_root: Path) -> Path:
+    """``DATA_ROOT/ct/adrenalmnist3d/adrenalmnist3d_trainval.npz`` with 16 train and 8 val random binary 28³ masks
+    (labels alternate); returns the file."""
+    rng = np.random.default_rng(0)
+    folder = data_root / "ct" / "adrenalmnist3d"
+    folder.mkdir(parents=True)
+    arrays = {}
+    for split, n in (("train", 16), ("val", 8)):
+        arrays[f"{split}_images"] = (rng.random((n, 28, 28, 28)) > 0.5).astype(np.uint8) * 255
+        arrays[f"{split}_labels"] = (np.arange(n) % 2)[:, None].astype(np.uint8)
+    np.savez(folder / "adrenalmnist3d_trainval.npz", **arrays)
+    return folder / "adrenalmnist3d_trainval.npz"

@@ -163,3 +163,28 @@ def test_stem_weights_are_contiguous_and_bf16_gradients_stay_close_to_fp32() -> 
             got = gradients()
         scale = max(float(w.abs().max()) for w in want)
         assert max(float((g.float() - w).abs().max()) for g, w in zip(got, want)) <= 0.05 * scale
+
+
+def test_channels_last_stem_is_the_same_function_and_saves_contiguous_weights(tmp_path: Path) -> None:
+    """fp32 training keeps the stem channels-last (faster oneDNN convolutions): same outputs and gradients up to
+    float rounding, and the saved file is the contiguous model's."""
+    from bioattn.tasks.ct import prepare_for_training
+    from bioattn.training import TrainConfig
+
+    x = torch.rand(2, 1, 8, 8, 12)
+    contiguous, channels_last = tiny(), tiny()
+    prepare_for_training(channels_last, TrainConfig(precision="fp32"))
+    conv_weights = [p for p in channels_last.stem.parameters() if p.dim() == 5]
+    assert all(p.is_contiguous(memory_format=torch.channels_last_3d) for p in conv_weights)
+    assert any(not p.is_contiguous() for p in conv_weights)  # (1-channel inputs look the same in both formats)
+    for model in (contiguous, channels_last):
+        model.train()
+    grads = [torch.autograd.grad(m(x).square().sum(), list(m.parameters())) for m in (contiguous, channels_last)]
+    for want, got in zip(*grads):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+    channels_last.save_pretrained(tmp_path / "saved")
+    reloaded = HybridCT3D.from_pretrained(tmp_path / "saved")
+    assert all(p.is_contiguous() for p in reloaded.parameters())
+    assert all(torch.equal(a, b) for a, b in zip(reloaded.state_dict().values(), channels_last.state_dict().values()))
+    prepare_for_training(channels_last, TrainConfig(precision="bf16"))  # bf16: back to contiguous weights
+    assert all(p.is_contiguous() for p in channels_last.stem.parameters())

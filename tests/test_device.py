@@ -12,7 +12,7 @@ from bioattn.errors import UserInputError
 from bioattn.models import PromoterClassifier
 from bioattn.training import TrainConfig
 
-no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error of a machine without CUDA")
+no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="checks what a machine without CUDA does")
 
 #: Every command that runs a model, with what it needs besides --device (inputs need not exist: the device fails first).
 COMMANDS = {
@@ -50,7 +50,8 @@ def test_cuda_without_a_gpu_is_one_error_line_and_writes_nothing(
     assert not (tmp_path / "out").exists()
 
 
-def test_device_cpu_gives_the_same_explanation_as_auto_on_this_machine(tmp_path: Path) -> None:
+@no_gpu
+def test_device_cpu_gives_the_same_explanation_as_auto_on_a_machine_without_a_gpu(tmp_path: Path) -> None:
     _write_inputs(tmp_path)
     outputs = {}
     for device in ("cpu", "auto"):
@@ -71,3 +72,16 @@ def test_train_config_checks_the_device() -> None:
 def test_loading_onto_cuda_without_a_gpu_is_a_clear_error() -> None:
     with pytest.raises(UserInputError, match="cannot load gue-prom-core-all onto cuda: PyTorch sees no CUDA GPU"):
         PromoterClassifier.from_pretrained("gue-prom-core-all", map_location="cuda")
+
+
+@pytest.mark.parametrize("processes,gpus,expected", [(1, 1, True), (2, 1, False), (2, 2, True), (1, 0, False)])
+def test_processes_use_gpus_only_when_each_process_of_the_node_has_one(processes, gpus, expected, monkeypatch) -> None:
+    """torchrun with more processes than GPUs (e.g. CPU data parallelism on a 1-GPU machine) trains on the CPU with
+    gloo instead of asking for GPU ordinals that do not exist."""
+    from bioattn.training import distributed
+
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", str(processes))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpus > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    assert distributed.gpu_per_process() is expected
+    assert distributed.default_device().type == ("cuda" if expected else "cpu")

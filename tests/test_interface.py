@@ -22,6 +22,7 @@ from bioattn.errors import UserInputError
 from bioattn.explain.outputs import prepare_out_dir
 from bioattn.models import HybridCT3D, PromoterClassifier
 from bioattn.progress import progress_bar
+from conftest import write_tiny_adrenalmnist3d
 
 TINY = ["--quick", "--max-rows", "120", "--epochs", "1", "--overwrite"]
 PROGRESS_LINE = re.compile(r"^epoch \d+/\d+: \d+/\d+ \[", re.MULTILINE)
@@ -77,19 +78,12 @@ def test_quick_run_records_the_data_root_it_read(tmp_path, monkeypatch):
 
 
 def test_ct_run_config_records_the_file_read_and_the_quick_model(tmp_path):
-    rng = np.random.default_rng(0)
-    folder = tmp_path / "root" / "ct" / "adrenalmnist3d"
-    folder.mkdir(parents=True)
-    arrays = {}
-    for split, n in (("train", 16), ("val", 8)):
-        arrays[f"{split}_images"] = (rng.random((n, 28, 28, 28)) > 0.5).astype(np.uint8) * 255
-        arrays[f"{split}_labels"] = (np.arange(n) % 2)[:, None].astype(np.uint8)
-    np.savez(folder / "adrenalmnist3d_trainval.npz", **arrays)
+    data_file = write_tiny_adrenalmnist3d(tmp_path / "root")
     out = tmp_path / "run"
     assert main(["train", "ct", "--quick", "--baseline", "none", "--data-root", str(tmp_path / "root"),
                  "--out", str(out)]) == 0
     recipe = run_config(out)["recipe"]
-    assert recipe["data_file"] == str((folder / "adrenalmnist3d_trainval.npz").resolve())
+    assert recipe["data_file"] == str(data_file.resolve())
     assert (recipe["model"]["d_model"], recipe["model"]["num_heads"], recipe["model"]["num_layers"]) == (24, 2, 1)
 
 

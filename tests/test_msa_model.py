@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from bioattn.data.msa import MSATokenizer
@@ -58,6 +59,15 @@ def test_mask_tokens_never_masks_padding_and_follows_80_10_10():
     share_masked = (masked[chosen] == MSATokenizer.mask_id).float().mean()
     assert 0.77 < share_masked < 0.83
     assert torch.equal(masked[~chosen], tokens[~chosen])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_mask_tokens_masks_cuda_tokens_as_it_masks_the_same_tokens_on_the_cpu():
+    tokens = torch.randint(0, 22, (2, 8, 30))
+    expected = mask_tokens(tokens, 0.15, torch.Generator().manual_seed(0))
+    got = mask_tokens(tokens.cuda(), 0.15, torch.Generator().manual_seed(0))
+    assert all(g.is_cuda and torch.equal(g.cpu(), e) for g, e in zip(got, expected))
 
 
 def test_contact_head_learns_from_other_families_and_ranks_contacts():

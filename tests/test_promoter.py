@@ -251,7 +251,7 @@ def test_predict_threshold_option_moves_the_decision(model, run_dir, tmp_path):
     probs = model.predict_tokens([encode(s) for s in SEQUENCES])
     cut = float(np.median(probs))
     assert bioattn_main(["predict", "promoter", "--run", str(run_dir), "--input", str(fasta), "--output",
-                         str(tmp_path / "o.csv"), "--threshold", str(cut)]) == 0
+                         str(tmp_path / "o.csv"), "--threshold", str(cut), "--device", "cpu"]) == 0  # as probs
     assert [r["predicted_label"] for r in read_output(tmp_path / "o.csv")] == [str(int(p >= cut)) for p in probs]
 
 

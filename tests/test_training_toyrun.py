@@ -27,7 +27,8 @@ from bioattn.training import (
 )
 from bioattn.training.distributed import is_main_process, rank
 
-DEFAULTS = TrainConfig(max_epochs=3, batch_size=8, lr=0.01, monitor="accuracy", warmup_steps=2)
+# On the CPU on every machine: the tests compare runs bit for bit (one process vs two gloo ranks, killed vs resumed).
+DEFAULTS = TrainConfig(max_epochs=3, batch_size=8, lr=0.01, monitor="accuracy", warmup_steps=2, device="cpu")
 FEATURES = 8
 
 
@@ -52,10 +53,11 @@ def make_evaluate(dataset: TensorDataset):
     x, y = dataset.tensors
 
     def evaluate(model: nn.Module) -> dict[str, float]:
-        logits = model(x)
+        device = next(model.parameters()).device  # the Trainer's device (a GPU where one is seen)
+        logits = model(x.to(device))
         return {
-            "accuracy": (logits.argmax(1) == y).float().mean().item(),
-            "loss": nn.functional.cross_entropy(logits, y).item(),
+            "accuracy": (logits.argmax(1) == y.to(device)).float().mean().item(),
+            "loss": nn.functional.cross_entropy(logits, y.to(device)).item(),
         }
 
     return evaluate

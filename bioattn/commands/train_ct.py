@@ -87,7 +87,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "(default: %(default)s)")
     model = parser.add_argument_group("attention model")
     model.add_argument("--stem-channels", type=int, nargs="+", default=None,
-                       help="channels of each CNN stage (default: 16 32 64 up to 32 voxels, 16 32 64 96 above)")
+                       help="channels of each CNN stage (default: 8 16 64 up to 32 voxels, 16 32 64 96 above)")
     model.add_argument("--stem-strides", type=int, nargs="+", default=None,
                        help="stride of each CNN stage (default: 2 2 2 up to 32 voxels, 2 2 2 2 above)")
     model.add_argument("--d-model", type=int, default=96, help="token width, divisible by 6 (default: %(default)s)")

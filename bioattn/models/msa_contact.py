@@ -46,16 +46,20 @@ POSITIONAL_ENCODINGS = ("learned", "sinusoidal")
 
 def mask_tokens(tokens: Tensor, probability: float, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
     """BERT masking of ``tokens (B, N, L)``: choose cells with ``probability`` (never padding); of those 80% → mask,
-    10% → a random symbol, 10% unchanged. Returns ``(masked tokens, chosen (B, N, L) bool)``."""
-    real = tokens != _TOKENS.pad_id
-    draw = torch.rand(tokens.shape, generator=generator)
+    10% → a random symbol, 10% unchanged. Returns ``(masked tokens, chosen (B, N, L) bool)`` on ``tokens``' device.
+
+    The draws are made on the CPU (``generator`` is a CPU generator), so a seed masks the same cells on every device.
+    """
+    on_cpu = tokens.cpu()
+    real = on_cpu != _TOKENS.pad_id
+    draw = torch.rand(on_cpu.shape, generator=generator)
     chosen = (draw < probability) & real
-    action = torch.rand(tokens.shape, generator=generator)
-    masked = tokens.clone()
+    action = torch.rand(on_cpu.shape, generator=generator)
+    masked = on_cpu.clone()
     masked[chosen & (action < 0.8)] = _TOKENS.mask_id
     randomise = chosen & (action >= 0.8) & (action < 0.9)
-    masked[randomise] = torch.randint(len(ALPHABET), tokens.shape, generator=generator)[randomise]
-    return masked, chosen
+    masked[randomise] = torch.randint(len(ALPHABET), on_cpu.shape, generator=generator)[randomise]
+    return masked.to(tokens.device), chosen.to(tokens.device)
 
 
 class MSAContactModel(PretrainedModel):

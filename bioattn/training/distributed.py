@@ -58,14 +58,21 @@ def is_main_process() -> bool:
     return rank() == 0
 
 
+def gpu_per_process() -> bool:
+    """True when PyTorch sees a GPU for every process of this node (``LOCAL_WORLD_SIZE`` ≤ the GPUs), so process
+    ``LOCAL_RANK`` can own GPU ``LOCAL_RANK``. The same answer on every rank of a node."""
+    return torch.cuda.is_available() and _env_int("LOCAL_WORLD_SIZE", 1) <= torch.cuda.device_count()
+
+
 def init_distributed() -> None:
     """Start the process group when launched by torchrun with ``WORLD_SIZE > 1`` (idempotent).
 
-    Backend: NCCL when CUDA is available, gloo on CPU. Each process uses GPU ``LOCAL_RANK``.
+    Backend: NCCL when every process of the node has its own GPU (:func:`gpu_per_process`), each process using GPU
+    ``LOCAL_RANK``; otherwise gloo, and the processes train on the CPU.
     """
     if _env_int("WORLD_SIZE", 1) <= 1 or not dist.is_available() or dist.is_initialized():
         return
-    if torch.cuda.is_available():
+    if gpu_per_process():
         torch.cuda.set_device(local_rank())
         dist.init_process_group("nccl", timeout=_COLLECTIVE_TIMEOUT, device_id=torch.device("cuda", local_rank()))
     else:
@@ -79,8 +86,8 @@ def _destroy_process_group() -> None:
 
 
 def default_device() -> torch.device:
-    """``cuda:LOCAL_RANK`` when a GPU is available, else CPU."""
-    if torch.cuda.is_available():
+    """``cuda:LOCAL_RANK`` when every process of this node has a GPU (:func:`gpu_per_process`), else CPU."""
+    if gpu_per_process():
         return torch.device("cuda", local_rank())
     return torch.device("cpu")
 
