@@ -8,10 +8,12 @@ in bf16 and keeps reductions such as softmax and layer norm in fp32.
 from __future__ import annotations
 
 import contextlib
+import sys
 
 import torch
 
-__all__ = ["INFERENCE_PRECISIONS", "has_native_bf16", "inference_autocast", "resolve_inference_precision"]
+__all__ = ["INFERENCE_PRECISIONS", "has_native_bf16", "inference_autocast", "resolve_inference_precision",
+           "warn_if_bf16_is_emulated"]
 
 INFERENCE_PRECISIONS = ("auto", "fp32", "bf16")
 
@@ -27,6 +29,17 @@ def has_native_bf16(device: torch.device) -> bool:
         return False
     found = capabilities()
     return bool(found.get("avx512_bf16") or found.get("amx_bf16"))
+
+
+def warn_if_bf16_is_emulated(precision: str, device: torch.device) -> bool:
+    """Print one ``warning:`` line on stderr when ``precision`` is ``"bf16"`` on a CPU without bf16 units, where
+    autocast emulates bf16 (one training step of each default model was 6-14x slower than fp32 on such a CPU,
+    ``bench/train.py``). Returns whether it warned."""
+    if precision != "bf16" or device.type != "cpu" or has_native_bf16(device):
+        return False
+    print("warning: this CPU has no bf16 units (AVX512-BF16 or AMX-BF16), so bf16 is emulated and much slower than "
+          "fp32 here; --precision fp32 is faster", file=sys.stderr)
+    return True
 
 
 def resolve_inference_precision(name: str, device: torch.device) -> str:

@@ -45,3 +45,26 @@ def test_bf16_context_runs_matrix_products_in_bf16_and_fp32_does_not():
 def test_unknown_or_unresolved_precision_is_an_error(call):
     with pytest.raises(ValueError, match="precision must be"):
         call()
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_training_in_bf16_warns_on_a_cpu_without_bf16_units(monkeypatch, capsys, tmp_path, native):
+    """bf16 autocast on a CPU without bf16 units is emulated (6-14x slower than fp32 there): the Trainer says so,
+    once, and only for bf16."""
+    from torch.utils.data import TensorDataset
+
+    from bioattn.training import TrainConfig, Trainer
+
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"avx512_bf16": native}, raising=False)
+    data = TensorDataset(torch.randn(8, 3), torch.zeros(8, dtype=torch.long))
+    warnings = {}
+    for name in ("fp32", "bf16"):
+        config = TrainConfig(max_epochs=1, batch_size=4, precision=name, device="cpu")
+        Trainer(torch.nn.Linear(3, 2), data, config, tmp_path / name, loss_fn=lambda model, batch: model(batch[0]).sum())
+        warnings[name] = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert warnings["fp32"] == []
+    if native:
+        assert warnings["bf16"] == []
+    else:
+        assert len(warnings["bf16"]) == 1
+        assert "no bf16 units" in warnings["bf16"][0] and "--precision fp32" in warnings["bf16"][0]

@@ -34,7 +34,12 @@ from bioattn.commands.common import add_device_argument, add_model_arguments, de
 from bioattn.errors import UserInputError
 from bioattn.io import STDOUT, input_file
 from bioattn.models.promoter import PromoterClassifier
-from bioattn.precision import INFERENCE_PRECISIONS, inference_autocast, resolve_inference_precision
+from bioattn.precision import (
+    INFERENCE_PRECISIONS,
+    inference_autocast,
+    resolve_inference_precision,
+    warn_if_bf16_is_emulated,
+)
 from bioattn.tasks.promoter_predict import predict_file
 from bioattn.tasks.promoter_scan import scan_format, scan_genome
 
@@ -102,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
     device = device_from_args(args)
     model = PromoterClassifier.from_pretrained(model_dir(args), map_location=device)
     precision = resolve_inference_precision(args.precision, device)
+    warn_if_bf16_is_emulated(precision, device)
     if args.threshold is not None:
         if not model.binary and args.window is None:
             raise UserInputError(f"--threshold applies to two-class models and to genome scans; this model has "

@@ -40,6 +40,7 @@ from bioattn.training.distributed import (
     world_size,
 )
 from bioattn.training.metrics_log import MetricLogger
+from bioattn.precision import warn_if_bf16_is_emulated
 from bioattn.progress import progress_bar
 from bioattn.training.rng import restore_rng_state, rng_state_tensors, seed_everything
 from bioattn.training.run_dir import write_run_config
@@ -161,6 +162,8 @@ class Trainer:
         self.device = resolve_device(config.device)
         if config.precision == "fp16" and self.device.type != "cuda":
             raise UserInputError("precision fp16 needs a CUDA GPU; use --precision bf16 on CPU")
+        if self.rank == 0:
+            warn_if_bf16_is_emulated(config.precision, self.device)
         per_step = self.world * config.grad_accum
         if config.batch_size % per_step:
             raise UserInputError(
