@@ -31,15 +31,14 @@ def has_native_bf16(device: torch.device) -> bool:
     return bool(found.get("avx512_bf16") or found.get("amx_bf16"))
 
 
-def warn_if_bf16_is_emulated(precision: str, device: torch.device) -> bool:
+def warn_if_bf16_is_emulated(precision: str, device: torch.device) -> None:
     """Print one ``warning:`` line on stderr when ``precision`` is ``"bf16"`` on a CPU without bf16 units, where
     autocast emulates bf16 (one training step of each default model was 6-14x slower than fp32 on such a CPU,
-    ``bench/train.py``). Returns whether it warned."""
+    ``bench/train.py``)."""
     if precision != "bf16" or device.type != "cpu" or has_native_bf16(device):
-        return False
+        return
     print("warning: this CPU has no bf16 units (AVX512-BF16 or AMX-BF16), so bf16 is emulated and much slower than "
           "fp32 here; --precision fp32 is faster", file=sys.stderr)
-    return True
 
 
 def resolve_inference_precision(name: str, device: torch.device) -> str:

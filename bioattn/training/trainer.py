@@ -161,8 +161,9 @@ class Trainer:
         self.rank = rank()
         self.device = resolve_device(config.device)
         if config.precision == "fp16" and self.device.type != "cuda":
-            raise UserInputError("precision fp16 needs a CUDA GPU; use --precision bf16 on CPU")
-        if self.rank == 0:
+            raise UserInputError("precision fp16 needs a CUDA GPU; on a CPU use --precision fp32, or bf16 where the CPU "
+                                 "has bf16 units (AVX512-BF16 or AMX-BF16)")
+        if is_main_process():
             warn_if_bf16_is_emulated(config.precision, self.device)
         per_step = self.world * config.grad_accum
         if config.batch_size % per_step:
