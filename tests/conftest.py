@@ -42,14 +42,14 @@ def require_data() -> Callable[..., Path]:
 
 
 def write_tiny_adrenalmnist3d(data_root: Path) -> Path:
-    """``DATA_ROOT/ct/adrenalmnist3d/adrenalmnist3d_trainval.npz`` with 16 train and 8 val random binary 28³ masks
-    (labels alternate); returns the file."""
+    """``DATA_ROOT/ct/adrenalmnist3d/adrenalmnist3d_64_trainval.npz`` (the default size) with 16 train and 8 val
+    random binary 64³ masks (labels alternate); returns the file."""
     rng = np.random.default_rng(0)
     folder = data_root / "ct" / "adrenalmnist3d"
     folder.mkdir(parents=True)
     arrays = {}
     for split, n in (("train", 16), ("val", 8)):
-        arrays[f"{split}_images"] = (rng.random((n, 28, 28, 28)) > 0.5).astype(np.uint8) * 255
+        arrays[f"{split}_images"] = (rng.random((n, 64, 64, 64)) > 0.5).astype(np.uint8) * 255
         arrays[f"{split}_labels"] = (np.arange(n) % 2)[:, None].astype(np.uint8)
-    np.savez(folder / "adrenalmnist3d_trainval.npz", **arrays)
-    return folder / "adrenalmnist3d_trainval.npz"
+    np.savez(folder / "adrenalmnist3d_64_trainval.npz", **arrays)
+    return folder / "adrenalmnist3d_64_trainval.npz"

@@ -212,7 +212,8 @@ def test_train_quick_end_to_end_on_real_data(require_data, tmp_path: Path, one_t
     assert model.class_names == ["normal", "hyperplasia"]
     saved = json.loads((out / "preprocessing.json").read_text())
     assert saved["source"] == "medmnist" and saved["flip_tta"]  # the default (tuned) protocol averages the 8 flips
-    assert saved["training_volumes"]["binary"] and saved["training_volumes"]["model_input_shape"] == [32, 32, 32]
+    assert saved["training_volumes"]["binary"] and saved["training_volumes"]["model_input_shape"] == [64, 64, 64]
+    assert model.config["unshuffle"] == 2  # the default 64³ volumes reach the stem as 32³ of 8 channels
     # the saved weights are the best-val-AUROC weights the metrics were computed with
     hybrid = _hybrid(metrics)
     assert hybrid["val_auroc"] == max(h["val_auroc"] for h in hybrid["val_history"])
@@ -287,7 +288,7 @@ def test_tuned_protocol_records_itself_and_the_tta_ablation(require_data, tmp_pa
     # the run remembers that it evaluates with flip averaging: predict reproduces its validation numbers (the CSV
     # holds 6 significant digits, which can tie near-equal probabilities of this tiny model: AUROC to 1e-3)
     probs = tmp_path / "val.csv"
-    npz = require_data("ct", "adrenalmnist3d", "adrenalmnist3d_trainval.npz")
+    npz = require_data("ct", "adrenalmnist3d", "adrenalmnist3d_64_trainval.npz")
 
     def scores(*flags: str) -> tuple[dict, list[dict]]:
         assert cli_main(["predict", "ct", "--run", str(out), "--input", str(npz), "--split", "val",
@@ -312,7 +313,7 @@ def test_train_refuses_a_file_without_a_train_split(tmp_path: Path, capsys) -> N
     folder.mkdir(parents=True)
     np.savez(folder / "adrenalmnist3d.npz", val_images=np.zeros((2, 8, 8, 8), np.uint8), val_labels=np.zeros((2, 1)))
     out = tmp_path / "run"
-    assert _train("--data-root", str(tmp_path), "--out", str(out), "--quick") == 2
+    assert _train("--data-root", str(tmp_path), "--out", str(out), "--quick", "--size", "28") == 2
     assert "needs a train split" in capsys.readouterr().err
     assert not out.exists()
 

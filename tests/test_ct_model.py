@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from monai.networks.utils import pixelshuffle
 
 from bioattn.errors import UserInputError
 from bioattn.explain import attention_rollout
@@ -114,7 +115,25 @@ def test_from_pretrained_round_trip(tmp_path: Path) -> None:
     assert torch.equal(loaded(x), model(x))
 
 
+def test_unshuffle_hands_every_voxel_to_the_stem_and_maps_attention_back_onto_the_input(tmp_path: Path) -> None:
+    model = tiny(unshuffle=2)
+    assert model.stride == 8 and model.config["unshuffle"] == 2
+    seen = {}
+    model.stem.register_forward_pre_hook(lambda module, args: seen.update(stem_input=args[0]))
+    x = torch.rand(2, 1, 8, 16, 24)
+    probs, voxel_map = model.attention_map(x)
+    assert seen["stem_input"].shape == (2, 8, 4, 8, 12)  # each 2³ block of voxels became 8 channels
+    assert torch.equal(pixelshuffle(seen["stem_input"], 3, 2), x)  # lossless: undoing the fold gives the input back
+    assert model.token_grid(x.shape[2:]) == (1, 2, 3) and voxel_map.shape == (2, 8, 16, 24)
+    model.save_pretrained(tmp_path)
+    assert torch.equal(HybridCT3D.from_pretrained(tmp_path)(x), model(x))
+    with pytest.raises(UserInputError, match="divisible by the stem stride 8"):
+        model(torch.rand(1, 1, 8, 8, 12))
+
+
 def test_invalid_configuration_is_refused() -> None:
+    with pytest.raises(ValueError, match="unshuffle must be >= 1"):
+        HybridCT3D(unshuffle=0)
     with pytest.raises(ValueError, match="divisible by 6"):
         HybridCT3D(d_model=128)
     with pytest.raises(ValueError, match="one entry per stage"):

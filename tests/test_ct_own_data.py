@@ -317,3 +317,21 @@ def test_manifest_size_must_suit_the_cnn_stride(own_data: Path, tmp_path: Path, 
     assert capsys.readouterr().err.strip() == (
         "error: --size 20 20 20 must be divisible by the CNN stride 8 in every axis (e.g. --size 16 16 16, or other "
         "--stem-strides)")
+    code = cli_main(["train", "ct", "--manifest", str(own_data), "--out", str(out), "--quick", "--size", "24",
+                     "--unshuffle", "2"])
+    assert code == 2 and not out.exists()
+    assert "must be divisible by the CNN stride 16 in every axis (e.g. --size 32 32 32" in capsys.readouterr().err
+
+
+def test_unshuffled_model_trains_and_predict_reproduces_it(own_data: Path, tmp_path: Path) -> None:
+    """``--unshuffle 2``: the stem sees 8³ volumes of 8 channels; the saved model folds new volumes the same way."""
+    run = tmp_path / "run"
+    assert cli_main(["train", "ct", "--manifest", str(own_data), "--out", str(run), *TRAIN_FLAGS, "--unshuffle", "2",
+                     "--stem-channels", "8", "16", "--stem-strides", "1", "2"]) == 0
+    model = HybridCT3D.from_pretrained(run)
+    assert model.config["unshuffle"] == 2 and model.stride == 4
+    (hybrid,) = json.loads((run / "metrics.json").read_text())["models"].values()
+    rows = _predict(run, run / "splits.csv", tmp_path / "val.csv", "--split", "val")
+    labels = np.array([0 if r["label"] == "blob" else 1 for r in rows])
+    scores = classification_metrics(labels, np.stack([_probabilities(r) for r in rows]))
+    assert scores["loss"] == pytest.approx(hybrid["val_loss"], rel=1e-4)

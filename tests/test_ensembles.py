@@ -122,6 +122,16 @@ def test_cv_gives_out_of_fold_metrics_over_every_sequence_once_and_a_fold_ensemb
     assert model_scores["cv"]["mcc"]["n"] == 3 and "mcc" in model_scores["oof"]
     assert metrics["metrics"]["oof_mcc"] == model_scores["oof"]["mcc"] and metrics["metrics"]["oof_mcc"] > 0.3
     assert "3-fold stratified CV" in metrics["protocol"]
+    rows = read_rows(out / "out_of_fold.csv", ",")
+    assert len(rows) == 300 and {row["fold"] for row in rows} == {"1", "2", "3"}
+    assert all(str(data["train"]) in row["record"] for row in rows)
+    names = [column[2:] for column in rows[0] if column.startswith("p_")]  # class order of the model
+    assert names == ["neg", "pos"]
+    labels = np.array([names.index(row["label"]) for row in rows])
+    probs = np.array([[float(row[f"p_{name}"]) for name in names] for row in rows])
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-9)
+    # the file holds exactly the pooled predictions the out-of-fold metrics were computed from
+    assert classification_metrics(labels, probs[:, 1])["mcc"] == pytest.approx(model_scores["oof"]["mcc"], abs=1e-12)
     ensemble = load_pretrained(out)
     assert isinstance(ensemble, Ensemble) and len(ensemble.members) == 3
 
@@ -174,16 +184,23 @@ def test_ct_cv_pools_out_of_fold_predictions_and_saves_a_fold_ensemble(ct_manife
     metrics = _train_ct(ct_manifest, out, "--cv", "3")
     assert metrics["protocol"]["cv_folds"] == 3
     held_out = []
+    rows = read_rows(out / "out_of_fold.csv", ",")
     for fold in (1, 2, 3):
         record = json.loads((out / f"fold{fold}" / "fold_metrics.json").read_text())
         held_out += record["held_out_index"]
+        assert {i for i, row in enumerate(rows) if row["fold"] == str(fold)} == set(record["held_out_index"])
         assert not set(record["train_index"]) & set(record["held_out_index"])
         assert (out / f"fold{fold}" / "baseline_resnet" / "model.safetensors").is_file()
     pool = sum(metrics["split_sizes"].values())
     assert sorted(held_out) == list(range(pool))  # every volume held out exactly once
-    for name in (HYBRID_NAME, BASELINE_NAME):
+    assert len(rows) == pool and all(Path(row["record"]).name.startswith("scan") for row in rows)
+    names = metrics["class_names"]
+    labels = np.array([names.index(row["label"]) for row in rows])
+    for name, prefix in ((HYBRID_NAME, ""), (BASELINE_NAME, "baseline_")):
         assert 0.0 <= metrics["oof"][name]["oof_auroc"] <= 1.0
         assert metrics["cv"][name]["val_auroc"]["n"] == 3
+        probs = np.array([[float(row[f"{prefix}p_{name}"]) for name in names] for row in rows])
+        assert classification_metrics(labels, probs)["auroc"] == pytest.approx(metrics["oof"][name]["oof_auroc"])
     ensemble = HybridCT3D.from_pretrained(out)
     assert isinstance(ensemble, Ensemble) and len(ensemble.members) == 3
     assert (out / "preprocessing.json").is_file()

@@ -1,6 +1,6 @@
 """Train the hybrid 3D CNN + attention model (beside a MONAI 3D ResNet) on MedMNIST 3D or your own NIfTI/DICOM volumes.
 
-    bioattn train ct --dataset adrenalmnist3d [--size 28|64] --out RUN_DIR [--protocol tuned|medmnist] [--quick]
+    bioattn train ct --dataset adrenalmnist3d [--size 64|28] --out RUN_DIR [--protocol tuned|medmnist] [--quick]
     bioattn train ct --dataset adrenalmnist3d --cv 5 --out RUN_DIR          # 5-fold CV, fold models = ensemble
     bioattn train ct --manifest labels.csv --out RUN_DIR [--size X Y Z] [--window LOW HIGH] [--spacing X Y Z]
 
@@ -10,7 +10,8 @@ classes, saved with the model), ``split`` train/val/test (without it, or without
 of the training rows is held out for validation). Every volume is read once (MONAI CacheDataset), reoriented
 (--orientation, RAS), optionally resampled (--spacing) and windowed (--window, e.g. HU -160 240 onto [0, 1]), then
 resized (--fit resize) or centre cropped / zero padded (--fit crop-pad) to --size (default 64 64 64; divisible by
-the CNN stride: 16 above 32 voxels, else 8); random flips and rotations follow the cache. The preprocessing, the
+the CNN stride: 16 above 32 voxels, else 8; above 32 voxels each 2³ block of voxels is folded into channels before
+the CNN, --unshuffle); random flips and rotations follow the cache. The preprocessing, the
 evaluation (flip averaging) and a profile of the training volumes are saved in RUN_DIR/preprocessing.json, so
 ``bioattn predict ct`` and ``bioattn explain ct`` apply them by default and warn about inputs unlike the training
 volumes.
@@ -57,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-root", default=None,
                         help="data folder for --dataset (default: $BIOATTN_DATA_ROOT or ../shared/data)")
     parser.add_argument("--size", type=int, nargs="+", default=None, metavar="N",
-                        help="--dataset: the volume edge, 28 or 64 (default: 28); --manifest: the model input X Y Z, "
+                        help="--dataset: the volume edge, 64 or 28 (default: 64); --manifest: the model input X Y Z, "
                              "or one value for a cube (default: 64 64 64)")
     parser.add_argument("--out", type=Path, required=True, help="run directory to create")
     parser.add_argument("--quick", action="store_true", help="smoke test: tiny models, 2 epochs of 3 steps of 8")
@@ -90,6 +91,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="channels of each CNN stage (default: 8 16 64 up to 32 voxels, 16 32 64 96 above)")
     model.add_argument("--stem-strides", type=int, nargs="+", default=None,
                        help="stride of each CNN stage (default: 2 2 2 up to 32 voxels, 2 2 2 2 above)")
+    model.add_argument("--unshuffle", type=int, default=None, metavar="U",
+                       help="fold each U³ block of voxels into channels before the CNN (lossless; the stem then "
+                            "works at 1/U of the size; default: 2 above 32 voxels, so 64³ costs about what 28³ does, "
+                            "else 1)")
     model.add_argument("--d-model", type=int, default=96, help="token width, divisible by 6 (default: %(default)s)")
     model.add_argument("--heads", type=int, default=4, help="attention heads (default: %(default)s)")
     model.add_argument("--layers", type=int, default=3, help="Transformer layers (default: %(default)s)")
@@ -115,8 +120,8 @@ def options_from_args(args: argparse.Namespace) -> CTOptions:
         window=optional_tuple(args.window), fit=args.fit, protocol=args.protocol, baseline=args.baseline,
         augment=not args.no_augment, label_smoothing=args.label_smoothing, intensity_jitter=args.intensity_jitter,
         tta=args.tta, quick=args.quick, stem_channels=optional_tuple(args.stem_channels),
-        stem_strides=optional_tuple(args.stem_strides), d_model=args.d_model, heads=args.heads, layers=args.layers,
-        dropout=args.dropout, train=config, **ensemble_options(args),
+        stem_strides=optional_tuple(args.stem_strides), unshuffle=args.unshuffle, d_model=args.d_model,
+        heads=args.heads, layers=args.layers, dropout=args.dropout, train=config, **ensemble_options(args),
         resume=args.resume, overwrite=args.overwrite,
     )
 

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from monai.networks.blocks import ResidualUnit
+from monai.networks.utils import pixelunshuffle
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
 
@@ -80,7 +81,10 @@ class HybridCT3D(PretrainedModel):
         in_channels: image channels ``C`` of the input ``(B, C, D, H, W)``.
         num_classes: number of output logits.
         stem_channels: output channels of each residual CNN stage.
-        stem_strides: stride of each stage; the input size must be divisible by their product.
+        stem_strides: stride of each stage; the input size must be divisible by ``unshuffle`` times their product.
+        unshuffle: fold each ``unshuffle³`` block of voxels into channels before the stem (MONAI's
+            ``pixelunshuffle``): a lossless downsampling by ``unshuffle`` that lets a large volume keep its detail
+            at the stem cost of a smaller one; the stem then sees ``in_channels · unshuffle³`` channels.
         d_model, num_heads, num_layers, dim_feedforward, dropout: the Transformer encoder.
         norm: normalisation in the CNN stem (a MONAI name: ``"batch"``, ``"instance"``, ...).
         class_names: optional name of each class, saved with the model for ``bioattn predict ct``.
@@ -93,6 +97,7 @@ class HybridCT3D(PretrainedModel):
         *,
         stem_channels: Sequence[int] = (8, 16, 64),
         stem_strides: Sequence[int] = (1, 2, 2),
+        unshuffle: int = 1,
         d_model: int = 144,
         num_heads: int = 4,
         num_layers: int = 4,
@@ -102,8 +107,9 @@ class HybridCT3D(PretrainedModel):
         class_names: Sequence[str] | None = None,
     ) -> None:
         super().__init__()
-        if in_channels < 1 or num_classes < 1:
-            raise ValueError(f"in_channels and num_classes must be >= 1, got {in_channels}, {num_classes}")
+        if in_channels < 1 or num_classes < 1 or unshuffle < 1:
+            raise ValueError(f"in_channels, num_classes and unshuffle must be >= 1, got {in_channels}, {num_classes}, "
+                             f"{unshuffle}")
         if len(stem_channels) != len(stem_strides) or not stem_channels:
             raise ValueError(
                 "stem_channels and stem_strides need one entry per stage, "
@@ -118,6 +124,7 @@ class HybridCT3D(PretrainedModel):
             "num_classes": num_classes,
             "stem_channels": list(stem_channels),
             "stem_strides": list(stem_strides),
+            "unshuffle": unshuffle,
             "d_model": d_model,
             "num_heads": num_heads,
             "num_layers": num_layers,
@@ -128,8 +135,9 @@ class HybridCT3D(PretrainedModel):
         }
         self.class_names = list(class_names) if class_names is not None else [f"class_{k}" for k in range(num_classes)]
         self.in_channels = in_channels
-        self.stride = math.prod(stem_strides)
-        stages, previous = [], in_channels
+        self.unshuffle = unshuffle
+        self.stride = unshuffle * math.prod(stem_strides)
+        stages, previous = [], in_channels * unshuffle**3
         for channels, stride in zip(stem_channels, stem_strides):
             stages.append(ResidualUnit(3, previous, channels, strides=stride, subunits=2, norm=norm))
             previous = channels
@@ -199,6 +207,8 @@ class HybridCT3D(PretrainedModel):
                 f"expected input (B, {self.in_channels}, D, H, W), got shape {tuple(x.shape)}"
             )
         grid = self.token_grid(x.shape[2:])
+        if self.unshuffle > 1:
+            x = pixelunshuffle(x, 3, self.unshuffle)  # (B, C·u³, D/u, H/u, W/u)
         features = self.stem(x)  # (B, C', d, h, w)
         tokens = self.to_tokens(features.flatten(2).transpose(1, 2))  # (B, N, d_model)
         tokens = tokens + self.positions(grid, x.device).to(tokens.dtype)

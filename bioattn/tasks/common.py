@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
+import numpy as np
 import torch
 from torch import nn
 
 from bioattn.errors import UserInputError
-from bioattn.io import write_json
+from bioattn.io import write_json, write_table
 from bioattn.models.ensemble import ensemble_config
 from bioattn.training import FitResult, Trainer
 
@@ -72,3 +73,28 @@ def member_dir_name(kind: str, index: int) -> str:
 def save_ensemble(run_dir: Path, member_type: str, member_dirs: Sequence[str]) -> None:
     """Write the ``config.json`` that makes ``run_dir`` load as the ensemble of its ``member_dirs``."""
     write_json(run_dir / "config.json", ensemble_config(member_type, member_dirs))
+
+
+OUT_OF_FOLD_FILE = "out_of_fold.csv"
+
+
+def write_out_of_fold(
+    run_dir: Path, records: Sequence[str], folds: np.ndarray, labels: np.ndarray, class_names: Sequence[str],
+    probabilities: Mapping[str, np.ndarray],
+) -> Path:
+    """Write ``run_dir/out_of_fold.csv``: one row per example of a cross-validation, in the order of its pool.
+
+    Columns: ``record`` (where the example came from), ``fold`` (1..K: the fold that held it out), ``label`` (class
+    name), then for each model ``<prefix>p_<class>``, the probability given by the fold model that never saw the
+    example. ``records``, ``folds`` ``(N,)`` and ``labels`` ``(N,)`` (class indices) are aligned; ``probabilities``
+    maps a column prefix (``""`` for the attention model) to ``(N,)`` probabilities of class 1 (binary models) or
+    ``(N, C)``.
+    """
+    columns = []
+    for probs in probabilities.values():
+        probs = np.asarray(probs, dtype=np.float64)
+        columns.append(np.stack([1.0 - probs, probs], axis=1) if probs.ndim == 1 else probs)
+    header = ["record", "fold", "label", *(f"{prefix}p_{name}" for prefix in probabilities for name in class_names)]
+    rows = ([record, int(fold), class_names[int(label)], *np.concatenate([c[i] for c in columns]).tolist()]
+            for i, (record, fold, label) in enumerate(zip(records, folds, labels)))
+    return write_table(run_dir / OUT_OF_FOLD_FILE, header, rows)

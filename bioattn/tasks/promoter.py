@@ -47,7 +47,7 @@ from bioattn.metrics import classification_metrics, mean_std, with_prefix
 from bioattn.models.ensemble import Ensemble
 from bioattn.models.promoter import PromoterClassifier
 from bioattn.report import format_mean_sd, format_table, format_value
-from bioattn.tasks.common import check_ensemble_options, fit_timed, member_dir_name, save_ensemble
+from bioattn.tasks.common import check_ensemble_options, fit_timed, member_dir_name, save_ensemble, write_out_of_fold
 from bioattn.tasks.promoter_baselines import run_baselines
 from bioattn.tasks.promoter_data import (
     BINARY_CLASSES,
@@ -396,6 +396,7 @@ def run_cross_validation(data: PromoterData, options: PromoterOptions, config: T
         splitter = StratifiedGroupKFold(folds_k, shuffle=True, random_state=config.seed)
         folds = list(splitter.split(np.zeros(len(everything)), everything.labels, groups=everything.sequences))
     oof: np.ndarray | None = None  # (N,) or (N, C): each sequence's prediction by the model that did not see it
+    fold_of = np.zeros(len(everything), dtype=np.int64)
     fold_scores: list[Scores] = []
     fold_info = []
     for fold, (train_index, test_index) in enumerate(progress_bar(folds, desc="cross-validation", unit="fold",
@@ -411,6 +412,7 @@ def run_cross_validation(data: PromoterData, options: PromoterOptions, config: T
             if oof is None:
                 oof = np.zeros((len(everything), *probs.shape[1:]))
             oof[test_index] = probs
+            fold_of[test_index] = fold
             info.pop("scores", None)
             scores = {MODEL_NAME: {"cv": classification_metrics(held_out.labels, probs, threshold=model.threshold)},
                       **run_baselines(train, {"cv": held_out}, config.seed)}
@@ -420,6 +422,7 @@ def run_cross_validation(data: PromoterData, options: PromoterOptions, config: T
         return {}
     assert oof is not None
     save_ensemble(options.out, "PromoterClassifier", [member_dir_name("fold", k) for k in range(1, folds_k + 1)])
+    write_out_of_fold(options.out, everything.where, fold_of, everything.labels, class_names, {"": oof})
     scores = {method: {"cv": mean_std([fold[method]["cv"] for fold in fold_scores])} for method in fold_scores[0]}
     scores[MODEL_NAME] = {"oof": classification_metrics(everything.labels, oof, threshold=model.threshold),
                           **scores[MODEL_NAME]}
