@@ -8,6 +8,7 @@ in bf16 and keeps reductions such as softmax and layer norm in fp32.
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 
 import torch
@@ -32,11 +33,16 @@ def has_native_bf16(device: torch.device) -> bool:
 
 
 def warn_if_bf16_is_emulated(precision: str, device: torch.device) -> None:
-    """Print one ``warning:`` line on stderr when ``precision`` is ``"bf16"`` on a CPU without bf16 units, where
-    autocast emulates bf16 (one training step of each default model was 6-14x slower than fp32 on such a CPU,
-    ``bench/train.py``)."""
+    """Print one ``warning:`` line on stderr, once per process, when ``precision`` is ``"bf16"`` on a CPU without
+    bf16 units, where autocast emulates bf16 (one training step of each default model was 6-14x slower than fp32 on
+    such a CPU, ``bench/train.py``). A ``--seeds`` / ``--cv`` run warns once, not once per member."""
     if precision != "bf16" or device.type != "cpu" or has_native_bf16(device):
         return
+    _warn_emulated_bf16()
+
+
+@functools.cache
+def _warn_emulated_bf16() -> None:
     print("warning: this CPU has no bf16 units (AVX512-BF16 or AMX-BF16), so bf16 is emulated and much slower than "
           "fp32 here; --precision fp32 is faster", file=sys.stderr)
 

@@ -35,6 +35,14 @@ def data_path(*parts: str) -> Path:
     pytest.skip(problem)
 
 
+@pytest.fixture(autouse=True)
+def fresh_emulated_bf16_warning():
+    """The emulated-bf16 warning prints once per process; each test starts as a new process would."""
+    from bioattn import precision
+
+    precision._warn_emulated_bf16.cache_clear()
+
+
 @pytest.fixture
 def require_data() -> Callable[..., Path]:
     """The :func:`data_path` function, as a fixture."""

@@ -50,7 +50,7 @@ def test_unknown_or_unresolved_precision_is_an_error(call):
 @pytest.mark.parametrize("native", [True, False])
 def test_training_in_bf16_warns_on_a_cpu_without_bf16_units(monkeypatch, capsys, tmp_path, native):
     """bf16 autocast on a CPU without bf16 units is emulated (6-14x slower than fp32 there): the Trainer says so,
-    once, and only for bf16."""
+    once per process, and only for bf16."""
     from torch.utils.data import TensorDataset
 
     from bioattn.training import TrainConfig, Trainer
@@ -59,8 +59,10 @@ def test_training_in_bf16_warns_on_a_cpu_without_bf16_units(monkeypatch, capsys,
     data = TensorDataset(torch.randn(8, 3), torch.zeros(8, dtype=torch.long))
     warnings = {}
     for name in ("fp32", "bf16"):
-        config = TrainConfig(max_epochs=1, batch_size=4, precision=name, device="cpu")
-        Trainer(torch.nn.Linear(3, 2), data, config, tmp_path / name, loss_fn=lambda model, batch: model(batch[0]).sum())
+        for member in range(2):  # e.g. two members of a --seeds run in one process: one warning, not one per Trainer
+            config = TrainConfig(max_epochs=1, batch_size=4, precision=name, device="cpu")
+            Trainer(torch.nn.Linear(3, 2), data, config, tmp_path / f"{name}{member}",
+                    loss_fn=lambda model, batch: model(batch[0]).sum())
         warnings[name] = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
     assert warnings["fp32"] == []
     if native:
