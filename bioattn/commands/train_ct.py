@@ -88,9 +88,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "(default: %(default)s)")
     model = parser.add_argument_group("attention model")
     model.add_argument("--stem-channels", type=int, nargs="+", default=None,
-                       help="channels of each CNN stage (default: 8 16 64 up to 32 voxels, 16 32 64 96 above)")
+                       help="channels of each CNN stage (default: 8 16 64 when the CNN sees up to 32 voxels after "
+                            "--unshuffle, 16 32 64 96 above)")
     model.add_argument("--stem-strides", type=int, nargs="+", default=None,
-                       help="stride of each CNN stage (default: 2 2 2 up to 32 voxels, 2 2 2 2 above)")
+                       help="stride of each CNN stage (default: 2 2 2 when the CNN sees up to 32 voxels after "
+                            "--unshuffle, 2 2 2 2 above)")
     model.add_argument("--unshuffle", type=int, default=None, metavar="U",
                        help="fold each U³ block of voxels into channels before the CNN (lossless; the stem then "
                             "works at 1/U of the size; default: 2 above 32 voxels, so 64³ costs about what 28³ does, "
