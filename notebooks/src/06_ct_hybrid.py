@@ -41,8 +41,11 @@ RUN_DIR.mkdir(parents=True, exist_ok=True)
 # %% [markdown]
 # ## 1. Tokens after the CNN stem vs raw voxels
 #
-# The recipe's models: three stride-2 stages (`s = 8`) for 28³ volumes (padded to 32³), four (`s = 16`) for
-# 64³ and larger. One attention map has `(T + 1)²` entries per head and layer for `T` tokens; in float32 that is
+# The recipe's models: three stride-2 stages (`s = 8`) for 28³ volumes (padded to 32³). Above 32 voxels the
+# default first folds each 2³ block of voxels into 8 channels (`unshuffle=2`, lossless), so the same three stages
+# give `s = 16` at the CNN cost of a 32³ volume; `--unshuffle 1` runs four stages (`s = 16`) on the voxels
+# themselves, as the model below does. Either way 64³ and larger volumes have the tokens of `s = 16`.
+# One attention map has `(T + 1)²` entries per head and layer for `T` tokens; in float32 that is
 # the memory an explicit attention map takes (fused kernels avoid storing it, but the arithmetic still grows as
 # `T²`). The two larger volumes are a real abdominal CT (the TotalSegmentator example, 122 × 101 × 112 voxels)
 # and a typical clinical scan (512 × 512 × 300); their costs are computed from the token grid, not run.
