@@ -316,7 +316,7 @@ def test_manifest_size_must_suit_the_cnn_stride(own_data: Path, tmp_path: Path, 
     assert code == 2 and not out.exists()
     assert capsys.readouterr().err.strip() == (
         "error: --size 20 20 20 must be divisible by the CNN stride 8 in every axis (e.g. --size 16 16 16, or other "
-        "--stem-strides)")
+        "--stem-strides or --unshuffle)")
     code = cli_main(["train", "ct", "--manifest", str(own_data), "--out", str(out), "--quick", "--size", "24",
                      "--unshuffle", "2"])
     assert code == 2 and not out.exists()

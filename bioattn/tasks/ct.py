@@ -256,7 +256,8 @@ class CTOptions:
 
     @property
     def stride(self) -> int:
-        """The model's total downsampling (:meth:`unshuffle_factor` times the stem strides): volumes are padded to a multiple."""
+        """The model's total downsampling (:meth:`unshuffle_factor` times the stem strides); volumes are padded to a
+        multiple of it."""
         return self.unshuffle_factor() * math.prod(self.stem()[1])
 
 
@@ -297,7 +298,8 @@ def build_models(
     channels, strides = options.stem()
     try:
         hybrid = HybridCT3D(
-            in_channels, num_classes, stem_channels=channels, stem_strides=strides, unshuffle=options.unshuffle_factor(),
+            in_channels, num_classes, stem_channels=channels, stem_strides=strides,
+            unshuffle=options.unshuffle_factor(),
             d_model=24 if options.quick else options.d_model, num_heads=2 if options.quick else options.heads,
             num_layers=1 if options.quick else options.layers, dropout=options.dropout, class_names=class_names,
         )
@@ -327,7 +329,7 @@ def _load_data(options: CTOptions, config: TrainConfig, stride: int) -> CTData:
     if any(s % stride for s in size):
         suggestion = " ".join(str(max(stride, round(s / stride) * stride)) for s in size)
         raise UserInputError(f"--size {' '.join(map(str, size))} must be divisible by the CNN stride {stride} in every "
-                             f"axis (e.g. --size {suggestion}, or other --stem-strides)")
+                             f"axis (e.g. --size {suggestion}, or other --stem-strides or --unshuffle)")
     return load_manifest(options.manifest, options.preprocessing(), seed=config.seed)
 
 
