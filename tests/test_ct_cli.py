@@ -17,9 +17,12 @@ import torch.nn.functional as F
 
 from bioattn.cli import main as cli_main
 from bioattn.errors import UserInputError
+from bioattn.io import load_tensors
 from bioattn.metrics import classification_metrics
 from bioattn.models import HybridCT3D
+from bioattn.tasks import ct as ct_task
 from bioattn.tasks.ct import resolve_protocol
+from bioattn.training.mixup import mixup_cross_entropy
 
 REPO = Path(__file__).resolve().parents[1]
 AFFINE = np.array([[0.0, -1.5, 0, 30.0], [2.0, 0, 0, -4.0], [0, 0, 2.5, 11.0], [0, 0, 0, 1]])  # axes swapped
@@ -223,6 +226,13 @@ def test_train_quick_end_to_end_on_real_data(require_data, tmp_path: Path, one_t
     resumed = json.loads((out / "metrics.json").read_text())["models"]
     assert {k: v["val_auroc"] for k, v in resumed.items()} == {k: v["val_auroc"] for k, v in models.items()}
     assert torch.equal(HybridCT3D.from_pretrained(out).cls_token, model.cls_token)
+    # the baseline trained beside a different attention model is the same baseline: same start, same batches
+    other = tmp_path / "other"
+    assert _train("--out", str(other), "--quick", "--stem-depth", "1") == 0
+    assert HybridCT3D.from_pretrained(other).config["stem_depth"] == 1
+    baseline, same_baseline = (load_tensors(run / "baseline_resnet" / "model.safetensors") for run in (out, other))
+    assert baseline.keys() == same_baseline.keys()
+    assert all(torch.equal(baseline[key], same_baseline[key]) for key in baseline)
 
 
 def test_recipe_script_is_the_train_command(tmp_path: Path) -> None:
@@ -257,30 +267,48 @@ def test_protocols_set_their_defaults_and_flags_override_them() -> None:
     assert (config.optimizer, config.lr, config.batch_size, config.weight_decay) == ("adam", 1e-3, 32, 0.0)
     assert (config.schedule, config.max_epochs, config.milestones) == ("multistep", 100, (50, 75))
     assert (config.monitor, config.monitor_mode) == ("val_auroc", "max")
-    assert (protocol.label_smoothing, protocol.flip_tta, protocol.intensity_jitter) == (0.0, False, 0.1)
+    assert (protocol.label_smoothing, protocol.flip_tta, protocol.intensity_jitter, protocol.mixup) == (
+        0.0, False, 0.1, 0.0)
     tuned = _options()  # the default protocol
     assert tuned.protocol == "tuned"
     protocol = resolve_protocol(tuned)
     assert (tuned.train.optimizer, tuned.train.schedule, tuned.train.max_epochs, tuned.train.weight_decay) == (
         "adamw", "warmup_cosine", 15, 0.05)
-    assert (protocol.label_smoothing, protocol.flip_tta, protocol.intensity_jitter) == (0.1, True, 0.0)
+    assert (protocol.label_smoothing, protocol.flip_tta, protocol.intensity_jitter, protocol.mixup) == (
+        0.1, True, 0.0, 0.0)
     options = _options("--protocol", "tuned", "--epochs", "7", "--tta", "none", "--label-smoothing", "0",
-                       "--intensity-jitter", "0.2")
+                       "--intensity-jitter", "0.2", "--mixup", "0.4")
     protocol = resolve_protocol(options)
     assert options.train.max_epochs == 7
-    assert (protocol.label_smoothing, protocol.flip_tta, protocol.intensity_jitter) == (0.0, False, 0.2)
+    assert (protocol.label_smoothing, protocol.flip_tta, protocol.intensity_jitter, protocol.mixup) == (
+        0.0, False, 0.2, 0.4)
     quick = _options("--quick")
     assert (quick.train.max_epochs, quick.train.max_steps_per_epoch, quick.train.batch_size) == (2, 3, 8)
     with pytest.raises(UserInputError, match=r"--label-smoothing must be in \[0, 1\), got 1.5"):
         resolve_protocol(_options("--label-smoothing", "1.5"))
+    with pytest.raises(UserInputError, match=r"--mixup must be >= 0 \(0: off\), got -0.2"):
+        resolve_protocol(_options("--mixup", "-0.2"))
+    assert _options().stem_depth == 4 and _options("--stem-depth", "2").stem_depth == 2
+    with pytest.raises(UserInputError, match="--stem-depth must be >= 1, got 0"):
+        _options("--stem-depth", "0")
 
 
-def test_tuned_protocol_records_itself_and_the_tta_ablation(require_data, tmp_path: Path, one_thread) -> None:
+def test_tuned_protocol_records_itself_and_the_tta_ablation(
+    require_data, tmp_path: Path, one_thread, monkeypatch: pytest.MonkeyPatch
+) -> None:
     require_data("ct", "adrenalmnist3d")
     out = tmp_path / "run"
-    assert _train("--out", str(out), "--quick", "--protocol", "tuned", "--baseline", "none") == 0
+    alphas: list[float] = []
+
+    def spy(*args, alpha: float, **kwargs) -> torch.Tensor:
+        alphas.append(alpha)
+        return mixup_cross_entropy(*args, alpha=alpha, **kwargs)
+
+    monkeypatch.setattr(ct_task, "mixup_cross_entropy", spy)
+    assert _train("--out", str(out), "--quick", "--protocol", "tuned", "--baseline", "none", "--mixup", "0.2") == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["protocol"]["name"] == "tuned" and metrics["protocol"]["flip_tta"]
+    assert metrics["protocol"]["mixup"] == 0.2 and alphas == [0.2] * 6  # every training step mixes (2 epochs of 3)
     assert metrics["protocol"]["train"]["optimizer"] == "adamw"
     (hybrid,) = metrics["models"].values()
     assert all("val_auroc_no_tta" in h for h in hybrid["val_history"])

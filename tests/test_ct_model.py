@@ -1,6 +1,7 @@
 """HybridCT3D: any input size divisible by the stride, attention on the 3D token grid, save/load."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -131,9 +132,29 @@ def test_unshuffle_hands_every_voxel_to_the_stem_and_maps_attention_back_onto_th
         model(torch.rand(1, 1, 8, 8, 12))
 
 
+def test_stem_depth_sets_the_convolutions_per_stage_and_older_configs_load_with_two(tmp_path: Path) -> None:
+    for depth in (1, 2, 4):
+        model = tiny(stem_depth=depth)
+        convolutions = [m for m in model.stem.modules() if isinstance(m, torch.nn.Conv3d)]
+        # each stage: `depth` convolutions in the residual branch plus the strided 1x1 (or 3x3) skip projection
+        assert len(convolutions) == 2 * (depth + 1) and model.config["stem_depth"] == depth
+    x = torch.rand(2, 1, 8, 8, 8)
+    model.save_pretrained(tmp_path / "four")
+    assert torch.equal(HybridCT3D.from_pretrained(tmp_path / "four")(x), model(x))
+    two = tiny(stem_depth=2)
+    two.save_pretrained(tmp_path / "two")
+    config = json.loads((tmp_path / "two" / "config.json").read_text())
+    del config["stem_depth"]  # a model saved before stem_depth existed
+    (tmp_path / "two" / "config.json").write_text(json.dumps(config))
+    loaded = HybridCT3D.from_pretrained(tmp_path / "two")
+    assert loaded.config["stem_depth"] == 2 and torch.equal(loaded(x), two(x))
+
+
 def test_invalid_configuration_is_refused() -> None:
-    with pytest.raises(ValueError, match="unshuffle must be >= 1"):
+    with pytest.raises(ValueError, match="unshuffle and stem_depth must be >= 1"):
         HybridCT3D(unshuffle=0)
+    with pytest.raises(ValueError, match="stem_depth must be >= 1"):
+        HybridCT3D(stem_depth=0)
     with pytest.raises(ValueError, match="divisible by 6"):
         HybridCT3D(d_model=128)
     with pytest.raises(ValueError, match="one entry per stage"):

@@ -82,6 +82,8 @@ class HybridCT3D(PretrainedModel):
         num_classes: number of output logits.
         stem_channels: output channels of each residual CNN stage.
         stem_strides: stride of each stage; the input size must be divisible by ``unshuffle`` times their product.
+        stem_depth: convolutions per stage (each stage is one MONAI ``ResidualUnit`` with this many conv
+            subunits and a skip connection): 2 (the default) or 4, as deep as a ResNet-18 stage of two blocks.
         unshuffle: fold each ``unshuffle³`` block of voxels into channels before the stem (MONAI's
             ``pixelunshuffle``): a lossless downsampling by ``unshuffle`` that lets a large volume keep its detail
             at the stem cost of a smaller one; the stem then sees ``in_channels · unshuffle³`` channels.
@@ -97,6 +99,7 @@ class HybridCT3D(PretrainedModel):
         *,
         stem_channels: Sequence[int] = (8, 16, 64),
         stem_strides: Sequence[int] = (1, 2, 2),
+        stem_depth: int = 2,
         unshuffle: int = 1,
         d_model: int = 144,
         num_heads: int = 4,
@@ -107,9 +110,9 @@ class HybridCT3D(PretrainedModel):
         class_names: Sequence[str] | None = None,
     ) -> None:
         super().__init__()
-        if in_channels < 1 or num_classes < 1 or unshuffle < 1:
-            raise ValueError(f"in_channels, num_classes and unshuffle must be >= 1, got {in_channels}, {num_classes}, "
-                             f"{unshuffle}")
+        if min(in_channels, num_classes, unshuffle, stem_depth) < 1:
+            raise ValueError(f"in_channels, num_classes, unshuffle and stem_depth must be >= 1, got {in_channels}, "
+                             f"{num_classes}, {unshuffle}, {stem_depth}")
         if len(stem_channels) != len(stem_strides) or not stem_channels:
             raise ValueError(
                 "stem_channels and stem_strides need one entry per stage, "
@@ -124,6 +127,7 @@ class HybridCT3D(PretrainedModel):
             "num_classes": num_classes,
             "stem_channels": list(stem_channels),
             "stem_strides": list(stem_strides),
+            "stem_depth": stem_depth,
             "unshuffle": unshuffle,
             "d_model": d_model,
             "num_heads": num_heads,
@@ -139,7 +143,7 @@ class HybridCT3D(PretrainedModel):
         self.stride = unshuffle * math.prod(stem_strides)
         stages, previous = [], in_channels * unshuffle**3
         for channels, stride in zip(stem_channels, stem_strides):
-            stages.append(ResidualUnit(3, previous, channels, strides=stride, subunits=2, norm=norm))
+            stages.append(ResidualUnit(3, previous, channels, strides=stride, subunits=stem_depth, norm=norm))
             previous = channels
         # contiguous conv weights by default; see channels_last_stem for fp32 training
         self.stem = nn.Sequential(*stages)
