@@ -100,7 +100,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "--unshuffle, 2 2 2 2 above)")
     model.add_argument("--stem-depth", type=int, default=DEFAULT_STEM_DEPTH, metavar="N",
                        help="convolutions per CNN stage, each stage one residual unit (default: %(default)s, as deep "
-                            "as a ResNet-18 stage; 2: the models before 0.2.0)")
+                            "as a ResNet-18 stage; 2: the previous default)")
     model.add_argument("--unshuffle", type=int, default=None, metavar="U",
                        help="fold each U³ block of voxels into channels before the CNN (lossless; the stem then "
                             "works at 1/U of the size; default: 2 above 32 voxels, so 64³ costs about what 28³ does, "
