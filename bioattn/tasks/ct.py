@@ -129,7 +129,8 @@ MEDMNIST_SIZES = (28, 64)
 #: out-of-fold AUROC 0.859 on AdrenalMNIST3D against 0.844 at 28³, at the same CPU (5-fold CV, docs/results.md).
 DEFAULT_MEDMNIST_SIZE = 64
 #: Convolutions per CNN stage (HybridCT3D's stem_depth): 4, as deep as a ResNet-18 stage, scored out-of-fold AUROC
-#: 0.866 / 0.857 on AdrenalMNIST3D 64³ against 0.859 / 0.839 with 2 (5-fold CV, seeds 0 / 1; docs/results.md).
+#: 0.866 / 0.857 / 0.861 on AdrenalMNIST3D 64³ against 0.859 / 0.839 / 0.855 with 2 (5-fold CV, seeds 0 / 1 / 2;
+#: docs/results.md).
 DEFAULT_STEM_DEPTH = 4
 #: Largest edge the CNN stem sees by default: bigger volumes are folded (unshuffled) down to it.
 STEM_EDGE = 32
