@@ -64,7 +64,7 @@ from bioattn.tasks.ct_data import CTData, WithoutMetadata, load_manifest, load_m
 from bioattn.tasks.ct_preprocessing import SavedPreprocessing
 from bioattn.training import TrainConfig, Trainer, plot_curves, prepare_run_dir, seed_everything
 from bioattn.training.distributed import is_main_process
-from bioattn.training.mixup import mixup_cross_entropy
+from bioattn.training.mixup import check_mixup_alpha, mixup_cross_entropy
 
 __all__ = [
     "MEDMNIST_DEFAULTS",
@@ -281,8 +281,11 @@ def resolve_protocol(options: CTOptions) -> Protocol:
         raise UserInputError(f"--intensity-jitter must be in [0, 1), got {options.intensity_jitter}")
     if options.tta not in (None, "none", "flips"):
         raise UserInputError(f"--tta must be none or flips, got {options.tta!r}")
-    if options.mixup is not None and not options.mixup >= 0.0:
-        raise UserInputError(f"--mixup must be >= 0 (0: off), got {options.mixup}")
+    if options.mixup is not None:
+        try:
+            check_mixup_alpha(options.mixup, name="--mixup")
+        except ValueError as exc:
+            raise UserInputError(str(exc)) from exc
     return dataclasses.replace(
         protocol,
         label_smoothing=protocol.label_smoothing if options.label_smoothing is None else options.label_smoothing,
@@ -311,12 +314,10 @@ def build_models(
 ) -> tuple[HybridCT3D, nn.Module | None]:
     """The attention model and the MONAI ResNet baseline (``None`` with ``baseline="none"``); tiny with ``quick``.
 
-    With ``seed``, each model is initialised right after ``torch.manual_seed(seed)``, so the baseline's initial
-    weights do not depend on the attention model's options.
+    With ``seed``, the baseline is initialised right after ``torch.manual_seed(seed)``, so its initial weights do
+    not depend on the attention model's options (the attention model starts from the caller's RNG state).
     """
     channels, strides = options.stem()
-    if seed is not None:
-        torch.manual_seed(seed)
     try:
         hybrid = HybridCT3D(
             in_channels, num_classes, stem_channels=channels, stem_strides=strides, stem_depth=options.stem_depth,

@@ -16,10 +16,11 @@ from torch import Tensor
 __all__ = ["check_mixup_alpha", "mixup_cross_entropy"]
 
 
-def check_mixup_alpha(alpha: float) -> float:
-    """``alpha`` if it is a valid Beta concentration (``>= 0``; 0 turns mixup off); ``ValueError`` otherwise."""
+def check_mixup_alpha(alpha: float, *, name: str = "mixup alpha") -> float:
+    """``alpha`` if it is a valid Beta concentration (``>= 0``; 0 turns mixup off); otherwise a ``ValueError``
+    naming it ``name`` (e.g. the command-line flag)."""
     if not alpha >= 0.0:  # also rejects NaN
-        raise ValueError(f"mixup alpha must be >= 0 (0: off), got {alpha}")
+        raise ValueError(f"{name} must be >= 0 (0: off), got {alpha}")
     return alpha
 
 
