@@ -638,7 +638,8 @@ def train_ct(options: CTOptions) -> dict[str, Any]:
     saved = SavedPreprocessing(source=data.source, preprocessing=data.preprocessing or VolumePreprocessing(),
                                flip_tta=protocol.flip_tta, profile=data.training_profile())
     # what actually ran: the file read (data root resolved) and the model built (--quick sizes applied)
-    model_config = build_models(options, max(data.num_classes, 2), data.in_channels, _class_names(options, data))[0].config
+    model_config = build_models(dataclasses.replace(options, baseline="none"), max(data.num_classes, 2), data.in_channels,
+                                _class_names(options, data))[0].config
     run_info = {**_options_record(options), "data_file": str(data.path.resolve()), "model": model_config}
     if options.cv is not None:
         results = _train_cv(options, data, config, protocol, run_dir, run_info, saved)
