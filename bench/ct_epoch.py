@@ -61,6 +61,7 @@ class Setting:
     fast_data: bool = True  # volumes padded once at load, augmentation without MONAI metadata
     channels_last: bool = False  # channels-last stem weights (the recipe's choice in fp32; wrong bf16 gradients)
     stem_channels: tuple[int, ...] | None = BEFORE_STEM  # None: the recipe's default CNN (8, 16, 64 at 28³)
+    distance_channel: bool = False  # the depth inside the mask as a second stem input (the default on binary masks)
 
 
 SETTINGS = (
@@ -72,6 +73,8 @@ SETTINGS = (
     Setting("default + bf16 autocast + math attention (opt-in, contiguous stem)", dropout=0.0, precision="bf16",
             attention_backend="math", stem_channels=None),
     Setting("default + 1 loader worker (optional)", dropout=0.0, channels_last=True, num_workers=1, stem_channels=None),
+    Setting("default + distance channel (binary masks)", dropout=0.0, channels_last=True, stem_channels=None,
+            distance_channel=True),
 )
 
 
@@ -91,7 +94,7 @@ def epoch_seconds(setting: Setting, data_root: str, epochs: int, stride: int, *,
     """Wall seconds and CPU seconds of this process (loader workers excluded) per epoch of ``train_one`` (attention
     model, ``tuned`` protocol) under ``setting``; ``evaluate=False``: no validation, as in a cross-validation fold."""
     options = CTOptions(out=Path("."), protocol="tuned", dropout=setting.dropout, baseline="none",
-                        stem_channels=setting.stem_channels)
+                        stem_channels=setting.stem_channels, distance_channel=setting.distance_channel)
     protocol = resolve_protocol(options)
     config = dataclasses.replace(protocol_train_config("tuned"), max_epochs=epochs, precision=setting.precision,
                                  attention_backend=setting.attention_backend, num_workers=setting.num_workers)

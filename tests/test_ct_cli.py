@@ -217,6 +217,7 @@ def test_train_quick_end_to_end_on_real_data(require_data, tmp_path: Path, one_t
     assert saved["source"] == "medmnist" and saved["flip_tta"]  # the default (tuned) protocol averages the 8 flips
     assert saved["training_volumes"]["binary"] and saved["training_volumes"]["model_input_shape"] == [64, 64, 64]
     assert model.config["unshuffle"] == 2  # the default 64³ volumes reach the stem as 32³ of 8 channels
+    assert model.config["distance_channel"]  # binary masks: the stem also sees each voxel's depth in the mask
     # the saved weights are the best-val-AUROC weights the metrics were computed with
     hybrid = _hybrid(metrics)
     assert hybrid["val_auroc"] == max(h["val_auroc"] for h in hybrid["val_history"])
@@ -228,8 +229,10 @@ def test_train_quick_end_to_end_on_real_data(require_data, tmp_path: Path, one_t
     assert torch.equal(HybridCT3D.from_pretrained(out).cls_token, model.cls_token)
     # the baseline trained beside a different attention model is the same baseline: same start, same batches
     other = tmp_path / "other"
-    assert _train("--out", str(other), "--quick", "--stem-depth", "1") == 0
-    assert HybridCT3D.from_pretrained(other).config["stem_depth"] == 1
+    assert _train("--out", str(other), "--quick", "--stem-depth", "1", "--no-distance-channel") == 0
+    other_config = HybridCT3D.from_pretrained(other).config
+    assert other_config["stem_depth"] == 1 and not other_config["distance_channel"]
+    assert json.loads((other / "run_config.json").read_text())["recipe"]["distance_channel"] is False
     baseline, same_baseline = (load_tensors(run / "baseline_resnet" / "model.safetensors") for run in (out, other))
     assert baseline.keys() == same_baseline.keys()
     assert all(torch.equal(baseline[key], same_baseline[key]) for key in baseline)

@@ -14,6 +14,7 @@ from bioattn.data.ct import (
     VolumeDataset,
     check_volume,
     ct_preprocessing,
+    foreground_distance,
     invert_to_input_grid,
     load_medmnist3d_npz,
     medmnist_npz_path,
@@ -284,3 +285,25 @@ def test_medmnist_volumes_padded_once_equal_per_item_padding(tmp_path: Path) -> 
     served = data.augmented(augmentation)[2][0]
     torch.manual_seed(5)
     assert torch.equal(served, VolumeDataset(split["train"], Compose([DivisiblePad(k=4), augmentation]))[2][0])
+
+
+def test_foreground_distance_is_the_city_block_depth_inside_the_mask() -> None:
+    volume = torch.zeros(2, 2, 9, 9, 9)
+    volume[0, 0, 1:8, 1:8, 1:8] = 0.8  # a 7³ cube, above the 0.5 threshold; channel 1 is ignored
+    volume[0, 1] = 1.0
+    volume[1, 0] = 1.0  # all foreground: the outside of the volume is the background
+    depth = foreground_distance(volume)
+    assert depth.shape == (2, 1, 9, 9, 9) and depth.dtype == volume.dtype
+    cube = depth[0, 0]
+    assert cube[4, 4, 4] == 4 and cube[1, 4, 4] == 1 and cube[2, 3, 4] == 2 and cube[0].abs().sum() == 0
+    # the city-block distance to the nearest background voxel, checked against a brute-force search
+    inside = torch.nonzero(volume[0, 0] > 0.5)
+    outside = torch.nonzero(volume[0, 0] <= 0.5)
+    brute = torch.cdist(inside.float(), outside.float(), p=1).min(dim=1).values
+    assert torch.equal(cube[tuple(inside.T)], brute)
+    assert depth[1, 0, 0, 4, 4] == 1 and depth[1, 0, 4, 4, 4] == 5
+    # flips of the volume flip the depth (flip test-time averaging sees the same channel)
+    assert torch.equal(foreground_distance(volume.flip(2, 4)), depth.flip(2, 4))
+    assert foreground_distance(torch.zeros(1, 1, 4, 4, 4)).abs().sum() == 0
+    with pytest.raises(ValueError, match=r"expected volumes \(B, C, D, H, W\)"):
+        foreground_distance(torch.zeros(1, 4, 4, 4))

@@ -4,9 +4,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from monai.networks.utils import pixelshuffle
+from scipy import ndimage
 
 from bioattn.errors import UserInputError
 from bioattn.explain import attention_rollout
@@ -148,6 +150,32 @@ def test_stem_depth_sets_the_convolutions_per_stage_and_older_configs_load_with_
     (tmp_path / "two" / "config.json").write_text(json.dumps(config))
     loaded = HybridCT3D.from_pretrained(tmp_path / "two")
     assert loaded.config["stem_depth"] == 2 and torch.equal(loaded(x), two(x))
+
+
+def test_distance_channel_feeds_the_stem_the_depth_inside_the_mask(tmp_path: Path) -> None:
+    """``distance_channel=True`` is the same network as a 2-channel model given [mask, depth / 8] explicitly."""
+    model = tiny(distance_channel=True, unshuffle=2)
+    assert model.config["distance_channel"] and model.in_channels == 1
+    torch.manual_seed(0)
+    reference = HybridCT3D(2, 3, stem_channels=(4, 8), stem_strides=(2, 2), d_model=24, num_heads=2, num_layers=2,
+                           dropout=0.0, unshuffle=2).eval()
+    reference.load_state_dict(model.state_dict())
+    masks = torch.zeros(2, 1, 16, 16, 16)
+    masks[0, 0, 2:14, 3:9, 4:12] = 1.0
+    masks[1, 0, 5:11, 5:11, 5:11] = 1.0
+    depth = torch.from_numpy(np.stack([
+        ndimage.distance_transform_cdt(np.pad(m[0].numpy() > 0.5, 1), metric="taxicab")[1:-1, 1:-1, 1:-1]
+        for m in masks])[:, None]).float()
+    assert torch.allclose(model(masks), reference(torch.cat([masks, depth / 8.0], dim=1)), atol=1e-6)
+    model.save_pretrained(tmp_path)
+    assert torch.equal(HybridCT3D.from_pretrained(tmp_path)(masks), model(masks))
+    plain = tiny()
+    plain.save_pretrained(tmp_path / "old")
+    config = json.loads((tmp_path / "old" / "config.json").read_text())
+    del config["distance_channel"]  # a model saved before distance_channel existed: loads without it
+    (tmp_path / "old" / "config.json").write_text(json.dumps(config))
+    loaded = HybridCT3D.from_pretrained(tmp_path / "old")
+    assert not loaded.config["distance_channel"] and torch.equal(loaded(masks), plain(masks))
 
 
 def test_invalid_configuration_is_refused() -> None:

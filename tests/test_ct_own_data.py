@@ -136,6 +136,7 @@ def test_training_reads_every_file_once_and_saves_classes_and_preprocessing(own_
     assert reads == {path: 1 for path in niftis}
     model = HybridCT3D.from_pretrained(run)
     assert model.class_names == ["blob", "none"]
+    assert model.config["distance_channel"]  # binary masks after the window: depth in the mask is on by default
     saved = json.loads((run / "preprocessing.json").read_text())
     assert saved["source"] == "manifest" and saved["flip_tta"]
     assert saved["preprocessing"] == {"orientation": "RAS", "spacing": None, "window": [0.0, 100.0],
@@ -321,6 +322,22 @@ def test_manifest_size_must_suit_the_cnn_stride(own_data: Path, tmp_path: Path, 
                      "--unshuffle", "2"])
     assert code == 2 and not out.exists()
     assert "must be divisible by the CNN stride 16 in every axis (e.g. --size 32 32 32" in capsys.readouterr().err
+
+
+def test_intensity_volumes_get_no_distance_channel_unless_asked(tmp_path: Path) -> None:
+    """The depth inside a mask means nothing for CT intensities: off by default when the volumes are not binary."""
+    rng = np.random.default_rng(1)
+    rows = []
+    for index in range(8):
+        volume = rng.normal(40.0 + 20 * (index % 2), 30.0, (EDGE,) * 3).astype(np.float32)  # HU-like intensities
+        _nifti(tmp_path / f"ct{index}.nii.gz", volume)
+        rows.append([f"ct{index}.nii.gz", str(index % 2)])
+    manifest = _write_csv(tmp_path / "labels.csv", ["image", "label"], rows)
+    flags = ["--quick", "--baseline", "none", "--size", str(EDGE), "--window", "-100", "200"]
+    for extra, expected in (([], False), (["--distance-channel"], True)):
+        run = tmp_path / f"run{expected}"
+        assert cli_main(["train", "ct", "--manifest", str(manifest), "--out", str(run), *flags, *extra]) == 0
+        assert HybridCT3D.from_pretrained(run).config["distance_channel"] is expected
 
 
 def test_unshuffled_model_trains_and_predict_reproduces_it(own_data: Path, tmp_path: Path) -> None:

@@ -178,7 +178,7 @@ def _train_ct(manifest: Path, out: Path, *flags: str) -> dict:
 
 def test_ct_cv_pools_out_of_fold_predictions_and_saves_a_fold_ensemble(ct_manifest, tmp_path):
     from bioattn.models import HybridCT3D
-    from bioattn.tasks.ct import BASELINE_NAME, HYBRID_NAME
+    from bioattn.tasks.ct import BASELINE_NAME, DEPTH_BASELINE_NAME, HYBRID_NAME
 
     out = tmp_path / "cv"
     metrics = _train_ct(ct_manifest, out, "--cv", "3")
@@ -196,11 +196,13 @@ def test_ct_cv_pools_out_of_fold_predictions_and_saves_a_fold_ensemble(ct_manife
     assert len(rows) == pool and all(Path(row["record"]).name.startswith("scan") for row in rows)
     names = metrics["class_names"]
     labels = np.array([names.index(row["label"]) for row in rows])
-    for name, prefix in ((HYBRID_NAME, ""), (BASELINE_NAME, "baseline_")):
+    for name, prefix in ((HYBRID_NAME, ""), (BASELINE_NAME, "baseline_"), (DEPTH_BASELINE_NAME, "depth_")):
         assert 0.0 <= metrics["oof"][name]["oof_auroc"] <= 1.0
         assert metrics["cv"][name]["val_auroc"]["n"] == 3
         probs = np.array([[float(row[f"{prefix}p_{name}"]) for name in names] for row in rows])
         assert classification_metrics(labels, probs)["auroc"] == pytest.approx(metrics["oof"][name]["oof_auroc"])
+    # binary masks: one number, the mean depth inside the mask, separates the 5³ cubes from the sparse noise
+    assert metrics["oof"][DEPTH_BASELINE_NAME]["oof_auroc"] > 0.95
     ensemble = HybridCT3D.from_pretrained(out)
     assert isinstance(ensemble, Ensemble) and len(ensemble.members) == 3
     assert (out / "preprocessing.json").is_file()

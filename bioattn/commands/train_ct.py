@@ -105,6 +105,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="fold each U³ block of voxels into channels before the CNN (lossless; the stem then "
                             "works at 1/U of the size; default: 2 above 32 voxels, so 64³ costs about what 28³ does, "
                             "else 1)")
+    model.add_argument("--distance-channel", action=argparse.BooleanOptionalAction, default=None,
+                       help="also feed the CNN how deep each voxel lies inside the mask (its distance to the "
+                            "background), so it sees thickness directly (default: on when the training volumes are "
+                            "binary masks, e.g. AdrenalMNIST3D, else off)")
     model.add_argument("--d-model", type=int, default=96, help="token width, divisible by 6 (default: %(default)s)")
     model.add_argument("--heads", type=int, default=4, help="attention heads (default: %(default)s)")
     model.add_argument("--layers", type=int, default=3, help="Transformer layers (default: %(default)s)")
@@ -131,7 +135,8 @@ def options_from_args(args: argparse.Namespace) -> CTOptions:
         augment=not args.no_augment, label_smoothing=args.label_smoothing, intensity_jitter=args.intensity_jitter,
         tta=args.tta, mixup=args.mixup, quick=args.quick, stem_channels=optional_tuple(args.stem_channels),
         stem_strides=optional_tuple(args.stem_strides), stem_depth=args.stem_depth, unshuffle=args.unshuffle,
-        d_model=args.d_model, heads=args.heads, layers=args.layers, dropout=args.dropout, train=config,
+        distance_channel=args.distance_channel, d_model=args.d_model, heads=args.heads, layers=args.layers,
+        dropout=args.dropout, train=config,
         **ensemble_options(args), resume=args.resume, overwrite=args.overwrite,
     )
 

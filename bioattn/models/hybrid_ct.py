@@ -29,6 +29,7 @@ from torch.utils.data import DataLoader, Dataset
 from bioattn.attention import SinusoidalPositionalEncoding, TransformerEncoder
 from bioattn.errors import UserInputError
 from bioattn.attention.rollout import rollout_row_from_queries, rollout_rows
+from bioattn.data.ct import foreground_distance
 from bioattn.models.base import PretrainedModel
 
 __all__ = [
@@ -44,6 +45,8 @@ __all__ = [
 # need_weights=True materialises every layer's (H, 1 + N, 1 + N) map: limit the grid tokens N and the bytes.
 MAX_ATTENTION_TOKENS = 4096
 MAX_ATTENTION_BYTES = 4 * 2**30
+# distance_channel: the depth channel is the voxel distance divided by this (a mask 16 voxels thick gives 1)
+DISTANCE_UNIT = 8.0
 # HybridCT3D.attention_map recomputes attention this many query tokens at a time instead (no N x N map).
 ATTENTION_MAP_CHUNK = 256
 
@@ -87,6 +90,11 @@ class HybridCT3D(PretrainedModel):
         unshuffle: fold each ``unshuffle³`` block of voxels into channels before the stem (MONAI's
             ``pixelunshuffle``): a lossless downsampling by ``unshuffle`` that lets a large volume keep its detail
             at the stem cost of a smaller one; the stem then sees ``in_channels · unshuffle³`` channels.
+        distance_channel: for binary masks: append to the input, before the stem, how deep each voxel lies inside
+            the mask of channel 0 (:func:`~bioattn.data.ct.foreground_distance`, in units of 8 voxels), so the
+            CNN sees the structure's thickness directly; computed inside ``forward`` (on the CPU, no gradient),
+            so every caller, flip averaging included, gets it. The stem then sees ``(in_channels + 1) · unshuffle³``
+            channels.
         d_model, num_heads, num_layers, dim_feedforward, dropout: the Transformer encoder.
         norm: normalisation in the CNN stem (a MONAI name: ``"batch"``, ``"instance"``, ...).
         class_names: optional name of each class, saved with the model for ``bioattn predict ct``.
@@ -101,6 +109,7 @@ class HybridCT3D(PretrainedModel):
         stem_strides: Sequence[int] = (1, 2, 2),
         stem_depth: int = 2,
         unshuffle: int = 1,
+        distance_channel: bool = False,
         d_model: int = 144,
         num_heads: int = 4,
         num_layers: int = 4,
@@ -129,6 +138,7 @@ class HybridCT3D(PretrainedModel):
             "stem_strides": list(stem_strides),
             "stem_depth": stem_depth,
             "unshuffle": unshuffle,
+            "distance_channel": distance_channel,
             "d_model": d_model,
             "num_heads": num_heads,
             "num_layers": num_layers,
@@ -140,8 +150,9 @@ class HybridCT3D(PretrainedModel):
         self.class_names = list(class_names) if class_names is not None else [f"class_{k}" for k in range(num_classes)]
         self.in_channels = in_channels
         self.unshuffle = unshuffle
+        self.distance_channel = distance_channel
         self.stride = unshuffle * math.prod(stem_strides)
-        stages, previous = [], in_channels * unshuffle**3
+        stages, previous = [], (in_channels + distance_channel) * unshuffle**3
         for channels, stride in zip(stem_channels, stem_strides):
             stages.append(ResidualUnit(3, previous, channels, strides=stride, subunits=stem_depth, norm=norm))
             previous = channels
@@ -211,6 +222,8 @@ class HybridCT3D(PretrainedModel):
                 f"expected input (B, {self.in_channels}, D, H, W), got shape {tuple(x.shape)}"
             )
         grid = self.token_grid(x.shape[2:])
+        if self.distance_channel:
+            x = torch.cat([x, foreground_distance(x) / DISTANCE_UNIT], dim=1)  # (B, C + 1, D, H, W)
         if self.unshuffle > 1:
             x = pixelunshuffle(x, 3, self.unshuffle)  # (B, C·u³, D/u, H/u, W/u)
         features = self.stem(x)  # (B, C', d, h, w)

@@ -23,9 +23,13 @@ gradients).
 
 Ensembles: ``seeds`` trains one complete run per seed (``seed<S>/``) on the same split; ``cv=K`` a stratified K-fold
 cross-validation over train + val (``fold<k>/``, each fold's final weights, nothing selected on its held-out
-fold), reported as the out-of-fold AUROC of the pooled predictions of both models. Either way the run directory
-loads as the :class:`~bioattn.models.ensemble.Ensemble` of the attention models. Runs under ``torchrun`` (only
-rank 0 evaluates and writes).
+fold), reported as the out-of-fold AUROC of the pooled predictions of both models (and, on binary masks, of a
+logistic regression on one number, the mean depth inside the mask, fitted on each fold's training part). Either
+way the run directory loads as the :class:`~bioattn.models.ensemble.Ensemble` of the attention models. Runs under
+``torchrun`` (only rank 0 evaluates and writes).
+
+Binary masks (the training volumes hold two values, e.g. AdrenalMNIST3D): the attention model also gets each
+voxel's depth inside the mask as a second input channel (``distance_channel``, see :class:`HybridCT3D`).
 """
 from __future__ import annotations
 
@@ -39,18 +43,22 @@ from typing import Any
 import numpy as np
 import torch
 from monai.networks.nets import ResNet
+from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 from torch import nn
 from torch.utils.data import ConcatDataset, Dataset, Subset
 
 from bioattn.data import resolve_data_root
-from bioattn.data.ct import VolumePreprocessing, apply_random_transform, train_augmentation
+from bioattn.data.ct import VolumePreprocessing, apply_random_transform, foreground_distance, train_augmentation
 from bioattn.errors import UserInputError
 from bioattn.explain.figures import plot_metric_per_epoch
 from bioattn.io import save_tensors, write_json
 from bioattn.metrics import classification_metrics, mean_std, with_prefix
 from bioattn.models.ensemble import Ensemble
 from bioattn.models.hybrid_ct import HybridCT3D, predict_probabilities
+from bioattn.progress import progress_bar
 from bioattn.report import format_mean_sd, format_table
 from bioattn.tasks.common import (
     check_ensemble_options,
@@ -79,6 +87,8 @@ __all__ = [
     "resolve_protocol",
     "protocol_train_config",
     "build_models",
+    "mean_mask_depth",
+    "depth_baseline_probabilities",
     "train_one",
     "train_ct",
 ]
@@ -147,7 +157,9 @@ PUBLISHED = {
 }
 HYBRID_NAME = "hybrid CNN+attention (bioattn)"
 BASELINE_NAME = "MONAI ResNet-18 layout, 1/8 width"
-OOF_PREFIXES = {HYBRID_NAME: "", BASELINE_NAME: "baseline_"}  # column prefixes of out_of_fold.csv
+DEPTH_BASELINE_NAME = "mean depth inside the mask (1 number, logistic regression)"
+# column prefixes of out_of_fold.csv
+OOF_PREFIXES = {HYBRID_NAME: "", BASELINE_NAME: "baseline_", DEPTH_BASELINE_NAME: "depth_"}
 BASELINE_DIR = "baseline_resnet"
 VAL_CURVE_NAME = "val_auc.png"
 HISTORY_KEYS = ("epoch", "val_auroc", "val_accuracy", "val_auroc_no_tta")
@@ -164,7 +176,8 @@ class CTOptions:
     and window (``(low, high)`` onto [0, 1]) are the other manifest preprocessing steps. label_smoothing,
     intensity_jitter, tta (``"none"``/``"flips"``) and mixup (the Beta concentration α, 0: off; see
     :mod:`bioattn.training.mixup`) default to the protocol's. unshuffle: see :meth:`unshuffle_factor` (``None``:
-    the default). ``train``: the full training configuration (default: :func:`protocol_train_config`).
+    the default). distance_channel: :class:`HybridCT3D`'s (``None``: on when the training volumes are binary
+    masks). ``train``: the full training configuration (default: :func:`protocol_train_config`).
     """
 
     out: Path
@@ -188,6 +201,7 @@ class CTOptions:
     stem_strides: tuple[int, ...] | None = None
     stem_depth: int = DEFAULT_STEM_DEPTH
     unshuffle: int | None = None
+    distance_channel: bool | None = None
     d_model: int = 96
     heads: int = 4
     layers: int = 3
@@ -321,7 +335,7 @@ def build_models(
     try:
         hybrid = HybridCT3D(
             in_channels, num_classes, stem_channels=channels, stem_strides=strides, stem_depth=options.stem_depth,
-            unshuffle=options.unshuffle_factor(),
+            unshuffle=options.unshuffle_factor(), distance_channel=bool(options.distance_channel),
             d_model=24 if options.quick else options.d_model, num_heads=2 if options.quick else options.heads,
             num_layers=1 if options.quick else options.layers, dropout=options.dropout, class_names=class_names,
         )
@@ -560,6 +574,26 @@ def _train_seeds(options: CTOptions, data: CTData, config: TrainConfig, protocol
             "seeds": {str(seed): m.results for seed, m in zip(options.seeds, members)}}
 
 
+def mean_mask_depth(volumes: Dataset) -> np.ndarray:
+    """``(N,)``: the mean :func:`~bioattn.data.ct.foreground_distance` over each volume's mask (0 for an empty mask);
+    ``volumes`` serves ``(image (C, X, Y, Z), label)`` items."""
+    depths = []
+    for index in progress_bar(range(len(volumes)), desc="mean depth inside the mask",  # type: ignore[arg-type]
+                              leave=False):
+        image = volumes[index][0][None]
+        depth = foreground_distance(image)[0, 0]
+        inside = image[0, 0] > 0.5
+        depths.append(float(depth[inside].mean()) if inside.any() else 0.0)
+    return np.asarray(depths)
+
+
+def depth_baseline_probabilities(train_depth: np.ndarray, train_labels: np.ndarray, depth: np.ndarray) -> np.ndarray:
+    """Class probabilities ``(N, C)`` of a logistic regression on the mean mask depth alone, fitted on the training
+    volumes: the one-number baseline of binary-mask runs (how far thickness alone goes)."""
+    model = make_pipeline(StandardScaler(), LogisticRegression()).fit(train_depth[:, None], train_labels)
+    return model.predict_proba(depth[:, None])
+
+
 def _train_cv(options: CTOptions, data: CTData, config: TrainConfig, protocol: Protocol, run_dir: Path,
               run_info: dict[str, Any], saved: SavedPreprocessing) -> dict[str, Any]:
     """K-fold stratified CV over train + val (``fold<k>/``, final weights, no selection on the held-out fold);
@@ -570,6 +604,9 @@ def _train_cv(options: CTOptions, data: CTData, config: TrainConfig, protocol: P
     oof: dict[str, np.ndarray] = {}
     fold_of = np.zeros(len(labels), dtype=np.int64)
     members, folds = [], []
+    # binary masks: how far the mean depth inside the mask goes alone, on the same folds
+    depth = mean_mask_depth(ConcatDataset([data.splits["train"], data.splits["val"]])) \
+        if saved.profile.get("binary") and is_main_process() else None
     for fold, (train_index, held_index) in enumerate(splitter.split(np.zeros(len(labels)), labels), start=1):
         member_dir = run_dir / member_dir_name("fold", fold)
         print(f"fold {fold} of {options.cv}: train {len(train_index)}, held out {len(held_index)} → {member_dir}",
@@ -587,6 +624,10 @@ def _train_cv(options: CTOptions, data: CTData, config: TrainConfig, protocol: P
             oof.setdefault(name, np.zeros((len(labels), probs.shape[1])))[held_index] = probs
             folds[-1][name] = _scores(labels[held_index], probs, "val")
             trained.results[name].update(folds[-1][name])
+        if depth is not None:
+            probs = depth_baseline_probabilities(depth[train_index], labels[train_index], depth[held_index])
+            oof.setdefault(DEPTH_BASELINE_NAME, np.zeros((len(labels), probs.shape[1])))[held_index] = probs
+            folds[-1][DEPTH_BASELINE_NAME] = _scores(labels[held_index], probs, "val")
         write_json(member_dir / "fold_metrics.json", {"train_index": train_index.tolist(),
                                                       "held_out_index": held_index.tolist(), "scores": folds[-1]})
     if not is_main_process():
@@ -619,6 +660,9 @@ def ensemble_table(results: dict[str, Any]) -> str:
         rows.append([name, headline.get(f"{key}_auroc"), headline.get(f"{key}_accuracy"),
                      format_mean_sd(summary.get("val_auroc"), 3),
                      f"{cpu.get('mean', 0) * cpu.get('n', 0):.1f}" if cpu else None])
+    for name in [n for n in results.get("oof", {}) if n not in results["members"]]:  # baselines without members
+        rows.append([name, results["oof"][name].get("oof_auroc"), results["oof"][name].get("oof_accuracy"),
+                     format_mean_sd(results["cv"][name].get("val_auroc"), 3), None])
     return format_table(header, rows)
 
 
@@ -637,6 +681,11 @@ def train_ct(options: CTOptions) -> dict[str, Any]:
         write_split_table(run_dir / "splits.csv", data)
     saved = SavedPreprocessing(source=data.source, preprocessing=data.preprocessing or VolumePreprocessing(),
                                flip_tta=protocol.flip_tta, profile=data.training_profile())
+    if options.distance_channel is None:
+        options = dataclasses.replace(options, distance_channel=bool(saved.profile["binary"]))
+        if options.distance_channel:
+            print("the training volumes are binary masks: the attention model also sees each voxel's depth inside "
+                  "the mask (--no-distance-channel turns this off)", file=sys.stderr)
     # what actually ran: the file read (data root resolved) and the model built (--quick sizes applied)
     model_config = build_models(dataclasses.replace(options, baseline="none"), max(data.num_classes, 2), data.in_channels,
                                 _class_names(options, data))[0].config
