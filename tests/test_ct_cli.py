@@ -229,13 +229,18 @@ def test_train_quick_end_to_end_on_real_data(require_data, tmp_path: Path, one_t
     assert torch.equal(HybridCT3D.from_pretrained(out).cls_token, model.cls_token)
     # the baseline trained beside a different attention model is the same baseline: same start, same batches
     other = tmp_path / "other"
-    assert _train("--out", str(other), "--quick", "--stem-depth", "1", "--no-distance-channel") == 0
-    other_config = HybridCT3D.from_pretrained(other).config
-    assert other_config["stem_depth"] == 1 and not other_config["distance_channel"]
-    assert json.loads((other / "run_config.json").read_text())["recipe"]["distance_channel"] is False
+    assert _train("--out", str(other), "--quick", "--stem-depth", "1") == 0
+    assert HybridCT3D.from_pretrained(other).config["stem_depth"] == 1
     baseline, same_baseline = (load_tensors(run / "baseline_resnet" / "model.safetensors") for run in (out, other))
     assert baseline.keys() == same_baseline.keys()
     assert all(torch.equal(baseline[key], same_baseline[key]) for key in baseline)
+    assert baseline["network.conv1.weight"].shape[1] == 2  # the baseline sees the depth channel too
+    # --no-distance-channel: neither model gets the depth; recorded with the run
+    plain = tmp_path / "plain"
+    assert _train("--out", str(plain), "--quick", "--no-distance-channel") == 0
+    assert not HybridCT3D.from_pretrained(plain).config["distance_channel"]
+    assert json.loads((plain / "run_config.json").read_text())["recipe"]["distance_channel"] is False
+    assert load_tensors(plain / "baseline_resnet" / "model.safetensors")["conv1.weight"].shape[1] == 1
 
 
 def test_recipe_script_is_the_train_command(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from scipy import ndimage
 from bioattn.errors import UserInputError
 from bioattn.explain import attention_rollout
 from bioattn.models import HybridCT3D
-from bioattn.models.hybrid_ct import upsample_token_map
+from bioattn.models.hybrid_ct import DistanceChannelInput, upsample_token_map
 
 
 def tiny(**overrides) -> HybridCT3D:
@@ -167,6 +167,8 @@ def test_distance_channel_feeds_the_stem_the_depth_inside_the_mask(tmp_path: Pat
         ndimage.distance_transform_cdt(np.pad(m[0].numpy() > 0.5, 1), metric="taxicab")[1:-1, 1:-1, 1:-1]
         for m in masks])[:, None]).float()
     assert torch.allclose(model(masks), reference(torch.cat([masks, depth / 8.0], dim=1)), atol=1e-6)
+    # any other network gets the same two channels through DistanceChannelInput
+    assert torch.allclose(DistanceChannelInput(reference)(masks), model(masks), atol=1e-6)
     model.save_pretrained(tmp_path)
     assert torch.equal(HybridCT3D.from_pretrained(tmp_path)(masks), model(masks))
     plain = tiny()

@@ -106,9 +106,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "works at 1/U of the size; default: 2 above 32 voxels, so 64³ costs about what 28³ does, "
                             "else 1)")
     model.add_argument("--distance-channel", action=argparse.BooleanOptionalAction, default=None,
-                       help="also feed the CNN how deep each voxel lies inside the mask (its distance to the "
-                            "background), so it sees thickness directly (default: on when the training volumes are "
-                            "binary masks, e.g. AdrenalMNIST3D, else off)")
+                       help="also feed the CNN (and the ResNet baseline) how deep each voxel lies inside the mask "
+                            "(its distance to the background), so it sees thickness directly (default: on when the "
+                            "training volumes are binary masks, e.g. AdrenalMNIST3D, else off)")
     model.add_argument("--d-model", type=int, default=96, help="token width, divisible by 6 (default: %(default)s)")
     model.add_argument("--heads", type=int, default=4, help="attention heads (default: %(default)s)")
     model.add_argument("--layers", type=int, default=3, help="Transformer layers (default: %(default)s)")

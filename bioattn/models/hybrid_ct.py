@@ -37,6 +37,8 @@ __all__ = [
     "MAX_ATTENTION_TOKENS",
     "HybridCT3D",
     "HybridCTOutput",
+    "DistanceChannelInput",
+    "with_distance_channel",
     "flip_axis_sets",
     "predict_probabilities",
     "upsample_token_map",
@@ -49,6 +51,26 @@ MAX_ATTENTION_BYTES = 4 * 2**30
 DISTANCE_UNIT = 8.0
 # HybridCT3D.attention_map recomputes attention this many query tokens at a time instead (no N x N map).
 ATTENTION_MAP_CHUNK = 256
+
+
+def with_distance_channel(volumes: Tensor) -> Tensor:
+    """``(B, C, D, H, W)`` → ``(B, C + 1, D, H, W)``: the volumes and, as the last channel, how deep each voxel lies
+    inside the mask of channel 0 (:func:`~bioattn.data.ct.foreground_distance`, in units of ``DISTANCE_UNIT``
+    voxels)."""
+    return torch.cat([volumes, foreground_distance(volumes) / DISTANCE_UNIT], dim=1)
+
+
+class DistanceChannelInput(nn.Module):
+    """Gives any 3D network the input of ``HybridCT3D(distance_channel=True)``: ``forward(x (B, C, D, H, W))`` runs
+    ``network`` on :func:`with_distance_channel` of ``x``, so ``network`` must take ``C + 1`` input channels. The
+    baseline of ``bioattn train ct`` gets the same input as the attention model this way."""
+
+    def __init__(self, network: nn.Module) -> None:
+        super().__init__()
+        self.network = network
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.network(with_distance_channel(x))
 
 
 @dataclass
@@ -223,7 +245,7 @@ class HybridCT3D(PretrainedModel):
             )
         grid = self.token_grid(x.shape[2:])
         if self.distance_channel:
-            x = torch.cat([x, foreground_distance(x) / DISTANCE_UNIT], dim=1)  # (B, C + 1, D, H, W)
+            x = with_distance_channel(x)  # (B, C + 1, D, H, W)
         if self.unshuffle > 1:
             x = pixelunshuffle(x, 3, self.unshuffle)  # (B, C·u³, D/u, H/u, W/u)
         features = self.stem(x)  # (B, C', d, h, w)

@@ -28,8 +28,9 @@ logistic regression on one number, the mean depth inside the mask, fitted on eac
 way the run directory loads as the :class:`~bioattn.models.ensemble.Ensemble` of the attention models. Runs under
 ``torchrun`` (only rank 0 evaluates and writes).
 
-Binary masks (the training volumes hold two values, e.g. AdrenalMNIST3D): the attention model also gets each
-voxel's depth inside the mask as a second input channel (``distance_channel``, see :class:`HybridCT3D`).
+Binary masks (the training volumes hold two values, e.g. AdrenalMNIST3D): the attention model and the baseline
+also get each voxel's depth inside the mask as a second input channel (``distance_channel``, see
+:class:`HybridCT3D` and :class:`DistanceChannelInput`).
 """
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ from bioattn.explain.figures import plot_metric_per_epoch
 from bioattn.io import save_tensors, write_json
 from bioattn.metrics import classification_metrics, mean_std, with_prefix
 from bioattn.models.ensemble import Ensemble
-from bioattn.models.hybrid_ct import HybridCT3D, predict_probabilities
+from bioattn.models.hybrid_ct import DistanceChannelInput, HybridCT3D, predict_probabilities
 from bioattn.progress import progress_bar
 from bioattn.report import format_mean_sd, format_table
 from bioattn.tasks.common import (
@@ -327,6 +328,7 @@ def build_models(
     seed: int | None = None,
 ) -> tuple[HybridCT3D, nn.Module | None]:
     """The attention model and the MONAI ResNet baseline (``None`` with ``baseline="none"``); tiny with ``quick``.
+    With ``options.distance_channel`` both get the depth inside the mask as one more input channel.
 
     With ``seed``, the baseline is initialised right after ``torch.manual_seed(seed)``, so its initial weights do
     not depend on the attention model's options (the attention model starts from the caller's RNG state).
@@ -348,8 +350,10 @@ def build_models(
     widths = [4, 8, 16, 32] if options.quick else [8, 16, 32, 64]
     # its first convolution strides by the attention model's unshuffle factor: 64³ costs it about what 32³ does
     baseline = ResNet("basic", [1, 1, 1, 1] if options.quick else [2, 2, 2, 2], widths, spatial_dims=3,
-                      n_input_channels=in_channels, num_classes=num_classes, conv1_t_stride=options.unshuffle_factor())
-    return hybrid, baseline
+                      n_input_channels=in_channels + bool(options.distance_channel), num_classes=num_classes,
+                      conv1_t_stride=options.unshuffle_factor())
+    # the same input as the attention model: with distance_channel, the depth inside the mask too
+    return hybrid, DistanceChannelInput(baseline) if options.distance_channel else baseline
 
 
 def _class_names(options: CTOptions, data: CTData) -> list[str] | None:
