@@ -52,6 +52,18 @@ def test_data_root_order_flag_then_environment(tmp_path, monkeypatch):
         resolve_data_root(tmp_path / "missing")
 
 
+def test_missing_default_data_root_names_each_folder_tried_once(tmp_path, monkeypatch):
+    """Run from the project root with no data beside it: the error names ../shared/data once, not twice."""
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.delenv("BIOATTN_DATA_ROOT", raising=False)
+    monkeypatch.setattr("bioattn.data.root._PROJECT_ROOT", project)
+    monkeypatch.chdir(project)
+    with pytest.raises(UserInputError, match="data root not found") as raised:
+        resolve_data_root()
+    assert str(raised.value).count(str(tmp_path / "shared" / "data")) == 1
+
+
 def test_user_errors_become_exit_code_2_with_one_line(capsys):
     def failing():
         raise UserInputError("reads.fa: record 'x' position 3: invalid character '!'")

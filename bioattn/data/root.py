@@ -28,7 +28,9 @@ def resolve_data_root(flag: str | os.PathLike | None = None) -> Path:
     elif os.environ.get(DATA_ROOT_ENV):
         candidates = [Path(os.environ[DATA_ROOT_ENV])]
     else:
-        candidates = [Path.cwd().parent / "shared" / "data", _PROJECT_ROOT.parent / "shared" / "data"]
+        # the same folder once when the current directory is the project root
+        beside = [Path.cwd().parent / "shared" / "data", _PROJECT_ROOT.parent / "shared" / "data"]
+        candidates = list(dict.fromkeys(beside))
     for candidate in candidates:
         if candidate.is_dir():
             return candidate.resolve()

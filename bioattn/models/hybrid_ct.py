@@ -115,8 +115,9 @@ class HybridCT3D(PretrainedModel):
         distance_channel: for binary masks: append to the input, before the stem, how deep each voxel lies inside
             the mask of channel 0 (:func:`~bioattn.data.ct.foreground_distance`, in units of 8 voxels), so the
             CNN sees the structure's thickness directly; computed inside ``forward`` (on the CPU, no gradient),
-            so every caller, flip averaging included, gets it. The stem then sees ``(in_channels + 1) · unshuffle³``
-            channels.
+            so every caller, flip averaging included, gets it; gradient attributions (``explain ct``) therefore
+            credit the mask only through its direct path, not through its depth. The stem then sees
+            ``(in_channels + 1) · unshuffle³`` channels.
         d_model, num_heads, num_layers, dim_feedforward, dropout: the Transformer encoder.
         norm: normalisation in the CNN stem (a MONAI name: ``"batch"``, ``"instance"``, ...).
         class_names: optional name of each class, saved with the model for ``bioattn predict ct``.
