@@ -12,7 +12,7 @@ import sys
 from typing import Callable, Sequence
 
 from bioattn import __version__
-from bioattn.errors import UserInputError
+from bioattn.errors import ReportedError
 
 # verb -> {target: module path}; each module defines add_arguments(parser) and run(args) -> int.
 COMMANDS: dict[str, dict[str, str]] = {
@@ -82,10 +82,11 @@ def _add_command(subparsers: argparse._SubParsersAction, name: str, module_name:
 
 
 def run_user_main(main: Callable[[], int | None]) -> int:
-    """Run ``main``; a :class:`UserInputError` becomes one ``error:`` line on stderr and exit code 2."""
+    """Run ``main``; a :class:`~bioattn.errors.ReportedError` becomes one ``error:`` line on stderr and its exit
+    code (2 for bad input, 3 for diverged training)."""
     try:
         return int(main() or 0)
-    except UserInputError as exc:
+    except ReportedError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:

@@ -25,7 +25,7 @@ from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
 
 from bioattn.attention import use_backend
-from bioattn.errors import UserInputError
+from bioattn.errors import TrainingDivergedError, UserInputError
 from bioattn.training import checkpoint as ckpt
 from bioattn.training.config import TrainConfig
 from bioattn.training.distributed import (
@@ -53,7 +53,7 @@ LossFn = Callable[[nn.Module, Any], torch.Tensor]
 EvaluateFn = Callable[[nn.Module], dict[str, float]]
 
 
-class NonFiniteLossError(UserInputError):
+class NonFiniteLossError(TrainingDivergedError):
     """The loss (or gradient norm) became NaN/inf; training stopped, the last checkpoint is intact."""
 
 
