@@ -320,3 +320,44 @@ def test_learned_encoding_is_trainable_per_position():
     torch.testing.assert_close(out[0], pe.embedding.weight[:5])
     out.sum().backward()
     assert pe.embedding.weight.grad[:5].abs().sum() > 0 and torch.all(pe.embedding.weight.grad[5:] == 0)
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+@pytest.mark.parametrize("masking", ["padding", "attn_mask", "causal"])
+def test_first_outputs_equal_the_first_positions_of_the_full_pass(norm_first, masking):
+    torch.manual_seed(0)
+    enc = TransformerEncoder(32, 4, 2, dropout=0.0, norm_first=norm_first).eval()
+    x = torch.randn(3, 12, 32, dtype=torch.float64)
+    enc = enc.double()
+    padding = torch.zeros(3, 12, dtype=torch.bool)
+    padding[1, 7:] = True
+    kwargs = {"padding": {"key_padding_mask": padding},
+              "attn_mask": {"attn_mask": torch.rand(12, 12, generator=torch.Generator().manual_seed(1)) < 0.3},
+              "causal": {"causal": True}}[masking]
+    full, full_weights = enc(x, need_weights=True, **kwargs)
+    for n in (1, 5):
+        first, weights = enc(x, need_weights=True, first_outputs=n, **kwargs)
+        assert first.shape == (3, n, 32)
+        torch.testing.assert_close(first, full[:, :n])
+        torch.testing.assert_close(weights[0], full_weights[0])  # earlier layers still see every position
+        torch.testing.assert_close(weights[-1], full_weights[-1][:, :, :n])
+
+
+def test_first_outputs_give_the_same_gradients_as_reading_the_full_output():
+    torch.manual_seed(0)
+    enc = TransformerEncoder(16, 2, 2, dropout=0.0).double()
+    x = torch.randn(2, 9, 16, dtype=torch.float64, requires_grad=True)
+    enc(x)[0][:, 0].square().sum().backward()
+    expected = [x.grad.clone()] + [p.grad.clone() for p in enc.parameters()]
+    x.grad = None
+    enc.zero_grad()
+    enc(x, first_outputs=1)[0][:, 0].square().sum().backward()
+    for got, want in zip([x.grad] + [p.grad for p in enc.parameters()], expected):
+        torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("bad", [0, 13, -1])
+def test_first_outputs_outside_the_sequence_is_a_clear_error(bad):
+    enc = TransformerEncoder(16, 2, 1, dropout=0.0)
+    with pytest.raises(ValueError, match="first_outputs must be between 1 and the sequence length 12"):
+        enc(torch.randn(1, 12, 16), first_outputs=bad)

@@ -47,6 +47,15 @@ def test_prediction_alone_equals_prediction_in_padded_batch(model):
     assert alone.std() > 1e-4  # the sequences really get different scores
 
 
+def test_forward_computes_only_the_cls_state_and_equals_the_head_on_the_full_encoding(model):
+    ids, padding_mask = batch(SEQUENCES)
+    full, _, _ = model.encode(ids, padding_mask)
+    cls, _, _ = model.encode(ids, padding_mask, cls_only=True)
+    assert full.shape[1] == ids.shape[1] + 1 and cls.shape[1] == 1
+    torch.testing.assert_close(cls[:, 0], full[:, 0], rtol=0, atol=1e-5)
+    torch.testing.assert_close(model(ids, padding_mask), model.head(full[:, 0]).squeeze(-1), rtol=0, atol=1e-5)
+
+
 @pytest.mark.parametrize("conv_kernel, conv_layers", [(9, 1), (9, 3), (0, 1)])
 def test_content_of_pad_positions_is_irrelevant(conv_kernel, conv_layers):
     torch.manual_seed(1)

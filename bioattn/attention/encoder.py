@@ -102,6 +102,7 @@ class TransformerEncoderLayer(nn.Module):
         attn_mask: Tensor | None = None,
         causal: bool = False,
         need_weights: bool = False,
+        first_outputs: int | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """One encoder layer over a batch-first sequence.
 
@@ -112,26 +113,36 @@ class TransformerEncoderLayer(nn.Module):
             attn_mask: ``(L, L)``, ``(B*H, L, L)`` or ``(B, H, L, L)``; bool True = not allowed, or float added.
             causal: block keys after each query position.
             need_weights: also return the attention weights.
+            first_outputs: compute only the outputs of the first N positions (e.g. 1 for a [CLS] head): queries
+                come from those positions, keys and values from all L, so the result equals ``[:, :N]`` of the
+                full layer while the feed-forward block and the output projection run on N positions only.
 
         Returns:
-            ``(x (B, L, D), weights (B, H, L, L) or None)``.
+            ``(x (B, N, D), weights (B, H, N, L) or None)``; N = L without ``first_outputs``.
         """
         check_embeddings(x, "x", "(B, L, D)", self.norm1.normalized_shape[0], self.norm1.weight)
         check_padding_mask(key_padding_mask, "key_padding_mask", tuple(x.shape[:2]))
+        if first_outputs is not None and not 1 <= first_outputs <= x.shape[1]:
+            raise ValueError(f"first_outputs must be between 1 and the sequence length {x.shape[1]}, got {first_outputs}")
+        if first_outputs is not None and attn_mask is not None:
+            attn_mask = attn_mask[..., :first_outputs, :]
 
         def attend(h: Tensor) -> tuple[Tensor, Tensor | None]:
+            queries, keys = (h, None) if first_outputs is None else (h[:, :first_outputs], h)
             out, weights = self.self_attn(
-                h, key_padding_mask=key_padding_mask, attn_mask=attn_mask, causal=causal, need_weights=need_weights
+                queries, keys, key_padding_mask=key_padding_mask, attn_mask=attn_mask, causal=causal,
+                need_weights=need_weights,
             )
             return self.dropout1(out), weights
 
+        kept = x[:, :first_outputs]
         if self.norm_first:
             attended, weights = attend(self.norm1(x))
-            x = x + attended
+            x = kept + attended
             x = x + self.dropout2(self.feed_forward(self.norm2(x)))
         else:
             attended, weights = attend(x)
-            x = self.norm1(x + attended)
+            x = self.norm1(kept + attended)
             x = self.norm2(x + self.dropout2(self.feed_forward(x)))
         return x, weights
 
@@ -192,6 +203,7 @@ class TransformerEncoder(nn.Module):
         attn_mask: Tensor | None = None,
         causal: bool = False,
         need_weights: bool = False,
+        first_outputs: int | None = None,
     ) -> tuple[Tensor, list[Tensor] | None]:
         """Run every layer on a batch-first sequence.
 
@@ -201,14 +213,19 @@ class TransformerEncoder(nn.Module):
             attn_mask: ``(L, L)``, ``(B*H, L, L)`` or ``(B, H, L, L)``; bool True = not allowed, or float added.
             causal: block keys after each query position.
             need_weights: also return every layer's attention weights.
+            first_outputs: return only the first N positions, e.g. 1 when a head reads the [CLS] token: the last
+                layer then computes only those N outputs (see :meth:`TransformerEncoderLayer.forward`), the same
+                numbers as ``[:, :N]`` of the full output.
 
         Returns:
-            ``(x (B, L, D), [weights (B, H, L, L) per layer] or None)``.
+            ``(x (B, N, D), [weights (B, H, L, L) per layer, the last (B, H, N, L)] or None)``; N = L by default.
         """
         all_weights: list[Tensor] = []
-        for layer in self.layers:
+        last = len(self.layers) - 1
+        for index, layer in enumerate(self.layers):
             x, weights = layer(
-                x, key_padding_mask=key_padding_mask, attn_mask=attn_mask, causal=causal, need_weights=need_weights
+                x, key_padding_mask=key_padding_mask, attn_mask=attn_mask, causal=causal, need_weights=need_weights,
+                first_outputs=first_outputs if index == last else None,
             )
             if weights is not None:
                 all_weights.append(weights)

@@ -3,7 +3,8 @@
 Input: token ids from :mod:`bioattn.data.dna` (right-padded, no [CLS]; the model prepends it).
 Pipeline: nucleotide embedding → optional masked Conv1d ("conv embedding", residual, keeps one token per
 nucleotide) → prepend [CLS] → learned positional encoding → :class:`~bioattn.attention.TransformerEncoder`
-with the padding mask → MLP head on the [CLS] output → one logit (two classes: promoter vs not, sigmoid) or
+with the padding mask (its last layer computes the [CLS] output alone: ``first_outputs=1``) → MLP head on the
+[CLS] output → one logit (two classes: promoter vs not, sigmoid) or
 C logits (C > 2 classes, softmax). The first convolution reads the tokens directly (:func:`token_table_conv1d`,
 the same function at a fraction of the cost); the head runs in fp32 under autocast.
 
@@ -163,13 +164,14 @@ class PromoterClassifier(PretrainedModel):
         return padding_mask
 
     def encode(
-        self, ids: Tensor, padding_mask: Tensor | None = None, *, need_weights: bool = False
+        self, ids: Tensor, padding_mask: Tensor | None = None, *, need_weights: bool = False, cls_only: bool = False
     ) -> tuple[Tensor, Tensor, list[Tensor] | None]:
         """Encoder states of ``[CLS] + sequence``.
 
         ``ids: (B, L)`` long, ``padding_mask: (B, L)`` bool (True = PAD) →
         ``(hidden (B, 1+L, D), key_padding_mask (B, 1+L) bool, [attention (B, H, 1+L, 1+L) per layer] or None)``;
-        position 0 is [CLS].
+        position 0 is [CLS]. ``cls_only``: ``hidden`` is ``(B, 1, D)``, the [CLS] state alone (the same numbers),
+        and the last layer computes nothing else (what :meth:`forward` reads; about 1.6× less work at 70 nt).
         """
         padding_mask = self._check_input(ids, padding_mask)
         keep = (~padding_mask).unsqueeze(-1).to(self.embedding.weight.dtype)
@@ -189,13 +191,14 @@ class PromoterClassifier(PretrainedModel):
         # reading the mask is a device sync, so a compiled graph keeps the mask).
         padded = torch.compiler.is_compiling() or bool(padding_mask.any())
         attention_mask = key_padding_mask if padded else None
-        hidden, weights = self.encoder(x, key_padding_mask=attention_mask, need_weights=need_weights)
+        hidden, weights = self.encoder(x, key_padding_mask=attention_mask, need_weights=need_weights,
+                                       first_outputs=1 if cls_only else None)
         return hidden, key_padding_mask, weights
 
     def forward(self, ids: Tensor, padding_mask: Tensor | None = None) -> Tensor:
         """Single-strand logits for ``ids: (B, L)``, ``padding_mask: (B, L)`` (True = PAD): ``(B,)`` for two
         classes (logit of class 1), ``(B, C)`` for more."""
-        hidden, _, _ = self.encode(ids, padding_mask)
+        hidden, _, _ = self.encode(ids, padding_mask, cls_only=True)
         with torch.autocast(hidden.device.type, enabled=False):  # fp32 head: bf16 would round probabilities to 1/256
             logits = self.head(hidden[:, 0].float())
         return logits.squeeze(-1) if self.binary else logits
