@@ -4,8 +4,9 @@ Times :meth:`PromoterClassifier.predict_tokens` (eval mode, no grad) on random A
 batch size, with and without reverse-complement averaging (which doubles the work), the whole
 ``bioattn predict promoter`` path (FASTA parsing + tokenising + model + CSV writing) on a temporary FASTA, and
 a genome scan (``--window``, stride = window / 2, bedGraph out) of a random chromosome of ``--scan-kb`` kb.
-Each in fp32 and in bf16 autocast (``--precisions``;
-``bioattn predict promoter --precision``). Reports the median of ``--repeats`` timings. The machine's load matters: the script prints the 1-minute
+Each in fp32 and in bf16 autocast (``--precisions``; ``bioattn predict promoter --precision``). In the same run, in
+fp32, the model with its encoder's last layer on every position (the computation before ``first_outputs=1``),
+printed as a ratio against the model's own [CLS]-only forward. Reports the median of ``--repeats`` timings. The machine's load matters: the script prints the 1-minute
 load average beside the numbers, and ``--threads`` fixes torch's intra-op threads.
 
     python bench/promoter.py --run RUN_DIR            # a trained model (its own size and max_len)
@@ -28,7 +29,7 @@ import numpy as np
 import torch
 
 from bioattn.cli import main as bioattn_main
-from bioattn.data.dna import encode
+from bioattn.data.dna import collate_tokens, encode
 from bioattn.models.promoter import PromoterClassifier
 from bioattn.precision import inference_autocast
 from bioattn.report import format_table
@@ -59,6 +60,18 @@ def timed(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
+@torch.no_grad()
+def full_last_layer(model: PromoterClassifier, tokens: list[np.ndarray], batch_size: int) -> np.ndarray:
+    """Probabilities ``(N,)`` with the encoder's last layer run on every position, the head reading [CLS]: the
+    computation before ``first_outputs=1`` (single strand; the sequences of one length, so no sorting)."""
+    out = []
+    for start in range(0, len(tokens), batch_size):
+        ids, padding_mask = collate_tokens(tokens[start : start + batch_size])
+        hidden, _, _ = model.encode(ids, padding_mask)
+        out.append(torch.sigmoid(model.head(hidden[:, 0]).squeeze(-1)))
+    return torch.cat(out).numpy()
+
+
 def main() -> int:
     args = parse_args()
     if args.quick:
@@ -81,6 +94,12 @@ def main() -> int:
                                     args.repeats)
                 results.append({"path": "model", "precision": precision, "batch_size": batch_size, "rc_average": rc_average,
                                 "sequences_per_s": count / seconds})
+    batch_size = max(args.batch_sizes)
+    cls_only = timed(lambda: model.predict_tokens(tokens, batch_size=batch_size, rc_average=False), args.repeats)
+    every_position = timed(lambda: full_last_layer(model, tokens, batch_size), args.repeats)
+    results.append({"path": "model, last layer on every position (before first_outputs=1)", "precision": "fp32",
+                    "batch_size": batch_size, "rc_average": False, "sequences_per_s": args.sequences / every_position})
+    speedup = every_position / cls_only
     with tempfile.TemporaryDirectory() as folder:
         run_dir = args.run
         if run_dir is None:
@@ -116,6 +135,8 @@ def main() -> int:
     print(format_table(["path", "precision", "batch", "RC avg", "sequences/s"],
                        [[r["path"], r["precision"], r["batch_size"], str(r["rc_average"]), f"{r['sequences_per_s']:.0f}"]
                         for r in results]))
+    print(f"[CLS]-only last layer (the model's forward) against the full last layer, fp32, batch {batch_size}: "
+          f"{speedup:.2f}x the sequences per second")
     if args.json:
         args.json.write_text(json.dumps(info, indent=2) + "\n")
     return 0
