@@ -9,9 +9,8 @@ import torch
 
 from bioattn.cli import main, run_user_main
 from bioattn.data import resolve_data_root
-from bioattn.errors import TrainingDivergedError, UserInputError
+from bioattn.errors import UserInputError
 from bioattn.io import atomic_write, load_tensors, save_tensors
-from bioattn.training import NonFiniteLossError
 
 
 def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):
@@ -72,15 +71,6 @@ def test_user_errors_become_exit_code_2_with_one_line(capsys):
     assert run_user_main(failing) == 2
     err = capsys.readouterr().err
     assert err == "error: reads.fa: record 'x' position 3: invalid character '!'\n"
-
-
-def test_diverged_training_is_reported_apart_from_bad_input(capsys):
-    def diverging():
-        raise NonFiniteLossError("run: loss became nan at epoch 2, step 40; try a lower --lr")
-
-    assert run_user_main(diverging) == 3  # not 2: the inputs were fine
-    assert capsys.readouterr().err == "error: run: loss became nan at epoch 2, step 40; try a lower --lr\n"
-    assert not issubclass(NonFiniteLossError, UserInputError) and issubclass(NonFiniteLossError, TrainingDivergedError)
 
 
 def test_programmer_errors_keep_their_traceback():

@@ -53,7 +53,14 @@ def test_forward_computes_only_the_cls_state_and_equals_the_head_on_the_full_enc
     cls, _, _ = model.encode(ids, padding_mask, cls_only=True)
     assert full.shape[1] == ids.shape[1] + 1 and cls.shape[1] == 1
     torch.testing.assert_close(cls[:, 0], full[:, 0], rtol=0, atol=1e-5)
-    torch.testing.assert_close(model(ids, padding_mask), model.head(full[:, 0]).squeeze(-1), rtol=0, atol=1e-5)
+    seen = []
+    hook = model.encoder.layers[-1].feed_forward.register_forward_hook(lambda _m, args, _o: seen.append(args[0].shape))
+    try:
+        logits = model(ids, padding_mask)
+    finally:
+        hook.remove()
+    assert seen == [(len(SEQUENCES), 1, model.config["d_model"])]  # the last layer's feed-forward ran on [CLS] alone
+    torch.testing.assert_close(logits, model.head(full[:, 0]).squeeze(-1), rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize("conv_kernel, conv_layers", [(9, 1), (9, 3), (0, 1)])

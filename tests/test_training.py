@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 import test_training_toyrun as toyrun
-from bioattn.errors import UserInputError
+from bioattn.errors import TrainingDivergedError, UserInputError
 from bioattn.io import load_tensors
 from bioattn.training import (
     NonFiniteLossError,
@@ -183,6 +183,18 @@ def test_corrupted_or_truncated_checkpoint_is_reported_not_loaded(tmp_path):
     (snapshot / "optimizer.safetensors").unlink()
     with pytest.raises(UserInputError, match=r"optimizer\.safetensors: file missing"):
         ckpt.verify_checkpoint(snapshot)
+
+
+def test_diverged_training_exits_3_with_one_line_not_as_bad_input(tmp_path, capsys):
+    from bioattn.cli import run_user_main
+
+    def diverging(model, batch):
+        return toyrun.loss_fn(model, batch) * float("inf")
+
+    assert run_user_main(lambda: _fit(tmp_path, loss=diverging)) == 3  # 2 would say "your input is wrong"
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "loss became" in err and "Traceback" not in err and err.count("\n") == 1
+    assert not issubclass(NonFiniteLossError, UserInputError) and issubclass(NonFiniteLossError, TrainingDivergedError)
 
 
 def test_nan_loss_stops_with_message_and_keeps_last_good_checkpoint(tmp_path):

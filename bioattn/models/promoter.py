@@ -171,7 +171,8 @@ class PromoterClassifier(PretrainedModel):
         ``ids: (B, L)`` long, ``padding_mask: (B, L)`` bool (True = PAD) →
         ``(hidden (B, 1+L, D), key_padding_mask (B, 1+L) bool, [attention (B, H, 1+L, 1+L) per layer] or None)``;
         position 0 is [CLS]. ``cls_only``: ``hidden`` is ``(B, 1, D)``, the [CLS] state alone (the same numbers),
-        and the last layer computes nothing else (what :meth:`forward` reads; about 1.6× less work at 70 nt).
+        and the last layer computes nothing else (what :meth:`forward` reads; about 1.6× less work at 70 nt); its
+        attention is then ``(B, H, 1, 1+L)``.
         """
         padding_mask = self._check_input(ids, padding_mask)
         keep = (~padding_mask).unsqueeze(-1).to(self.embedding.weight.dtype)
