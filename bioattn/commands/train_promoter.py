@@ -21,6 +21,9 @@ group sequences of similar length. Without --dev, a seeded stratified 10% of the
 set, with identical sequences kept on one side. Strands: your own data and E. coli default to random reverse
 complements in training and both strands averaged in prediction (sequences of unknown orientation); the GUE
 tasks, oriented on the transcription start, default to neither. --rc-augment / --no-rc-augment overrides.
+--pretrain-epochs N first trains the encoder to predict masked nucleotides of the training sequences (no labels,
+dev and test unused; into <member>/pretrain/), then fine-tunes at --lr 1e-3 (default 4 epochs on prom_core_all,
+prom_core_notata and prom_core_tata, 0 elsewhere).
 
 Writes into RUN_DIR: config.json + model.safetensors (for 'bioattn predict promoter', which reproduces this
 run's numbers without extra flags), metrics.json, summary.md, training_curve.png, train_log.csv, checkpoint/
@@ -36,13 +39,17 @@ from pathlib import Path
 from bioattn.tasks.promoter import (
     DEFAULT_TASK,
     DEFAULTS,
+    FINETUNE_LR,
+    PRETRAIN_EPOCHS,
     SMALL_DATA_EPOCHS,
     TASKS,
     PromoterOptions,
     default_epochs,
+    default_lr,
     format_report,
     run_promoter,
 )
+from bioattn.tasks.promoter_pretrain import PRETRAIN_LR
 from bioattn.commands.common import add_device_argument, add_ensemble_arguments, ensemble_options
 from bioattn.training import add_training_args, config_from_args
 from bioattn.training.distributed import is_main_process
@@ -78,6 +85,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--head-temperature", action="store_true",
                        help="learn one softmax temperature per attention head (num_heads parameters per layer; "
                             "identity at initialisation) (default: off)")
+    model.add_argument("--pretrain-epochs", type=int, default=None, metavar="N",
+                       help="before fine-tuning, pretrain the encoder for N epochs by predicting masked nucleotides of "
+                            "the training sequences (labels, dev and test unused; into <member>/pretrain/); 0 = none "
+                            f"(default: {', '.join(f'{n} for {t}' for t, n in PRETRAIN_EPOCHS.items())}; 0 otherwise)")
     model.add_argument("--rc-augment", action=argparse.BooleanOptionalAction, default=None,
                        help="train on random reverse complements (default: off for the GUE tasks, whose sequences are "
                             "oriented on the TSS; on otherwise)")
@@ -88,11 +99,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="shuffle training batches without grouping similar lengths (default: group them when lengths vary)")
     add_training_args(parser, DEFAULTS)
     add_device_argument(parser)
-    parser.set_defaults(epochs=None)  # the task's: see --help of --epochs
+    parser.set_defaults(epochs=None, lr=None)  # the task's: see --help of --epochs and --lr
     for action in parser._actions:
         if action.dest == "epochs":
             action.help = (f"maximum epochs (default: {DEFAULTS.max_epochs} for the GUE tasks, {SMALL_DATA_EPOCHS} for "
                            "ecoli_sigma70 and your own files)")
+        if action.dest == "lr":
+            action.help = (f"peak learning rate of the fine-tuning (default: {FINETUNE_LR:g} after pretraining, "
+                           f"{DEFAULTS.lr:g} without; pretraining itself peaks at {PRETRAIN_LR:g})")
 
 
 def options_from_args(args: argparse.Namespace) -> PromoterOptions:
@@ -101,7 +115,7 @@ def options_from_args(args: argparse.Namespace) -> PromoterOptions:
         out=args.out, task=args.task, train=args.train, dev=args.dev, test=args.test, data_root=args.data_root,
         max_length=args.max_length, quick=args.quick, max_rows=args.max_rows, d_model=args.d_model, heads=args.heads,
         layers=args.layers, conv_kernel=args.conv_kernel, conv_layers=args.conv_layers, dropout=args.dropout,
-        head_temperature=args.head_temperature,
+        head_temperature=args.head_temperature, pretrain_epochs=args.pretrain_epochs,
         rc_augment=args.rc_augment, rc_average=args.rc_average, length_buckets=not args.no_length_buckets,
         **ensemble_options(args), resume=args.resume, overwrite=args.overwrite,
     )
@@ -111,6 +125,8 @@ def run(args: argparse.Namespace) -> int:
     options = options_from_args(args)
     if args.epochs is None:
         args.epochs = default_epochs(options.task)
+    if args.lr is None:
+        args.lr = default_lr(options.pretrain_epochs)
     metrics = run_promoter(options, config_from_args(args, DEFAULTS))
     if is_main_process():
         print(format_report(metrics))

@@ -28,6 +28,7 @@ from torch import Tensor, nn
 from bioattn.attention import AxialTransformerLayer, LearnedPositionalEncoding, SinusoidalPositionalEncoding
 from bioattn.attention.inputs import check_token_ids
 from bioattn.coevolution import apc, symmetrize
+from bioattn.data.masking import bert_mask
 from bioattn.data.msa import ALPHABET, MSATokenizer
 from bioattn.models.base import PretrainedModel
 
@@ -50,16 +51,8 @@ def mask_tokens(tokens: Tensor, probability: float, generator: torch.Generator |
 
     The draws are made on the CPU (``generator`` is a CPU generator), so a seed masks the same cells on every device.
     """
-    on_cpu = tokens.cpu()
-    real = on_cpu != _TOKENS.pad_id
-    draw = torch.rand(on_cpu.shape, generator=generator)
-    chosen = (draw < probability) & real
-    action = torch.rand(on_cpu.shape, generator=generator)
-    masked = on_cpu.clone()
-    masked[chosen & (action < 0.8)] = _TOKENS.mask_id
-    randomise = chosen & (action >= 0.8) & (action < 0.9)
-    masked[randomise] = torch.randint(len(ALPHABET), on_cpu.shape, generator=generator)[randomise]
-    return masked.to(tokens.device), chosen.to(tokens.device)
+    return bert_mask(tokens, tokens.cpu() != _TOKENS.pad_id, probability, _TOKENS.mask_id,
+                     torch.arange(len(ALPHABET)), generator)
 
 
 class MSAContactModel(PretrainedModel):

@@ -1,0 +1,33 @@
+"""BERT-style masking of token ids, shared by the masked-token objectives (MSA cells, DNA nucleotides)."""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+__all__ = ["bert_mask"]
+
+
+def bert_mask(
+    tokens: Tensor, maskable: Tensor, probability: float, mask_id: int, random_ids: Tensor,
+    generator: torch.Generator | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Choose each ``maskable`` cell of ``tokens (...)`` with ``probability``; of the chosen, 80 % become
+    ``mask_id``, 10 % a token drawn uniformly from ``random_ids (V,)`` and 10 % stay as they are.
+
+    Returns ``(masked tokens, chosen)``, both shaped like ``tokens`` (``chosen`` bool), on ``tokens``' device.
+    The draws are made on the CPU (``generator`` is a CPU generator; ``None``: torch's global one), so a seed
+    masks the same cells on every device.
+    """
+    if not 0.0 < probability < 1.0:
+        raise ValueError(f"probability must be between 0 and 1, got {probability}")
+    on_cpu, maskable = tokens.cpu(), maskable.cpu()
+    if maskable.shape != on_cpu.shape or maskable.dtype != torch.bool:
+        raise ValueError(f"maskable must be bool {tuple(on_cpu.shape)}, got {maskable.dtype} {tuple(maskable.shape)}")
+    chosen = (torch.rand(on_cpu.shape, generator=generator) < probability) & maskable
+    action = torch.rand(on_cpu.shape, generator=generator)
+    masked = on_cpu.clone()
+    masked[chosen & (action < 0.8)] = mask_id
+    randomise = chosen & (action >= 0.8) & (action < 0.9)
+    drawn = random_ids.cpu()[torch.randint(len(random_ids), on_cpu.shape, generator=generator)]
+    masked[randomise] = drawn[randomise]
+    return masked.to(tokens.device), chosen.to(tokens.device)

@@ -1,0 +1,105 @@
+"""Masked-nucleotide pretraining of the promoter classifier's encoder on its own training sequences.
+
+Before the classifier is fine-tuned on the labels, its embedding, convolution, positions and transformer learn to
+predict hidden nucleotides of the **training** sequences (labels unused; dev and test sequences never seen):
+BERT masking of 15 % of the A/C/G/T positions of each sequence (:func:`~bioattn.data.masking.bert_mask`: 80 %
+[MASK], 10 % a random nucleotide, 10 % unchanged), cross-entropy over the four nucleotides at the chosen positions,
+read by a small head (Linear → GELU → LayerNorm → Linear) that is discarded afterwards. The classifier's own head is
+not touched. Pretraining runs through the same :class:`~bioattn.training.Trainer` (progress, checkpoints, exact
+``--resume``, torchrun) into ``<member>/pretrain/``, with :func:`pretrain_config`: AdamW, batch 128, warm-up (200
+steps at most) then cosine to 0, peak learning rate 3e-3.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from bioattn.data.dna import A_ID, MASK_ID, T_ID
+from bioattn.data.masking import bert_mask
+from bioattn.models.promoter import PromoterClassifier
+from bioattn.tasks.common import fit_timed
+from bioattn.tasks.promoter_data import Split, TokenDataset, collate
+from bioattn.training import TrainConfig, Trainer
+from bioattn.training.distributed import is_main_process
+
+__all__ = ["MASK_PROBABILITY", "PRETRAIN_DIR", "MaskedNucleotideModel", "mask_nucleotides", "masked_nucleotide_loss",
+           "pretrain_config", "pretrain_encoder"]
+
+MASK_PROBABILITY = 0.15
+PRETRAIN_DIR = "pretrain"
+PRETRAIN_BATCH_SIZE = 128
+PRETRAIN_WARMUP_STEPS = 200
+PRETRAIN_LR = 3e-3
+_NUCLEOTIDES = torch.arange(A_ID, T_ID + 1)  # A, C, G, T: the targets (N is never chosen)
+
+
+class MaskedNucleotideModel(nn.Module):
+    """A :class:`PromoterClassifier`'s encoder with a nucleotide head: ``ids (B, L)``, ``padding_mask (B, L)`` →
+    logits over A/C/G/T at every position ``(B, L, 4)``. The classifier is shared, not copied."""
+
+    def __init__(self, classifier: PromoterClassifier) -> None:
+        super().__init__()
+        self.classifier = classifier
+        width = classifier.config["d_model"]
+        self.head = nn.Sequential(nn.Linear(width, width), nn.GELU(), nn.LayerNorm(width), nn.Linear(width, len(_NUCLEOTIDES)))
+
+    def forward(self, ids: Tensor, padding_mask: Tensor) -> Tensor:
+        hidden, _, _ = self.classifier.encode(ids, padding_mask)
+        return self.head(hidden[:, 1:])
+
+
+def mask_nucleotides(ids: Tensor, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+    """BERT masking of the A/C/G/T positions of ``ids (B, L)`` (never PAD or N): ``(masked ids, chosen (B, L) bool)``."""
+    nucleotide = (ids >= A_ID) & (ids <= T_ID)
+    return bert_mask(ids, nucleotide, MASK_PROBABILITY, MASK_ID, _NUCLEOTIDES, generator)
+
+
+def masked_nucleotide_loss(model: nn.Module, ids: Tensor, padding_mask: Tensor, generator: torch.Generator | None = None) -> Tensor:
+    """Cross-entropy over A/C/G/T at the chosen positions of ``ids (B, L)`` (mean); ``model`` may be a DDP wrapper."""
+    masked, chosen = mask_nucleotides(ids, generator)
+    logits = model(masked, padding_mask)
+    if not chosen.any():
+        return logits.sum() * 0.0
+    return F.cross_entropy(logits[chosen], ids[chosen] - A_ID)
+
+
+def pretrain_config(config: TrainConfig, epochs: int, sequences: int) -> TrainConfig:
+    """The pretraining schedule beside the fine-tuning ``config``, for ``sequences`` training sequences: ``epochs``
+    epochs of batch 128 at learning rate 3e-3 (whatever the fine-tuning's), warm-up over 200 steps or a quarter of
+    all steps if fewer (a quick run keeps its shorter batch and warm-up), no time budget (``--max-minutes`` bounds the fine-tuning), no evaluation or early stopping;
+    the classifier's head gets no gradient, so DDP expects unused parameters."""
+    quick = config.max_steps_per_epoch is not None
+    batch_size = config.batch_size if quick else PRETRAIN_BATCH_SIZE
+    total_steps = epochs * math.ceil(sequences / batch_size)
+    warmup = config.warmup_steps if quick else min(PRETRAIN_WARMUP_STEPS, total_steps // 4)
+    return dataclasses.replace(
+        config, max_epochs=epochs, lr=PRETRAIN_LR, max_minutes=None, patience=None, monitor="loss", monitor_mode="min",
+        eval_every_steps=None, batch_size=batch_size, warmup_steps=warmup, find_unused_parameters=True,
+    )
+
+
+def pretrain_encoder(classifier: PromoterClassifier, train: Split, run_dir: Path, config: TrainConfig, epochs: int,
+                     resume: bool, run_info: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Pretrain ``classifier``'s encoder in place on the sequences of ``train`` for ``epochs`` epochs into
+    ``run_dir`` (``train_log.csv``, ``checkpoint/``); returns :func:`~bioattn.tasks.common.fit_timed`'s summary
+    plus the last epoch's ``train_loss`` (masked-nucleotide cross-entropy, nats)."""
+    model = MaskedNucleotideModel(classifier)
+    if is_main_process():
+        print(f"pretraining the encoder: masked nucleotides of the {len(train):,} training sequences, {epochs} epochs → "
+              f"{run_dir}", file=sys.stderr)
+    lengths = train.lengths()
+    trainer = Trainer(model, TokenDataset(train), pretrain_config(config, epochs, len(train)), run_dir,
+                      loss_fn=lambda module, batch: masked_nucleotide_loss(module, batch[0], batch[1]),
+                      collate_fn=collate, resume=resume, run_info=run_info,
+                      bucket_lengths=lengths.tolist() if lengths.min() != lengths.max() else None)
+    result, info = fit_timed(trainer)
+    del info["best_epoch"]  # nothing is evaluated: the last weights are the result
+    info["train_loss"] = result.history[-1]["train_loss"] if result.history else None
+    return info

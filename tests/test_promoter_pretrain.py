@@ -1,0 +1,169 @@
+"""Masked-nucleotide pretraining of the promoter encoder: masking, learning, the CLI path and exact resume."""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from bioattn.cli import main as bioattn_main
+from bioattn.data.dna import A_ID, MASK_ID, T_ID, collate_tokens, encode
+from bioattn.data.masking import bert_mask
+from bioattn.io import load_tensors
+from bioattn.models import PromoterClassifier
+from bioattn.tasks.promoter import DEFAULTS, FINETUNE_LR, PRETRAIN_EPOCHS, PromoterOptions, default_config
+from bioattn.tasks.promoter_data import Split
+from bioattn.tasks.promoter_pretrain import (
+    MASK_PROBABILITY,
+    PRETRAIN_LR,
+    MaskedNucleotideModel,
+    mask_nucleotides,
+    masked_nucleotide_loss,
+    pretrain_encoder,
+)
+from bioattn.training import TrainConfig
+
+
+def random_ids(rows: int, length: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded DNA ids with some N: ``(rows, length)`` and the padding mask."""
+    rng = np.random.default_rng(seed)
+    tokens = [encode("".join(rng.choice(list("ACGTN"), p=[0.24, 0.24, 0.24, 0.24, 0.04], size=int(n))))
+              for n in rng.integers(length // 2, length + 1, size=rows)]
+    return collate_tokens(tokens)
+
+
+def test_masking_chooses_only_nucleotides_and_follows_80_10_10():
+    ids, padding = random_ids(400, 80, seed=0)
+    masked, chosen = mask_nucleotides(ids, torch.Generator().manual_seed(0))
+    nucleotide = (ids >= A_ID) & (ids <= T_ID)
+    assert not chosen[~nucleotide].any()  # never PAD or N
+    assert torch.equal(masked[~chosen], ids[~chosen])
+    assert chosen.sum() / nucleotide.sum() == pytest.approx(MASK_PROBABILITY, abs=0.01)
+    to_mask = masked[chosen] == MASK_ID
+    assert to_mask.float().mean() == pytest.approx(0.8, abs=0.02)
+    others = masked[chosen][~to_mask]
+    assert ((others >= A_ID) & (others <= T_ID)).all()  # random replacements are nucleotides
+    unchanged = (others == ids[chosen][~to_mask]).float().mean()  # 10 % kept + a quarter of the 10 % random
+    assert unchanged == pytest.approx((0.1 + 0.1 / 4) / 0.2, abs=0.06)
+    again = mask_nucleotides(ids, torch.Generator().manual_seed(0))
+    assert torch.equal(again[0], masked) and torch.equal(again[1], chosen)
+
+
+def test_bert_mask_rejects_a_mask_of_another_shape_and_bad_probabilities():
+    ids = torch.full((2, 5), A_ID)
+    with pytest.raises(ValueError, match="maskable must be bool"):
+        bert_mask(ids, torch.ones(2, 4, dtype=torch.bool), 0.15, MASK_ID, torch.arange(A_ID, T_ID + 1))
+    with pytest.raises(ValueError, match="probability"):
+        bert_mask(ids, torch.ones(2, 5, dtype=torch.bool), 1.5, MASK_ID, torch.arange(A_ID, T_ID + 1))
+
+
+def test_masked_nucleotide_model_predicts_every_position_and_ignores_padding():
+    classifier = PromoterClassifier(max_len=40, d_model=16, num_heads=2, num_layers=1).eval()
+    model = MaskedNucleotideModel(classifier).eval()
+    ids, padding = random_ids(3, 30, seed=1)
+    logits = model(ids, padding)
+    assert logits.shape == (*ids.shape, 4)
+    alone = model(ids[:1, : int((~padding[0]).sum())], padding[:1, : int((~padding[0]).sum())])
+    torch.testing.assert_close(alone[0], logits[0, : alone.shape[1]], rtol=1e-5, atol=1e-5)  # padding never reaches it
+    assert model.classifier is classifier  # shared: pretraining changes the classifier itself
+
+
+def periodic_split(count: int, length: int, seed: int) -> Split:
+    """Sequences that repeat ``ACGGT`` from a random phase: every nucleotide follows from its neighbours."""
+    rng = np.random.default_rng(seed)
+    unit = "ACGGT"
+    sequences = [(unit * (length // len(unit) + 2))[p: p + length] for p in rng.integers(0, len(unit), size=count)]
+    return Split(sequences, [encode(s) for s in sequences], np.zeros(count, dtype=np.int64),
+                 [f"synthetic: record {i}" for i in range(count)])
+
+
+def test_pretraining_learns_the_sequences_and_leaves_the_classifier_head_alone(tmp_path):
+    torch.manual_seed(0)
+    classifier = PromoterClassifier(max_len=40, d_model=32, num_heads=2, num_layers=1, conv_kernel=3)
+    head_before = {k: v.clone() for k, v in classifier.head.state_dict().items()}
+    query_before = classifier.encoder.layers[0].self_attn.q_proj.weight.clone()
+    train = periodic_split(256, 40, seed=0)
+    ids, padding = collate_tokens(train.tokens[:128])
+    probe = MaskedNucleotideModel(classifier)
+    with torch.no_grad():
+        before = masked_nucleotide_loss(probe.eval(), ids, padding, torch.Generator().manual_seed(5)).item()
+    config = TrainConfig(max_epochs=1, batch_size=32, lr=3e-3, warmup_steps=2, max_steps_per_epoch=200)
+    info = pretrain_encoder(classifier, train, tmp_path / "pretrain", config, epochs=6, resume=False)
+    assert before > math.log(4) - 0.2
+    assert info["train_loss"] < 0.5 * math.log(4)  # far below guessing: it learnt the sequences
+    for name, value in classifier.head.state_dict().items():
+        assert torch.equal(value, head_before[name])
+    assert not torch.equal(classifier.encoder.layers[0].self_attn.q_proj.weight, query_before)
+    assert (tmp_path / "pretrain" / "train_log.csv").is_file()
+
+
+# ------------------------------------------------------------------------------------- command line
+def write_csv(path: Path, count: int, seed: int) -> Path:
+    rng = np.random.default_rng(seed)
+    rows = ["sequence,label"]
+    for i in range(count):
+        label = i % 2
+        own = rng.choice(list("GC" if label else "AT"), size=36)
+        rows.append("".join(np.where(rng.random(36) < 0.75, own, rng.choice(list("ACGT"), size=36))) + f",{label}")
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_train_with_pretraining_end_to_end_and_resume_after_pretraining_is_exact(tmp_path, capsys):
+    data = write_csv(tmp_path / "train.csv", 400, seed=3)
+    run = tmp_path / "run"
+    flags = ["train", "promoter", "--train", str(data), "--quick", "--epochs", "2", "--seed", "0", "--pretrain-epochs", "2"]
+    assert bioattn_main([*flags, "--out", str(run)]) == 0
+    assert "pretraining the encoder: masked nucleotides of the" in capsys.readouterr().err
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["training"]["pretraining"]["epochs_run"] == 2
+    assert metrics["metrics"]["dev_mcc"] > 0.5
+    log = (run / "pretrain" / "train_log.csv").read_text().splitlines()
+    assert log[0].startswith("step,epoch,phase,loss") and len(log) > 2
+    assert PromoterClassifier.from_pretrained(run).config["d_model"] == 32  # the classifier, not the pretraining wrapper
+    settings = json.loads((run / "run_config.json").read_text())
+    pretraining = json.loads((run / "pretrain" / "run_config.json").read_text())["training"]
+    assert settings["training"]["lr"] == FINETUNE_LR and pretraining["lr"] == PRETRAIN_LR  # each stage its own rate
+    plain = tmp_path / "plain"
+    assert bioattn_main([*flags[:-2], "--out", str(plain)]) == 0  # own files: no pretraining unless asked
+    assert not (plain / "pretrain").exists()
+    assert json.loads((plain / "run_config.json").read_text())["training"]["lr"] == DEFAULTS.lr
+    assert not torch.equal(load_tensors(plain / "model.safetensors")["embedding.weight"],
+                           load_tensors(run / "model.safetensors")["embedding.weight"])  # fine-tuning started from it
+
+    # A run stopped after its pretraining (fine-tuning's files gone) resumes to the same model.
+    interrupted = tmp_path / "interrupted"
+    shutil.copytree(run, interrupted)
+    for name in ("checkpoint", "model.safetensors", "config.json", "metrics.json", "train_log.csv", "run_config.json",
+                 "summary.md", "training_curve.png", "tensorboard"):
+        target = interrupted / name
+        shutil.rmtree(target) if target.is_dir() else target.unlink(missing_ok=True)
+    assert bioattn_main([*flags, "--out", str(interrupted), "--resume"]) == 0
+    expected, got = load_tensors(run / "model.safetensors"), load_tensors(interrupted / "model.safetensors")
+    assert expected.keys() == got.keys()
+    for name in expected:
+        assert torch.equal(expected[name], got[name]), name
+
+
+def test_defaults_pretrain_the_70_nt_gue_tasks_only_and_fine_tune_them_at_the_lower_rate(tmp_path):
+    for task in ("prom_core_all", "prom_core_notata", "prom_core_tata"):
+        pretrained = PromoterOptions(out=tmp_path, task=task)
+        assert pretrained.pretrain_epochs == PRETRAIN_EPOCHS[task] > 0
+        assert default_config(task, pretrained.pretrain_epochs).lr == FINETUNE_LR < DEFAULTS.lr
+    for options in (PromoterOptions(out=tmp_path, task="prom_300_tata"), PromoterOptions(out=tmp_path, task="ecoli_sigma70"),
+                    PromoterOptions(out=tmp_path, train=Path("x.csv"))):
+        assert options.pretrain_epochs == 0 and default_config(options.task, 0).lr == DEFAULTS.lr
+    assert PromoterOptions(out=tmp_path, task="prom_core_all", pretrain_epochs=0).pretrain_epochs == 0
+
+
+def test_negative_pretraining_epochs_exit_2_with_one_line(tmp_path, capsys):
+    data = write_csv(tmp_path / "train.csv", 40, seed=3)
+    code = bioattn_main(["train", "promoter", "--train", str(data), "--quick", "--pretrain-epochs", "-1",
+                         "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err == ["error: --pretrain-epochs must be >= 0, got -1"]
+    assert not (tmp_path / "run").exists()
