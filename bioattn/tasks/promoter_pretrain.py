@@ -6,8 +6,8 @@ BERT masking of 15 % of the A/C/G/T positions of each sequence (:func:`~bioattn.
 [MASK], 10 % a random nucleotide, 10 % unchanged), cross-entropy over the four nucleotides at the chosen positions,
 read by a small head (Linear → GELU → LayerNorm → Linear) that is discarded afterwards. The classifier's own head is
 not touched. Pretraining runs through the same :class:`~bioattn.training.Trainer` (progress, checkpoints, exact
-``--resume``, torchrun) into ``<member>/pretrain/``, with :func:`pretrain_config`: AdamW, batch 128, warm-up (200
-steps at most) then cosine to 0, peak learning rate 3e-3.
+``--resume``, torchrun) into ``<member>/pretrain/``, with :func:`pretrain_config`: AdamW, batch 128 (twice the fine-tuning's),
+warm-up (200 steps at most) then cosine to 0, peak learning rate 3e-3.
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ __all__ = ["MASK_PROBABILITY", "PRETRAIN_DIR", "MaskedNucleotideModel", "mask_nu
 
 MASK_PROBABILITY = 0.15
 PRETRAIN_DIR = "pretrain"
-PRETRAIN_BATCH_SIZE = 128
+PRETRAIN_BATCH_FACTOR = 2  # pretraining batch = 2 x the fine-tuning batch (divisible like it over processes)
 PRETRAIN_WARMUP_STEPS = 200
 PRETRAIN_LR = 3e-3
 _NUCLEOTIDES = torch.arange(A_ID, T_ID + 1)  # A, C, G, T: the targets (N is never chosen)
@@ -71,12 +71,15 @@ def masked_nucleotide_loss(model: nn.Module, ids: Tensor, padding_mask: Tensor, 
 
 
 def pretrain_config(config: TrainConfig, epochs: int, sequences: int) -> TrainConfig:
-    """The pretraining schedule beside the fine-tuning ``config``, for ``sequences`` training sequences: ``epochs``
-    epochs of batch 128 at learning rate 3e-3 (whatever the fine-tuning's), warm-up over 200 steps or a quarter of
-    all steps if fewer (a quick run keeps its shorter batch and warm-up), no time budget (``--max-minutes`` bounds the fine-tuning), no evaluation or early stopping;
-    the classifier's head gets no gradient, so DDP expects unused parameters."""
+    """The pretraining schedule beside the fine-tuning ``config``, for ``sequences`` training sequences.
+
+    ``epochs`` epochs of twice the fine-tuning batch (128 by default) at learning rate 3e-3 whatever the
+    fine-tuning's, warm-up over 200 steps or a quarter of all steps if fewer (a quick run keeps its batch and
+    warm-up), no time budget (``--max-minutes`` bounds the fine-tuning), no evaluation or early stopping. The
+    classifier's head gets no gradient, so DDP expects unused parameters.
+    """
     quick = config.max_steps_per_epoch is not None
-    batch_size = config.batch_size if quick else PRETRAIN_BATCH_SIZE
+    batch_size = config.batch_size if quick else PRETRAIN_BATCH_FACTOR * config.batch_size
     total_steps = epochs * math.ceil(sequences / batch_size)
     warmup = config.warmup_steps if quick else min(PRETRAIN_WARMUP_STEPS, total_steps // 4)
     return dataclasses.replace(
