@@ -12,7 +12,7 @@ import torch
 
 from bioattn.cli import main as bioattn_main
 from bioattn.data.dna import A_ID, MASK_ID, T_ID, collate_tokens, encode
-from bioattn.data.masking import bert_mask
+from bioattn.data.masking import bert_mask, masked_cross_entropy
 from bioattn.io import load_tensors
 from bioattn.models import PromoterClassifier
 from bioattn.tasks.promoter import DEFAULTS, FINETUNE_LR, PRETRAIN_EPOCHS, PromoterOptions, default_config
@@ -59,6 +59,17 @@ def test_bert_mask_rejects_a_mask_of_another_shape_and_bad_probabilities():
         bert_mask(ids, torch.ones(2, 4, dtype=torch.bool), 0.15, MASK_ID, torch.arange(A_ID, T_ID + 1))
     with pytest.raises(ValueError, match="probability"):
         bert_mask(ids, torch.ones(2, 5, dtype=torch.bool), 1.5, MASK_ID, torch.arange(A_ID, T_ID + 1))
+
+
+def test_masked_cross_entropy_averages_the_chosen_cells_and_is_a_differentiable_zero_without_any():
+    logits = torch.randn(3, 7, 4, requires_grad=True)
+    targets = torch.randint(4, (3, 7))
+    chosen = torch.rand(3, 7) < 0.4
+    expected = torch.nn.functional.cross_entropy(logits[chosen], targets[chosen])
+    torch.testing.assert_close(masked_cross_entropy(logits, targets, chosen), expected)
+    none = masked_cross_entropy(logits, targets, torch.zeros(3, 7, dtype=torch.bool))
+    none.backward()
+    assert none.item() == 0.0 and logits.grad is not None and not logits.grad.any()
 
 
 def test_masked_nucleotide_model_predicts_every_position_and_ignores_padding():
@@ -146,6 +157,29 @@ def test_train_with_pretraining_end_to_end_and_resume_after_pretraining_is_exact
     assert expected.keys() == got.keys()
     for name in expected:
         assert torch.equal(expected[name], got[name]), name
+
+
+def test_pretraining_batches_by_length_exactly_when_fine_tuning_does(tmp_path, monkeypatch):
+    import bioattn.tasks.promoter_pretrain as pretrain_module
+
+    seen = []
+
+    class Recording(pretrain_module.Trainer):
+        def __init__(self, *args, bucket_lengths=None, **kwargs):
+            seen.append(bucket_lengths)
+            super().__init__(*args, bucket_lengths=bucket_lengths, **kwargs)
+
+    monkeypatch.setattr(pretrain_module, "Trainer", Recording)
+    rng = np.random.default_rng(4)
+    rows = ["sequence,label"] + [f"{''.join(rng.choice(list('ACGT'), size=int(n)))},{i % 2}"
+                                 for i, n in enumerate(rng.integers(20, 40, size=120))]
+    data = tmp_path / "varied.csv"
+    data.write_text("\n".join(rows) + "\n")
+    flags = ["train", "promoter", "--train", str(data), "--quick", "--epochs", "1", "--pretrain-epochs", "1"]
+    assert bioattn_main([*flags, "--out", str(tmp_path / "buckets")]) == 0
+    assert bioattn_main([*flags, "--no-length-buckets", "--out", str(tmp_path / "shuffled")]) == 0
+    assert seen[0] is not None and len(set(seen[0])) > 1  # the training sequences' lengths
+    assert seen[1] is None  # --no-length-buckets reaches the pretraining too
 
 
 def test_defaults_pretrain_the_70_nt_gue_tasks_only_and_fine_tune_them_at_the_lower_rate(tmp_path):

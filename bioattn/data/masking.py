@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
-__all__ = ["bert_mask"]
+__all__ = ["bert_mask", "masked_cross_entropy"]
 
 
 def bert_mask(
@@ -31,3 +32,12 @@ def bert_mask(
     drawn = random_ids.cpu()[torch.randint(len(random_ids), on_cpu.shape, generator=generator)]
     masked[randomise] = drawn[randomise]
     return masked.to(tokens.device), chosen.to(tokens.device)
+
+
+def masked_cross_entropy(logits: Tensor, targets: Tensor, chosen: Tensor) -> Tensor:
+    """Mean cross-entropy of ``logits (..., C)`` against class indices ``targets (...)`` over the ``chosen (...)``
+    cells (bool); a zero that still reaches every logit when no cell was chosen (a short batch can draw none)."""
+    chosen = chosen.to(logits.device)
+    if not chosen.any():
+        return logits.sum() * 0.0
+    return F.cross_entropy(logits[chosen], targets.to(logits.device)[chosen])

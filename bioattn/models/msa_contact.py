@@ -21,14 +21,13 @@ from typing import Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from sklearn.linear_model import LogisticRegression
 from torch import Tensor, nn
 
 from bioattn.attention import AxialTransformerLayer, LearnedPositionalEncoding, SinusoidalPositionalEncoding
 from bioattn.attention.inputs import check_token_ids
 from bioattn.coevolution import apc, symmetrize
-from bioattn.data.masking import bert_mask
+from bioattn.data.masking import bert_mask, masked_cross_entropy
 from bioattn.data.msa import ALPHABET, MSATokenizer
 from bioattn.models.base import PretrainedModel
 
@@ -164,10 +163,7 @@ def masked_lm_loss(model: nn.Module, tokens: Tensor, probability: float = 0.15, 
     """
     masked, chosen = mask_tokens(tokens, probability, generator)
     logits, _ = model(masked.to(next(model.parameters()).device))
-    chosen = chosen.to(logits.device)
-    if not chosen.any():
-        return logits.sum() * 0.0
-    return F.cross_entropy(logits[chosen], tokens.to(logits.device)[chosen])
+    return masked_cross_entropy(logits, tokens, chosen)
 
 
 def _pair_selection(length: int, min_separation: int) -> Tensor:

@@ -257,10 +257,12 @@ def train_model(
     """
     seed_everything(config.seed)
     model = build_model(options, max_len, class_names)
+    lengths = train.lengths()
+    buckets = lengths.tolist() if options.length_buckets and lengths.min() != lengths.max() else None
     pretraining = None
     if options.pretrain_epochs:
         pretraining = pretrain_encoder(model, train, run_dir / PRETRAIN_DIR, config, options.pretrain_epochs, resume,
-                                       run_info=dataclasses.asdict(options))
+                                       bucket_lengths=buckets, run_info=dataclasses.asdict(options))
 
     def loss_fn(module: nn.Module, batch: tuple[Tensor, Tensor, Tensor]) -> Tensor:
         ids, padding_mask, labels = batch
@@ -272,8 +274,6 @@ def train_model(
     def evaluate(module: nn.Module) -> dict[str, float]:
         return with_prefix("dev", score(module, dev))  # type: ignore[arg-type]
 
-    lengths = train.lengths()
-    buckets = lengths.tolist() if options.length_buckets and lengths.min() != lengths.max() else None
     trainer = Trainer(model, TokenDataset(train), config, run_dir, loss_fn=loss_fn, evaluate=evaluate, collate_fn=collate,
                       resume=resume, run_info=dataclasses.asdict(options), bucket_lengths=buckets)
     _, info = fit_timed(trainer)

@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bioattn.data.dna import A_ID, MASK_ID, T_ID
-from bioattn.data.masking import bert_mask
+from bioattn.data.masking import bert_mask, masked_cross_entropy
 from bioattn.models.promoter import PromoterClassifier
 from bioattn.tasks.common import fit_timed
 from bioattn.tasks.promoter_data import Split, TokenDataset, collate
@@ -64,10 +63,7 @@ def mask_nucleotides(ids: Tensor, generator: torch.Generator | None = None) -> t
 def masked_nucleotide_loss(model: nn.Module, ids: Tensor, padding_mask: Tensor, generator: torch.Generator | None = None) -> Tensor:
     """Cross-entropy over A/C/G/T at the chosen positions of ``ids (B, L)`` (mean); ``model`` may be a DDP wrapper."""
     masked, chosen = mask_nucleotides(ids, generator)
-    logits = model(masked, padding_mask)
-    if not chosen.any():
-        return logits.sum() * 0.0
-    return F.cross_entropy(logits[chosen], ids[chosen] - A_ID)
+    return masked_cross_entropy(model(masked, padding_mask), ids - A_ID, chosen)
 
 
 def pretrain_config(config: TrainConfig, epochs: int, sequences: int) -> TrainConfig:
@@ -89,19 +85,19 @@ def pretrain_config(config: TrainConfig, epochs: int, sequences: int) -> TrainCo
 
 
 def pretrain_encoder(classifier: PromoterClassifier, train: Split, run_dir: Path, config: TrainConfig, epochs: int,
-                     resume: bool, run_info: dict[str, Any] | None = None) -> dict[str, Any]:
+                     resume: bool, *, bucket_lengths: list[int] | None = None,
+                     run_info: dict[str, Any] | None = None) -> dict[str, Any]:
     """Pretrain ``classifier``'s encoder in place on the sequences of ``train`` for ``epochs`` epochs into
-    ``run_dir`` (``train_log.csv``, ``checkpoint/``); returns :func:`~bioattn.tasks.common.fit_timed`'s summary
-    plus the last epoch's ``train_loss`` (masked-nucleotide cross-entropy, nats)."""
+    ``run_dir`` (``train_log.csv``, ``checkpoint/``), batching by ``bucket_lengths`` as the fine-tuning does (see
+    :class:`~bioattn.training.Trainer`); returns :func:`~bioattn.tasks.common.fit_timed`'s summary plus the last
+    epoch's ``train_loss`` (masked-nucleotide cross-entropy, nats)."""
     model = MaskedNucleotideModel(classifier)
     if is_main_process():
         print(f"pretraining the encoder: masked nucleotides of the {len(train):,} training sequences, {epochs} epochs → "
               f"{run_dir}", file=sys.stderr)
-    lengths = train.lengths()
     trainer = Trainer(model, TokenDataset(train), pretrain_config(config, epochs, len(train)), run_dir,
                       loss_fn=lambda module, batch: masked_nucleotide_loss(module, batch[0], batch[1]),
-                      collate_fn=collate, resume=resume, run_info=run_info,
-                      bucket_lengths=lengths.tolist() if lengths.min() != lengths.max() else None)
+                      collate_fn=collate, resume=resume, run_info=run_info, bucket_lengths=bucket_lengths)
     result, info = fit_timed(trainer)
     del info["best_epoch"]  # nothing is evaluated: the last weights are the result
     info["train_loss"] = result.history[-1]["train_loss"] if result.history else None
