@@ -19,10 +19,13 @@ from bioattn.tasks.promoter import DEFAULTS, FINETUNE_LR, PRETRAIN_EPOCHS, Promo
 from bioattn.tasks.promoter_data import Split
 from bioattn.tasks.promoter_pretrain import (
     MASK_PROBABILITY,
+    PRETRAIN_BATCH_FACTOR,
     PRETRAIN_LR,
+    PRETRAIN_WARMUP_STEPS,
     MaskedNucleotideModel,
     mask_nucleotides,
     masked_nucleotide_loss,
+    pretrain_config,
     pretrain_encoder,
 )
 from bioattn.training import TrainConfig
@@ -103,13 +106,25 @@ def test_pretraining_learns_the_sequences_and_leaves_the_classifier_head_alone(t
     with torch.no_grad():
         before = masked_nucleotide_loss(probe.eval(), ids, padding, torch.Generator().manual_seed(5)).item()
     config = TrainConfig(max_epochs=1, batch_size=32, lr=3e-3, warmup_steps=2, max_steps_per_epoch=200)
-    info = pretrain_encoder(classifier, train, tmp_path / "pretrain", config, epochs=6, resume=False)
+    info = pretrain_encoder(classifier, train, tmp_path / "pretrain", config, epochs=6, resume=False, quick=True)
     assert before > math.log(4) - 0.2
     assert info["train_loss"] < 0.5 * math.log(4)  # far below guessing: it learnt the sequences
     for name, value in classifier.head.state_dict().items():
         assert torch.equal(value, head_before[name])
     assert not torch.equal(classifier.encoder.layers[0].self_attn.q_proj.weight, query_before)
     assert (tmp_path / "pretrain" / "train_log.csv").is_file()
+
+
+def test_pretraining_schedule_doubles_the_batch_at_its_own_rate_and_only_a_quick_run_keeps_its_own():
+    fine_tuning = TrainConfig(max_epochs=6, batch_size=64, lr=1e-3, warmup_steps=100, max_minutes=30.0, patience=8,
+                              monitor="dev_mcc", monitor_mode="max", max_steps_per_epoch=500)  # e.g. set in a YAML file
+    full = pretrain_config(fine_tuning, epochs=4, sequences=47_356)
+    assert full.batch_size == PRETRAIN_BATCH_FACTOR * 64 == 128 and full.max_epochs == 4 and full.lr == PRETRAIN_LR
+    assert full.warmup_steps == PRETRAIN_WARMUP_STEPS  # 4 x 370 steps: a quarter is more than 200
+    assert full.max_minutes is None and full.patience is None and full.monitor == "loss" and full.find_unused_parameters
+    assert pretrain_config(fine_tuning, epochs=1, sequences=1_000).warmup_steps == 8 // 4  # ceil(1000 / 128) = 8 steps
+    quick = pretrain_config(fine_tuning, epochs=2, sequences=47_356, quick=True)
+    assert quick.batch_size == 64 and quick.warmup_steps == 100 and quick.lr == PRETRAIN_LR
 
 
 # ------------------------------------------------------------------------------------- command line

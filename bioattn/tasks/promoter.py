@@ -262,7 +262,7 @@ def train_model(
     pretraining = None
     if options.pretrain_epochs:
         pretraining = pretrain_encoder(model, train, run_dir / PRETRAIN_DIR, config, options.pretrain_epochs, resume,
-                                       bucket_lengths=buckets, run_info=dataclasses.asdict(options))
+                                       quick=options.quick, bucket_lengths=buckets, run_info=dataclasses.asdict(options))
 
     def loss_fn(module: nn.Module, batch: tuple[Tensor, Tensor, Tensor]) -> Tensor:
         ids, padding_mask, labels = batch

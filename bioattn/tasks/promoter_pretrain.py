@@ -66,15 +66,15 @@ def masked_nucleotide_loss(model: nn.Module, ids: Tensor, padding_mask: Tensor, 
     return masked_cross_entropy(model(masked, padding_mask), ids - A_ID, chosen)
 
 
-def pretrain_config(config: TrainConfig, epochs: int, sequences: int) -> TrainConfig:
+def pretrain_config(config: TrainConfig, epochs: int, sequences: int, *, quick: bool = False) -> TrainConfig:
     """The pretraining schedule beside the fine-tuning ``config``, for ``sequences`` training sequences.
 
-    ``epochs`` epochs of twice the fine-tuning batch (128 by default) at learning rate 3e-3 whatever the
-    fine-tuning's, warm-up over 200 steps or a quarter of all steps if fewer (a quick run keeps its batch and
-    warm-up), no time budget (``--max-minutes`` bounds the fine-tuning), no evaluation or early stopping. The
-    classifier's head gets no gradient, so DDP expects unused parameters.
+    ``epochs`` epochs of :data:`PRETRAIN_BATCH_FACTOR` × the fine-tuning batch (128 by default) at
+    :data:`PRETRAIN_LR` whatever the fine-tuning's, warm-up over :data:`PRETRAIN_WARMUP_STEPS` steps or a quarter of
+    all steps if fewer (a ``quick`` run keeps its batch and warm-up), no time budget (``--max-minutes`` bounds the
+    fine-tuning), no evaluation or early stopping. The classifier's head gets no gradient, so DDP expects unused
+    parameters.
     """
-    quick = config.max_steps_per_epoch is not None
     batch_size = config.batch_size if quick else PRETRAIN_BATCH_FACTOR * config.batch_size
     total_steps = epochs * math.ceil(sequences / batch_size)
     warmup = config.warmup_steps if quick else min(PRETRAIN_WARMUP_STEPS, total_steps // 4)
@@ -85,17 +85,18 @@ def pretrain_config(config: TrainConfig, epochs: int, sequences: int) -> TrainCo
 
 
 def pretrain_encoder(classifier: PromoterClassifier, train: Split, run_dir: Path, config: TrainConfig, epochs: int,
-                     resume: bool, *, bucket_lengths: list[int] | None = None,
+                     resume: bool, *, quick: bool = False, bucket_lengths: list[int] | None = None,
                      run_info: dict[str, Any] | None = None) -> dict[str, Any]:
     """Pretrain ``classifier``'s encoder in place on the sequences of ``train`` for ``epochs`` epochs into
-    ``run_dir`` (``train_log.csv``, ``checkpoint/``), batching by ``bucket_lengths`` as the fine-tuning does (see
+    ``run_dir`` (``train_log.csv``, ``checkpoint/``) with :func:`pretrain_config` of the fine-tuning ``config``
+    (``quick``: a smoke-test run), batching by ``bucket_lengths`` as the fine-tuning does (see
     :class:`~bioattn.training.Trainer`); returns :func:`~bioattn.tasks.common.fit_timed`'s summary plus the last
     epoch's ``train_loss`` (masked-nucleotide cross-entropy, nats)."""
     model = MaskedNucleotideModel(classifier)
     if is_main_process():
         print(f"pretraining the encoder: masked nucleotides of the {len(train):,} training sequences, {epochs} epochs → "
               f"{run_dir}", file=sys.stderr)
-    trainer = Trainer(model, TokenDataset(train), pretrain_config(config, epochs, len(train)), run_dir,
+    trainer = Trainer(model, TokenDataset(train), pretrain_config(config, epochs, len(train), quick=quick), run_dir,
                       loss_fn=lambda module, batch: masked_nucleotide_loss(module, batch[0], batch[1]),
                       collate_fn=collate, resume=resume, run_info=run_info, bucket_lengths=bucket_lengths)
     result, info = fit_timed(trainer)
