@@ -88,14 +88,16 @@ def resolve_method(args: argparse.Namespace, order: Sequence[str], probe: Callab
                    budget_seconds: float = AUTO_BUDGET_SECONDS) -> str:
     """``--method``, or with ``auto`` the first method of ``order`` (most faithful first, as measured) whose
     estimated time fits ``budget_seconds``: ``probe()`` returns the estimated seconds of one gradient pass over the
-    whole input, and a method costs :data:`~bioattn.explain.attribution.RELATIVE_COST` times that. Says on stderr
-    which method it used."""
+    whole input, and a method costs :data:`~bioattn.explain.attribution.RELATIVE_COST` times that. The probe runs
+    twice and the second time is the estimate: the first pays one-off costs (a GPU's context and kernel selection,
+    lazy imports) that would make a 64-pass method look too slow. Says on stderr which method it used."""
     from bioattn.explain.attribution import RELATIVE_COST
 
     if args.faithfulness_steps < 1:
         raise UserInputError(f"--faithfulness-steps must be >= 1, got {args.faithfulness_steps}")
     if args.method != "auto":
         return args.method
+    probe()  # warm-up, not timed
     one_pass = probe()
     for method in order:
         if one_pass * RELATIVE_COST[method] <= budget_seconds or method == order[-1]:
