@@ -56,6 +56,14 @@ def test_masking_chooses_only_nucleotides_and_follows_80_10_10():
     assert torch.equal(again[0], masked) and torch.equal(again[1], chosen)
 
 
+@pytest.mark.parametrize("probability", [0.05, 0.3, 0.5])
+def test_masking_chooses_the_asked_fraction_of_nucleotides(probability):
+    ids, _ = random_ids(400, 80, seed=1)
+    _, chosen = mask_nucleotides(ids, torch.Generator().manual_seed(0), probability=probability)
+    nucleotide = (ids >= A_ID) & (ids <= T_ID)
+    assert chosen.sum() / nucleotide.sum() == pytest.approx(probability, abs=0.01)
+
+
 def test_bert_mask_rejects_a_mask_of_another_shape_and_bad_probabilities():
     ids = torch.full((2, 5), A_ID)
     with pytest.raises(ValueError, match="maskable must be bool"):
@@ -144,7 +152,7 @@ def test_train_with_pretraining_end_to_end_and_resume_after_pretraining_is_exact
     run = tmp_path / "run"
     flags = ["train", "promoter", "--train", str(data), "--quick", "--epochs", "2", "--seed", "0", "--pretrain-epochs", "2"]
     assert bioattn_main([*flags, "--out", str(run)]) == 0
-    assert "pretraining the encoder: masked nucleotides of the" in capsys.readouterr().err
+    assert f"pretraining the encoder: masked nucleotides ({MASK_PROBABILITY:.0%}) of the" in capsys.readouterr().err
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["training"]["pretraining"]["epochs_run"] == 2
     assert metrics["metrics"]["dev_mcc"] > 0.5
@@ -215,3 +223,29 @@ def test_negative_pretraining_epochs_exit_2_with_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err == ["error: --pretrain-epochs must be >= 0, got -1"]
     assert not (tmp_path / "run").exists()
+
+
+def test_pretrain_mask_reaches_the_masking_and_a_bad_fraction_exits_2_with_one_line(tmp_path, capsys, monkeypatch):
+    import bioattn.tasks.promoter_pretrain as pretrain_module
+
+    asked = []
+
+    def recording_bert_mask(ids, maskable, probability, *args, **kwargs):
+        asked.append(probability)
+        return bert_mask(ids, maskable, probability, *args, **kwargs)
+
+    monkeypatch.setattr(pretrain_module, "bert_mask", recording_bert_mask)
+    data = write_csv(tmp_path / "train.csv", 120, seed=3)
+    flags = ["train", "promoter", "--train", str(data), "--quick", "--epochs", "1", "--pretrain-epochs", "1"]
+    assert bioattn_main([*flags, "--pretrain-mask", "0.4", "--out", str(tmp_path / "run")]) == 0
+    assert asked and set(asked) == {0.4}
+    assert json.loads((tmp_path / "run" / "run_config.json").read_text())["recipe"]["pretrain_mask"] == 0.4
+    asked.clear()
+    assert bioattn_main([*flags, "--out", str(tmp_path / "default")]) == 0
+    assert set(asked) == {MASK_PROBABILITY}  # your own files: the module's default
+    capsys.readouterr()
+    for bad in ("0", "1.5"):
+        code = bioattn_main([*flags, "--pretrain-mask", bad, "--out", str(tmp_path / f"bad{bad}")])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and err == [f"error: --pretrain-mask must be between 0 and 1 (a fraction), got {float(bad)}"]
+        assert not (tmp_path / f"bad{bad}").exists()

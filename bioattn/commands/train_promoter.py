@@ -23,7 +23,7 @@ complements in training and both strands averaged in prediction (sequences of un
 tasks, oriented on the transcription start, default to neither. --rc-augment / --no-rc-augment overrides.
 --pretrain-epochs N first trains the encoder to predict masked nucleotides of the training sequences (no labels,
 dev and test unused; into <member>/pretrain/), then fine-tunes at --lr 1e-3 (default 4 epochs on prom_core_all,
-prom_core_notata and prom_core_tata, 0 elsewhere).
+prom_core_notata and prom_core_tata, 0 elsewhere); --pretrain-mask P is the fraction of nucleotides masked.
 
 Writes into RUN_DIR: config.json + model.safetensors (for 'bioattn predict promoter', which reproduces this
 run's numbers without extra flags), metrics.json, summary.md, training_curve.png, train_log.csv, checkpoint/
@@ -41,6 +41,7 @@ from bioattn.tasks.promoter import (
     DEFAULTS,
     FINETUNE_LR,
     PRETRAIN_EPOCHS,
+    PRETRAIN_MASK,
     SMALL_DATA_EPOCHS,
     TASKS,
     PromoterOptions,
@@ -49,7 +50,7 @@ from bioattn.tasks.promoter import (
     format_report,
     run_promoter,
 )
-from bioattn.tasks.promoter_pretrain import PRETRAIN_LR
+from bioattn.tasks.promoter_pretrain import MASK_PROBABILITY, PRETRAIN_LR
 from bioattn.commands.common import add_device_argument, add_ensemble_arguments, ensemble_options
 from bioattn.training import add_training_args, config_from_args
 from bioattn.training.distributed import is_main_process
@@ -89,6 +90,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="before fine-tuning, pretrain the encoder for N epochs by predicting masked nucleotides of "
                             "the training sequences (labels, dev and test unused; into <member>/pretrain/); 0 = none "
                             f"(default: {', '.join(f'{n} for {t}' for t, n in PRETRAIN_EPOCHS.items())}; 0 otherwise)")
+    model.add_argument("--pretrain-mask", type=float, default=None, metavar="P",
+                       help="fraction of the nucleotides of each sequence masked in pretraining (default: "
+                            + "".join(f"{p:g} for {t}, " for t, p in PRETRAIN_MASK.items()) + f"{MASK_PROBABILITY:g}"
+                            + (" otherwise)" if PRETRAIN_MASK else ")"))
     model.add_argument("--rc-augment", action=argparse.BooleanOptionalAction, default=None,
                        help="train on random reverse complements (default: off for the GUE tasks, whose sequences are "
                             "oriented on the TSS; on otherwise)")
@@ -115,7 +120,7 @@ def options_from_args(args: argparse.Namespace) -> PromoterOptions:
         out=args.out, task=args.task, train=args.train, dev=args.dev, test=args.test, data_root=args.data_root,
         max_length=args.max_length, quick=args.quick, max_rows=args.max_rows, d_model=args.d_model, heads=args.heads,
         layers=args.layers, conv_kernel=args.conv_kernel, conv_layers=args.conv_layers, dropout=args.dropout,
-        head_temperature=args.head_temperature, pretrain_epochs=args.pretrain_epochs,
+        head_temperature=args.head_temperature, pretrain_epochs=args.pretrain_epochs, pretrain_mask=args.pretrain_mask,
         rc_augment=args.rc_augment, rc_average=args.rc_average, length_buckets=not args.no_length_buckets,
         **ensemble_options(args), resume=args.resume, overwrite=args.overwrite,
     )

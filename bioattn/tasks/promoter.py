@@ -53,7 +53,7 @@ from bioattn.models.promoter import PromoterClassifier
 from bioattn.report import format_mean_sd, format_table, format_value
 from bioattn.tasks.common import check_ensemble_options, fit_timed, member_dir_name, save_ensemble, write_out_of_fold
 from bioattn.tasks.promoter_baselines import run_baselines
-from bioattn.tasks.promoter_pretrain import PRETRAIN_DIR, pretrain_encoder
+from bioattn.tasks.promoter_pretrain import MASK_PROBABILITY, PRETRAIN_DIR, pretrain_encoder
 from bioattn.tasks.promoter_data import (
     BINARY_CLASSES,
     Split,
@@ -94,6 +94,8 @@ SMALL_DATA_DROPOUT = 0.1
 #: seeds 0-2, dev MCC×100: prom_core_all 71.56, notata 73.88, tata 78.67 against 70.97, 72.25, 76.21 without) but
 #: not on prom_300_tata (75.47 against 82.26) nor clearly on E. coli (+1.1 ± 2.2 over folds); docs/results.md.
 PRETRAIN_EPOCHS = {"prom_core_all": 4, "prom_core_notata": 4, "prom_core_tata": 4}
+#: Fraction of the nucleotides masked in pretraining by default, per task; :data:`MASK_PROBABILITY` for the others.
+PRETRAIN_MASK: dict[str, float] = {}
 #: Peak learning rate of the fine-tuning after pretraining (without pretraining: DEFAULTS.lr).
 FINETUNE_LR = 1e-3
 
@@ -136,7 +138,8 @@ class PromoterOptions:
     sequence). Model: ``d_model``, ``heads``, ``layers``, ``conv_kernel``, ``conv_layers``, ``dropout``,
     ``head_temperature`` (a learnable softmax temperature per attention head); ``pretrain_epochs``: epochs of
     masked-nucleotide pretraining on the training sequences before fine-tuning (:mod:`~bioattn.tasks.promoter_pretrain`;
-    0 = none; default :data:`PRETRAIN_EPOCHS` of the task, else 0);
+    0 = none; default :data:`PRETRAIN_EPOCHS` of the task, else 0); ``pretrain_mask``: the fraction of nucleotides
+    masked in it (default :data:`PRETRAIN_MASK` of the task, else :data:`MASK_PROBABILITY`);
     ``rc_augment`` trains on random reverse complements and ``rc_average`` predicts from the mean of both
     strands (default: off for the GUE tasks, whose sequences are oriented on the TSS; on otherwise, for
     sequences of unknown orientation). ``dropout`` defaults to 0 on the GUE tasks (as accurate as 0.1 there, and
@@ -164,6 +167,7 @@ class PromoterOptions:
     dropout: float | None = None
     head_temperature: bool = False
     pretrain_epochs: int | None = None
+    pretrain_mask: float | None = None
     rc_augment: bool | None = None
     rc_average: bool | None = None
     length_buckets: bool = True
@@ -187,6 +191,10 @@ class PromoterOptions:
             object.__setattr__(self, "pretrain_epochs", PRETRAIN_EPOCHS.get(self.task, 0))
         if self.pretrain_epochs < 0:
             raise UserInputError(f"--pretrain-epochs must be >= 0, got {self.pretrain_epochs}")
+        if self.pretrain_mask is None:
+            object.__setattr__(self, "pretrain_mask", PRETRAIN_MASK.get(self.task, MASK_PROBABILITY))
+        if not 0 < self.pretrain_mask < 1:
+            raise UserInputError(f"--pretrain-mask must be between 0 and 1 (a fraction), got {self.pretrain_mask}")
         check_ensemble_options(self.seeds, self.cv)
         if self.dropout is None:
             object.__setattr__(self, "dropout", 0.0 if self.task in GUE_TASKS else SMALL_DATA_DROPOUT)
@@ -262,7 +270,8 @@ def train_model(
     pretraining = None
     if options.pretrain_epochs:
         pretraining = pretrain_encoder(model, train, run_dir / PRETRAIN_DIR, config, options.pretrain_epochs, resume,
-                                       quick=options.quick, bucket_lengths=buckets, run_info=dataclasses.asdict(options))
+                                       quick=options.quick, mask_probability=options.pretrain_mask,
+                                       bucket_lengths=buckets, run_info=dataclasses.asdict(options))
 
     def loss_fn(module: nn.Module, batch: tuple[Tensor, Tensor, Tensor]) -> Tensor:
         ids, padding_mask, labels = batch

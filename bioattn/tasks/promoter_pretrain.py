@@ -2,8 +2,8 @@
 
 Before the classifier is fine-tuned on the labels, its embedding, convolution, positions and transformer learn to
 predict hidden nucleotides of the **training** sequences (labels unused; dev and test sequences never seen):
-BERT masking of 15 % of the A/C/G/T positions of each sequence (:func:`~bioattn.data.masking.bert_mask`: 80 %
-[MASK], 10 % a random nucleotide, 10 % unchanged), cross-entropy over the four nucleotides at the chosen positions,
+BERT masking of a fraction (``mask_probability``, default :data:`MASK_PROBABILITY`) of the A/C/G/T positions of each
+sequence (:func:`~bioattn.data.masking.bert_mask`: 80 % [MASK], 10 % a random nucleotide, 10 % unchanged), cross-entropy over the four nucleotides at the chosen positions,
 read by a small head (Linear → GELU → LayerNorm → Linear) that is discarded afterwards. The classifier's own head is
 not touched. Pretraining runs through the same :class:`~bioattn.training.Trainer` (progress, checkpoints, exact
 ``--resume``, torchrun) into ``<member>/pretrain/``, with :func:`pretrain_config`: AdamW, batch 128 (twice the fine-tuning's),
@@ -54,15 +54,18 @@ class MaskedNucleotideModel(nn.Module):
         return self.head(hidden[:, 1:])
 
 
-def mask_nucleotides(ids: Tensor, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
-    """BERT masking of the A/C/G/T positions of ``ids (B, L)`` (never PAD or N): ``(masked ids, chosen (B, L) bool)``."""
+def mask_nucleotides(ids: Tensor, generator: torch.Generator | None = None, *,
+                     probability: float = MASK_PROBABILITY) -> tuple[Tensor, Tensor]:
+    """BERT masking of a ``probability`` fraction of the A/C/G/T positions of ``ids (B, L)`` (never PAD or N):
+    ``(masked ids, chosen (B, L) bool)``."""
     nucleotide = (ids >= A_ID) & (ids <= T_ID)
-    return bert_mask(ids, nucleotide, MASK_PROBABILITY, MASK_ID, _NUCLEOTIDES, generator)
+    return bert_mask(ids, nucleotide, probability, MASK_ID, _NUCLEOTIDES, generator)
 
 
-def masked_nucleotide_loss(model: nn.Module, ids: Tensor, padding_mask: Tensor, generator: torch.Generator | None = None) -> Tensor:
+def masked_nucleotide_loss(model: nn.Module, ids: Tensor, padding_mask: Tensor, generator: torch.Generator | None = None,
+                           *, probability: float = MASK_PROBABILITY) -> Tensor:
     """Cross-entropy over A/C/G/T at the chosen positions of ``ids (B, L)`` (mean); ``model`` may be a DDP wrapper."""
-    masked, chosen = mask_nucleotides(ids, generator)
+    masked, chosen = mask_nucleotides(ids, generator, probability=probability)
     return masked_cross_entropy(model(masked, padding_mask), ids - A_ID, chosen)
 
 
@@ -85,19 +88,22 @@ def pretrain_config(config: TrainConfig, epochs: int, sequences: int, *, quick: 
 
 
 def pretrain_encoder(classifier: PromoterClassifier, train: Split, run_dir: Path, config: TrainConfig, epochs: int,
-                     resume: bool, *, quick: bool = False, bucket_lengths: list[int] | None = None,
-                     run_info: dict[str, Any] | None = None) -> dict[str, Any]:
+                     resume: bool, *, quick: bool = False, mask_probability: float = MASK_PROBABILITY,
+                     bucket_lengths: list[int] | None = None, run_info: dict[str, Any] | None = None) -> dict[str, Any]:
     """Pretrain ``classifier``'s encoder in place on the sequences of ``train`` for ``epochs`` epochs into
     ``run_dir`` (``train_log.csv``, ``checkpoint/``) with :func:`pretrain_config` of the fine-tuning ``config``
-    (``quick``: a smoke-test run), batching by ``bucket_lengths`` as the fine-tuning does (see
-    :class:`~bioattn.training.Trainer`); returns :func:`~bioattn.tasks.common.fit_timed`'s summary plus the last
+    (``quick``: a smoke-test run), masking a ``mask_probability`` fraction of the nucleotides, batching by
+    ``bucket_lengths`` as the fine-tuning does (see :class:`~bioattn.training.Trainer`); returns :func:`~bioattn.tasks.common.fit_timed`'s summary plus the last
     epoch's ``train_loss`` (masked-nucleotide cross-entropy, nats)."""
     model = MaskedNucleotideModel(classifier)
     if is_main_process():
-        print(f"pretraining the encoder: masked nucleotides of the {len(train):,} training sequences, {epochs} epochs → "
-              f"{run_dir}", file=sys.stderr)
+        print(f"pretraining the encoder: masked nucleotides ({mask_probability:.0%}) of the {len(train):,} training "
+              f"sequences, {epochs} epochs → {run_dir}", file=sys.stderr)
+    def loss_fn(module: nn.Module, batch: tuple[Tensor, ...]) -> Tensor:
+        return masked_nucleotide_loss(module, batch[0], batch[1], probability=mask_probability)
+
     trainer = Trainer(model, TokenDataset(train), pretrain_config(config, epochs, len(train), quick=quick), run_dir,
-                      loss_fn=lambda module, batch: masked_nucleotide_loss(module, batch[0], batch[1]),
+                      loss_fn=loss_fn,
                       collate_fn=collate, resume=resume, run_info=run_info, bucket_lengths=bucket_lengths)
     result, info = fit_timed(trainer)
     del info["best_epoch"]  # nothing is evaluated: the last weights are the result
