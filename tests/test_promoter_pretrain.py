@@ -15,7 +15,16 @@ from bioattn.data.dna import A_ID, MASK_ID, T_ID, collate_tokens, encode
 from bioattn.data.masking import bert_mask, masked_cross_entropy
 from bioattn.io import load_tensors
 from bioattn.models import PromoterClassifier
-from bioattn.tasks.promoter import DEFAULTS, FINETUNE_LR, PRETRAIN_EPOCHS, PromoterOptions, default_config
+from bioattn.tasks.promoter import (
+    DEFAULTS,
+    FINETUNE_LR,
+    FINETUNE_LR_BY_TASK,
+    PRETRAIN_EPOCHS,
+    PRETRAIN_MASK,
+    PromoterOptions,
+    default_config,
+    quick_options,
+)
 from bioattn.tasks.promoter_data import Split
 from bioattn.tasks.promoter_pretrain import (
     MASK_PROBABILITY,
@@ -205,14 +214,19 @@ def test_pretraining_batches_by_length_exactly_when_fine_tuning_does(tmp_path, m
     assert seen[1] is None  # --no-length-buckets reaches the pretraining too
 
 
-def test_defaults_pretrain_the_70_nt_gue_tasks_only_and_fine_tune_them_at_the_lower_rate(tmp_path):
+def test_defaults_pretrain_the_70_nt_gue_tasks_only_and_fine_tune_them_at_a_lower_rate(tmp_path):
     for task in ("prom_core_all", "prom_core_notata", "prom_core_tata"):
         pretrained = PromoterOptions(out=tmp_path, task=task)
         assert pretrained.pretrain_epochs == PRETRAIN_EPOCHS[task] > 0
-        assert default_config(task, pretrained.pretrain_epochs).lr == FINETUNE_LR < DEFAULTS.lr
+        assert pretrained.pretrain_mask == PRETRAIN_MASK.get(task, MASK_PROBABILITY)
+        assert default_config(task, pretrained.pretrain_epochs).lr == FINETUNE_LR_BY_TASK.get(task, FINETUNE_LR) < DEFAULTS.lr
+    all_tasks = PromoterOptions(out=tmp_path, task="prom_core_all")  # the README's numbers: 12 epochs, 30 %, lr 2e-3
+    assert (all_tasks.pretrain_epochs, all_tasks.pretrain_mask, default_config("prom_core_all", 12).lr) == (12, 0.3, 2e-3)
+    assert quick_options(all_tasks).pretrain_epochs == 2  # --quick stays a smoke test: 2 short epochs of each stage
     for options in (PromoterOptions(out=tmp_path, task="prom_300_tata"), PromoterOptions(out=tmp_path, task="ecoli_sigma70"),
                     PromoterOptions(out=tmp_path, train=Path("x.csv"))):
         assert options.pretrain_epochs == 0 and default_config(options.task, 0).lr == DEFAULTS.lr
+        assert options.pretrain_mask == MASK_PROBABILITY and default_config(options.task, 2).lr == FINETUNE_LR
     assert PromoterOptions(out=tmp_path, task="prom_core_all", pretrain_epochs=0).pretrain_epochs == 0
 
 

@@ -22,8 +22,9 @@ set, with identical sequences kept on one side. Strands: your own data and E. co
 complements in training and both strands averaged in prediction (sequences of unknown orientation); the GUE
 tasks, oriented on the transcription start, default to neither. --rc-augment / --no-rc-augment overrides.
 --pretrain-epochs N first trains the encoder to predict masked nucleotides of the training sequences (no labels,
-dev and test unused; into <member>/pretrain/), then fine-tunes at --lr 1e-3 (default 4 epochs on prom_core_all,
-prom_core_notata and prom_core_tata, 0 elsewhere); --pretrain-mask P is the fraction of nucleotides masked.
+dev and test unused; into <member>/pretrain/), then fine-tunes at a lower --lr (defaults: prom_core_all 12 epochs,
+30% of the nucleotides masked (--pretrain-mask), lr 2e-3; prom_core_notata and prom_core_tata 4 epochs, 15%, lr 1e-3;
+no pretraining elsewhere; with --pretrain-epochs on your own files 15% and lr 1e-3).
 
 Writes into RUN_DIR: config.json + model.safetensors (for 'bioattn predict promoter', which reproduces this
 run's numbers without extra flags), metrics.json, summary.md, training_curve.png, train_log.csv, checkpoint/
@@ -40,6 +41,7 @@ from bioattn.tasks.promoter import (
     DEFAULT_TASK,
     DEFAULTS,
     FINETUNE_LR,
+    FINETUNE_LR_BY_TASK,
     PRETRAIN_EPOCHS,
     PRETRAIN_MASK,
     SMALL_DATA_EPOCHS,
@@ -110,8 +112,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             action.help = (f"maximum epochs (default: {DEFAULTS.max_epochs} for the GUE tasks, {SMALL_DATA_EPOCHS} for "
                            "ecoli_sigma70 and your own files)")
         if action.dest == "lr":
-            action.help = (f"peak learning rate of the fine-tuning (default: {FINETUNE_LR:g} after pretraining, "
-                           f"{DEFAULTS.lr:g} without; pretraining itself peaks at {PRETRAIN_LR:g})")
+            action.help = (f"peak learning rate of the fine-tuning (default after pretraining: "
+                           + "".join(f"{lr:g} for {t}, " for t, lr in FINETUNE_LR_BY_TASK.items())
+                           + f"{FINETUNE_LR:g} otherwise; {DEFAULTS.lr:g} without; pretraining itself peaks at "
+                           f"{PRETRAIN_LR:g})")
 
 
 def options_from_args(args: argparse.Namespace) -> PromoterOptions:
@@ -131,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
     if args.epochs is None:
         args.epochs = default_epochs(options.task)
     if args.lr is None:
-        args.lr = default_lr(options.pretrain_epochs)
+        args.lr = default_lr(options.task, options.pretrain_epochs)
     metrics = run_promoter(options, config_from_args(args, DEFAULTS))
     if is_main_process():
         print(format_report(metrics))
