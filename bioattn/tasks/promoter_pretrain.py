@@ -3,11 +3,12 @@
 Before the classifier is fine-tuned on the labels, its embedding, convolution, positions and transformer learn to
 predict hidden nucleotides of the **training** sequences (labels unused; dev and test sequences never seen):
 BERT masking of a fraction (``mask_probability``, default :data:`MASK_PROBABILITY`) of the A/C/G/T positions of each
-sequence (:func:`~bioattn.data.masking.bert_mask`: 80 % [MASK], 10 % a random nucleotide, 10 % unchanged), cross-entropy over the four nucleotides at the chosen positions,
-read by a small head (Linear → GELU → LayerNorm → Linear) that is discarded afterwards. The classifier's own head is
-not touched. Pretraining runs through the same :class:`~bioattn.training.Trainer` (progress, checkpoints, exact
-``--resume``, torchrun) into ``<member>/pretrain/``, with :func:`pretrain_config`: AdamW, batch 128 (twice the fine-tuning's),
-warm-up (200 steps at most) then cosine to 0, peak learning rate 3e-3.
+sequence (:func:`~bioattn.data.masking.bert_mask`: 80 % [MASK], 10 % a random nucleotide, 10 % unchanged),
+cross-entropy over the four nucleotides at the chosen positions, read by a small head (Linear → GELU → LayerNorm →
+Linear) that is discarded afterwards. The classifier's own head is not touched. Pretraining runs through the same
+:class:`~bioattn.training.Trainer` (progress, checkpoints, exact ``--resume``, torchrun) into ``<member>/pretrain/``,
+with :func:`pretrain_config`: AdamW, batch 128 (twice the fine-tuning's), warm-up (200 steps at most) then cosine to
+0, peak learning rate 3e-3.
 """
 from __future__ import annotations
 
@@ -93,18 +94,19 @@ def pretrain_encoder(classifier: PromoterClassifier, train: Split, run_dir: Path
     """Pretrain ``classifier``'s encoder in place on the sequences of ``train`` for ``epochs`` epochs into
     ``run_dir`` (``train_log.csv``, ``checkpoint/``) with :func:`pretrain_config` of the fine-tuning ``config``
     (``quick``: a smoke-test run), masking a ``mask_probability`` fraction of the nucleotides, batching by
-    ``bucket_lengths`` as the fine-tuning does (see :class:`~bioattn.training.Trainer`); returns :func:`~bioattn.tasks.common.fit_timed`'s summary plus the last
-    epoch's ``train_loss`` (masked-nucleotide cross-entropy, nats)."""
+    ``bucket_lengths`` as the fine-tuning does (see :class:`~bioattn.training.Trainer`); returns
+    :func:`~bioattn.tasks.common.fit_timed`'s summary plus the last epoch's ``train_loss`` (masked-nucleotide
+    cross-entropy, nats)."""
     model = MaskedNucleotideModel(classifier)
     if is_main_process():
         print(f"pretraining the encoder: masked nucleotides ({mask_probability:.0%}) of the {len(train):,} training "
               f"sequences, {epochs} epochs → {run_dir}", file=sys.stderr)
+
     def loss_fn(module: nn.Module, batch: tuple[Tensor, ...]) -> Tensor:
         return masked_nucleotide_loss(module, batch[0], batch[1], probability=mask_probability)
 
     trainer = Trainer(model, TokenDataset(train), pretrain_config(config, epochs, len(train), quick=quick), run_dir,
-                      loss_fn=loss_fn,
-                      collate_fn=collate, resume=resume, run_info=run_info, bucket_lengths=bucket_lengths)
+                      loss_fn=loss_fn, collate_fn=collate, resume=resume, run_info=run_info, bucket_lengths=bucket_lengths)
     result, info = fit_timed(trainer)
     del info["best_epoch"]  # nothing is evaluated: the last weights are the result
     info["train_loss"] = result.history[-1]["train_loss"] if result.history else None
