@@ -18,9 +18,7 @@ from bioattn.models import PromoterClassifier
 from bioattn.tasks.promoter import (
     DEFAULTS,
     FINETUNE_LR,
-    FINETUNE_LR_BY_TASK,
-    PRETRAIN_EPOCHS,
-    PRETRAIN_MASK,
+    TASK_RECIPES,
     PromoterOptions,
     default_config,
     quick_options,
@@ -217,9 +215,9 @@ def test_pretraining_batches_by_length_exactly_when_fine_tuning_does(tmp_path, m
 def test_defaults_pretrain_the_70_nt_gue_tasks_only_and_fine_tune_them_at_a_lower_rate(tmp_path):
     for task in ("prom_core_all", "prom_core_notata", "prom_core_tata"):
         pretrained = PromoterOptions(out=tmp_path, task=task)
-        assert pretrained.pretrain_epochs == PRETRAIN_EPOCHS[task] > 0
-        assert pretrained.pretrain_mask == PRETRAIN_MASK.get(task, MASK_PROBABILITY)
-        assert default_config(task, pretrained.pretrain_epochs).lr == FINETUNE_LR_BY_TASK.get(task, FINETUNE_LR) < DEFAULTS.lr
+        recipe = TASK_RECIPES[task]
+        assert pretrained.pretrain_epochs == recipe.pretrain_epochs > 0 and pretrained.pretrain_mask == recipe.pretrain_mask
+        assert default_config(task, pretrained.pretrain_epochs).lr == recipe.finetune_lr < DEFAULTS.lr
     all_tasks = PromoterOptions(out=tmp_path, task="prom_core_all")  # the README's numbers: 12 epochs, 30 %, lr 2e-3
     assert (all_tasks.pretrain_epochs, all_tasks.pretrain_mask, default_config("prom_core_all", 12).lr) == (12, 0.3, 2e-3)
     assert quick_options(all_tasks).pretrain_epochs == 2  # --quick stays a smoke test: 2 short epochs of each stage

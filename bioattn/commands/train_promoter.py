@@ -40,13 +40,11 @@ from pathlib import Path
 from bioattn.tasks.promoter import (
     DEFAULT_TASK,
     DEFAULTS,
-    FINETUNE_LR,
-    FINETUNE_LR_BY_TASK,
-    PRETRAIN_EPOCHS,
-    PRETRAIN_MASK,
     SMALL_DATA_EPOCHS,
+    TASK_RECIPES,
     TASKS,
     PromoterOptions,
+    TaskRecipe,
     default_epochs,
     default_lr,
     format_report,
@@ -91,11 +89,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--pretrain-epochs", type=int, default=None, metavar="N",
                        help="before fine-tuning, pretrain the encoder for N epochs by predicting masked nucleotides of "
                             "the training sequences (labels, dev and test unused; into <member>/pretrain/); 0 = none "
-                            f"(default: {', '.join(f'{n} for {t}' for t, n in PRETRAIN_EPOCHS.items())}; 0 otherwise)")
+                            f"(default: {_per_task('pretrain_epochs')}, 0 otherwise)")
     model.add_argument("--pretrain-mask", type=float, default=None, metavar="P",
-                       help="fraction of the nucleotides of each sequence masked in pretraining (default: "
-                            + "".join(f"{p:g} for {t}, " for t, p in PRETRAIN_MASK.items()) + f"{MASK_PROBABILITY:g}"
-                            + (" otherwise)" if PRETRAIN_MASK else ")"))
+                       help="fraction of the nucleotides of each sequence masked in pretraining "
+                            f"(default: {_per_task('pretrain_mask')}, {MASK_PROBABILITY:g} otherwise)")
     model.add_argument("--rc-augment", action=argparse.BooleanOptionalAction, default=None,
                        help="train on random reverse complements (default: off for the GUE tasks, whose sequences are "
                             "oriented on the TSS; on otherwise)")
@@ -113,9 +110,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                            "ecoli_sigma70 and your own files)")
         if action.dest == "lr":
             action.help = (f"peak learning rate of the fine-tuning (default after pretraining: "
-                           + "".join(f"{lr:g} for {t}, " for t, lr in FINETUNE_LR_BY_TASK.items())
-                           + f"{FINETUNE_LR:g} otherwise; {DEFAULTS.lr:g} without; pretraining itself peaks at "
-                           f"{PRETRAIN_LR:g})")
+                           f"{_per_task('finetune_lr')}, {TaskRecipe().finetune_lr:g} otherwise; {DEFAULTS.lr:g} "
+                           f"without; pretraining itself peaks at {PRETRAIN_LR:g})")
+
+
+def _per_task(field: str) -> str:
+    """``"12 for prom_core_all, 4 for prom_core_notata, ..."``: the tasks' recipe values of ``field``."""
+    return ", ".join(f"{getattr(recipe, field):g} for {task}" for task, recipe in TASK_RECIPES.items())
 
 
 def options_from_args(args: argparse.Namespace) -> PromoterOptions:

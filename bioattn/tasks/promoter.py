@@ -11,9 +11,9 @@ Protocols (:func:`run_promoter`):
   (``sequence,label[,id]``), two or more classes, lengths up to ``max_length``. Without a dev file, 10 % of the
   training file becomes dev (stratified; identical sequences stay on one side).
 
-With ``pretrain_epochs`` (default :data:`PRETRAIN_EPOCHS`: the three 70-nt GUE tasks), each model's encoder first learns to predict
-masked nucleotides of the training sequences (:mod:`~bioattn.tasks.promoter_pretrain`; :data:`PRETRAIN_MASK` of
-them masked), then fine-tunes at :func:`default_lr`.
+With ``pretrain_epochs`` (default: the task's :class:`TaskRecipe` in :data:`TASK_RECIPES`, the three 70-nt GUE
+tasks), each model's encoder first learns to predict masked nucleotides of the training sequences
+(:mod:`~bioattn.tasks.promoter_pretrain`; ``pretrain_mask`` of them masked), then fine-tunes at :func:`default_lr`.
 
 Beside the model, every run fits two scikit-learn baselines on the same split (:mod:`~bioattn.tasks.promoter_baselines`)
 and reports them with the published MCC×100 of fine-tuned DNABERT / Nucleotide Transformer / DNABERT-2 on GUE
@@ -89,21 +89,40 @@ SMALL_DATA_EPOCHS = 12
 SMALL_DATA_DROPOUT = 0.1
 
 
-#: Epochs of masked-nucleotide pretraining by default (:mod:`~bioattn.tasks.promoter_pretrain`), per task; 0 for
-#: the others. 4 epochs (15 % masked) then fine-tuning at lr 1e-3 lifted every seed on the 70-nt GUE tasks
+#: Peak learning rate of the fine-tuning after pretraining unless the task's :class:`TaskRecipe` says otherwise.
+FINETUNE_LR = 1e-3
+
+
+@dataclass(frozen=True)
+class TaskRecipe:
+    """A task's default masked-nucleotide pretraining (:mod:`~bioattn.tasks.promoter_pretrain`) and the fine-tuning
+    after it: ``pretrain_epochs`` (0: none), ``pretrain_mask`` (fraction of the nucleotides masked) and
+    ``finetune_lr`` (peak learning rate after pretraining; without pretraining the fine-tuning uses DEFAULTS.lr)."""
+
+    pretrain_epochs: int = 0
+    pretrain_mask: float = MASK_PROBABILITY
+    finetune_lr: float = FINETUNE_LR
+
+
+#: Default recipe per task; the others (prom_300_tata, ecoli_sigma70, your own files) get ``TaskRecipe()``: no
+#: pretraining. 4 epochs (15 % masked) then fine-tuning at lr 1e-3 lifted every seed on the 70-nt GUE tasks
 #: (ensembles of seeds 0-2, dev MCC×100: prom_core_all 71.56, notata 73.88, tata 78.67 against 70.97, 72.25, 76.21
 #: without) but not on prom_300_tata (75.47 against 82.26) nor clearly on E. coli (+1.1 ± 2.2 over folds). On
 #: prom_core_all, 12 epochs with 30 % masked lifted the members again (71.04 ± 0.27 over seeds 0-5 against 70.52 ±
 #: 0.36 over 12 seeds) and their three-member ensembles (72.03 ± 0.22 against 71.81 ± 0.45), and on prom_core_tata
-#: (ensemble 82.78 against 78.67); on prom_core_notata it did not (73.63 against 73.88, 1.6x the cost); docs/results.md.
-PRETRAIN_EPOCHS = {"prom_core_all": 12, "prom_core_notata": 4, "prom_core_tata": 12}
-#: Fraction of the nucleotides masked in pretraining by default, per task; :data:`MASK_PROBABILITY` for the others.
-PRETRAIN_MASK = {"prom_core_all": 0.3, "prom_core_tata": 0.3}
-#: Peak learning rate of the fine-tuning after pretraining, per task (:data:`FINETUNE_LR` for the others; without
-#: pretraining: DEFAULTS.lr). On prom_core_all after 12 epochs at 30 %, lr 5e-4, 1e-3 and 2e-3 gave three-member
-#: ensembles of 72.26 ± 0.28, 72.03 ± 0.22 and 72.23 ± 0.31 (seeds 0-5): within noise; 2e-3 kept.
-FINETUNE_LR_BY_TASK = {"prom_core_all": 2e-3, "prom_core_tata": 2e-3}
-FINETUNE_LR = 1e-3
+#: (ensemble 82.78 against 78.67); on prom_core_notata it did not (73.63 against 73.88, 1.6x the cost). After it, lr
+#: 5e-4, 1e-3 and 2e-3 gave prom_core_all three-member ensembles of 72.26 ± 0.28, 72.03 ± 0.22 and 72.23 ± 0.31
+#: (seeds 0-5): within noise; 2e-3 kept. docs/results.md.
+TASK_RECIPES = {
+    "prom_core_all": TaskRecipe(pretrain_epochs=12, pretrain_mask=0.3, finetune_lr=2e-3),
+    "prom_core_notata": TaskRecipe(pretrain_epochs=4),
+    "prom_core_tata": TaskRecipe(pretrain_epochs=12, pretrain_mask=0.3, finetune_lr=2e-3),
+}
+
+
+def task_recipe(task: str | None) -> TaskRecipe:
+    """The default :class:`TaskRecipe` of ``task`` (``None``: your own files)."""
+    return TASK_RECIPES.get(task, TaskRecipe())  # type: ignore[arg-type]
 
 
 def default_epochs(task: str | None) -> int:
@@ -112,9 +131,9 @@ def default_epochs(task: str | None) -> int:
 
 
 def default_lr(task: str | None, pretrain_epochs: int) -> float:
-    """Default peak learning rate of ``task`` (``None``: your own files): :data:`FINETUNE_LR_BY_TASK` (else
-    :data:`FINETUNE_LR`) after pretraining, :data:`DEFAULTS`' from scratch."""
-    return FINETUNE_LR_BY_TASK.get(task, FINETUNE_LR) if pretrain_epochs else DEFAULTS.lr
+    """Default peak learning rate of ``task`` (``None``: your own files): its recipe's ``finetune_lr`` after
+    pretraining, :data:`DEFAULTS`' from scratch."""
+    return task_recipe(task).finetune_lr if pretrain_epochs else DEFAULTS.lr
 
 
 def default_config(task: str | None, pretrain_epochs: int = 0) -> TrainConfig:
@@ -145,8 +164,8 @@ class PromoterOptions:
     sequence). Model: ``d_model``, ``heads``, ``layers``, ``conv_kernel``, ``conv_layers``, ``dropout``,
     ``head_temperature`` (a learnable softmax temperature per attention head); ``pretrain_epochs``: epochs of
     masked-nucleotide pretraining on the training sequences before fine-tuning (:mod:`~bioattn.tasks.promoter_pretrain`;
-    0 = none; default :data:`PRETRAIN_EPOCHS` of the task, else 0); ``pretrain_mask``: the fraction of nucleotides
-    masked in it (default :data:`PRETRAIN_MASK` of the task, else :data:`MASK_PROBABILITY`);
+    0 = none; default: the task's :class:`TaskRecipe`); ``pretrain_mask``: the fraction of nucleotides masked in it
+    (default: the task's recipe);
     ``rc_augment`` trains on random reverse complements and ``rc_average`` predicts from the mean of both
     strands (default: off for the GUE tasks, whose sequences are oriented on the TSS; on otherwise, for
     sequences of unknown orientation). ``dropout`` defaults to 0 on the GUE tasks (as accurate as 0.1 there, and
@@ -195,11 +214,11 @@ class PromoterOptions:
         if self.max_length is not None and self.max_length < 1:
             raise UserInputError(f"--max-length must be >= 1, got {self.max_length}")
         if self.pretrain_epochs is None:
-            object.__setattr__(self, "pretrain_epochs", PRETRAIN_EPOCHS.get(self.task, 0))
+            object.__setattr__(self, "pretrain_epochs", task_recipe(self.task).pretrain_epochs)
         if self.pretrain_epochs < 0:
             raise UserInputError(f"--pretrain-epochs must be >= 0, got {self.pretrain_epochs}")
         if self.pretrain_mask is None:
-            object.__setattr__(self, "pretrain_mask", PRETRAIN_MASK.get(self.task, MASK_PROBABILITY))
+            object.__setattr__(self, "pretrain_mask", task_recipe(self.task).pretrain_mask)
         if not 0 < self.pretrain_mask < 1:
             raise UserInputError(f"--pretrain-mask must be between 0 and 1 (a fraction), got {self.pretrain_mask}")
         check_ensemble_options(self.seeds, self.cv)
