@@ -163,6 +163,79 @@ def test_early_stopping_restores_best_weights(tmp_path):
     assert not all(torch.equal(v, snapshots[-1][k]) for k, v in model.state_dict().items())
 
 
+# ---------------------------------------------------------------------------- moving average of weights
+def _ema_reference(raw_states: list[dict[str, torch.Tensor]], decay: float) -> list[dict[str, torch.Tensor]]:
+    """The average after each step, written out: a copy of the first state, then a lerp by ``1 - decay_n``."""
+    averages = [{k: v.clone() for k, v in raw_states[0].items()}]
+    for n, state in enumerate(raw_states[1:], start=1):
+        weight = 1.0 - min(decay, (1.0 + n) / (10.0 + n))
+        averages.append({k: averages[-1][k] + weight * (v - averages[-1][k]) for k, v in state.items()})
+    return averages
+
+
+def test_ema_weights_are_evaluated_selected_and_kept(tmp_path):
+    """With ema_decay, evaluate() sees the moving average (matching a written-out reference), not the trained
+    weights, and the best average is what the model holds after fit()."""
+    raw, seen = [], []
+
+    def recording_loss(model, batch):  # called once per step, before it: the weights after the previous step
+        raw.append({k: v.detach().clone() for k, v in model.state_dict().items()})
+        return toyrun.loss_fn(model, batch)
+
+    def evaluate(model):  # every step; the second evaluation is the best
+        seen.append({k: v.clone() for k, v in model.state_dict().items()})
+        return {"accuracy": 1.0 if len(seen) == 2 else 0.5}
+
+    model, _, result = _fit(tmp_path, loss=recording_loss, evaluate=evaluate, ema_decay=0.8, eval_every_steps=1)
+    assert result.best_step == 2 and len(seen) == result.global_step == 12
+    reference = _ema_reference(raw[1:], 0.8)  # raw[k] holds the weights after step k
+    for step in range(1, 11):
+        assert all(torch.allclose(seen[step - 1][k], reference[step - 1][k], atol=1e-6) for k in raw[0])
+    assert not all(torch.equal(seen[5][k], raw[6][k]) for k in raw[0])  # not the trained weights themselves
+    assert all(torch.equal(v, seen[1][k]) for k, v in model.state_dict().items())
+
+
+def test_weight_average_copies_integer_buffers_and_rejects_a_bad_decay():
+    from bioattn.training.averaging import weight_average
+
+    norm = nn.BatchNorm1d(3)
+    average = weight_average(norm, 0.5)
+    for _ in range(3):
+        norm(torch.randn(16, 3) + 4.0)
+        average.update_parameters(norm)
+    assert int(average.module.num_batches_tracked) == 3
+    assert torch.all(average.module.running_mean > 0) and not torch.equal(average.module.running_mean, norm.running_mean)
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        weight_average(norm, 1.0)
+    with pytest.raises(UserInputError, match="ema_decay must be between 0 and 1"):
+        TrainConfig(ema_decay=1.5)
+
+
+def test_ema_decay_flag_and_yaml_key(tmp_path):
+    parser = argparse.ArgumentParser()
+    add_training_args(parser, TrainConfig(ema_decay=0.99))
+    assert config_from_args(parser.parse_args([]), TrainConfig(ema_decay=0.99)).ema_decay == 0.99
+    assert config_from_args(parser.parse_args(["--ema-decay", "none"]), TrainConfig(ema_decay=0.99)).ema_decay is None
+    config_file = tmp_path / "train.yaml"
+    config_file.write_text("ema_decay: 0.999\n")
+    assert config_from_args(parser.parse_args(["--config", str(config_file)]), TrainConfig()).ema_decay == 0.999
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--ema-decay", "slow"])
+
+
+def test_resume_with_ema_is_exact_and_refuses_another_decay(tmp_path):
+    _, _, first = _fit(tmp_path, max_minutes=1e-9, ema_decay=0.9)
+    assert first.stop_reason == "time_budget" and first.global_step == 1
+    with pytest.raises(UserInputError, match="ema_decay=0.9, now 0.5"):
+        _fit(tmp_path, resume=True, ema_decay=0.5)
+    resumed, _, second = _fit(tmp_path, resume=True, ema_decay=0.9)
+    reference, _, third = _fit(tmp_path, "reference", ema_decay=0.9)
+    assert second.global_step == third.global_step == 12
+    assert all(torch.equal(v, reference.state_dict()[k]) for k, v in resumed.state_dict().items())
+    evaluated = [{k: v for k, v in h.items() if k != "train_loss"} for h in (*second.history[1:], *third.history)]
+    assert evaluated[:2] == evaluated[2:]  # (the interrupted run also evaluated at step 1, when its budget ran out)
+
+
 # ------------------------------------------------------------------------------------------ faults
 def test_corrupted_or_truncated_checkpoint_is_reported_not_loaded(tmp_path):
     _fit(tmp_path, max_epochs=1)

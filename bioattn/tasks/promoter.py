@@ -432,7 +432,8 @@ def run_holdout(data: PromoterData, options: PromoterOptions, config: TrainConfi
         return {"sizes": sizes, "scores": {MODEL_NAME: member_scores[0], **baselines}, "training": member_info[0]}
     ensemble = Ensemble(members).eval()
     save_ensemble(options.out, "PromoterClassifier", [member_dir_name("seed", seed) for seed in seeds])
-    scores = {ENSEMBLE_NAME.format(n=len(seeds), kind="seeds"): {name: score(ensemble, split) for name, split in evals.items()},
+    ensemble_name = ENSEMBLE_NAME.format(n=len(seeds), kind="seeds" if len(seeds) > 1 else "seed")
+    scores = {ensemble_name: {name: score(ensemble, split) for name, split in evals.items()},
               MEMBERS_NAME.format(kind="seeds"): _member_scores(member_scores), **baselines}
     return {"sizes": sizes, "scores": scores, "seeds": dict(zip(map(str, seeds), member_scores)),
             "training": {"seeds": dict(zip(map(str, seeds), member_info))}}

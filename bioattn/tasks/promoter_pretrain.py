@@ -76,7 +76,7 @@ def pretrain_config(config: TrainConfig, epochs: int, sequences: int, *, quick: 
     ``epochs`` epochs of :data:`PRETRAIN_BATCH_FACTOR` × the fine-tuning batch (128 by default) at
     :data:`PRETRAIN_LR` whatever the fine-tuning's, warm-up over :data:`PRETRAIN_WARMUP_STEPS` steps or a quarter of
     all steps if fewer (a ``quick`` run keeps its batch and warm-up), no time budget (``--max-minutes`` bounds the
-    fine-tuning), no evaluation or early stopping. The classifier's head gets no gradient, so DDP expects unused
+    fine-tuning), no evaluation, early stopping or moving average of the weights. The classifier's head gets no gradient, so DDP expects unused
     parameters.
     """
     batch_size = config.batch_size if quick else PRETRAIN_BATCH_FACTOR * config.batch_size
@@ -84,7 +84,7 @@ def pretrain_config(config: TrainConfig, epochs: int, sequences: int, *, quick: 
     warmup = config.warmup_steps if quick else min(PRETRAIN_WARMUP_STEPS, total_steps // 4)
     return dataclasses.replace(
         config, max_epochs=epochs, lr=PRETRAIN_LR, max_minutes=None, patience=None, monitor="loss", monitor_mode="min",
-        eval_every_steps=None, batch_size=batch_size, warmup_steps=warmup, find_unused_parameters=True,
+        eval_every_steps=None, batch_size=batch_size, warmup_steps=warmup, find_unused_parameters=True, ema_decay=None,
     )
 
 

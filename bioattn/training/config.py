@@ -37,7 +37,9 @@ class TrainConfig:
     "loss" and maximises the others. ``device``: ``auto`` (the GPU when there is one), ``cpu`` or ``cuda``.
     ``attention_backend``: the attention kernel of every bioattn block during training and evaluation (see
     :func:`bioattn.attention.set_backend`); ``auto``: the process-wide choice, except ``math`` for
-    ``precision="bf16"`` on a CPU (torch's fused CPU attention backward is slow in bf16).
+    ``precision="bf16"`` on a CPU (torch's fused CPU attention backward is slow in bf16). ``ema_decay``: evaluate,
+    select and keep an exponential moving average of the weights
+    instead of the weights themselves (see :func:`~bioattn.training.averaging.weight_average`); ``None``: none.
     """
 
     max_epochs: int = 10
@@ -65,6 +67,7 @@ class TrainConfig:
     drop_last: bool = False
     device: str = "auto"
     attention_backend: str = "auto"
+    ema_decay: float | None = None
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
@@ -89,6 +92,8 @@ class TrainConfig:
             raise UserInputError(f"max_minutes must be > 0 or unset, got {self.max_minutes}")
         if self.grad_clip is not None and self.grad_clip <= 0:
             raise UserInputError(f"grad_clip must be > 0 or unset, got {self.grad_clip}")
+        if self.ema_decay is not None and not 0 < self.ema_decay < 1:
+            raise UserInputError(f"ema_decay must be between 0 and 1 (exclusive) or unset, got {self.ema_decay}")
         if self.warmup_steps < 0 or self.num_workers < 0:
             raise UserInputError("warmup_steps and num_workers must be >= 0")
 
@@ -152,13 +157,14 @@ _FLAG_FIELDS = {
     "precision": "precision",
     "grad_accum": "grad_accum",
     "attention_backend": "attention_backend",
+    "ema_decay": "ema_decay",
 }
 _FIELD_FLAGS = {v: k for k, v in _FLAG_FIELDS.items()}
 
 
 def add_training_args(parser: argparse.ArgumentParser, defaults: TrainConfig) -> None:
     """Add ``--config --max-minutes --epochs --batch-size --lr --seed --precision --attention-backend --grad-accum
-    --resume --overwrite``.
+    --ema-decay --resume --overwrite``.
 
     Flag defaults come from ``defaults``. ``--config FILE.yaml`` is read before the flags are parsed,
     so flags given on the command line always win over the file, wherever they appear.
@@ -180,10 +186,23 @@ def add_training_args(parser: argparse.ArgumentParser, defaults: TrainConfig) ->
                             "for --precision bf16 on a CPU (default: %(default)s)")
     group.add_argument("--grad-accum", type=int, default=defaults.grad_accum,
                        help="micro-batches per optimizer step (default: %(default)s)")
+    group.add_argument("--ema-decay", type=_optional_float, default=defaults.ema_decay, metavar="D",
+                       help="evaluate, select and save an exponential moving average of the weights with this decay "
+                            "per step (e.g. 0.999); none: the weights themselves (default: %(default)s)")
     mode = group.add_mutually_exclusive_group()
     mode.add_argument("--resume", action="store_true", help="continue the run in the output directory from its checkpoint")
     mode.add_argument("--overwrite", action="store_true", help="delete the output directory's contents and start over")
     _read_config_file_before_parsing(parser)
+
+
+def _optional_float(text: str) -> float | None:
+    """A flag value that is a number or ``none``."""
+    if text.lower() == "none":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or none, got {text!r}") from None
 
 
 def _read_config_file_before_parsing(parser: argparse.ArgumentParser) -> None:

@@ -1,8 +1,8 @@
 """The shared training loop: :class:`Trainer` and its :class:`FitResult`.
 
-One code path for one process and for ``torchrun --nproc_per_node=K``: DistributedDataParallel,
-a sampler whose order depends only on ``(seed, epoch)``, mixed precision, gradient accumulation,
-warm-up/cosine or step schedules, early stopping, a wall-clock budget, per-step CSV/TensorBoard logs,
+One code path for one process and for ``torchrun --nproc_per_node=K``: DistributedDataParallel, a sampler whose
+order depends only on ``(seed, epoch)``, mixed precision, gradient accumulation, warm-up/cosine or step schedules,
+an optional moving average of the weights, early stopping, a wall-clock budget, per-step CSV/TensorBoard logs,
 and checkpoints from which ``resume=True`` continues bit-for-bit (same seed, same world size).
 """
 from __future__ import annotations
@@ -27,6 +27,7 @@ from tqdm.auto import tqdm
 from bioattn.attention import use_backend
 from bioattn.errors import TrainingDivergedError, UserInputError
 from bioattn.training import checkpoint as ckpt
+from bioattn.training.averaging import weight_average
 from bioattn.training.config import TrainConfig
 from bioattn.training.distributed import (
     all_reduce_sum,
@@ -121,7 +122,7 @@ class Trainer:
 
     Args:
         model: the module; trained in place. After :meth:`fit` it holds the best weights (by
-            ``config.monitor``) and is in eval mode.
+            ``config.monitor``; of the moving average with ``config.ema_decay``) and is in eval mode.
         train_dataset: map-style dataset; ``collate_fn`` turns a list of its items into a batch.
         config: :class:`TrainConfig`; ``batch_size`` is global (split over ranks and micro-batches).
         run_dir: output folder (see :func:`~bioattn.training.prepare_run_dir`); checkpoints go to
@@ -200,6 +201,7 @@ class Trainer:
             self.model = DistributedDataParallel(
                 self.module, device_ids=device_ids, find_unused_parameters=config.find_unused_parameters
             )
+        self.average = weight_average(self.module, config.ema_decay) if config.ema_decay is not None else None
         self.best_state: dict[str, torch.Tensor] | None = None
         self.progress = _Progress()
 
@@ -310,8 +312,16 @@ class Trainer:
             self.scaler.step(self.optimizer)
             self.scaler.update()
             self.scheduler.step()
+            if self.average is not None:
+                self.average.update_parameters(self.module)
         self.optimizer.zero_grad(set_to_none=True)
         return loss_value, grad_value, bool(reduced[1] > 0)
+
+    @property
+    def kept_module(self) -> nn.Module:
+        """The weights that are evaluated, selected and kept: the moving average with ``config.ema_decay``, else
+        the trained module itself."""
+        return self.average.module if self.average is not None else self.module
 
     def attention_backend(self) -> str:
         """The attention backend training and evaluation run under (see :func:`training_attention_backend`)."""
@@ -338,10 +348,11 @@ class Trainer:
         """Run ``evaluate`` on rank 0 (eval mode, no grad) and share its metrics with every rank."""
         outcome: dict[str, Any] | None = None
         if is_main_process():
-            self.module.eval()
+            module = self.kept_module
+            module.eval()
             try:
                 with torch.no_grad():
-                    raw = self.evaluate_fn(self.module) if self.evaluate_fn is not None else {}
+                    raw = self.evaluate_fn(module) if self.evaluate_fn is not None else {}
                 outcome = {"metrics": {str(k): _to_float(str(k), v) for k, v in raw.items()}}
             except Exception as exc:
                 if not is_distributed():
@@ -349,7 +360,7 @@ class Trainer:
                 broadcast_json({"error": f"{type(exc).__name__}: {exc}"})
                 raise
             finally:
-                self.module.train()
+                module.train()
         outcome = broadcast_json(outcome)
         if "error" in outcome:
             raise RuntimeError(f"evaluation failed on rank 0: {outcome['error']}")
@@ -372,7 +383,7 @@ class Trainer:
         if better and math.isfinite(value):
             p.best_value, p.best_metrics, p.best_epoch, p.best_step = value, dict(metrics), epoch_number, p.global_step
             p.bad_evals = 0
-            self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in self.module.state_dict().items()}
+            self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in self.kept_module.state_dict().items()}
         else:
             p.bad_evals += 1
             if config.patience is not None and p.bad_evals >= config.patience and p.stop_reason is None:
@@ -399,6 +410,8 @@ class Trainer:
         }
         if self.best_state is not None:
             files["best_model"] = self.best_state
+        if self.average is not None:
+            files["weight_average"] = {k: v.detach().to("cpu", copy=True) for k, v in self.average.state_dict().items()}
         state = {
             "format": 1,
             "world_size": self.world,
@@ -420,10 +433,10 @@ class Trainer:
         ckpt.verify_checkpoint(snapshot)
         state = ckpt.read_state(snapshot)
         saved = state["config"]
-        for name in ("batch_size", "seed"):
-            if saved[name] != getattr(self.config, name):
+        for name in ("batch_size", "seed", "ema_decay"):
+            if saved.get(name) != getattr(self.config, name):
                 raise UserInputError(
-                    f"{snapshot}: the run was started with {name}={saved[name]}, now {getattr(self.config, name)}; "
+                    f"{snapshot}: the run was started with {name}={saved.get(name)}, now {getattr(self.config, name)}; "
                     f"resume with the same value or start a new run"
                 )
         model_state = ckpt.read_tensors(snapshot, "model")
@@ -435,6 +448,8 @@ class Trainer:
         self.scheduler.load_state_dict(state["scheduler"])
         self.scaler.load_state_dict(state["scaler"])
         self.progress = _Progress(**state["progress"])
+        if self.average is not None:
+            self.average.load_state_dict(ckpt.read_tensors(snapshot, "weight_average"))
         best = ckpt.read_tensors(snapshot, "best_model")
         self.best_state = best or None
         rng = ckpt.read_tensors(snapshot, f"rng_rank{self.rank}")
@@ -455,6 +470,8 @@ class Trainer:
         p = self.progress
         if self.best_state is not None:
             self.module.load_state_dict(self.best_state)
+        elif self.average is not None:
+            self.module.load_state_dict(self.average.module.state_dict())
         self.module.eval()
         return FitResult(
             best_metrics=dict(p.best_metrics), best_epoch=p.best_epoch, best_step=p.best_step,
