@@ -42,10 +42,14 @@ def test_every_folder_is_a_complete_small_model_with_its_number_in_its_card() ->
     folders = sorted(p.name for p in PRETRAINED_ROOT.iterdir() if p.is_dir())
     assert folders == SHIPPED and len(SHIPPED) >= 3
     for name in SHIPPED:
-        files = {p.name: p for p in (PRETRAINED_ROOT / name).iterdir()}
-        assert {CONFIG_NAME, WEIGHTS_NAME, CARD_NAME, "MODEL_CARD.md"} <= set(files), name
-        for path in files.values():
-            assert path.stat().st_size < MAX_FILE_BYTES, path
+        folder = PRETRAINED_ROOT / name
+        files = {p.name: p for p in folder.iterdir()}
+        assert {CONFIG_NAME, CARD_NAME, "MODEL_CARD.md"} <= set(files), name
+        members = json.loads(files[CONFIG_NAME].read_text()).get("members")
+        for weights_dir in [folder / m for m in members] if members else [folder]:  # an ensemble: in its members
+            assert {CONFIG_NAME, WEIGHTS_NAME} <= {p.name for p in weights_dir.iterdir()}, weights_dir
+        for path in folder.rglob("*"):
+            assert path.is_dir() or path.stat().st_size < MAX_FILE_BYTES, path
         card = model_card(name)
         assert card.model_type in MODEL_TYPES
         # the human-readable card shows the machine-readable headline number and the same-run baselines
@@ -68,15 +72,20 @@ def test_bioattn_models_lists_every_shipped_model(capsys: pytest.CaptureFixture[
         card = model_card(name)
         (line,) = [line for line in lines if line.startswith(f"| {name} |")]
         assert card.model_type in line and card.headline() in line and " MB" in line
+        assert (f"| ensemble of {card.members} {card.model_type} |" in line) == (card.members > 1)
 
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_generic_loader_dispatches_on_the_saved_model_type(name: str) -> None:
     model = load_pretrained(name)
-    assert type(model).__name__ == model_card(name).model_type
+    ensemble = "members" in json.loads((PRETRAINED_ROOT / name / CONFIG_NAME).read_text())
+    assert type(model).__name__ == ("Ensemble" if ensemble else model_card(name).model_type)
+    if ensemble:
+        assert {type(member).__name__ for member in model.members} == {model_card(name).model_type}
     assert not model.training
     assert type(AutoModel.from_pretrained(name)) is type(model)
-    assert type(type(model).from_pretrained(name)) is type(model)  # the class's own loader takes a name too
+    member_class = type(model.members[0]) if ensemble else type(model)
+    assert type(member_class.from_pretrained(name)) is type(model)  # the class's own loader takes a name too
 
 
 def test_a_class_refuses_a_shipped_model_of_another_type() -> None:

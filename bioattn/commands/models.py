@@ -22,11 +22,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def model_rows() -> list[list[str]]:
-    """One row per shipped model: name, model type, task, headline metric (``metric = value``), size in MB."""
+    """One row per shipped model: name, model type (``ensemble of 3 PromoterClassifier``), task, headline metric
+    (``metric = value``), size in MB."""
     rows = []
     for name in available_models():
         card = model_card(name)
-        rows.append([name, card.model_type, card.task, card.headline(), f"{card.size_bytes / 1e6:.1f} MB"])
+        kind = card.model_type if card.members == 1 else f"ensemble of {card.members} {card.model_type}"
+        rows.append([name, kind, card.task, card.headline(), f"{card.size_bytes / 1e6:.1f} MB"])
     return rows
 
 

@@ -97,7 +97,8 @@ class AutoModel:
 class ModelCard:
     """What ``card.json`` of a shipped model says: its task, headline metric (``metric`` key such as ``dev_mcc``
     or ``cv_mcc``, ``value``, and ``sd`` over folds when cross-validated) and the whole card as ``data``;
-    ``size_bytes`` is the folder's size on disk."""
+    ``size_bytes`` is the folder's size on disk; ``members``: how many models an ensemble averages (1: a single
+    model of ``model_type``)."""
 
     name: str
     model_type: str
@@ -107,6 +108,7 @@ class ModelCard:
     sd: float | None
     size_bytes: int
     data: dict[str, Any]
+    members: int = 1
 
     def headline(self) -> str:
         """``"dev_mcc = 0.6984"`` or ``"cv_mcc = 0.7710 ± 0.0120"``."""
@@ -124,6 +126,7 @@ def model_card(name: str) -> ModelCard:
         model_type = config["member_type"] if config["model_type"] == ENSEMBLE_TYPE else config["model_type"]
         return ModelCard(name=model_dir.name, model_type=model_type, task=card["task"],
                          metric=headline["metric"], value=float(headline["value"]), sd=headline.get("sd"),
-                         size_bytes=sum(p.stat().st_size for p in model_dir.rglob("*") if p.is_file()), data=card)
+                         size_bytes=sum(p.stat().st_size for p in model_dir.rglob("*") if p.is_file()), data=card,
+                         members=len(config.get("members", [])) or 1)
     except (OSError, json.JSONDecodeError, KeyError) as exc:
         raise UserInputError(f"{card_path}: unreadable model card ({exc!r})") from exc
