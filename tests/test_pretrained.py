@@ -77,11 +77,11 @@ def test_bioattn_models_lists_every_shipped_model(capsys: pytest.CaptureFixture[
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_generic_loader_dispatches_on_the_saved_model_type(name: str) -> None:
-    model = load_pretrained(name)
-    ensemble = "members" in json.loads((PRETRAINED_ROOT / name / CONFIG_NAME).read_text())
-    assert type(model).__name__ == ("Ensemble" if ensemble else model_card(name).model_type)
+    model, card = load_pretrained(name), model_card(name)
+    ensemble = card.members > 1
+    assert type(model).__name__ == ("Ensemble" if ensemble else card.model_type)
     if ensemble:
-        assert {type(member).__name__ for member in model.members} == {model_card(name).model_type}
+        assert len(model.members) == card.members and {type(m).__name__ for m in model.members} == {card.model_type}
     assert not model.training
     assert type(AutoModel.from_pretrained(name)) is type(model)
     member_class = type(model.members[0]) if ensemble else type(model)
