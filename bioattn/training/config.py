@@ -38,8 +38,8 @@ class TrainConfig:
     ``attention_backend``: the attention kernel of every bioattn block during training and evaluation (see
     :func:`bioattn.attention.set_backend`); ``auto``: the process-wide choice, except ``math`` for
     ``precision="bf16"`` on a CPU (torch's fused CPU attention backward is slow in bf16). ``ema_decay``: evaluate,
-    select and keep an exponential moving average of the weights
-    instead of the weights themselves (see :func:`~bioattn.training.averaging.weight_average`); ``None``: none.
+    select and keep an exponential moving average of the weights instead of the weights themselves (see
+    :func:`~bioattn.training.averaging.weight_average`); ``None``: none.
     """
 
     max_epochs: int = 10
