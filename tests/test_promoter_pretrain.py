@@ -132,11 +132,13 @@ def test_pretraining_learns_the_sequences_and_leaves_the_classifier_head_alone(t
 
 def test_pretraining_schedule_doubles_the_batch_at_its_own_rate_and_only_a_quick_run_keeps_its_own():
     fine_tuning = TrainConfig(max_epochs=6, batch_size=64, lr=1e-3, warmup_steps=100, max_minutes=30.0, patience=8,
-                              monitor="dev_mcc", monitor_mode="max", max_steps_per_epoch=500)  # e.g. set in a YAML file
+                              monitor="dev_mcc", monitor_mode="max", max_steps_per_epoch=500,
+                              ema_decay=0.999)  # e.g. set in a YAML file
     full = pretrain_config(fine_tuning, epochs=4, sequences=47_356)
     assert full.batch_size == PRETRAIN_BATCH_FACTOR * 64 == 128 and full.max_epochs == 4 and full.lr == PRETRAIN_LR
     assert full.warmup_steps == PRETRAIN_WARMUP_STEPS  # 4 x 370 steps: a quarter is more than 200
     assert full.max_minutes is None and full.patience is None and full.monitor == "loss" and full.find_unused_parameters
+    assert full.ema_decay is None  # nothing is evaluated: the pretraining keeps its last weights, not an average
     assert pretrain_config(fine_tuning, epochs=1, sequences=1_000).warmup_steps == 8 // 4  # ceil(1000 / 128) = 8 steps
     quick = pretrain_config(fine_tuning, epochs=2, sequences=47_356, quick=True)
     assert quick.batch_size == 64 and quick.warmup_steps == 100 and quick.lr == PRETRAIN_LR

@@ -31,6 +31,7 @@ from bioattn.training import (
     seed_everything,
 )
 from bioattn.training import checkpoint as ckpt
+from bioattn.training.averaging import EMA_WARMUP, weight_average
 from bioattn.training.schedules import lr_factor
 
 TOYRUN = Path(toyrun.__file__)
@@ -168,7 +169,7 @@ def _ema_reference(raw_states: list[dict[str, torch.Tensor]], decay: float) -> l
     """The average after each step, written out: a copy of the first state, then a lerp by ``1 - decay_n``."""
     averages = [{k: v.clone() for k, v in raw_states[0].items()}]
     for n, state in enumerate(raw_states[1:], start=1):
-        weight = 1.0 - min(decay, (1.0 + n) / (10.0 + n))
+        weight = 1.0 - min(decay, (1.0 + n) / (EMA_WARMUP + n))
         averages.append({k: averages[-1][k] + weight * (v - averages[-1][k]) for k, v in state.items()})
     return averages
 
@@ -196,8 +197,6 @@ def test_ema_weights_are_evaluated_selected_and_kept(tmp_path):
 
 
 def test_weight_average_copies_integer_buffers_and_rejects_a_bad_decay():
-    from bioattn.training.averaging import weight_average
-
     norm = nn.BatchNorm1d(3)
     average = weight_average(norm, 0.5)
     for _ in range(3):

@@ -22,9 +22,8 @@ set, with identical sequences kept on one side. Strands: your own data and E. co
 complements in training and both strands averaged in prediction (sequences of unknown orientation); the GUE
 tasks, oriented on the transcription start, default to neither. --rc-augment / --no-rc-augment overrides.
 --pretrain-epochs N first trains the encoder to predict masked nucleotides of the training sequences (no labels,
-dev and test unused; into <member>/pretrain/), then fine-tunes at a lower --lr (defaults: prom_core_all and
-prom_core_tata 12 epochs, 30% of the nucleotides masked (--pretrain-mask), lr 2e-3; prom_core_notata 4 epochs, 15%,
-lr 1e-3; no pretraining elsewhere; with --pretrain-epochs on your own files 15% and lr 1e-3).
+dev and test unused; into <member>/pretrain/), masking a --pretrain-mask fraction of them, then fine-tunes at a
+lower --lr; the three 70-nt GUE tasks pretrain by default (each flag's help lists the per-task defaults).
 
 Writes into RUN_DIR: config.json + model.safetensors (for 'bioattn predict promoter', which reproduces this
 run's numbers without extra flags), metrics.json, summary.md, training_curve.png, train_log.csv, checkpoint/

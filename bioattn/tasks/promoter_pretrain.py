@@ -76,8 +76,8 @@ def pretrain_config(config: TrainConfig, epochs: int, sequences: int, *, quick: 
     ``epochs`` epochs of :data:`PRETRAIN_BATCH_FACTOR` × the fine-tuning batch (128 by default) at
     :data:`PRETRAIN_LR` whatever the fine-tuning's, warm-up over :data:`PRETRAIN_WARMUP_STEPS` steps or a quarter of
     all steps if fewer (a ``quick`` run keeps its batch and warm-up), no time budget (``--max-minutes`` bounds the
-    fine-tuning), no evaluation, early stopping or moving average of the weights. The classifier's head gets no gradient, so DDP expects unused
-    parameters.
+    fine-tuning), no evaluation, early stopping or moving average of the weights. The classifier's head gets no
+    gradient, so DDP expects unused parameters.
     """
     batch_size = config.batch_size if quick else PRETRAIN_BATCH_FACTOR * config.batch_size
     total_steps = epochs * math.ceil(sequences / batch_size)
