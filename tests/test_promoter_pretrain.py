@@ -159,7 +159,8 @@ def write_csv(path: Path, count: int, seed: int) -> Path:
 def test_train_with_pretraining_end_to_end_and_resume_after_pretraining_is_exact(tmp_path, capsys):
     data = write_csv(tmp_path / "train.csv", 400, seed=3)
     run = tmp_path / "run"
-    flags = ["train", "promoter", "--train", str(data), "--quick", "--epochs", "2", "--seed", "0", "--pretrain-epochs", "2"]
+    flags = ["train", "promoter", "--train", str(data), "--quick", "--epochs", "2", "--seed", "0", "--finetune-mask", "0.2",
+             "--pretrain-epochs", "2"]  # masked fine-tuning batches too: their random choice must resume exactly as well
     assert bioattn_main([*flags, "--out", str(run)]) == 0
     assert f"pretraining the encoder: masked nucleotides ({MASK_PROBABILITY:.0%}) of the" in capsys.readouterr().err
     metrics = json.loads((run / "metrics.json").read_text())
@@ -220,13 +221,15 @@ def test_defaults_pretrain_the_70_nt_gue_tasks_only_and_fine_tune_them_at_a_lowe
         recipe = TASK_RECIPES[task]
         assert pretrained.pretrain_epochs == recipe.pretrain_epochs > 0 and pretrained.pretrain_mask == recipe.pretrain_mask
         assert default_config(task, pretrained.pretrain_epochs).lr == recipe.finetune_lr < DEFAULTS.lr
-    all_tasks = PromoterOptions(out=tmp_path, task="prom_core_all")  # the README's numbers: 12 epochs, 30 %, lr 2e-3
-    assert (all_tasks.pretrain_epochs, all_tasks.pretrain_mask, default_config("prom_core_all", 12).lr) == (12, 0.3, 2e-3)
+    all_tasks = PromoterOptions(out=tmp_path, task="prom_core_all")  # the README's numbers: 12 epochs, 30 %, lr 2e-3, 10 %
+    assert (all_tasks.pretrain_epochs, all_tasks.pretrain_mask, default_config("prom_core_all", 12).lr,
+            all_tasks.finetune_mask) == (12, 0.3, 2e-3, 0.1)
     assert quick_options(all_tasks).pretrain_epochs == 2  # --quick stays a smoke test: 2 short epochs of each stage
     for options in (PromoterOptions(out=tmp_path, task="prom_300_tata"), PromoterOptions(out=tmp_path, task="ecoli_sigma70"),
                     PromoterOptions(out=tmp_path, train=Path("x.csv"))):
         assert options.pretrain_epochs == 0 and default_config(options.task, 0).lr == DEFAULTS.lr
         assert options.pretrain_mask == MASK_PROBABILITY and default_config(options.task, 2).lr == FINETUNE_LR
+        assert options.finetune_mask == 0
     assert PromoterOptions(out=tmp_path, task="prom_core_all", pretrain_epochs=0).pretrain_epochs == 0
 
 
@@ -262,4 +265,30 @@ def test_pretrain_mask_reaches_the_masking_and_a_bad_fraction_exits_2_with_one_l
         code = bioattn_main([*flags, "--pretrain-mask", bad, "--out", str(tmp_path / f"bad{bad}")])
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and err == [f"error: --pretrain-mask must be between 0 and 1 (a fraction), got {float(bad)}"]
+        assert not (tmp_path / f"bad{bad}").exists()
+
+
+def test_finetune_mask_masks_training_batches_only_and_a_bad_fraction_exits_2_with_one_line(tmp_path, capsys, monkeypatch):
+    masked_share: dict[bool, list[float]] = {True: [], False: []}  # grad enabled (training) / not (evaluation)
+    forward = PromoterClassifier.forward
+
+    def recording_forward(self, ids, padding_mask=None):
+        masked_share[torch.is_grad_enabled()].append(float((ids == MASK_ID).sum() / (ids >= MASK_ID).sum()))
+        return forward(self, ids, padding_mask)
+
+    monkeypatch.setattr(PromoterClassifier, "forward", recording_forward)
+    data = write_csv(tmp_path / "train.csv", 120, seed=3)
+    flags = ["train", "promoter", "--train", str(data), "--quick", "--epochs", "1"]
+    assert bioattn_main([*flags, "--finetune-mask", "0.5", "--out", str(tmp_path / "run")]) == 0
+    assert 0.3 < np.mean(masked_share[True]) < 0.5  # 80 % of the chosen half become [MASK]
+    assert masked_share[False] and set(masked_share[False]) == {0.0}  # dev is scored on the sequences as they are
+    assert json.loads((tmp_path / "run" / "run_config.json").read_text())["recipe"]["finetune_mask"] == 0.5
+    masked_share[True].clear()
+    assert bioattn_main([*flags, "--out", str(tmp_path / "default")]) == 0
+    assert masked_share[True] and set(masked_share[True]) == {0.0}  # your own files: no masking unless asked
+    capsys.readouterr()
+    for bad in ("-0.1", "1"):
+        code = bioattn_main([*flags, "--finetune-mask", bad, "--out", str(tmp_path / f"bad{bad}")])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and err == [f"error: --finetune-mask must be at least 0 and below 1 (a fraction), got {float(bad)}"]
         assert not (tmp_path / f"bad{bad}").exists()

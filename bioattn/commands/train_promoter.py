@@ -92,6 +92,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--pretrain-mask", type=float, default=None, metavar="P",
                        help="fraction of the nucleotides of each sequence masked in pretraining "
                             f"(default: {_per_task('pretrain_mask')}, {MASK_PROBABILITY:g} otherwise)")
+    model.add_argument("--finetune-mask", type=float, default=None, metavar="P",
+                       help="fraction of the nucleotides of each fine-tuning batch masked as in pretraining, an "
+                            f"augmentation; 0 = none (default: {_per_task('finetune_mask')}, 0 otherwise)")
     model.add_argument("--rc-augment", action=argparse.BooleanOptionalAction, default=None,
                        help="train on random reverse complements (default: off for the GUE tasks, whose sequences are "
                             "oriented on the TSS; on otherwise)")
@@ -125,6 +128,7 @@ def options_from_args(args: argparse.Namespace) -> PromoterOptions:
         max_length=args.max_length, quick=args.quick, max_rows=args.max_rows, d_model=args.d_model, heads=args.heads,
         layers=args.layers, conv_kernel=args.conv_kernel, conv_layers=args.conv_layers, dropout=args.dropout,
         head_temperature=args.head_temperature, pretrain_epochs=args.pretrain_epochs, pretrain_mask=args.pretrain_mask,
+        finetune_mask=args.finetune_mask,
         rc_augment=args.rc_augment, rc_average=args.rc_average, length_buckets=not args.no_length_buckets,
         **ensemble_options(args), resume=args.resume, overwrite=args.overwrite,
     )
