@@ -18,6 +18,7 @@ from bioattn.models import PromoterClassifier
 from bioattn.tasks.promoter import (
     DEFAULTS,
     FINETUNE_LR,
+    FINETUNE_MASK,
     TASK_RECIPES,
     PromoterOptions,
     default_config,
@@ -223,13 +224,13 @@ def test_defaults_pretrain_the_70_nt_gue_tasks_only_and_fine_tune_them_at_a_lowe
         assert default_config(task, pretrained.pretrain_epochs).lr == recipe.finetune_lr < DEFAULTS.lr
     all_tasks = PromoterOptions(out=tmp_path, task="prom_core_all")  # the README's numbers: 12 epochs, 30 %, lr 2e-3, 10 %
     assert (all_tasks.pretrain_epochs, all_tasks.pretrain_mask, default_config("prom_core_all", 12).lr,
-            all_tasks.finetune_mask) == (12, 0.3, 2e-3, 0.1)
+            all_tasks.finetune_mask) == (12, 0.3, 2e-3, FINETUNE_MASK) and FINETUNE_MASK == 0.1
     assert quick_options(all_tasks).pretrain_epochs == 2  # --quick stays a smoke test: 2 short epochs of each stage
     for options in (PromoterOptions(out=tmp_path, task="prom_300_tata"), PromoterOptions(out=tmp_path, task="ecoli_sigma70"),
                     PromoterOptions(out=tmp_path, train=Path("x.csv"))):
         assert options.pretrain_epochs == 0 and default_config(options.task, 0).lr == DEFAULTS.lr
         assert options.pretrain_mask == MASK_PROBABILITY and default_config(options.task, 2).lr == FINETUNE_LR
-        assert options.finetune_mask == 0
+        assert options.finetune_mask == FINETUNE_MASK  # every task masks its fine-tuning batches
     assert PromoterOptions(out=tmp_path, task="prom_core_all", pretrain_epochs=0).pretrain_epochs == 0
 
 
@@ -253,7 +254,8 @@ def test_pretrain_mask_reaches_the_masking_and_a_bad_fraction_exits_2_with_one_l
 
     monkeypatch.setattr(pretrain_module, "bert_mask", recording_bert_mask)
     data = write_csv(tmp_path / "train.csv", 120, seed=3)
-    flags = ["train", "promoter", "--train", str(data), "--quick", "--epochs", "1", "--pretrain-epochs", "1"]
+    flags = ["train", "promoter", "--train", str(data), "--quick", "--epochs", "1", "--pretrain-epochs", "1",
+             "--finetune-mask", "0"]  # only the pretraining masks
     assert bioattn_main([*flags, "--pretrain-mask", "0.4", "--out", str(tmp_path / "run")]) == 0
     assert asked and set(asked) == {0.4}
     assert json.loads((tmp_path / "run" / "run_config.json").read_text())["recipe"]["pretrain_mask"] == 0.4
@@ -285,7 +287,10 @@ def test_finetune_mask_masks_training_batches_only_and_a_bad_fraction_exits_2_wi
     assert json.loads((tmp_path / "run" / "run_config.json").read_text())["recipe"]["finetune_mask"] == 0.5
     masked_share[True].clear()
     assert bioattn_main([*flags, "--out", str(tmp_path / "default")]) == 0
-    assert masked_share[True] and set(masked_share[True]) == {0.0}  # your own files: no masking unless asked
+    assert 0.4 * FINETUNE_MASK < np.mean(masked_share[True]) < 1.2 * FINETUNE_MASK  # the default, your own files too
+    masked_share[True].clear()
+    assert bioattn_main([*flags, "--finetune-mask", "0", "--out", str(tmp_path / "off")]) == 0
+    assert masked_share[True] and set(masked_share[True]) == {0.0}
     capsys.readouterr()
     for bad in ("-0.1", "1"):
         code = bioattn_main([*flags, "--finetune-mask", bad, "--out", str(tmp_path / f"bad{bad}")])

@@ -39,6 +39,7 @@ from pathlib import Path
 from bioattn.tasks.promoter import (
     DEFAULT_TASK,
     DEFAULTS,
+    FINETUNE_MASK,
     SMALL_DATA_EPOCHS,
     TASK_RECIPES,
     TASKS,
@@ -94,7 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             f"(default: {_per_task('pretrain_mask')}, {MASK_PROBABILITY:g} otherwise)")
     model.add_argument("--finetune-mask", type=float, default=None, metavar="P",
                        help="fraction of the nucleotides of each fine-tuning batch masked as in pretraining, an "
-                            f"augmentation; 0 = none (default: {_per_task('finetune_mask')}, 0 otherwise)")
+                            f"augmentation, with or without pretraining; 0 = none (default: {FINETUNE_MASK:g})")
     model.add_argument("--rc-augment", action=argparse.BooleanOptionalAction, default=None,
                        help="train on random reverse complements (default: off for the GUE tasks, whose sequences are "
                             "oriented on the TSS; on otherwise)")
