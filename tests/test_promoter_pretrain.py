@@ -157,6 +157,14 @@ def write_csv(path: Path, count: int, seed: int) -> Path:
     return path
 
 
+def assert_refused(argv: list[str], out: Path, capsys, message: str) -> None:
+    """``bioattn argv --out out`` exits 2 with the one line ``error: message`` and creates nothing at ``out``."""
+    capsys.readouterr()
+    code = bioattn_main([*argv, "--out", str(out)])
+    assert code == 2 and capsys.readouterr().err.strip().splitlines() == [f"error: {message}"]
+    assert not out.exists()
+
+
 def test_train_with_pretraining_end_to_end_and_resume_after_pretraining_is_exact(tmp_path, capsys):
     data = write_csv(tmp_path / "train.csv", 400, seed=3)
     run = tmp_path / "run"
@@ -236,11 +244,8 @@ def test_defaults_pretrain_the_70_nt_gue_tasks_only_and_fine_tune_them_at_a_lowe
 
 def test_negative_pretraining_epochs_exit_2_with_one_line(tmp_path, capsys):
     data = write_csv(tmp_path / "train.csv", 40, seed=3)
-    code = bioattn_main(["train", "promoter", "--train", str(data), "--quick", "--pretrain-epochs", "-1",
-                         "--out", str(tmp_path / "run")])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and err == ["error: --pretrain-epochs must be >= 0, got -1"]
-    assert not (tmp_path / "run").exists()
+    assert_refused(["train", "promoter", "--train", str(data), "--quick", "--pretrain-epochs", "-1"], tmp_path / "run",
+                   capsys, "--pretrain-epochs must be >= 0, got -1")
 
 
 def test_pretrain_mask_reaches_the_masking_and_a_bad_fraction_exits_2_with_one_line(tmp_path, capsys, monkeypatch):
@@ -262,12 +267,9 @@ def test_pretrain_mask_reaches_the_masking_and_a_bad_fraction_exits_2_with_one_l
     asked.clear()
     assert bioattn_main([*flags, "--out", str(tmp_path / "default")]) == 0
     assert set(asked) == {MASK_PROBABILITY}  # your own files: the module's default
-    capsys.readouterr()
     for bad in ("0", "1.5"):
-        code = bioattn_main([*flags, "--pretrain-mask", bad, "--out", str(tmp_path / f"bad{bad}")])
-        err = capsys.readouterr().err.strip().splitlines()
-        assert code == 2 and err == [f"error: --pretrain-mask must be between 0 and 1 (a fraction), got {float(bad)}"]
-        assert not (tmp_path / f"bad{bad}").exists()
+        assert_refused([*flags, "--pretrain-mask", bad], tmp_path / f"bad{bad}", capsys,
+                       f"--pretrain-mask must be between 0 and 1 (a fraction), got {float(bad)}")
 
 
 def test_finetune_mask_masks_training_batches_only_and_a_bad_fraction_exits_2_with_one_line(tmp_path, capsys, monkeypatch):
@@ -291,9 +293,6 @@ def test_finetune_mask_masks_training_batches_only_and_a_bad_fraction_exits_2_wi
     masked_share[True].clear()
     assert bioattn_main([*flags, "--finetune-mask", "0", "--out", str(tmp_path / "off")]) == 0
     assert masked_share[True] and set(masked_share[True]) == {0.0}
-    capsys.readouterr()
     for bad in ("-0.1", "1"):
-        code = bioattn_main([*flags, "--finetune-mask", bad, "--out", str(tmp_path / f"bad{bad}")])
-        err = capsys.readouterr().err.strip().splitlines()
-        assert code == 2 and err == [f"error: --finetune-mask must be at least 0 and below 1 (a fraction), got {float(bad)}"]
-        assert not (tmp_path / f"bad{bad}").exists()
+        assert_refused([*flags, "--finetune-mask", bad], tmp_path / f"bad{bad}", capsys,
+                       f"--finetune-mask must be at least 0 and below 1 (a fraction), got {float(bad)}")
