@@ -198,7 +198,7 @@ def _hybrid(metrics: dict) -> dict:
 def test_train_quick_end_to_end_on_real_data(require_data, tmp_path: Path, one_thread) -> None:
     require_data("ct", "adrenalmnist3d")
     out = tmp_path / "run"
-    assert _train("--out", str(out), "--quick") == 0
+    assert _train("--out", str(out), "--quick", "--deterministic") == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["split_sizes"] == {"train": 1188, "val": 98} and not metrics["test_split_present"]
     assert set(metrics["published_test_auroc_accuracy"]) >= {"ResNet-18+3D", "ResNet-50+3D", "ResNet-18+ACS"}
@@ -222,22 +222,24 @@ def test_train_quick_end_to_end_on_real_data(require_data, tmp_path: Path, one_t
     hybrid = _hybrid(metrics)
     assert hybrid["val_auroc"] == max(h["val_auroc"] for h in hybrid["val_history"])
     # an existing run is not overwritten without --resume/--overwrite; --resume of a finished run keeps its result
-    assert _train("--out", str(out), "--quick") == 2
-    assert _train("--out", str(out), "--quick", "--resume") == 0
+    assert _train("--out", str(out), "--quick", "--deterministic") == 2
+    assert _train("--out", str(out), "--quick", "--deterministic", "--resume") == 0
     resumed = json.loads((out / "metrics.json").read_text())["models"]
     assert {k: v["val_auroc"] for k, v in resumed.items()} == {k: v["val_auroc"] for k, v in models.items()}
     assert torch.equal(HybridCT3D.from_pretrained(out).cls_token, model.cls_token)
-    # the baseline trained beside a different attention model is the same baseline: same start, same batches
+    # the baseline trained beside a different attention model is the same baseline: same start, same batches (bit for
+    # bit on a CPU; on a GPU its 3D max pooling has no deterministic backward, so the last bits may differ there)
     other = tmp_path / "other"
-    assert _train("--out", str(other), "--quick", "--stem-depth", "1") == 0
+    assert _train("--out", str(other), "--quick", "--deterministic", "--stem-depth", "1") == 0
     assert HybridCT3D.from_pretrained(other).config["stem_depth"] == 1
     baseline, same_baseline = (load_tensors(run / "baseline_resnet" / "model.safetensors") for run in (out, other))
     assert baseline.keys() == same_baseline.keys()
-    assert all(torch.equal(baseline[key], same_baseline[key]) for key in baseline)
+    if not torch.cuda.is_available():
+        assert all(torch.equal(baseline[key], same_baseline[key]) for key in baseline)
     assert baseline["network.conv1.weight"].shape[1] == 2  # the baseline sees the depth channel too
     # --no-distance-channel: neither model gets the depth; recorded with the run
     plain = tmp_path / "plain"
-    assert _train("--out", str(plain), "--quick", "--no-distance-channel") == 0
+    assert _train("--out", str(plain), "--quick", "--deterministic", "--no-distance-channel") == 0
     assert not HybridCT3D.from_pretrained(plain).config["distance_channel"]
     assert json.loads((plain / "run_config.json").read_text())["recipe"]["distance_channel"] is False
     assert load_tensors(plain / "baseline_resnet" / "model.safetensors")["conv1.weight"].shape[1] == 1

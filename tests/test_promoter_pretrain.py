@@ -126,8 +126,8 @@ def test_pretraining_learns_the_sequences_and_leaves_the_classifier_head_alone(t
     assert before > math.log(4) - 0.2
     assert info["train_loss"] < 0.5 * math.log(4)  # far below guessing: it learnt the sequences
     for name, value in classifier.head.state_dict().items():
-        assert torch.equal(value, head_before[name])
-    assert not torch.equal(classifier.encoder.layers[0].self_attn.q_proj.weight, query_before)
+        assert torch.equal(value.cpu(), head_before[name])
+    assert not torch.equal(classifier.encoder.layers[0].self_attn.q_proj.weight.cpu(), query_before)
     assert (tmp_path / "pretrain" / "train_log.csv").is_file()
 
 
@@ -168,8 +168,8 @@ def assert_refused(argv: list[str], out: Path, capsys, message: str) -> None:
 def test_train_with_pretraining_end_to_end_and_resume_after_pretraining_is_exact(tmp_path, capsys):
     data = write_csv(tmp_path / "train.csv", 400, seed=3)
     run = tmp_path / "run"
-    flags = ["train", "promoter", "--train", str(data), "--quick", "--epochs", "2", "--seed", "0", "--finetune-mask", "0.2",
-             "--pretrain-epochs", "2"]  # masked fine-tuning batches too: their random choice must resume exactly as well
+    flags = ["train", "promoter", "--train", str(data), "--quick", "--epochs", "2", "--seed", "0", "--deterministic",
+             "--finetune-mask", "0.2", "--pretrain-epochs", "2"]  # masked fine-tuning batches too: their random choice must resume exactly as well
     assert bioattn_main([*flags, "--out", str(run)]) == 0
     assert f"pretraining the encoder: masked nucleotides ({MASK_PROBABILITY:.0%}) of the" in capsys.readouterr().err
     metrics = json.loads((run / "metrics.json").read_text())

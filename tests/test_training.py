@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import errno
 import json
@@ -31,7 +32,9 @@ from bioattn.training import (
     seed_everything,
 )
 from bioattn.training import checkpoint as ckpt
+from bioattn.training import trainer as trainer_module
 from bioattn.training.averaging import EMA_WARMUP, weight_average
+from bioattn.training.determinism import CUBLAS_WORKSPACE_CONFIG, deterministic_kernels
 from bioattn.training.schedules import lr_factor
 
 TOYRUN = Path(toyrun.__file__)
@@ -429,3 +432,47 @@ def test_attention_backend_applies_while_training_and_evaluating_then_is_restore
     parser = argparse.ArgumentParser()
     add_training_args(parser, TrainConfig())
     assert config_from_args(parser.parse_args(["--attention-backend", "math"]), TrainConfig()).attention_backend == "math"
+
+
+def test_deterministic_kernels_are_switched_on_for_a_gpu_only_and_restored(monkeypatch):
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", "unset")
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG")  # absent now, and absent again after the test
+    before = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic,
+              torch.backends.cudnn.benchmark)
+    assert not before[0]
+    with deterministic_kernels(torch.device("cpu")):  # a CPU's kernels repeat already: nothing changes
+        assert not torch.are_deterministic_algorithms_enabled() and "CUBLAS_WORKSPACE_CONFIG" not in os.environ
+    with deterministic_kernels(torch.device("cuda"), enabled=False):
+        assert not torch.are_deterministic_algorithms_enabled()
+    with deterministic_kernels(torch.device("cuda")):  # setting the flags needs no GPU
+        assert torch.are_deterministic_algorithms_enabled() and torch.is_deterministic_algorithms_warn_only_enabled()
+        assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == CUBLAS_WORKSPACE_CONFIG
+    assert (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic,
+            torch.backends.cudnn.benchmark) == before
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8")  # a user's own setting is kept
+    with deterministic_kernels(torch.device("cuda")):
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":16:8"
+
+
+def test_deterministic_training_runs_under_deterministic_kernels_with_math_attention_on_a_gpu(tmp_path, monkeypatch):
+    cuda, cpu, backend = torch.device("cuda"), torch.device("cpu"), trainer_module.training_attention_backend
+    assert backend(TrainConfig(deterministic=True), cuda) == "math"  # the fused kernels' backward: no fixed order
+    assert backend(TrainConfig(deterministic=True), cpu) == "auto"  # CPU runs repeat as they are
+    assert backend(TrainConfig(deterministic=True, attention_backend="flash"), cuda) == "flash"  # asked for: kept
+    assert backend(TrainConfig(), cuda) == "auto"
+    entered = []
+
+    @contextlib.contextmanager
+    def recording(device, enabled=True):
+        entered.append((device.type, enabled))
+        yield
+
+    monkeypatch.setattr(trainer_module, "deterministic_kernels", recording)
+    _, trainer, _ = _fit(tmp_path, "deterministic", deterministic=True, max_epochs=1, device="cpu")
+    assert entered == [("cpu", True)]
+    assert json.loads((trainer.run_dir / "run_config.json").read_text())["training"]["deterministic"] is True
+    parser = argparse.ArgumentParser()
+    add_training_args(parser, TrainConfig())
+    assert config_from_args(parser.parse_args(["--deterministic"]), TrainConfig()).deterministic
+    assert not config_from_args(parser.parse_args([]), TrainConfig()).deterministic  # off by default: it is slower

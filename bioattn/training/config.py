@@ -39,7 +39,9 @@ class TrainConfig:
     :func:`bioattn.attention.set_backend`); ``auto``: the process-wide choice, except ``math`` for
     ``precision="bf16"`` on a CPU (torch's fused CPU attention backward is slow in bf16). ``ema_decay``: evaluate,
     select and keep an exponential moving average of the weights instead of the weights themselves (see
-    :func:`~bioattn.training.averaging.weight_average`); ``None``: none.
+    :func:`~bioattn.training.averaging.weight_average`); ``None``: none. ``deterministic``: on a GPU, deterministic
+    kernels and the math attention kernel, so two runs of one seed match bit for bit as they do on a CPU (slower;
+    see :mod:`bioattn.training.determinism`).
     """
 
     max_epochs: int = 10
@@ -68,6 +70,7 @@ class TrainConfig:
     device: str = "auto"
     attention_backend: str = "auto"
     ema_decay: float | None = None
+    deterministic: bool = False
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
@@ -158,13 +161,14 @@ _FLAG_FIELDS = {
     "grad_accum": "grad_accum",
     "attention_backend": "attention_backend",
     "ema_decay": "ema_decay",
+    "deterministic": "deterministic",
 }
 _FIELD_FLAGS = {v: k for k, v in _FLAG_FIELDS.items()}
 
 
 def add_training_args(parser: argparse.ArgumentParser, defaults: TrainConfig) -> None:
     """Add ``--config --max-minutes --epochs --batch-size --lr --seed --precision --attention-backend --grad-accum
-    --ema-decay --resume --overwrite``.
+    --ema-decay --deterministic --resume --overwrite``.
 
     Flag defaults come from ``defaults``. ``--config FILE.yaml`` is read before the flags are parsed,
     so flags given on the command line always win over the file, wherever they appear.
@@ -189,6 +193,9 @@ def add_training_args(parser: argparse.ArgumentParser, defaults: TrainConfig) ->
     group.add_argument("--ema-decay", type=_optional_float, default=defaults.ema_decay, metavar="D",
                        help="evaluate, select and save an exponential moving average of the weights with this decay "
                             "per step (e.g. 0.999); none: the weights themselves (default: %(default)s)")
+    group.add_argument("--deterministic", action=argparse.BooleanOptionalAction, default=defaults.deterministic,
+                       help="on a GPU: deterministic kernels and the math attention kernel, so a run and its resumed "
+                            "or repeated twin match bit for bit, as on a CPU; slower (default: %(default)s)")
     mode = group.add_mutually_exclusive_group()
     mode.add_argument("--resume", action="store_true", help="continue the run in the output directory from its checkpoint")
     mode.add_argument("--overwrite", action="store_true", help="delete the output directory's contents and start over")

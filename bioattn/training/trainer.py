@@ -3,7 +3,8 @@
 One code path for one process and for ``torchrun --nproc_per_node=K``: DistributedDataParallel, a sampler whose
 order depends only on ``(seed, epoch)``, mixed precision, gradient accumulation, warm-up/cosine or step schedules,
 an optional moving average of the weights, early stopping, a wall-clock budget, per-step CSV/TensorBoard logs,
-and checkpoints from which ``resume=True`` continues bit-for-bit (same seed, same world size).
+and checkpoints from which ``resume=True`` continues bit-for-bit (same seed, same world size; on a GPU with
+``deterministic=True``).
 """
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ from bioattn.training.distributed import (
 from bioattn.training.metrics_log import MetricLogger
 from bioattn.precision import warn_if_bf16_is_emulated
 from bioattn.progress import progress_bar
+from bioattn.training.determinism import deterministic_kernels
 from bioattn.training.rng import restore_rng_state, rng_state_tensors, seed_everything
 from bioattn.training.run_dir import write_run_config
 from bioattn.training.sampler import ResumableSampler
@@ -104,8 +106,11 @@ def move_to(batch: Any, device: torch.device) -> Any:
 
 def training_attention_backend(config: TrainConfig, device: torch.device) -> str:
     """``config.attention_backend``, where ``"auto"`` means ``"math"`` for bf16 autocast on a CPU (torch's fused CPU
-    attention is slow in bf16 backward; a training step is faster with math) and the process-wide choice otherwise."""
+    attention is slow in bf16 backward; a training step is faster with math) and for ``config.deterministic`` on a
+    GPU (the fused kernels' backward adds from many threads in no fixed order), the process-wide choice otherwise."""
     if config.attention_backend == "auto" and config.precision == "bf16" and device.type == "cpu":
+        return "math"
+    if config.attention_backend == "auto" and config.deterministic and device.type == "cuda":
         return "math"
     return config.attention_backend
 
@@ -226,7 +231,7 @@ class Trainer:
         backend_name = self.attention_backend()
         backend = contextlib.nullcontext() if backend_name == "auto" else use_backend(backend_name)  # type: ignore[arg-type]
         try:
-            with backend:
+            with backend, deterministic_kernels(self.device, self.config.deterministic):
                 while self.progress.epoch < self.config.max_epochs and self.progress.stop_reason is None:
                     self._run_epoch(logger, bar, started)
         finally:
