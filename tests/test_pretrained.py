@@ -89,9 +89,13 @@ def test_generic_loader_dispatches_on_the_saved_model_type(name: str) -> None:
 
 
 def test_a_class_refuses_a_shipped_model_of_another_type() -> None:
-    promoter = next(name for name in SHIPPED if model_card(name).model_type == "PromoterClassifier")
+    promoters = [name for name in SHIPPED if model_card(name).model_type == "PromoterClassifier"]
+    single = next(name for name in promoters if model_card(name).members == 1)
+    ensemble = next(name for name in promoters if model_card(name).members > 1)
     with pytest.raises(UserInputError, match="holds a PromoterClassifier, not a HybridCT3D"):
-        HybridCT3D.from_pretrained(promoter)
+        HybridCT3D.from_pretrained(single)
+    with pytest.raises(UserInputError, match="holds an ensemble of PromoterClassifier, not a HybridCT3D"):
+        HybridCT3D.from_pretrained(ensemble)
 
 
 def test_unknown_name_is_an_error_listing_the_shipped_models(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -157,20 +161,34 @@ def _labelled_csv(check: dict, require_data: Callable[..., Path], tmp_path: Path
     return path, [row["label"] for row in _read_csv(path)]
 
 
-def _inner_dev_split(check: dict, require_data: Callable[..., Path], tmp_path: Path) -> tuple[Path, list[str]]:
-    """The seeded dev split the final model of a cross-validated task early-stopped on, written as a CSV."""
-    from bioattn.tasks.promoter_data import BINARY_CLASSES, dev_split, load_ecoli
+def _out_of_fold_mcc(name: str, check: dict, require_data: Callable[..., Path], tmp_path: Path) -> tuple[float, float]:
+    """A cross-validated ensemble: each fold model predicts the fold it never saw (``predict --run MEMBER`` and its
+    loader); the pooled out-of-fold MCC of the run that saved it."""
+    from bioattn.tasks.promoter import cross_validation_folds
+    from bioattn.tasks.promoter_data import BINARY_CLASSES, load_ecoli
 
     everything = load_ecoli(require_data(*check["data"]), None, check["seed"])
-    _, dev = dev_split(everything, check["seed"], "final model", list(BINARY_CLASSES))
-    labels = [BINARY_CLASSES[k] for k in dev.labels]
-    path = tmp_path / "inner_dev.csv"
-    write_table(path, ["id", "sequence", "label"], zip(range(len(dev)), dev.sequences, labels))
-    return path, labels
+    folder = resolve_model_dir(name)
+    members = json.loads((folder / CONFIG_NAME).read_text())["members"]
+    folds = cross_validation_folds(everything, len(members), check["seed"])
+    labels, from_cli, probabilities = [], [], []
+    for member, (_, held_out) in zip(members, folds, strict=True):
+        part = everything.subset(held_out)
+        labels += [BINARY_CLASSES[k] for k in part.labels]
+        source, output = tmp_path / f"{member}.csv", tmp_path / f"{member}_predictions.csv"
+        write_table(source, ["id", "sequence"], zip(range(len(part)), part.sequences))
+        assert main(["predict", "promoter", "--run", str(folder / member), "--input", str(source),
+                     "--output", str(output)]) == 0
+        from_cli += [row["predicted_label"] for row in _read_csv(output)]
+        model = PromoterClassifier.from_pretrained(folder / member)
+        probabilities.append(model.predict_tokens(part.tokens, batch_size=512))
+    targets = np.array([BINARY_CLASSES.index(label) for label in labels])
+    from_loader = classification_metrics(targets, np.concatenate(probabilities), threshold=model.threshold)["mcc"]
+    return matthews_corrcoef(labels, from_cli), from_loader
 
 
 #: ``check.kind`` of a promoter card -> the input file and its labels (CT cards: ``medmnist_npz``, see _ct_scores).
-PROMOTER_INPUTS = {"labelled_csv": _labelled_csv, "cv_final_model_dev": _inner_dev_split}
+PROMOTER_INPUTS = {"labelled_csv": _labelled_csv}
 
 
 def _promoter_score_from_cli(name: str, metric: str, source: Path, labels: list[str], tmp_path: Path) -> float:
@@ -232,6 +250,8 @@ def test_shipped_model_reproduces_its_card(name: str, require_data: Callable[...
         from_cli, from_loader = _ct_scores(name, check, require_data, tmp_path)
     elif check["kind"] == "msa_masked_tokens":
         from_cli, from_loader = _msa_masked_accuracy(name, check, require_data)
+    elif check["kind"] == "cv_out_of_fold":
+        from_cli, from_loader = _out_of_fold_mcc(name, check, require_data, tmp_path)
     else:
         source, labels = PROMOTER_INPUTS[check["kind"]](check, require_data, tmp_path)
         from_cli = _promoter_score_from_cli(name, metric, source, labels, tmp_path)

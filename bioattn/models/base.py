@@ -52,7 +52,8 @@ class PretrainedModel(nn.Module):
         if model_type == ENSEMBLE_TYPE and config.get("member_type") == cls.__name__:
             return Ensemble.load(run_dir, config, cls, map_location)
         if model_type == ENSEMBLE_TYPE:
-            model_type = f"ensemble of {config.get('member_type')}"
+            raise UserInputError(f"{run_dir / CONFIG_NAME}: holds an ensemble of {config.get('member_type')}, "
+                                 f"not a {cls.__name__}")
         if model_type != cls.__name__:
             raise UserInputError(f"{run_dir / CONFIG_NAME}: holds a {model_type}, not a {cls.__name__}")
         model = cls(**config)

@@ -469,6 +469,15 @@ def cross_validation_pool(data: PromoterData) -> Split:
                  train.where + dev.where)
 
 
+def cross_validation_folds(pool: Split, folds_k: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``folds_k`` stratified folds of ``pool`` grouped by sequence (identical sequences in one fold), shuffled by
+    ``seed``: one ``(train_index, held_out_index)`` pair per fold, in fold order (``fold1/`` is the first)."""
+    with warnings.catch_warnings():  # a class rarer than the folds: sklearn warns, the split is still valid
+        warnings.simplefilter("ignore", UserWarning)
+        splitter = StratifiedGroupKFold(folds_k, shuffle=True, random_state=seed)
+        return list(splitter.split(np.zeros(len(pool)), pool.labels, groups=pool.sequences))
+
+
 def run_cross_validation(data: PromoterData, options: PromoterOptions, config: TrainConfig) -> dict[str, Any]:
     """K-fold stratified CV (``options.cv``, default :data:`CV_FOLDS`) over :func:`cross_validation_pool`.
 
@@ -481,10 +490,7 @@ def run_cross_validation(data: PromoterData, options: PromoterOptions, config: T
     everything, class_names, max_len = cross_validation_pool(data), data.class_names, data.max_len
     print(f"{options.name}: {len(everything):,} sequences, {folds_k}-fold CV grouped by sequence", file=sys.stderr)
     per_run = dataclasses.replace(config, max_minutes=config.max_minutes / folds_k if config.max_minutes else None)
-    with warnings.catch_warnings():  # a class rarer than the folds: sklearn warns, the split is still valid
-        warnings.simplefilter("ignore", UserWarning)
-        splitter = StratifiedGroupKFold(folds_k, shuffle=True, random_state=config.seed)
-        folds = list(splitter.split(np.zeros(len(everything)), everything.labels, groups=everything.sequences))
+    folds = cross_validation_folds(everything, folds_k, config.seed)
     oof: np.ndarray | None = None  # (N,) or (N, C): each sequence's prediction by the model that did not see it
     fold_of = np.zeros(len(everything), dtype=np.int64)
     fold_scores: list[Scores] = []
