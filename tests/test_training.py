@@ -449,13 +449,13 @@ def test_deterministic_kernels_are_switched_on_for_a_gpu_only_and_restored(monke
         assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
         assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == CUBLAS_WORKSPACE_CONFIG
     assert (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic,
-            torch.backends.cudnn.benchmark) == before
+            torch.backends.cudnn.benchmark) == before and "CUBLAS_WORKSPACE_CONFIG" not in os.environ
     monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8")  # a user's own setting is kept
     with deterministic_kernels(torch.device("cuda")):
         assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":16:8"
 
 
-def test_deterministic_training_runs_under_deterministic_kernels_with_math_attention_on_a_gpu(tmp_path, monkeypatch):
+def test_the_trainer_enters_deterministic_kernels_and_math_attention_when_asked(tmp_path, monkeypatch):
     cuda, cpu, backend = torch.device("cuda"), torch.device("cpu"), trainer_module.training_attention_backend
     assert backend(TrainConfig(deterministic=True), cuda) == "math"  # the fused kernels' backward: no fixed order
     assert backend(TrainConfig(deterministic=True), cpu) == "auto"  # CPU runs repeat as they are

@@ -23,12 +23,13 @@ def deterministic_kernels(device: torch.device, enabled: bool = True) -> Iterato
 
     Sets ``torch.use_deterministic_algorithms(True, warn_only=True)`` (an op without a deterministic kernel warns
     once instead of stopping a run), ``torch.backends.cudnn.deterministic`` and no cuDNN benchmarking, and
-    ``CUBLAS_WORKSPACE_CONFIG`` unless the environment already sets it. On a CPU, or with ``enabled=False``, it
-    changes nothing.
+    ``CUBLAS_WORKSPACE_CONFIG`` unless the environment already sets it (removed again after). On a CPU, or with
+    ``enabled=False``, it changes nothing.
     """
     if not enabled or device.type != "cuda":
         yield
         return
+    own_workspace = "CUBLAS_WORKSPACE_CONFIG" not in os.environ
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE_CONFIG)
     previous = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
                 torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)
@@ -39,3 +40,5 @@ def deterministic_kernels(device: torch.device, enabled: bool = True) -> Iterato
     finally:
         torch.use_deterministic_algorithms(previous[0], warn_only=previous[1])
         torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = previous[2], previous[3]
+        if own_workspace:
+            del os.environ["CUBLAS_WORKSPACE_CONFIG"]
