@@ -8,8 +8,10 @@ everywhere, fp32, torch's attention kernel choice, the CT model's conv weights c
 and 64 channels wide, the promoter's first convolution as an ``nn.Conv1d`` on the embeddings), one change at a time (bf16 autocast, bf16 + the math attention
 backend, dropout off, ``torch.compile``: inductor, compiled in the warm-up steps, the promoter's first convolution
 from per-token tables: :func:`~bioattn.models.promoter.token_table_conv1d`; the other tasks have no such layer and
-run as eager fp32 there), the three together (dropout off + bf16 + math), and ``default``: the recipes' defaults now
-(:data:`DEFAULTS`; a line is printed when the code's defaults differ from them). Each setting starts from the same
+run as eager fp32 there), the three together (dropout off + bf16 + math), ``default``: the recipes' defaults now
+(:data:`DEFAULTS`; a line is printed when the code's defaults differ from them), and ``default + --deterministic``:
+the same under ``TrainConfig(deterministic=True)`` (deterministic kernels and, on a GPU, the math attention kernel;
+on a CPU it changes nothing, so its ratio there only shows the timing noise). Each setting starts from the same
 seeded model; after the warm-up the settings of a task take turns one step at a time; the median of the timed steps
 is reported, with its ratio to eager fp32. On the CPU steps are timed in CPU
 seconds of this process (``time.process_time``): with one thread that is the wall time of a quiet machine, and it
@@ -49,6 +51,7 @@ from bioattn.tasks.msa_features import MSAOptions
 from bioattn.tasks.promoter import DEFAULTS as PROMOTER_DEFAULTS
 from bioattn.tasks.promoter import PromoterOptions, build_model, classification_loss
 from bioattn.training import TrainConfig
+from bioattn.training.determinism import deterministic_kernels
 from bioattn.training.schedules import build_optimizer
 from bioattn.training.trainer import training_attention_backend
 
@@ -155,6 +158,7 @@ class Setting:
     compiled: bool = False
     token_tables: bool = False
     default: bool = False  # the recipe's defaults (DEFAULTS) instead of the flags above
+    deterministic: bool = False  # with default: as the Trainer runs --deterministic
 
 
 SETTINGS = (
@@ -166,6 +170,7 @@ SETTINGS = (
     Setting("conv from token tables", token_tables=True),
     Setting("dropout off + bf16 + math", bf16=True, math_backend=True, dropout_off=True),
     Setting("default", default=True),
+    Setting("default + --deterministic", default=True, deterministic=True),
 )
 
 
@@ -191,8 +196,10 @@ def _context(task: str, setting: Setting, device: torch.device) -> Iterator[None
         defaults = DEFAULTS[task]
         bf16 = defaults.precision == "bf16"
         backend = training_attention_backend(TrainConfig(precision=defaults.precision,
-                                                         attention_backend=defaults.attention_backend), device)
+                                                         attention_backend=defaults.attention_backend,
+                                                         deterministic=setting.deterministic), device)
     with contextlib.ExitStack() as stack:
+        stack.enter_context(deterministic_kernels(device, setting.deterministic))
         if backend != "auto":
             stack.enter_context(use_backend(backend))  # type: ignore[arg-type]
         if bf16:
