@@ -164,13 +164,12 @@ def _labelled_csv(check: dict, require_data: Callable[..., Path], tmp_path: Path
 def _out_of_fold_mcc(name: str, check: dict, require_data: Callable[..., Path], tmp_path: Path) -> tuple[float, float]:
     """A cross-validated ensemble: each fold model predicts the fold it never saw (``predict --run MEMBER`` and its
     loader); the pooled out-of-fold MCC of the run that saved it."""
-    from bioattn.tasks.promoter import cross_validation_folds
-    from bioattn.tasks.promoter_data import BINARY_CLASSES, load_ecoli
+    from bioattn.tasks.promoter_data import BINARY_CLASSES, load_ecoli, stratified_group_folds
 
     everything = load_ecoli(require_data(*check["data"]), None, check["seed"])
     folder = resolve_model_dir(name)
     members = json.loads((folder / CONFIG_NAME).read_text())["members"]
-    folds = cross_validation_folds(everything, len(members), check["seed"])
+    folds = stratified_group_folds(everything, len(members), check["seed"])
     labels, from_cli, probabilities = [], [], []
     for member, (_, held_out) in zip(members, folds, strict=True):
         part = everything.subset(held_out)

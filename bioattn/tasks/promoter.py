@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -42,7 +41,6 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 import torch.nn.functional as F
-from sklearn.model_selection import StratifiedGroupKFold
 from torch import Tensor, nn
 
 from bioattn.data.root import EMBEDDED_SAMPLE, EMBEDDED_SAMPLE_TASKS, embedded_sample_dir, resolve_data_root
@@ -66,6 +64,7 @@ from bioattn.tasks.promoter_data import (
     load_ecoli,
     load_gue,
     load_labelled_files,
+    stratified_group_folds,
 )
 from bioattn.progress import progress_bar
 from bioattn.training import TrainConfig, Trainer, plot_curves, prepare_run_dir, seed_everything
@@ -469,15 +468,6 @@ def cross_validation_pool(data: PromoterData) -> Split:
                  train.where + dev.where)
 
 
-def cross_validation_folds(pool: Split, folds_k: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """``folds_k`` stratified folds of ``pool`` grouped by sequence (identical sequences in one fold), shuffled by
-    ``seed``: one ``(train_index, held_out_index)`` pair per fold, in fold order (``fold1/`` is the first)."""
-    with warnings.catch_warnings():  # a class rarer than the folds: sklearn warns, the split is still valid
-        warnings.simplefilter("ignore", UserWarning)
-        splitter = StratifiedGroupKFold(folds_k, shuffle=True, random_state=seed)
-        return list(splitter.split(np.zeros(len(pool)), pool.labels, groups=pool.sequences))
-
-
 def run_cross_validation(data: PromoterData, options: PromoterOptions, config: TrainConfig) -> dict[str, Any]:
     """K-fold stratified CV (``options.cv``, default :data:`CV_FOLDS`) over :func:`cross_validation_pool`.
 
@@ -490,7 +480,7 @@ def run_cross_validation(data: PromoterData, options: PromoterOptions, config: T
     everything, class_names, max_len = cross_validation_pool(data), data.class_names, data.max_len
     print(f"{options.name}: {len(everything):,} sequences, {folds_k}-fold CV grouped by sequence", file=sys.stderr)
     per_run = dataclasses.replace(config, max_minutes=config.max_minutes / folds_k if config.max_minutes else None)
-    folds = cross_validation_folds(everything, folds_k, config.seed)
+    folds = stratified_group_folds(everything, folds_k, config.seed)  # fold k is fold<k>/
     oof: np.ndarray | None = None  # (N,) or (N, C): each sequence's prediction by the model that did not see it
     fold_of = np.zeros(len(everything), dtype=np.int64)
     fold_scores: list[Scores] = []

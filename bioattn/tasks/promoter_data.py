@@ -166,13 +166,22 @@ def concatenate(parts: Sequence[Split]) -> Split:
 
 
 # ---------------------------------------------------------------------------------------- splitting
+def stratified_group_folds(split: Split, folds: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``folds`` stratified folds of ``split`` grouped by sequence (identical sequences in one fold; scikit-learn's
+    ``StratifiedGroupKFold``), shuffled by ``seed``: one ``(train_index, held_out_index)`` pair per fold, in order."""
+    with warnings.catch_warnings():  # a class with fewer members than folds: sklearn warns, the split is still valid
+        warnings.simplefilter("ignore", UserWarning)
+        splitter = StratifiedGroupKFold(n_splits=folds, shuffle=True, random_state=seed)
+        return list(splitter.split(np.zeros(len(split)), split.labels, groups=split.sequences))
+
+
 def dev_split(
     split: Split, seed: int, source: str | Path, class_names: Sequence[str], fraction: float = DEV_FRACTION
 ) -> tuple[Split, Split]:
     """Seeded stratified ``(train, dev)`` split with about ``fraction`` of the sequences in dev.
 
     Identical sequences (after upper-casing) always land on the same side (scikit-learn's
-    ``StratifiedGroupKFold``, groups = sequences; dev is its first fold), so dev never holds a copy of a
+    ``StratifiedGroupKFold`` via :func:`stratified_group_folds`; dev is its first fold), so dev never holds a copy of a
     training sequence. ``source`` and ``class_names`` serve error messages.
     """
     folds = round(1 / fraction)
@@ -180,10 +189,7 @@ def dev_split(
     if distinct < folds:
         raise UserInputError(f"{source}: {distinct} distinct sequences are too few for a "
                              f"{fraction:.0%} dev split; pass a dev file with --dev")
-    with warnings.catch_warnings():  # a class with fewer members than folds: sklearn warns, the split is still valid
-        warnings.simplefilter("ignore", UserWarning)
-        splitter = StratifiedGroupKFold(n_splits=folds, shuffle=True, random_state=seed)
-        train_index, dev_index = next(splitter.split(np.zeros(len(split)), split.labels, groups=split.sequences))
+    train_index, dev_index = stratified_group_folds(split, folds, seed)[0]
     lost = sorted(set(split.labels.tolist()) - set(split.labels[train_index].tolist()))
     if lost:
         raise UserInputError(f"{source}: class {class_names[lost[0]]!r} has too few distinct sequences to keep some for training "

@@ -108,11 +108,11 @@ def training_attention_backend(config: TrainConfig, device: torch.device) -> str
     """``config.attention_backend``, where ``"auto"`` means ``"math"`` for bf16 autocast on a CPU (torch's fused CPU
     attention is slow in bf16 backward; a training step is faster with math) and for ``config.deterministic`` on a
     GPU (the fused kernels' backward adds from many threads in no fixed order), the process-wide choice otherwise."""
-    if config.attention_backend == "auto" and config.precision == "bf16" and device.type == "cpu":
-        return "math"
-    if config.attention_backend == "auto" and config.deterministic and device.type == "cuda":
-        return "math"
-    return config.attention_backend
+    if config.attention_backend != "auto":
+        return config.attention_backend
+    bf16_on_cpu = config.precision == "bf16" and device.type == "cpu"
+    deterministic_on_gpu = config.deterministic and device.type == "cuda"
+    return "math" if bf16_on_cpu or deterministic_on_gpu else "auto"
 
 
 def _to_float(name: str, value: Any) -> float:
