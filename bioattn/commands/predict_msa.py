@@ -13,7 +13,7 @@ regression on z-scored maps, see each head's fit_on and settings):
   potts      (default) a pseudo-likelihood Potts model (CCMpred's objective on every row, --potts-minutes CPU
              budget).
   combined   the head chosen leave-one-family-out on the bundled families among one per map and one on both
-             (never below the better single map there; on the bundled families it chose the Potts map alone).
+             (its choice, and why: metrics.json of the run that fitted it).
 --contact-head FILE or --run RUN_DIR (a bioattn train msa run: its contact_head.json and model size; --model
 NAME: such a run shipped with bioattn) can read attention features of the axial model too: then the per-family
 axial model is also trained on the alignment (--max-minutes and the training flags apply; one model, seed

@@ -62,9 +62,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="file to write: CSV per sequence ('-': standard output); with --window .bedGraph, .bed or .csv")
     parser.add_argument("--batch-size", type=int, default=256, help="sequences per forward pass (default: %(default)s)")
     parser.add_argument("--precision", choices=INFERENCE_PRECISIONS, default="fp32",
-                        help="fp32: exactly the training run's evaluation; bf16: bf16 autocast (about 1.6x the "
-                             "throughput on a CPU with bf16 units; GUE prom_core_all dev: probabilities within 0.01, "
-                             "1-2 of 5,920 labels changed); auto: bf16 where the CPU or GPU has bf16 units, else fp32 "
+                        help="fp32: exactly the training run's evaluation; bf16: bf16 autocast (faster where the CPU or GPU "
+                             "has bf16 units; probabilities differ from fp32 by rounding, so a label near the "
+                             "threshold may change); auto: bf16 where the CPU or GPU has bf16 units, else fp32 "
                              "(default: %(default)s)")
     parser.add_argument("--threshold", type=float, default=None,
                         help="probability from which a two-class model predicts its positive class, and the BED cut-off "

@@ -80,8 +80,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default: the protocol's, none medmnist, flips tuned)")
     parser.add_argument("--mixup", type=float, default=None, metavar="ALPHA",
                         help="mixup: train on convex pairs of volumes (and of their labels), the weight drawn from "
-                             "Beta(ALPHA, ALPHA) per batch; 0: off (default: the protocol's, 0 for both: 0.2 and 0.4 "
-                             "did not raise the out-of-fold AUROC on AdrenalMNIST3D)")
+                             "Beta(ALPHA, ALPHA) per batch; 0: off (default: the protocol's, 0 for both)")
     own = parser.add_argument_group("--manifest preprocessing (MONAI; saved with the model)")
     own.add_argument("--orientation", default=None, metavar="CODES", help="reorient to these axis codes (default: RAS)")
     own.add_argument("--spacing", type=float, nargs=3, default=None, metavar=("X", "Y", "Z"),
@@ -100,7 +99,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "--unshuffle, 2 2 2 2 above)")
     model.add_argument("--stem-depth", type=int, default=DEFAULT_STEM_DEPTH, metavar="N",
                        help="convolutions per CNN stage, each stage one residual unit (default: %(default)s, as deep "
-                            "as a ResNet-18 stage; 2: the previous default)")
+                            "as a ResNet-18 stage)")
     model.add_argument("--unshuffle", type=int, default=None, metavar="U",
                        help="fold each U³ block of voxels into channels before the CNN (lossless; the stem then "
                             "works at 1/U of the size; default: 2 above 32 voxels, so 64³ costs about what 28³ does, "
@@ -113,7 +112,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--heads", type=int, default=4, help="attention heads (default: %(default)s)")
     model.add_argument("--layers", type=int, default=3, help="Transformer layers (default: %(default)s)")
     model.add_argument("--dropout", type=float, default=0.0,
-                       help="dropout (default: %(default)s: with bf16 autocast, 1.6x the fp32 training throughput on a CPU)")
+                       help="dropout of the transformer layers and the head (default: %(default)s)")
     add_training_args(parser, TUNED_DEFAULTS)
     add_device_argument(parser)
     parser.set_defaults(epochs=None)  # the protocol's: 100 medmnist, 15 tuned

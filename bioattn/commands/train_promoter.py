@@ -81,8 +81,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--conv-kernel", type=int, default=15, help="odd kernel of the conv embedding, 0 = off (default: %(default)s)")
     model.add_argument("--conv-layers", type=int, default=1, help="residual conv embedding blocks (default: %(default)s)")
     model.add_argument("--dropout", type=float, default=None,
-                       help="dropout of the residual branches and the head (default: 0 for the GUE tasks, as accurate as "
-                            "0.1 there and faster; 0.1 for ecoli_sigma70 and your own files)")
+                       help="dropout of the residual branches and the head (default: 0 for the GUE tasks; 0.1 for "
+                            "ecoli_sigma70 and your own files)")
     model.add_argument("--head-temperature", action="store_true",
                        help="learn one softmax temperature per attention head (num_heads parameters per layer; "
                             "identity at initialisation) (default: off)")

@@ -136,12 +136,9 @@ PROTOCOLS = {
 DEFAULT_DATASET = "adrenalmnist3d"
 DEFAULT_MANIFEST_SIZE = (64, 64, 64)
 MEDMNIST_SIZES = (28, 64)
-#: The MedMNIST edge trained on without --size: 64³ folded by 2 (see :meth:`CTOptions.unshuffle_factor`) scores
-#: out-of-fold AUROC 0.859 on AdrenalMNIST3D against 0.844 at 28³, at the same CPU (5-fold CV, docs/results.md).
+#: The MedMNIST edge trained on without --size: 64³, folded by 2 (see :meth:`CTOptions.unshuffle_factor`).
 DEFAULT_MEDMNIST_SIZE = 64
-#: Convolutions per CNN stage (HybridCT3D's stem_depth): 4, as deep as a ResNet-18 stage, scored out-of-fold AUROC
-#: 0.866 / 0.857 / 0.861 on AdrenalMNIST3D 64³ against 0.859 / 0.839 / 0.855 with 2 (5-fold CV, seeds 0 / 1 / 2;
-#: docs/results.md).
+#: Convolutions per CNN stage (HybridCT3D's stem_depth): 4, as deep as a ResNet-18 stage.
 DEFAULT_STEM_DEPTH = 4
 #: Largest edge the CNN stem sees by default: bigger volumes are folded (unshuffled) down to it.
 STEM_EDGE = 32
@@ -270,9 +267,7 @@ class CTOptions:
         """Channels and strides of the CNN stages: 4 stages (stride 16) when the stem sees more than 32 voxels (the
         input size divided by :meth:`unshuffle_factor`), else 3 (stride 8).
 
-        Up to 32 voxels the first stages are narrow (8, 16, 64): at 28³ that trains about 1.5x faster per step than
-        (16, 32, 64) (1.86x with :func:`prepare_for_training`'s channels-last stem) with the same out-of-fold AUROC
-        (0.843 against 0.841, 5-fold CV, docs/results.md)."""
+        Up to 32 voxels the first stages are narrow (8, 16, 64), which keeps small inputs cheap."""
         stages = 4 if max(self.input_size) > STEM_EDGE * self.unshuffle_factor() else 3
         default = [16, 32, 64, 96] if stages == 4 else [8, 16, 64]
         channels = self.stem_channels or ([4, 8, 8, 8][:stages] if self.quick else default)

@@ -84,16 +84,14 @@ DEFAULTS = TrainConfig(
     grad_clip=1.0, patience=8, monitor="dev_mcc", monitor_mode="max",
 )
 #: Epochs and dropout of the tasks with small training sets (E. coli, your own files); the GUE tasks (40k+ training
-#: sequences) use DEFAULTS' 6 epochs and dropout 0. On E. coli, 6 epochs without dropout gave 5-fold CV MCC×100
-#: 59.1 ± 2.5 against 61.0 ± 1.9 for these settings.
+#: sequences) use DEFAULTS' 6 epochs and dropout 0.
 SMALL_DATA_EPOCHS = 12
 SMALL_DATA_DROPOUT = 0.1
 
 
 #: Peak learning rate of the fine-tuning after pretraining unless the task's :class:`TaskRecipe` says otherwise.
 FINETUNE_LR = 1e-3
-#: Fraction of the nucleotides of each fine-tuning batch masked as in pretraining (an augmentation), every task:
-#: it lifted the members of all five bundled tasks, with or without pretraining (docs/results.md).
+#: Fraction of the nucleotides of each fine-tuning batch masked as in pretraining (an augmentation), every task.
 FINETUNE_MASK = 0.1
 
 
@@ -112,19 +110,7 @@ class TaskRecipe:
 
 
 #: Default recipe per task; the others (prom_300_tata, ecoli_sigma70, your own files) get ``TaskRecipe()``: no
-#: pretraining. 4 epochs (15 % masked) then fine-tuning at lr 1e-3 lifted every seed on the 70-nt GUE tasks
-#: (ensembles of seeds 0-2, dev MCC×100: prom_core_all 71.56, notata 73.88, tata 78.67 against 70.97, 72.25, 76.21
-#: without) but not on prom_300_tata (75.47 against 82.26) nor clearly on E. coli (+1.1 ± 2.2 over folds). On
-#: prom_core_all, 12 epochs with 30 % masked lifted the members again (71.04 ± 0.27 over seeds 0-5 against 70.52 ±
-#: 0.36 over 12 seeds) and their three-member ensembles (72.03 ± 0.22 against 71.81 ± 0.45), and on prom_core_tata
-#: (ensemble 82.78 against 78.67); on prom_core_notata it did not (73.63 against 73.88, 1.6x the cost). After it, lr
-#: 5e-4, 1e-3 and 2e-3 gave prom_core_all three-member ensembles of 72.26 ± 0.28, 72.03 ± 0.22 and 72.23 ± 0.31
-#: (seeds 0-5): within noise; 2e-3 kept. Masking 10 % of the nucleotides of each fine-tuning batch then lifted the
-#: members once more (:data:`FINETUNE_MASK`, every task): prom_core_all 71.68 ± 0.47 against 70.91 ± 0.40 (seeds
-#: 0-11, the same pretrained encoders; every three-seed ensemble 72.49-72.58), prom_core_tata ensembles 83.52 / 85.45
-#: against 82.78 / 82.99 (seeds 0-2 / 3-5), prom_core_notata members 73.19 ± 0.47 against 72.21 ± 0.46; without
-#: pretraining, prom_300_tata members 78.42 ± 2.90 against 75.94 ± 2.15 and E. coli every fold (5-fold CV 63.65 ±
-#: 3.12 against 60.36 ± 2.24). docs/results.md.
+#: pretraining. The runs behind each recipe: docs/experiments.md.
 TASK_RECIPES = {
     "prom_core_all": TaskRecipe(pretrain_epochs=12, pretrain_mask=0.3, finetune_lr=2e-3),
     "prom_core_notata": TaskRecipe(pretrain_epochs=4),
@@ -181,8 +167,8 @@ class PromoterOptions:
     same way, an augmentation (0 = none; default: the task's recipe, :data:`FINETUNE_MASK` for every task);
     ``rc_augment`` trains on random reverse complements and ``rc_average`` predicts from the mean of both
     strands (default: off for the GUE tasks, whose sequences are oriented on the TSS; on otherwise, for
-    sequences of unknown orientation). ``dropout`` defaults to 0 on the GUE tasks (as accurate as 0.1 there, and
-    faster) and to :data:`SMALL_DATA_DROPOUT` otherwise. ``length_buckets``: batch training sequences of similar length together (when lengths vary).
+    sequences of unknown orientation). ``dropout`` defaults to 0 on the GUE tasks and to :data:`SMALL_DATA_DROPOUT`
+    otherwise. ``length_buckets``: batch training sequences of similar length together (when lengths vary).
     ``seeds``: train one model per seed and save them as one ensemble; ``cv``: K-fold cross-validation over every
     labelled sequence (train + dev; the E. coli task always runs 5-fold), the K fold models saved as the ensemble.
     ``quick``: smoke test (tiny model, at most :data:`QUICK_ROWS` rows per split, 2 short epochs).
