@@ -64,12 +64,14 @@ def test_cli_reference_has_one_page_per_subcommand_with_every_flag() -> None:
     for verb, verb_parser in _subparsers(build_parser()).items():
         targets = _subparsers(verb_parser)
         subcommands += [(f"{verb}-{t}", p) for t, p in targets.items()] if targets else [(verb, verb_parser)]
-    assert len(subcommands) >= 13
+    assert len(subcommands) >= 12  # train|predict|explain × 3, pretrain msa, data fetch, models
     index = pages["reference/cli/index.md"]
     for slug, parser in subcommands:
         page = pages[f"reference/cli/{slug}.md"]
         assert f"({slug}.md)" in index
         for action in parser._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
             for flag in action.option_strings:
                 assert f"`{flag}`" in page, f"{slug}: {flag} missing from the generated reference"
     # generated at build time only: nothing of it is committed
