@@ -70,7 +70,7 @@ def test_cli_reference_has_one_page_per_subcommand_with_every_flag() -> None:
         page = pages[f"reference/cli/{slug}.md"]
         assert f"({slug}.md)" in index
         for action in parser._actions:
-            if isinstance(action, argparse._HelpAction):
+            if isinstance(action, argparse._HelpAction) or action.help == argparse.SUPPRESS:  # hidden on purpose
                 continue
             for flag in action.option_strings:
                 assert f"`{flag}`" in page, f"{slug}: {flag} missing from the generated reference"
