@@ -53,19 +53,15 @@ def _escape(text: str) -> str:
 
 
 def _flag_rows(parser: argparse.ArgumentParser) -> list[str]:
+    """One table row per option, worded exactly as ``--help`` words it (argparse's own formatter)."""
+    formatter = parser._get_formatter()
     rows = []
     for action in parser._actions:
         if isinstance(action, argparse._HelpAction) or action.help == argparse.SUPPRESS:
             continue
-        names = ", ".join(f"`{name}`" for name in action.option_strings) or f"`{action.dest}` (positional)"
-        if action.metavar is not None and action.nargs != 0:
-            names += f" `{action.metavar if isinstance(action.metavar, str) else ' '.join(action.metavar)}`"
-        elif action.choices is not None and action.nargs != 0:
-            names += " `{" + ",".join(str(c) for c in action.choices) + "}`"
-        default = action.default
-        shown = "" if default in (None, argparse.SUPPRESS) or action.nargs == 0 and default is False else f"`{default}`"
-        help_text = (action.help or "") % {"default": default, "prog": parser.prog} if action.help else ""
-        rows.append(f"| {names} | {_escape(help_text)} | {_escape(shown)} |")
+        invocation = formatter._format_action_invocation(action)
+        help_text = formatter._expand_help(action) if action.help else ""
+        rows.append(f"| `{_escape(invocation)}` | {_escape(help_text)} |")
     return rows
 
 
@@ -74,7 +70,7 @@ def _page(name: str, parser: argparse.ArgumentParser) -> str:
     lines = [f"# bioattn {name}", "", "*Generated from the command's argparse parser when the site is built.*", ""]
     if description:
         lines += ["```text", description, "```", ""]
-    lines += ["## Options", "", "| flag | what it does | default |", "|---|---|---|", *_flag_rows(parser), "",
+    lines += ["## Options", "", "| flag | what it does |", "|---|---|", *_flag_rows(parser), "",
               "## `--help`", "", "```text", parser.format_help().rstrip(), "```", ""]
     return "\n".join(lines)
 
