@@ -67,7 +67,7 @@ from bioattn.tasks.promoter_data import (
     stratified_group_folds,
 )
 from bioattn.progress import progress_bar
-from bioattn.training import TrainConfig, Trainer, plot_curves, prepare_run_dir, seed_everything
+from bioattn.training import TrainConfig, Trainer, check_run_dir, plot_curves, prepare_run_dir, seed_everything
 from bioattn.training.distributed import is_main_process
 
 GUE_TASKS = ("prom_core_all", "prom_core_notata", "prom_core_tata", "prom_300_tata")
@@ -573,6 +573,7 @@ def run_promoter(options: PromoterOptions, config: TrainConfig | None = None) ->
     ``config`` defaults to :func:`default_config` of the task and its pretraining.
     ``options.quick`` shortens ``config`` (:func:`quick_config`) and caps each split at :data:`QUICK_ROWS` rows.
     """
+    check_run_dir(options.out, resume=options.resume, overwrite=options.overwrite)  # before any sequence is read
     config = config or default_config(options.task, options.pretrain_epochs)
     if options.quick:
         config, options = quick_config(config), quick_options(options)
