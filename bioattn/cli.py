@@ -48,7 +48,7 @@ SIMPLE_COMMANDS: dict[str, str] = {
 _VERB_HELP = {
     "train": "train a model on a bundled benchmark or on your own data",
     "predict": "run a trained model on your own files",
-    "explain": "attention rollout, per-head maps and head diversity for a trained model",
+    "explain": "attribution maps (attention rollout or gradient methods, --method), per-head maps and head diversity",
     "pretrain": "pretrain a model across many unlabeled inputs (MSA: masked-token prediction over alignments)",
     "data": "download the public datasets the recipes use",
 }

@@ -104,6 +104,8 @@ FLOAT_FORMAT = ".6g"
 #: Tab-separated file endings; anything else is comma-separated.
 TAB_SEPARATED = (".tsv", ".bedgraph", ".bed", ".tsv.gz")
 STDOUT = "-"  # as an output path: standard output; as an input path (input_file): standard input
+#: A table for standard output is held in memory up to this size (then in a temporary file) until it is complete.
+STDOUT_SPOOL_BYTES = 16 << 20
 
 
 def format_cell(value: Any) -> Any:
@@ -153,6 +155,9 @@ def table_writer(
 ) -> Iterator[Callable[[Sequence[Any]], None]]:
     """Yield ``write_row(values)`` for a CSV/TSV table written atomically at ``path`` (``-``: standard output).
 
+    Standard output is atomic too: the table is held back (memory, then a temporary file) and written only once
+    the block succeeds, so an input error raised while rows are produced leaves standard output empty.
+
     The delimiter follows the file name (tab for ``.tsv``, ``.bedGraph``, ``.bed``; else comma) unless given;
     ``header=None`` writes no header line. Rows stream: memory does not grow with the number of rows.
     """
@@ -164,8 +169,11 @@ def table_writer(
             write_row(header)
         return write_row
 
-    if str(path) == STDOUT:
-        yield writer_for(sys.stdout)
+    if str(path) == STDOUT:  # held back until the block succeeds: no byte reaches stdout before the input is valid
+        with tempfile.SpooledTemporaryFile(max_size=STDOUT_SPOOL_BYTES, mode="w+", newline="") as spool:
+            yield writer_for(spool)
+            spool.seek(0)
+            shutil.copyfileobj(spool, sys.stdout)
         sys.stdout.flush()
         return
     with atomic_write(path, newline="") as handle:
