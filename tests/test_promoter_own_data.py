@@ -106,7 +106,7 @@ def test_own_csv_trains_and_predict_reproduces_the_run(binary_run: Path, binary_
     assert bioattn_main(["predict", "promoter", "--run", str(binary_run), "--input", str(binary_data["test_csv"]),
                          "--output", str(out)]) == 0
     rows = read_rows(out)
-    assert list(rows[0]) == ["id", "promoter_probability", "predicted_label"]
+    assert list(rows[0]) == ["id", "promoter_probability", "predicted_label", "warning"]
     assert [r["id"] for r in rows] == [r[0] for r in binary_data["test"]]
     probs = np.array([float(r["promoter_probability"]) for r in rows])
     assert {r["predicted_label"] for r in rows} <= {"neg", "pos"}
