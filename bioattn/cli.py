@@ -13,6 +13,7 @@ from typing import Callable, Sequence
 
 from bioattn import __version__
 from bioattn.errors import ReportedError
+from bioattn.io import Terminated, interrupt_on_signals
 
 # verb -> {target: module path}; each module defines add_arguments(parser) and run(args) -> int.
 COMMANDS: dict[str, dict[str, str]] = {
@@ -47,7 +48,7 @@ SIMPLE_COMMANDS: dict[str, str] = {
 _VERB_HELP = {
     "train": "train a model on a bundled benchmark or on your own data",
     "predict": "run a trained model on your own files",
-    "explain": "attention rollout, per-head maps and head diversity for a trained model",
+    "explain": "attribution maps (attention rollout or gradient methods, --method), per-head maps and head diversity",
     "pretrain": "pretrain a model across many unlabeled inputs (MSA: masked-token prediction over alignments)",
     "data": "download the public datasets the recipes use",
 }
@@ -83,11 +84,16 @@ def _add_command(subparsers: argparse._SubParsersAction, name: str, module_name:
 
 def run_user_main(main: Callable[[], int | None]) -> int:
     """Run ``main``; a :class:`~bioattn.errors.ReportedError` becomes one ``error:`` line on stderr and its exit
-    code (2 for bad input, 3 for diverged training)."""
+    code (2 for bad input, 3 for diverged training). Ctrl-C (SIGINT), SIGTERM and SIGHUP unwind alike: temporary
+    output files are removed, finished ones kept, and the exit status is ``128 + signal number`` (130, 143, 129)."""
     try:
-        return int(main() or 0)
+        with interrupt_on_signals():
+            return int(main() or 0)
     except ReportedError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except Terminated as exc:
+        print(str(exc), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -4,6 +4,10 @@ Everything bioattn writes for a user goes through :func:`atomic_write`: the cont
 temporary file in the destination folder and renamed over the target only once it is complete, so an
 interrupted or failed write never leaves a half-written file and never destroys the previous one.
 
+A ``SIGTERM`` or ``SIGHUP`` (a scheduler's time limit, ``timeout``, a closed terminal) inside
+:func:`interrupt_on_signals` raises :class:`Terminated`, a :class:`KeyboardInterrupt`, so it unwinds like Ctrl-C:
+temporary files are removed, finished files stay, and the command exits with ``128 + signal number``.
+
 Tables (CSV, TSV, bedGraph, BED) go through :func:`table_writer` / :func:`write_table`: ``\n`` line endings on
 every platform, floats as ``{:.6g}`` (:data:`FLOAT_FORMAT`), and ``-`` as the path for standard output.
 """
@@ -15,7 +19,9 @@ import json
 import math
 import os
 import shutil
+import signal
 import sys
+import threading
 import tempfile
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Iterator, Sequence
@@ -60,11 +66,46 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs: Any) -
         raise
 
 
+#: The signals :func:`interrupt_on_signals` turns into :class:`Terminated` (SIGINT already raises KeyboardInterrupt).
+TERMINATING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+class Terminated(KeyboardInterrupt):
+    """Raised by the handler of :func:`interrupt_on_signals`: unwinds like Ctrl-C; ``exit_code`` is ``128 + signum``."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = int(signum)
+        self.exit_code = 128 + self.signum
+        super().__init__(f"terminated by {signal.Signals(self.signum).name}")
+
+
+@contextlib.contextmanager
+def interrupt_on_signals(signums: Sequence[int] = TERMINATING_SIGNALS) -> Iterator[None]:
+    """Within the block, ``signums`` raise :class:`Terminated` in the main thread (as SIGINT raises KeyboardInterrupt),
+    so every :func:`atomic_write` in progress removes its temporary file; the previous handlers come back on exit.
+    Outside the main thread (where Python cannot install handlers) the block runs unchanged."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Terminated(signum)
+
+    previous = {signum: signal.signal(signum, handler) for signum in signums}
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
 #: How every table bioattn writes formats a float.
 FLOAT_FORMAT = ".6g"
 #: Tab-separated file endings; anything else is comma-separated.
 TAB_SEPARATED = (".tsv", ".bedgraph", ".bed", ".tsv.gz")
 STDOUT = "-"  # as an output path: standard output; as an input path (input_file): standard input
+#: A table for standard output is held in memory up to this size (then in a temporary file) until it is complete.
+STDOUT_SPOOL_BYTES = 16 << 20
 
 
 def format_cell(value: Any) -> Any:
@@ -114,6 +155,9 @@ def table_writer(
 ) -> Iterator[Callable[[Sequence[Any]], None]]:
     """Yield ``write_row(values)`` for a CSV/TSV table written atomically at ``path`` (``-``: standard output).
 
+    Standard output is atomic too: the table is held back (memory, then a temporary file) and written only once
+    the block succeeds, so an input error raised while rows are produced leaves standard output empty.
+
     The delimiter follows the file name (tab for ``.tsv``, ``.bedGraph``, ``.bed``; else comma) unless given;
     ``header=None`` writes no header line. Rows stream: memory does not grow with the number of rows.
     """
@@ -125,8 +169,11 @@ def table_writer(
             write_row(header)
         return write_row
 
-    if str(path) == STDOUT:
-        yield writer_for(sys.stdout)
+    if str(path) == STDOUT:  # held back until the block succeeds: no byte reaches stdout before the input is valid
+        with tempfile.SpooledTemporaryFile(max_size=STDOUT_SPOOL_BYTES, mode="w+", newline="") as spool:
+            yield writer_for(spool)
+            spool.seek(0)
+            shutil.copyfileobj(spool, sys.stdout)
         sys.stdout.flush()
         return
     with atomic_write(path, newline="") as handle:

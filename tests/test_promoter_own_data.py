@@ -106,7 +106,7 @@ def test_own_csv_trains_and_predict_reproduces_the_run(binary_run: Path, binary_
     assert bioattn_main(["predict", "promoter", "--run", str(binary_run), "--input", str(binary_data["test_csv"]),
                          "--output", str(out)]) == 0
     rows = read_rows(out)
-    assert list(rows[0]) == ["id", "promoter_probability", "predicted_label"]
+    assert list(rows[0]) == ["id", "promoter_probability", "predicted_label", "warning"]
     assert [r["id"] for r in rows] == [r[0] for r in binary_data["test"]]
     probs = np.array([float(r["promoter_probability"]) for r in rows])
     assert {r["predicted_label"] for r in rows} <= {"neg", "pos"}
@@ -163,7 +163,7 @@ def test_three_classes_train_predict_and_explain(tmp_path):
     out = tmp_path / "pred.csv"
     assert bioattn_main(["predict", "promoter", "--run", str(run), "--input", str(dev_csv), "--output", str(out)]) == 0
     rows = read_rows(out)
-    assert list(rows[0]) == ["id", "p_mid", "p_neg", "p_pos", "predicted_label"] and len(rows) == 90
+    assert list(rows[0]) == ["id", "p_mid", "p_neg", "p_pos", "predicted_label", "warning"] and len(rows) == 90
     probs = np.array([[float(r[f"p_{c}"]) for c in ("mid", "neg", "pos")] for r in rows])
     np.testing.assert_allclose(probs.sum(1), 1.0, atol=1e-5)
     assert [r["predicted_label"] for r in rows] == [["mid", "neg", "pos"][k] for k in probs.argmax(1)]

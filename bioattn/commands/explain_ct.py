@@ -1,4 +1,4 @@
-"""[CLS] attention rollout of a trained CT model as a 3D map on the input grid (NIfTI + slice PNGs).
+"""[CLS] attention rollout and the --method attribution of a trained CT model as 3D maps on the input grid (NIfTI + PNGs).
 
 ``--input`` is a NIfTI file, a DICOM file/series folder, or a MedMNIST-style ``.npz`` (pick the volume with
 ``--split`` and ``--index``). Writes, under ``--out``: ``rollout.nii.gz`` (the rollout on the input's voxel
@@ -7,7 +7,8 @@ grid, with the input's affine; identity affine for ``.npz`` volumes, which carry
 in a viewer), ``rollout_slices.png`` / ``attribution_slices.png`` (orthogonal slices through the most
 influential voxel), ``heads_layer{l}.png`` / ``head_diversity_layer{l}.png``, ``head_sharpness.png``,
 ``faithfulness.png`` and ``summary.json`` (with ``faithfulness``: each method's deletion/insertion AUC, voxels
-set to the volume's background value, the minimum).
+set to the volume's background value, the minimum). ``--method auto`` measures that faithfulness for the methods
+fast enough here on the input itself and shows the most faithful, naming it and the AUCs on stderr.
 
 NIfTI/DICOM input is prepared as the run's ``preprocessing.json`` says (each preprocessing flag replaces its
 step), and an input unlike the training volumes gets a ``warning:`` line (also in ``summary.json``).
@@ -113,12 +114,21 @@ def run(args: argparse.Namespace) -> int:
         volume_attribution(model, volumes, "gradient_x_input")
         return time.perf_counter() - start
 
-    method = resolve_method(args, FAITHFULNESS_ORDER, timed_gradient_pass)
     classes = predicted_volume_classes(model, volumes.to(next(model.parameters()).device))
 
     def attribute(name: str) -> torch.Tensor:
         return volume_attribution(model, volumes, name, classes=classes, head_fusion=args.head_fusion,
                                   start_layer=args.start_layer).cpu()
+
+    score = volume_score(model, volumes[0].to(next(model.parameters()).device), int(classes[0]))
+    measured: dict = {}  # --method auto's measurements, reused by the faithfulness table (same volume, steps, seed)
+
+    def measure(methods) -> dict:
+        measured.update(compare_methods(lambda name: [attribute(name)[0].flatten()], [score], methods,
+                                        steps=args.faithfulness_steps))
+        return measured
+
+    method = resolve_method(args, FAITHFULNESS_ORDER, timed_gradient_pass, measure, sample="this volume")
     # Undo every spatial preprocessing step (padding, crop, resampling, orientation): back onto the input grid.
     voxel_map = invert_to_input_grid(pipeline, model_input, explanation.voxel_map)[0].as_tensor()
     affine = np.asarray(image.affine)
@@ -140,9 +150,9 @@ def run(args: argparse.Namespace) -> int:
     plot_head_sharpness(sharpness, out / "head_sharpness.png", title="CT attention: per-head sharpness")
     faithfulness = None
     if not args.skip_faithfulness:
-        score = volume_score(model, volumes[0].to(next(model.parameters()).device), int(classes[0]))
         faithfulness = write_faithfulness(
-            compare_methods(lambda name: [attribute(name)[0].flatten()], [score], METHODS, steps=args.faithfulness_steps),
+            compare_methods(lambda name: [attribute(name)[0].flatten()], [score], METHODS, steps=args.faithfulness_steps,
+                            known=measured),
             out, unit="voxels", title=f"{described}: faithfulness (voxels → background)")
     similarities = write_layer_figures([w[0] for w in explanation.attentions], out,
                                        what="CT attention (token 0 = [CLS], then the CNN grid in raster order)")

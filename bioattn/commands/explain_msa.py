@@ -70,11 +70,19 @@ def _columns_and_faithfulness(model, rows, args: argparse.Namespace, out, family
         msa_attribution(model, rows, "gradient_x_input")
         return time.perf_counter() - start
 
-    method = resolve_method(args, FAITHFULNESS_ORDER, timed_gradient_pass)
     residues = predicted_residues(model, rows)
 
     def attribute(name: str) -> list:
         return [msa_attribution(model, rows, name, residues=residues).cpu()]
+
+    score = msa_score(model, rows.to(next(model.parameters()).device), residues)
+    measured: dict = {}  # --method auto's measurements, reused by the faithfulness table (same rows, steps, seed)
+
+    def measure(methods) -> dict:
+        measured.update(compare_methods(attribute, [score], methods, steps=args.faithfulness_steps))
+        return measured
+
+    method = resolve_method(args, FAITHFULNESS_ORDER, timed_gradient_pass, measure, sample="this alignment")
 
     values = attribute(method)[0]
     query = rows[0].tolist()
@@ -86,9 +94,8 @@ def _columns_and_faithfulness(model, rows, args: argparse.Namespace, out, family
     plot_head_sharpness(sharpness, out / "head_sharpness.png", title=f"{family} row attention: per-head sharpness")
     entries: dict = {"method": method, "head_sharpness": sharpness_summary(sharpness)}
     if not args.skip_faithfulness:
-        score = msa_score(model, rows.to(next(model.parameters()).device), residues)
         entries["faithfulness"] = write_faithfulness(
-            compare_methods(attribute, [score], METHODS, steps=args.faithfulness_steps), out,
+            compare_methods(attribute, [score], METHODS, steps=args.faithfulness_steps, known=measured), out,
             unit="alignment columns", title=f"{family}: faithfulness (columns masked)")
         print(faithfulness_table(entries["faithfulness"]))
     return entries

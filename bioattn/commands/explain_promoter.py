@@ -1,4 +1,4 @@
-"""Per-nucleotide attention-rollout influence of a trained promoter classifier (PNG + TSV).
+"""Per-nucleotide influence of a trained promoter classifier (PNG + TSV): attention rollout or a gradient method.
 
 Writes, under ``--out``: ``predictions.tsv`` (id, length, probability of the positive class or ``p_<class>``
 per class of a multi-class model, predicted label); ``influence.tsv`` (one row per nucleotide: id, position,
@@ -10,8 +10,9 @@ method's deletion/insertion AUC on the first ``--faithfulness-sequences`` record
 ``faithfulness.png`` and ``head_sharpness.png``.
 
 ``--method`` chooses the map (rollout, gradient-weighted relevance, Captum Integrated Gradients or gradient ×
-input on the embeddings, random); ``auto`` takes the most faithful that is fast enough and says which on stderr.
-An ensemble's map is the mean of its members' maps.
+input on the embeddings, random); ``auto`` measures the deletion/insertion faithfulness of the methods fast enough
+for the input on its first 16 records, takes the most faithful there and says which, with the AUCs, on stderr.
+Figures and tables name the method used. An ensemble's map is the mean of its members' maps.
 
 Works for two-class and multi-class models alike: the rollout follows the [CLS] token, which every class's
 logit reads, so one influence track explains the predicted class whichever it is (the gradient methods explain
@@ -30,8 +31,9 @@ from Bio.Data.IUPACData import ambiguous_dna_letters
 
 from bioattn.commands.common import add_device_argument, add_model_arguments, device_from_args, model_dir, model_label
 from bioattn.errors import UserInputError
+from bioattn.explain.attribution import method_label
 from bioattn.explain.outputs import (
-    add_common_arguments, add_method_arguments, faithfulness_table, prepare_out_dir, resolve_method, write_faithfulness,
+    AUTO_SAMPLE, add_common_arguments, add_method_arguments, faithfulness_table, prepare_out_dir, resolve_method, write_faithfulness,
     write_layer_figures,
 )
 from bioattn.io import write_json, write_table
@@ -146,8 +148,16 @@ def _sharpness(model, batches: list, out) -> dict:
 
 def _faithfulness(model, tokens: list[np.ndarray], args: argparse.Namespace, rc_average: bool | None, out) -> dict:
     """Deletion/insertion AUC of every method on ``tokens`` (nucleotides replaced by N), + faithfulness.png."""
-    from bioattn.data.dna import collate_tokens
     from bioattn.explain.attribution import METHODS
+
+    results = _measure(model, tokens, args, rc_average, METHODS)
+    return write_faithfulness(results, out, unit="nucleotides",
+                              title=f"promoter: faithfulness on {len(tokens)} sequences (nucleotides → N)")
+
+
+def _measure(model, tokens: list[np.ndarray], args: argparse.Namespace, rc_average: bool | None, methods) -> dict:
+    """Deletion/insertion AUC of ``methods`` on ``tokens`` (nucleotides replaced by N): method → summary."""
+    from bioattn.data.dna import collate_tokens
     from bioattn.explain.faithfulness import compare_methods
     from bioattn.explain.promoter_attribution import predicted_classes, promoter_attribution, promoter_score
 
@@ -165,9 +175,7 @@ def _faithfulness(model, tokens: list[np.ndarray], args: argparse.Namespace, rc_
             maps.extend(values[row, : int((~mask[row]).sum())].cpu() for row in range(len(ids)))
         return maps
 
-    results = compare_methods(attribute, scores, METHODS, steps=args.faithfulness_steps)
-    return write_faithfulness(results, out, unit="nucleotides",
-                              title=f"promoter: faithfulness on {len(tokens)} sequences (nucleotides → N)")
+    return compare_methods(attribute, scores, methods, steps=args.faithfulness_steps)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -187,7 +195,11 @@ def run(args: argparse.Namespace) -> int:
     rc_average = {"model": None, "both": True, "forward": False}[args.strand]
 
     batches = [collate_tokens(tokens[start : start + args.batch_size]) for start in range(0, len(tokens), args.batch_size)]
-    method = resolve_method(args, FAITHFULNESS_ORDER, lambda: _probe_seconds(model, batches, rc_average))
+    sample = tokens[:AUTO_SAMPLE]
+    method = resolve_method(args, FAITHFULNESS_ORDER, lambda: _probe_seconds(model, batches, rc_average),
+                            lambda methods: _measure(model, sample, args, rc_average, methods),
+                            sample=f"the first {len(sample)} sequences")
+    ylabel = method_label(method)
     probabilities = []
     lengths = np.array([len(t) for t in tokens])
     influence = np.zeros((len(tokens), int(lengths.max())))  # (N, L_max), zero past each sequence's end
@@ -216,7 +228,8 @@ def run(args: argparse.Namespace) -> int:
     for row, record in enumerate(records[: args.plot_sequences]):
         plot_rollout_track(influence[row, : lengths[row]], out / "tracks" / f"{_safe_name(row, record.id)}.png",
                            positions=np.arange(lengths[row]) - offset, sequence=record.sequence.upper(), spans=spans,
-                           title=_track_title(model, record.id, per_class[row], predicted[row]), xlabel=xlabel)
+                           title=_track_title(model, record.id, per_class[row], predicted[row]), xlabel=xlabel,
+                           ylabel=ylabel)
 
     mean, std, counts = influence_profile(influence, lengths)
     positions = np.arange(len(mean)) - offset
@@ -230,7 +243,7 @@ def run(args: argparse.Namespace) -> int:
                        spread=std / np.sqrt(np.maximum(counts, 1)), spread_label="± s.e.m.",
                        others={f"mean, {name.replace('_', ' ')} (n={int(chosen.sum())})": g
                                for (name, chosen), g in zip(groups, group_means)},
-                       label=f"mean over {len(tokens)} sequences", xlabel=xlabel, ylabel=f"{method} influence",
+                       label=f"mean over {len(tokens)} sequences", xlabel=xlabel, ylabel=ylabel,
                        title=f"where the model looks ({method}" + (f", {args.head_fusion} head fusion)" if method == "rollout" else ")"))
     similarities = write_layer_figures(first_weights, out, what="promoter attention (first batch; token 0 = [CLS])")
 

@@ -18,8 +18,10 @@ regression on z-scored maps, see each head's fit_on and settings):
 NAME: such a run shipped with bioattn) can read attention features of the axial model too: then the per-family
 axial model is also trained on the alignment (--max-minutes and the training flags apply; one model, seed
 --seed; for the run of an ensemble trained with --seeds S1 S2 ..., one model per seed in --out/seed<S>/ and
-their mean in --out, as train msa --seeds writes it). A run that started from a pretrained model
-needs the same --init-from (and --no-finetune) here: see init_from and finetune in its contact_head.json settings.
+their mean in --out, as train msa --seeds writes it). A run whose head was fitted on a pretrained model
+starts from the same model here, fine-tuned or not as its contact_head.json settings (init_from, finetune) say;
+--model msa-axial-pfam is such a model: its shipped head reads its attention without fine-tuning. A --run or
+--model holding another model type (a promoter or CT model) is an error naming that type.
 
 Writes, under --out: contacts.npy (L×L contact probabilities, L = the query's residues), contacts.rr (CASP
 RR: PFRMAT, TARGET, AUTHOR, METHOD, MODEL 1, the sequence, then "i j 0 8 p" for the top --top pairs with

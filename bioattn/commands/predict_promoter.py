@@ -9,7 +9,9 @@ column (an 'id' column names the rows, otherwise the 1-based row number does; a 
 optionally gzip-compressed. OUT.csv gets one row per sequence in input order: two-class models write
 id,promoter_probability,predicted_label; multi-class models id,p_<class>...,predicted_label. The predicted
 label is the class name of the training file. Sequences longer than the model's max_len are an error: scan
-them with --window.
+them with --window. When the run saved its training composition (composition.json: GC content, N fraction,
+dinucleotide frequencies), a last column 'warning' says how a sequence differs from the training sequences, and
+a 'warning:' line on stderr names it.
 
 Genome scan (--window W, or --window alone for W = the model's max_len): FILE is a FASTA (plain or bgzip; indexed with pyfaidx as FILE.fai, or in a
 temporary folder when FILE's folder is read-only) whose sequences are scored in windows of W nt every
@@ -40,6 +42,7 @@ from bioattn.precision import (
     resolve_inference_precision,
     warn_if_bf16_is_emulated,
 )
+from bioattn.tasks.dna_composition import load_composition
 from bioattn.tasks.promoter_predict import predict_file
 from bioattn.tasks.promoter_scan import scan_format, scan_genome
 
@@ -118,7 +121,8 @@ def run(args: argparse.Namespace) -> int:
         if args.output.suffix.lower() in (".bed", ".bedgraph"):
             raise UserInputError(f"{args.output}: a {args.output.suffix} output is written by a genome scan: add --window")
         with input_file(args.input) as source, inference_autocast(precision, device):
-            counts = predict_file(model, source, args.output, batch_size=args.batch_size, rc_average=rc_average)
+            counts = predict_file(model, source, args.output, batch_size=args.batch_size, rc_average=rc_average,
+                                  composition=load_composition(model_dir(args)))
         shown = ", ".join(f"{name}: {counts[name]}" for name in model.class_names)
         written = "standard output" if str(args.output) == STDOUT else args.output
         print(f"{sum(counts.values())} sequences scored in {precision} (predicted {shown}); wrote {written}", file=sys.stderr)

@@ -165,7 +165,9 @@ def run(args: argparse.Namespace) -> int:
     from bioattn.tasks.msa import train_families, train_family
     from bioattn.tasks.msa_compare import compare_methods
     from bioattn.tasks.msa_head import ContactHead
+    from bioattn.training import check_run_dir
 
+    check_run_dir(args.out, resume=args.resume, overwrite=args.overwrite)  # before any alignment is read
     options, config = options_from_args(args, seeds=ensemble_options(args)["seeds"])
     if args.compare_methods and options.seeds is not None:
         raise UserInputError("--seeds trains one axial model per seed; --compare-methods trains none (drop --seeds)")

@@ -21,6 +21,7 @@ import contextlib
 import copy
 import dataclasses
 import gzip
+import json
 import logging
 import os
 import warnings
@@ -486,6 +487,24 @@ class VolumePreprocessing:
         if unknown:
             raise UserInputError(f"unknown preprocessing option(s) {unknown}; known: {sorted(known)}")
         return cls(**values)
+
+
+#: The file of a run directory holding its preprocessing (written by ``bioattn train ct``).
+PREPROCESSING_NAME = "preprocessing.json"
+
+
+def read_saved_preprocessing(run_dir: str | os.PathLike) -> dict[str, Any] | None:
+    """The parsed ``preprocessing.json`` of ``run_dir``: ``source``, ``preprocessing`` (a :class:`VolumePreprocessing`),
+    ``flip_tta`` and ``training_volumes`` (the profile of the training volumes); ``None`` when the run has none."""
+    path = Path(run_dir) / PREPROCESSING_NAME
+    if not path.is_file():
+        return None
+    try:
+        values = json.loads(path.read_text())
+        return {"source": values["source"], "preprocessing": VolumePreprocessing.from_dict(values["preprocessing"]),
+                "flip_tta": bool(values["flip_tta"]), "training_volumes": values.get("training_volumes", {})}
+    except (json.JSONDecodeError, KeyError, TypeError, UserInputError) as exc:
+        raise UserInputError(f"{path}: not a valid {PREPROCESSING_NAME} ({exc})") from exc
 
 
 def ct_preprocessing(

@@ -90,6 +90,27 @@ def encode(
     return ids
 
 
+def encode_sequences(sequences: str | Sequence[str], *, max_len: int | None = None) -> list[np.ndarray]:
+    """Token ids of each DNA string of ``sequences`` (one string counts as a list of one), see :func:`encode`.
+
+    Errors name the sequence by its 0-based index in the list; with ``max_len`` a longer sequence is an error.
+    """
+    if isinstance(sequences, str):
+        sequences = [sequences]
+    if isinstance(sequences, (bytes, np.ndarray)) or not isinstance(sequences, Sequence):
+        raise UserInputError(f"expected a DNA string or a list of them, got {type(sequences).__name__}")
+    if len(sequences) == 0:
+        raise UserInputError("no sequences given")
+    tokens = []
+    for index, sequence in enumerate(sequences):
+        ids = encode(sequence, record=f"sequence {index}")
+        if max_len is not None and len(ids) > max_len:
+            raise UserInputError(f"sequence {index}: {len(ids)} nt long; this model accepts at most {max_len} nt "
+                                 "(its training length); score longer sequences in windows, as a genome scan")
+        tokens.append(ids)
+    return tokens
+
+
 def _raise_bad_character(sequence: str, index: int, record: str, source: str | os.PathLike | None, offset: int) -> None:
     raise UserInputError(
         f"{_where(record, source)}: invalid character {sequence[index]!r} at position {offset + index + 1}; "

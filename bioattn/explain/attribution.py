@@ -31,6 +31,18 @@ IG_BATCH = 64
 RELATIVE_COST = {"integrated_gradients": 2 * IG_STEPS, "relevance": 1, "gradient_x_input": 1, "rollout": 0.5, "random": 0.0}
 
 
+#: How figures name each method's values (axis labels, colour bars).
+METHOD_LABELS = {
+    "integrated_gradients": "Integrated Gradients attribution", "relevance": "attention relevance (Chefer)",
+    "gradient_x_input": "gradient × input attribution", "rollout": "rollout influence", "random": "random ranking (floor)",
+}
+
+
+def method_label(method: str) -> str:
+    """The axis label of ``method``'s values, e.g. ``"gradient × input attribution"``."""
+    return METHOD_LABELS[check_method(method)]
+
+
 def check_method(method: str) -> str:
     """``method`` if it is one of :data:`METHODS`, else a :class:`~bioattn.errors.UserInputError`."""
     if method not in METHODS:

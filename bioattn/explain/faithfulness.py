@@ -126,11 +126,15 @@ def most_faithful(results: dict[str, dict]) -> str:
 
 
 def compare_methods(attribute: Callable[[str], Sequence[Tensor]], scores: Sequence[ScoreMasked], methods: Sequence[str], *,
-                    steps: int = DEFAULT_STEPS, seed: int = 0) -> dict[str, dict]:
+                    steps: int = DEFAULT_STEPS, seed: int = 0, known: dict[str, dict] | None = None) -> dict[str, dict]:
     """Faithfulness of every method on the same examples: ``attribute(method)`` returns one ``(U_i,)`` map per
-    example (timed), ``scores`` one :data:`ScoreMasked` per example. Returns method → :meth:`FaithfulnessResult.summary`."""
+    example (timed), ``scores`` one :data:`ScoreMasked` per example. Returns method → :meth:`FaithfulnessResult.summary`.
+    ``known``: results already measured on the same examples with the same ``steps`` and ``seed`` (reused, not redone)."""
     results = {}
     for method in methods:
+        if known is not None and method in known:
+            results[method] = known[method]
+            continue
         start = time.perf_counter()
         maps = attribute(method)
         seconds = time.perf_counter() - start

@@ -130,7 +130,7 @@ def plot_rollout_track(
     spread_label: str = "± spread",
     title: str | None = None,
     xlabel: str = "position",
-    ylabel: str = "rollout influence",
+    ylabel: str = "influence",
     dpi: int = 90,
 ) -> Path:
     """Draw a per-token influence track.
@@ -143,6 +143,7 @@ def plot_rollout_track(
         spans: ``{label: (start, end)}`` x ranges to shade, e.g. a known motif.
         others: ``{label: (L,)}`` further tracks drawn on the same axes (e.g. one per predicted class).
         label: legend label of ``influence``; spread_label: legend label of the band.
+        ylabel: the y-axis label: name the method that made the values (``bioattn.explain.attribution.method_label``).
     """
     values = _as_numpy(influence, "influence", 1)
     xs = np.arange(values.size, dtype=float) if positions is None else _as_numpy(positions, "positions", 1)

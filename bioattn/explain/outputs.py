@@ -74,8 +74,9 @@ def add_method_arguments(parser: argparse.ArgumentParser, *, unit: str) -> None:
     from bioattn.explain.attribution import METHODS
 
     parser.add_argument("--method", choices=("auto", *METHODS), default="auto",
-                        help="attribution shown in the outputs: auto (the most faithful method that is fast enough for "
-                             "the input, named on stderr), " + ", ".join(METHODS) + " (default: %(default)s)")
+                        help="attribution shown in the outputs: auto (of the methods fast enough for the input, the "
+                             "one most faithful on a sample of it, measured by deletion/insertion and named on stderr "
+                             "with its AUCs), " + ", ".join(METHODS) + " (default: %(default)s)")
     parser.add_argument("--no-faithfulness", dest="skip_faithfulness", action="store_true",
                         help=f"skip measuring every method's deletion/insertion faithfulness ({unit} removed or "
                              "revealed by rank; summary.json key 'faithfulness', faithfulness.png) (default: off, "
@@ -84,14 +85,26 @@ def add_method_arguments(parser: argparse.ArgumentParser, *, unit: str) -> None:
                         help="points of each deletion/insertion curve (default: %(default)s)")
 
 
+#: ``--method auto`` measures the candidates' faithfulness on at most this many inputs of the sample it is given.
+AUTO_SAMPLE = 16
+
+
 def resolve_method(args: argparse.Namespace, order: Sequence[str], probe: Callable[[], float],
-                   budget_seconds: float = AUTO_BUDGET_SECONDS) -> str:
-    """``--method``, or with ``auto`` the first method of ``order`` (most faithful first, as measured) whose
-    estimated time fits ``budget_seconds``: ``probe()`` returns the estimated seconds of one gradient pass over the
-    whole input, and a method costs :data:`~bioattn.explain.attribution.RELATIVE_COST` times that. The probe runs
-    twice and the second time is the estimate: the first pays one-off costs (a GPU's context and kernel selection,
-    lazy imports) that would make a 64-pass method look too slow. Says on stderr which method it used."""
+                   measure: Callable[[Sequence[str]], dict[str, dict]] | None = None,
+                   budget_seconds: float = AUTO_BUDGET_SECONDS, sample: str = "the input") -> str:
+    """``--method``, or with ``auto`` the most faithful method on (a sample of) this input among those of ``order``
+    whose estimated time fits ``budget_seconds``.
+
+    ``probe()`` returns the estimated seconds of one gradient pass over the whole input; a method costs
+    :data:`~bioattn.explain.attribution.RELATIVE_COST` times that. The probe runs twice and the second time is the
+    estimate: the first pays one-off costs (a GPU's context and kernel selection, lazy imports) that would make a
+    64-pass method look too slow. ``measure(methods)`` returns each method's faithfulness on ``sample`` (method →
+    :meth:`~bioattn.explain.faithfulness.FaithfulnessResult.summary`); the candidates and ``random`` are measured
+    and the largest insertion − deletion AUC wins (:func:`~bioattn.explain.faithfulness.most_faithful`, the method
+    the faithfulness table stars). Says on stderr which method it used and the AUCs it measured; a warning when no
+    candidate deletes better than random. Without ``measure``, the first fitting method of ``order``."""
     from bioattn.explain.attribution import RELATIVE_COST
+    from bioattn.explain.faithfulness import most_faithful
 
     if args.faithfulness_steps < 1:
         raise UserInputError(f"--faithfulness-steps must be >= 1, got {args.faithfulness_steps}")
@@ -99,13 +112,25 @@ def resolve_method(args: argparse.Namespace, order: Sequence[str], probe: Callab
         return args.method
     probe()  # warm-up, not timed
     one_pass = probe()
-    for method in order:
-        if one_pass * RELATIVE_COST[method] <= budget_seconds or method == order[-1]:
-            print(f"explain: method {method} (the most faithful measured for this model type that fits "
-                  f"{budget_seconds:.0f} s here, about {one_pass * RELATIVE_COST[method]:.1f} s; --method to choose)",
-                  file=sys.stderr)
-            return method
-    raise AssertionError("unreachable")
+    candidates = [m for m in order if one_pass * RELATIVE_COST[m] <= budget_seconds] or [order[-1]]
+    if measure is None or len(candidates) == 1:
+        method = candidates[0]
+        print(f"explain: method {method} (the most faithful measured for this model type that fits "
+              f"{budget_seconds:.0f} s here, about {one_pass * RELATIVE_COST[method]:.1f} s; --method to choose)",
+              file=sys.stderr)
+        return method
+    results = measure((*candidates, "random"))
+    method = most_faithful({name: results[name] for name in candidates})
+    measured = ", ".join(f"{name} {results[name]['deletion_auc']:.3f}/{results[name]['insertion_auc']:.3f}"
+                         for name in (*candidates, "random"))
+    skipped = [m for m in order if m not in candidates]
+    print(f"explain: method {method}, the most faithful on {sample} (deletion/insertion AUC, lower/higher = better: "
+          f"{measured})" + (f"; too slow here: {', '.join(skipped)}" if skipped else "") + "; --method to choose",
+          file=sys.stderr)
+    if results[method]["deletion_auc"] >= results["random"]["deletion_auc"]:
+        print(f"warning: no method deletes the prediction faster than a random ranking on {sample}; the maps may "
+              "mean little for this input", file=sys.stderr)
+    return method
 
 
 def write_faithfulness(results: dict[str, dict], out_dir: Path, *, title: str, unit: str) -> dict[str, dict]:

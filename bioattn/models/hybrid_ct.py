@@ -15,7 +15,9 @@ back on the token grid and on the input's voxel grid (one row of the rollout, O(
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal, Sequence, overload
 
 import numpy as np
@@ -29,8 +31,10 @@ from torch.utils.data import DataLoader, Dataset
 from bioattn.attention import SinusoidalPositionalEncoding, TransformerEncoder
 from bioattn.errors import UserInputError
 from bioattn.attention.rollout import rollout_row_from_queries, rollout_rows
-from bioattn.data.ct import foreground_distance
+from bioattn.data.ct import VolumePreprocessing, check_volume, foreground_distance, read_ct_volume, read_saved_preprocessing
 from bioattn.models.base import PretrainedModel
+from bioattn.models.ensemble import Ensemble, ensemble_members
+from bioattn.models.registry import resolve_model_dir
 
 __all__ = [
     "MAX_ATTENTION_BYTES",
@@ -171,6 +175,10 @@ class HybridCT3D(PretrainedModel):
             "class_names": list(class_names) if class_names is not None else None,
         }
         self.class_names = list(class_names) if class_names is not None else [f"class_{k}" for k in range(num_classes)]
+        #: how :meth:`predict` prepares a NIfTI/DICOM file and whether it averages over flips; ``from_pretrained``
+        #: sets both from the run's ``preprocessing.json``
+        self.input_preprocessing = VolumePreprocessing()
+        self.flip_tta = False
         self.in_channels = in_channels
         self.unshuffle = unshuffle
         self.distance_channel = distance_channel
@@ -189,6 +197,46 @@ class HybridCT3D(PretrainedModel):
             d_model, num_heads, num_layers, dim_feedforward=dim_feedforward, dropout=dropout
         )
         self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(d_model, num_classes))
+
+    @classmethod
+    def from_pretrained(cls, run_dir: str | os.PathLike, map_location: str | torch.device = "cpu") -> HybridCT3D | Ensemble:
+        """:meth:`PretrainedModel.from_pretrained`, with the run's ``preprocessing.json`` (its window, spacing,
+        orientation, size and flip averaging) kept for :meth:`predict`; an ensemble's members take the ensemble's."""
+        model = super().from_pretrained(run_dir, map_location=map_location)
+        saved = read_saved_preprocessing(resolve_model_dir(run_dir))
+        if saved is not None:
+            for member in ensemble_members(model):
+                member.input_preprocessing, member.flip_tta = saved["preprocessing"], saved["flip_tta"]
+        return model
+
+    def predict(
+        self, paths: str | os.PathLike | Sequence[str | os.PathLike], *, flip_tta: bool | None = None,
+        preprocessing: VolumePreprocessing | None = None,
+    ) -> np.ndarray:
+        """Class probabilities of NIfTI files or DICOM series folders, as ``bioattn predict ct`` computes them:
+        ``(K,)`` for one path, ``(N, K)`` for a list, float32, classes in ``self.class_names`` order.
+
+        Each volume is read (:func:`~bioattn.data.ct.read_ct_volume`), prepared as the run's ``preprocessing.json``
+        says (or as ``preprocessing`` replaces it) and zero-padded to the stem stride; ``flip_tta`` (default: as the
+        run evaluated) averages over the 8 flips. On an ensemble, the members' mean probability. A file that cannot
+        be read, or has the wrong channels, is a :class:`~bioattn.errors.UserInputError` naming it. The checks of
+        inputs unlike the training volumes (``warning:`` lines) are those of ``bioattn predict ct`` /
+        :func:`bioattn.tasks.ct_predict.predict_volume`.
+        """
+        single = isinstance(paths, (str, os.PathLike))
+        files = [Path(paths)] if single else [Path(p) for p in paths]
+        if not files:
+            raise UserInputError("no volumes given")
+        pipeline = (preprocessing or self.input_preprocessing).pipeline(divisible_by=self.stride)
+        flips = self.flip_tta if flip_tta is None else flip_tta
+        rows = []
+        for path in files:
+            volume = read_ct_volume(path)
+            check_volume(volume, path, in_channels=self.in_channels)
+            image = pipeline(volume).as_tensor().float()
+            self.check_attention_size(tuple(image.shape[1:]), str(path))
+            rows.append(predict_probabilities(self, [(image, 0)], batch_size=1, flip_tta=flips)[0])
+        return rows[0] if single else np.stack(rows)
 
     def channels_last_stem(self, enabled: bool = True) -> HybridCT3D:
         """Store the CNN stem's weights channels-last (``enabled``) or contiguous; returns ``self``.

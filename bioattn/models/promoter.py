@@ -28,7 +28,7 @@ from torch import Tensor, nn
 
 from bioattn.attention import LearnedPositionalEncoding, TransformerEncoder
 from bioattn.attention.inputs import check_token_ids
-from bioattn.data.dna import CLS_ID, PAD_ID, VOCAB_SIZE, collate_tokens, reverse_complement_ids
+from bioattn.data.dna import CLS_ID, PAD_ID, VOCAB_SIZE, collate_tokens, encode_sequences, reverse_complement_ids
 from bioattn.models.base import PretrainedModel
 
 __all__ = ["PromoterClassifier", "token_table_conv1d"]
@@ -232,6 +232,22 @@ class PromoterClassifier(PretrainedModel):
         """Class indices ``(N,)`` from probabilities ``(N,)`` (class 1 when ``>= threshold``) or ``(N, C)`` (argmax)."""
         probs = np.asarray(probs)
         return (probs >= self.threshold).astype(np.int64) if probs.ndim == 1 else probs.argmax(axis=1)
+
+    def predict(
+        self, sequences: str | Sequence[str], *, batch_size: int = 256, rc_average: bool | None = None
+    ) -> np.ndarray:
+        """Probabilities of DNA strings, as ``bioattn predict promoter`` writes them: ``(N,)`` probability of the
+        positive class (two classes) or ``(N, C)`` per class, float64, in input order (one string: ``N = 1``).
+
+        Strings are encoded as the training files were (:func:`bioattn.data.dna.encode`: A/C/G/T and IUPAC codes,
+        any case) and padded per batch; padding and batching never change a prediction. ``rc_average`` (default:
+        the run's setting, saved in its config) averages both strands. On an ensemble
+        (``PromoterClassifier.from_pretrained(ensemble_dir)``) the members' mean probability. A string longer than
+        the model's ``max_len`` or with a character outside DNA is a :class:`~bioattn.errors.UserInputError`
+        naming its index. Class names: ``self.class_names``; labels: :meth:`predicted_classes`.
+        """
+        return self.predict_tokens(encode_sequences(sequences, max_len=self.max_len), batch_size=batch_size,
+                                   rc_average=rc_average)
 
     @torch.no_grad()
     def predict_tokens(

@@ -71,7 +71,7 @@ from bioattn.tasks.common import (
 )
 from bioattn.tasks.ct_data import CTData, WithoutMetadata, load_manifest, load_medmnist, write_split_table
 from bioattn.tasks.ct_preprocessing import SavedPreprocessing
-from bioattn.training import TrainConfig, Trainer, plot_curves, prepare_run_dir, seed_everything
+from bioattn.training import TrainConfig, Trainer, check_run_dir, plot_curves, prepare_run_dir, seed_everything
 from bioattn.training.distributed import is_main_process
 from bioattn.training.mixup import check_mixup_alpha, mixup_cross_entropy
 
@@ -671,6 +671,7 @@ def train_ct(options: CTOptions) -> dict[str, Any]:
     ``options.seeds``: one complete run per seed on the same split; ``options.cv``: K-fold cross-validation over
     train + val. Either way the run directory loads as the attention models' ensemble (mean probability).
     """
+    check_run_dir(options.out, resume=options.resume, overwrite=options.overwrite)  # before any volume is read
     protocol = resolve_protocol(options)
     config = options.train or protocol_train_config(options.protocol, quick=options.quick)
     data = _load_data(options, config, options.stride)

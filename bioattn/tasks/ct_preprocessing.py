@@ -12,7 +12,6 @@ before: no preprocessing, no flip averaging, no checks.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import torch
 
-from bioattn.data.ct import VolumePreprocessing
+from bioattn.data.ct import PREPROCESSING_NAME, VolumePreprocessing, read_saved_preprocessing
 from bioattn.errors import UserInputError
 from bioattn.io import write_json
 
@@ -34,7 +33,6 @@ __all__ = [
     "distribution_warnings",
 ]
 
-PREPROCESSING_NAME = "preprocessing.json"
 FORMAT = 1
 QUANTILE_SAMPLE = 2**20  # voxels used for the percentiles of one volume
 RANGE_MARGIN = 0.05  # of the training intensity span, for the range and mean checks
@@ -64,15 +62,11 @@ class SavedPreprocessing:
     @classmethod
     def load(cls, run_dir: str | os.PathLike) -> SavedPreprocessing | None:
         """The run's saved preprocessing, or ``None`` for a run directory without ``preprocessing.json``."""
-        path = Path(run_dir) / PREPROCESSING_NAME
-        if not path.is_file():
+        values = read_saved_preprocessing(run_dir)
+        if values is None:
             return None
-        try:
-            values = json.loads(path.read_text())
-            return cls(source=values["source"], preprocessing=VolumePreprocessing.from_dict(values["preprocessing"]),
-                       flip_tta=bool(values["flip_tta"]), profile=values.get("training_volumes", {}))
-        except (json.JSONDecodeError, KeyError, TypeError, UserInputError) as exc:
-            raise UserInputError(f"{path}: not a valid {PREPROCESSING_NAME} ({exc})") from exc
+        return cls(source=values["source"], preprocessing=values["preprocessing"], flip_tta=values["flip_tta"],
+                   profile=values["training_volumes"])
 
 
 def volume_statistics(image: torch.Tensor) -> dict[str, Any]:

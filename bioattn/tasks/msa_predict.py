@@ -30,22 +30,57 @@ from bioattn.training import TrainConfig, prepare_run_dir
 #: combined head, chosen leave-one-family-out, picked the Potts map alone, and factored attention alone ranked
 #: below it, so ``potts`` is as precise as ``combined`` at half its CPU.
 DEFAULT_METHOD = "potts"
+MSA_MODEL_TYPE = "MSAContactModel"
 #: Cheap baselines computed beside the head's maps when a structure allows evaluating them.
 EVALUATION_BASELINES = ("mi_apc", "gaussian_dca_apc")
 
 
+#: The ``bioattn predict`` target of each other model type, for the error naming a wrong ``--run`` / ``--model``.
+PREDICT_TARGET = {"PromoterClassifier": "promoter", "HybridCT3D": "ct"}
+
+
+def _model_type(run_dir: Path) -> tuple[str | None, Path | None]:
+    """The model type saved in ``run_dir`` (an ensemble's member type) and the config.json that says so, or
+    ``(None, None)`` when the folder (or one member folder) holds no config.json."""
+    for found in (run_dir / CONFIG_NAME, *sorted(run_dir.glob(f"*/{CONFIG_NAME}"))):
+        if not found.is_file():
+            continue
+        try:
+            config = json.loads(found.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise UserInputError(f"{found}: not valid JSON ({exc})") from exc
+        if not isinstance(config, dict):
+            raise UserInputError(f"{found}: not a model config.json")
+        model_type = config.get("member_type") if config.get("model_type") == ENSEMBLE_TYPE else config.get("model_type")
+        return model_type, found
+    return None, None
+
+
 def run_head(run_dir: Path) -> tuple[ContactHead, dict[str, Any]]:
-    """The contact head of a ``bioattn train msa`` run and the :class:`MSAOptions` its model needs: the size
-    (``embed_dim``, ``dropout``) and, for a ``--seeds`` ensemble, its ``seeds`` (the members share one size)."""
+    """The contact head of a ``bioattn train msa`` run (or of a pretrained model shipped with its head, such as
+    ``msa-axial-pfam``) and the :class:`MSAOptions` its model needs: the size (``embed_dim``, ``dropout``), for a
+    ``--seeds`` ensemble its ``seeds`` (the members share one size) and, when the head was fitted on a pretrained
+    model's attention (its settings' ``init_from`` and ``finetune``), those two, so the prediction reads the same
+    attention. A folder holding another model type is an error naming it."""
+    model_type, found = _model_type(run_dir)
+    if model_type is not None and model_type != MSA_MODEL_TYPE:
+        target = PREDICT_TARGET.get(model_type)
+        raise UserInputError(f"{run_dir}: this is a {model_type}, not an {MSA_MODEL_TYPE}"
+                             + (f"; predict with it by 'bioattn predict {target}'" if target else ""))
     head_file = run_dir / HEAD_FILE_NAME
     if not head_file.is_file():
+        if model_type == MSA_MODEL_TYPE:
+            raise UserInputError(f"{run_dir}: an {MSA_MODEL_TYPE} without a {HEAD_FILE_NAME} (a 'bioattn pretrain msa' "
+                                 "run): fit a head on its attention with 'bioattn train msa --all --init-from "
+                                 f"{run_dir} --no-finetune --coevolution none --out RUN_DIR' and predict with --run RUN_DIR")
         raise UserInputError(f"{run_dir}: no {HEAD_FILE_NAME} (not a bioattn train msa run, or a one-family run "
                              "without a contact head); give --contact-head FILE instead")
     head = ContactHead.load(head_file)
-    configs = [run_dir / CONFIG_NAME, *sorted(run_dir.glob(f"*/{CONFIG_NAME}"))]
-    found = next((path for path in configs if path.is_file()), None)
+    pretrained = {}
+    if head.settings.get("init_from") is not None and head.attention_features:
+        pretrained = {"init_from": str(head.settings["init_from"]), "finetune": bool(head.settings.get("finetune", True))}
     if found is None:
-        return head, {}
+        return head, pretrained
     try:
         config = json.loads(found.read_text())
         seeds = None
@@ -53,7 +88,8 @@ def run_head(run_dir: Path) -> tuple[ContactHead, dict[str, Any]]:
             seeds = tuple(int(name.removeprefix("seed")) for name in config["members"])
             found = found.parent / config["members"][0] / CONFIG_NAME
             config = json.loads(found.read_text())
-        return head, {"embed_dim": int(config["embed_dim"]), "dropout": float(config["dropout"]), "seeds": seeds}
+        return head, {"embed_dim": int(config["embed_dim"]), "dropout": float(config["dropout"]), "seeds": seeds,
+                      **pretrained}
     except (OSError, json.JSONDecodeError, AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
         raise UserInputError(f"{found}: not the config.json of an MSAContactModel ({exc})") from exc
 

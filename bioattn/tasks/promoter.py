@@ -52,6 +52,7 @@ from bioattn.models.ensemble import Ensemble
 from bioattn.models.promoter import PromoterClassifier
 from bioattn.report import format_mean_sd, format_table, format_value
 from bioattn.tasks.common import check_ensemble_options, fit_timed, member_dir_name, save_ensemble, write_out_of_fold
+from bioattn.tasks.dna_composition import save_composition
 from bioattn.tasks.promoter_baselines import run_baselines
 from bioattn.tasks.promoter_pretrain import MASK_PROBABILITY, PRETRAIN_DIR, mask_nucleotides, pretrain_encoder
 from bioattn.tasks.promoter_data import (
@@ -67,7 +68,7 @@ from bioattn.tasks.promoter_data import (
     stratified_group_folds,
 )
 from bioattn.progress import progress_bar
-from bioattn.training import TrainConfig, Trainer, plot_curves, prepare_run_dir, seed_everything
+from bioattn.training import TrainConfig, Trainer, check_run_dir, plot_curves, prepare_run_dir, seed_everything
 from bioattn.training.distributed import is_main_process
 
 GUE_TASKS = ("prom_core_all", "prom_core_notata", "prom_core_tata", "prom_300_tata")
@@ -559,6 +560,7 @@ def run_promoter(options: PromoterOptions, config: TrainConfig | None = None) ->
     ``config`` defaults to :func:`default_config` of the task and its pretraining.
     ``options.quick`` shortens ``config`` (:func:`quick_config`) and caps each split at :data:`QUICK_ROWS` rows.
     """
+    check_run_dir(options.out, resume=options.resume, overwrite=options.overwrite)  # before any sequence is read
     config = config or default_config(options.task, options.pretrain_epochs)
     if options.quick:
         config, options = quick_config(config), quick_options(options)
@@ -566,6 +568,8 @@ def run_promoter(options: PromoterOptions, config: TrainConfig | None = None) ->
     # run_config.json records the options that ran: the data root actually read (or the embedded sample)
     options = dataclasses.replace(options, data_root=data.data_root,
                                   out=prepare_run_dir(options.out, resume=options.resume, overwrite=options.overwrite))
+    if is_main_process():  # what predict compares new sequences with (bioattn.tasks.dna_composition)
+        save_composition(options.out, data.splits["all" if "all" in data.splits else "train"].sequences)
     cross_validate = "all" in data.splits or options.cv is not None
     results = (run_cross_validation if cross_validate else run_holdout)(data, options, config)
     if not is_main_process():

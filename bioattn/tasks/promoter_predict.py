@@ -2,13 +2,16 @@
 
 Columns: two classes: ``id,promoter_probability,predicted_label`` (the probability of the model's class 1, the
 positive class); more: ``id,p_<class>,...,predicted_label`` (one probability per class, in class order). The
-predicted label is the class name (``0``/``1`` for models trained on 0/1 labels). Input order is kept; the
-file is streamed in chunks, each scored in batches of similar length.
+predicted label is the class name (``0``/``1`` for models trained on 0/1 labels). With the run's training
+composition (:mod:`bioattn.tasks.dna_composition`) a last column ``warning`` says how a sequence differs from the
+training sequences (empty when it does not), and a ``warning:`` line on stderr names it (the first 20, then a
+count). Input order is kept; the file is streamed in chunks, each scored in batches of similar length.
 """
 from __future__ import annotations
 
 import itertools
 import os
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -17,29 +20,36 @@ from bioattn.errors import UserInputError
 from bioattn.io import table_writer
 from bioattn.models.promoter import PromoterClassifier
 from bioattn.progress import progress_bar
+from bioattn.tasks.dna_composition import composition_warnings
 
 #: Records read (and length-sorted) at a time, in batches.
 CHUNK_BATCHES = 8
+#: ``warning:`` lines printed at most; the ``warning`` column has them all.
+MAX_WARNING_LINES = 20
 
 
-def prediction_header(model: PromoterClassifier) -> list[str]:
-    """The output columns for ``model`` (see the module docstring)."""
+def prediction_header(model: PromoterClassifier, *, warning: bool = False) -> list[str]:
+    """The output columns for ``model`` (see the module docstring); ``warning``: with the composition column."""
+    extra = ["warning"] if warning else []
     if model.binary:
-        return ["id", "promoter_probability", "predicted_label"]
-    return ["id", *(f"p_{name}" for name in model.class_names), "predicted_label"]
+        return ["id", "promoter_probability", "predicted_label", *extra]
+    return ["id", *(f"p_{name}" for name in model.class_names), "predicted_label", *extra]
 
 
 def predict_file(
     model: PromoterClassifier, source: Path, output: str | os.PathLike, *, batch_size: int = 256,
-    rc_average: bool | None = None,
+    rc_average: bool | None = None, composition: dict | None = None,
 ) -> Counter:
     """Write one row per record of ``source`` to ``output`` (CSV; TSV for ``.tsv``); returns the count per predicted class.
 
     A record longer than ``model.max_len`` is an error naming it (score long sequences as a genome scan).
+    ``composition``: the run's training composition (:func:`~bioattn.tasks.dna_composition.load_composition`);
+    with it, each record is checked against it (``warning`` column, ``warning:`` lines on stderr).
     """
     counts: Counter = Counter()
+    flagged = 0
     records = read_records(source)
-    with table_writer(output, prediction_header(model)) as write_row, \
+    with table_writer(output, prediction_header(model, warning=composition is not None)) as write_row, \
             progress_bar(desc="predict", unit="seq", leave=False) as bar:
         while chunk := list(itertools.islice(records, batch_size * CHUNK_BATCHES)):
             tokens = []
@@ -56,7 +66,18 @@ def predict_file(
             for record, prob, predicted in zip(chunk, probs, classes):
                 values = [prob] if model.binary else list(prob)
                 label = model.class_names[predicted]
-                write_row([record.id, *values, label])
+                if composition is None:
+                    write_row([record.id, *values, label])
+                else:
+                    problems = composition_warnings(composition, record.sequence)
+                    write_row([record.id, *values, label, "; ".join(problems)])
+                    flagged += bool(problems)
+                    if problems and flagged <= MAX_WARNING_LINES:
+                        print(f"warning: {source}: {record.describe()}: {'; '.join(problems)}; its probability may "
+                              "mean little", file=sys.stderr)
                 counts[label] += 1
             bar.update(len(chunk))
+    if flagged > MAX_WARNING_LINES:
+        print(f"warning: {flagged - MAX_WARNING_LINES} more sequences differ from the training sequences (see the "
+              "warning column)", file=sys.stderr)
     return counts

@@ -7,7 +7,7 @@ time budget, per-step CSV/TensorBoard logs and exact, checksummed, pickle-free c
 from bioattn.training.config import TrainConfig, add_training_args, config_from_args, load_yaml_config
 from bioattn.training.curves import plot_curves
 from bioattn.training.rng import seed_everything
-from bioattn.training.run_dir import prepare_run_dir, write_run_config
+from bioattn.training.run_dir import check_run_dir, prepare_run_dir, write_run_config
 from bioattn.training.trainer import FitResult, NonFiniteLossError, Trainer
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "config_from_args",
     "load_yaml_config",
     "plot_curves",
+    "check_run_dir",
     "prepare_run_dir",
     "seed_everything",
     "write_run_config",

@@ -18,6 +18,24 @@ RUN_CONFIG_NAME = "run_config.json"
 _VERSIONED_PACKAGES = ("bioattn", "torch", "numpy", "monai", "biopython", "scikit-learn", "safetensors")
 
 
+def check_run_dir(path: str | os.PathLike, *, resume: bool, overwrite: bool, resumable: bool = True) -> None:
+    """Raise the :class:`UserInputError` :func:`prepare_run_dir` would raise for ``path``, changing nothing.
+
+    Commands call it first, so an existing run directory is refused before any data is read or cached.
+    """
+    path = Path(path).expanduser()
+    if resume and overwrite:
+        raise UserInputError(f"{path}: choose either --resume or --overwrite, not both")
+    if path.exists() and not path.is_dir():
+        raise UserInputError(f"{path}: exists and is not a directory")
+    if path.is_dir() and any(path.iterdir()):
+        if overwrite:
+            _refuse_dangerous_overwrite(path)
+        elif not resume:
+            choices = "pass --resume to continue that run or --overwrite" if resumable else "pass --overwrite"
+            raise UserInputError(f"{path}: output directory already exists and is not empty; {choices} to replace it")
+
+
 def prepare_run_dir(path: str | os.PathLike, *, resume: bool, overwrite: bool, resumable: bool = True) -> Path:
     """Create the run directory (rank 0; the other ranks wait) and check that it can be written.
 
