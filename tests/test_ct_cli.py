@@ -31,7 +31,7 @@ AFFINE = np.array([[0.0, -1.5, 0, 30.0], [2.0, 0, 0, -4.0], [0, 0, 2.5, 11.0], [
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     torch.manual_seed(0)
-    model = HybridCT3D(1, 2, stem_channels=(4, 8), stem_strides=(2, 2), d_model=24, num_heads=2, num_layers=2,
+    model = HybridCT3D(1, 2, stem_channels=(4, 8), stem_strides=(2, 2), embed_dim=24, num_heads=2, num_layers=2,
                        dropout=0.0, class_names=["normal", "hyperplasia"])
     path = tmp_path_factory.mktemp("run")
     model.save_pretrained(path)

@@ -40,7 +40,7 @@ def key_model() -> PromoterClassifier:
     """A one-layer promoter model trained until it reads position 5 perfectly."""
     torch.manual_seed(0)
     generator = torch.Generator().manual_seed(0)
-    model = PromoterClassifier(max_len=LENGTH, d_model=16, num_heads=2, num_layers=1, conv_kernel=0, rc_average=False)
+    model = PromoterClassifier(max_len=LENGTH, embed_dim=16, num_heads=2, num_layers=1, conv_kernel=0, rc_average=False)
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     for _ in range(120):
         ids, labels = _batch(64, generator)
@@ -249,7 +249,7 @@ def test_explain_ct_command_writes_attribution_and_faithfulness(tmp_path: Path) 
     from bioattn.models import HybridCT3D
 
     torch.manual_seed(0)
-    HybridCT3D(1, 2, stem_channels=[4, 8], stem_strides=[2, 2], d_model=12, num_heads=2, num_layers=2,
+    HybridCT3D(1, 2, stem_channels=[4, 8], stem_strides=[2, 2], embed_dim=12, num_heads=2, num_layers=2,
                dropout=0.0).eval().save_pretrained(tmp_path / "run")
     images = (np.random.default_rng(1).random((2, 8, 8, 8)) > 0.5).astype(np.uint8) * 255
     np.savez(tmp_path / "vols.npz", val_images=images, val_labels=np.array([[0], [1]]))

@@ -22,13 +22,13 @@ SEQUENCES = ["ACGTATAAAAGGCGCGTACGATCGA", "TTGACATATAAAGCGC", "GGGCCCATATATCCGGA
 @pytest.fixture(scope="module")
 def promoter_model() -> PromoterClassifier:
     torch.manual_seed(0)
-    return PromoterClassifier(max_len=32, d_model=16, num_heads=2, num_layers=2, dropout=0.0).eval()
+    return PromoterClassifier(max_len=32, embed_dim=16, num_heads=2, num_layers=2, dropout=0.0).eval()
 
 
 @pytest.fixture(scope="module")
 def ct_model() -> HybridCT3D:
     torch.manual_seed(0)
-    return HybridCT3D(1, 2, stem_channels=[4, 8], stem_strides=[2, 2], d_model=12, num_heads=2, num_layers=2, dropout=0.0).eval()
+    return HybridCT3D(1, 2, stem_channels=[4, 8], stem_strides=[2, 2], embed_dim=12, num_heads=2, num_layers=2, dropout=0.0).eval()
 
 
 def _batch(sequences: list[str]) -> tuple[torch.Tensor, torch.Tensor]:

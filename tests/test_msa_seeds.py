@@ -136,7 +136,7 @@ def test_all_with_seeds_reports_each_family_and_resumes_finished_seeds(tmp_path,
     assert [row["family"] for row in rows] == ["famA", "famB"]
     for row in rows:
         assert set(row["seeds"]) == {"seed0", "seed1"} and "attention_only" in row["variants"]
-        assert isinstance(MSAContactModel.from_pretrained(out / row["family"]), Ensemble)
+        assert isinstance(load_pretrained(out / row["family"], expect=MSAContactModel), Ensemble)
         for seed in SEEDS:  # leave-one-family-out heads, fitted on the same seed's model of the other family
             assert row["family"] not in json.loads((out / row["family"] / f"seed{seed}" / "metrics.json").read_text())["method"]
     assert ContactHead.load(out / "contact_head.json").fit_on == ("famA/seed0", "famA/seed1", "famB/seed0", "famB/seed1")
