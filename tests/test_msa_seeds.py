@@ -76,7 +76,7 @@ def test_metrics_give_each_seed_their_mean_sd_and_the_ensemble(seeded):
 
 def test_the_run_loads_as_an_ensemble_and_serves_predict_and_explain(seeded, family, tmp_path, capsys):  # noqa: F811
     out, _ = seeded
-    model = MSAContactModel.from_pretrained(out)
+    model = load_pretrained(out, expect=MSAContactModel)
     assert isinstance(model, Ensemble) and len(model.members) == 2 and isinstance(load_pretrained(out), Ensemble)
     tokens = MSATokenizer().encode(read_msa(family["msa"]))[None, :8]  # (1, 8, L)
     logits, maps = model(tokens)
@@ -89,7 +89,7 @@ def test_the_run_loads_as_an_ensemble_and_serves_predict_and_explain(seeded, fam
     assert cli_main(["predict", "msa", "--msa", str(family["msa"]), "--run", str(out), "--out", str(pred), "--quick",
                      "--top", "5"]) == 0
     assert "mean of the contact probabilities of 2 seeds" in capsys.readouterr().out
-    predicted = MSAContactModel.from_pretrained(pred)  # one model per seed of the run, trained on the new alignment
+    predicted = load_pretrained(pred, expect=MSAContactModel)  # one model per seed of the run, trained on the new alignment
     assert isinstance(predicted, Ensemble) and len(predicted.members) == 2
     assert predicted.members[0].config["embed_dim"] == model.members[0].config["embed_dim"]
     members = [np.load(pred / f"seed{seed}" / "contacts.npy") for seed in SEEDS]

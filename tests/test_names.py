@@ -134,7 +134,7 @@ def ensemble_dir(tmp_path: Path) -> Path:
 
 
 def test_from_pretrained_returns_its_class_and_points_ensembles_to_load_pretrained(ensemble_dir: Path) -> None:
-    with pytest.raises(UserInputError, match=r"holds an ensemble of PromoterClassifier, not a PromoterClassifier; "
+    with pytest.raises(UserInputError, match=r"holds an ensemble of PromoterClassifier, not a single PromoterClassifier; "
                                              r"load it with bioattn\.models\.load_pretrained\(.*seed0, seed1"):
         PromoterClassifier.from_pretrained(ensemble_dir)
     ensemble = load_pretrained(ensemble_dir)

@@ -58,7 +58,8 @@ class PretrainedModel(nn.Module):
                     f"; load it with bioattn.models.load_pretrained({str(name)!r}), which returns the Ensemble (one "
                     f"member alone: {cls.__name__}.from_pretrained of one of its member folders "
                     f"{', '.join(map(str, config.get('members', [])))})")
-            raise UserInputError(f"{run_dir / CONFIG_NAME}: holds an ensemble of {member_type}, not a "
+            single = "a single " if member_type == cls.__name__ else "a "
+            raise UserInputError(f"{run_dir / CONFIG_NAME}: holds an ensemble of {member_type}, not {single}"
                                  f"{cls.__name__}{hint}")
         if model_type != cls.__name__:
             raise UserInputError(f"{run_dir / CONFIG_NAME}: holds a {model_type}, not a {cls.__name__}")
