@@ -87,6 +87,7 @@ def test_compiles_without_graph_breaks_forward_and_backward(name):
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_inductor_compiles_multi_head_attention():
     module, x, kwargs = COMPILED["mha"]()
     with torch.no_grad():

@@ -195,6 +195,7 @@ def _hybrid(metrics: dict) -> dict:
     return next(v for k, v in metrics["models"].items() if "hybrid" in k)
 
 
+@pytest.mark.slow
 def test_train_quick_end_to_end_on_real_data(require_data, tmp_path: Path, one_thread) -> None:
     require_data("ct", "adrenalmnist3d")
     out = tmp_path / "run"
@@ -245,6 +246,7 @@ def test_train_quick_end_to_end_on_real_data(require_data, tmp_path: Path, one_t
     assert load_tensors(plain / "baseline_resnet" / "model.safetensors")["conv1.weight"].shape[1] == 1
 
 
+@pytest.mark.slow
 def test_recipe_script_is_the_train_command(tmp_path: Path) -> None:
     """``python recipes/ct_classify.py`` takes the flags of ``bioattn train ct`` (notebooks call it)."""
     folder = tmp_path / "ct" / "adrenalmnist3d"
@@ -303,6 +305,7 @@ def test_protocols_set_their_defaults_and_flags_override_them() -> None:
         _options("--stem-depth", "0")
 
 
+@pytest.mark.slow
 def test_tuned_protocol_records_itself_and_the_tta_ablation(
     require_data, tmp_path: Path, one_thread, monkeypatch: pytest.MonkeyPatch
 ) -> None:

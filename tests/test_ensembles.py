@@ -104,6 +104,7 @@ def test_seed_ensemble_loads_by_path_and_predict_reproduces_its_numbers(seeds_ru
     assert not np.allclose(probs, single.predict_tokens(tokens), atol=1e-4)  # not just the first member
 
 
+@pytest.mark.slow
 def test_explain_accepts_a_seed_ensemble(seeds_run: Path, data, tmp_path):
     out = tmp_path / "explain"
     assert bioattn_main(["explain", "promoter", "--run", str(seeds_run), "--input", str(data["test"]),
@@ -112,6 +113,7 @@ def test_explain_accepts_a_seed_ensemble(seeds_run: Path, data, tmp_path):
 
 
 # --------------------------------------------------------------------------------------- promoter --cv
+@pytest.mark.slow
 def test_cv_gives_out_of_fold_metrics_over_every_sequence_once_and_a_fold_ensemble(data, tmp_path):
     out = tmp_path / "cv"
     assert bioattn_main(["train", "promoter", "--out", str(out), *TINY, "--train", str(data["train"]), "--cv", "3"]) == 0
@@ -176,6 +178,7 @@ def _train_ct(manifest: Path, out: Path, *flags: str) -> dict:
     return json.loads((out / "metrics.json").read_text())
 
 
+@pytest.mark.slow
 def test_ct_cv_pools_out_of_fold_predictions_and_saves_a_fold_ensemble(ct_manifest, tmp_path):
     from bioattn.models import HybridCT3D
     from bioattn.tasks.ct import BASELINE_NAME, DEPTH_BASELINE_NAME, HYBRID_NAME
@@ -208,6 +211,7 @@ def test_ct_cv_pools_out_of_fold_predictions_and_saves_a_fold_ensemble(ct_manife
     assert (out / "preprocessing.json").is_file()
 
 
+@pytest.mark.slow
 def test_ct_seed_ensemble_predicts_the_mean_of_its_members(ct_manifest, tmp_path):
     from bioattn.models import HybridCT3D
     from bioattn.tasks.ct import HYBRID_NAME

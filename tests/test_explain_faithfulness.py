@@ -148,6 +148,7 @@ def test_head_temperature_is_the_identity_at_init_and_costs_one_parameter_per_he
     assert (head_sharpness([sharper])["temperature"] < head_sharpness([reference_weights])["temperature"]).all()
 
 
+@pytest.mark.slow
 def test_explain_promoter_writes_faithfulness_of_every_method(tmp_path: Path, key_model, key_inputs, capsys) -> None:
     key_model.save_pretrained(tmp_path / "run")
     fasta = tmp_path / "in.fa"
@@ -215,6 +216,7 @@ def test_voxel_attribution_finds_the_voxel_the_model_reads(method: str) -> None:
     assert result.deletion[1] < 1  # the first 10 % deleted hold the voxel
 
 
+@pytest.mark.slow
 def test_msa_column_attribution_and_command_faithfulness(tmp_path: Path) -> None:
     from bioattn.data.msa import MSATokenizer
     from bioattn.explain.msa_attribution import msa_attribution, msa_score, predicted_residues
@@ -245,6 +247,7 @@ def test_msa_column_attribution_and_command_faithfulness(tmp_path: Path) -> None
     assert len((tmp_path / "out" / "columns.tsv").read_text().splitlines()) == 21
 
 
+@pytest.mark.slow
 def test_explain_ct_command_writes_attribution_and_faithfulness(tmp_path: Path) -> None:
     from bioattn.models import HybridCT3D
 

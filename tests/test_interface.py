@@ -33,6 +33,7 @@ def run_config(out: Path) -> dict:
 
 
 # ------------------------------------------------------------------------------ fresh machine, run_config
+@pytest.mark.slow
 def test_quick_run_without_data_root_uses_the_embedded_sample(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(DATA_ROOT_ENV, str(tmp_path / "missing"))
     monkeypatch.chdir(tmp_path)
@@ -77,6 +78,7 @@ def test_quick_run_records_the_data_root_it_read(tmp_path, monkeypatch):
     assert run_config(out)["recipe"]["data_root"] == str((tmp_path / "root").resolve())
 
 
+@pytest.mark.slow
 def test_ct_run_config_records_the_file_read_and_the_quick_model(tmp_path):
     data_file = write_tiny_adrenalmnist3d(tmp_path / "root")
     out = tmp_path / "run"

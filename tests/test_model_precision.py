@@ -83,6 +83,7 @@ def test_bf16_autocast_forward_and_backward_are_finite_and_close_to_fp32(name: s
 
 
 @pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.slow
 def test_compiles_without_graph_breaks_forward_and_backward(name: str) -> None:
     """``fullgraph=True`` fails on any graph break; ``aot_eager`` traces forward and backward as inductor does but
     skips code generation (the CPU build here has no C++ toolchain guarantee; inductor runs in the CUDA test)."""

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_msa_cli import COLUMNS, _write_data_root, family  # noqa: F401  (tiny planted alignments + hairpin structures)
+from test_msa_cli import COLUMNS, _write_data_root  # tiny planted alignments + hairpin structures (family: conftest.py)
 
 from bioattn.cli import main as cli_main
 from bioattn.data.msa import MSATokenizer, read_msa
@@ -74,6 +74,7 @@ def test_metrics_give_each_seed_their_mean_sd_and_the_ensemble(seeded):
         assert label in printed
 
 
+@pytest.mark.slow
 def test_the_run_loads_as_an_ensemble_and_serves_predict_and_explain(seeded, family, tmp_path, capsys):  # noqa: F811
     out, _ = seeded
     model = load_pretrained(out, expect=MSAContactModel)
@@ -125,6 +126,7 @@ def test_msa_takes_no_cross_validation(family, tmp_path, capsys):  # noqa: F811
     assert "unrecognized arguments: --cv 3" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_all_with_seeds_reports_each_family_and_resumes_finished_seeds(tmp_path, capsys):
     _write_data_root(tmp_path / "data")
     out = tmp_path / "all"

@@ -134,6 +134,7 @@ def test_run_and_model_are_mutually_exclusive_and_one_is_required(
     assert "one of the arguments --run --model is required" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_explain_promoter_with_a_model_name_equals_its_folder(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     fasta = tmp_path / "x.fa"
@@ -148,6 +149,7 @@ def test_explain_promoter_with_a_model_name_equals_its_folder(tmp_path: Path) ->
     assert outputs["--model"] == outputs["--run"] and len(outputs["--model"].splitlines()) == 4
 
 
+@pytest.mark.slow
 def test_explain_ct_accepts_a_model_name(tmp_path: Path) -> None:
     volumes = np.zeros((2, 28, 28, 28), dtype=np.uint8)
     volumes[:, 10:18, 11:17, 12:16] = 255  # a gland-like binary blob, as in the training masks
@@ -248,6 +250,7 @@ def _msa_masked_accuracy(name: str, check: dict, require_data: Callable[..., Pat
 
 
 @pytest.mark.parametrize("name", SHIPPED)
+@pytest.mark.slow
 def test_shipped_model_reproduces_its_card(name: str, require_data: Callable[..., Path], tmp_path: Path) -> None:
     check = json.loads((PRETRAINED_ROOT / name / CARD_NAME).read_text())["check"]
     metric, expected = check["metric"], check["value"]

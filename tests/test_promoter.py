@@ -250,6 +250,7 @@ def test_predict_bad_input_exit_2_one_line_and_no_output(run_dir, tmp_path, caps
     assert not out.exists() and not list(tmp_path.glob(".out.csv*"))  # nothing half-written, no temp left
 
 
+@pytest.mark.slow
 def test_predict_failure_keeps_previous_output_and_console_script_exits_2(run_dir, tmp_path):
     source = tmp_path / "cut.fa.gz"
     data = gzip.compress("".join(f">r{i}\n{SEQUENCES[i % 5]}\n" for i in range(400)).encode())

@@ -74,18 +74,15 @@ def train(tmp: Path, *flags: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def binary_data(tmp_path_factory) -> dict[str, object]:
-    folder = tmp_path_factory.mktemp("binary")
-    records = make_records(("neg", "pos"), 600, seed=1)
-    test = make_records(("neg", "pos"), 120, seed=2)
-    return {"folder": folder, "records": records, "test": test,
-            "train_csv": write_csv(folder / "train.csv", records), "test_csv": write_csv(folder / "test.csv", test)}
+def binary_data(promoter_binary_data) -> dict[str, object]:
+    """600 + 120 two-class records and their CSV files (the session's, conftest.py)."""
+    return promoter_binary_data
 
 
 @pytest.fixture(scope="module")
-def binary_run(binary_data, tmp_path_factory) -> Path:
-    return train(tmp_path_factory.mktemp("binary_run"), "--train", str(binary_data["train_csv"]),
-                 "--test", str(binary_data["test_csv"]))
+def binary_run(promoter_binary_run) -> Path:
+    """The session's tiny run on :func:`binary_data` (conftest.py)."""
+    return promoter_binary_run
 
 
 # ------------------------------------------------------------------------------------- end to end

@@ -165,6 +165,7 @@ def assert_refused(argv: list[str], out: Path, capsys, message: str) -> None:
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_train_with_pretraining_end_to_end_and_resume_after_pretraining_is_exact(tmp_path, capsys):
     data = write_csv(tmp_path / "train.csv", 400, seed=3)
     run = tmp_path / "run"
@@ -272,6 +273,7 @@ def test_pretrain_mask_reaches_the_masking_and_a_bad_fraction_exits_2_with_one_l
                        f"--pretrain-mask must be between 0 and 1 (a fraction), got {float(bad)}")
 
 
+@pytest.mark.slow
 def test_finetune_mask_masks_training_batches_only_and_a_bad_fraction_exits_2_with_one_line(tmp_path, capsys, monkeypatch):
     masked_share: dict[bool, list[float]] = {True: [], False: []}  # grad enabled (training) / not (evaluation)
     forward = PromoterClassifier.forward
