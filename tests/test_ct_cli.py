@@ -164,6 +164,7 @@ def test_bad_inputs_exit_2_with_one_line_and_write_nothing(run_dir: Path, tmp_pa
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
+@pytest.mark.slow
 def test_single_dicom_slice_exits_2_without_traceback(require_data, run_dir: Path, tmp_path: Path) -> None:
     """Through a real process: exit status 2, one error line, no traceback."""
     dicom = require_data("ct", "pydicom_ct_small", "CT_small.dcm")

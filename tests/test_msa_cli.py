@@ -146,6 +146,7 @@ def test_predict_with_a_head_reading_attention_trains_the_model(family, tmp_path
     assert "fitted on famA, famB" in (out / "contacts.rr").read_text()
 
 
+@pytest.mark.slow
 def test_explain_reads_the_trained_model_on_the_alignment(trained, family, tmp_path):
     out = tmp_path / "explain"
     assert cli_main(["explain", "msa", "--run", str(trained), "--input", str(family["msa"]), "--pdb", str(family["pdb"]),

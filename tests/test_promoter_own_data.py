@@ -114,6 +114,7 @@ def test_own_csv_trains_and_predict_reproduces_the_run(binary_run: Path, binary_
     assert again["auroc"] == pytest.approx(metrics["metrics"]["test_auroc"], abs=1e-4)
 
 
+@pytest.mark.slow
 def test_explain_works_on_an_own_data_model(binary_run: Path, binary_data, tmp_path):
     out = tmp_path / "explain"
     assert bioattn_main(["explain", "promoter", "--run", str(binary_run), "--input", str(binary_data["test_csv"]),
@@ -145,6 +146,7 @@ def test_fasta_labels_letter_case_and_header_text_do_not_change_the_model(binary
     np.testing.assert_array_equal(model.predict_tokens(upper), model.predict_tokens(lower))
 
 
+@pytest.mark.slow
 def test_three_classes_train_predict_and_explain(tmp_path):
     records = make_records(("neg", "pos", "mid"), 450, seed=3, lengths=(20, 40))
     train_fa = write_fasta(tmp_path / "train.fasta", records)

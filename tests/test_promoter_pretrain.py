@@ -202,6 +202,7 @@ def test_train_with_pretraining_end_to_end_and_resume_after_pretraining_is_exact
         assert torch.equal(expected[name], got[name]), name
 
 
+@pytest.mark.slow
 def test_pretraining_batches_by_length_exactly_when_fine_tuning_does(tmp_path, monkeypatch):
     import bioattn.tasks.promoter_pretrain as pretrain_module
 
@@ -249,6 +250,7 @@ def test_negative_pretraining_epochs_exit_2_with_one_line(tmp_path, capsys):
                    capsys, "--pretrain-epochs must be >= 0, got -1")
 
 
+@pytest.mark.slow
 def test_pretrain_mask_reaches_the_masking_and_a_bad_fraction_exits_2_with_one_line(tmp_path, capsys, monkeypatch):
     import bioattn.tasks.promoter_pretrain as pretrain_module
 
