@@ -55,8 +55,8 @@ def build(name: str, size: int) -> tuple[nn.Module, int]:
     from monai.networks.nets import ViT
 
     config = hybrid.config
-    vit = ViT(1, img_size=edge, patch_size=hybrid.stride, hidden_size=config["d_model"],
-              mlp_dim=4 * config["d_model"], num_layers=config["num_layers"], num_heads=config["num_heads"],
+    vit = ViT(1, img_size=edge, patch_size=hybrid.stride, hidden_size=config["embed_dim"],
+              mlp_dim=4 * config["embed_dim"], num_layers=config["num_layers"], num_heads=config["num_heads"],
               classification=True, num_classes=2, dropout_rate=config["dropout"], post_activation=None,
               spatial_dims=3)
     return _Logits(vit), edge

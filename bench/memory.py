@@ -8,7 +8,7 @@ the three largest sizes is fitted as ``a + b * size`` or, when the memory per un
 c * size**2`` (size = tokens, rows, columns or voxels) and solved for the largest size under ``--budget-gib``
 (24 GiB). Numbers above the largest measured size are extrapolated, and the table says so.
 
-Probes (the task defaults: promoter d_model 64, 2 layers; CT stem 16-32-64(-96) + 3 layers of 96; MSA 4 axial
+Probes (the task defaults: promoter width 64, 2 layers; CT stem 16-32-64(-96) + 3 layers of 96; MSA 4 axial
 layers of 64):
 
 - promoter: sequence length L, one training step at batch 64 (forward + backward + AdamW) and inference

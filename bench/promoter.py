@@ -31,6 +31,7 @@ import torch
 from bioattn.cli import main as bioattn_main
 from bioattn.data.dna import collate_tokens, encode
 from bioattn.models.promoter import PromoterClassifier
+from bioattn.models.registry import load_pretrained
 from bioattn.precision import inference_autocast
 from bioattn.report import format_table
 
@@ -78,7 +79,7 @@ def main() -> int:
         args.sequences, args.batch_sizes, args.repeats, args.scan_kb = 256, [64], 1, 20
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    model = PromoterClassifier.from_pretrained(args.run) if args.run else PromoterClassifier(max_len=70).eval()
+    model = load_pretrained(args.run, expect=PromoterClassifier) if args.run else PromoterClassifier(max_len=70).eval()
     length = args.length or model.max_len
     rng = np.random.default_rng(0)
     sequences = ["".join(rng.choice(list("ACGT"), size=length)) for _ in range(args.sequences)]

@@ -75,6 +75,7 @@ COMPILED = {
 
 
 @pytest.mark.parametrize("name", list(COMPILED))
+@pytest.mark.slow
 def test_compiles_without_graph_breaks_forward_and_backward(name):
     """fullgraph=True fails on any graph break. The aot_eager backend traces forward and backward like inductor
     but skips C++ code generation (about 3 s per block here instead of 30-50 s)."""
@@ -87,6 +88,7 @@ def test_compiles_without_graph_breaks_forward_and_backward(name):
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_inductor_compiles_multi_head_attention():
     module, x, kwargs = COMPILED["mha"]()
     with torch.no_grad():

@@ -81,6 +81,7 @@ def test_programmer_errors_keep_their_traceback():
         run_user_main(broken)
 
 
+@pytest.mark.slow
 def test_console_help_lists_the_verbs():
     assert main([]) == 0
     done = subprocess.run([sys.executable, "-m", "bioattn.cli", "--help"], capture_output=True, text=True, check=True)

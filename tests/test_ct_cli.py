@@ -31,7 +31,7 @@ AFFINE = np.array([[0.0, -1.5, 0, 30.0], [2.0, 0, 0, -4.0], [0, 0, 2.5, 11.0], [
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     torch.manual_seed(0)
-    model = HybridCT3D(1, 2, stem_channels=(4, 8), stem_strides=(2, 2), d_model=24, num_heads=2, num_layers=2,
+    model = HybridCT3D(1, 2, stem_channels=(4, 8), stem_strides=(2, 2), embed_dim=24, num_heads=2, num_layers=2,
                        dropout=0.0, class_names=["normal", "hyperplasia"])
     path = tmp_path_factory.mktemp("run")
     model.save_pretrained(path)
@@ -164,6 +164,7 @@ def test_bad_inputs_exit_2_with_one_line_and_write_nothing(run_dir: Path, tmp_pa
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
+@pytest.mark.slow
 def test_single_dicom_slice_exits_2_without_traceback(require_data, run_dir: Path, tmp_path: Path) -> None:
     """Through a real process: exit status 2, one error line, no traceback."""
     dicom = require_data("ct", "pydicom_ct_small", "CT_small.dcm")
@@ -195,6 +196,7 @@ def _hybrid(metrics: dict) -> dict:
     return next(v for k, v in metrics["models"].items() if "hybrid" in k)
 
 
+@pytest.mark.slow
 def test_train_quick_end_to_end_on_real_data(require_data, tmp_path: Path, one_thread) -> None:
     require_data("ct", "adrenalmnist3d")
     out = tmp_path / "run"
@@ -245,6 +247,7 @@ def test_train_quick_end_to_end_on_real_data(require_data, tmp_path: Path, one_t
     assert load_tensors(plain / "baseline_resnet" / "model.safetensors")["conv1.weight"].shape[1] == 1
 
 
+@pytest.mark.slow
 def test_recipe_script_is_the_train_command(tmp_path: Path) -> None:
     """``python recipes/ct_classify.py`` takes the flags of ``bioattn train ct`` (notebooks call it)."""
     folder = tmp_path / "ct" / "adrenalmnist3d"
@@ -303,6 +306,7 @@ def test_protocols_set_their_defaults_and_flags_override_them() -> None:
         _options("--stem-depth", "0")
 
 
+@pytest.mark.slow
 def test_tuned_protocol_records_itself_and_the_tta_ablation(
     require_data, tmp_path: Path, one_thread, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -17,7 +17,7 @@ from bioattn.models.hybrid_ct import DistanceChannelInput, upsample_token_map
 
 
 def tiny(**overrides) -> HybridCT3D:
-    options = dict(stem_channels=(4, 8), stem_strides=(2, 2), d_model=24, num_heads=2, num_layers=2, dropout=0.0)
+    options = dict(stem_channels=(4, 8), stem_strides=(2, 2), embed_dim=24, num_heads=2, num_layers=2, dropout=0.0)
     options.update(overrides)
     torch.manual_seed(0)
     return HybridCT3D(1, 3, **options).eval()
@@ -157,7 +157,7 @@ def test_distance_channel_feeds_the_stem_the_depth_inside_the_mask(tmp_path: Pat
     model = tiny(distance_channel=True, unshuffle=2)
     assert model.config["distance_channel"] and model.in_channels == 1
     torch.manual_seed(0)
-    reference = HybridCT3D(2, 3, stem_channels=(4, 8), stem_strides=(2, 2), d_model=24, num_heads=2, num_layers=2,
+    reference = HybridCT3D(2, 3, stem_channels=(4, 8), stem_strides=(2, 2), embed_dim=24, num_heads=2, num_layers=2,
                            dropout=0.0, unshuffle=2).eval()
     reference.load_state_dict(model.state_dict())
     masks = torch.zeros(2, 1, 16, 16, 16)
@@ -186,7 +186,7 @@ def test_invalid_configuration_is_refused() -> None:
     with pytest.raises(ValueError, match="stem_depth must be >= 1"):
         HybridCT3D(stem_depth=0)
     with pytest.raises(ValueError, match="divisible by 6"):
-        HybridCT3D(d_model=128)
+        HybridCT3D(embed_dim=128)
     with pytest.raises(ValueError, match="one entry per stage"):
         HybridCT3D(stem_channels=(8, 16), stem_strides=(2,))
     with pytest.raises(ValueError, match="class_names needs 2 names"):

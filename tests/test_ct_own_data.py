@@ -79,42 +79,15 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def own_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``labels.csv`` (relative paths) beside ``scans/``: 12 NIfTI masks, alternately ``none`` / ``blob``, and one
-    DICOM series (``blob``)."""
-    root = tmp_path_factory.mktemp("own_data")
-    rng = np.random.default_rng(0)
-    rows = []
-    for index in range(VOLUMES):
-        label = "blob" if index % 2 else "none"
-        _nifti(root / "scans" / f"scan{index:02d}.nii.gz", _mask(rng, index % 2 == 1))
-        rows.append([f"scans/scan{index:02d}.nii.gz", label])
-    _dicom_series(root / "scans" / "dicom_series", _mask(rng, True))
-    rows.append(["scans/dicom_series", "blob"])
-    return _write_csv(root / "labels.csv", ["image", "label"], rows)
+def own_data(ct_own_data: Path) -> Path:
+    """``labels.csv`` beside ``scans/``: 12 NIfTI masks and one DICOM series (the session's, conftest.py)."""
+    return ct_own_data
 
 
 @pytest.fixture(scope="module")
-def trained(own_data: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, int]]:
-    """A quick tuned-protocol run on the manifest, and how many times nibabel opened each NIfTI file meanwhile."""
-    reads: dict[str, int] = {}
-    original = nib.load
-
-    def counting_load(filename, *args, **kwargs):
-        reads[str(Path(filename).resolve())] = reads.get(str(Path(filename).resolve()), 0) + 1
-        return original(filename, *args, **kwargs)
-
-    out = tmp_path_factory.mktemp("runs") / "run"
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(nib, "load", counting_load)
-            assert cli_main(["train", "ct", "--manifest", str(own_data), "--out", str(out), "--epochs", "3",
-                             *TRAIN_FLAGS]) == 0
-    finally:
-        torch.set_num_threads(threads)
-    return out, reads
+def trained(ct_own_run: tuple[Path, dict[str, int]]) -> tuple[Path, dict[str, int]]:
+    """The session's quick tuned-protocol run on :func:`own_data` and the NIfTI reads it made (conftest.py)."""
+    return ct_own_run
 
 
 def _predict(run: Path, input_: Path, output: Path, *flags: str) -> list[dict[str, str]]:
@@ -221,6 +194,7 @@ def test_inputs_unlike_the_training_volumes_are_flagged(trained, tmp_path: Path,
 # ------------------------------------------------------------------------------------------ explanation
 
 
+@pytest.mark.slow
 def test_explain_a_nifti_with_the_saved_preprocessing(own_data: Path, trained, tmp_path: Path) -> None:
     run, _ = trained
     scan = own_data.parent / "scans" / "scan03.nii.gz"
@@ -324,6 +298,7 @@ def test_manifest_size_must_suit_the_cnn_stride(own_data: Path, tmp_path: Path, 
     assert "must be divisible by the CNN stride 16 in every axis (e.g. --size 32 32 32" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_intensity_volumes_get_no_distance_channel_unless_asked(tmp_path: Path) -> None:
     """The depth inside a mask means nothing for CT intensities: off by default when the volumes are not binary."""
     rng = np.random.default_rng(1)
@@ -340,6 +315,7 @@ def test_intensity_volumes_get_no_distance_channel_unless_asked(tmp_path: Path) 
         assert HybridCT3D.from_pretrained(run).config["distance_channel"] is expected
 
 
+@pytest.mark.slow
 def test_unshuffled_model_trains_and_predict_reproduces_it(own_data: Path, tmp_path: Path) -> None:
     """``--unshuffle 2``: the stem sees 8³ volumes of 8 channels; the saved model folds new volumes the same way."""
     run = tmp_path / "run"

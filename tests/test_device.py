@@ -51,6 +51,7 @@ def test_cuda_without_a_gpu_is_one_error_line_and_writes_nothing(
 
 
 @no_gpu
+@pytest.mark.slow
 def test_device_cpu_gives_the_same_explanation_as_auto_on_a_machine_without_a_gpu(tmp_path: Path) -> None:
     _write_inputs(tmp_path)
     outputs = {}

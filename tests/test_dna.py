@@ -83,6 +83,7 @@ def test_gc_content_ignores_n():
 
 @settings(max_examples=100, deadline=None)
 @given(st.text(max_size=40))
+@pytest.mark.slow
 def test_encode_random_text_returns_ids_or_documented_error(text):
     try:
         ids = encode(text, record="r")

@@ -21,7 +21,7 @@ from tests.test_promoter_own_data import TINY, make_records, read_rows, write_cs
 # ------------------------------------------------------------------------------------------ the module
 def _tiny_promoter(seed: int, num_classes: int = 2) -> PromoterClassifier:
     torch.manual_seed(seed)
-    return PromoterClassifier(max_len=32, d_model=16, num_heads=2, num_layers=1, num_classes=num_classes).eval()
+    return PromoterClassifier(max_len=32, embed_dim=16, num_heads=2, num_layers=1, num_classes=num_classes).eval()
 
 
 @pytest.mark.parametrize("num_classes", [2, 3])
@@ -88,9 +88,9 @@ def test_seeds_train_one_run_per_seed_and_report_mean_sd_and_ensemble(seeds_run:
 
 
 def test_seed_ensemble_loads_by_path_and_predict_reproduces_its_numbers(seeds_run: Path, data, tmp_path):
-    ensemble = PromoterClassifier.from_pretrained(seeds_run)
+    ensemble = load_pretrained(seeds_run)
     assert isinstance(ensemble, Ensemble) and len(ensemble.members) == 2
-    assert isinstance(load_pretrained(seeds_run), Ensemble)
+    assert isinstance(load_pretrained(seeds_run, expect=PromoterClassifier), Ensemble)
     out = tmp_path / "pred.csv"
     assert bioattn_main(["predict", "promoter", "--run", str(seeds_run), "--input", str(data["test"]),
                          "--output", str(out)]) == 0
@@ -104,6 +104,7 @@ def test_seed_ensemble_loads_by_path_and_predict_reproduces_its_numbers(seeds_ru
     assert not np.allclose(probs, single.predict_tokens(tokens), atol=1e-4)  # not just the first member
 
 
+@pytest.mark.slow
 def test_explain_accepts_a_seed_ensemble(seeds_run: Path, data, tmp_path):
     out = tmp_path / "explain"
     assert bioattn_main(["explain", "promoter", "--run", str(seeds_run), "--input", str(data["test"]),
@@ -112,6 +113,7 @@ def test_explain_accepts_a_seed_ensemble(seeds_run: Path, data, tmp_path):
 
 
 # --------------------------------------------------------------------------------------- promoter --cv
+@pytest.mark.slow
 def test_cv_gives_out_of_fold_metrics_over_every_sequence_once_and_a_fold_ensemble(data, tmp_path):
     out = tmp_path / "cv"
     assert bioattn_main(["train", "promoter", "--out", str(out), *TINY, "--train", str(data["train"]), "--cv", "3"]) == 0
@@ -176,6 +178,7 @@ def _train_ct(manifest: Path, out: Path, *flags: str) -> dict:
     return json.loads((out / "metrics.json").read_text())
 
 
+@pytest.mark.slow
 def test_ct_cv_pools_out_of_fold_predictions_and_saves_a_fold_ensemble(ct_manifest, tmp_path):
     from bioattn.models import HybridCT3D
     from bioattn.tasks.ct import BASELINE_NAME, DEPTH_BASELINE_NAME, HYBRID_NAME
@@ -203,11 +206,12 @@ def test_ct_cv_pools_out_of_fold_predictions_and_saves_a_fold_ensemble(ct_manife
         assert classification_metrics(labels, probs)["auroc"] == pytest.approx(metrics["oof"][name]["oof_auroc"])
     # binary masks: one number, the mean depth inside the mask, separates the 5³ cubes from the sparse noise
     assert metrics["oof"][DEPTH_BASELINE_NAME]["oof_auroc"] > 0.95
-    ensemble = HybridCT3D.from_pretrained(out)
+    ensemble = load_pretrained(out, expect=HybridCT3D)
     assert isinstance(ensemble, Ensemble) and len(ensemble.members) == 3
     assert (out / "preprocessing.json").is_file()
 
 
+@pytest.mark.slow
 def test_ct_seed_ensemble_predicts_the_mean_of_its_members(ct_manifest, tmp_path):
     from bioattn.models import HybridCT3D
     from bioattn.tasks.ct import HYBRID_NAME
@@ -226,4 +230,4 @@ def test_ct_seed_ensemble_predicts_the_mean_of_its_members(ct_manifest, tmp_path
     assert bioattn_main(["predict", "ct", "--run", str(out), "--input", str(ct_manifest.parent / "scan01.nii.gz"),
                          "--output", str(tmp_path / "one.csv"), "--attention-map", str(overlay) + ".nii.gz"]) == 0
     assert Path(str(overlay) + ".nii.gz").is_file()
-    assert isinstance(HybridCT3D.from_pretrained(out), Ensemble)
+    assert isinstance(load_pretrained(out, expect=HybridCT3D), Ensemble)

@@ -40,7 +40,7 @@ def key_model() -> PromoterClassifier:
     """A one-layer promoter model trained until it reads position 5 perfectly."""
     torch.manual_seed(0)
     generator = torch.Generator().manual_seed(0)
-    model = PromoterClassifier(max_len=LENGTH, d_model=16, num_heads=2, num_layers=1, conv_kernel=0, rc_average=False)
+    model = PromoterClassifier(max_len=LENGTH, embed_dim=16, num_heads=2, num_layers=1, conv_kernel=0, rc_average=False)
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     for _ in range(120):
         ids, labels = _batch(64, generator)
@@ -148,6 +148,7 @@ def test_head_temperature_is_the_identity_at_init_and_costs_one_parameter_per_he
     assert (head_sharpness([sharper])["temperature"] < head_sharpness([reference_weights])["temperature"]).all()
 
 
+@pytest.mark.slow
 def test_explain_promoter_writes_faithfulness_of_every_method(tmp_path: Path, key_model, key_inputs, capsys) -> None:
     key_model.save_pretrained(tmp_path / "run")
     fasta = tmp_path / "in.fa"
@@ -215,6 +216,7 @@ def test_voxel_attribution_finds_the_voxel_the_model_reads(method: str) -> None:
     assert result.deletion[1] < 1  # the first 10 % deleted hold the voxel
 
 
+@pytest.mark.slow
 def test_msa_column_attribution_and_command_faithfulness(tmp_path: Path) -> None:
     from bioattn.data.msa import MSATokenizer
     from bioattn.explain.msa_attribution import msa_attribution, msa_score, predicted_residues
@@ -245,11 +247,12 @@ def test_msa_column_attribution_and_command_faithfulness(tmp_path: Path) -> None
     assert len((tmp_path / "out" / "columns.tsv").read_text().splitlines()) == 21
 
 
+@pytest.mark.slow
 def test_explain_ct_command_writes_attribution_and_faithfulness(tmp_path: Path) -> None:
     from bioattn.models import HybridCT3D
 
     torch.manual_seed(0)
-    HybridCT3D(1, 2, stem_channels=[4, 8], stem_strides=[2, 2], d_model=12, num_heads=2, num_layers=2,
+    HybridCT3D(1, 2, stem_channels=[4, 8], stem_strides=[2, 2], embed_dim=12, num_heads=2, num_layers=2,
                dropout=0.0).eval().save_pretrained(tmp_path / "run")
     images = (np.random.default_rng(1).random((2, 8, 8, 8)) > 0.5).astype(np.uint8) * 255
     np.savez(tmp_path / "vols.npz", val_images=images, val_labels=np.array([[0], [1]]))

@@ -22,13 +22,13 @@ SEQUENCES = ["ACGTATAAAAGGCGCGTACGATCGA", "TTGACATATAAAGCGC", "GGGCCCATATATCCGGA
 @pytest.fixture(scope="module")
 def promoter_model() -> PromoterClassifier:
     torch.manual_seed(0)
-    return PromoterClassifier(max_len=32, d_model=16, num_heads=2, num_layers=2, dropout=0.0).eval()
+    return PromoterClassifier(max_len=32, embed_dim=16, num_heads=2, num_layers=2, dropout=0.0).eval()
 
 
 @pytest.fixture(scope="module")
 def ct_model() -> HybridCT3D:
     torch.manual_seed(0)
-    return HybridCT3D(1, 2, stem_channels=[4, 8], stem_strides=[2, 2], d_model=12, num_heads=2, num_layers=2, dropout=0.0).eval()
+    return HybridCT3D(1, 2, stem_channels=[4, 8], stem_strides=[2, 2], embed_dim=12, num_heads=2, num_layers=2, dropout=0.0).eval()
 
 
 def _batch(sequences: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -105,6 +105,7 @@ def _fasta(path: Path, sequences: list[str]) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_explain_promoter_command(tmp_path: Path, promoter_model: PromoterClassifier) -> None:
     promoter_model.save_pretrained(tmp_path / "run")
     fasta = _fasta(tmp_path / "in.fa", SEQUENCES)
@@ -141,6 +142,7 @@ def test_explain_promoter_command_reports_bad_input(tmp_path: Path, promoter_mod
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.slow
 def test_explain_ct_command_keeps_the_nifti_grid_and_affine(tmp_path: Path, ct_model: HybridCT3D) -> None:
     ct_model.save_pretrained(tmp_path / "run")
     affine = np.array([[2.0, 0, 0, -10], [0, 1.5, 0, 5], [0, 0, 3.0, 7], [0, 0, 0, 1]])
@@ -159,6 +161,7 @@ def test_explain_ct_command_keeps_the_nifti_grid_and_affine(tmp_path: Path, ct_m
     assert summary["model_input_shape"] == [12, 16, 12] and summary["token_grid"] == [3, 4, 3]
 
 
+@pytest.mark.slow
 def test_explain_ct_command_on_medmnist_npz(tmp_path: Path, ct_model: HybridCT3D, capsys) -> None:
     ct_model.save_pretrained(tmp_path / "run")
     images = (np.random.default_rng(1).random((3, 6, 8, 10)) > 0.5).astype(np.uint8) * 255  # padded to 8x8x12

@@ -73,6 +73,7 @@ def test_row_attention_maps_are_row_stochastic(msa_model: MSAContactModel, tmp_p
     torch.testing.assert_close(maps.sum(-1), torch.ones(2, 2, LENGTH))
 
 
+@pytest.mark.slow
 def test_explain_msa_command(msa_model: MSAContactModel, tmp_path: Path, capsys) -> None:
     msa_model.save_pretrained(tmp_path / "run")
     msa, dat = _write_family(tmp_path)
@@ -91,6 +92,7 @@ def test_explain_msa_command(msa_model: MSAContactModel, tmp_path: Path, capsys)
     assert "best head" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_explain_msa_without_structure_and_too_long(msa_model: MSAContactModel, tmp_path: Path, capsys) -> None:
     msa_model.save_pretrained(tmp_path / "run")
     msa, _ = _write_family(tmp_path)

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from test_msa_cli import _write_data_root, family  # noqa: F401  (tiny planted alignments + hairpin structures)
+from test_msa_cli import _write_data_root  # tiny planted alignments + hairpin structures (family: conftest.py)
 
 from bioattn import coevolution
 from bioattn.cli import main as cli_main

@@ -33,6 +33,7 @@ def run_config(out: Path) -> dict:
 
 
 # ------------------------------------------------------------------------------ fresh machine, run_config
+@pytest.mark.slow
 def test_quick_run_without_data_root_uses_the_embedded_sample(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(DATA_ROOT_ENV, str(tmp_path / "missing"))
     monkeypatch.chdir(tmp_path)
@@ -48,7 +49,7 @@ def test_quick_run_without_data_root_uses_the_embedded_sample(tmp_path, monkeypa
     assert saved["training"]["max_epochs"] == 1 and saved["training"]["max_steps_per_epoch"] == 15
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["data_root"] == EMBEDDED_SAMPLE and metrics["sizes"] == {"train": 120, "dev": 120}
-    assert json.loads((out / "config.json").read_text())["d_model"] == 32
+    assert json.loads((out / "config.json").read_text())["embed_dim"] == 32
     # progress in a log: whole lines, no carriage-return redraws, not one line per step
     assert "\r" not in err
     assert 1 <= len(PROGRESS_LINE.findall(err)) <= 3
@@ -77,6 +78,7 @@ def test_quick_run_records_the_data_root_it_read(tmp_path, monkeypatch):
     assert run_config(out)["recipe"]["data_root"] == str((tmp_path / "root").resolve())
 
 
+@pytest.mark.slow
 def test_ct_run_config_records_the_file_read_and_the_quick_model(tmp_path):
     data_file = write_tiny_adrenalmnist3d(tmp_path / "root")
     out = tmp_path / "run"
@@ -84,14 +86,14 @@ def test_ct_run_config_records_the_file_read_and_the_quick_model(tmp_path):
                  "--out", str(out)]) == 0
     recipe = run_config(out)["recipe"]
     assert recipe["data_file"] == str(data_file.resolve())
-    assert (recipe["model"]["d_model"], recipe["model"]["num_heads"], recipe["model"]["num_layers"]) == (24, 2, 1)
+    assert (recipe["model"]["embed_dim"], recipe["model"]["num_heads"], recipe["model"]["num_layers"]) == (24, 2, 1)
 
 
 # --------------------------------------------------------------------------------------- - as stdin/stdout
 @pytest.fixture(scope="module")
 def promoter_run(tmp_path_factory) -> Path:
     torch.manual_seed(0)
-    model = PromoterClassifier(max_len=40, d_model=16, num_heads=2, num_layers=1, class_names=["0", "1"])
+    model = PromoterClassifier(max_len=40, embed_dim=16, num_heads=2, num_layers=1, class_names=["0", "1"])
     path = tmp_path_factory.mktemp("promoter_run")
     model.save_pretrained(path)
     return path
@@ -129,7 +131,7 @@ def test_predict_promoter_stdin_errors_name_stdin(promoter_run, monkeypatch, cap
 
 def test_predict_ct_writes_stdout(tmp_path, capsys):
     torch.manual_seed(0)
-    model = HybridCT3D(1, 2, stem_channels=(4, 8), stem_strides=(2, 2), d_model=24, num_heads=2, num_layers=1,
+    model = HybridCT3D(1, 2, stem_channels=(4, 8), stem_strides=(2, 2), embed_dim=24, num_heads=2, num_layers=1,
                        dropout=0.0, class_names=["normal", "hyperplasia"])
     model.save_pretrained(tmp_path / "run")
     rng = np.random.default_rng(0)

@@ -18,14 +18,14 @@ BF16_TOLERANCE = 0.03
 
 
 def promoter() -> tuple[torch.nn.Module, tuple]:
-    model = PromoterClassifier(max_len=48, d_model=32, num_heads=4, num_layers=2, conv_kernel=9, dropout=0.0)
+    model = PromoterClassifier(max_len=48, embed_dim=32, num_heads=4, num_layers=2, conv_kernel=9, dropout=0.0)
     generator = torch.Generator().manual_seed(0)
     sequences = ["".join("ACGT"[i] for i in torch.randint(0, 4, (n,), generator=generator)) for n in (40, 25, 33)]
     return model, collate_tokens([encode(s) for s in sequences])  # (ids (3, 40), padding mask (3, 40))
 
 
 def ct() -> tuple[torch.nn.Module, tuple]:
-    model = HybridCT3D(1, 3, stem_channels=(4, 8), stem_strides=(2, 2), d_model=24, num_heads=2, num_layers=2,
+    model = HybridCT3D(1, 3, stem_channels=(4, 8), stem_strides=(2, 2), embed_dim=24, num_heads=2, num_layers=2,
                        dropout=0.0).eval()  # eval: batch-norm statistics fixed, so both runs see the same function
     return model, (torch.rand(2, 1, 8, 8, 12),)
 
@@ -83,6 +83,7 @@ def test_bf16_autocast_forward_and_backward_are_finite_and_close_to_fp32(name: s
 
 
 @pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.slow
 def test_compiles_without_graph_breaks_forward_and_backward(name: str) -> None:
     """``fullgraph=True`` fails on any graph break; ``aot_eager`` traces forward and backward as inductor does but
     skips code generation (the CPU build here has no C++ toolchain guarantee; inductor runs in the CUDA test)."""

@@ -59,18 +59,13 @@ def contact_lines(rr: Path) -> list[tuple[int, int, float]]:
     return [(int(i), int(j), float(p)) for i, j, _, _, p in (line.split() for line in lines[first:-1])]
 
 
-@pytest.fixture(scope="module")
-def family(tmp_path_factory) -> dict[str, Path]:
-    folder = tmp_path_factory.mktemp("family")
-    alignment = write_alignment(folder / "tiny.a3m")
-    return {"msa": alignment, "pdb": write_hairpin_pdb(folder / "tiny.pdb", query_of(alignment))}
+# family (the tiny planted alignment and its structure): a session fixture of conftest.py
 
 
 @pytest.fixture(scope="module")
-def trained(family, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("train") / "run"
-    assert cli_main(["train", "msa", "--msa", str(family["msa"]), "--out", str(out), "--quick"]) == 0
-    return out
+def trained(msa_quick_run) -> Path:
+    """The session's quick run on the family (conftest.py)."""
+    return msa_quick_run
 
 
 def test_train_writes_model_probabilities_and_the_head_it_used(trained):
@@ -138,6 +133,7 @@ def test_predict_with_a_structure_evaluates_it(family, tmp_path):
     assert metrics["model"] == metrics["baselines"]["potts_apc"]  # a one-feature head keeps the Potts ranking
 
 
+@pytest.mark.slow
 def test_predict_with_a_head_reading_attention_trains_the_model(family, tmp_path):
     names = feature_names(2, 2, ["potts_apc"])
     ContactHead(tuple(names), (0.2, 0.1, 0.2, 0.1, 1.0), -3.0, ("famA", "famB")).save(tmp_path / "head.json")
@@ -150,6 +146,7 @@ def test_predict_with_a_head_reading_attention_trains_the_model(family, tmp_path
     assert "fitted on famA, famB" in (out / "contacts.rr").read_text()
 
 
+@pytest.mark.slow
 def test_explain_reads_the_trained_model_on_the_alignment(trained, family, tmp_path):
     out = tmp_path / "explain"
     assert cli_main(["explain", "msa", "--run", str(trained), "--input", str(family["msa"]), "--pdb", str(family["pdb"]),
@@ -205,6 +202,7 @@ def _write_data_root(root: Path) -> None:
         write_hairpin_pdb(folder / f"{name}.pdb", alignment.read_text().splitlines()[0])
 
 
+@pytest.mark.slow
 def test_all_fits_heads_leave_one_out_resumes_and_serves_predict(tmp_path, family, capsys):
     _write_data_root(tmp_path / "data")
     out = tmp_path / "all"
@@ -230,6 +228,7 @@ def test_all_fits_heads_leave_one_out_resumes_and_serves_predict(tmp_path, famil
     assert ContactHead.load(prediction / "contact_head.json").features == head.features[:-2] + ("potts_apc",)
 
 
+@pytest.mark.slow
 def test_recipe_script_is_a_wrapper_of_train_msa(tmp_path):
     (tmp_path / "bad.aln").write_text("ACDE\nACD\n")
     done = subprocess.run([sys.executable, str(ROOT / "recipes" / "msa_contacts.py"), "--msa", str(tmp_path / "bad.aln"),

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_msa_cli import COLUMNS, _write_data_root, family  # noqa: F401  (tiny planted alignments + hairpin structures)
+from test_msa_cli import COLUMNS, _write_data_root  # tiny planted alignments + hairpin structures (family: conftest.py)
 
 from bioattn.cli import main as cli_main
 from bioattn.data.msa import MSATokenizer, read_msa
@@ -74,9 +74,10 @@ def test_metrics_give_each_seed_their_mean_sd_and_the_ensemble(seeded):
         assert label in printed
 
 
+@pytest.mark.slow
 def test_the_run_loads_as_an_ensemble_and_serves_predict_and_explain(seeded, family, tmp_path, capsys):  # noqa: F811
     out, _ = seeded
-    model = MSAContactModel.from_pretrained(out)
+    model = load_pretrained(out, expect=MSAContactModel)
     assert isinstance(model, Ensemble) and len(model.members) == 2 and isinstance(load_pretrained(out), Ensemble)
     tokens = MSATokenizer().encode(read_msa(family["msa"]))[None, :8]  # (1, 8, L)
     logits, maps = model(tokens)
@@ -89,7 +90,7 @@ def test_the_run_loads_as_an_ensemble_and_serves_predict_and_explain(seeded, fam
     assert cli_main(["predict", "msa", "--msa", str(family["msa"]), "--run", str(out), "--out", str(pred), "--quick",
                      "--top", "5"]) == 0
     assert "mean of the contact probabilities of 2 seeds" in capsys.readouterr().out
-    predicted = MSAContactModel.from_pretrained(pred)  # one model per seed of the run, trained on the new alignment
+    predicted = load_pretrained(pred, expect=MSAContactModel)  # one model per seed of the run, trained on the new alignment
     assert isinstance(predicted, Ensemble) and len(predicted.members) == 2
     assert predicted.members[0].config["embed_dim"] == model.members[0].config["embed_dim"]
     members = [np.load(pred / f"seed{seed}" / "contacts.npy") for seed in SEEDS]
@@ -125,6 +126,7 @@ def test_msa_takes_no_cross_validation(family, tmp_path, capsys):  # noqa: F811
     assert "unrecognized arguments: --cv 3" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_all_with_seeds_reports_each_family_and_resumes_finished_seeds(tmp_path, capsys):
     _write_data_root(tmp_path / "data")
     out = tmp_path / "all"
@@ -136,7 +138,7 @@ def test_all_with_seeds_reports_each_family_and_resumes_finished_seeds(tmp_path,
     assert [row["family"] for row in rows] == ["famA", "famB"]
     for row in rows:
         assert set(row["seeds"]) == {"seed0", "seed1"} and "attention_only" in row["variants"]
-        assert isinstance(MSAContactModel.from_pretrained(out / row["family"]), Ensemble)
+        assert isinstance(load_pretrained(out / row["family"], expect=MSAContactModel), Ensemble)
         for seed in SEEDS:  # leave-one-family-out heads, fitted on the same seed's model of the other family
             assert row["family"] not in json.loads((out / row["family"] / f"seed{seed}" / "metrics.json").read_text())["method"]
     assert ContactHead.load(out / "contact_head.json").fit_on == ("famA/seed0", "famA/seed1", "famB/seed0", "famB/seed1")

@@ -26,7 +26,7 @@ SEQUENCES = ["".join(RNG.choice(list("ACGT"), size=n)) for n in (12, 40, 25, 7, 
 @pytest.fixture(scope="module")
 def model() -> PromoterClassifier:
     torch.manual_seed(0)
-    return PromoterClassifier(max_len=48, d_model=32, num_heads=4, num_layers=2, conv_kernel=9).eval()
+    return PromoterClassifier(max_len=48, embed_dim=32, num_heads=4, num_layers=2, conv_kernel=9).eval()
 
 
 @pytest.fixture(scope="module")
@@ -59,14 +59,14 @@ def test_forward_computes_only_the_cls_state_and_equals_the_head_on_the_full_enc
         logits = model(ids, padding_mask)
     finally:
         hook.remove()
-    assert seen == [(len(SEQUENCES), 1, model.config["d_model"])]  # the last layer's feed-forward ran on [CLS] alone
+    assert seen == [(len(SEQUENCES), 1, model.config["embed_dim"])]  # the last layer's feed-forward ran on [CLS] alone
     torch.testing.assert_close(logits, model.head(full[:, 0]).squeeze(-1), rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize("conv_kernel, conv_layers", [(9, 1), (9, 3), (0, 1)])
 def test_content_of_pad_positions_is_irrelevant(conv_kernel, conv_layers):
     torch.manual_seed(1)
-    net = PromoterClassifier(max_len=48, d_model=32, num_heads=4, num_layers=2, conv_kernel=conv_kernel,
+    net = PromoterClassifier(max_len=48, embed_dim=32, num_heads=4, num_layers=2, conv_kernel=conv_kernel,
                              conv_layers=conv_layers).eval()
     ids, mask = batch(SEQUENCES)
     scrambled = ids.clone()
@@ -136,7 +136,7 @@ def test_config_saved_before_multiclass_support_loads_as_binary(model, run_dir, 
 
 def test_multiclass_head_gives_strand_symmetric_class_distributions():
     torch.manual_seed(2)
-    net = PromoterClassifier(max_len=48, d_model=16, num_heads=2, num_layers=1, num_classes=3,
+    net = PromoterClassifier(max_len=48, embed_dim=16, num_heads=2, num_layers=1, num_classes=3,
                              class_names=["x", "y", "z"]).eval()
     probs = net.predict_proba(*batch(SEQUENCES))
     assert probs.shape == (len(SEQUENCES), 3)
@@ -163,7 +163,7 @@ def test_invalid_options():
     with pytest.raises(ValueError, match="odd"):
         PromoterClassifier(conv_kernel=4)
     with pytest.raises(ValueError, match="divisible"):
-        PromoterClassifier(d_model=30, num_heads=4)
+        PromoterClassifier(embed_dim=30, num_heads=4)
 
 
 # --------------------------------------------------------------------------------- predict command
@@ -250,6 +250,7 @@ def test_predict_bad_input_exit_2_one_line_and_no_output(run_dir, tmp_path, caps
     assert not out.exists() and not list(tmp_path.glob(".out.csv*"))  # nothing half-written, no temp left
 
 
+@pytest.mark.slow
 def test_predict_failure_keeps_previous_output_and_console_script_exits_2(run_dir, tmp_path):
     source = tmp_path / "cut.fa.gz"
     data = gzip.compress("".join(f">r{i}\n{SEQUENCES[i % 5]}\n" for i in range(400)).encode())
@@ -283,7 +284,7 @@ def test_predict_rejects_a_folder_that_is_not_a_run(tmp_path, capsys):
 
 def test_convolution_from_token_tables_equals_conv1d_forward_and_backward():
     torch.manual_seed(3)
-    net = PromoterClassifier(max_len=48, d_model=32, num_heads=4, num_layers=1, conv_kernel=9, conv_layers=2).train()
+    net = PromoterClassifier(max_len=48, embed_dim=32, num_heads=4, num_layers=1, conv_kernel=9, conv_layers=2).train()
     ids, mask = batch(SEQUENCES)
     ids[mask] = N_ID  # whatever sits under the padding mask is ignored by both paths
     results, conv_calls = {}, []
@@ -304,7 +305,7 @@ def test_convolution_from_token_tables_equals_conv1d_forward_and_backward():
 
 def test_forward_hook_on_the_embedding_reaches_the_convolution():
     torch.manual_seed(4)
-    net = PromoterClassifier(max_len=48, d_model=32, num_heads=4, num_layers=1, conv_kernel=9).eval()
+    net = PromoterClassifier(max_len=48, embed_dim=32, num_heads=4, num_layers=1, conv_kernel=9).eval()
     ids, mask = batch(SEQUENCES)
     outputs = {}
     with torch.no_grad():

@@ -74,18 +74,15 @@ def train(tmp: Path, *flags: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def binary_data(tmp_path_factory) -> dict[str, object]:
-    folder = tmp_path_factory.mktemp("binary")
-    records = make_records(("neg", "pos"), 600, seed=1)
-    test = make_records(("neg", "pos"), 120, seed=2)
-    return {"folder": folder, "records": records, "test": test,
-            "train_csv": write_csv(folder / "train.csv", records), "test_csv": write_csv(folder / "test.csv", test)}
+def binary_data(promoter_binary_data) -> dict[str, object]:
+    """600 + 120 two-class records and their CSV files (the session's, conftest.py)."""
+    return promoter_binary_data
 
 
 @pytest.fixture(scope="module")
-def binary_run(binary_data, tmp_path_factory) -> Path:
-    return train(tmp_path_factory.mktemp("binary_run"), "--train", str(binary_data["train_csv"]),
-                 "--test", str(binary_data["test_csv"]))
+def binary_run(promoter_binary_run) -> Path:
+    """The session's tiny run on :func:`binary_data` (conftest.py)."""
+    return promoter_binary_run
 
 
 # ------------------------------------------------------------------------------------- end to end
@@ -117,6 +114,7 @@ def test_own_csv_trains_and_predict_reproduces_the_run(binary_run: Path, binary_
     assert again["auroc"] == pytest.approx(metrics["metrics"]["test_auroc"], abs=1e-4)
 
 
+@pytest.mark.slow
 def test_explain_works_on_an_own_data_model(binary_run: Path, binary_data, tmp_path):
     out = tmp_path / "explain"
     assert bioattn_main(["explain", "promoter", "--run", str(binary_run), "--input", str(binary_data["test_csv"]),
@@ -148,6 +146,7 @@ def test_fasta_labels_letter_case_and_header_text_do_not_change_the_model(binary
     np.testing.assert_array_equal(model.predict_tokens(upper), model.predict_tokens(lower))
 
 
+@pytest.mark.slow
 def test_three_classes_train_predict_and_explain(tmp_path):
     records = make_records(("neg", "pos", "mid"), 450, seed=3, lengths=(20, 40))
     train_fa = write_fasta(tmp_path / "train.fasta", records)

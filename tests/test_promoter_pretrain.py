@@ -92,7 +92,7 @@ def test_masked_cross_entropy_averages_the_chosen_cells_and_is_a_differentiable_
 
 
 def test_masked_nucleotide_model_predicts_every_position_and_ignores_padding():
-    classifier = PromoterClassifier(max_len=40, d_model=16, num_heads=2, num_layers=1).eval()
+    classifier = PromoterClassifier(max_len=40, embed_dim=16, num_heads=2, num_layers=1).eval()
     model = MaskedNucleotideModel(classifier).eval()
     ids, padding = random_ids(3, 30, seed=1)
     logits = model(ids, padding)
@@ -113,7 +113,7 @@ def periodic_split(count: int, length: int, seed: int) -> Split:
 
 def test_pretraining_learns_the_sequences_and_leaves_the_classifier_head_alone(tmp_path):
     torch.manual_seed(0)
-    classifier = PromoterClassifier(max_len=40, d_model=32, num_heads=2, num_layers=1, conv_kernel=3)
+    classifier = PromoterClassifier(max_len=40, embed_dim=32, num_heads=2, num_layers=1, conv_kernel=3)
     head_before = {k: v.clone() for k, v in classifier.head.state_dict().items()}
     query_before = classifier.encoder.layers[0].self_attn.q_proj.weight.clone()
     train = periodic_split(256, 40, seed=0)
@@ -165,6 +165,7 @@ def assert_refused(argv: list[str], out: Path, capsys, message: str) -> None:
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_train_with_pretraining_end_to_end_and_resume_after_pretraining_is_exact(tmp_path, capsys):
     data = write_csv(tmp_path / "train.csv", 400, seed=3)
     run = tmp_path / "run"
@@ -177,7 +178,7 @@ def test_train_with_pretraining_end_to_end_and_resume_after_pretraining_is_exact
     assert metrics["metrics"]["dev_mcc"] > 0.5
     log = (run / "pretrain" / "train_log.csv").read_text().splitlines()
     assert log[0].startswith("step,epoch,phase,loss") and len(log) > 2
-    assert PromoterClassifier.from_pretrained(run).config["d_model"] == 32  # the classifier, not the pretraining wrapper
+    assert PromoterClassifier.from_pretrained(run).config["embed_dim"] == 32  # the classifier, not the pretraining wrapper
     settings = json.loads((run / "run_config.json").read_text())
     pretraining = json.loads((run / "pretrain" / "run_config.json").read_text())["training"]
     assert settings["training"]["lr"] == FINETUNE_LR and pretraining["lr"] == PRETRAIN_LR  # each stage its own rate
@@ -201,6 +202,7 @@ def test_train_with_pretraining_end_to_end_and_resume_after_pretraining_is_exact
         assert torch.equal(expected[name], got[name]), name
 
 
+@pytest.mark.slow
 def test_pretraining_batches_by_length_exactly_when_fine_tuning_does(tmp_path, monkeypatch):
     import bioattn.tasks.promoter_pretrain as pretrain_module
 
@@ -248,6 +250,7 @@ def test_negative_pretraining_epochs_exit_2_with_one_line(tmp_path, capsys):
                    capsys, "--pretrain-epochs must be >= 0, got -1")
 
 
+@pytest.mark.slow
 def test_pretrain_mask_reaches_the_masking_and_a_bad_fraction_exits_2_with_one_line(tmp_path, capsys, monkeypatch):
     import bioattn.tasks.promoter_pretrain as pretrain_module
 
@@ -272,6 +275,7 @@ def test_pretrain_mask_reaches_the_masking_and_a_bad_fraction_exits_2_with_one_l
                        f"--pretrain-mask must be between 0 and 1 (a fraction), got {float(bad)}")
 
 
+@pytest.mark.slow
 def test_finetune_mask_masks_training_batches_only_and_a_bad_fraction_exits_2_with_one_line(tmp_path, capsys, monkeypatch):
     masked_share: dict[bool, list[float]] = {True: [], False: []}  # grad enabled (training) / not (evaluation)
     forward = PromoterClassifier.forward

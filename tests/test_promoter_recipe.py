@@ -34,6 +34,7 @@ def test_gc_baseline_learns_a_gc_rule():
     assert scores["dev"]["mcc"] == 1.0 and scores["dev"]["auroc"] == 1.0
 
 
+@pytest.mark.slow
 def test_recipe_script_wraps_the_command():
     done = subprocess.run([sys.executable, str(RECIPE), "--help"], capture_output=True, text=True)
     assert done.returncode == 0

@@ -43,7 +43,7 @@ def read_rows(path: Path, delimiter: str = ",", header: bool = True) -> list:
 def run_dir(tmp_path_factory) -> Path:
     torch.manual_seed(0)
     path = tmp_path_factory.mktemp("run")
-    PromoterClassifier(max_len=50, d_model=16, num_heads=2, num_layers=1, conv_kernel=5).save_pretrained(path)
+    PromoterClassifier(max_len=50, embed_dim=16, num_heads=2, num_layers=1, conv_kernel=5).save_pretrained(path)
     return path
 
 
@@ -161,7 +161,7 @@ def test_unwritable_input_folder_indexes_in_a_temporary_folder(run_dir, tmp_path
 
 def test_multiclass_scan_needs_a_class(tmp_path, genome, capsys):
     torch.manual_seed(0)
-    PromoterClassifier(max_len=50, d_model=16, num_heads=2, num_layers=1, num_classes=3,
+    PromoterClassifier(max_len=50, embed_dim=16, num_heads=2, num_layers=1, num_classes=3,
                        class_names=["core", "distal", "none"]).save_pretrained(tmp_path / "run")
     assert scan(tmp_path / "run", genome, tmp_path / "x.csv", "--window") == 2
     assert "choose the one to scan for with --class" in capsys.readouterr().err

@@ -64,6 +64,7 @@ def _fit(tmp_path: Path, name: str = "run", *, resume: bool = False, loss=toyrun
 
 
 # ------------------------------------------------------------------------------------- distributed
+@pytest.mark.slow
 def test_two_processes_match_one_process(tmp_path):
     """torchrun with 2 gloo ranks: identical parameters on both ranks, same loss curve as 1 process."""
     common = ["--dropout", "0", "--epochs", "2", "--batch-size", "16", "--samples", "64"]
@@ -110,6 +111,7 @@ def test_bf16_autocast_is_applied(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ resume
+@pytest.mark.slow
 def test_sigkill_mid_epoch_then_resume_is_exact(tmp_path):
     """A run killed with SIGKILL mid-epoch and resumed ends bit-identical to an uninterrupted run."""
     common = ["--epochs", "3", "--batch-size", "8", "--grad-accum", "2", "--dropout", "0.2",

@@ -6,6 +6,7 @@ from typing import Callable
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from bioattn.attention.compat import renamed_arguments
 from bioattn.attention.inputs import check_embeddings, check_padding_mask
 from bioattn.attention.mha import MultiHeadAttention
 
@@ -18,18 +19,19 @@ class FeedForward(nn.Module):
     """Position-wise ``Linear(D, F) → activation → dropout → Linear(F, D)``; ``x: (..., D) → (..., D)``.
 
     Args:
-        d_model: width D of inputs and outputs.
+        embed_dim: width D of inputs and outputs.
         dim_feedforward: hidden width F.
         dropout: dropout on the hidden activations (training mode).
         activation: ``"gelu"``, ``"relu"`` or ``"silu"``.
     """
 
-    def __init__(self, d_model: int, dim_feedforward: int, dropout: float = 0.0, activation: str = "gelu") -> None:
+    @renamed_arguments(d_model="embed_dim")
+    def __init__(self, embed_dim: int, dim_feedforward: int, dropout: float = 0.0, activation: str = "gelu") -> None:
         super().__init__()
         if activation not in _ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
-        self.linear1 = nn.Linear(d_model, dim_feedforward)
-        self.linear2 = nn.Linear(dim_feedforward, d_model)
+        self.linear1 = nn.Linear(embed_dim, dim_feedforward)
+        self.linear2 = nn.Linear(dim_feedforward, embed_dim)
         self.dropout = nn.Dropout(dropout)
         self.activation = _ACTIVATIONS[activation]
 
@@ -53,7 +55,7 @@ class TransformerEncoderLayer(nn.Module):
     so ``attention_dropout=0.0, ffn_dropout=0.0`` with ``dropout > 0`` is the fast way to regularise there.
 
     Args:
-        d_model: model width D.
+        embed_dim: model width D.
         num_heads: attention heads H; ``D % H == 0``.
         dim_feedforward: feed-forward hidden width (default 4·D).
         dropout: dropout on the residual branches (and the default of the next two).
@@ -67,9 +69,10 @@ class TransformerEncoderLayer(nn.Module):
             :class:`~bioattn.attention.MultiHeadAttention`); off by default.
     """
 
+    @renamed_arguments(d_model="embed_dim")
     def __init__(
         self,
-        d_model: int,
+        embed_dim: int,
         num_heads: int,
         *,
         dim_feedforward: int | None = None,
@@ -85,11 +88,11 @@ class TransformerEncoderLayer(nn.Module):
         super().__init__()
         attention_dropout = dropout if attention_dropout is None else attention_dropout
         ffn_dropout = dropout if ffn_dropout is None else ffn_dropout
-        self.self_attn = MultiHeadAttention(d_model, num_heads, kv_heads=kv_heads, dropout=attention_dropout,
+        self.self_attn = MultiHeadAttention(embed_dim, num_heads, kv_heads=kv_heads, dropout=attention_dropout,
                                             head_temperature=head_temperature)
-        self.feed_forward = FeedForward(d_model, dim_feedforward or 4 * d_model, ffn_dropout, activation)
-        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.feed_forward = FeedForward(embed_dim, dim_feedforward or 4 * embed_dim, ffn_dropout, activation)
+        self.norm1 = nn.LayerNorm(embed_dim, eps=layer_norm_eps)
+        self.norm2 = nn.LayerNorm(embed_dim, eps=layer_norm_eps)
         self.dropout1 = nn.Dropout(dropout)
         self.dropout2 = nn.Dropout(dropout)
         self.norm_first = norm_first
@@ -151,16 +154,17 @@ class TransformerEncoder(nn.Module):
     """A stack of :class:`TransformerEncoderLayer`; pre-norm stacks end with a final LayerNorm.
 
     Args:
-        d_model: model width D.
+        embed_dim: model width D.
         num_heads: attention heads H; ``D % H == 0``.
         num_layers: number of layers (>= 1).
         dim_feedforward, dropout, attention_dropout, ffn_dropout, activation, norm_first, kv_heads,
         layer_norm_eps, head_temperature: as in :class:`TransformerEncoderLayer`, the same for every layer.
     """
 
+    @renamed_arguments(d_model="embed_dim")
     def __init__(
         self,
-        d_model: int,
+        embed_dim: int,
         num_heads: int,
         num_layers: int,
         *,
@@ -179,7 +183,7 @@ class TransformerEncoder(nn.Module):
             raise ValueError(f"num_layers must be >= 1, got {num_layers}")
         self.layers = nn.ModuleList(
             TransformerEncoderLayer(
-                d_model,
+                embed_dim,
                 num_heads,
                 dim_feedforward=dim_feedforward,
                 dropout=dropout,
@@ -193,7 +197,7 @@ class TransformerEncoder(nn.Module):
             )
             for _ in range(num_layers)
         )
-        self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if norm_first else nn.Identity()
+        self.norm = nn.LayerNorm(embed_dim, eps=layer_norm_eps) if norm_first else nn.Identity()
 
     def forward(
         self,

@@ -6,16 +6,17 @@ import math
 import torch
 from torch import Tensor, nn
 
+from bioattn.attention.compat import renamed_arguments
 from bioattn.attention.inputs import BATCH_FIRST_HINT
 
 __all__ = ["SinusoidalPositionalEncoding", "LearnedPositionalEncoding"]
 
 
-def _check_length(x: Tensor, max_len: int, d_model: int) -> None:
-    if x.dim() != 3 or x.size(-1) != d_model:
-        raise ValueError(f"expected x of shape (B, L, {d_model}), got {tuple(x.shape)} ({BATCH_FIRST_HINT})")
+def _check_length(x: Tensor, max_len: int, embed_dim: int) -> None:
+    if x.dim() != 3 or x.size(-1) != embed_dim:
+        raise ValueError(f"expected x of shape (B, L, {embed_dim}), got {tuple(x.shape)} ({BATCH_FIRST_HINT})")
     if not x.is_floating_point():
-        raise ValueError(f"expected float embeddings x (B, L, {d_model}), got {x.dtype}: embed token ids first (e.g. nn.Embedding)")
+        raise ValueError(f"expected float embeddings x (B, L, {embed_dim}), got {x.dtype}: embed token ids first (e.g. nn.Embedding)")
     if x.size(1) > max_len:
         raise ValueError(f"sequence length {x.size(1)} exceeds max_len={max_len} of the positional encoding")
 
@@ -26,28 +27,29 @@ class SinusoidalPositionalEncoding(nn.Module):
     No parameters; :meth:`encode` also encodes arbitrary (e.g. per-axis 3D or fractional) positions.
 
     Args:
-        d_model: width D (even).
+        embed_dim: width D (even).
         max_len: longest sequence :meth:`forward` accepts.
         base: wavelength base of the frequencies.
     """
 
-    def __init__(self, d_model: int, max_len: int = 10000, base: float = 10000.0) -> None:
+    @renamed_arguments(d_model="embed_dim")
+    def __init__(self, embed_dim: int, max_len: int = 10000, base: float = 10000.0) -> None:
         super().__init__()
-        if d_model <= 0 or d_model % 2:
-            raise ValueError(f"d_model must be a positive even number, got {d_model}")
-        self.d_model, self.max_len = d_model, max_len
-        inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(base) / d_model))
+        if embed_dim <= 0 or embed_dim % 2:
+            raise ValueError(f"embed_dim must be a positive even number, got {embed_dim}")
+        self.embed_dim, self.max_len = embed_dim, max_len
+        inv_freq = torch.exp(torch.arange(0, embed_dim, 2, dtype=torch.float32) * (-math.log(base) / embed_dim))
         self.register_buffer("inv_freq", inv_freq, persistent=False)
         self.register_buffer("pe", self.encode(torch.arange(max_len)), persistent=False)
 
     def encode(self, positions: Tensor) -> Tensor:
-        """``positions: (...)`` → encodings ``(..., d_model)`` (sin in even, cos in odd channels)."""
+        """``positions: (...)`` → encodings ``(..., embed_dim)`` (sin in even, cos in odd channels)."""
         angles = positions.to(self.inv_freq.dtype).unsqueeze(-1) * self.inv_freq
         return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)
 
     def forward(self, x: Tensor) -> Tensor:
         """``x: (B, L, D)`` → ``x + pe[:L]``."""
-        _check_length(x, self.max_len, self.d_model)
+        _check_length(x, self.max_len, self.embed_dim)
         return x + self.pe[: x.size(1)].to(x.dtype)
 
 
@@ -56,16 +58,17 @@ class LearnedPositionalEncoding(nn.Module):
 
     Args:
         max_len: number of positions (longest sequence).
-        d_model: width D.
+        embed_dim: width D.
     """
 
-    def __init__(self, max_len: int, d_model: int) -> None:
+    @renamed_arguments(d_model="embed_dim")
+    def __init__(self, max_len: int, embed_dim: int) -> None:
         super().__init__()
-        self.max_len, self.d_model = max_len, d_model
-        self.embedding = nn.Embedding(max_len, d_model)
+        self.max_len, self.embed_dim = max_len, embed_dim
+        self.embedding = nn.Embedding(max_len, embed_dim)
         nn.init.normal_(self.embedding.weight, std=0.02)
 
     def forward(self, x: Tensor) -> Tensor:
         """``x: (B, L, D)`` → ``x + embedding[:L]``."""
-        _check_length(x, self.max_len, self.d_model)
+        _check_length(x, self.max_len, self.embed_dim)
         return x + self.embedding.weight[: x.size(1)].to(x.dtype)

@@ -106,10 +106,10 @@ def _load_model(args: argparse.Namespace):
     name (``member`` None for a single model)."""
     from bioattn.models import MSAContactModel
     from bioattn.models.ensemble import ensemble_members
-    from bioattn.models.registry import read_config, resolve_model_dir
+    from bioattn.models.registry import load_pretrained, read_config, resolve_model_dir
 
     folder = model_dir(args)
-    members = ensemble_members(MSAContactModel.from_pretrained(folder, map_location=device_from_args(args)))
+    members = ensemble_members(load_pretrained(folder, map_location=device_from_args(args), expect=MSAContactModel))
     if len(members) == 1:
         return members[0], None
     first = read_config(resolve_model_dir(folder))["members"][0]

@@ -183,11 +183,11 @@ def run(args: argparse.Namespace) -> int:
     from bioattn.explain.figures import plot_rollout_track
     from bioattn.explain.promoter import explain_promoters, influence_profile, motif_enrichment
     from bioattn.explain.promoter_attribution import promoter_attribution
-    from bioattn.models import PromoterClassifier
+    from bioattn.models import PromoterClassifier, load_pretrained
     from bioattn.models.ensemble import ensemble_members
 
     spans = _parse_marks(args.mark)
-    model = PromoterClassifier.from_pretrained(model_dir(args), map_location=device_from_args(args)).eval()
+    model = load_pretrained(model_dir(args), map_location=device_from_args(args), expect=PromoterClassifier)
     device = next(model.parameters()).device
     _check_arguments(args, model.config["num_layers"])
     records, tokens = _read_inputs(args, model.max_len)

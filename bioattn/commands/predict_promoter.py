@@ -36,6 +36,7 @@ from bioattn.commands.common import add_device_argument, add_model_arguments, de
 from bioattn.errors import UserInputError
 from bioattn.io import STDOUT, input_file
 from bioattn.models.promoter import PromoterClassifier
+from bioattn.models.registry import load_pretrained
 from bioattn.precision import (
     INFERENCE_PRECISIONS,
     inference_autocast,
@@ -108,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     if not from_stdin and args.output.resolve() == args.input.resolve():
         raise UserInputError(f"{args.output}: --output would overwrite --input")
     device = device_from_args(args)
-    model = PromoterClassifier.from_pretrained(model_dir(args), map_location=device)
+    model = load_pretrained(model_dir(args), map_location=device, expect=PromoterClassifier)
     precision = resolve_inference_precision(args.precision, device)
     warn_if_bf16_is_emulated(precision, device)
     if args.threshold is not None:

@@ -13,9 +13,10 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
+from bioattn.attention.compat import renamed_arguments_of, upgrade_config
 from bioattn.errors import UserInputError
 from bioattn.io import load_tensors, save_tensors, write_json
-from bioattn.models.ensemble import ENSEMBLE_TYPE, Ensemble
+from bioattn.models.ensemble import ENSEMBLE_TYPE
 from bioattn.models.registry import CONFIG_NAME, WEIGHTS_NAME, read_config, resolve_model_dir
 
 __all__ = ["CONFIG_NAME", "WEIGHTS_NAME", "PretrainedModel"]
@@ -35,27 +36,37 @@ class PretrainedModel(nn.Module):
         write_json(run_dir / CONFIG_NAME, {"model_type": type(self).__name__, **self.config})
 
     @classmethod
-    def from_pretrained(cls: type[M], run_dir: str | os.PathLike, map_location: str | torch.device = "cpu") -> M | Ensemble:
-        """Rebuild the model from ``run_dir/config.json`` and load ``run_dir/model.safetensors``.
+    def from_pretrained(cls: type[M], run_dir: str | os.PathLike, map_location: str | torch.device = "cpu") -> M:
+        """Rebuild the model from ``run_dir/config.json`` and load ``run_dir/model.safetensors``; always a ``cls``.
 
         ``run_dir`` is a run directory or, when no such folder exists, the name of a shipped model
         (:func:`~bioattn.models.registry.available_models`); an unknown name is an error listing them.
         ``map_location``: the device the model ends on; a CUDA device where PyTorch sees no GPU is an error.
-        An ensemble run directory (``--seeds`` / ``--cv``) of this class loads as an
-        :class:`~bioattn.models.ensemble.Ensemble`, which predicts like one model.
+        Configs saved with a renamed argument (``d_model`` before ``embed_dim``) load as the new name.
+        An ensemble run directory (``--seeds`` / ``--cv``) is an error pointing to
+        :func:`~bioattn.models.registry.load_pretrained`, which loads it as an
+        :class:`~bioattn.models.ensemble.Ensemble` (and loads a single model too).
         """
         if torch.device(map_location).type == "cuda" and not torch.cuda.is_available():
             raise UserInputError(f"cannot load {run_dir} onto {map_location}: PyTorch sees no CUDA GPU here")
-        run_dir = resolve_model_dir(run_dir)
+        name, run_dir = run_dir, resolve_model_dir(run_dir)
         config = read_config(run_dir)
         model_type = config.pop("model_type", cls.__name__)
-        if model_type == ENSEMBLE_TYPE and config.get("member_type") == cls.__name__:
-            return Ensemble.load(run_dir, config, cls, map_location)
         if model_type == ENSEMBLE_TYPE:
-            raise UserInputError(f"{run_dir / CONFIG_NAME}: holds an ensemble of {config.get('member_type')}, "
-                                 f"not a {cls.__name__}")
+            member_type = config.get("member_type")
+            hint = ("" if member_type != cls.__name__ else
+                    f"; load it with bioattn.models.load_pretrained({str(name)!r}), which returns the Ensemble (one "
+                    f"member alone: {cls.__name__}.from_pretrained of one of its member folders "
+                    f"{', '.join(map(str, config.get('members', [])))})")
+            single = "a single " if member_type == cls.__name__ else "a "
+            raise UserInputError(f"{run_dir / CONFIG_NAME}: holds an ensemble of {member_type}, not {single}"
+                                 f"{cls.__name__}{hint}")
         if model_type != cls.__name__:
             raise UserInputError(f"{run_dir / CONFIG_NAME}: holds a {model_type}, not a {cls.__name__}")
+        try:
+            config = upgrade_config(config, renamed_arguments_of(cls.__init__), str(run_dir / CONFIG_NAME))
+        except ValueError as exc:
+            raise UserInputError(str(exc)) from exc
         model = cls(**config)
         state = load_tensors(run_dir / WEIGHTS_NAME)
         missing, unexpected = model.load_state_dict(state, strict=False)

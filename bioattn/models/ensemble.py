@@ -6,7 +6,7 @@ directory per member and a ``config.json`` naming them::
     {"model_type": "Ensemble", "member_type": "PromoterClassifier", "members": ["seed0", "seed1", "seed2"],
      "combine": "mean probability"}
 
-``PromoterClassifier.from_pretrained(ensemble_dir)`` (and ``load_pretrained``) then returns an :class:`Ensemble`
+``bioattn.models.load_pretrained(ensemble_dir)`` then returns an :class:`Ensemble`
 of the members. Its forward returns the logits of the members' **averaged probabilities** (sigmoid for one logit
 per item, softmax over the last dimension otherwise), so every prediction routine of the member class —
 strand averaging, flip test-time augmentation, batching — gives the ensemble's averaged prediction unchanged:

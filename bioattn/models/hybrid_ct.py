@@ -29,6 +29,7 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
 
 from bioattn.attention import SinusoidalPositionalEncoding, TransformerEncoder
+from bioattn.attention.compat import renamed_arguments
 from bioattn.errors import UserInputError
 from bioattn.attention.rollout import rollout_row_from_queries, rollout_rows
 from bioattn.data.ct import VolumePreprocessing, check_volume, foreground_distance, read_ct_volume, read_saved_preprocessing
@@ -122,11 +123,12 @@ class HybridCT3D(PretrainedModel):
             so every caller, flip averaging included, gets it; gradient attributions (``explain ct``) therefore
             credit the mask only through its direct path, not through its depth. The stem then sees
             ``(in_channels + 1) · unshuffle³`` channels.
-        d_model, num_heads, num_layers, dim_feedforward, dropout: the Transformer encoder.
+        embed_dim, num_heads, num_layers, dim_feedforward, dropout: the Transformer encoder.
         norm: normalisation in the CNN stem (a MONAI name: ``"batch"``, ``"instance"``, ...).
         class_names: optional name of each class, saved with the model for ``bioattn predict ct``.
     """
 
+    @renamed_arguments(d_model="embed_dim")
     def __init__(
         self,
         in_channels: int = 1,
@@ -137,7 +139,7 @@ class HybridCT3D(PretrainedModel):
         stem_depth: int = 2,
         unshuffle: int = 1,
         distance_channel: bool = False,
-        d_model: int = 144,
+        embed_dim: int = 144,
         num_heads: int = 4,
         num_layers: int = 4,
         dim_feedforward: int | None = None,
@@ -156,8 +158,8 @@ class HybridCT3D(PretrainedModel):
             )
         if class_names is not None and len(class_names) != num_classes:
             raise ValueError(f"class_names needs {num_classes} names, got {list(class_names)}")
-        if d_model % 6:
-            raise ValueError(f"d_model must be divisible by 6 (a sin/cos pair per axis), got {d_model}")
+        if embed_dim % 6:
+            raise ValueError(f"embed_dim must be divisible by 6 (a sin/cos pair per axis), got {embed_dim}")
         self.config = {
             "in_channels": in_channels,
             "num_classes": num_classes,
@@ -166,7 +168,7 @@ class HybridCT3D(PretrainedModel):
             "stem_depth": stem_depth,
             "unshuffle": unshuffle,
             "distance_channel": distance_channel,
-            "d_model": d_model,
+            "embed_dim": embed_dim,
             "num_heads": num_heads,
             "num_layers": num_layers,
             "dim_feedforward": dim_feedforward,
@@ -189,14 +191,14 @@ class HybridCT3D(PretrainedModel):
             previous = channels
         # contiguous conv weights by default; see channels_last_stem for fp32 training
         self.stem = nn.Sequential(*stages)
-        self.to_tokens = nn.Linear(previous, d_model)
-        self.axis_encoding = SinusoidalPositionalEncoding(d_model // 3)
-        self.cls_token = nn.Parameter(torch.zeros(1, 1, d_model))
+        self.to_tokens = nn.Linear(previous, embed_dim)
+        self.axis_encoding = SinusoidalPositionalEncoding(embed_dim // 3)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim))
         nn.init.normal_(self.cls_token, std=0.02)
         self.encoder = TransformerEncoder(
-            d_model, num_heads, num_layers, dim_feedforward=dim_feedforward, dropout=dropout
+            embed_dim, num_heads, num_layers, dim_feedforward=dim_feedforward, dropout=dropout
         )
-        self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(d_model, num_classes))
+        self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(embed_dim, num_classes))
 
     @classmethod
     def from_pretrained(cls, run_dir: str | os.PathLike, map_location: str | torch.device = "cpu") -> HybridCT3D | Ensemble:
@@ -276,7 +278,7 @@ class HybridCT3D(PretrainedModel):
             )
 
     def positions(self, grid: Sequence[int], device: torch.device) -> Tensor:
-        """3D sinusoidal position codes ``(d*h*w, d_model)``: a third of the channels per axis, raster order."""
+        """3D sinusoidal position codes ``(d*h*w, embed_dim)``: a third of the channels per axis, raster order."""
         axes = torch.meshgrid(*(torch.arange(n, device=device) for n in grid), indexing="ij")
         return torch.cat([self.axis_encoding.encode(axis.reshape(-1)) for axis in axes], dim=-1)
 
@@ -298,7 +300,7 @@ class HybridCT3D(PretrainedModel):
         if self.unshuffle > 1:
             x = pixelunshuffle(x, 3, self.unshuffle)  # (B, C·u³, D/u, H/u, W/u)
         features = self.stem(x)  # (B, C', d, h, w)
-        tokens = self.to_tokens(features.flatten(2).transpose(1, 2))  # (B, N, d_model)
+        tokens = self.to_tokens(features.flatten(2).transpose(1, 2))  # (B, N, embed_dim)
         tokens = tokens + self.positions(grid, x.device).to(tokens.dtype)
         tokens = torch.cat([self.cls_token.expand(len(tokens), -1, -1).to(tokens.dtype), tokens], dim=1)
         encoded, attentions = self.encoder(tokens, need_weights=need_weights)

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bioattn.attention import LearnedPositionalEncoding, TransformerEncoder
+from bioattn.attention.compat import renamed_arguments
 from bioattn.attention.inputs import check_token_ids
 from bioattn.data.dna import CLS_ID, PAD_ID, VOCAB_SIZE, collate_tokens, encode_sequences, reverse_complement_ids
 from bioattn.models.base import PretrainedModel
@@ -61,7 +62,7 @@ class PromoterClassifier(PretrainedModel):
 
     Args:
         max_len: longest sequence (in nucleotides) the model accepts; longer input is an error.
-        d_model, num_heads, num_layers, dim_feedforward, dropout: transformer size (see
+        embed_dim, num_heads, num_layers, dim_feedforward, dropout: transformer size (see
             :class:`~bioattn.attention.TransformerEncoder`); ``dropout`` regularises the residual branches and
             the head, not the attention weights (that would take CPU training off the fused kernel).
         conv_kernel: odd kernel size of the residual Conv1d embedding; 0 disables it.
@@ -75,11 +76,12 @@ class PromoterClassifier(PretrainedModel):
             :class:`~bioattn.attention.MultiHeadAttention`); off by default.
     """
 
+    @renamed_arguments(d_model="embed_dim")
     def __init__(
         self,
         *,
         max_len: int = 300,
-        d_model: int = 64,
+        embed_dim: int = 64,
         num_heads: int = 4,
         num_layers: int = 2,
         dim_feedforward: int | None = None,
@@ -99,8 +101,8 @@ class PromoterClassifier(PretrainedModel):
             raise ValueError(f"conv_kernel must be 0 (off) or a positive odd number, got {conv_kernel}")
         if conv_layers < 0:
             raise ValueError(f"conv_layers must be >= 0, got {conv_layers}")
-        if d_model % num_heads:
-            raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
+        if embed_dim % num_heads:
+            raise ValueError(f"embed_dim ({embed_dim}) must be divisible by num_heads ({num_heads})")
         if num_classes < 2:
             raise ValueError(f"num_classes must be >= 2, got {num_classes}")
         class_names = [str(i) for i in range(num_classes)] if class_names is None else [str(c) for c in class_names]
@@ -110,7 +112,7 @@ class PromoterClassifier(PretrainedModel):
             raise ValueError(f"threshold must be between 0 and 1, got {threshold}")
         self.config = {
             "max_len": max_len,
-            "d_model": d_model,
+            "embed_dim": embed_dim,
             "num_heads": num_heads,
             "num_layers": num_layers,
             "dim_feedforward": dim_feedforward,
@@ -128,9 +130,9 @@ class PromoterClassifier(PretrainedModel):
         self.num_classes = num_classes
         self.class_names = class_names
         self.threshold = threshold
-        self.embedding = nn.Embedding(VOCAB_SIZE, d_model, padding_idx=PAD_ID)
+        self.embedding = nn.Embedding(VOCAB_SIZE, embed_dim, padding_idx=PAD_ID)
         self.convs = nn.ModuleList(
-            nn.Conv1d(d_model, d_model, conv_kernel, padding=conv_kernel // 2) for _ in range(conv_layers if conv_kernel else 0)
+            nn.Conv1d(embed_dim, embed_dim, conv_kernel, padding=conv_kernel // 2) for _ in range(conv_layers if conv_kernel else 0)
         )
         #: Compute the first convolution from per-token tables (:func:`token_table_conv1d`: the same function, about 4x
         #: cheaper forward + backward on a CPU). False, any forward hook on ``embedding`` (e.g. Captum's layer
@@ -138,13 +140,13 @@ class PromoterClassifier(PretrainedModel):
         #: on an H100) or ``torch.compile`` (inductor cannot compile the lookups' backward) runs the ``nn.Conv1d`` on
         #: the embedding output instead.
         self.conv_from_token_tables = True
-        self.positional = LearnedPositionalEncoding(max_len + 1, d_model)
+        self.positional = LearnedPositionalEncoding(max_len + 1, embed_dim)
         self.encoder = TransformerEncoder(
-            d_model, num_heads, num_layers, dim_feedforward=dim_feedforward, dropout=dropout, attention_dropout=0.0,
+            embed_dim, num_heads, num_layers, dim_feedforward=dim_feedforward, dropout=dropout, attention_dropout=0.0,
             norm_first=True, head_temperature=head_temperature,
         )
-        self.head = nn.Sequential(nn.Linear(d_model, d_model), nn.GELU(), nn.Dropout(dropout),
-                                  nn.Linear(d_model, 1 if self.binary else num_classes))
+        self.head = nn.Sequential(nn.Linear(embed_dim, embed_dim), nn.GELU(), nn.Dropout(dropout),
+                                  nn.Linear(embed_dim, 1 if self.binary else num_classes))
 
     @property
     def binary(self) -> bool:

@@ -8,7 +8,8 @@ Wherever a run directory is accepted, a shipped model's name is too::
 
     from bioattn.models import load_pretrained, PromoterClassifier
     model = load_pretrained("gue-prom-core-all")            # any model type, from config.json's model_type
-    model = PromoterClassifier.from_pretrained("gue-prom-core-all")
+    model = PromoterClassifier.from_pretrained("gue-prom-core-all")      # always a PromoterClassifier
+    ensemble = load_pretrained("gue-prom-core-all-ensemble")            # an Ensemble of PromoterClassifiers
 """
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import nn
 
 from bioattn.errors import UserInputError
-from bioattn.models.ensemble import ENSEMBLE_TYPE
+from bioattn.models.ensemble import ENSEMBLE_TYPE, Ensemble
 
 #: Folder of the shipped models (package data).
 PRETRAINED_ROOT = Path(__file__).resolve().parent.parent / "pretrained"
@@ -77,14 +79,30 @@ def model_class(model_type: str, source: Path) -> type[nn.Module]:
     return getattr(importlib.import_module(module_name), class_name)
 
 
-def load_pretrained(name_or_path: str | os.PathLike, map_location: str = "cpu") -> nn.Module:
-    """Load a shipped model (by name) or a run directory as the class its config.json names, in eval mode."""
+def load_pretrained(name_or_path: str | os.PathLike, map_location: str = "cpu",
+                    expect: type[nn.Module] | None = None) -> nn.Module:
+    """Load a shipped model (by name) or a run directory as the class its config.json names, in eval mode.
+
+    An ensemble run directory (``--seeds`` / ``--cv``, or a shipped ensemble) loads as an
+    :class:`~bioattn.models.ensemble.Ensemble` of its members, which predicts like one model. ``expect``: the
+    model class the caller needs (an ensemble's members must be of it); anything else is a
+    :class:`UserInputError` naming what the folder holds.
+    """
     model_dir = resolve_model_dir(name_or_path)
     config = read_config(model_dir)
-    model_type = config.get("member_type") if config.get("model_type") == ENSEMBLE_TYPE else config.get("model_type")
+    ensemble = config.get("model_type") == ENSEMBLE_TYPE
+    model_type = config.get("member_type") if ensemble else config.get("model_type")
     if model_type is None:
         raise UserInputError(f"{model_dir / CONFIG_NAME}: no model_type; load it with the model's class instead")
-    return model_class(model_type, model_dir / CONFIG_NAME).from_pretrained(model_dir, map_location=map_location)
+    cls = model_class(model_type, model_dir / CONFIG_NAME)
+    if expect is not None and not issubclass(cls, expect):
+        held = f"an ensemble of {model_type}" if ensemble else f"a {model_type}"
+        raise UserInputError(f"{model_dir / CONFIG_NAME}: holds {held}, not a {expect.__name__}")
+    if ensemble:
+        if torch.device(map_location).type == "cuda" and not torch.cuda.is_available():
+            raise UserInputError(f"cannot load {name_or_path} onto {map_location}: PyTorch sees no CUDA GPU here")
+        return Ensemble.load(model_dir, config, cls, map_location)
+    return cls.from_pretrained(model_dir, map_location=map_location)  # type: ignore[attr-defined]
 
 
 class AutoModel:

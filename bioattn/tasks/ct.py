@@ -333,7 +333,7 @@ def build_models(
         hybrid = HybridCT3D(
             in_channels, num_classes, stem_channels=channels, stem_strides=strides, stem_depth=options.stem_depth,
             unshuffle=options.unshuffle_factor(), distance_channel=bool(options.distance_channel),
-            d_model=24 if options.quick else options.d_model, num_heads=2 if options.quick else options.heads,
+            embed_dim=24 if options.quick else options.d_model, num_heads=2 if options.quick else options.heads,
             num_layers=1 if options.quick else options.layers, dropout=options.dropout, class_names=class_names,
         )
     except ValueError as exc:

@@ -33,7 +33,7 @@ from bioattn.io import table_writer
 from bioattn.metrics import classification_metrics
 from bioattn.models.ensemble import average_over_members
 from bioattn.models.hybrid_ct import HybridCT3D, predict_probabilities
-from bioattn.models.registry import resolve_model_dir
+from bioattn.models.registry import load_pretrained, resolve_model_dir
 from bioattn.tasks.ct_preprocessing import SavedPreprocessing, distribution_warnings, volume_statistics
 from bioattn.progress import progress_bar
 
@@ -84,7 +84,8 @@ def load_run(
 
     ``run_dir`` may also name a model shipped with bioattn (:func:`bioattn.models.registry.available_models`)."""
     run_dir = resolve_model_dir(run_dir)
-    return HybridCT3D.from_pretrained(run_dir, map_location=map_location), SavedPreprocessing.load(run_dir)
+    model = load_pretrained(run_dir, map_location=map_location, expect=HybridCT3D)  # an ensemble run: an Ensemble
+    return model, SavedPreprocessing.load(run_dir)  # type: ignore[return-value]
 
 
 def resolve_preprocessing(saved: SavedPreprocessing | None, **overrides: Any) -> VolumePreprocessing:

@@ -33,6 +33,7 @@ from bioattn.errors import UserInputError
 from bioattn.io import write_json
 from bioattn.metrics import precision_at
 from bioattn.models.msa_contact import fit_contact_head, logistic_contact_probabilities
+from bioattn.models.registry import PRETRAINED_ROOT
 
 #: Coevolution maps fed to the contact head per ``--coevolution`` choice. With ``potts`` the head reads the Potts
 #: map only: adding the Gaussian DCA and MI maps (approximations of the same coupling signal) lowered
@@ -43,8 +44,10 @@ COEVOLUTION_FEATURES: dict[str, tuple[str, ...]] = {
 COEVOLUTION_MAPS = ("potts_apc", "gaussian_dca_apc", "mi_apc")
 #: The contact map of factored attention (:mod:`bioattn.models.factored_attention`), a pair feature of its own.
 FACTORED_ATTENTION_MAP = "factored_attention_apc"
+#: Folder of the contact heads shipped with bioattn, beside the shipped models (package data).
+SHIPPED_HEADS_DIR = PRETRAINED_ROOT / "contact-heads"
 #: The head shipped with bioattn (Potts map only; see its ``fit_on`` and ``settings``).
-DEFAULT_HEAD_FILE = Path(__file__).with_name("contact_head.json")
+DEFAULT_HEAD_FILE = SHIPPED_HEADS_DIR / "contact_head.json"
 HEAD_FILE_NAME = "contact_head.json"
 #: The head shipped for each ``--method``: ``attention`` reads the factored-attention map only, ``potts`` the Potts
 #: map only (the default head), ``combined`` the head chosen leave-one-family-out over both (:func:`select_head`).
@@ -205,7 +208,7 @@ def describe_features(names: Sequence[str]) -> str:
 
 
 def default_head() -> ContactHead:
-    """The contact head shipped with bioattn (``bioattn/tasks/contact_head.json``)."""
+    """The contact head shipped with bioattn (``bioattn/pretrained/contact-heads/contact_head.json``)."""
     return ContactHead.load(DEFAULT_HEAD_FILE)
 
 

@@ -259,7 +259,7 @@ def build_model(options: PromoterOptions, max_len: int, class_names: list[str]) 
     try:
         return PromoterClassifier(
             max_len=max_len,
-            d_model=options.d_model,
+            embed_dim=options.d_model,
             num_heads=options.heads,
             num_layers=options.layers,
             conv_kernel=options.conv_kernel,

@@ -47,7 +47,7 @@ class MaskedNucleotideModel(nn.Module):
     def __init__(self, classifier: PromoterClassifier) -> None:
         super().__init__()
         self.classifier = classifier
-        width = classifier.config["d_model"]
+        width = classifier.config["embed_dim"]
         self.head = nn.Sequential(nn.Linear(width, width), nn.GELU(), nn.LayerNorm(width), nn.Linear(width, len(_NUCLEOTIDES)))
 
     def forward(self, ids: Tensor, padding_mask: Tensor) -> Tensor:

@@ -51,8 +51,8 @@ RUN_DIR.mkdir(parents=True, exist_ok=True)
 # and a typical clinical scan (512 × 512 × 300); their costs are computed from the token grid, not run.
 
 # %%
-small_model = HybridCT3D(stem_channels=[16, 32, 64], stem_strides=[2, 2, 2], d_model=96, num_heads=4, num_layers=3)
-large_model = HybridCT3D(stem_channels=[16, 32, 64, 96], stem_strides=[2, 2, 2, 2], d_model=96, num_heads=4, num_layers=3)
+small_model = HybridCT3D(stem_channels=[16, 32, 64], stem_strides=[2, 2, 2], embed_dim=96, num_heads=4, num_layers=3)
+large_model = HybridCT3D(stem_channels=[16, 32, 64, 96], stem_strides=[2, 2, 2, 2], embed_dim=96, num_heads=4, num_layers=3)
 VOLUMES = {
     "AdrenalMNIST3D 28³ (padded to 32³)": ((28, 28, 28), small_model),
     "AdrenalMNIST3D 64³": ((64, 64, 64), large_model),
