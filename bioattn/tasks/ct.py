@@ -322,11 +322,13 @@ def resolve_protocol(options: CTOptions) -> Protocol:
 def protocol_train_config(
     protocol: str, config: TrainConfig | None = None, *, quick: bool = False, keep_milestones: bool = False
 ) -> TrainConfig:
-    """``config`` (default: the protocol's), shrunk to 2 epochs of 3 steps of 8 with ``quick``; the step-decay
+    """``config`` (default: the protocol's), shrunk to 2 epochs of 3 steps of 8 with ``quick`` (no small-data
+    minimums); the step-decay
     milestones move to 50 % and 75 % of ``max_epochs`` unless ``keep_milestones`` (a YAML file set them)."""
     config = config or PROTOCOLS[protocol].train
     if quick:
-        config = dataclasses.replace(config, max_epochs=2, max_steps_per_epoch=3, batch_size=8)
+        config = dataclasses.replace(config, max_epochs=2, max_steps_per_epoch=3, batch_size=8, min_steps=0,
+                                     min_batches_per_epoch=0)
     if not keep_milestones:
         config = dataclasses.replace(config, milestones=(config.max_epochs // 2, config.max_epochs * 3 // 4))
     return config
