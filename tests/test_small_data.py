@@ -186,3 +186,29 @@ def test_ct_summary_on_a_few_nifti_volumes(tmp_path: Path) -> None:
     assert trust["confusion"]["classes"] == ["lesion", "normal"]
     with open(tmp_path / "pilot" / "labels.csv") as handle:
         assert len(list(csv.DictReader(handle))) == 12
+
+
+def test_cv_repeats_needs_cv_and_a_positive_count(tmp_path: Path) -> None:
+    from bioattn.tasks.common import check_ensemble_options
+
+    with pytest.raises(UserInputError, match="give --cv K too"):
+        check_ensemble_options(None, None, 3)
+    with pytest.raises(UserInputError, match="--cv-repeats must be >= 1"):
+        check_ensemble_options(None, 5, 0)
+    train, _ = write_promoter_pilot(tmp_path / "pilot", sequences=40, new=0, length=30)
+    assert cli_main(["train", "promoter", "--train", str(train), "--out", str(tmp_path / "r"), "--cv-repeats", "2"]) == 2
+
+
+@pytest.mark.slow
+def test_promoter_cv_repeats_trains_r_times_k_fold_models(tmp_path: Path) -> None:
+    train, _ = write_promoter_pilot(tmp_path / "pilot", sequences=60, new=0, length=30)
+    out = tmp_path / "run"
+    assert cli_main(["train", "promoter", "--train", str(train), "--out", str(out), "--quick", "--epochs", "1",
+                     "--cv", "2", "--cv-repeats", "2"]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["cv_repeats"] == 2 and sorted(p.name for p in out.glob("fold*")) == ["fold1", "fold2", "fold3", "fold4"]
+    assert metrics["scores"]["PromoterClassifier (this run)"]["cv"]["mcc"]["n"] == 4
+    assert metrics["trust"]["split"] == "out-of-fold" and metrics["trust"]["examples"] == 60
+    with open(out / "out_of_fold.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 60 and {row["fold"] for row in rows} == {"1", "2"}
