@@ -106,6 +106,7 @@ def _binary_auroc(labels: np.ndarray, probs: np.ndarray, threshold: float) -> np
 
 
 _BINARY = {"mcc": _binary_mcc, "accuracy": _binary_accuracy, "auroc": _binary_auroc}
+_DISPLAY = {"mcc": "MCC", "auroc": "AUROC", "f1": "F1"}
 
 
 def trust_report(labels: Sequence[int] | np.ndarray, probs: np.ndarray, *, threshold: float = 0.5,
@@ -144,7 +145,7 @@ def trust_report(labels: Sequence[int] | np.ndarray, probs: np.ndarray, *, thres
     if small:
         shown = f"[{interval[0]:.3f}, {interval[1]:.3f}]" if interval else "undefined"
         found.append(f"note: the {split} split is small ({len(labels)} examples, fewest per class {int(min(counts[c] for c in present))}): "
-                     f"its {headline} {metrics.get(headline, float('nan')):.3f} has a bootstrap 95% interval of "
+                     f"its {_DISPLAY.get(headline, headline)} {metrics.get(headline, float('nan')):.3f} has a bootstrap 95% interval of "
                      f"{shown}; for a steadier estimate train with {cv_hint} (cross-validation)")
     return {
         "split": split, "examples": int(len(labels)),
@@ -167,8 +168,9 @@ def baseline_warning(model_name: str, model_value: float | None, baselines: Mapp
     best = max(scored, key=lambda name: scored[name])  # type: ignore[arg-type, return-value]
     if scored[best] - model_value <= margin:  # type: ignore[operator]
         return None
-    return (f"warning: the baseline {best!r} beats {model_name} on {metric} ({scored[best] * scale:.1f} against "
-            f"{model_value * scale:.1f}): on this data the simpler model is the better one")
+    digits = 1 if scale >= 10 else 3
+    return (f"warning: the baseline {best!r} beats {model_name} on {metric} ({scored[best] * scale:.{digits}f} against "
+            f"{model_value * scale:.{digits}f}): on this data the simpler model is the better one")
 
 
 def format_trust(report: Mapping[str, Any], title: str) -> str:
