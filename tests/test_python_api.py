@@ -31,7 +31,7 @@ def _cli_probabilities(model: str, tmp_path: Path, capsys) -> np.ndarray:
 
 @pytest.mark.parametrize("name", ["gue-prom-core-all", "gue-prom-core-all-ensemble"])
 def test_promoter_predict_on_strings_equals_the_command(name: str, tmp_path: Path, capsys) -> None:
-    model = PromoterClassifier.from_pretrained(name)
+    model = load_pretrained(name, expect=PromoterClassifier)
     assert isinstance(model, Ensemble) == name.endswith("ensemble")
     probabilities = model.predict(SEQUENCES)
     assert probabilities.shape == (len(SEQUENCES),)
@@ -69,7 +69,7 @@ def _hu_volume(rng: np.random.Generator, lesion: bool) -> np.ndarray:
 def test_ct_predict_on_nifti_paths_applies_the_saved_preprocessing(tmp_path: Path) -> None:
     torch.manual_seed(0)
     run = tmp_path / "run"
-    HybridCT3D(1, 2, stem_channels=[4, 8], stem_strides=[2, 2], d_model=12, num_heads=2, num_layers=1,
+    HybridCT3D(1, 2, stem_channels=[4, 8], stem_strides=[2, 2], embed_dim=12, num_heads=2, num_layers=1,
                dropout=0.0, class_names=["normal", "lesion"]).eval().save_pretrained(run)
     steps = VolumePreprocessing(orientation="RAS", window=(-160.0, 240.0), size=(16, 16, 16))
     SavedPreprocessing(source="manifest", preprocessing=steps, flip_tta=True).save(run)
@@ -113,14 +113,14 @@ def test_ct_ensemble_and_shipped_model_predict_paths(tmp_path: Path) -> None:
     torch.manual_seed(0)
     ensemble_dir = tmp_path / "ensemble"
     for seed in (0, 1):
-        HybridCT3D(1, 2, stem_channels=[4, 8], stem_strides=[2, 2], d_model=12, num_heads=2, num_layers=1,
+        HybridCT3D(1, 2, stem_channels=[4, 8], stem_strides=[2, 2], embed_dim=12, num_heads=2, num_layers=1,
                    dropout=0.0).eval().save_pretrained(ensemble_dir / f"seed{seed}")
     from bioattn.io import write_json
     from bioattn.models.ensemble import ensemble_config
 
     write_json(ensemble_dir / "config.json", ensemble_config("HybridCT3D", ["seed0", "seed1"]))
     SavedPreprocessing(source="manifest", preprocessing=VolumePreprocessing(size=(16, 16, 16))).save(ensemble_dir)
-    ensemble = HybridCT3D.from_pretrained(ensemble_dir)
+    ensemble = load_pretrained(ensemble_dir, expect=HybridCT3D)
     members = [HybridCT3D.from_pretrained(ensemble_dir / f"seed{seed}") for seed in (0, 1)]
     steps = VolumePreprocessing(size=(16, 16, 16))
     mean = np.mean([m.predict(path, preprocessing=steps) for m in members], axis=0)

@@ -61,8 +61,17 @@ def add_ensemble_arguments(parser: argparse.ArgumentParser, *, cv_pool: str | No
         group.add_argument("--cv", type=int, default=None, metavar="K",
                            help=f"K-fold stratified cross-validation over {cv_pool}: out-of-fold metrics, the K fold "
                                 f"models saved as one ensemble (default: {cv_default})")
+        group.add_argument("--cv-repeats", type=int, default=1, metavar="R",
+                           help="with --cv K: repeat the K-fold split R times with different shuffles (R x K fold "
+                                "models; each example's out-of-fold probability is its mean over the repeats; "
+                                "mean ± sd over all R x K folds) (default: %(default)s)")
 
 
 def ensemble_options(args: argparse.Namespace) -> dict[str, tuple[int, ...] | int | None]:
-    """``seeds`` and ``cv`` (None without ``--cv``) of :func:`add_ensemble_arguments`'s flags, as the task options take them."""
-    return {"seeds": tuple(args.seeds) if args.seeds is not None else None, "cv": getattr(args, "cv", None)}
+    """``seeds``, ``cv`` (None without ``--cv``) and, where the task folds, ``cv_repeats`` of
+    :func:`add_ensemble_arguments`'s flags, as the task options take them."""
+    options: dict[str, tuple[int, ...] | int | None] = {"seeds": tuple(args.seeds) if args.seeds is not None else None,
+                                                         "cv": getattr(args, "cv", None)}
+    if hasattr(args, "cv_repeats"):
+        options["cv_repeats"] = args.cv_repeats
+    return options

@@ -205,11 +205,17 @@ class HybridCT3D(PretrainedModel):
         """:meth:`PretrainedModel.from_pretrained`, with the run's ``preprocessing.json`` (its window, spacing,
         orientation, size and flip averaging) kept for :meth:`predict`; an ensemble's members take the ensemble's."""
         model = super().from_pretrained(run_dir, map_location=map_location)
-        saved = read_saved_preprocessing(resolve_model_dir(run_dir))
+        cls.attach_run_settings(model, resolve_model_dir(run_dir))
+        return model
+
+    @staticmethod
+    def attach_run_settings(model: nn.Module, model_dir: Path) -> None:
+        """Give ``model`` (one model or an ensemble's members) the preprocessing and flip averaging of the run in
+        ``model_dir`` (its ``preprocessing.json``), for :meth:`predict`; nothing when the run has none."""
+        saved = read_saved_preprocessing(model_dir)
         if saved is not None:
             for member in ensemble_members(model):
                 member.input_preprocessing, member.flip_tta = saved["preprocessing"], saved["flip_tta"]
-        return model
 
     def predict(
         self, paths: str | os.PathLike | Sequence[str | os.PathLike], *, flip_tta: bool | None = None,

@@ -101,7 +101,11 @@ def load_pretrained(name_or_path: str | os.PathLike, map_location: str = "cpu",
     if ensemble:
         if torch.device(map_location).type == "cuda" and not torch.cuda.is_available():
             raise UserInputError(f"cannot load {name_or_path} onto {map_location}: PyTorch sees no CUDA GPU here")
-        return Ensemble.load(model_dir, config, cls, map_location)
+        model = Ensemble.load(model_dir, config, cls, map_location)
+        attach = getattr(cls, "attach_run_settings", None)  # e.g. a CT run's preprocessing, kept for predict()
+        if attach is not None:
+            attach(model, model_dir)
+        return model
     return cls.from_pretrained(model_dir, map_location=map_location)  # type: ignore[attr-defined]
 
 

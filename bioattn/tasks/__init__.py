@@ -7,6 +7,8 @@
 - :mod:`bioattn.tasks.msa`: contact prediction from an alignment (coevolution baselines, the axial model, the
   contact head and its ``contact_head.json`` schema); :mod:`bioattn.tasks.msa_pretrain`: cross-family
   masked-token pretraining of the axial model.
+- :mod:`bioattn.tasks.trust`: what every classification summary says about its validation numbers (confusion
+  matrix and threshold, bootstrap interval on small splits, single-class / chance / beaten-by-baseline warnings).
 
 Each task module imports from :mod:`bioattn.attention`, :mod:`bioattn.models`, :mod:`bioattn.data`,
 :mod:`bioattn.training`, :mod:`bioattn.explain` and the shared :mod:`bioattn.metrics` / :mod:`bioattn.report` /

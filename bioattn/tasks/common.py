@@ -41,8 +41,13 @@ def fit_timed(trainer: Trainer) -> tuple[FitResult, dict[str, Any]]:
     }
 
 
-def check_ensemble_options(seeds: Sequence[int] | None, cv: int | None) -> None:
-    """``--seeds`` (distinct, at least one) and ``--cv K`` (K >= 2) are valid and not combined."""
+def check_ensemble_options(seeds: Sequence[int] | None, cv: int | None, cv_repeats: int = 1) -> None:
+    """``--seeds`` (distinct, at least one) and ``--cv K`` (K >= 2) are valid and not combined; ``--cv-repeats R``
+    (R >= 1) needs ``--cv`` when R > 1."""
+    if cv_repeats < 1:
+        raise UserInputError(f"--cv-repeats must be >= 1, got {cv_repeats}")
+    if cv_repeats > 1 and cv is None:
+        raise UserInputError("--cv-repeats repeats a cross-validation: give --cv K too")
     if seeds is not None and cv is not None:
         raise UserInputError("choose --seeds (one model per seed on the same split) or --cv K (one model per fold), not both")
     if seeds is not None and (len(seeds) == 0 or len(set(seeds)) != len(seeds)):

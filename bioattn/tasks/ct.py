@@ -23,7 +23,8 @@ gradients).
 
 Ensembles: ``seeds`` trains one complete run per seed (``seed<S>/``) on the same split; ``cv=K`` a stratified K-fold
 cross-validation over train + val (``fold<k>/``, each fold's final weights, nothing selected on its held-out
-fold), reported as the out-of-fold AUROC of the pooled predictions of both models (and, on binary masks, of a
+fold; ``cv_repeats=R`` repeats it with R shuffles, R × K fold models, each volume's out-of-fold probability the mean
+over repeats), reported as the out-of-fold AUROC of the pooled predictions of both models (and, on binary masks, of a
 logistic regression on one number, the mean depth inside the mask, fitted on each fold's training part). Either
 way the run directory loads as the :class:`~bioattn.models.ensemble.Ensemble` of the attention models. Runs under
 ``torchrun`` (only rank 0 evaluates and writes).
@@ -55,7 +56,7 @@ from bioattn.data import resolve_data_root
 from bioattn.data.ct import VolumePreprocessing, apply_random_transform, foreground_distance, train_augmentation
 from bioattn.errors import UserInputError
 from bioattn.explain.figures import plot_metric_per_epoch
-from bioattn.io import save_tensors, write_json
+from bioattn.io import save_tensors, write_json, write_text
 from bioattn.metrics import classification_metrics, mean_std, with_prefix
 from bioattn.models.ensemble import Ensemble
 from bioattn.models.hybrid_ct import DistanceChannelInput, HybridCT3D, predict_probabilities
@@ -71,6 +72,7 @@ from bioattn.tasks.common import (
 )
 from bioattn.tasks.ct_data import CTData, WithoutMetadata, load_manifest, load_medmnist, write_split_table
 from bioattn.tasks.ct_preprocessing import SavedPreprocessing
+from bioattn.tasks.trust import baseline_warning, format_trust, trust_report
 from bioattn.training import TrainConfig, Trainer, check_run_dir, plot_curves, prepare_run_dir, seed_everything
 from bioattn.training.distributed import is_main_process
 from bioattn.training.mixup import check_mixup_alpha, mixup_cross_entropy
@@ -94,6 +96,11 @@ __all__ = [
     "train_ct",
 ]
 
+#: Small training sets (a few dozen volumes) under the tuned protocol: at least this many batches per epoch (the
+#: batch shrinks) and this many optimizer steps (more epochs). AdrenalMNIST3D (1,188 training volumes: 38 batches of
+#: 32, 570 steps) is above both, so its runs do not change.
+SMALL_DATA_MIN_BATCHES = 4
+SMALL_DATA_MIN_STEPS = 150
 MEDMNIST_DEFAULTS = TrainConfig(
     max_epochs=100, batch_size=32, lr=1e-3, optimizer="adam", weight_decay=0.0, schedule="multistep",
     milestones=(50, 75), gamma=0.1, grad_clip=None, monitor="val_auroc", monitor_mode="max",
@@ -105,6 +112,7 @@ MEDMNIST_DEFAULTS = TrainConfig(
 TUNED_DEFAULTS = TrainConfig(
     max_epochs=15, batch_size=32, lr=1e-3, optimizer="adamw", weight_decay=0.05, schedule="warmup_cosine",
     warmup_steps=40, grad_clip=1.0, monitor="val_auroc", monitor_mode="max",
+    min_steps=SMALL_DATA_MIN_STEPS, min_batches_per_epoch=SMALL_DATA_MIN_BATCHES,
 )
 
 
@@ -207,11 +215,12 @@ class CTOptions:
     train: TrainConfig | None = None
     seeds: tuple[int, ...] | None = None
     cv: int | None = None
+    cv_repeats: int = 1
     resume: bool = False
     overwrite: bool = False
 
     def __post_init__(self) -> None:
-        check_ensemble_options(self.seeds, self.cv)
+        check_ensemble_options(self.seeds, self.cv, self.cv_repeats)
         if self.unshuffle is not None and self.unshuffle < 1:
             raise UserInputError(f"--unshuffle must be >= 1, got {self.unshuffle}")
         if self.stem_depth < 1:
@@ -308,11 +317,13 @@ def resolve_protocol(options: CTOptions) -> Protocol:
 def protocol_train_config(
     protocol: str, config: TrainConfig | None = None, *, quick: bool = False, keep_milestones: bool = False
 ) -> TrainConfig:
-    """``config`` (default: the protocol's), shrunk to 2 epochs of 3 steps of 8 with ``quick``; the step-decay
+    """``config`` (default: the protocol's), shrunk to 2 epochs of 3 steps of 8 with ``quick`` (no small-data
+    minimums); the step-decay
     milestones move to 50 % and 75 % of ``max_epochs`` unless ``keep_milestones`` (a YAML file set them)."""
     config = config or PROTOCOLS[protocol].train
     if quick:
-        config = dataclasses.replace(config, max_epochs=2, max_steps_per_epoch=3, batch_size=8)
+        config = dataclasses.replace(config, max_epochs=2, max_steps_per_epoch=3, batch_size=8, min_steps=0,
+                                     min_batches_per_epoch=0)
     if not keep_milestones:
         config = dataclasses.replace(config, milestones=(config.max_epochs // 2, config.max_epochs * 3 // 4))
     return config
@@ -430,6 +441,9 @@ def train_one(
         probs = predict_probabilities(model, data.splits["test"], batch_size=config.batch_size,
                                       flip_tta=protocol.flip_tta)
         metrics.update(_scores(data.labels["test"], probs, "test"))
+    kept = predict_probabilities(model, val_set, batch_size=config.batch_size, flip_tta=protocol.flip_tta)
+    metrics["trust"] = trust_report(val_labels, kept, class_names=data.class_names,
+                                    headline="auroc", split="validation", cv_hint="--cv 5")
     plot_curves(run_dir)
     return metrics
 
@@ -599,16 +613,19 @@ def _train_cv(options: CTOptions, data: CTData, config: TrainConfig, protocol: P
     out-of-fold metrics of the pooled predictions; the run directory becomes the K attention models' ensemble."""
     assert options.cv is not None
     labels = np.concatenate([data.labels["train"], data.labels["val"]])
-    splitter = StratifiedKFold(options.cv, shuffle=True, random_state=config.seed)
+    repeats = options.cv_repeats
+    # repeat r (0-based) shuffles with seed + r and numbers its folds r*K+1 .. (r+1)*K
+    splits = [fold for r in range(repeats) for fold in
+              StratifiedKFold(options.cv, shuffle=True, random_state=config.seed + r).split(np.zeros(len(labels)), labels)]
     oof: dict[str, np.ndarray] = {}
     fold_of = np.zeros(len(labels), dtype=np.int64)
     members, folds = [], []
     # binary masks: how far the mean depth inside the mask goes alone, on the same folds
     depth = mean_mask_depth(ConcatDataset([data.splits["train"], data.splits["val"]])) \
         if saved.profile.get("binary") and is_main_process() else None
-    for fold, (train_index, held_index) in enumerate(splitter.split(np.zeros(len(labels)), labels), start=1):
+    for fold, (train_index, held_index) in enumerate(splits, start=1):
         member_dir = run_dir / member_dir_name("fold", fold)
-        print(f"fold {fold} of {options.cv}: train {len(train_index)}, held out {len(held_index)} → {member_dir}",
+        print(f"fold {fold} of {len(splits)}: train {len(train_index)}, held out {len(held_index)} → {member_dir}",
               file=sys.stderr)
         folded = fold_data(data, train_index, held_index)
         trained = _train_pair(options, folded, config, protocol, member_dir, run_info, saved, select_best=False)
@@ -616,22 +633,24 @@ def _train_cv(options: CTOptions, data: CTData, config: TrainConfig, protocol: P
         if not is_main_process():
             continue
         folds.append({})
-        fold_of[held_index] = fold
+        if fold <= options.cv:
+            fold_of[held_index] = fold
         for name, model in _models(trained).items():
             probs = predict_probabilities(model, folded.splits["val"], batch_size=config.batch_size,
                                           flip_tta=protocol.flip_tta)
-            oof.setdefault(name, np.zeros((len(labels), probs.shape[1])))[held_index] = probs
+            # the mean over repeats of each volume's out-of-fold probability
+            oof.setdefault(name, np.zeros((len(labels), probs.shape[1])))[held_index] += probs / repeats
             folds[-1][name] = _scores(labels[held_index], probs, "val")
             trained.results[name].update(folds[-1][name])
         if depth is not None:
             probs = depth_baseline_probabilities(depth[train_index], labels[train_index], depth[held_index])
-            oof.setdefault(DEPTH_BASELINE_NAME, np.zeros((len(labels), probs.shape[1])))[held_index] = probs
+            oof.setdefault(DEPTH_BASELINE_NAME, np.zeros((len(labels), probs.shape[1])))[held_index] += probs / repeats
             folds[-1][DEPTH_BASELINE_NAME] = _scores(labels[held_index], probs, "val")
         write_json(member_dir / "fold_metrics.json", {"train_index": train_index.tolist(),
                                                       "held_out_index": held_index.tolist(), "scores": folds[-1]})
     if not is_main_process():
         return {}
-    save_ensemble(run_dir, "HybridCT3D", [member_dir_name("fold", k) for k in range(1, options.cv + 1)])
+    save_ensemble(run_dir, "HybridCT3D", [member_dir_name("fold", k) for k in range(1, len(splits) + 1)])
     saved.save(run_dir)
     class_names = _class_names(options, data) or [str(k) for k in range(next(iter(oof.values())).shape[1])]
     write_out_of_fold(run_dir, _pool_records(data), fold_of, labels, class_names,
@@ -663,6 +682,24 @@ def ensemble_table(results: dict[str, Any]) -> str:
         rows.append([name, results["oof"][name].get("oof_auroc"), results["oof"][name].get("oof_accuracy"),
                      format_mean_sd(results["cv"][name].get("val_auroc"), 3), None])
     return format_table(header, rows)
+
+
+def trust_sections(results: dict[str, Any]) -> list[str]:
+    """The trust part of ``summary.md`` (see :mod:`bioattn.tasks.trust`): per model of a single run its warnings and
+    confusion matrix on validation, and a warning when the baseline beats the attention model's validation AUROC;
+    nothing for ensembles (their tables give mean ± sd over members)."""
+    models = results.get("models")
+    if not models:
+        return []
+    sections = [format_trust(m["trust"], name) for name, m in models.items() if m.get("trust")]
+    hybrid = models.get(HYBRID_NAME, {})
+    beaten = baseline_warning(HYBRID_NAME, hybrid.get("val_auroc"),
+                              {name: m.get("val_auroc") for name, m in models.items() if name != HYBRID_NAME},
+                              "validation AUROC")
+    if beaten:
+        hybrid.setdefault("trust", {}).setdefault("warnings", []).append(beaten)
+        sections.insert(0, beaten)
+    return sections
 
 
 def train_ct(options: CTOptions) -> dict[str, Any]:
@@ -712,13 +749,18 @@ def train_ct(options: CTOptions) -> dict[str, Any]:
                      "label_smoothing": protocol.label_smoothing, "intensity_jitter": protocol.intensity_jitter,
                      "flip_tta": protocol.flip_tta, "mixup": protocol.mixup, "augment": options.augment,
                      "train": config.to_dict(), "seeds": list(options.seeds) if options.seeds else None,
-                     "cv_folds": options.cv},
+                     "cv_folds": options.cv, "cv_repeats": options.cv_repeats},
         **results,
         "published_test_auroc_accuracy": {k: {"auroc": a, "accuracy": c}
                                           for k, (a, c) in PUBLISHED.get(dataset or "", {}).items()},
     }
+    table = comparison_table(dataset, results["models"]) if "models" in results else ensemble_table(results)
+    trust = trust_sections(results)
     write_json(run_dir / "metrics.json", metrics)
-    print(comparison_table(dataset, results["models"]) if "models" in results else ensemble_table(results))
+    write_text(run_dir / "summary.md", "\n\n".join([table, *trust]) + "\n")
+    print(table)
+    for section in trust:
+        print(f"\n{section}")
     if "test" not in data.splits:
         print("note: no test split; this run's numbers are validation numbers"
               + (", the published ones are test numbers (compare with care)" if dataset in PUBLISHED else ""))

@@ -54,6 +54,7 @@ from bioattn.report import format_mean_sd, format_table, format_value
 from bioattn.tasks.common import check_ensemble_options, fit_timed, member_dir_name, save_ensemble, write_out_of_fold
 from bioattn.tasks.dna_composition import save_composition
 from bioattn.tasks.promoter_baselines import run_baselines
+from bioattn.tasks.trust import baseline_warning, format_trust, trust_report
 from bioattn.tasks.promoter_pretrain import MASK_PROBABILITY, PRETRAIN_DIR, mask_nucleotides, pretrain_encoder
 from bioattn.tasks.promoter_data import (
     BINARY_CLASSES,
@@ -80,9 +81,13 @@ QUICK_ROWS = 1500
 MODEL_NAME = "PromoterClassifier (this run)"
 ENSEMBLE_NAME = "ensemble of {n} {kind} (this run)"
 MEMBERS_NAME = "PromoterClassifier, mean ± sd over {kind} (this run)"
+#: At least this many fine-tuning steps: a small training set (a few hundred sequences: 6 steps per epoch) trains
+#: more epochs (early stopping still applies). The bundled tasks have more steps than this (GUE prom_core_all: 4,400;
+#: E. coli folds: about 780), so their runs do not change.
+SMALL_DATA_MIN_STEPS = 300
 DEFAULTS = TrainConfig(
     max_epochs=6, batch_size=64, lr=3e-3, weight_decay=0.01, schedule="warmup_cosine", warmup_steps=100,
-    grad_clip=1.0, patience=8, monitor="dev_mcc", monitor_mode="max",
+    grad_clip=1.0, patience=8, monitor="dev_mcc", monitor_mode="max", min_steps=SMALL_DATA_MIN_STEPS,
 )
 #: Epochs and dropout of the tasks with small training sets (E. coli, your own files); the GUE tasks (40k+ training
 #: sequences) use DEFAULTS' 6 epochs and dropout 0.
@@ -171,7 +176,8 @@ class PromoterOptions:
     sequences of unknown orientation). ``dropout`` defaults to 0 on the GUE tasks and to :data:`SMALL_DATA_DROPOUT`
     otherwise. ``length_buckets``: batch training sequences of similar length together (when lengths vary).
     ``seeds``: train one model per seed and save them as one ensemble; ``cv``: K-fold cross-validation over every
-    labelled sequence (train + dev; the E. coli task always runs 5-fold), the K fold models saved as the ensemble.
+    labelled sequence (train + dev; the E. coli task always runs 5-fold), the K fold models saved as the ensemble;
+    ``cv_repeats``: repeat it with R shuffles (R × K fold models; out-of-fold probabilities averaged over repeats).
     ``quick``: smoke test (tiny model, at most :data:`QUICK_ROWS` rows per split, 2 short epochs).
     ``max_rows``: cap per split. ``resume`` / ``overwrite``: what to do with an existing ``out``.
     """
@@ -200,6 +206,7 @@ class PromoterOptions:
     length_buckets: bool = True
     seeds: tuple[int, ...] | None = None
     cv: int | None = None
+    cv_repeats: int = 1
     resume: bool = False
     overwrite: bool = False
 
@@ -226,7 +233,7 @@ class PromoterOptions:
             object.__setattr__(self, "finetune_mask", task_recipe(self.task).finetune_mask)
         if not 0 <= self.finetune_mask < 1:
             raise UserInputError(f"--finetune-mask must be at least 0 and below 1 (a fraction), got {self.finetune_mask}")
-        check_ensemble_options(self.seeds, self.cv)
+        check_ensemble_options(self.seeds, self.cv, self.cv_repeats)
         if self.dropout is None:
             object.__setattr__(self, "dropout", 0.0 if self.task in GUE_TASKS else SMALL_DATA_DROPOUT)
         if self.rc_augment is None:  # GUE sequences are oriented on the TSS: the strand carries signal
@@ -249,9 +256,9 @@ def quick_options(options: PromoterOptions) -> PromoterOptions:
 
 
 def quick_config(config: TrainConfig) -> TrainConfig:
-    """The smoke-test schedule: at most 2 epochs of 15 steps."""
+    """The smoke-test schedule: at most 2 epochs of 15 steps (no minimum number of steps)."""
     return dataclasses.replace(config, max_epochs=min(config.max_epochs, 2), max_steps_per_epoch=15,
-                               batch_size=min(config.batch_size, 64), warmup_steps=5)
+                               batch_size=min(config.batch_size, 64), warmup_steps=5, min_steps=0)
 
 
 def build_model(options: PromoterOptions, max_len: int, class_names: list[str]) -> PromoterClassifier:
@@ -436,14 +443,39 @@ def run_holdout(data: PromoterData, options: PromoterOptions, config: TrainConfi
     baselines = run_baselines(splits["train"], evals, config.seed)
     sizes = {n: len(s) for n, s in splits.items()}
     if not options.seeds:
-        return {"sizes": sizes, "scores": {MODEL_NAME: member_scores[0], **baselines}, "training": member_info[0]}
+        scores = {MODEL_NAME: member_scores[0], **baselines}
+        return {"sizes": sizes, "scores": scores, "training": member_info[0],
+                "trust": _trust(members[0], splits["dev"], data.class_names, scores, "dev", "--cv 5")}
     ensemble = Ensemble(members).eval()
     save_ensemble(options.out, "PromoterClassifier", [member_dir_name("seed", seed) for seed in seeds])
     ensemble_name = ENSEMBLE_NAME.format(n=len(seeds), kind="seeds" if len(seeds) > 1 else "seed")
     scores = {ensemble_name: {name: score(ensemble, split) for name, split in evals.items()},
               MEMBERS_NAME.format(kind="seeds"): _member_scores(member_scores), **baselines}
     return {"sizes": sizes, "scores": scores, "seeds": dict(zip(map(str, seeds), member_scores)),
-            "training": {"seeds": dict(zip(map(str, seeds), member_info))}}
+            "training": {"seeds": dict(zip(map(str, seeds), member_info))},
+            "trust": _trust(ensemble, splits["dev"], data.class_names, scores, "dev", "--cv 5")}
+
+
+def _trust(model: nn.Module, dev: Split, class_names: list[str], scores: Scores, split: str, cv_hint: str,
+           probs: np.ndarray | None = None, label: str | None = None) -> dict[str, Any]:
+    """:func:`~bioattn.tasks.trust.trust_report` of the kept ``model`` (or of its ``probs``) on ``dev`` (MCC the
+    headline; ``label``: the examples' name in the text, default ``split``), plus a warning when a same-run baseline
+    beats it on ``split`` MCC (``scores``' first method is the model)."""
+    threshold = float(getattr(model, "threshold", 0.5))
+    if probs is None:
+        probs = model.predict_tokens(dev.tokens, batch_size=512)  # type: ignore[operator]
+    report = trust_report(dev.labels, probs, threshold=threshold, class_names=class_names, headline="mcc",
+                          split=label or split, cv_hint=cv_hint)
+    name, *others = list(scores)
+    value = lambda method: _mean(scores[method].get(split, {}).get("mcc"))  # noqa: E731
+    beaten = baseline_warning(name, value(name), {other: value(other) for other in others}, "MCC×100", scale=100.0)
+    if beaten:
+        report["warnings"].append(beaten)
+    return report
+
+
+def _mean(value: Any) -> float | None:
+    return value["mean"] if isinstance(value, Mapping) else value
 
 
 def cross_validation_pool(data: PromoterData) -> Split:
@@ -463,11 +495,14 @@ def run_cross_validation(data: PromoterData, options: PromoterOptions, config: T
     out-of-fold metrics of all predictions pooled (``oof``), the mean ± sd over folds (``cv``), the baselines
     the same way; the run directory becomes the ensemble of the K fold models.
     """
-    folds_k = options.cv or CV_FOLDS
+    folds_k, repeats = options.cv or CV_FOLDS, options.cv_repeats
     everything, class_names, max_len = cross_validation_pool(data), data.class_names, data.max_len
-    print(f"{options.name}: {len(everything):,} sequences, {folds_k}-fold CV grouped by sequence", file=sys.stderr)
-    per_run = dataclasses.replace(config, max_minutes=config.max_minutes / folds_k if config.max_minutes else None)
-    folds = stratified_group_folds(everything, folds_k, config.seed)  # fold k is fold<k>/
+    print(f"{options.name}: {len(everything):,} sequences, {folds_k}-fold CV grouped by sequence"
+          + (f", repeated {repeats} times" if repeats > 1 else ""), file=sys.stderr)
+    members = folds_k * repeats
+    per_run = dataclasses.replace(config, max_minutes=config.max_minutes / members if config.max_minutes else None)
+    # fold k is fold<k>/; repeat r (0-based) shuffles with seed + r and numbers its folds r*K+1 .. (r+1)*K
+    folds = [fold for r in range(repeats) for fold in stratified_group_folds(everything, folds_k, config.seed + r)]
     oof: np.ndarray | None = None  # (N,) or (N, C): each sequence's prediction by the model that did not see it
     fold_of = np.zeros(len(everything), dtype=np.int64)
     fold_scores: list[Scores] = []
@@ -484,8 +519,9 @@ def run_cross_validation(data: PromoterData, options: PromoterOptions, config: T
             probs = model.predict_tokens(held_out.tokens, batch_size=512)
             if oof is None:
                 oof = np.zeros((len(everything), *probs.shape[1:]))
-            oof[test_index] = probs
-            fold_of[test_index] = fold
+            oof[test_index] += probs / repeats  # the mean over repeats of each sequence's out-of-fold probability
+            if fold <= folds_k:
+                fold_of[test_index] = fold
             info.pop("scores", None)
             scores = {MODEL_NAME: {"cv": classification_metrics(held_out.labels, probs, threshold=model.threshold)},
                       **run_baselines(train, {"cv": held_out}, config.seed)}
@@ -494,15 +530,19 @@ def run_cross_validation(data: PromoterData, options: PromoterOptions, config: T
     if not is_main_process():
         return {}
     assert oof is not None
-    save_ensemble(options.out, "PromoterClassifier", [member_dir_name("fold", k) for k in range(1, folds_k + 1)])
+    save_ensemble(options.out, "PromoterClassifier", [member_dir_name("fold", k) for k in range(1, members + 1)])
     write_out_of_fold(options.out, everything.where, fold_of, everything.labels, class_names, {"": oof})
     scores = {method: {"cv": mean_std([fold[method]["cv"] for fold in fold_scores])} for method in fold_scores[0]}
     scores[MODEL_NAME] = {"oof": classification_metrics(everything.labels, oof, threshold=model.threshold),
                           **scores[MODEL_NAME]}
+    trust = _trust(model, everything, class_names, scores, "cv", f"--cv {folds_k} --cv-repeats {max(3, repeats + 1)}", probs=oof,
+                   label="out-of-fold")
     return {
+        "trust": trust,
         "sizes": {"sequences": len(everything), **{f"class {name}": int((everything.labels == i).sum())
                                                    for i, name in enumerate(class_names)}},
         "folds_k": folds_k,
+        "cv_repeats": repeats,
         "scores": scores,
         "folds": fold_scores,
         "training": {"folds": fold_info},
@@ -542,6 +582,8 @@ def published_table(task: str | None) -> str:
 def format_report(metrics: Mapping[str, Any]) -> str:
     """The comparison tables of a ``metrics.json`` dict, then the published numbers where they exist."""
     parts = [comparison_table(metrics["task"], metrics["scores"]), published_table(metrics["task"])]
+    if metrics.get("trust"):
+        parts.insert(1, format_trust(metrics["trust"], next(iter(metrics["scores"]))))
     return "\n\n".join(part for part in parts if part)
 
 
@@ -578,6 +620,8 @@ def run_promoter(options: PromoterOptions, config: TrainConfig | None = None) ->
     if options.cv is not None and "all" not in data.splits:
         protocol = (f"{options.cv}-fold stratified CV over the training and dev sequences, grouped by sequence; each fold "
                     "early-stops on 10% of its training part; out-of-fold metrics")
+    if options.cv_repeats > 1:
+        protocol += f"; repeated {options.cv_repeats} times with different shuffles (out-of-fold probabilities averaged)"
     if options.seeds:
         protocol += f"; one model per seed ({', '.join(map(str, options.seeds))}), ensemble = mean probability"
     source = {"task": options.name, "data_root": options.data_root}

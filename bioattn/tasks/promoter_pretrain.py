@@ -75,7 +75,8 @@ def pretrain_config(config: TrainConfig, epochs: int, sequences: int, *, quick: 
 
     ``epochs`` epochs of :data:`PRETRAIN_BATCH_FACTOR` × the fine-tuning batch (128 by default) at
     :data:`PRETRAIN_LR` whatever the fine-tuning's, warm-up over :data:`PRETRAIN_WARMUP_STEPS` steps or a quarter of
-    all steps if fewer (a ``quick`` run keeps its batch and warm-up), no time budget (``--max-minutes`` bounds the
+    all steps if fewer (a ``quick`` run keeps its batch and warm-up), its ``epochs`` exactly (no minimum number of
+    steps), no time budget (``--max-minutes`` bounds the
     fine-tuning), no evaluation, early stopping or moving average of the weights. The classifier's head gets no
     gradient, so DDP expects unused parameters.
     """
@@ -85,6 +86,7 @@ def pretrain_config(config: TrainConfig, epochs: int, sequences: int, *, quick: 
     return dataclasses.replace(
         config, max_epochs=epochs, lr=PRETRAIN_LR, max_minutes=None, patience=None, monitor="loss", monitor_mode="min",
         eval_every_steps=None, batch_size=batch_size, warmup_steps=warmup, find_unused_parameters=True, ema_decay=None,
+        min_steps=0, min_batches_per_epoch=0,
     )
 
 

@@ -25,6 +25,23 @@ OPTIMIZERS = ("adamw", "adam")
 SCHEDULES = ("warmup_cosine", "multistep", "constant")
 PRECISIONS = ("fp32", "bf16", "fp16")
 MONITOR_MODES = ("max", "min", "auto")
+#: Metric names (after any split prefix such as ``dev_`` / ``val_``) that are scores: larger is better.
+SCORE_METRICS = ("mcc", "accuracy", "f1", "auroc", "auprc", "precision", "recall", "P@L", "P@L/2", "P@L/5")
+
+
+def monitor_maximizes(monitor: str, mode: str = "auto") -> bool:
+    """Whether a larger value of the metric ``monitor`` is better: a loss (a name containing ``loss``) is minimised
+    and a score (:data:`SCORE_METRICS`, with or without a split prefix) maximised, whatever ``mode`` says; any other
+    metric follows ``mode`` (``"max"`` or ``"min"``), and with ``mode="auto"`` is a :class:`UserInputError`."""
+    if "loss" in monitor.lower():
+        return False
+    base = monitor.split("_", 1)[1] if "_" in monitor and monitor.split("_", 1)[1] in SCORE_METRICS else monitor
+    if base in SCORE_METRICS:
+        return True
+    if mode == "auto":
+        raise UserInputError(f"monitor {monitor!r} is neither a loss (minimised) nor a known score "
+                             f"({', '.join(SCORE_METRICS)}; maximised): set monitor_mode to max or min")
+    return mode == "max"
 
 
 @dataclass
@@ -33,8 +50,13 @@ class TrainConfig:
 
     ``batch_size`` is the global number of samples per optimizer step: it is split over
     ``world_size`` ranks and ``grad_accum`` micro-batches, so the optimisation does not depend on
-    how many processes run it. ``monitor_mode="auto"`` minimises metrics whose name contains
-    "loss" and maximises the others. ``device``: ``auto`` (the GPU when there is one), ``cpu`` or ``cuda``.
+    how many processes run it (a batch larger than the training set is reduced to it, with a message).
+    ``monitor``: the evaluation metric that selects the kept weights; a loss is minimised and a score maximised
+    whatever ``monitor_mode`` says (see :func:`monitor_maximizes`); ties are broken by the evaluation loss, then by
+    the later evaluation. ``warmup_steps`` is capped at :data:`~bioattn.training.schedules.WARMUP_FRACTION` of the
+    run's optimizer steps. ``min_steps``: a run with fewer optimizer steps than this over ``max_epochs`` trains
+    more epochs until it has them (small data sets; 0: never). ``min_batches_per_epoch``: a training set smaller than
+    this many batches gets a smaller batch, so an epoch has that many optimizer steps (0: never). ``device``: ``auto`` (the GPU when there is one), ``cpu`` or ``cuda``.
     ``attention_backend``: the attention kernel of every bioattn block during training and evaluation (see
     :func:`bioattn.attention.set_backend`); ``auto``: the process-wide choice, except ``math`` for
     ``precision="bf16"`` on a CPU (torch's fused CPU attention backward is slow in bf16). ``ema_decay``: evaluate,
@@ -71,6 +93,8 @@ class TrainConfig:
     attention_backend: str = "auto"
     ema_decay: float | None = None
     deterministic: bool = False
+    min_steps: int = 0
+    min_batches_per_epoch: int = 0
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
@@ -97,15 +121,14 @@ class TrainConfig:
             raise UserInputError(f"grad_clip must be > 0 or unset, got {self.grad_clip}")
         if self.ema_decay is not None and not 0 < self.ema_decay < 1:
             raise UserInputError(f"ema_decay must be between 0 and 1 (exclusive) or unset, got {self.ema_decay}")
-        if self.warmup_steps < 0 or self.num_workers < 0:
-            raise UserInputError("warmup_steps and num_workers must be >= 0")
+        if min(self.warmup_steps, self.num_workers, self.min_steps, self.min_batches_per_epoch) < 0:
+            raise UserInputError("warmup_steps, num_workers, min_steps and min_batches_per_epoch must be >= 0")
+        monitor_maximizes(self.monitor, self.monitor_mode)  # an unknown metric without a direction fails here
 
     @property
     def maximize(self) -> bool:
         """Whether a larger ``monitor`` value is better."""
-        if self.monitor_mode == "auto":
-            return "loss" not in self.monitor
-        return self.monitor_mode == "max"
+        return monitor_maximizes(self.monitor, self.monitor_mode)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable view (tuples become lists)."""
@@ -162,13 +185,14 @@ _FLAG_FIELDS = {
     "attention_backend": "attention_backend",
     "ema_decay": "ema_decay",
     "deterministic": "deterministic",
+    "min_steps": "min_steps",
 }
 _FIELD_FLAGS = {v: k for k, v in _FLAG_FIELDS.items()}
 
 
 def add_training_args(parser: argparse.ArgumentParser, defaults: TrainConfig) -> None:
     """Add ``--config --max-minutes --epochs --batch-size --lr --seed --precision --attention-backend --grad-accum
-    --ema-decay --deterministic --resume --overwrite``.
+    --ema-decay --deterministic --min-steps --resume --overwrite``.
 
     Flag defaults come from ``defaults``. ``--config FILE.yaml`` is read before the flags are parsed,
     so flags given on the command line always win over the file, wherever they appear.
@@ -196,6 +220,9 @@ def add_training_args(parser: argparse.ArgumentParser, defaults: TrainConfig) ->
     group.add_argument("--deterministic", action=argparse.BooleanOptionalAction, default=defaults.deterministic,
                        help="on a GPU: deterministic kernels and the math attention kernel, so a run and its resumed "
                             "or repeated twin match bit for bit, as on a CPU; slower (default: %(default)s)")
+    group.add_argument("--min-steps", type=int, default=defaults.min_steps, metavar="N",
+                       help="when --epochs give fewer than N optimizer steps (a small training set), train more epochs "
+                            "until there are N; 0 = never (default: %(default)s)")
     mode = group.add_mutually_exclusive_group()
     mode.add_argument("--resume", action="store_true", help="continue the run in the output directory from its checkpoint")
     mode.add_argument("--overwrite", action="store_true", help="delete the output directory's contents and start over")

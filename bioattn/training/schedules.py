@@ -18,15 +18,48 @@ def build_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimi
     return torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay)
 
 
+#: The longest warm-up as a fraction of a run's optimizer steps: a short run (a small data set) reaches its peak
+#: learning rate within its first quarter, as the promoter pretraining always has.
+WARMUP_FRACTION = 0.25
+
+
+def total_steps(config: TrainConfig, steps_per_epoch: int) -> int:
+    """Optimizer steps of a complete run: ``max_epochs`` × ``steps_per_epoch`` (at least 1)."""
+    return max(1, config.max_epochs * steps_per_epoch)
+
+
+def effective_warmup(config: TrainConfig, steps_per_epoch: int) -> int:
+    """``config.warmup_steps``, capped at :data:`WARMUP_FRACTION` of :func:`total_steps`: no run ends in warm-up."""
+    return min(config.warmup_steps, int(WARMUP_FRACTION * total_steps(config, steps_per_epoch)))
+
+
+def schedule_notes(config: TrainConfig, steps_per_epoch: int) -> list[str]:
+    """One line per way the run is shorter than its schedule assumes (warm-up capped, step-decay milestones past
+    the last epoch); empty when it is not."""
+    total, warmup = total_steps(config, steps_per_epoch), effective_warmup(config, steps_per_epoch)
+    notes = []
+    if warmup < config.warmup_steps:
+        notes.append(f"note: this run has {total} optimizer steps ({config.max_epochs} epochs of {steps_per_epoch}); "
+                     f"the learning-rate warm-up is shortened from {config.warmup_steps} to {warmup} steps "
+                     f"({WARMUP_FRACTION:.0%} of the run)")
+    if config.schedule == "multistep":
+        late = [m for m in config.milestones if m >= config.max_epochs]
+        if late:
+            notes.append(f"note: learning-rate milestones at epoch {', '.join(map(str, late))} lie past the last "
+                         f"epoch ({config.max_epochs}); they never apply")
+    return notes
+
+
 def lr_factor(config: TrainConfig, steps_per_epoch: int) -> Callable[[int], float]:
     """Multiplier of the peak lr at optimizer step ``step`` (0-based).
 
-    Every schedule starts with a linear warm-up over ``warmup_steps``; then ``warmup_cosine`` decays to
-    0 at the last step of ``max_epochs``, ``multistep`` multiplies by ``gamma`` at each epoch in
-    ``milestones``, ``constant`` stays at 1.
+    Every schedule starts with a linear warm-up over :func:`effective_warmup` steps (``warmup_steps``, at most
+    :data:`WARMUP_FRACTION` of the run); then ``warmup_cosine`` decays towards 0, reached at the end of the last
+    step of ``max_epochs``, ``multistep`` multiplies by ``gamma`` at each epoch in ``milestones``, ``constant``
+    stays at 1.
     """
-    total = max(1, config.max_epochs * steps_per_epoch)
-    warmup = config.warmup_steps
+    total = total_steps(config, steps_per_epoch)
+    warmup = effective_warmup(config, steps_per_epoch)
 
     def factor(step: int) -> float:
         if step < warmup:

@@ -9,6 +9,7 @@ and checkpoints from which ``resume=True`` continues bit-for-bit (same seed, sam
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import sys
@@ -48,7 +49,7 @@ from bioattn.training.determinism import deterministic_kernels
 from bioattn.training.rng import restore_rng_state, rng_state_tensors, seed_everything
 from bioattn.training.run_dir import write_run_config
 from bioattn.training.sampler import ResumableSampler
-from bioattn.training.schedules import build_optimizer, build_scheduler
+from bioattn.training.schedules import build_optimizer, build_scheduler, schedule_notes
 
 CHECKPOINT_DIR = "checkpoint"
 
@@ -122,6 +123,20 @@ def _to_float(name: str, value: Any) -> float:
         raise TypeError(f"evaluate() must return a dict of numbers; {name!r} is {type(value).__name__}") from exc
 
 
+def _tied(a: float, b: float) -> bool:
+    return a == b or abs(a - b) <= 1e-12 * max(1.0, abs(a), abs(b))
+
+
+def tie_break_loss(monitor: str, metrics: dict[str, float]) -> str | None:
+    """The evaluation loss that breaks ties on ``monitor``: ``<prefix>_loss`` for a monitor ``<prefix>_<score>``
+    (``dev_mcc`` → ``dev_loss``), else ``loss``, when ``metrics`` has it and the monitor is not that loss itself."""
+    prefix = monitor.rsplit("_", 1)[0] + "_" if "_" in monitor else ""
+    for name in (f"{prefix}loss", "loss"):
+        if name in metrics and name != monitor:
+            return name
+    return None
+
+
 class Trainer:
     """Train ``model`` on ``train_dataset`` according to ``config``, writing into ``run_dir``.
 
@@ -177,6 +192,21 @@ class Trainer:
                 f"batch size {config.batch_size} must be divisible by processes ({self.world}) x "
                 f"gradient accumulation ({config.grad_accum})"
             )
+        samples = len(train_dataset)  # type: ignore[arg-type]
+        wanted = config.min_batches_per_epoch
+        if wanted and samples < wanted * config.batch_size and samples // wanted >= per_step:
+            smaller = samples // wanted // per_step * per_step
+            self._note(f"note: the training set ({samples} samples) is smaller than {wanted} batches of "
+                       f"{config.batch_size}; using batches of {smaller}")
+            config = self.config = dataclasses.replace(config, batch_size=smaller)
+        if config.batch_size > samples and samples >= per_step:
+            reduced = samples // per_step * per_step
+            self._note(f"note: batch size {config.batch_size} is larger than the training set ({samples} samples); "
+                       f"using {reduced}")
+            config = self.config = dataclasses.replace(config, batch_size=reduced)
+        if config.monitor_mode != "auto" and (config.monitor_mode == "max") != config.maximize:
+            kind = "a score: larger is better" if config.maximize else "a loss: smaller is better"
+            self._note(f"note: monitor {config.monitor!r} is {kind}; monitor_mode {config.monitor_mode!r} ignored")
         self.micro_batch = config.batch_size // per_step
         self.module = model.to(self.device)
         self.sampler = ResumableSampler(train_dataset, num_replicas=self.world, rank=self.rank, seed=config.seed,
@@ -197,6 +227,14 @@ class Trainer:
                 f"the training dataset ({len(train_dataset)} samples) is smaller than one batch "  # type: ignore[arg-type]
                 f"({config.batch_size}) with drop_last; lower the batch size"
             )
+        if config.min_steps and config.max_epochs * self.steps_per_epoch < config.min_steps:
+            epochs = math.ceil(config.min_steps / self.steps_per_epoch)
+            self._note(f"note: {config.max_epochs} epochs of {self.steps_per_epoch} optimizer steps are fewer than "
+                       f"{config.min_steps} steps (small training set): training up to {epochs} epochs")
+            milestones = tuple(round(m * epochs / config.max_epochs) for m in config.milestones)
+            config = self.config = dataclasses.replace(config, max_epochs=epochs, milestones=milestones)
+        for line in schedule_notes(config, self.steps_per_epoch):
+            self._note(line)
         self.optimizer = build_optimizer(self.module, config)
         self.scheduler = build_scheduler(self.optimizer, config, self.steps_per_epoch)
         self.scaler = torch.amp.GradScaler("cuda", enabled=config.precision == "fp16")
@@ -209,6 +247,11 @@ class Trainer:
         self.average = weight_average(self.module, config.ema_decay) if config.ema_decay is not None else None
         self.best_state: dict[str, torch.Tensor] | None = None
         self.progress = _Progress()
+
+    @staticmethod
+    def _note(line: str) -> None:
+        if is_main_process():
+            print(line, file=sys.stderr)
 
     # ----------------------------------------------------------------------------------------- fit
     def fit(self) -> FitResult:
@@ -384,8 +427,7 @@ class Trainer:
         if config.monitor not in metrics:
             raise UserInputError(f"monitor {config.monitor!r} is not one of the evaluation metrics {sorted(metrics)}")
         value = metrics[config.monitor]
-        better = p.best_value is None or (value > p.best_value if config.maximize else value < p.best_value)
-        if better and math.isfinite(value):
+        if self._improves(value, metrics) and math.isfinite(value):
             p.best_value, p.best_metrics, p.best_epoch, p.best_step = value, dict(metrics), epoch_number, p.global_step
             p.bad_evals = 0
             self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in self.kept_module.state_dict().items()}
@@ -396,6 +438,20 @@ class Trainer:
         if is_main_process():
             shown = ", ".join(f"{k}={v:.4g}" for k, v in metrics.items())
             tqdm.write(f"epoch {epoch_number} step {p.global_step}: {shown}", file=sys.stderr)
+
+    def _improves(self, value: float, metrics: dict[str, float]) -> bool:
+        """Whether an evaluation with ``metrics`` (``value`` of the monitor) replaces the kept one: a better monitor
+        value, or a tie broken by :func:`tie_break_loss` (lower wins), then by the later evaluation."""
+        p, config = self.progress, self.config
+        if p.best_value is None:
+            return True
+        if not _tied(value, p.best_value):
+            return value > p.best_value if config.maximize else value < p.best_value
+        loss_name = tie_break_loss(config.monitor, metrics)
+        if loss_name is None or loss_name not in p.best_metrics:
+            return True
+        loss, best_loss = metrics[loss_name], p.best_metrics[loss_name]
+        return _tied(loss, best_loss) or loss < best_loss
 
     # --------------------------------------------------------------------------------- checkpoints
     def _save_checkpoint(self) -> None:
