@@ -78,7 +78,7 @@ def _training_sequences(train_csv: Path, run: Path) -> list[str]:
 
 def test_a_run_without_a_profile_is_not_checked(tmp_path: Path, capsys) -> None:
     torch.manual_seed(0)
-    PromoterClassifier(max_len=60, d_model=16, num_heads=2, num_layers=1, conv_kernel=0).save_pretrained(tmp_path / "old")
+    PromoterClassifier(max_len=60, embed_dim=16, num_heads=2, num_layers=1, conv_kernel=0).save_pretrained(tmp_path / "old")
     fasta = tmp_path / "in.fa"
     fasta.write_text(">gc_rich\n" + "GCGGCCGCGGCGCCGC" * 3 + "\n")
     assert bioattn_main(["predict", "promoter", "--run", str(tmp_path / "old"), "--input", str(fasta), "--output",

@@ -51,7 +51,7 @@ def test_auto_picks_the_method_most_faithful_on_the_input_not_the_fixed_order(ca
 
 def test_explain_ct_auto_shows_the_method_its_own_table_stars(tmp_path: Path, capsys) -> None:
     torch.manual_seed(0)
-    HybridCT3D(1, 2, stem_channels=[4, 8], stem_strides=[2, 2], d_model=12, num_heads=2, num_layers=2,
+    HybridCT3D(1, 2, stem_channels=[4, 8], stem_strides=[2, 2], embed_dim=12, num_heads=2, num_layers=2,
                dropout=0.0).eval().save_pretrained(tmp_path / "run")
     images = (np.random.default_rng(1).random((2, 8, 8, 8)) > 0.5).astype(np.uint8) * 255
     np.savez(tmp_path / "vols.npz", val_images=images, val_labels=np.array([[0], [1]]))
@@ -70,7 +70,7 @@ def test_promoter_track_figures_label_the_method_used(tmp_path: Path, monkeypatc
     import bioattn.explain.figures as figures
 
     torch.manual_seed(0)
-    PromoterClassifier(max_len=16, d_model=16, num_heads=2, num_layers=1, conv_kernel=0).eval().save_pretrained(tmp_path / "run")
+    PromoterClassifier(max_len=16, embed_dim=16, num_heads=2, num_layers=1, conv_kernel=0).eval().save_pretrained(tmp_path / "run")
     rng = np.random.default_rng(0)
     fasta = tmp_path / "in.fa"
     fasta.write_text("".join(f">s{i}\n{decode(torch.from_numpy(rng.integers(1, 5, 12)))}\n" for i in range(3)))

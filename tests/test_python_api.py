@@ -43,7 +43,7 @@ def test_promoter_predict_on_strings_equals_the_command(name: str, tmp_path: Pat
 
 def test_promoter_predict_uses_the_runs_strand_handling(tmp_path: Path) -> None:
     torch.manual_seed(0)
-    PromoterClassifier(max_len=40, d_model=16, num_heads=2, num_layers=1, rc_average=True).save_pretrained(tmp_path / "both")
+    PromoterClassifier(max_len=40, embed_dim=16, num_heads=2, num_layers=1, rc_average=True).save_pretrained(tmp_path / "both")
     both = load_pretrained(tmp_path / "both")
     forward, backward = both.predict(SEQUENCES[1]), both.predict(reverse_complement(SEQUENCES[1]))
     np.testing.assert_allclose(forward, backward, atol=1e-6)  # the mean of both strands, as the run evaluated

@@ -16,7 +16,7 @@ from bioattn.models import PromoterClassifier
 def run(tmp_path_factory) -> Path:
     torch.manual_seed(0)
     folder = tmp_path_factory.mktemp("promoter") / "run"
-    PromoterClassifier(max_len=20, d_model=16, num_heads=2, num_layers=1, conv_kernel=0).eval().save_pretrained(folder)
+    PromoterClassifier(max_len=20, embed_dim=16, num_heads=2, num_layers=1, conv_kernel=0).eval().save_pretrained(folder)
     return folder
 
 
