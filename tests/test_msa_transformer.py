@@ -27,12 +27,14 @@ def esm_args(size: dict) -> argparse.Namespace:
 
 
 def esm_model(size: dict, seed: int = 0) -> torch.nn.Module:
-    """A randomly initialised fair-esm MSATransformer, every parameter perturbed (norms and biases too)."""
+    """A fair-esm MSATransformer with fair-esm's random initialisation, its norms' and biases' constant
+    initial values perturbed so that every parameter's mapping is checked."""
     torch.manual_seed(seed)
     model = esm.MSATransformer(esm_args(size), esm.Alphabet.from_architecture("msa_transformer"))
     with torch.no_grad():
         for parameter in model.parameters():
-            parameter.add_(0.05 * torch.randn_like(parameter))
+            if parameter.dim() == 1:
+                parameter.add_(0.05 * torch.randn_like(parameter))
     return model.eval()
 
 
