@@ -2,8 +2,8 @@
 
 For each alignment of N rows × L columns, inference (no gradients) of the 12-layer, 768-wide, 12-head model with
 fair-esm's random initialisation, both implementations holding the same weights, each measured in a fresh
-subprocess: wall time (median of ``--repeats`` after one warm-up) and peak memory (CUDA: peak allocated;
-CPU: the rise of the process's peak resident set size over its state after set-up). Two tasks:
+subprocess: wall time (median of ``--repeats``; after one warm-up on CUDA) and peak memory (CUDA: peak allocated;
+CPU: the rise of the process's peak resident set size, reset after set-up, over its state then). Two tasks:
 
 - ``contacts``: logits + contact probabilities (what ``bioattn predict msa --method esm-msa`` runs). fair-esm then
   collects every layer's column-attention maps (layers × H × L × N² floats) besides the row maps;
@@ -70,6 +70,28 @@ def tokens_for(n: int, length: int) -> torch.Tensor:
     return torch.cat([torch.zeros(1, n, 1, dtype=torch.long), body], dim=2)
 
 
+def _peak_rss() -> int:
+    """The process's peak resident set size in bytes since the last :func:`_reset_peak_rss` (Linux VmHWM)."""
+    try:
+        with open("/proc/self/status") as handle:
+            return next(int(line.split()[1]) * 1024 for line in handle if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _reset_peak_rss() -> int:
+    """Reset the peak resident set size to the current one (so set-up does not count); returns it in bytes."""
+    import gc
+
+    gc.collect()
+    try:
+        with open("/proc/self/clear_refs", "w") as handle:
+            handle.write("5")
+    except OSError:
+        pass
+    return _peak_rss()
+
+
 def run_one(name: str, task: str, n: int, length: int, quick: bool, repeats: int, device: str, dump: str | None) -> dict:
     """One measurement in this process (called in a subprocess by :func:`measure`)."""
     size = QUICK if quick else FULL
@@ -99,13 +121,13 @@ def run_one(name: str, task: str, n: int, length: int, quick: bool, repeats: int
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
     else:
-        base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        base = _reset_peak_rss()
     times = []
     for _ in range(max(1, repeats)):
         start = time.perf_counter()
         result = call()
         times.append(time.perf_counter() - start)
-    peak = (torch.cuda.max_memory_allocated() if cuda else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024) - base
+    peak = (torch.cuda.max_memory_allocated() if cuda else _peak_rss()) - base
     if dump:
         torch.save(result.float().cpu()[..., :64, :64].clone(), dump)
     return {"seconds": statistics.median(times), "peak_gib": peak / GIB}
@@ -148,6 +170,7 @@ def main() -> None:
     parser.add_argument("--budget-gib", type=float, default=None,
                         help="skip a measurement whose estimate exceeds this (default: 60%% of the device's free memory)")
     parser.add_argument("--quick", action="store_true", help="a 2-layer, 64-wide model instead of the ESM-MSA-1b shape")
+    parser.add_argument("--estimate-only", action="store_true", help="print each measurement's memory estimate, run nothing")
     parser.add_argument("--out", default=None, help="also write the results as JSON to this file")
     parser.add_argument("--child", nargs=4, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--dump", default=None, help=argparse.SUPPRESS)
@@ -164,6 +187,14 @@ def main() -> None:
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else f"CPU, {torch.get_num_threads()} thread(s)"
     print(f"MSA Transformer {size['layers']} layers x {size['embed_dim']} x {size['attention_heads']} heads, same random "
           f"weights; {device_name}; torch {torch.__version__}; budget {budget:.1f} GiB")
+    if args.estimate_only:
+        for task in args.tasks.split(","):
+            for point in args.points.split(","):
+                n, length = (int(v) for v in point.lower().split("x"))
+                ours, theirs = (estimate_gib(name, task, n, length, size) for name in ("bioattn", "fair-esm"))
+                print(f"{task:8s} N x L = {n:4d} x {length:4d}: estimated peak bioattn {ours:.1f} GiB, fair-esm "
+                      f"{theirs:.1f} GiB (ratio {ours / theirs:.3f})")
+        return
     rows = []
     for task in args.tasks.split(","):
         for point in args.points.split(","):

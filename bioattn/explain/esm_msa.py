@@ -21,7 +21,6 @@ from bioattn.explain.outputs import write_layer_figures
 from bioattn.io import save_tensors, write_json, write_table
 from bioattn.metrics import CONTACT_CUTOFF, LONG_RANGE, precision_at
 from bioattn.models.msa_transformer import MSATransformer
-from bioattn.tasks.msa_esm import esm_msa_prediction
 
 __all__ = ["explain_esm_msa"]
 
@@ -31,7 +30,7 @@ def explain_esm_msa(model: MSATransformer, target: ContactTarget, out: Path, max
     returns ``summary.json``'s content. ``label`` names the weights in the summary."""
     from bioattn.explain.figures import plot_head_scores
 
-    prediction = esm_msa_prediction(model, target, max_rows)
+    prediction = model.predict_alignment(target.msa.sequences, max_rows, source=str(target.msa.source))
     maps = prediction.row_attentions  # (layers, H, L, L)
     layers, heads, length = maps.shape[0], maps.shape[1], maps.shape[-1]
     save_tensors(out / "row_attention.safetensors", {"row_attention": maps})

@@ -31,6 +31,7 @@ import os
 import pickle
 import re
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -42,7 +43,7 @@ from bioattn.attention import AxialTransformerLayer
 from bioattn.errors import UserInputError
 from bioattn.models.base import PretrainedModel
 
-__all__ = ["ESM_MSA_ALPHABET", "MSATransformer", "esm_msa_subsample", "contact_maps_apc"]
+__all__ = ["ESM_MSA_ALPHABET", "AlignmentPrediction", "MSATransformer", "esm_msa_subsample", "contact_maps_apc"]
 
 #: fair-esm's alphabet of the MSA Transformer: index = token id (``<cls>`` 0, ``<pad>`` 1, ``<mask>`` 32).
 ESM_MSA_ALPHABET = (
@@ -52,6 +53,8 @@ ESM_MSA_ALPHABET = (
 #: Default tokens per chunk of rows / columns (fair-esm's ``max_tokens_per_msa``).
 DEFAULT_MAX_TOKENS = 2**14
 REGRESSION_SUFFIX = "-contact-regression.pt"
+#: Rows of an alignment fed to the model by default (ESM-MSA-1b embeds at most 1024 row indices).
+DEFAULT_MAX_ROWS = 256
 
 
 def symmetrize(x: Tensor) -> Tensor:
@@ -99,6 +102,17 @@ def esm_msa_subsample(sequences: Sequence[str], max_rows: int) -> list[int]:
         available[index] = False
         total += (array != array[index]).sum(1).double()
     return sorted(chosen)
+
+
+@dataclass(frozen=True)
+class AlignmentPrediction:
+    """One alignment through the MSA Transformer: ``probabilities (L, L)``, ``logits (L, L)`` (their log-odds),
+    ``row_attentions (layers, H, L, L)`` (``<cls>`` dropped) and the rows used (indices into the alignment)."""
+
+    probabilities: Tensor
+    logits: Tensor
+    row_attentions: Tensor
+    rows: list[int]
 
 
 class _LMHead(nn.Module):
@@ -299,6 +313,28 @@ class MSATransformer(PretrainedModel):
         """Contact probabilities ``(B, L, L)`` from ``row_attentions (B, layers, H, C, C)`` (the logistic regression)."""
         features = self.contact_features(row_attentions, position_padding_mask).to(self.contact_regression.weight.dtype)
         return torch.sigmoid(self.contact_regression(features).squeeze(-1))
+
+    @torch.no_grad()
+    def predict_alignment(self, sequences: Sequence[str], max_rows: int = DEFAULT_MAX_ROWS, *,
+                          source: str = "alignment") -> AlignmentPrediction:
+        """Contacts of one alignment (``sequences``: aligned rows, the query first) from at most ``max_rows`` rows
+        chosen as in ESM's examples (:func:`esm_msa_subsample`), on the model's device, eval mode. Raises
+        :class:`UserInputError` naming ``source`` when the alignment or the budget does not fit the model."""
+        if max_rows < 1:
+            raise UserInputError(f"the row budget must be >= 1, got {max_rows}")
+        if self.msa_position_embedding is not None and max_rows > self.msa_position_embedding.size(1):
+            raise UserInputError(f"row budget {max_rows}: the model embeds at most {self.msa_position_embedding.size(1)} rows")
+        if not sequences:
+            raise UserInputError(f"{source}: no sequences (empty alignment)")
+        if len(sequences[0]) + 1 > self.config["max_positions"]:
+            raise UserInputError(f"{source}: {len(sequences[0])} columns; the MSA Transformer takes at most "
+                                 f"{self.config['max_positions'] - 1} (crop the alignment)")
+        self.eval()
+        rows = esm_msa_subsample(sequences, max_rows)
+        tokens = self.encode([sequences[i] for i in rows])[None].to(next(self.parameters()).device)
+        attentions = self(tokens, need_weights=True)["row_attentions"]
+        logits = self.contact_regression(self.contact_features(attentions)).squeeze(-1)[0].float().cpu()
+        return AlignmentPrediction(torch.sigmoid(logits), logits, attentions[0, ..., 1:, 1:].float().cpu(), rows)
 
     @torch.no_grad()
     def predict_contacts(self, tokens: Tensor) -> Tensor:

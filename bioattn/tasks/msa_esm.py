@@ -6,27 +6,22 @@ the contact head reads.
 or a directory written by :meth:`~bioattn.models.MSATransformer.save_pretrained` (safetensors). Nothing is
 downloaded. :func:`esm_msa_prediction` subsamples the alignment as ESM's examples do (greedy maximal Hamming
 diversity up to ``max_rows`` rows, :func:`~bioattn.models.msa_transformer.esm_msa_subsample`) and runs the model
-once: its contact probabilities, the logit of those (:data:`ESM_MSA_MAP`, a pair feature for the contact head) and
+once: its contact probabilities, their log-odds (``esm_msa_logit``, a pair feature for the contact head) and
 the tied row-attention maps of every layer and head.
 """
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from torch import Tensor
 
 from bioattn.data.contacts import ContactTarget
 from bioattn.errors import UserInputError
-from bioattn.models.msa_transformer import MSATransformer, esm_msa_subsample
-from bioattn.tasks.msa_head import ESM_MSA_MAP
+from bioattn.models.msa_transformer import DEFAULT_MAX_ROWS, AlignmentPrediction, MSATransformer
 
-__all__ = ["ESM_MSA_MAP", "DEFAULT_MAX_ROWS", "WEIGHTS_HELP", "EsmPrediction", "load_msa_transformer", "esm_msa_prediction"]
+__all__ = ["DEFAULT_MAX_ROWS", "WEIGHTS_HELP", "load_msa_transformer", "esm_msa_prediction"]
 
-#: Rows fed to the model by default (ESM-MSA-1b embeds at most 1024 row indices).
-DEFAULT_MAX_ROWS = 256
 #: How to obtain the weights (``bioattn models``, errors, ``--help``).
 WEIGHTS_HELP = (
     "ESM-MSA-1b weights are not shipped with bioattn and never downloaded by it. Download fair-esm's "
@@ -58,31 +53,8 @@ def load_msa_transformer(weights: str | os.PathLike, device: torch.device | str 
     return _CACHE[key]
 
 
-@dataclass(frozen=True)
-class EsmPrediction:
-    """One alignment through the MSA Transformer: ``probabilities (L, L)``, ``logits (L, L)`` (their log-odds),
-    ``row_attentions (layers, H, L, L)`` (``<cls>`` dropped) and the rows used (indices into the alignment)."""
-
-    probabilities: Tensor
-    logits: Tensor
-    row_attentions: Tensor
-    rows: list[int]
-
-
 @torch.no_grad()
-def esm_msa_prediction(model: MSATransformer, target: ContactTarget, max_rows: int = DEFAULT_MAX_ROWS) -> EsmPrediction:
-    """Run ``model`` on at most ``max_rows`` rows of ``target``'s alignment chosen as in ESM's examples."""
-    if max_rows < 1:
-        raise UserInputError(f"--esm-max-rows must be >= 1, got {max_rows}")
-    if model.msa_position_embedding is not None and max_rows > model.msa_position_embedding.size(1):
-        raise UserInputError(f"--esm-max-rows {max_rows}: the model embeds at most {model.msa_position_embedding.size(1)} rows")
-    sequences = target.msa.sequences
-    if len(sequences[0]) + 1 > model.config["max_positions"]:
-        raise UserInputError(f"{target.msa.source}: {len(sequences[0])} columns; the MSA Transformer takes at most "
-                             f"{model.config['max_positions'] - 1} (crop the alignment)")
-    rows = esm_msa_subsample(sequences, max_rows)
-    device = next(model.parameters()).device
-    tokens = model.encode([sequences[i] for i in rows])[None].to(device)
-    output = model(tokens, need_weights=True)
-    logits = model.contact_regression(model.contact_features(output["row_attentions"])).squeeze(-1)[0].float().cpu()
-    return EsmPrediction(torch.sigmoid(logits), logits, output["row_attentions"][0, ..., 1:, 1:].float().cpu(), rows)
+def esm_msa_prediction(model: MSATransformer, target: ContactTarget, max_rows: int = DEFAULT_MAX_ROWS) -> AlignmentPrediction:
+    """Run ``model`` on at most ``max_rows`` rows of ``target``'s alignment chosen as in ESM's examples
+    (:meth:`~bioattn.models.MSATransformer.predict_alignment`); errors name the alignment file."""
+    return model.predict_alignment(target.msa.sequences, max_rows, source=str(target.msa.source))
