@@ -85,6 +85,12 @@ def _reset_peak_rss() -> int:
 
     gc.collect()
     try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)  # give freed set-up memory back, so reuse of it is not hidden
+    except (OSError, AttributeError):
+        pass
+    try:
         with open("/proc/self/clear_refs", "w") as handle:
             handle.write("5")
     except OSError:
@@ -94,15 +100,13 @@ def _reset_peak_rss() -> int:
 
 def run_one(name: str, task: str, n: int, length: int, quick: bool, repeats: int, device: str, dump: str | None) -> dict:
     """One measurement in this process (called in a subprocess by :func:`measure`)."""
+    from bioattn.models import MSATransformer
+
     size = QUICK if quick else FULL
     reference = esm_model(size)
-    if name == "bioattn":
-        from bioattn.models import MSATransformer
-
-        model = MSATransformer.from_esm_state_dict(reference.state_dict(), vars(reference.args))
-        del reference
-    else:
-        model = reference
+    converted = MSATransformer.from_esm_state_dict(reference.state_dict(), vars(reference.args))
+    model = converted if name == "bioattn" else reference  # both built in either child: the same set-up
+    del converted, reference
     model = model.to(device)
     tokens = tokens_for(n, length).to(device)
     cuda = device == "cuda"
@@ -136,7 +140,8 @@ def run_one(name: str, task: str, n: int, length: int, quick: bool, repeats: int
 def measure(args: argparse.Namespace, name: str, task: str, n: int, length: int, dump: str | None) -> dict:
     cmd = [sys.executable, __file__, "--child", name, task, str(n), str(length), "--device", args.device,
            "--repeats", str(args.repeats)] + (["--quick"] if args.quick else []) + (["--dump", dump] if dump else [])
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"}  # large buffers mmapped, returned on free: RSS tracks use
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     if done.returncode != 0:
         tail = done.stderr.strip().splitlines()[-1:] or [f"exit {done.returncode}"]
         oom = "out of memory" in done.stderr.lower() or done.returncode in (-9, 137)
