@@ -2,7 +2,8 @@
 
 For each alignment of N rows × L columns, inference (no gradients) of the 12-layer, 768-wide, 12-head model with
 fair-esm's random initialisation, both implementations holding the same weights, each measured in a fresh
-subprocess: wall time (median of ``--repeats``; after one warm-up on CUDA) and peak memory (CUDA: peak allocated;
+subprocess: wall time and process CPU time (median of ``--repeats``; after one warm-up on CUDA; on a shared CPU
+the CPU-time ratio is the steadier one) and peak memory (CUDA: peak allocated;
 CPU: the rise of the process's peak resident set size, reset after set-up, over its state then). Two tasks:
 
 - ``contacts``: logits + contact probabilities (what ``bioattn predict msa --method esm-msa`` runs). fair-esm then
@@ -126,15 +127,16 @@ def run_one(name: str, task: str, n: int, length: int, quick: bool, repeats: int
         base = torch.cuda.memory_allocated()
     else:
         base = _reset_peak_rss()
-    times = []
+    times, cpu_times = [], []
     for _ in range(max(1, repeats)):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         result = call()
         times.append(time.perf_counter() - start)
+        cpu_times.append(time.process_time() - start_cpu)
     peak = (torch.cuda.max_memory_allocated() if cuda else _peak_rss()) - base
     if dump:
         torch.save(result.float().cpu()[..., :64, :64].clone(), dump)
-    return {"seconds": statistics.median(times), "peak_gib": peak / GIB}
+    return {"seconds": statistics.median(times), "cpu_seconds": statistics.median(cpu_times), "peak_gib": peak / GIB}
 
 
 def measure(args: argparse.Namespace, name: str, task: str, n: int, length: int, dump: str | None) -> dict:
@@ -163,7 +165,8 @@ def cell(result: dict, estimate: float) -> str:
         return f"not run: would need ~{estimate:.1f} GiB"
     if "error" in result:
         return f"failed: {result['error']} (estimate {estimate:.1f} GiB)"
-    return f"{result['seconds']:.2f} s, {result['peak_gib']:.2f} GiB"
+    cpu = f" (CPU {result['cpu_seconds']:.2f} s)" if "cpu_seconds" in result else ""
+    return f"{result['seconds']:.2f} s{cpu}, {result['peak_gib']:.2f} GiB"
 
 
 def main() -> None:
@@ -219,8 +222,11 @@ def main() -> None:
             if "seconds" in ours and "seconds" in theirs:
                 row["memory_ratio"] = ours["peak_gib"] / max(theirs["peak_gib"], 1e-9)
                 row["speed_ratio"] = theirs["seconds"] / ours["seconds"]
+                if "cpu_seconds" in ours and "cpu_seconds" in theirs:
+                    row["cpu_speed_ratio"] = theirs["cpu_seconds"] / ours["cpu_seconds"]
+                cpu = f" (CPU time {row['cpu_speed_ratio']:.2f}x)" if "cpu_speed_ratio" in row else ""
                 line += (f" | memory bioattn/fair-esm {row['memory_ratio']:.3f}, speed bioattn/fair-esm "
-                         f"{row['speed_ratio']:.2f}x, max |diff| {row.get('max_abs_difference', float('nan')):.1e}")
+                         f"{row['speed_ratio']:.2f}x{cpu}, max |diff| {row.get('max_abs_difference', float('nan')):.1e}")
             elif "seconds" in ours:
                 need = row["fair-esm_estimate_gib"]
                 line += f" | fair-esm {'did not fit' if 'error' in theirs else 'not run'}: memory ratio <= {ours['peak_gib'] / need:.3f} (vs its estimate)"
