@@ -219,9 +219,9 @@ class RowAttention(_AxialProjections):
         def partial_scores(h: Tensor, h_scale: Tensor) -> Tensor:
             """``h (B, n, L, D)``, ``h_scale (B, n, 1, 1)`` → these rows' share of the scores ``(B, H, L, L)``."""
             q = self.q_proj(h)
-            q = self._heads(q * h_scale.to(q.dtype))  # (B, n, H, L, d)
-            k = self._heads(self.k_proj(h))
-            return torch.matmul(q, k.transpose(-2, -1)).sum(dim=1) * scale
+            q = self._concat_rows(q * h_scale.to(q.dtype))  # (B, H, L, n·d): the sum over rows is one matmul
+            k = self._concat_rows(self.k_proj(h))
+            return torch.matmul(q, k.transpose(-2, -1)) * scale
 
         scores = apply_in_chunks(partial_scores, x, q_scale, chunk_size=self.chunk_size, dim=1, reduce="sum", checkpoint=True)
         attention, weights = attention_weights(scores, key_keep, dropout_p=self._dropout_p())  # (B, H, L, L)
