@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +21,16 @@ from bioattn.errors import UserInputError
 from bioattn.models.base import CONFIG_NAME
 from bioattn.models.ensemble import ENSEMBLE_TYPE
 from bioattn.report import format_table
-from bioattn.io import write_json
-from bioattn.io import save_tensors
+from bioattn.io import save_tensors, write_json
 from bioattn.tasks.msa import (
     PRECISION_NAMES, RR_MIN_SEPARATION, evaluate_family, member_dirs, prepare_members, score_family, score_members,
     write_contact_outputs,
 )
 from bioattn.tasks.msa_features import FEATURES_FILE, MSAOptions, coevolution_maps, prepare_family, training_pool
-from bioattn.tasks.msa_head import HEAD_FILE_NAME, ContactHead, describe_features
+from bioattn.tasks.msa_esm import WEIGHTS_HELP, esm_msa_prediction, load_msa_transformer
+from bioattn.tasks.msa_head import ESM_MSA_MAP, HEAD_FILE_NAME, ContactHead, describe_features
 from bioattn.training import TrainConfig, prepare_run_dir
+from bioattn.training.distributed import resolve_device
 
 #: ``bioattn predict msa``'s ``--method`` when no head is given. Measured on the bundled families (README): the
 #: combined head, chosen leave-one-family-out, picked the Potts map alone, and factored attention alone ranked
@@ -137,15 +139,7 @@ def predict_contacts_esm(
     ``row_attention.safetensors`` (the ``(layers, H, L, L)`` maps). With a structure, MI and Gaussian DCA are
     computed in the same run as baselines. Returns the ``metrics.json`` content.
     """
-    import time
-
-    from bioattn.tasks.msa_esm import esm_msa_prediction, load_msa_transformer
-    from bioattn.tasks.msa_head import ESM_MSA_MAP
-    from bioattn.training.distributed import resolve_device
-
     if options.esm_weights is None:
-        from bioattn.tasks.msa_esm import WEIGHTS_HELP
-
         raise UserInputError(f"--method {ESM_METHOD} needs --weights FILE_OR_DIR. {WEIGHTS_HELP}")
     started_wall, started_cpu = time.monotonic(), time.process_time()
     model = load_msa_transformer(options.esm_weights, resolve_device(config.device))
