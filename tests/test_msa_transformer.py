@@ -235,3 +235,20 @@ def test_subsampling_is_esm_greedy_max_hamming():
     for budget in (1, 5, 17, 60, 100):
         assert esm_msa_subsample(msa, budget) == esm_greedy_select(msa, budget)
 
+
+
+def test_no_attention_call_sees_more_cells_than_max_tokens(checkpoint):
+    """Memory linear in depth: row attention sees <= max_tokens // L rows at once, column attention <= max_tokens // N
+    columns, whatever N."""
+    path, _ = checkpoint
+    model = MSATransformer.from_esm(path, max_tokens=64)
+    seen = {"row": [], "column": []}
+    for layer in model.layers:
+        for kind, module in (("row", layer.row_attention), ("column", layer.column_attention)):
+            module.q_proj.register_forward_hook(lambda m, inputs, out, kind=kind: seen[kind].append(inputs[0].shape[:-1].numel()))
+    for rows in (8, 32):
+        tokens = model.encode(random_msa(rows, 15, seed=rows))[None]  # 16 positions with <cls>
+        with torch.no_grad():
+            model(tokens, return_contacts=True)
+    assert seen["row"] and seen["column"]
+    assert max(seen["row"]) <= 64 and max(seen["column"]) <= 64  # cells per call, at 8 and at 32 rows alike
