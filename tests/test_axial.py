@@ -60,7 +60,7 @@ def test_untied_row_and_column_attention_match_torch_multihead_attention():
             reference.in_proj_bias.copy_(torch.cat([module.q_proj.bias, module.k_proj.bias, module.v_proj.bias]))
             reference.out_proj.load_state_dict(module.out_proj.state_dict())
         expected, _ = reference(sequences, sequences, sequences)
-        got = module(x)[0] if module is row else module(x)
+        got = module(x)[0]
         got = got.reshape(B * N, L, D) if module is row else got.transpose(1, 2).reshape(B * L, N, D)
         torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
 
@@ -78,7 +78,11 @@ def test_parity_with_esm_msa_transformer_attention():
     torch.testing.assert_close(weights, esm_weights.transpose(0, 1), atol=1e-5, rtol=1e-5)  # (H, B, L, L) in ESM
     column, esm_column = ColumnAttention(D, H).eval(), axial_attention.ColumnSelfAttention(D, H).eval()
     esm_column.load_state_dict(column.state_dict())
-    torch.testing.assert_close(column(x), esm_column(esm_input)[0].permute(2, 0, 1, 3), atol=1e-5, rtol=1e-5)
+    out, weights = column(x, need_weights=True)
+    esm_out, esm_weights = esm_column(esm_input)  # weights (H, C, B, R, R) in ESM
+    torch.testing.assert_close(out, esm_out.permute(2, 0, 1, 3), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(weights, esm_weights.permute(2, 1, 0, 3, 4), atol=1e-5, rtol=1e-5)
+    assert column(x)[1] is None  # the (B, L, H, N, N) maps only on request
 
 
 def test_fused_kernel_is_used_unless_weights_are_requested(monkeypatch):
@@ -200,3 +204,18 @@ def test_bad_shapes_and_masks_are_explained():
         module(torch.randn(B, N, L, D), sequence_padding_mask=torch.zeros(B, N))
     with pytest.raises(ValueError, match="divisible"):
         RowAttention(10, 3)
+
+
+def test_column_weights_are_the_same_with_chunking_and_padding():
+    column = ColumnAttention(D, H).eval()
+    x = torch.randn(B, N, L, D)
+    rows = torch.zeros(B, N, dtype=torch.bool)
+    rows[1, -2:] = True
+    out, weights = column(x, sequence_padding_mask=rows, need_weights=True)
+    column.chunk_size = 3
+    chunked_out, chunked_weights = column(x, sequence_padding_mask=rows, need_weights=True)
+    assert weights.shape == (B, L, H, N, N)
+    torch.testing.assert_close(chunked_out, out, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(chunked_weights, weights, atol=1e-6, rtol=1e-6)
+    assert weights[1, ..., -2:].abs().max() == 0  # padded sequences are never attended to
+    torch.testing.assert_close(weights.sum(-1), torch.ones(B, L, H, N))

@@ -7,7 +7,8 @@ usable on MSAs (MSA Transformer, AlphaFold's Evoformer).
 - :class:`RowAttention`: attention within each sequence; ``tied=True`` shares one L×L map per head across the
   rows of an alignment (scores summed over the non-padded rows and scaled by ``1/sqrt(d·N)`` as in MSA
   Transformer) — the map that turns into contacts.
-- :class:`ColumnAttention`: attention within each column, across sequences (its N×N maps are never returned).
+- :class:`ColumnAttention`: attention within each column, across sequences; returns ``(out, weights)`` like
+  :class:`RowAttention` (its ``(B, L, H, N, N)`` maps only on request).
 - :class:`AxialTransformerLayer`: row attention, column attention, feed-forward, each pre-norm + residual.
 
 All run through :func:`~bioattn.attention.scaled_dot_product_attention` (its masks, its guard for fully masked
@@ -218,9 +219,9 @@ class RowAttention(_AxialProjections):
         def partial_scores(h: Tensor, h_scale: Tensor) -> Tensor:
             """``h (B, n, L, D)``, ``h_scale (B, n, 1, 1)`` → these rows' share of the scores ``(B, H, L, L)``."""
             q = self.q_proj(h)
-            q = self._heads(q * h_scale.to(q.dtype))  # (B, n, H, L, d)
-            k = self._heads(self.k_proj(h))
-            return torch.matmul(q, k.transpose(-2, -1)).sum(dim=1) * scale
+            q = self._concat_rows(q * h_scale.to(q.dtype))  # (B, H, L, n·d): the sum over rows is one matmul
+            k = self._concat_rows(self.k_proj(h))
+            return torch.matmul(q, k.transpose(-2, -1)) * scale
 
         scores = apply_in_chunks(partial_scores, x, q_scale, chunk_size=self.chunk_size, dim=1, reduce="sum", checkpoint=True)
         attention, weights = attention_weights(scores, key_keep, dropout_p=self._dropout_p())  # (B, H, L, L)
@@ -237,7 +238,8 @@ class RowAttention(_AxialProjections):
 class ColumnAttention(_AxialProjections):
     """Self-attention along each column (across sequences) of an MSA.
 
-    Column maps are ``(B, L, H, N, N)`` — too large to return for deep alignments, so they never are.
+    Returns ``(out, weights)`` like :class:`RowAttention`. Column maps are ``(B, L, H, N, N)``, large for deep
+    alignments: they are computed only when ``need_weights=True`` (otherwise the fused kernel runs and weights are None).
 
     Args:
         embed_dim: channels D; ``D % num_heads == 0``.
@@ -249,31 +251,40 @@ class ColumnAttention(_AxialProjections):
     def __init__(self, embed_dim: int, num_heads: int, *, dropout: float = 0.0, chunk_size: int | None = None) -> None:
         super().__init__(embed_dim, num_heads, dropout, chunk_size)
 
-    def forward(self, x: Tensor, *, sequence_padding_mask: Tensor | None = None, position_padding_mask: Tensor | None = None) -> Tensor:
+    def forward(
+        self,
+        x: Tensor,
+        *,
+        sequence_padding_mask: Tensor | None = None,
+        position_padding_mask: Tensor | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
         """Attend along each column of ``x``.
 
         Args:
             x: ``(B, N, L, D)`` float, batch-first.
             sequence_padding_mask: bool ``(B, N)``, True = padded sequence; padded sequences are never attended to.
             position_padding_mask: bool ``(B, L)``, True = padded position; its outputs are zero.
+            need_weights: also return the column attention weights.
 
         Returns:
-            ``out (B, N, L, D)``; padded cells' outputs are zero.
+            ``(out (B, N, L, D), weights (B, L, H, N, N) or None)``; padded cells' outputs are zero.
         """
         self._check(x, sequence_padding_mask, position_padding_mask)
         b, n, length, _ = x.shape
         keep = _cell_keep(b, n, length, sequence_padding_mask, position_padding_mask, x.device)
         mask = None if sequence_padding_mask is None else ~sequence_padding_mask[:, None, None, None, :]  # (B, 1, 1, 1, N)
 
-        def columns(h: Tensor) -> Tensor:
-            """``h (B, N, l, D)`` → ``(B, N, l, D)``, attention within each of the l columns."""
+        def columns(h: Tensor) -> tuple[Tensor, Tensor | None]:
+            """``h (B, N, l, D)`` → ``(out (B, N, l, D), weights (B, H, l, N, N) or None)``, within each of the l columns."""
             h = h.transpose(1, 2)  # (B, l, N, D)
             q, k, v = (self._heads(proj(h)) for proj in (self.q_proj, self.k_proj, self.v_proj))  # (B, l, H, N, d)
-            out, _ = _attend(q, k, v, mask, self._dropout_p())
-            return self.out_proj(self._merge(out)).transpose(1, 2)
+            out, weights = _attend(q, k, v, mask, self._dropout_p(), need_weights)
+            return self.out_proj(self._merge(out)).transpose(1, 2), (None if weights is None else weights.transpose(1, 2))
 
-        out = apply_in_chunks(columns, x, chunk_size=self.chunk_size, dim=2, checkpoint=True)
-        return out if keep is None else out * keep
+        out, weights = apply_in_chunks(columns, x, chunk_size=self.chunk_size, dim=2, checkpoint=True)
+        weights = None if weights is None else weights.transpose(1, 2)  # chunks are joined along dim 2: (B, H, L, N, N)
+        return (out if keep is None else out * keep), weights
 
 
 class AxialTransformerLayer(nn.Module):
@@ -337,7 +348,8 @@ class AxialTransformerLayer(nn.Module):
         masks = {"sequence_padding_mask": sequence_padding_mask, "position_padding_mask": position_padding_mask}
         attended, weights = self.row_attention(self.row_norm(x), need_weights=need_weights, **masks)
         x = x + self.dropout(attended)
-        hidden = x + self.dropout(self.column_attention(self.column_norm(x), **masks))
+        column_out, _ = self.column_attention(self.column_norm(x), **masks)
+        hidden = x + self.dropout(column_out)
         keep = _cell_keep(*hidden.shape[:3], sequence_padding_mask, position_padding_mask, hidden.device)
 
         def feed_forward(h: Tensor) -> Tensor:

@@ -11,6 +11,11 @@ head titled with its long-range P@L/5), ``head_diversity_layer{l}.png``, ``head_
 ``faithfulness.png`` and ``summary.json`` (with ``faithfulness``: each method's deletion/insertion AUC, columns
 masked in every row).
 
+With --weights (instead of --run / --model) the model is ESM's MSA Transformer with the user's ESM-MSA-1b weights:
+per layer every head's map (heads_layer{l}.png, head_diversity_layer{l}.png), row_attention.safetensors,
+contacts.npy, head_contacts.tsv (each head's weight in its contact regression and, with a structure, its
+precision), head_contact_precision.png and summary.json; --max-rows rows chosen as in ESM's examples.
+
 Without a structure the contact figures and tables are left out. The run of an ensemble (``bioattn train msa
 --seeds``) is explained through its first member, named on stderr and in ``summary.json``: the heads of
 separately trained models do not correspond, so their per-head maps have no mean.
@@ -39,7 +44,11 @@ FAITHFULNESS_ORDER = ("integrated_gradients", "relevance", "rollout")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from bioattn.data.msa import FORMATS
 
-    add_model_arguments(parser, trained_by="bioattn train msa")
+    model = add_model_arguments(parser, trained_by="bioattn train msa")
+    model.add_argument("--weights", default=None, metavar="FILE_OR_DIR",
+                       help="instead of a run: ESM-MSA-1b weights you have (a fair-esm .pt with its "
+                            "-contact-regression.pt beside it, or a converted directory); writes its per-layer, per-head "
+                            "row-attention maps and their contact precision; nothing is downloaded (default: none)")
     add_device_argument(parser)
     add_common_arguments(parser, input_help="alignment (.a3m .a2m .fasta .sto .aln; .gz accepted)", rollout=False)
     parser.add_argument("--format", choices=FORMATS, default=None, help="alignment format (default: from the file name)")
@@ -118,6 +127,24 @@ def _load_model(args: argparse.Namespace):
     return members[0], first
 
 
+def _explain_esm_msa(args: argparse.Namespace) -> int:
+    """``--weights``: the MSA Transformer's heads (:func:`bioattn.explain.esm_msa.explain_esm_msa`)."""
+    from bioattn.data.contacts import load_target
+    from bioattn.explain.esm_msa import explain_esm_msa
+    from bioattn.tasks.msa_esm import load_msa_transformer
+
+    model = load_msa_transformer(args.weights, device_from_args(args))
+    target = load_target(args.input, fmt=args.format, query_fasta=args.query, pdb=args.pdb, chain=args.chain,
+                         struct_dat=args.struct_dat)
+    out = prepare_out_dir(args.out, overwrite=args.overwrite)
+    summary = explain_esm_msa(model, target, out, args.max_rows, str(args.weights))
+    best = summary.get("best_head")
+    found = (f"best head layer {best['layer']} head {best['head']}, long-range P@L/5 = {best['P@L/5']:.2f}"
+             if best else "no structure given")
+    print(f"{target.name}: MSA Transformer row attention of {len(summary['head_similarity'])} layers, {found} -> {out}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     import torch
 
@@ -129,6 +156,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.max_rows < 1:
         raise UserInputError(f"--max-rows must be >= 1, got {args.max_rows}")
+    if args.weights is not None:
+        return _explain_esm_msa(args)
     model, member = _load_model(args)
     target = load_target(args.input, fmt=args.format, query_fasta=args.query, pdb=args.pdb, chain=args.chain,
                          struct_dat=args.struct_dat)

@@ -6,6 +6,9 @@ Load one by name wherever a run directory is accepted: 'bioattn predict promoter
 'bioattn.models.load_pretrained(NAME)' or 'PromoterClassifier.from_pretrained(NAME)'. Each model's folder
 holds MODEL_CARD.md: its data and license, training command, metrics beside same-run baselines, intended use
 and limits.
+
+ESM's MSA Transformer (ESM-MSA-1b) is not shipped: 'bioattn models' says how to obtain its weights, which
+'bioattn predict msa --method esm-msa --weights FILE_OR_DIR' then reads; nothing is downloaded.
 """
 from __future__ import annotations
 
@@ -34,5 +37,9 @@ def model_rows() -> list[list[str]]:
 
 def run(args: argparse.Namespace) -> int:
     print(format_table(HEADER, model_rows()))
+    from bioattn.tasks.msa_esm import WEIGHTS_HELP
+
     print(f"\nmodel cards: {PRETRAINED_ROOT}/<name>/MODEL_CARD.md")
+    print(f"\nESM's MSA Transformer for 'bioattn predict msa --method esm-msa' and 'bioattn explain msa --weights': "
+          f"{WEIGHTS_HELP}")
     return 0

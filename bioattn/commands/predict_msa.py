@@ -14,6 +14,10 @@ regression on z-scored maps, see each head's fit_on and settings):
              budget).
   combined   the head chosen leave-one-family-out on the bundled families among one per map and one on both
              (its choice, and why: metrics.json of the run that fitted it).
+  esm-msa    ESM's MSA Transformer (ESM-MSA-1b) with the weights you give in --weights (a fair-esm .pt with its
+             -contact-regression.pt beside it, or a converted directory; nothing is downloaded, see 'bioattn
+             models'), on at most --esm-max-rows rows chosen for diversity as in ESM's examples; its own contact
+             regression gives the probabilities, and row_attention.safetensors holds its maps.
 --contact-head FILE or --run RUN_DIR (a bioattn train msa run: its contact_head.json and model size; --model
 NAME: such a run shipped with bioattn) can read attention features of the axial model too: then the per-family
 axial model is also trained on the alignment (--max-minutes and the training flags apply; one model, seed
@@ -43,15 +47,16 @@ from bioattn.errors import UserInputError
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from bioattn.tasks.msa import DEFAULTS, RR_MIN_SEPARATION, RR_TOP_PER_RESIDUE
     from bioattn.tasks.msa_head import SHIPPED_HEADS
-    from bioattn.tasks.msa_predict import DEFAULT_METHOD
+    from bioattn.tasks.msa_predict import DEFAULT_METHOD, ESM_METHOD
     from bioattn.training import add_training_args
 
     add_input_arguments(parser, msa_required=True)
     head = add_model_arguments(parser.add_argument_group("contact head"), trained_by="bioattn train msa", required=False)
     head.add_argument("--contact-head", type=Path, default=None,
                       help="contact_head.json to use (default: the head shipped for --method)")
-    head.add_argument("--method", choices=tuple(SHIPPED_HEADS), default=None,
-                      help=f"which shipped head: factored attention only, Potts only, or both (default: {DEFAULT_METHOD})")
+    head.add_argument("--method", choices=(*SHIPPED_HEADS, ESM_METHOD), default=None,
+                      help="which shipped head: factored attention only, Potts only, or both; or esm-msa, the MSA "
+                           f"Transformer with --weights (default: {DEFAULT_METHOD})")
     output = parser.add_argument_group("output")
     output.add_argument("--top", type=int, default=None,
                         help=f"pairs written to contacts.rr (default: {RR_TOP_PER_RESIDUE}L)")
@@ -64,12 +69,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from bioattn.tasks.msa_head import ContactHead, shipped_head
-    from bioattn.tasks.msa_predict import DEFAULT_METHOD, predict_contacts, prediction_report, run_head
+    from bioattn.tasks.msa_predict import (
+        DEFAULT_METHOD, ESM_METHOD, predict_contacts, predict_contacts_esm, prediction_report, run_head,
+    )
 
     if args.top is not None and args.top < 1:
         raise UserInputError(f"--top must be >= 1, got {args.top}")
     if args.min_separation < 1:
         raise UserInputError(f"--min-separation must be >= 1, got {args.min_separation}")
+    if args.method == ESM_METHOD:
+        if args.contact_head is not None or model_dir(args) is not None:
+            raise UserInputError(f"--method {ESM_METHOD} uses the MSA Transformer's own contact regression; drop "
+                                 "--contact-head / --run / --model")
+        options, config = options_from_args(args)
+        metrics = predict_contacts_esm(load_input(args), args.out, options, config, top=args.top,
+                                       min_separation=args.min_separation)
+        print(prediction_report(metrics, None))
+        print(f"wrote {args.out}/contacts.rr, contacts.npy, contact_map.png, row_attention.safetensors, metrics.json")
+        return 0
     model_size = {}
     run_dir = model_dir(args)
     if run_dir is not None:

@@ -103,6 +103,14 @@ def add_fit_arguments(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--finetune", action=argparse.BooleanOptionalAction, default=True,
                        help="with --init-from: train the pretrained model further on the family; --no-finetune reads its "
                             "attention maps as they are (attention-only contacts) (default: %(default)s)")
+    group.add_argument("--weights", dest="esm_weights", default=None, metavar="FILE_OR_DIR",
+                       help="ESM-MSA-1b weights you have (a fair-esm .pt with its -contact-regression.pt beside it, or "
+                            "a directory converted by MSATransformer.save_pretrained): predict msa --method esm-msa, a contact "
+                            "head reading esm_msa_logit, or train msa --compare-methods adding its map to the combined "
+                            "head's choices; nothing is downloaded, see 'bioattn models' (default: none)")
+    group.add_argument("--esm-max-rows", type=int, default=256,
+                       help="rows fed to the MSA Transformer, chosen for maximal Hamming diversity as in ESM's "
+                            "examples; at most 1024 (default: %(default)s)")
     group.add_argument("--quick", action="store_true", help="tiny settings for a smoke test (seconds) (default: off)")
 
 

@@ -9,6 +9,7 @@ _LAZY = {
     "PretrainedModel": "bioattn.models.base",
     "PromoterClassifier": "bioattn.models.promoter",
     "MSAContactModel": "bioattn.models.msa_contact",
+    "MSATransformer": "bioattn.models.msa_transformer",
     "HybridCT3D": "bioattn.models.hybrid_ct",
     "Ensemble": "bioattn.models.ensemble",
     "FactoredAttention": "bioattn.models.factored_attention",

@@ -41,7 +41,7 @@ from bioattn.tasks.msa_features import (
     DEFAULTS, FEATURES_FILE, QUICK, MSAOptions, coevolution_maps, load_features, prepare_family, quick_config, training_pool,
 )
 from bioattn.tasks.msa_head import (
-    COEVOLUTION_MAPS, FACTORED_ATTENTION_MAP, HEAD_FILE_NAME, ContactHead, attention_feature_names, default_head,
+    COEVOLUTION_MAPS, ESM_MSA_MAP, FACTORED_ATTENTION_MAP, HEAD_FILE_NAME, ContactHead, attention_feature_names, default_head,
     describe_features, fit_head, leave_one_out_heads,
 )
 from bioattn.training import TrainConfig, prepare_run_dir, seed_everything
@@ -80,7 +80,7 @@ def contact_scores(
     if fallback:
         raw, what = features[fallback[0]], fallback[0]
     else:
-        raw = torch.stack([v for n, v in features.items() if n not in (*COEVOLUTION_MAPS, FACTORED_ATTENTION_MAP)]).mean(0)
+        raw = torch.stack([v for n, v in features.items() if n not in (*COEVOLUTION_MAPS, FACTORED_ATTENTION_MAP, ESM_MSA_MAP)]).mean(0)
         what = "mean APC'd tied attention"
     squashed = logistic_contact_probabilities(raw[..., None], torch.ones(1), 0.0)
     return squashed.numpy(), f"{what}, no contact head (uncalibrated)", False
@@ -108,7 +108,7 @@ def evaluate_family(
     metrics: dict[str, Any] = {
         "model": precision_at(probabilities, distances),
         "baselines": {name: precision_at(features[name].numpy(), distances)
-                      for name in (FACTORED_ATTENTION_MAP, *COEVOLUTION_MAPS) if name in features},
+                      for name in (ESM_MSA_MAP, FACTORED_ATTENTION_MAP, *COEVOLUTION_MAPS) if name in features},
         "variants": {name: precision_at(scores, distances) for name, scores in variants.items()},
     }
     if target.predictions_dir is not None:

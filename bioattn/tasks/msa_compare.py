@@ -9,6 +9,11 @@ no fitting: a one-feature head ranks pairs as its map does. Writes one sub-folde
 (``features.safetensors``, ``prepare.json``), ``summary.md`` / ``summary.json`` and the heads fitted on every
 family (``contact_head_attention.json``, ``contact_head_potts.json``, ``contact_head_combined.json``: the files
 shipped for ``--method``).
+
+With ``options.esm_weights`` (``--weights``: the user's ESM-MSA-1b) the MSA Transformer's map
+(:data:`~bioattn.tasks.msa_head.ESM_MSA_MAP`) is computed too and joins the combined head's candidates; the head
+fitted then (``contact_head_combined.json``) reads it where it helped, and ``bioattn predict msa --contact-head``
+that file ``--weights`` the same weights applies it to a new alignment.
 """
 from __future__ import annotations
 
@@ -29,6 +34,7 @@ from bioattn.tasks.msa_features import (
     prepare_family,
 )
 from bioattn.tasks.msa_head import (
+    ESM_MSA_MAP,
     FACTORED_ATTENTION_MAP,
     fit_head,
     head_precision,
@@ -48,6 +54,8 @@ def compare_methods(
     """Every family of the data root (or ``families``): the maps, the nested leave-one-family-out combined head,
     the table (see the module docstring). With ``options.resume`` families already computed are reused."""
     out, targets = family_targets(data_root, out, options, families)
+    esm = options.esm_weights is not None
+    candidates = COMBINED_FEATURES + ((ESM_MSA_MAP,) if esm else ())
     infos: dict[str, dict] = {}
     for name, target in targets.items():
         run_dir = out / name
@@ -58,7 +66,7 @@ def compare_methods(
         run_dir.mkdir(parents=True, exist_ok=True)
         seed_everything(config.seed)
         infos[name] = prepare_family(target, options, config, run_dir, maps=("mi_apc", "potts_apc"), with_model=False,
-                                     factored=True)
+                                     factored=True, esm=esm)
         write_json(run_dir / PREPARE_FILE, infos[name])
     features = {name: load_features(out / name) for name in targets}
     labelled = [name for name, target in targets.items() if target.distances is not None]
@@ -67,21 +75,21 @@ def compare_methods(
     for name in labelled:
         maps = features[name]
         row: dict[str, Any] = {**infos[name], "maps": {
-            key: precision_at(maps[key].numpy(), distances[name]) for key in (FACTORED_ATTENTION_MAP, "potts_apc", "mi_apc")}}
+            key: precision_at(maps[key].numpy(), distances[name]) for key in (*candidates, "mi_apc")}}
         others = [f for f in labelled if f != name]
         if len(others) > 1:
-            head = select_head({f: features[f] for f in others}, {f: distances[f] for f in others}, COMBINED_FEATURES)
+            head = select_head({f: features[f] for f in others}, {f: distances[f] for f in others}, candidates)
             row["combined"] = {"features": list(head.features), "P@L/5": head_precision(head, maps, distances[name])}
         if targets[name].predictions_dir is not None:
             row["published"] = {tool: precision_at(scores, distances[name]) for tool, scores in
                                 published_predictions(targets[name].predictions_dir, len(targets[name].sequence)).items()}
         rows.append(row)
     if len(labelled) > 1:
-        heads = {"attention": [FACTORED_ATTENTION_MAP], "potts": ["potts_apc"]}
+        heads = {"attention": [FACTORED_ATTENTION_MAP], "potts": ["potts_apc"], **({"esm-msa": [ESM_MSA_MAP]} if esm else {})}
         settings = {**options.settings(), "seed": config.seed}
         for method, names in heads.items():
             fit_head({f: features[f] for f in labelled}, distances, names, settings).save(out / f"contact_head_{method}.json")
-        select_head({f: features[f] for f in labelled}, distances, COMBINED_FEATURES, settings).save(
+        select_head({f: features[f] for f in labelled}, distances, candidates, settings).save(
             out / "contact_head_combined.json")
     table = comparison_table(rows)
     print(table)
@@ -95,10 +103,13 @@ def comparison_table(rows: Sequence[Mapping[str, Any]]) -> str:
     columns = {
         "attention only (factored)": lambda r: r["maps"][FACTORED_ATTENTION_MAP]["P@L/5"],
         "Potts+APC": lambda r: r["maps"]["potts_apc"]["P@L/5"],
+        "MSA Transformer (your weights)": lambda r: r["maps"].get(ESM_MSA_MAP, {}).get("P@L/5"),
         "combined (LOFO head)": lambda r: r.get("combined", {}).get("P@L/5"),
         "MI+APC": lambda r: r["maps"]["mi_apc"]["P@L/5"],
         "CCMpred (published)": lambda r: next((v["P@L/5"] for k, v in r.get("published", {}).items() if k.startswith("ccmpred")), None),
     }
+    if not any(ESM_MSA_MAP in row["maps"] for row in rows):
+        del columns["MSA Transformer (your weights)"]
     body, sums = [], {column: [] for column in columns}
     for row in rows:
         cells = []

@@ -27,7 +27,7 @@ from bioattn.models.msa_contact import MSAContactModel, masked_lm_loss
 from bioattn.models.registry import read_config, resolve_model_dir
 from bioattn.tasks.common import check_ensemble_options, check_model_options, fit_timed
 from bioattn.tasks.msa_head import (
-    COEVOLUTION_FEATURES, COEVOLUTION_MAPS, FACTORED_ATTENTION_MAP, attention_feature_names, feature_names,
+    COEVOLUTION_FEATURES, COEVOLUTION_MAPS, ESM_MSA_MAP, FACTORED_ATTENTION_MAP, attention_feature_names, feature_names,
 )
 from bioattn.training import TrainConfig, Trainer, plot_curves
 from bioattn.training.distributed import is_main_process
@@ -57,6 +57,9 @@ class MSAOptions:
     ``constant``), ``factored_minutes`` (CPU budget). ``init_from``: a pretrained model (run
     directory or shipped name) the per-family model starts from; ``finetune`` False reads its attention as is.
     ``seeds``: one model per seed, saved as one ensemble (None: one model, the training config's seed).
+    ``esm_weights``: the user's MSA Transformer weights (a fair-esm ``.pt`` or a converted directory), read when
+    the contact head reads :data:`~bioattn.tasks.msa_head.ESM_MSA_MAP`; ``esm_max_rows`` rows fed to it, chosen as
+    in ESM's examples (:mod:`bioattn.tasks.msa_esm`).
     ``resume`` / ``overwrite``: what to do with a non-empty output folder.
     """
 
@@ -80,6 +83,8 @@ class MSAOptions:
     seeds: tuple[int, ...] | None = None
     init_from: str | None = None
     finetune: bool = True
+    esm_weights: str | None = None
+    esm_max_rows: int = 256
     resume: bool = False
     overwrite: bool = False
 
@@ -95,6 +100,8 @@ class MSAOptions:
         if not self.finetune and self.init_from is None:
             raise UserInputError("--no-finetune reads a pretrained model's attention: give --init-from NAME_OR_RUN_DIR")
         check_ensemble_options(self.seeds, None)
+        if self.esm_max_rows < 1:
+            raise UserInputError(f"--esm-max-rows must be >= 1, got {self.esm_max_rows}")
 
     @property
     def extra_features(self) -> tuple[str, ...]:
@@ -274,12 +281,25 @@ def attention_features(model: MSAContactModel, pool: torch.Tensor, weights: torc
     return {name: stacked[..., index] for index, name in enumerate(names)}
 
 
+def esm_msa_map(target: ContactTarget, options: MSAOptions, config: TrainConfig) -> torch.Tensor:
+    """The MSA Transformer's ``(L, L)`` contact log-odds on ``target`` (:data:`~bioattn.tasks.msa_head.ESM_MSA_MAP`)
+    with the user's ``options.esm_weights``."""
+    from bioattn.tasks.msa_esm import WEIGHTS_HELP, esm_msa_prediction, load_msa_transformer
+    from bioattn.training.distributed import resolve_device
+
+    if options.esm_weights is None:
+        raise UserInputError(f"the contact head reads {ESM_MSA_MAP}, the MSA Transformer's map: give --weights. {WEIGHTS_HELP}")
+    model = load_msa_transformer(options.esm_weights, resolve_device(config.device))
+    return esm_msa_prediction(model, target, options.esm_max_rows).logits
+
+
 def prepare_family(
     target: ContactTarget, options: MSAOptions, config: TrainConfig, run_dir: Path, *, maps: Sequence[str], with_model: bool = True,
-    factored: bool = False,
+    factored: bool = False, esm: bool = False,
 ) -> dict[str, Any]:
-    """Coevolution ``maps``, with ``factored`` the factored-attention map (:func:`factored_attention_map`) and with
-    ``with_model`` the trained model and its attention features, of one family.
+    """Coevolution ``maps``, with ``factored`` the factored-attention map (:func:`factored_attention_map`), with
+    ``esm`` the MSA Transformer's map (:func:`esm_msa_map`, the user's weights) and with ``with_model`` the trained
+    model and its attention features, of one family.
 
     Saves the named pair features in ``run_dir/features.safetensors`` and the model in ``run_dir``. Returns the
     family's facts and timings (rank 0) or {} (other ranks under torchrun).
@@ -293,6 +313,10 @@ def prepare_family(
         tick = time.process_time()
         features[FACTORED_ATTENTION_MAP] = factored_attention_map(target, options, config.seed)
         timings["factored_attention_cpu_s"] = time.process_time() - tick
+    if esm and is_main:
+        tick = time.process_time()
+        features[ESM_MSA_MAP] = esm_msa_map(target, options, config)
+        timings["esm_msa_cpu_s"] = time.process_time() - tick
     info: dict[str, Any] = {"family": target.name, "length": pool.shape[1], "depth": target.msa.depth,
                             "sequences_used": len(pool), "neff": round(float(weights.sum()), 1)}
     if with_model:

@@ -4,7 +4,8 @@ A contact head is a logistic regression on pair features z-scored within each fa
 (:func:`bioattn.models.msa_contact.fit_contact_head`). Its file, ``contact_head.json``, holds:
 
 - ``features``: the input names, in order: ``layer{l}_head_rank{k}`` (the per-family model's tied row-attention
-  maps of layer l, heads sorted at each pair, rank k), ``factored_attention_apc`` (the contact map of a
+  maps of layer l, heads sorted at each pair, rank k), ``esm_msa_logit`` (the contact log-odds of the MSA
+  Transformer with the user's weights, :mod:`bioattn.tasks.msa_esm`), ``factored_attention_apc`` (the contact map of a
   :class:`~bioattn.models.factored_attention.FactoredAttention` fitted on the alignment: no coevolution
   statistic) and coevolution maps (``potts_apc``, ``gaussian_dca_apc``, ``mi_apc``);
 - ``weight`` (one per feature) and ``bias``;
@@ -46,6 +47,9 @@ COEVOLUTION_MAPS = ("potts_apc", "gaussian_dca_apc", "mi_apc")
 FACTORED_ATTENTION_MAP = "factored_attention_apc"
 #: Folder of the contact heads shipped with bioattn, beside the shipped models (package data).
 SHIPPED_HEADS_DIR = PRETRAINED_ROOT / "contact-heads"
+#: The MSA Transformer's pair feature (the user's ESM-MSA-1b weights, ``--weights``): the log-odds of its contact
+#: regression over its symmetrised, APC-corrected row-attention maps (:mod:`bioattn.tasks.msa_esm`).
+ESM_MSA_MAP = "esm_msa_logit"
 #: The head shipped with bioattn (Potts map only; see its ``fit_on`` and ``settings``).
 DEFAULT_HEAD_FILE = SHIPPED_HEADS_DIR / "contact_head.json"
 HEAD_FILE_NAME = "contact_head.json"
@@ -87,7 +91,7 @@ class ContactHead:
             raise UserInputError(f"{source}: 'features' must be a non-empty list of names")
         if len(set(self.features)) != len(self.features):
             raise UserInputError(f"{source}: 'features' lists a name twice")
-        known = (*COEVOLUTION_MAPS, FACTORED_ATTENTION_MAP)
+        known = (*COEVOLUTION_MAPS, FACTORED_ATTENTION_MAP, ESM_MSA_MAP)
         unknown = [name for name in self.features if name not in known and not _ATTENTION_FEATURE.fullmatch(name)]
         if unknown:
             raise UserInputError(f"{source}: unknown feature {unknown[0]!r}; known: layer<l>_head_rank<k>, {', '.join(known)}")
@@ -125,6 +129,11 @@ class ContactHead:
         return FACTORED_ATTENTION_MAP in self.features
 
     @property
+    def reads_esm_msa(self) -> bool:
+        """Whether the head reads the MSA Transformer's map (then the user's weights must be given)."""
+        return ESM_MSA_MAP in self.features
+
+    @property
     def coevolution_features(self) -> tuple[str, ...]:
         """The coevolution maps the head reads."""
         return tuple(name for name in self.features if name in COEVOLUTION_MAPS)
@@ -133,6 +142,7 @@ class ContactHead:
         """The ``bioattn train msa`` flags of a run that computes this head's features."""
         shape = self.attention_shape()
         parts = [f"--layers {shape[0]} --heads {shape[1]}"] if shape else []
+        parts += ["--weights ESM_MSA_WEIGHTS"] if self.reads_esm_msa else []
         return " ".join(parts + [f"--coevolution {self.coevolution}"])
 
     @property
@@ -203,7 +213,7 @@ def describe_features(names: Sequence[str]) -> str:
     """``"16 attention features + potts_apc"``: a short description of the feature names ``names``."""
     attention = sum(1 for name in names if _ATTENTION_FEATURE.fullmatch(name))
     parts = ([f"{attention} attention features"] if attention else [])
-    parts += [n for n in names if n in COEVOLUTION_MAPS or n == FACTORED_ATTENTION_MAP]
+    parts += [n for n in names if n in COEVOLUTION_MAPS or n in (FACTORED_ATTENTION_MAP, ESM_MSA_MAP)]
     return " + ".join(parts) or "none"
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +21,16 @@ from bioattn.errors import UserInputError
 from bioattn.models.base import CONFIG_NAME
 from bioattn.models.ensemble import ENSEMBLE_TYPE
 from bioattn.report import format_table
-from bioattn.io import write_json
-from bioattn.tasks.msa import PRECISION_NAMES, RR_MIN_SEPARATION, member_dirs, prepare_members, score_family, score_members
-from bioattn.tasks.msa_features import MSAOptions, prepare_family
-from bioattn.tasks.msa_head import HEAD_FILE_NAME, ContactHead, describe_features
+from bioattn.io import save_tensors, write_json
+from bioattn.tasks.msa import (
+    PRECISION_NAMES, RR_MIN_SEPARATION, evaluate_family, member_dirs, prepare_members, score_family, score_members,
+    write_contact_outputs,
+)
+from bioattn.tasks.msa_features import FEATURES_FILE, MSAOptions, coevolution_maps, prepare_family, training_pool
+from bioattn.tasks.msa_esm import WEIGHTS_HELP, esm_msa_prediction, load_msa_transformer
+from bioattn.tasks.msa_head import ESM_MSA_MAP, HEAD_FILE_NAME, ContactHead, describe_features
 from bioattn.training import TrainConfig, prepare_run_dir
+from bioattn.training.distributed import resolve_device
 
 #: ``bioattn predict msa``'s ``--method`` when no head is given. Measured on the bundled families (README): the
 #: combined head, chosen leave-one-family-out, picked the Potts map alone, and factored attention alone ranked
@@ -130,7 +136,7 @@ def predict_contacts(
         maps += [name for name in EVALUATION_BASELINES if name not in maps]
     out = prepare_run_dir(out, resume=options.resume, overwrite=options.overwrite)
     info = prepare_family(target, options, config, out, maps=maps, with_model=bool(head.attention_features),
-                          factored=head.reads_factored_attention)
+                          factored=head.reads_factored_attention, esm=head.reads_esm_msa)
     metrics = score_family(target, out, info, options, head, {}, top=top, min_separation=min_separation)
     head.save(out / HEAD_FILE_NAME)
     return metrics
@@ -153,13 +159,62 @@ def _predict_with_seeds(
     return metrics
 
 
-def prediction_report(metrics: dict[str, Any], head: ContactHead) -> str:
-    """What a prediction fitted and, with a structure, its precision beside the baselines, as text for the terminal."""
-    lines = [
-        f"{metrics['family']}: {metrics['length']} columns, {metrics['depth']} sequences (Neff {metrics['neff']}); "
-        f"fitted {describe_features(head.features)} in {metrics['cpu_seconds']['total'] / 60:.1f} CPU-min",
-        f"contact probabilities: {metrics['method']}",
-    ]
+#: ``--method`` of the MSA Transformer with the user's weights (no contact head file: its own contact regression).
+ESM_METHOD = "esm-msa"
+
+
+def predict_contacts_esm(
+    target: ContactTarget, out: Path, options: MSAOptions, config: TrainConfig, *,
+    top: int | None = None, min_separation: int = RR_MIN_SEPARATION,
+) -> dict[str, Any]:
+    """``bioattn predict msa --method esm-msa``: the MSA Transformer with the user's ``options.esm_weights`` on at most
+    ``options.esm_max_rows`` rows chosen as in ESM's examples; its own contact regression gives the probabilities.
+
+    Writes the outputs of :func:`predict_contacts` (``contacts.npy``, ``contacts.rr``, ``contact_map.png``,
+    ``features.safetensors`` with :data:`~bioattn.tasks.msa_head.ESM_MSA_MAP`, ``metrics.json``) and
+    ``row_attention.safetensors`` (the ``(layers, H, L, L)`` maps). With a structure, MI and Gaussian DCA are
+    computed in the same run as baselines. Returns the ``metrics.json`` content.
+    """
+    if options.esm_weights is None:
+        raise UserInputError(f"--method {ESM_METHOD} needs --weights FILE_OR_DIR. {WEIGHTS_HELP}")
+    started_wall, started_cpu = time.monotonic(), time.process_time()
+    model = load_msa_transformer(options.esm_weights, resolve_device(config.device))
+    out = prepare_run_dir(out, resume=options.resume, overwrite=options.overwrite)
+    prediction = esm_msa_prediction(model, target, options.esm_max_rows)
+    esm_seconds = time.process_time() - started_cpu
+    features = {ESM_MSA_MAP: prediction.logits}
+    timings: dict[str, float] = {"esm_msa_cpu_s": esm_seconds}
+    info: dict[str, Any] = {"family": target.name, "length": target.msa.length, "depth": target.msa.depth,
+                            "sequences_used": len(prediction.rows), "weights": str(options.esm_weights)}
+    if target.distances is not None:
+        pool, weights = training_pool(target, options, config.seed)
+        features.update(coevolution_maps(target, pool, weights, EVALUATION_BASELINES, options, config.seed, timings))
+        info["neff"] = round(float(weights.sum()), 1)
+    save_tensors(out / FEATURES_FILE, features)
+    save_tensors(out / "row_attention.safetensors", {"row_attention": prediction.row_attentions})
+    method = (f"ESM MSA Transformer contact regression ({model.config['num_layers']} layers x {model.config['num_heads']} "
+              f"heads, weights {Path(options.esm_weights).name}, {len(prediction.rows)} rows by max Hamming diversity)")
+    write_contact_outputs(out, target, prediction.probabilities.numpy(), method, True, top=top, min_separation=min_separation)
+    info["cpu_seconds"] = {**{k: round(v, 1) for k, v in timings.items()}, "total": round(time.process_time() - started_cpu, 1)}
+    info["wall_seconds"] = round(time.monotonic() - started_wall, 1)
+    metrics = {**info, "method": method, "calibrated": True}
+    if target.distances is not None:
+        metrics.update(evaluate_family(target, prediction.probabilities.numpy(), features, {}))
+    write_json(out / "metrics.json", metrics)
+    return metrics
+
+
+def prediction_report(metrics: dict[str, Any], head: ContactHead | None) -> str:
+    """What a prediction fitted and, with a structure, its precision beside the baselines, as text for the terminal
+    (``head`` None: the MSA Transformer's own contact regression, :func:`predict_contacts_esm`)."""
+    minutes = metrics["cpu_seconds"]["total"] / 60
+    if head is None:
+        first = (f"{metrics['family']}: {metrics['length']} columns, {metrics['depth']} sequences "
+                 f"({metrics['sequences_used']} fed to the MSA Transformer) in {minutes:.1f} CPU-min")
+    else:
+        first = (f"{metrics['family']}: {metrics['length']} columns, {metrics['depth']} sequences (Neff {metrics['neff']}); "
+                 f"fitted {describe_features(head.features)} in {minutes:.1f} CPU-min")
+    lines = [first, f"contact probabilities: {metrics['method']}"]
     if "model" in metrics:
         rows = [["prediction", *(metrics["model"][k] for k in PRECISION_NAMES)]]
         rows += [[name, *(values[k] for k in PRECISION_NAMES)] for name, values in metrics["baselines"].items()]

@@ -1,0 +1,67 @@
+"""Which heads of ESM's MSA Transformer (the user's weights) carry the contacts of one alignment.
+
+:func:`explain_esm_msa` runs :class:`~bioattn.models.MSATransformer` once on at most ``max_rows`` rows chosen as in
+ESM's examples and writes, per layer, every head's tied row-attention map (``heads_layer{l}.png``, with the native
+contacts and each head's long-range P@L/5 when a structure is given), ``head_diversity_layer{l}.png``,
+``row_attention.safetensors`` (the ``(layers, H, L, L)`` maps), ``contacts.npy`` (the model's contact
+probabilities) and ``head_contacts.tsv``: each head's weight in the model's contact regression and, with a
+structure, the P@L/5, P@L/2, P@L of its symmetrised + APC map (``head_contact_precision.png``); ``summary.json``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from bioattn.data.contacts import ContactTarget
+from bioattn.explain.msa import PRECISION_NAMES, head_contact_precision
+from bioattn.explain.outputs import write_layer_figures
+from bioattn.io import save_tensors, write_json, write_table
+from bioattn.metrics import CONTACT_CUTOFF, LONG_RANGE, precision_at
+from bioattn.models.msa_transformer import MSATransformer
+
+__all__ = ["explain_esm_msa"]
+
+
+def explain_esm_msa(model: MSATransformer, target: ContactTarget, out: Path, max_rows: int, label: str) -> dict[str, Any]:
+    """Write the per-layer, per-head explanation of ``model`` on ``target`` into ``out`` (see the module docstring);
+    returns ``summary.json``'s content. ``label`` names the weights in the summary."""
+    from bioattn.explain.figures import plot_head_scores
+
+    prediction = model.predict_alignment(target.msa.sequences, max_rows, source=str(target.msa.source))
+    maps = prediction.row_attentions  # (layers, H, L, L)
+    layers, heads, length = maps.shape[0], maps.shape[1], maps.shape[-1]
+    save_tensors(out / "row_attention.safetensors", {"row_attention": maps})
+    np.save(out / "contacts.npy", prediction.probabilities.numpy().astype(np.float32))
+    regression = model.contact_regression.weight.detach().float().cpu().view(layers, heads)
+    summary: dict[str, Any] = {"weights": label, "input": str(target.msa.source), "family": target.name, "columns": length,
+                               "rows_used": len(prediction.rows), "rows_in_alignment": target.msa.depth}
+    rows = [[layer, head, float(regression[layer, head])] for layer in range(layers) for head in range(heads)]
+    if target.distances is None:
+        summary["head_similarity"] = write_layer_figures(list(maps), out, what=f"{target.name} row attention")
+        write_table(out / "head_contacts.tsv", ["layer", "head", "regression_weight"], rows)
+        write_json(out / "summary.json", summary)
+        return summary
+    distances = target.distances
+    precision = head_contact_precision(maps, distances)  # (layers, H, 3)
+    contacts = torch.from_numpy(np.nan_to_num(distances, nan=np.inf) < CONTACT_CUTOFF).float()
+    summary["head_similarity"] = write_layer_figures(
+        list(maps), out, what=f"{target.name} row attention", reference=contacts,
+        reference_title=f"native contacts (< {CONTACT_CUTOFF:g} Å)",
+        head_scores=[[float(p) for p in layer] for layer in precision[..., 0]], score_name=PRECISION_NAMES[0],
+    )
+    plot_head_scores(precision[..., 0], out / "head_contact_precision.png", label=f"long-range {PRECISION_NAMES[0]}",
+                     title=f"{target.name}: which heads carry contacts (sym + APC map, separation ≥ {LONG_RANGE})")
+    write_table(out / "head_contacts.tsv", ["layer", "head", "regression_weight", *PRECISION_NAMES],
+                ([*row, *map(float, precision[row[0], row[1]])] for row in rows))
+    best = np.unravel_index(int(np.argmax(precision[..., 0])), precision.shape[:2])
+    summary.update({
+        "best_head": {"layer": int(best[0]), "head": int(best[1]),
+                      **{name: float(v) for name, v in zip(PRECISION_NAMES, precision[best])}},
+        "mean_over_heads": {name: float(precision[..., k].mean()) for k, name in enumerate(PRECISION_NAMES)},
+        "contact_regression": precision_at(prediction.probabilities.numpy(), distances),
+    })
+    write_json(out / "summary.json", summary)
+    return summary

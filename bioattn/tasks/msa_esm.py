@@ -1,0 +1,60 @@
+"""The MSA Transformer (ESM-MSA-1b, the user's weights) on one alignment: contact probabilities and the pair feature
+the contact head reads.
+
+:func:`load_msa_transformer` opens the weights the user points at (``--weights``): a fair-esm checkpoint ``.pt``
+(converted on the fly by :meth:`~bioattn.models.MSATransformer.from_esm`, which reads pickle restricted to tensors)
+or a directory written by :meth:`~bioattn.models.MSATransformer.save_pretrained` (safetensors). Nothing is
+downloaded. :func:`esm_msa_prediction` subsamples the alignment as ESM's examples do (greedy maximal Hamming
+diversity up to ``max_rows`` rows, :func:`~bioattn.models.msa_transformer.esm_msa_subsample`) and runs the model
+once: its contact probabilities, their log-odds (``esm_msa_logit``, a pair feature for the contact head) and
+the tied row-attention maps of every layer and head.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from bioattn.data.contacts import ContactTarget
+from bioattn.errors import UserInputError
+from bioattn.models.msa_transformer import DEFAULT_MAX_ROWS, AlignmentPrediction, MSATransformer
+
+__all__ = ["DEFAULT_MAX_ROWS", "WEIGHTS_HELP", "load_msa_transformer", "esm_msa_prediction"]
+
+#: How to obtain the weights (``bioattn models``, errors, ``--help``).
+WEIGHTS_HELP = (
+    "ESM-MSA-1b weights are not shipped with bioattn and never downloaded by it. Download fair-esm's "
+    "esm_msa1b_t12_100M_UR50S.pt and esm_msa1b_t12_100M_UR50S-contact-regression.pt (links in the fair-esm "
+    "repository's README, MIT license) into one folder, then give --weights FILE.pt, or convert once with "
+    "MSATransformer.from_esm(FILE.pt).save_pretrained(DIR) and give --weights DIR (safetensors, no pickle)."
+)
+
+_CACHE: dict[tuple[str, str], MSATransformer] = {}
+
+
+def load_msa_transformer(weights: str | os.PathLike, device: torch.device | str = "cpu") -> MSATransformer:
+    """The MSA Transformer of ``weights`` (a fair-esm ``.pt`` or a converted directory) on ``device``, eval mode.
+
+    Loaded once per process and path. Raises :class:`UserInputError` naming the path otherwise."""
+    path = Path(weights)
+    key = (str(path.resolve()), str(device))
+    if key in _CACHE:
+        return _CACHE[key]
+    if path.is_dir():
+        model = MSATransformer.from_pretrained(path)
+        if not isinstance(model, MSATransformer):
+            raise UserInputError(f"{path}: holds a {type(model).__name__}, not an MSATransformer")
+    elif path.is_file():
+        model = MSATransformer.from_esm(path)
+    else:
+        raise UserInputError(f"{path}: --weights not found. {WEIGHTS_HELP}")
+    _CACHE[key] = model.to(device).eval()
+    return _CACHE[key]
+
+
+@torch.no_grad()
+def esm_msa_prediction(model: MSATransformer, target: ContactTarget, max_rows: int = DEFAULT_MAX_ROWS) -> AlignmentPrediction:
+    """Run ``model`` on at most ``max_rows`` rows of ``target``'s alignment chosen as in ESM's examples
+    (:meth:`~bioattn.models.MSATransformer.predict_alignment`); errors name the alignment file."""
+    return model.predict_alignment(target.msa.sequences, max_rows, source=str(target.msa.source))
