@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_msa_cli import COLUMNS, _write_data_root, contact_lines, family, query_of  # noqa: F401
+from test_msa_cli import COLUMNS, _write_data_root, contact_lines, query_of  # noqa: F401
 from test_msa_transformer import SMALL, esm, esm_load, esm_model, write_esm_checkpoint
 
 from bioattn.cli import main as cli_main
