@@ -4,7 +4,6 @@ The toy promoter model sees 12-nt sequences whose label is "position 5 is an A" 
 map ranks position 5 first and deleting it first destroys the prediction."""
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from bioattn.data.dna import A_ID, C_ID, T_ID, decode
 from bioattn.explain import attribute
 from bioattn.explain.attribution import METHODS
 from bioattn.explain.faithfulness import area_under_curve, deletion_insertion, evaluate_faithfulness, rank_units
-from bioattn.explain.outputs import resolve_method
+from bioattn.explain.result import resolve_method
 from bioattn.explain.promoter_attribution import promoter_attribution, promoter_score
 from bioattn.explain.relevance import relevance_from_attention
 from bioattn.explain.sharpness import head_sharpness
@@ -178,11 +177,10 @@ def test_auto_method_is_chosen_on_a_warm_probe_not_the_first_cold_one(capsys) ->
     """On a GPU the first gradient pass pays for the context and kernel selection: estimating from it made
     ``--method auto`` drop Integrated Gradients there. The estimate is the second pass."""
     passes = iter([1000.0, 0.01])  # seconds: cold first pass, warm second pass
-    args = argparse.Namespace(method="auto", faithfulness_steps=20)
-    assert resolve_method(args, ("integrated_gradients", "rollout"), lambda: next(passes)) == "integrated_gradients"
+    assert resolve_method("auto", ("integrated_gradients", "rollout"), lambda: next(passes)) == "integrated_gradients"
     assert "explain: method integrated_gradients" in capsys.readouterr().err
     slow = iter([1000.0, 1000.0])
-    assert resolve_method(args, ("integrated_gradients", "rollout"), lambda: next(slow)) == "rollout"
+    assert resolve_method("auto", ("integrated_gradients", "rollout"), lambda: next(slow)) == "rollout"
 
 
 class _OneVoxel(torch.nn.Module):

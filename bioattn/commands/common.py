@@ -33,6 +33,11 @@ def model_dir(args: argparse.Namespace) -> Path | None:
     return args.run
 
 
+def model_source(args: argparse.Namespace) -> str | Path | None:
+    """What ``--run`` / ``--model`` named, as the library takes it (a shipped name or a run directory)."""
+    return args.model if args.model is not None else args.run
+
+
 def model_label(args: argparse.Namespace) -> str:
     """How outputs name the model: the shipped model's name or the run directory."""
     return args.model if args.model is not None else str(args.run)
@@ -66,3 +71,71 @@ def add_ensemble_arguments(parser: argparse.ArgumentParser, *, cv_pool: str | No
 def ensemble_options(args: argparse.Namespace) -> dict[str, tuple[int, ...] | int | None]:
     """``seeds`` and ``cv`` (None without ``--cv``) of :func:`add_ensemble_arguments`'s flags, as the task options take them."""
     return {"seeds": tuple(args.seeds) if args.seeds is not None else None, "cv": getattr(args, "cv", None)}
+
+
+def add_explain_arguments(parser: argparse.ArgumentParser, *, input_help: str, rollout: bool = True) -> None:
+    """``--input --out --overwrite`` and, with ``rollout``, ``--head-fusion --start-layer`` of every explain command."""
+    from bioattn.attention.rollout import HEAD_FUSIONS
+
+    parser.add_argument("--input", required=True, metavar="FILE", help=input_help)
+    parser.add_argument("--out", required=True, metavar="DIR", help="output folder for tables and figures (created)")
+    parser.add_argument("--overwrite", action="store_true", help="replace the contents of a non-empty --out folder")
+    if not rollout:
+        return
+    parser.add_argument("--head-fusion", choices=HEAD_FUSIONS, default="mean", help="how rollout fuses a layer's heads (default: mean)")
+    parser.add_argument("--start-layer", type=int, default=0, help="first layer included in the rollout (default: 0)")
+
+
+def add_method_arguments(parser: argparse.ArgumentParser, *, unit: str) -> None:
+    """``--method --no-faithfulness --faithfulness-steps``: which attribution the outputs show, and whether every
+    method's deletion/insertion faithfulness is measured (``unit``: what one perturbation step removes)."""
+    from bioattn.explain.attribution import METHODS
+
+    parser.add_argument("--method", choices=("auto", *METHODS), default="auto",
+                        help="attribution shown in the outputs: auto (the most faithful method that is fast enough for "
+                             "the input, named on stderr), " + ", ".join(METHODS) + " (default: %(default)s)")
+    parser.add_argument("--no-faithfulness", dest="skip_faithfulness", action="store_true",
+                        help=f"skip measuring every method's deletion/insertion faithfulness ({unit} removed or "
+                             "revealed by rank; summary.json key 'faithfulness', faithfulness.png) (default: off, "
+                             "i.e. measured)")
+    parser.add_argument("--faithfulness-steps", type=int, default=20,
+                        help="points of each deletion/insertion curve (default: %(default)s)")
+
+
+def method_options(args: argparse.Namespace) -> dict:
+    """The library keywords of :func:`add_method_arguments`'s flags."""
+    return {"method": args.method, "faithfulness": not args.skip_faithfulness,
+            "faithfulness_steps": args.faithfulness_steps}
+
+
+PREPROCESSING_FLAGS = ("window", "spacing", "orientation", "resize", "size")
+
+
+def add_preprocessing_arguments(parser: argparse.ArgumentParser) -> None:
+    """The NIfTI/DICOM preprocessing flags shared by ``predict ct`` and ``explain ct`` (:data:`PREPROCESSING_FLAGS`)."""
+    group = parser.add_argument_group(
+        "NIfTI / DICOM preprocessing (default: the run's preprocessing.json; each flag replaces its step; then zero "
+        "padding to a multiple of the CNN stride)")
+    group.add_argument("--window", type=float, nargs=2, default=None, metavar=("LOW", "HIGH"),
+                       help="map intensities LOW..HIGH (e.g. HU -160 240 for abdomen) onto 0..1, clipped "
+                            "(default: the run's)")
+    group.add_argument("--spacing", type=float, nargs=3, default=None, metavar=("X", "Y", "Z"),
+                       help="resample to this voxel size in mm (default: the run's)")
+    group.add_argument("--orientation", default=None, metavar="CODES", help="reorient, e.g. RAS (default: the run's)")
+    group.add_argument("--resize", type=int, nargs=3, default=None, metavar=("X", "Y", "Z"),
+                       help="resample the whole volume to this size (default: the run's)")
+    group.add_argument("--size", type=int, nargs=3, default=None, metavar=("X", "Y", "Z"),
+                       help="then centre crop / zero pad to this size (default: the run's)")
+
+
+def preprocessing_overrides(args: argparse.Namespace) -> dict:
+    """The preprocessing steps given on the command line (step name -> value)."""
+    given = {name: getattr(args, name) for name in PREPROCESSING_FLAGS if getattr(args, name) is not None}
+    return {name: tuple(v) if isinstance(v, list) else v for name, v in given.items()}
+
+
+def preprocessing_from_args(args: argparse.Namespace, saved):
+    """The run's saved :class:`~bioattn.data.ct.VolumePreprocessing` with the flags that were given applied."""
+    from bioattn.tasks.ct_predict import resolve_preprocessing
+
+    return resolve_preprocessing(saved, **preprocessing_overrides(args))

@@ -1,33 +1,14 @@
-"""What every ``bioattn explain`` command shares: its common options, the output folder, the per-layer head
-figures (head maps + head diversity), the choice of attribution method and the faithfulness outputs."""
+"""What every explanation writes the same way: the output folder, the per-layer head figures (head maps + head
+diversity) and the faithfulness outputs."""
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 from torch import Tensor
 
-from bioattn.errors import UserInputError
 from bioattn.explain.heads import head_diversity
-from bioattn.attention.rollout import HEAD_FUSIONS
-
-#: ``--method auto`` picks the most faithful method whose estimated time fits this many seconds.
-AUTO_BUDGET_SECONDS = 60.0
-
-
-def add_common_arguments(parser: argparse.ArgumentParser, *, input_help: str, rollout: bool = True) -> None:
-    """``--input --out --overwrite`` and, with ``rollout``, ``--head-fusion --start-layer`` (the command adds
-    how the model is chosen: ``bioattn.commands.common.add_model_arguments``)."""
-    parser.add_argument("--input", required=True, metavar="FILE", help=input_help)
-    parser.add_argument("--out", required=True, metavar="DIR", help="output folder for tables and figures (created)")
-    parser.add_argument("--overwrite", action="store_true", help="replace the contents of a non-empty --out folder")
-    if not rollout:
-        return
-    parser.add_argument("--head-fusion", choices=HEAD_FUSIONS, default="mean", help="how rollout fuses a layer's heads (default: mean)")
-    parser.add_argument("--start-layer", type=int, default=0, help="first layer included in the rollout (default: 0)")
 
 
 def prepare_out_dir(path: str | os.PathLike, *, overwrite: bool) -> Path:
@@ -35,6 +16,11 @@ def prepare_out_dir(path: str | os.PathLike, *, overwrite: bool) -> Path:
     from bioattn.training import prepare_run_dir
 
     return prepare_run_dir(path, resume=False, overwrite=overwrite, resumable=False)
+
+
+def layer_similarities(layer_maps: Sequence[Tensor]) -> list[list[list[float]]]:
+    """Per layer, the ``(H, H)`` head similarity (cosine) of ``layer_maps`` (``(H, L, L)`` or ``(B, H, L, L)``)."""
+    return [[[round(float(v), 4) for v in row] for row in head_diversity(maps)] for maps in layer_maps]
 
 
 def write_layer_figures(
@@ -66,46 +52,6 @@ def write_layer_figures(
                             title=f"layer {layer}: head similarity (cosine)")
         similarities.append([[round(float(v), 4) for v in row] for row in similarity])
     return similarities
-
-
-def add_method_arguments(parser: argparse.ArgumentParser, *, unit: str) -> None:
-    """``--method --no-faithfulness --faithfulness-steps``: which attribution the outputs show, and whether every
-    method's deletion/insertion faithfulness is measured (``unit``: what one perturbation step removes)."""
-    from bioattn.explain.attribution import METHODS
-
-    parser.add_argument("--method", choices=("auto", *METHODS), default="auto",
-                        help="attribution shown in the outputs: auto (the most faithful method that is fast enough for "
-                             "the input, named on stderr), " + ", ".join(METHODS) + " (default: %(default)s)")
-    parser.add_argument("--no-faithfulness", dest="skip_faithfulness", action="store_true",
-                        help=f"skip measuring every method's deletion/insertion faithfulness ({unit} removed or "
-                             "revealed by rank; summary.json key 'faithfulness', faithfulness.png) (default: off, "
-                             "i.e. measured)")
-    parser.add_argument("--faithfulness-steps", type=int, default=20,
-                        help="points of each deletion/insertion curve (default: %(default)s)")
-
-
-def resolve_method(args: argparse.Namespace, order: Sequence[str], probe: Callable[[], float],
-                   budget_seconds: float = AUTO_BUDGET_SECONDS) -> str:
-    """``--method``, or with ``auto`` the first method of ``order`` (most faithful first, as measured) whose
-    estimated time fits ``budget_seconds``: ``probe()`` returns the estimated seconds of one gradient pass over the
-    whole input, and a method costs :data:`~bioattn.explain.attribution.RELATIVE_COST` times that. The probe runs
-    twice and the second time is the estimate: the first pays one-off costs (a GPU's context and kernel selection,
-    lazy imports) that would make a 64-pass method look too slow. Says on stderr which method it used."""
-    from bioattn.explain.attribution import RELATIVE_COST
-
-    if args.faithfulness_steps < 1:
-        raise UserInputError(f"--faithfulness-steps must be >= 1, got {args.faithfulness_steps}")
-    if args.method != "auto":
-        return args.method
-    probe()  # warm-up, not timed
-    one_pass = probe()
-    for method in order:
-        if one_pass * RELATIVE_COST[method] <= budget_seconds or method == order[-1]:
-            print(f"explain: method {method} (the most faithful measured for this model type that fits "
-                  f"{budget_seconds:.0f} s here, about {one_pass * RELATIVE_COST[method]:.1f} s; --method to choose)",
-                  file=sys.stderr)
-            return method
-    raise AssertionError("unreachable")
 
 
 def write_faithfulness(results: dict[str, dict], out_dir: Path, *, title: str, unit: str) -> dict[str, dict]:
