@@ -19,9 +19,9 @@ from __future__ import annotations
 import argparse
 
 from bioattn.commands.common import (
-    add_device_argument, add_explain_arguments, add_method_arguments, add_model_arguments, add_preprocessing_arguments,
-    method_options, model_source, preprocessing_overrides,
+    add_device_argument, add_explain_arguments, add_method_arguments, add_model_arguments, method_options, model_source,
 )
+from bioattn.commands.ct_args import add_preprocessing_arguments, preprocessing_overrides
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -28,10 +28,8 @@ import sys
 from pathlib import Path
 
 from bioattn.attention.rollout import HEAD_FUSIONS
-from bioattn.commands.common import (
-    PREPROCESSING_FLAGS, add_device_argument, add_model_arguments, add_preprocessing_arguments, device_from_args,
-    model_dir, preprocessing_from_args,
-)
+from bioattn.commands.common import add_device_argument, add_model_arguments, device_from_args, model_dir
+from bioattn.commands.ct_args import PREPROCESSING_FLAGS, add_preprocessing_arguments, preprocessing_from_args
 from bioattn.errors import UserInputError
 from bioattn.io import STDOUT
 

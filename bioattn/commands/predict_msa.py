@@ -34,7 +34,7 @@ import argparse
 from pathlib import Path
 
 from bioattn.commands.common import add_device_argument, add_model_arguments, model_dir
-from bioattn.commands.train_msa import add_fit_arguments, add_input_arguments, load_input, options_from_args
+from bioattn.commands.msa_args import add_fit_arguments, add_input_arguments, load_input, options_from_args
 from bioattn.errors import UserInputError
 
 
@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from bioattn.tasks.msa import DEFAULTS, RR_MIN_SEPARATION, RR_TOP_PER_RESIDUE
     from bioattn.tasks.msa_head import SHIPPED_HEADS
     from bioattn.tasks.msa_predict import DEFAULT_METHOD
-    from bioattn.training import add_training_args
+    from bioattn.commands.training_args import add_training_args
 
     add_input_arguments(parser, msa_required=True)
     head = add_model_arguments(parser.add_argument_group("contact head"), trained_by="bioattn train msa", required=False)

@@ -26,7 +26,7 @@ from bioattn.commands.common import add_device_argument
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from bioattn.models.msa_contact import POSITIONAL_ENCODINGS
     from bioattn.tasks.msa_pretrain import EXCLUDE_STRUCTURES, PRETRAIN_DEFAULTS, PretrainOptions
-    from bioattn.training import add_training_args
+    from bioattn.commands.training_args import add_training_args
 
     defaults = PretrainOptions()
     data = parser.add_argument_group("data")
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from bioattn.tasks.msa_pretrain import (
         EXCLUDE_NONE, EXCLUDE_STRUCTURES, PRETRAIN_DEFAULTS, PretrainOptions, pretrain, quick_pretrain_config,
     )
-    from bioattn.training import config_from_args
+    from bioattn.commands.training_args import config_from_args
 
     names = {f.name for f in dataclasses.fields(PretrainOptions)}
     options = PretrainOptions(**{k: v for k, v in vars(args).items() if k in names})

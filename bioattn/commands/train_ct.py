@@ -47,7 +47,7 @@ from bioattn.tasks.ct import (
     train_ct,
 )
 from bioattn.commands.common import add_device_argument, add_ensemble_arguments, ensemble_options
-from bioattn.training import add_training_args, config_from_args
+from bioattn.commands.training_args import add_training_args, config_from_args
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -52,7 +52,7 @@ from bioattn.tasks.promoter import (
 )
 from bioattn.tasks.promoter_pretrain import MASK_PROBABILITY, PRETRAIN_LR
 from bioattn.commands.common import add_device_argument, add_ensemble_arguments, ensemble_options
-from bioattn.training import add_training_args, config_from_args
+from bioattn.commands.training_args import add_training_args, config_from_args
 from bioattn.training.distributed import is_main_process
 
 
