@@ -26,7 +26,7 @@ COMMANDS = {
     "explain-promoter": ["explain", "promoter", "--model", "gue-prom-core-all", "--input", "{tmp}/x.fa",
                          "--out", "{tmp}/out"],
     "explain-ct": ["explain", "ct", "--model", "adrenalmnist3d-28", "--input", "{tmp}/x.npz", "--out", "{tmp}/out"],
-    "explain-msa": ["explain", "msa", "--run", "{tmp}/run", "--input", "{tmp}/x.a3m", "--out", "{tmp}/out"],
+    "explain-msa": ["explain", "msa", "--model", "{tmp}/run", "--input", "{tmp}/x.a3m", "--out", "{tmp}/out"],
 }
 
 

@@ -152,7 +152,7 @@ def test_explain_promoter_writes_faithfulness_of_every_method(tmp_path: Path, ke
     fasta = tmp_path / "in.fa"
     fasta.write_text("".join(f">s{i}\n{decode(ids)}\n" for i, ids in enumerate(key_inputs[:12])))
     out = tmp_path / "out"
-    assert cli_main(["explain", "promoter", "--run", str(tmp_path / "run"), "--input", str(fasta), "--out", str(out),
+    assert cli_main(["explain", "promoter", "--model", str(tmp_path / "run"), "--input", str(fasta), "--out", str(out),
                      "--motif", "", "--plot-sequences", "0", "--faithfulness-steps", "12"]) == 0
     assert "explain: method integrated_gradients" in capsys.readouterr().err
     summary = json.loads((out / "summary.json").read_text())
@@ -166,7 +166,7 @@ def test_explain_promoter_writes_faithfulness_of_every_method(tmp_path: Path, ke
     assert (by_sequence.argmax(1) == KEY).mean() > 0.9
 
     chosen = tmp_path / "chosen"
-    assert cli_main(["explain", "promoter", "--run", str(tmp_path / "run"), "--input", str(fasta), "--out", str(chosen),
+    assert cli_main(["explain", "promoter", "--model", str(tmp_path / "run"), "--input", str(fasta), "--out", str(chosen),
                      "--motif", "", "--plot-sequences", "0", "--method", "relevance", "--no-faithfulness"]) == 0
     summary = json.loads((chosen / "summary.json").read_text())
     assert summary["method"] == "relevance" and "faithfulness" not in summary
@@ -235,7 +235,7 @@ def test_msa_column_attribution_and_command_faithfulness(tmp_path: Path) -> None
     model.save_pretrained(tmp_path / "run")
     alignment = tmp_path / "family.fasta"
     alignment.write_text("".join(f">r{i}\n{row}\n" for i, row in enumerate(rows)))
-    assert cli_main(["explain", "msa", "--run", str(tmp_path / "run"), "--input", str(alignment), "--out",
+    assert cli_main(["explain", "msa", "--model", str(tmp_path / "run"), "--input", str(alignment), "--out",
                      str(tmp_path / "out"), "--method", "rollout", "--faithfulness-steps", "5"]) == 0
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["method"] == "rollout" and set(summary["faithfulness"]) == set(METHODS)
@@ -252,7 +252,7 @@ def test_explain_ct_command_writes_attribution_and_faithfulness(tmp_path: Path) 
     images = (np.random.default_rng(1).random((2, 8, 8, 8)) > 0.5).astype(np.uint8) * 255
     np.savez(tmp_path / "vols.npz", val_images=images, val_labels=np.array([[0], [1]]))
     out = tmp_path / "out"
-    assert cli_main(["explain", "ct", "--run", str(tmp_path / "run"), "--input", str(tmp_path / "vols.npz"),
+    assert cli_main(["explain", "ct", "--model", str(tmp_path / "run"), "--input", str(tmp_path / "vols.npz"),
                      "--out", str(out), "--method", "relevance", "--faithfulness-steps", "4"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["method"] == "relevance" and set(summary["faithfulness"]) == set(METHODS)

@@ -152,7 +152,7 @@ def test_predict_with_a_head_reading_attention_trains_the_model(family, tmp_path
 
 def test_explain_reads_the_trained_model_on_the_alignment(trained, family, tmp_path):
     out = tmp_path / "explain"
-    assert cli_main(["explain", "msa", "--run", str(trained), "--input", str(family["msa"]), "--pdb", str(family["pdb"]),
+    assert cli_main(["explain", "msa", "--model", str(trained), "--input", str(family["msa"]), "--pdb", str(family["pdb"]),
                      "--out", str(out)]) == 0
     rows = (out / "head_contacts.tsv").read_text().splitlines()
     assert rows[0].split("\t") == ["layer", "head", "P@L/5", "P@L/2", "P@L"] and len(rows) == 1 + 2 * 2
@@ -191,7 +191,7 @@ def test_bad_alignment_is_one_error_line_and_exit_2(tmp_path, capsys, verb, case
 
 def test_predict_refuses_a_run_without_a_contact_head(tmp_path, family, capsys):
     (tmp_path / "run").mkdir()
-    code = cli_main(["predict", "msa", "--msa", str(family["msa"]), "--run", str(tmp_path / "run"), "--out", str(tmp_path / "o")])
+    code = cli_main(["predict", "msa", "--msa", str(family["msa"]), "--model", str(tmp_path / "run"), "--out", str(tmp_path / "o")])
     assert code == 2 and "run: no contact_head.json" in capsys.readouterr().err
 
 
@@ -226,7 +226,7 @@ def test_all_fits_heads_leave_one_out_resumes_and_serves_predict(tmp_path, famil
     assert "potts_apc" in json.loads((out / "famA" / "metrics.json").read_text())["baselines"]
 
     prediction = tmp_path / "pred"
-    assert cli_main(["predict", "msa", "--msa", str(family["msa"]), "--run", str(out), "--out", str(prediction), "--quick"]) == 0
+    assert cli_main(["predict", "msa", "--msa", str(family["msa"]), "--model", str(out), "--out", str(prediction), "--quick"]) == 0
     assert ContactHead.load(prediction / "contact_head.json").features == head.features[:-2] + ("potts_apc",)
 
 

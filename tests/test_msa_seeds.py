@@ -86,7 +86,7 @@ def test_the_run_loads_as_an_ensemble_and_serves_predict_and_explain(seeded, fam
         model(tokens, need_weights=True)
 
     pred = tmp_path / "pred"
-    assert cli_main(["predict", "msa", "--msa", str(family["msa"]), "--run", str(out), "--out", str(pred), "--quick",
+    assert cli_main(["predict", "msa", "--msa", str(family["msa"]), "--model", str(out), "--out", str(pred), "--quick",
                      "--top", "5"]) == 0
     assert "mean of the contact probabilities of 2 seeds" in capsys.readouterr().out
     predicted = MSAContactModel.from_pretrained(pred)  # one model per seed of the run, trained on the new alignment
@@ -100,7 +100,7 @@ def test_the_run_loads_as_an_ensemble_and_serves_predict_and_explain(seeded, fam
         rr_pairs = [line for line in (run_dir / "contacts.rr").read_text().splitlines() if line[:1].isdigit()]
         assert len(rr_pairs) == 5
     assert json.loads((pred / "metrics.json").read_text())["cpu_seconds"]["total"] > 0
-    assert cli_main(["explain", "msa", "--run", str(out), "--input", str(family["msa"]), "--pdb", str(family["pdb"]),
+    assert cli_main(["explain", "msa", "--model", str(out), "--input", str(family["msa"]), "--pdb", str(family["pdb"]),
                      "--out", str(tmp_path / "explain"), "--method", "rollout", "--no-faithfulness"]) == 0
     assert "explaining its first member, seed0" in capsys.readouterr().err
     assert json.loads((tmp_path / "explain" / "summary.json").read_text())["member"] == "seed0"

@@ -1,4 +1,5 @@
-"""What commands that run a model share: ``--run RUN_DIR`` or ``--model NAME`` (a shipped model), ``--device``."""
+"""What commands that run a model share: ``--model NAME_OR_DIR`` (a shipped model or a run directory), ``--device``,
+the ensemble flags and the explain flags."""
 from __future__ import annotations
 
 import argparse
@@ -7,40 +8,40 @@ from pathlib import Path
 import torch
 
 from bioattn.models.registry import available_models, resolve_model_dir
+from bioattn.commands.vocabulary import add_alias
 from bioattn.training.distributed import DEVICES, resolve_device
 
 
 def add_model_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, trained_by: str,
                         required: bool = True) -> argparse._MutuallyExclusiveGroup:
-    """Add ``--run`` and ``--model`` as mutually exclusive options (one of them required when ``required``).
+    """Add ``--model NAME_OR_DIR`` (a shipped model's name or a run directory; required when ``required``) and its
+    deprecated spelling ``--run``.
 
-    ``trained_by`` names the command whose run directories fit, e.g. ``"bioattn train promoter"``. Returns
-    the group, so a command can add further alternatives to it.
+    ``trained_by`` names the command whose run directories fit, e.g. ``"bioattn train promoter"``. Returns the
+    mutually exclusive group, so a command can add further alternatives to it.
     """
     group = parser.add_mutually_exclusive_group(required=required)
-    group.add_argument("--run", type=Path, default=None, metavar="RUN_DIR",
-                       help=f"run directory of '{trained_by}' (config.json + model.safetensors) (default: none)")
     shipped = ", ".join(available_models()) or "none"
-    group.add_argument("--model", default=None, metavar="NAME",
-                       help=f"a model shipped with bioattn, by name ({shipped}; see 'bioattn models') (default: none)")
+    model = group.add_argument("--model", default=None, metavar="NAME_OR_DIR",
+                               help=f"a model shipped with bioattn by name ({shipped}; see 'bioattn models') or a run "
+                                    f"directory of '{trained_by}' (config.json + model.safetensors) (default: none)")
+    add_alias(group, model, "--run")
     return group
 
 
 def model_dir(args: argparse.Namespace) -> Path | None:
-    """The folder of ``--run`` or ``--model`` (None when neither was given); an unknown name is a ``UserInputError``."""
-    if args.model is not None:
-        return resolve_model_dir(args.model)
-    return args.run
+    """The folder of ``--model`` (None when not given); an unknown name is a ``UserInputError``."""
+    return resolve_model_dir(args.model) if args.model is not None else None
 
 
-def model_source(args: argparse.Namespace) -> str | Path | None:
-    """What ``--run`` / ``--model`` named, as the library takes it (a shipped name or a run directory)."""
-    return args.model if args.model is not None else args.run
+def model_source(args: argparse.Namespace) -> str | None:
+    """What ``--model`` named, as the library takes it (a shipped name or a run directory)."""
+    return args.model
 
 
 def model_label(args: argparse.Namespace) -> str:
-    """How outputs name the model: the shipped model's name or the run directory."""
-    return args.model if args.model is not None else str(args.run)
+    """How outputs name the model: the shipped model's name or the run directory, as given."""
+    return str(args.model)
 
 
 def add_device_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:

@@ -25,13 +25,15 @@ import argparse
 from bioattn.commands.common import (
     add_device_argument, add_explain_arguments, add_method_arguments, add_model_arguments, method_options, model_source,
 )
+from bioattn.commands.vocabulary import add_alias
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser, trained_by="bioattn train promoter")
     add_device_argument(parser)
     add_explain_arguments(parser, input_help="FASTA or CSV (column 'sequence', optional 'id'), plain or gzip")
-    parser.add_argument("--max-sequences", type=int, default=1000, help="explain at most this many records (default: 1000)")
+    rows = parser.add_argument("--max-rows", type=int, default=1000, help="explain at most this many records (default: 1000)")
+    add_alias(parser, rows, "--max-sequences", "--max-seqs")
     parser.add_argument("--plot-sequences", type=int, default=6, help="write a track PNG for the first N records (default: 6)")
     parser.add_argument("--batch-size", type=int, default=64, help="sequences per forward pass (default: %(default)s)")
     parser.add_argument("--tss-index", type=int, default=None,
@@ -57,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     check_out_dir(args.out, overwrite=args.overwrite)
     result = explain_promoter(
         model_source(args), args.input, strand=args.strand, head_fusion=args.head_fusion, start_layer=args.start_layer,
-        max_rows=args.max_sequences, batch_size=args.batch_size, tss_index=args.tss_index, motif=args.motif,
+        max_rows=args.max_rows, batch_size=args.batch_size, tss_index=args.tss_index, motif=args.motif,
         marks=args.mark, plot_sequences=args.plot_sequences, faithfulness_sequences=args.faithfulness_sequences,
         device=args.device, **method_options(args))
     out = result.save(args.out, overwrite=args.overwrite)

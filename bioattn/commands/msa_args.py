@@ -6,15 +6,19 @@ import argparse
 import dataclasses
 from pathlib import Path
 
+from bioattn.commands.vocabulary import add_alias
+
 
 def add_input_arguments(parser: argparse.ArgumentParser, *, msa_required: bool = False) -> argparse._ArgumentGroup:
-    """``--msa --format --query --pdb --chain --struct-dat --out``: the alignment, its optional structure, the output.
+    """``--input --format --query --pdb --chain --struct-dat --out``: the alignment, its optional structure, the output.
 
     Returns the argument group, for more data flags."""
     from bioattn.data.msa import FORMATS
 
     data = parser.add_argument_group("data")
-    data.add_argument("--msa", type=Path, required=msa_required, help="alignment file (.a3m .a2m .fasta .sto .aln; .gz accepted)")
+    alignment = data.add_argument("--input", dest="msa", type=Path, required=msa_required, metavar="FILE",
+                                  help="alignment file (.a3m .a2m .fasta .sto .aln; .gz accepted)")
+    add_alias(data, alignment, "--msa")
     data.add_argument("--format", choices=FORMATS, default=None, help="alignment format (default: from the file name)")
     data.add_argument("--query", type=Path, default=None,
                       help="FASTA with the query sequence (default: the --pdb chain's row, else row 0)")
@@ -34,8 +38,9 @@ def add_fit_arguments(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--embed-dim", type=int, default=64, help="model width (default: %(default)s)")
     group.add_argument("--dropout", type=float, default=0.1, help="dropout of the model (default: %(default)s)")
     group.add_argument("--rows", type=int, default=32, help="alignment rows per training block (default: %(default)s)")
-    group.add_argument("--max-seqs", type=int, default=4096,
+    rows = group.add_argument("--max-rows", dest="max_seqs", type=int, default=4096,
                        help="random subsample of the alignment used for the model and MI / Gaussian DCA (default: %(default)s)")
+    add_alias(group, rows, "--max-seqs", "--max-sequences")
     group.add_argument("--feature-blocks", type=int, default=4,
                        help="row blocks whose attention maps are averaged (default: %(default)s)")
     group.add_argument("--potts-iterations", type=int, default=50,
@@ -84,7 +89,7 @@ def options_from_args(args: argparse.Namespace, **overrides):
 
 
 def load_input(args: argparse.Namespace, predictions: Path | None = None):
-    """The :class:`~bioattn.data.contacts.ContactTarget` of ``--msa`` with its optional structure."""
+    """The :class:`~bioattn.data.contacts.ContactTarget` of ``--input`` with its optional structure."""
     from bioattn.data.contacts import load_target
 
     return load_target(args.msa, fmt=args.format, query_fasta=args.query, pdb=args.pdb, chain=args.chain,

@@ -1,7 +1,7 @@
 """Class probabilities of a trained CT model for a manifest of scans, one NIfTI/DICOM volume or a MedMNIST .npz.
 
-``bioattn predict ct --run RUN_DIR --input INPUT --output OUT.csv [--attention-map [MAP.nii.gz]]``
-(``--model NAME`` instead of ``--run``: a model shipped with bioattn, see ``bioattn models``)
+``bioattn predict ct --model NAME_OR_DIR --input INPUT --output OUT.csv [--attention-map [MAP.nii.gz]]``
+(``NAME_OR_DIR``: a model shipped with bioattn, see ``bioattn models``, or a run directory of ``bioattn train ct``)
 
 - ``INPUT`` is a manifest (``.csv`` with an ``image`` column, optional ``label`` and ``split``, as for
   ``bioattn train ct --manifest``: many scans in one call), a NIfTI file (``.nii``/``.nii.gz``), a DICOM file or a
@@ -9,9 +9,10 @@
 - ``OUT.csv`` gets one row per volume, in input order: for a manifest ``image,label,split``, otherwise
   ``input,split,index,label`` (index and label for ``.npz`` only); then one ``p_<class>`` per class,
   ``predicted_label`` and ``warning``.
-- NIfTI/DICOM volumes are prepared as the run's ``preprocessing.json`` says (orientation, spacing, window,
-  resize/crop, as in training); each preprocessing flag replaces its saved step. Predictions are averaged over the
-  8 flips when the run evaluated that way (``--protocol tuned``); ``--flip-tta`` / ``--no-flip-tta`` decide instead.
+- NIfTI/DICOM volumes are prepared as the run's ``preprocessing.json`` says (orientation, spacing, intensity
+  window, ``--size`` reached by ``--fit``, as in training); each preprocessing flag replaces its saved step.
+  Predictions are averaged over the 8 flips when the run evaluated that way (``--protocol tuned``); ``--tta
+  flips|none`` decides instead.
 - Every input is compared with the training volumes (intensity range and mean, binary masks or not, model input
   shape, voxel size and field of view): an input far from them gets a ``warning:`` line on stderr naming it and
   the problem, and the same text in the ``warning`` column. Its probabilities may mean little: e.g. a model
@@ -29,7 +30,9 @@ from pathlib import Path
 
 from bioattn.attention.rollout import HEAD_FUSIONS
 from bioattn.commands.common import add_device_argument, add_model_arguments, device_from_args, model_dir
-from bioattn.commands.ct_args import PREPROCESSING_FLAGS, add_preprocessing_arguments, preprocessing_from_args
+from bioattn.commands.ct_args import (
+    add_preprocessing_arguments, add_tta_argument, given_preprocessing_flags, preprocessing_from_args,
+)
 from bioattn.errors import UserInputError
 from bioattn.io import STDOUT
 
@@ -51,10 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--head-fusion", choices=HEAD_FUSIONS, default="mean",
                         help="how heads are fused in the attention rollout (default: mean)")
     parser.add_argument("--batch-size", type=int, default=32, help="volumes per batch (default: 32)")
-    parser.add_argument("--flip-tta", action=argparse.BooleanOptionalAction, default=None,
-                        help="average the probabilities over the 8 flips of the three axes (8x the compute; the "
-                             "attention map stays unflipped) (default: as the run evaluated: on after --protocol "
-                             "tuned, else off)")
+    add_tta_argument(parser, default_help="as the run evaluated: flips after --protocol tuned, else none")
     add_preprocessing_arguments(parser)
 
 
@@ -85,11 +85,11 @@ def run(args: argparse.Namespace) -> int:
         raise UserInputError(f"{args.input}: --attention-map needs one NIfTI or DICOM input")
     if not (is_npz or many) and args.split is not None:
         raise UserInputError(f"{args.input}: --split applies to .npz and manifest inputs only")
-    volume_options = [f"--{name}" for name in PREPROCESSING_FLAGS if getattr(args, name) is not None]
+    volume_options = given_preprocessing_flags(args)
     if is_npz and volume_options:
         raise UserInputError(f"{args.input}: {', '.join(volume_options)} apply to NIfTI/DICOM inputs, not to a .npz")
     model, saved = ct_predict.load_run(model_dir(args), map_location=device_from_args(args))
-    flip_tta = ct_predict.resolve_flip_tta(saved, args.flip_tta)
+    flip_tta = ct_predict.resolve_flip_tta(saved, None if args.tta is None else args.tta == "flips")
     overlay = None
     if is_npz:
         predictions = ct_predict.predict_npz(model, args.input, saved, split=args.split, batch_size=args.batch_size,

@@ -1,7 +1,7 @@
 """Score DNA sequences (FASTA or CSV) or scan long sequences (regions, chromosomes) with a trained promoter model.
 
-    bioattn predict promoter --run RUN_DIR --input FILE --output OUT.csv
-    bioattn predict promoter --run RUN_DIR --input genome.fa --window 70 --output scan.bedGraph
+    bioattn predict promoter --model NAME_OR_DIR --input FILE --output OUT.csv
+    bioattn predict promoter --model NAME_OR_DIR --input genome.fa --window 70 --output scan.bedGraph
     bioattn predict promoter --model gue-prom-core-all --input FILE --output OUT.csv    (a shipped model)
 
 Per sequence (no --window): FILE is FASTA (.fa/.fasta/.fna/..., parsed by Biopython) or CSV with a 'sequence'
@@ -31,6 +31,7 @@ import sys
 from pathlib import Path
 
 from bioattn.commands.common import add_device_argument, add_model_arguments, device_from_args, model_dir
+from bioattn.commands.vocabulary import add_alias
 from bioattn.errors import UserInputError
 from bioattn.io import STDOUT, input_file
 from bioattn.models.promoter import PromoterClassifier
@@ -69,8 +70,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threshold", type=float, default=None,
                         help="probability from which a two-class model predicts its positive class, and the BED cut-off "
                              "of a scan (default: the model's, normally 0.5)")
-    parser.add_argument("--single-strand", action="store_true",
-                        help="score the given strand only (default: the model's setting, normally the mean of both strands)")
+    strand = parser.add_argument("--strand", choices=("model", "both", "forward"), default="model",
+                                 help="score as the model was trained (normally the mean of both strands), the mean of "
+                                      "both strands, or the given strand only (default: %(default)s)")
+    add_alias(parser, strand, "--single-strand", value="forward")
     scan = parser.add_argument_group("genome scan")
     scan.add_argument("--window", type=_window_length, nargs="?", const=MODEL_WINDOW, default=None, metavar="NT",
                       help="scan long sequences in windows of NT nt, at most the model's max_len; '--window' alone: "
@@ -113,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
             raise UserInputError(f"--threshold applies to two-class models and to genome scans; this model has "
                                  f"{model.num_classes} classes and predicts the most probable one")
         model.threshold = args.threshold
-    rc_average = False if args.single_strand else None
+    rc_average = {"model": None, "both": True, "forward": False}[args.strand]
     if args.window is None:
         if args.output.suffix.lower() in (".bed", ".bedgraph"):
             raise UserInputError(f"{args.output}: a {args.output.suffix} output is written by a genome scan: add --window")

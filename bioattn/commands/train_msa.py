@@ -1,13 +1,13 @@
 """Train the axial MSA model on an alignment and predict its contacts (one family, or every bundled family with --all).
 
-    bioattn train msa --msa FILE [--pdb FILE [--chain ID] | --struct-dat FILE] --out RUN_DIR [--contact-head FILE] [--quick]
+    bioattn train msa --input FILE [--pdb FILE [--chain ID] | --struct-dat FILE] --out RUN_DIR [--contact-head FILE] [--quick]
     bioattn train msa --all [--families A,B] [--data-root DIR] --out RUN_DIR [--max-minutes M] [--quick]
     bioattn train msa --all --compare-methods [--families A,B] --out RUN_DIR   # predict msa's three --method maps
     bioattn train msa --all --init-from NAME_OR_RUN_DIR [--no-finetune] --out RUN_DIR  # start from 'bioattn pretrain msa'
-    bioattn train msa --msa FILE --pdb FILE --out RUN_DIR --seeds 0 1 2        # one model per seed and their ensemble
+    bioattn train msa --input FILE --pdb FILE --out RUN_DIR --seeds 0 1 2        # one model per seed and their ensemble
 
 For one family: reads the alignment (A3M, A2M, aligned FASTA, Stockholm, Clustal, PSICOV; .gz accepted), takes a
-random subsample of at most --max-seqs rows with their 80%-identity weights, computes MI + APC and Gaussian
+random subsample of at most --max-rows rows with their 80%-identity weights, computes MI + APC and Gaussian
 DCA + APC and, with --coevolution potts (the default), a pseudo-likelihood Potts model + APC (CCMpred's
 objective, every row of the alignment; minutes on CPU); trains MSAContactModel from scratch by masked-token
 prediction on blocks of --rows rows (early-stopped on held-out rows, never on contacts); reads its tied
@@ -25,7 +25,7 @@ depend on the seed, such as the Potts map fitted on every row, are computed once
 then holds their ensemble: contacts.npy, contacts.rr and contact_map.png of the mean of the seeds' contact
 probabilities, metrics.json (each seed's long-range P@L/5, P@L/2, P@L, their mean ± sd, the ensemble's, and the
 baselines averaged over the seeds), contact_head.json and a config.json that loads RUN_DIR as an Ensemble of the
-seeds' models (bioattn predict msa --run RUN_DIR uses its head; bioattn explain msa explains its first member).
+seeds' models (bioattn predict msa --model RUN_DIR uses its head; bioattn explain msa explains its first member).
 With --all every family of msa/coev and msa/pfam gets a sub-folder, the heads are fitted leave-one-family-out,
 contact_head.json and coevolution_head.json are fitted on every family (for --contact-head / bioattn predict
 msa), and summary.md / summary.json hold the table; --resume skips finished families. Runs under torchrun.
@@ -54,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     data = add_input_arguments(parser)
     data.add_argument("--pred", type=Path, default=None,
-                      help="folder of published predictions to compare with (default: pred/ beside --msa, if any)")
+                      help="folder of published predictions to compare with (default: pred/ beside --input, if any)")
     data.add_argument("--all", action="store_true", help="every family of msa/coev and msa/pfam under the data root (default: off)")
     data.add_argument("--compare-methods", action="store_true",
                       help="with --all: no axial model; fit the maps of bioattn predict msa --method attention, potts and "
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
                              "same pretrained attention (drop --seeds, or fine-tune)")
     if args.all:
         if args.msa is not None:
-            raise UserInputError("give either --msa FILE (one family) or --all (every family under the data root)")
+            raise UserInputError("give either --input FILE (one family) or --all (every family under the data root)")
         families = [name.strip() for name in args.families.split(",") if name.strip()] if args.families else None
         run_all = compare_methods if args.compare_methods else train_families
         run_all(resolve_data_root(args.data_root), args.out, options, config, families)
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     if args.compare_methods:
         raise UserInputError("--compare-methods needs --all")
     if args.msa is None:
-        raise UserInputError("give --msa FILE (one family) or --all (every family under the data root)")
+        raise UserInputError("give --input FILE (one family) or --all (every family under the data root)")
     beside = args.msa.parent / "pred"
     predictions = args.pred if args.pred is not None else (beside if beside.is_dir() else None)
     target = load_input(args, predictions)
