@@ -29,14 +29,9 @@ import sys
 from pathlib import Path
 
 from bioattn.attention.rollout import HEAD_FUSIONS
-from bioattn.commands.common import add_device_argument, add_model_arguments, device_from_args, model_dir
-from bioattn.commands.ct_args import (
-    add_preprocessing_arguments, add_tta_argument, given_preprocessing_flags, preprocessing_from_args,
-)
-from bioattn.errors import UserInputError
+from bioattn.commands.common import add_device_argument, add_model_arguments, model_source
+from bioattn.commands.ct_args import add_preprocessing_arguments, add_tta_argument, preprocessing_overrides
 from bioattn.io import STDOUT
-
-AUTO = "auto"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="manifest .csv, .nii/.nii.gz, DICOM file or folder, or MedMNIST .npz")
     parser.add_argument("--output", type=Path, required=True,
                         help="CSV of class probabilities to write ('-': standard output; the summary then goes to stderr)")
-    parser.add_argument("--attention-map", nargs="?", const=AUTO, default=None, metavar="MAP.nii.gz",
+    parser.add_argument("--attention-map", nargs="?", const="auto", default=None, metavar="MAP.nii.gz",
                         help="also write the [CLS] attention rollout as NIfTI on the input grid "
                              "(default path: OUTPUT with suffix .attention.nii.gz)")
     parser.add_argument("--split", choices=("train", "val", "test"), default=None,
@@ -58,66 +53,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_preprocessing_arguments(parser)
 
 
-def _attention_path(args: argparse.Namespace) -> Path | None:
-    if args.attention_map is None:
-        return None
-    if args.attention_map == AUTO:
-        if str(args.output) == STDOUT:
-            raise UserInputError("--output -: give --attention-map a file name (MAP.nii.gz)")
-        return args.output.with_name(args.output.name.removesuffix(args.output.suffix) + ".attention.nii.gz")
-    path = Path(args.attention_map)
-    if not path.name.lower().endswith((".nii", ".nii.gz")):
-        raise UserInputError(f"{path}: --attention-map must end in .nii or .nii.gz")
-    return path
-
-
 def run(args: argparse.Namespace) -> int:
-    from bioattn.data.ct import write_nifti
-    from bioattn.data.ct_manifest import is_manifest
     from bioattn.report import format_table
-    from bioattn.tasks import ct_predict
+    from bioattn.tasks.ct_predict_run import predict_ct
 
-    if args.batch_size < 1:
-        raise UserInputError(f"--batch-size must be >= 1, got {args.batch_size}")
-    attention_path = _attention_path(args)
-    is_npz, many = args.input.suffix.lower() == ".npz", is_manifest(args.input)
-    if (is_npz or many) and attention_path is not None:
-        raise UserInputError(f"{args.input}: --attention-map needs one NIfTI or DICOM input")
-    if not (is_npz or many) and args.split is not None:
-        raise UserInputError(f"{args.input}: --split applies to .npz and manifest inputs only")
-    volume_options = given_preprocessing_flags(args)
-    if is_npz and volume_options:
-        raise UserInputError(f"{args.input}: {', '.join(volume_options)} apply to NIfTI/DICOM inputs, not to a .npz")
-    model, saved = ct_predict.load_run(model_dir(args), map_location=device_from_args(args))
-    flip_tta = ct_predict.resolve_flip_tta(saved, None if args.tta is None else args.tta == "flips")
-    overlay = None
-    if is_npz:
-        predictions = ct_predict.predict_npz(model, args.input, saved, split=args.split, batch_size=args.batch_size,
-                                             flip_tta=flip_tta)
-    elif many:
-        predictions = ct_predict.predict_manifest(model, args.input, preprocessing_from_args(args, saved), saved,
-                                                  split=args.split, batch_size=args.batch_size, flip_tta=flip_tta)
-    else:
-        prediction, overlay = ct_predict.predict_volume(
-            model, args.input, preprocessing_from_args(args, saved), saved, flip_tta=flip_tta,
-            attention_map=attention_path is not None, head_fusion=args.head_fusion)
-        predictions = [prediction]
-    names = model.class_names
-    ct_predict.write_predictions(args.output, predictions, names, manifest=many)
-    if overlay is not None and attention_path is not None:
-        write_nifti(attention_path, *overlay)
+    result = predict_ct(model_source(args), args.input, args.output, preprocessing=preprocessing_overrides(args),
+                        split=args.split, batch_size=args.batch_size, tta=args.tta, attention_map=args.attention_map,
+                        head_fusion=args.head_fusion, device=args.device)
     summary = sys.stderr if str(args.output) == STDOUT else sys.stdout  # stdout may hold the CSV
-    for p in predictions[:10]:
-        print(f"{p.describe()}: " + ", ".join(f"{name} {value:.4f}" for name, value in zip(names, p.probabilities)),
+    for p in result.predictions[:10]:
+        print(f"{p.describe()}: " + ", ".join(f"{name} {value:.4f}" for name, value in zip(result.class_names, p.probabilities)),
               file=summary)
-    if len(predictions) > 10:
-        print(f"... {len(predictions) - 10} more rows", file=summary)
-    ct_predict.report_warnings(predictions)
-    scores = ct_predict.summarize_predictions(predictions, names)
-    if scores:
+    if len(result.predictions) > 10:
+        print(f"... {len(result.predictions) - 10} more rows", file=summary)
+    if result.scores:
         print(format_table(["split", "volumes", "AUROC", "accuracy", "MCC"],
                            [[split, m["volumes"], m.get("auroc"), m["accuracy"], m["mcc"]]
-                            for split, m in scores.items()],
-                           title=f"labelled inputs (flip averaging {'on' if flip_tta else 'off'})"), file=sys.stderr)
-    print(f"wrote {args.output}" + (f" and {attention_path}" if overlay is not None else ""), file=sys.stderr)
+                            for split, m in result.scores.items()],
+                           title=f"labelled inputs (flip averaging {'on' if result.flip_tta else 'off'})"), file=sys.stderr)
+    print(f"wrote {args.output}" + (f" and {result.attention_path}" if result.attention_path else ""), file=sys.stderr)
     return 0
