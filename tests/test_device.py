@@ -22,7 +22,7 @@ COMMANDS = {
     "predict-promoter": ["predict", "promoter", "--model", "gue-prom-core-all", "--input", "{tmp}/x.fa",
                          "--output", "{tmp}/out"],
     "predict-ct": ["predict", "ct", "--model", "adrenalmnist3d-28", "--input", "{tmp}/x.npz", "--output", "{tmp}/out"],
-    "predict-msa": ["predict", "msa", "--msa", "{tmp}/x.a3m", "--out", "{tmp}/out"],
+    "predict-msa": ["predict", "msa", "--input", "{tmp}/x.a3m", "--out", "{tmp}/out"],
     "explain-promoter": ["explain", "promoter", "--model", "gue-prom-core-all", "--input", "{tmp}/x.fa",
                          "--out", "{tmp}/out"],
     "explain-ct": ["explain", "ct", "--model", "adrenalmnist3d-28", "--input", "{tmp}/x.npz", "--out", "{tmp}/out"],

@@ -98,7 +98,7 @@ def test_msa_trains_on_cuda_and_its_attention_maps_match_the_cpu(tmp_path: Path)
     alignment = tmp_path / "tiny.a3m"
     alignment.write_text("".join(f">seq{k}\n{''.join(amino[t] for t in row)}\n" for k, row in enumerate(tokens)))
     run = tmp_path / "run"
-    assert main(["train", "msa", "--msa", str(alignment), "--out", str(run), "--quick", "--device", "cuda"]) == 0
+    assert main(["train", "msa", "--input", str(alignment), "--out", str(run), "--quick", "--device", "cuda"]) == 0
     maps = {}
     for device in ("cuda", "cpu"):
         out = tmp_path / f"explained_{device}"

@@ -16,9 +16,10 @@ def add_input_arguments(parser: argparse.ArgumentParser, *, msa_required: bool =
     from bioattn.data.msa import FORMATS
 
     data = parser.add_argument_group("data")
-    alignment = data.add_argument("--input", dest="msa", type=Path, required=msa_required, metavar="FILE",
-                                  help="alignment file (.a3m .a2m .fasta .sto .aln; .gz accepted)")
-    add_alias(data, alignment, "--msa")
+    given = data.add_mutually_exclusive_group(required=msa_required)  # --input or its old spelling --msa
+    alignment = given.add_argument("--input", dest="msa", type=Path, default=None, metavar="FILE",
+                                   help="alignment file (.a3m .a2m .fasta .sto .aln; .gz accepted)")
+    add_alias(given, alignment, "--msa")
     data.add_argument("--format", choices=FORMATS, default=None, help="alignment format (default: from the file name)")
     data.add_argument("--query", type=Path, default=None,
                       help="FASTA with the query sequence (default: the --pdb chain's row, else row 0)")
