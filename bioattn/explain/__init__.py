@@ -12,7 +12,8 @@ loaded only when first used.
 
 From Python, :func:`explain_promoter`, :func:`explain_ct` and :func:`explain_msa` run the whole explanation of
 ``bioattn explain promoter|ct|msa`` (a model object, shipped name or run directory + inputs as paths or in memory)
-and return a result with the maps, tables and summary; its ``save(directory)`` writes what the command writes.
+and return a result with the maps, tables and summary; its ``save(directory)`` writes what the command writes
+(``explain_ct`` lives in :mod:`bioattn.tasks.ct_explain`, loaded when first used: it reads a run's preprocessing).
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ _FAITHFULNESS_FIGURES = ("plot_faithfulness_curves", "plot_head_sharpness")
 
 _PIPELINES = {
     "explain_promoter": "bioattn.explain.promoter_report", "PromoterExplanation": "bioattn.explain.promoter_report",
-    "explain_ct": "bioattn.explain.ct_report", "CTExplanation": "bioattn.explain.ct_report",
+    "explain_ct": "bioattn.tasks.ct_explain", "CTExplanation": "bioattn.tasks.ct_explain",
     "explain_msa": "bioattn.explain.msa_report", "MSAExplanation": "bioattn.explain.msa_report",
 }
 
