@@ -82,7 +82,7 @@ def msa_quick_run(family: dict[str, Path], tmp_path_factory: pytest.TempPathFact
     from bioattn.cli import main as cli_main
 
     out = tmp_path_factory.mktemp("msa_quick_run") / "run"
-    assert cli_main(["train", "msa", "--msa", str(family["msa"]), "--out", str(out), "--quick"]) == 0
+    assert cli_main(["train", "msa", "--input", str(family["msa"]), "--out", str(out), "--quick"]) == 0
     return out
 
 

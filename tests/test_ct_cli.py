@@ -52,8 +52,8 @@ def test_nifti_probabilities_and_attention_map_on_the_input_grid(run_dir: Path, 
     hu = np.random.default_rng(0).uniform(-1200, 1200, size=(10, 9, 7)).astype(np.float32)
     scan = _nifti(tmp_path / "scan.nii.gz", hu)
     out, overlay = tmp_path / "pred" / "probs.csv", tmp_path / "pred" / "attention.nii.gz"
-    code = cli_main(["predict", "ct", "--run", str(run_dir), "--input", str(scan), "--output", str(out),
-                     "--attention-map", str(overlay), "--window", "-1000", "1000"])
+    code = cli_main(["predict", "ct", "--model", str(run_dir), "--input", str(scan), "--output", str(out),
+                     "--attention-map", str(overlay), "--intensity-window", "-1000", "1000"])
     assert code == 0
     [row] = _rows(out)
     probs = torch.tensor([float(row["p_normal"]), float(row["p_hyperplasia"])])
@@ -73,7 +73,7 @@ def test_flip_tta_averages_the_eight_flips_of_the_preprocessed_volume(run_dir: P
     hu = np.random.default_rng(1).uniform(-1200, 1200, size=(8, 8, 8)).astype(np.float32)
     scan = _nifti(tmp_path / "scan.nii.gz", hu)
     out_plain, out_tta = tmp_path / "plain.csv", tmp_path / "tta.csv"
-    common = ["predict", "ct", "--run", str(run_dir), "--input", str(scan), "--window", "-1000", "1000"]
+    common = ["predict", "ct", "--model", str(run_dir), "--input", str(scan), "--intensity-window", "-1000", "1000"]
     assert cli_main([*common, "--output", str(out_plain)]) == 0
     assert cli_main([*common, "--output", str(out_tta), "--flip-tta"]) == 0
     got = torch.tensor([float(_rows(out_tta)[0][k]) for k in ("p_normal", "p_hyperplasia")])
@@ -90,8 +90,8 @@ def test_flip_tta_averages_the_eight_flips_of_the_preprocessed_volume(run_dir: P
 def test_attention_map_on_real_ct_keeps_grid_and_affine(require_data, run_dir: Path, tmp_path: Path) -> None:
     scan = require_data("ct", "totalsegmentator_example", "example_ct_sm.nii.gz")
     out = tmp_path / "probs.csv"
-    args = ["predict", "ct", "--run", str(run_dir), "--input", str(scan), "--output", str(out), "--attention-map",
-            "--window", "-160", "240"]
+    args = ["predict", "ct", "--model", str(run_dir), "--input", str(scan), "--output", str(out), "--attention-map",
+            "--intensity-window", "-160", "240"]
     reference = nib.load(scan)
     # 122x101x30 at stride 4 is 6448 tokens, more than a full N x N map per layer allows: the map is computed in chunks
     for resize in ([], ["--resize", "32", "32", "16"]):
@@ -111,12 +111,12 @@ def test_npz_predicts_every_split_or_one(run_dir: Path, tmp_path: Path) -> None:
     volumes = tmp_path / "official.npz"
     np.savez(volumes, **arrays)
     out = tmp_path / "all.csv"
-    assert cli_main(["predict", "ct", "--run", str(run_dir), "--input", str(volumes), "--output", str(out)]) == 0
+    assert cli_main(["predict", "ct", "--model", str(run_dir), "--input", str(volumes), "--output", str(out)]) == 0
     rows = _rows(out)
     assert [r["split"] for r in rows] == ["train"] * 3 + ["val"] * 2 + ["test"] * 4
     assert all(r["label"] == "1" for r in rows)
     assert all(abs(float(r["p_normal"]) + float(r["p_hyperplasia"]) - 1) < 1e-5 for r in rows)
-    assert cli_main(["predict", "ct", "--run", str(run_dir), "--input", str(volumes), "--output", str(out),
+    assert cli_main(["predict", "ct", "--model", str(run_dir), "--input", str(volumes), "--output", str(out),
                      "--split", "test"]) == 0
     assert [r["index"] for r in _rows(out)] == ["0", "1", "2", "3"]
 
@@ -147,7 +147,7 @@ def _bad_inputs(tmp_path: Path) -> dict[str, tuple[Path, list[str], str]]:
         "npz wrong channels": (rgb, [], "volumes have 3 channel(s), the model expects 1"),
         "npz missing split": (good, ["--split", "test"], "has no test split"),
         "attention map for npz": (good, ["--attention-map"], "--attention-map needs one NIfTI or DICOM input"),
-        "HU window for npz": (good, ["--window", "0", "1"], "--window apply to NIfTI/DICOM inputs, not to a .npz"),
+        "HU window for npz": (good, ["--intensity-window", "0", "1"], "--intensity-window apply to NIfTI/DICOM inputs, not to a .npz"),
         "missing file": (tmp_path / "nowhere.nii.gz", [], "file not found"),
     }
 
@@ -155,7 +155,7 @@ def _bad_inputs(tmp_path: Path) -> dict[str, tuple[Path, list[str], str]]:
 def test_bad_inputs_exit_2_with_one_line_and_write_nothing(run_dir: Path, tmp_path: Path, capsys) -> None:
     for name, (path, flags, message) in _bad_inputs(tmp_path).items():
         out = tmp_path / "out" / f"{name.replace(' ', '_')}.csv"
-        code = cli_main(["predict", "ct", "--run", str(run_dir), "--input", str(path), "--output", str(out), *flags])
+        code = cli_main(["predict", "ct", "--model", str(run_dir), "--input", str(path), "--output", str(out), *flags])
         err = capsys.readouterr().err.strip()
         assert code == 2, name
         assert err.startswith("error: ") and "\n" not in err, (name, err)
@@ -170,7 +170,7 @@ def test_single_dicom_slice_exits_2_without_traceback(require_data, run_dir: Pat
     dicom = require_data("ct", "pydicom_ct_small", "CT_small.dcm")
     out = tmp_path / "p.csv"
     result = subprocess.run(
-        [sys.executable, "-m", "bioattn.cli", "predict", "ct", "--run", str(run_dir), "--input", str(dicom),
+        [sys.executable, "-m", "bioattn.cli", "predict", "ct", "--model", str(run_dir), "--input", str(dicom),
          "--output", str(out)], capture_output=True, text=True, cwd=REPO, timeout=120,
     )
     assert result.returncode == 2
@@ -333,7 +333,7 @@ def test_tuned_protocol_records_itself_and_the_tta_ablation(
     npz = require_data("ct", "adrenalmnist3d", "adrenalmnist3d_64_trainval.npz")
 
     def scores(*flags: str) -> tuple[dict, list[dict]]:
-        assert cli_main(["predict", "ct", "--run", str(out), "--input", str(npz), "--split", "val",
+        assert cli_main(["predict", "ct", "--model", str(out), "--input", str(npz), "--split", "val",
                          "--output", str(probs), *flags]) == 0
         rows = _rows(probs)
         labels = np.array([int(r["label"]) for r in rows])
@@ -364,7 +364,7 @@ def test_train_refuses_a_file_without_a_train_split(tmp_path: Path, capsys) -> N
     ("argv", "message"),
     [
         (["--dataset", "adrenalmnist3d", "--manifest", "labels.csv"], None),  # argparse: not allowed with
-        (["--window", "0", "1"], "--window apply to --manifest volumes, not to a MedMNIST dataset"),
+        (["--intensity-window", "0", "1"], "--intensity-window apply to --manifest volumes, not to a MedMNIST dataset"),
         (["--size", "32"], "--size of a MedMNIST dataset must be 28 or 64, got 32"),
     ],
 )

@@ -91,7 +91,7 @@ def trained(ct_own_run: tuple[Path, dict[str, int]]) -> tuple[Path, dict[str, in
 
 
 def _predict(run: Path, input_: Path, output: Path, *flags: str) -> list[dict[str, str]]:
-    assert cli_main(["predict", "ct", "--run", str(run), "--input", str(input_), "--output", str(output), *flags]) == 0
+    assert cli_main(["predict", "ct", "--model", str(run), "--input", str(input_), "--output", str(output), *flags]) == 0
     return _rows(output)
 
 
@@ -199,7 +199,7 @@ def test_explain_a_nifti_with_the_saved_preprocessing(own_data: Path, trained, t
     run, _ = trained
     scan = own_data.parent / "scans" / "scan03.nii.gz"
     out = tmp_path / "explain"
-    assert cli_main(["explain", "ct", "--run", str(run), "--input", str(scan), "--out", str(out)]) == 0
+    assert cli_main(["explain", "ct", "--model", str(run), "--input", str(scan), "--out", str(out)]) == 0
     rollout = nib.load(out / "rollout.nii.gz")
     assert rollout.shape == (EDGE,) * 3 and np.allclose(rollout.affine, AFFINE)
     assert np.all(rollout.get_fdata() >= 0) and rollout.get_fdata().max() > 0

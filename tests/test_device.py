@@ -22,11 +22,11 @@ COMMANDS = {
     "predict-promoter": ["predict", "promoter", "--model", "gue-prom-core-all", "--input", "{tmp}/x.fa",
                          "--output", "{tmp}/out"],
     "predict-ct": ["predict", "ct", "--model", "adrenalmnist3d-28", "--input", "{tmp}/x.npz", "--output", "{tmp}/out"],
-    "predict-msa": ["predict", "msa", "--msa", "{tmp}/x.a3m", "--out", "{tmp}/out"],
+    "predict-msa": ["predict", "msa", "--input", "{tmp}/x.a3m", "--out", "{tmp}/out"],
     "explain-promoter": ["explain", "promoter", "--model", "gue-prom-core-all", "--input", "{tmp}/x.fa",
                          "--out", "{tmp}/out"],
     "explain-ct": ["explain", "ct", "--model", "adrenalmnist3d-28", "--input", "{tmp}/x.npz", "--out", "{tmp}/out"],
-    "explain-msa": ["explain", "msa", "--run", "{tmp}/run", "--input", "{tmp}/x.a3m", "--out", "{tmp}/out"],
+    "explain-msa": ["explain", "msa", "--model", "{tmp}/run", "--input", "{tmp}/x.a3m", "--out", "{tmp}/out"],
 }
 
 

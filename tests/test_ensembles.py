@@ -92,7 +92,7 @@ def test_seed_ensemble_loads_by_path_and_predict_reproduces_its_numbers(seeds_ru
     assert isinstance(ensemble, Ensemble) and len(ensemble.members) == 2
     assert isinstance(load_pretrained(seeds_run, expect=PromoterClassifier), Ensemble)
     out = tmp_path / "pred.csv"
-    assert bioattn_main(["predict", "promoter", "--run", str(seeds_run), "--input", str(data["test"]),
+    assert bioattn_main(["predict", "promoter", "--model", str(seeds_run), "--input", str(data["test"]),
                          "--output", str(out)]) == 0
     rows = read_rows(out)
     probs = np.array([float(r["promoter_probability"]) for r in rows])
@@ -107,7 +107,7 @@ def test_seed_ensemble_loads_by_path_and_predict_reproduces_its_numbers(seeds_ru
 @pytest.mark.slow
 def test_explain_accepts_a_seed_ensemble(seeds_run: Path, data, tmp_path):
     out = tmp_path / "explain"
-    assert bioattn_main(["explain", "promoter", "--run", str(seeds_run), "--input", str(data["test"]),
+    assert bioattn_main(["explain", "promoter", "--model", str(seeds_run), "--input", str(data["test"]),
                          "--out", str(out), "--max-sequences", "10", "--plot-sequences", "1"]) == 0
     assert len(read_rows(out / "predictions.tsv", "\t")) == 10
 
@@ -223,11 +223,11 @@ def test_ct_seed_ensemble_predicts_the_mean_of_its_members(ct_manifest, tmp_path
     rows = {}
     for run in (out, out / "seed0", out / "seed1"):
         target = tmp_path / f"{run.name}.csv"
-        assert bioattn_main(["predict", "ct", "--run", str(run), "--input", str(ct_manifest), "--output", str(target)]) == 0
+        assert bioattn_main(["predict", "ct", "--model", str(run), "--input", str(ct_manifest), "--output", str(target)]) == 0
         rows[run.name] = np.array([[float(r["p_blob"]), float(r["p_none"])] for r in read_rows(target)])
     np.testing.assert_allclose(rows["seeds"], (rows["seed0"] + rows["seed1"]) / 2, atol=1e-5)
     overlay = tmp_path / "attention"
-    assert bioattn_main(["predict", "ct", "--run", str(out), "--input", str(ct_manifest.parent / "scan01.nii.gz"),
+    assert bioattn_main(["predict", "ct", "--model", str(out), "--input", str(ct_manifest.parent / "scan01.nii.gz"),
                          "--output", str(tmp_path / "one.csv"), "--attention-map", str(overlay) + ".nii.gz"]) == 0
     assert Path(str(overlay) + ".nii.gz").is_file()
     assert isinstance(load_pretrained(out, expect=HybridCT3D), Ensemble)

@@ -4,7 +4,6 @@ The toy promoter model sees 12-nt sequences whose label is "position 5 is an A" 
 map ranks position 5 first and deleting it first destroys the prediction."""
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from bioattn.data.dna import A_ID, C_ID, T_ID, decode
 from bioattn.explain import attribute
 from bioattn.explain.attribution import METHODS
 from bioattn.explain.faithfulness import area_under_curve, deletion_insertion, evaluate_faithfulness, rank_units
-from bioattn.explain.outputs import resolve_method
+from bioattn.explain.result import resolve_method
 from bioattn.explain.promoter_attribution import promoter_attribution, promoter_score
 from bioattn.explain.relevance import relevance_from_attention
 from bioattn.explain.sharpness import head_sharpness
@@ -154,7 +153,7 @@ def test_explain_promoter_writes_faithfulness_of_every_method(tmp_path: Path, ke
     fasta = tmp_path / "in.fa"
     fasta.write_text("".join(f">s{i}\n{decode(ids)}\n" for i, ids in enumerate(key_inputs[:12])))
     out = tmp_path / "out"
-    assert cli_main(["explain", "promoter", "--run", str(tmp_path / "run"), "--input", str(fasta), "--out", str(out),
+    assert cli_main(["explain", "promoter", "--model", str(tmp_path / "run"), "--input", str(fasta), "--out", str(out),
                      "--motif", "", "--plot-sequences", "0", "--faithfulness-steps", "12"]) == 0
     assert "explain: method integrated_gradients" in capsys.readouterr().err
     summary = json.loads((out / "summary.json").read_text())
@@ -168,7 +167,7 @@ def test_explain_promoter_writes_faithfulness_of_every_method(tmp_path: Path, ke
     assert (by_sequence.argmax(1) == KEY).mean() > 0.9
 
     chosen = tmp_path / "chosen"
-    assert cli_main(["explain", "promoter", "--run", str(tmp_path / "run"), "--input", str(fasta), "--out", str(chosen),
+    assert cli_main(["explain", "promoter", "--model", str(tmp_path / "run"), "--input", str(fasta), "--out", str(chosen),
                      "--motif", "", "--plot-sequences", "0", "--method", "relevance", "--no-faithfulness"]) == 0
     summary = json.loads((chosen / "summary.json").read_text())
     assert summary["method"] == "relevance" and "faithfulness" not in summary
@@ -179,11 +178,10 @@ def test_auto_method_is_chosen_on_a_warm_probe_not_the_first_cold_one(capsys) ->
     """On a GPU the first gradient pass pays for the context and kernel selection: estimating from it made
     ``--method auto`` drop Integrated Gradients there. The estimate is the second pass."""
     passes = iter([1000.0, 0.01])  # seconds: cold first pass, warm second pass
-    args = argparse.Namespace(method="auto", faithfulness_steps=20)
-    assert resolve_method(args, ("integrated_gradients", "rollout"), lambda: next(passes)) == "integrated_gradients"
+    assert resolve_method("auto", ("integrated_gradients", "rollout"), lambda: next(passes)) == "integrated_gradients"
     assert "explain: method integrated_gradients" in capsys.readouterr().err
     slow = iter([1000.0, 1000.0])
-    assert resolve_method(args, ("integrated_gradients", "rollout"), lambda: next(slow)) == "rollout"
+    assert resolve_method("auto", ("integrated_gradients", "rollout"), lambda: next(slow)) == "rollout"
 
 
 class _OneVoxel(torch.nn.Module):
@@ -239,7 +237,7 @@ def test_msa_column_attribution_and_command_faithfulness(tmp_path: Path) -> None
     model.save_pretrained(tmp_path / "run")
     alignment = tmp_path / "family.fasta"
     alignment.write_text("".join(f">r{i}\n{row}\n" for i, row in enumerate(rows)))
-    assert cli_main(["explain", "msa", "--run", str(tmp_path / "run"), "--input", str(alignment), "--out",
+    assert cli_main(["explain", "msa", "--model", str(tmp_path / "run"), "--input", str(alignment), "--out",
                      str(tmp_path / "out"), "--method", "rollout", "--faithfulness-steps", "5"]) == 0
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["method"] == "rollout" and set(summary["faithfulness"]) == set(METHODS)
@@ -257,7 +255,7 @@ def test_explain_ct_command_writes_attribution_and_faithfulness(tmp_path: Path) 
     images = (np.random.default_rng(1).random((2, 8, 8, 8)) > 0.5).astype(np.uint8) * 255
     np.savez(tmp_path / "vols.npz", val_images=images, val_labels=np.array([[0], [1]]))
     out = tmp_path / "out"
-    assert cli_main(["explain", "ct", "--run", str(tmp_path / "run"), "--input", str(tmp_path / "vols.npz"),
+    assert cli_main(["explain", "ct", "--model", str(tmp_path / "run"), "--input", str(tmp_path / "vols.npz"),
                      "--out", str(out), "--method", "relevance", "--faithfulness-steps", "4"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["method"] == "relevance" and set(summary["faithfulness"]) == set(METHODS)

@@ -78,7 +78,7 @@ def test_explain_msa_command(msa_model: MSAContactModel, tmp_path: Path, capsys)
     msa_model.save_pretrained(tmp_path / "run")
     msa, dat = _write_family(tmp_path)
     out = tmp_path / "out"
-    assert cli_main(["explain", "msa", "--run", str(tmp_path / "run"), "--input", str(msa), "--struct-dat", str(dat),
+    assert cli_main(["explain", "msa", "--model", str(tmp_path / "run"), "--input", str(msa), "--struct-dat", str(dat),
                      "--out", str(out), "--max-rows", "8"]) == 0
     table = [line.split("\t") for line in (out / "head_contacts.tsv").read_text().splitlines()]
     assert table[0] == ["layer", "head", *PRECISION_NAMES] and len(table) == 1 + 2 * 2
@@ -97,10 +97,10 @@ def test_explain_msa_without_structure_and_too_long(msa_model: MSAContactModel, 
     msa_model.save_pretrained(tmp_path / "run")
     msa, _ = _write_family(tmp_path)
     out = tmp_path / "out"
-    assert cli_main(["explain", "msa", "--run", str(tmp_path / "run"), "--input", str(msa), "--out", str(out)]) == 0
+    assert cli_main(["explain", "msa", "--model", str(tmp_path / "run"), "--input", str(msa), "--out", str(out)]) == 0
     assert (out / "heads_layer1.png").exists() and not (out / "head_contacts.tsv").exists()
     long_dir = tmp_path / "long"
     long_dir.mkdir()
     long_msa, _ = _write_family(long_dir, columns=LENGTH + 5)
-    code = cli_main(["explain", "msa", "--run", str(tmp_path / "run"), "--input", str(long_msa), "--out", str(tmp_path / "o2")])
+    code = cli_main(["explain", "msa", "--model", str(tmp_path / "run"), "--input", str(long_msa), "--out", str(tmp_path / "o2")])
     assert code == 2 and "65 columns" in capsys.readouterr().err

@@ -52,7 +52,7 @@ def test_promoter_trains_on_cuda_and_predicts_alike_on_cuda_and_cpu(tmp_path: Pa
                  "--epochs", "1", "--device", "cuda"]) == 0
     model = PromoterClassifier.from_pretrained(run, map_location="cuda")
     assert next(model.parameters()).is_cuda
-    on_gpu, on_cpu = predict_on_both(["predict", "promoter", "--run", str(run), "--input", str(tmp_path / "train.csv")],
+    on_gpu, on_cpu = predict_on_both(["predict", "promoter", "--model", str(run), "--input", str(tmp_path / "train.csv")],
                                      tmp_path / "predictions.csv")
     assert on_gpu.shape == (200, 1)
     np.testing.assert_allclose(on_gpu, on_cpu, atol=PROBABILITY_TOLERANCE)
@@ -63,7 +63,7 @@ def test_ct_trains_on_cuda_and_predicts_alike_on_cuda_and_cpu(tmp_path: Path) ->
     run = tmp_path / "run"
     assert main(["train", "ct", "--quick", "--baseline", "none", "--data-root", str(tmp_path / "root"),
                  "--out", str(run), "--device", "cuda"]) == 0
-    on_gpu, on_cpu = predict_on_both(["predict", "ct", "--run", str(run), "--input", str(data_file), "--split", "val"],
+    on_gpu, on_cpu = predict_on_both(["predict", "ct", "--model", str(run), "--input", str(data_file), "--split", "val"],
                                      tmp_path / "predictions.csv")
     assert on_gpu.shape == (8, 2)
     np.testing.assert_allclose(on_gpu, on_cpu, atol=PROBABILITY_TOLERANCE)
@@ -98,11 +98,11 @@ def test_msa_trains_on_cuda_and_its_attention_maps_match_the_cpu(tmp_path: Path)
     alignment = tmp_path / "tiny.a3m"
     alignment.write_text("".join(f">seq{k}\n{''.join(amino[t] for t in row)}\n" for k, row in enumerate(tokens)))
     run = tmp_path / "run"
-    assert main(["train", "msa", "--msa", str(alignment), "--out", str(run), "--quick", "--device", "cuda"]) == 0
+    assert main(["train", "msa", "--input", str(alignment), "--out", str(run), "--quick", "--device", "cuda"]) == 0
     maps = {}
     for device in ("cuda", "cpu"):
         out = tmp_path / f"explained_{device}"
-        assert main(["explain", "msa", "--run", str(run), "--input", str(alignment), "--out", str(out),
+        assert main(["explain", "msa", "--model", str(run), "--input", str(alignment), "--out", str(out),
                      "--method", "rollout", "--no-faithfulness", "--device", device]) == 0
         maps[device] = load_file(out / "row_attention.safetensors")
     assert maps["cuda"].keys() == maps["cpu"].keys() and maps["cuda"]

@@ -108,11 +108,11 @@ FASTA = "".join(f">s{i}\n{'ACGT' * (i + 3)}\n" for i in range(5))
 
 def test_predict_promoter_reads_stdin_and_writes_stdout(promoter_run, tmp_path, monkeypatch, capsys):
     (tmp_path / "in.fa").write_text(FASTA)
-    assert main(["predict", "promoter", "--run", str(promoter_run), "--input", str(tmp_path / "in.fa"),
+    assert main(["predict", "promoter", "--model", str(promoter_run), "--input", str(tmp_path / "in.fa"),
                  "--output", str(tmp_path / "out.csv")]) == 0
     capsys.readouterr()
     set_stdin(monkeypatch, FASTA)
-    assert main(["predict", "promoter", "--run", str(promoter_run), "--input", "-", "--output", "-"]) == 0
+    assert main(["predict", "promoter", "--model", str(promoter_run), "--input", "-", "--output", "-"]) == 0
     captured = capsys.readouterr()
     assert captured.out == (tmp_path / "out.csv").read_text()
     rows = list(csv.DictReader(io.StringIO(captured.out)))
@@ -123,7 +123,7 @@ def test_predict_promoter_reads_stdin_and_writes_stdout(promoter_run, tmp_path, 
 
 def test_predict_promoter_stdin_errors_name_stdin(promoter_run, monkeypatch, capsys):
     set_stdin(monkeypatch, ">ok\nACGT\n>bad\nACGTXZ\n")
-    assert main(["predict", "promoter", "--run", str(promoter_run), "--input", "-", "--output", "-"]) == 2
+    assert main(["predict", "promoter", "--model", str(promoter_run), "--input", "-", "--output", "-"]) == 2
     captured = capsys.readouterr()
     assert "error: <stdin>" in captured.err and "bad" in captured.err
     assert len(captured.out.splitlines()) <= 1  # at most the header: no row of a half-scored input
@@ -137,7 +137,7 @@ def test_predict_ct_writes_stdout(tmp_path, capsys):
     rng = np.random.default_rng(0)
     np.savez(tmp_path / "v.npz", val_images=rng.integers(0, 256, size=(3, 8, 8, 8), dtype=np.uint8),
              val_labels=np.ones((3, 1), np.uint8))
-    assert main(["predict", "ct", "--run", str(tmp_path / "run"), "--input", str(tmp_path / "v.npz"),
+    assert main(["predict", "ct", "--model", str(tmp_path / "run"), "--input", str(tmp_path / "v.npz"),
                  "--output", "-"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))  # only the CSV on stdout
     assert len(rows) == 3 and all(abs(float(r["p_normal"]) + float(r["p_hyperplasia"]) - 1) < 1e-5 for r in rows)

@@ -83,7 +83,7 @@ def test_train_writes_model_probabilities_and_the_head_it_used(trained):
 
 def test_train_without_an_applicable_head_says_its_scores_are_uncalibrated(family, tmp_path, capsys):
     out = tmp_path / "run"
-    assert cli_main(["train", "msa", "--msa", str(family["msa"]), "--out", str(out), "--quick", "--coevolution", "gaussian"]) == 0
+    assert cli_main(["train", "msa", "--input", str(family["msa"]), "--out", str(out), "--quick", "--coevolution", "gaussian"]) == 0
     assert "uncalibrated scores" in capsys.readouterr().err
     assert "REMARK scores are NOT calibrated probabilities" in (out / "contacts.rr").read_text()
     assert not json.loads((out / "metrics.json").read_text())["calibrated"] and not (out / "contact_head.json").exists()
@@ -94,7 +94,7 @@ def test_train_without_an_applicable_head_says_its_scores_are_uncalibrated(famil
 
 def test_predict_finds_the_planted_pairs_and_writes_a_casp_rr_file(family, tmp_path, capsys):
     out = tmp_path / "pred"
-    assert cli_main(["predict", "msa", "--msa", str(family["msa"]), "--out", str(out), "--quick"]) == 0
+    assert cli_main(["predict", "msa", "--input", str(family["msa"]), "--out", str(out), "--quick"]) == 0
     assert "potts_apc" in capsys.readouterr().out
     lines = (out / "contacts.rr").read_text().splitlines()
     assert lines[:3] == ["PFRMAT RR", "TARGET tiny", "AUTHOR bioattn"]
@@ -116,7 +116,7 @@ def test_predict_finds_the_planted_pairs_and_writes_a_casp_rr_file(family, tmp_p
 
 def test_predict_top_and_min_separation(family, tmp_path):
     out = tmp_path / "pred"
-    assert cli_main(["predict", "msa", "--msa", str(family["msa"]), "--out", str(out), "--quick",
+    assert cli_main(["predict", "msa", "--input", str(family["msa"]), "--out", str(out), "--quick",
                      "--top", "7", "--min-separation", "12"]) == 0
     contacts = contact_lines(out / "contacts.rr")
     assert len(contacts) == 7 and all(j - i >= 12 for i, j, _ in contacts)
@@ -124,7 +124,7 @@ def test_predict_top_and_min_separation(family, tmp_path):
 
 def test_predict_with_a_structure_evaluates_it(family, tmp_path):
     out = tmp_path / "pred"
-    assert cli_main(["predict", "msa", "--method", "potts", "--msa", str(family["msa"]), "--pdb", str(family["pdb"]),
+    assert cli_main(["predict", "msa", "--method", "potts", "--input", str(family["msa"]), "--pdb", str(family["pdb"]),
                      "--out", str(out), "--quick"]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert set(metrics["model"]) == {"P@L/5", "P@L/2", "P@L"}
@@ -138,7 +138,7 @@ def test_predict_with_a_head_reading_attention_trains_the_model(family, tmp_path
     names = feature_names(2, 2, ["potts_apc"])
     ContactHead(tuple(names), (0.2, 0.1, 0.2, 0.1, 1.0), -3.0, ("famA", "famB")).save(tmp_path / "head.json")
     out = tmp_path / "pred"
-    assert cli_main(["predict", "msa", "--msa", str(family["msa"]), "--contact-head", str(tmp_path / "head.json"),
+    assert cli_main(["predict", "msa", "--input", str(family["msa"]), "--contact-head", str(tmp_path / "head.json"),
                      "--out", str(out), "--quick", "--embed-dim", "8"]) == 0
     model = MSAContactModel.from_pretrained(out)
     assert (model.config["num_layers"], model.config["num_heads"]) == (2, 2)
@@ -149,7 +149,7 @@ def test_predict_with_a_head_reading_attention_trains_the_model(family, tmp_path
 @pytest.mark.slow
 def test_explain_reads_the_trained_model_on_the_alignment(trained, family, tmp_path):
     out = tmp_path / "explain"
-    assert cli_main(["explain", "msa", "--run", str(trained), "--input", str(family["msa"]), "--pdb", str(family["pdb"]),
+    assert cli_main(["explain", "msa", "--model", str(trained), "--input", str(family["msa"]), "--pdb", str(family["pdb"]),
                      "--out", str(out)]) == 0
     rows = (out / "head_contacts.tsv").read_text().splitlines()
     assert rows[0].split("\t") == ["layer", "head", "P@L/5", "P@L/2", "P@L"] and len(rows) == 1 + 2 * 2
@@ -158,7 +158,7 @@ def test_explain_reads_the_trained_model_on_the_alignment(trained, family, tmp_p
 
 def test_a_contact_head_of_another_model_is_refused_before_anything_is_written(family, tmp_path, capsys):
     ContactHead(tuple(feature_names(4, 4, ["potts_apc"])), (0.1,) * 17, 0.0).save(tmp_path / "head.json")
-    code = cli_main(["train", "msa", "--msa", str(family["msa"]), "--contact-head", str(tmp_path / "head.json"),
+    code = cli_main(["train", "msa", "--input", str(family["msa"]), "--contact-head", str(tmp_path / "head.json"),
                      "--out", str(tmp_path / "run"), "--quick"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1
@@ -179,7 +179,7 @@ BAD_INPUTS = {
 def test_bad_alignment_is_one_error_line_and_exit_2(tmp_path, capsys, verb, case):
     content, message = BAD_INPUTS[case]
     (tmp_path / "bad.a3m").write_text(content)
-    code = cli_main([verb, "msa", "--msa", str(tmp_path / "bad.a3m"), "--out", str(tmp_path / "run"), "--quick"])
+    code = cli_main([verb, "msa", "--input", str(tmp_path / "bad.a3m"), "--out", str(tmp_path / "run"), "--quick"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and err[0].startswith("error: ")
     assert re.search(message, err[0])
@@ -188,7 +188,7 @@ def test_bad_alignment_is_one_error_line_and_exit_2(tmp_path, capsys, verb, case
 
 def test_predict_refuses_a_run_without_a_contact_head(tmp_path, family, capsys):
     (tmp_path / "run").mkdir()
-    code = cli_main(["predict", "msa", "--msa", str(family["msa"]), "--run", str(tmp_path / "run"), "--out", str(tmp_path / "o")])
+    code = cli_main(["predict", "msa", "--input", str(family["msa"]), "--model", str(tmp_path / "run"), "--out", str(tmp_path / "o")])
     assert code == 2 and "run: no contact_head.json" in capsys.readouterr().err
 
 
@@ -224,14 +224,14 @@ def test_all_fits_heads_leave_one_out_resumes_and_serves_predict(tmp_path, famil
     assert "potts_apc" in json.loads((out / "famA" / "metrics.json").read_text())["baselines"]
 
     prediction = tmp_path / "pred"
-    assert cli_main(["predict", "msa", "--msa", str(family["msa"]), "--run", str(out), "--out", str(prediction), "--quick"]) == 0
+    assert cli_main(["predict", "msa", "--input", str(family["msa"]), "--model", str(out), "--out", str(prediction), "--quick"]) == 0
     assert ContactHead.load(prediction / "contact_head.json").features == head.features[:-2] + ("potts_apc",)
 
 
 @pytest.mark.slow
 def test_recipe_script_is_a_wrapper_of_train_msa(tmp_path):
     (tmp_path / "bad.aln").write_text("ACDE\nACD\n")
-    done = subprocess.run([sys.executable, str(ROOT / "recipes" / "msa_contacts.py"), "--msa", str(tmp_path / "bad.aln"),
+    done = subprocess.run([sys.executable, str(ROOT / "recipes" / "msa_contacts.py"), "--input", str(tmp_path / "bad.aln"),
                            "--out", str(tmp_path / "run")], capture_output=True, text=True, cwd=ROOT, check=False)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("error: ") and "bad.aln, line 2 (record 'row1')" in done.stderr
@@ -241,7 +241,7 @@ def test_recipe_script_is_a_wrapper_of_train_msa(tmp_path):
 def test_train_on_a_real_family_compares_with_the_baselines(require_data, tmp_path):
     folder = require_data("msa", "coev", "1mkcA00")
     out = tmp_path / "run"
-    assert cli_main(["train", "msa", "--msa", str(folder / "1mkcA00.aln"), "--pdb", str(folder / "1mkcA00.pdb"),
+    assert cli_main(["train", "msa", "--input", str(folder / "1mkcA00.aln"), "--pdb", str(folder / "1mkcA00.pdb"),
                      "--out", str(out), "--quick", "--max-minutes", "0.05", "--epochs", "1"]) == 0
     probabilities = np.load(out / "contacts.npy")
     assert probabilities.shape == (43, 43)
@@ -256,7 +256,7 @@ def test_bad_structure_is_one_error_line_and_exit_2(require_data, tmp_path, caps
     folder = require_data("msa", "coev", "1mkcA00")
     (tmp_path / "q.a3m").write_text(">q\nMWWWWWHHHHHHPPPPPPGGGGGGKKKKKK\n>r\nMWWWWWHHHHHHPPPPPPGGGGGGKKKKKR\n")
     msa = str(tmp_path / "q.a3m") if case == "wrong structure" else str(folder / "1mkcA00.aln")
-    argv = ["--msa", msa, "--pdb", str(folder / "1mkcA00.pdb"), "--out", str(tmp_path / "run")]
+    argv = ["--input", msa, "--pdb", str(folder / "1mkcA00.pdb"), "--out", str(tmp_path / "run")]
     if case == "missing chain":
         argv += ["--chain", "Z"]
     code = cli_main(["predict", "msa", *argv])

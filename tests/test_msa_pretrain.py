@@ -105,7 +105,7 @@ def test_blocks_draw_rows_and_crop_long_alignments(data_root):
 def test_init_from_starts_from_the_pretrained_weights(pretrained, data_root, tmp_path):
     family = write_alignment(tmp_path / "fam.a3m", rows=40, columns=25, seed=3)
     out = tmp_path / "no_finetune"
-    assert main(["train", "msa", "--msa", str(family), "--out", str(out), "--quick", "--coevolution", "none",
+    assert main(["train", "msa", "--input", str(family), "--out", str(out), "--quick", "--coevolution", "none",
                  "--init-from", str(pretrained), "--no-finetune"]) == 0
     source, read = load_pretrained(pretrained).state_dict(), MSAContactModel.from_pretrained(out).state_dict()
     assert set(source) == set(read)
@@ -116,7 +116,7 @@ def test_init_from_starts_from_the_pretrained_weights(pretrained, data_root, tmp
     assert metrics["training"]["stop_reason"] == "not fine-tuned (--no-finetune)"
 
     finetuned = tmp_path / "finetuned"
-    assert main(["train", "msa", "--msa", str(family), "--out", str(finetuned), "--quick", "--coevolution", "none",
+    assert main(["train", "msa", "--input", str(family), "--out", str(finetuned), "--quick", "--coevolution", "none",
                  "--init-from", str(pretrained)]) == 0
     model = MSAContactModel.from_pretrained(finetuned)
     assert model.config["embed_dim"] == load_pretrained(pretrained).config["embed_dim"]  # the pretrained size, not --quick's
@@ -125,7 +125,7 @@ def test_init_from_starts_from_the_pretrained_weights(pretrained, data_root, tmp
 
 def test_no_finetune_needs_a_pretrained_model(tmp_path, capsys):
     family = write_alignment(tmp_path / "fam.a3m", rows=20, columns=10, seed=4)
-    code = main(["train", "msa", "--msa", str(family), "--out", str(tmp_path / "run"), "--quick", "--no-finetune"])
+    code = main(["train", "msa", "--input", str(family), "--out", str(tmp_path / "run"), "--quick", "--no-finetune"])
     assert code == 2
     assert "--no-finetune reads a pretrained model's attention: give --init-from" in capsys.readouterr().err
 

@@ -32,7 +32,7 @@ def seeded(family, tmp_path_factory) -> tuple[Path, str]:  # noqa: F811
         folder / "head.json")
     out, printed = folder / "run", io.StringIO()
     with contextlib.redirect_stdout(printed):
-        assert cli_main(["train", "msa", "--msa", str(family["msa"]), "--pdb", str(family["pdb"]), "--out", str(out),
+        assert cli_main(["train", "msa", "--input", str(family["msa"]), "--pdb", str(family["pdb"]), "--out", str(out),
                          "--quick", "--contact-head", str(folder / "head.json"), "--seeds", *SEEDS]) == 0
     return out, printed.getvalue()
 
@@ -87,7 +87,7 @@ def test_the_run_loads_as_an_ensemble_and_serves_predict_and_explain(seeded, fam
         model(tokens, need_weights=True)
 
     pred = tmp_path / "pred"
-    assert cli_main(["predict", "msa", "--msa", str(family["msa"]), "--run", str(out), "--out", str(pred), "--quick",
+    assert cli_main(["predict", "msa", "--input", str(family["msa"]), "--model", str(out), "--out", str(pred), "--quick",
                      "--top", "5"]) == 0
     assert "mean of the contact probabilities of 2 seeds" in capsys.readouterr().out
     predicted = load_pretrained(pred, expect=MSAContactModel)  # one model per seed of the run, trained on the new alignment
@@ -101,7 +101,7 @@ def test_the_run_loads_as_an_ensemble_and_serves_predict_and_explain(seeded, fam
         rr_pairs = [line for line in (run_dir / "contacts.rr").read_text().splitlines() if line[:1].isdigit()]
         assert len(rr_pairs) == 5
     assert json.loads((pred / "metrics.json").read_text())["cpu_seconds"]["total"] > 0
-    assert cli_main(["explain", "msa", "--run", str(out), "--input", str(family["msa"]), "--pdb", str(family["pdb"]),
+    assert cli_main(["explain", "msa", "--model", str(out), "--input", str(family["msa"]), "--pdb", str(family["pdb"]),
                      "--out", str(tmp_path / "explain"), "--method", "rollout", "--no-faithfulness"]) == 0
     assert "explaining its first member, seed0" in capsys.readouterr().err
     assert json.loads((tmp_path / "explain" / "summary.json").read_text())["member"] == "seed0"
@@ -113,7 +113,7 @@ def test_the_run_loads_as_an_ensemble_and_serves_predict_and_explain(seeded, fam
     (["--init-from", "msa-axial-pfam", "--no-finetune", "--seeds", "0", "1"], "--no-finetune trains none"),
 ])
 def test_bad_seeds_are_one_error_line_and_nothing_is_written(family, tmp_path, capsys, argv, message):  # noqa: F811
-    source = [] if "--all" in argv else ["--msa", str(family["msa"])]
+    source = [] if "--all" in argv else ["--input", str(family["msa"])]
     code = cli_main(["train", "msa", *source, "--out", str(tmp_path / "run"), "--quick", *argv])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and message in err[0]
@@ -122,7 +122,7 @@ def test_bad_seeds_are_one_error_line_and_nothing_is_written(family, tmp_path, c
 
 def test_msa_takes_no_cross_validation(family, tmp_path, capsys):  # noqa: F811
     with pytest.raises(SystemExit):
-        cli_main(["train", "msa", "--msa", str(family["msa"]), "--out", str(tmp_path / "run"), "--cv", "3"])
+        cli_main(["train", "msa", "--input", str(family["msa"]), "--out", str(tmp_path / "run"), "--cv", "3"])
     assert "unrecognized arguments: --cv 3" in capsys.readouterr().err
 
 

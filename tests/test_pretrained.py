@@ -131,7 +131,7 @@ def test_run_and_model_are_mutually_exclusive_and_one_is_required(
     with pytest.raises(SystemExit) as exit_info:
         main([*command, *rest])
     assert exit_info.value.code == 2
-    assert "one of the arguments --run --model is required" in capsys.readouterr().err
+    assert "one of the arguments --model is required" in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -184,7 +184,7 @@ def _out_of_fold_mcc(name: str, check: dict, require_data: Callable[..., Path], 
         labels += [BINARY_CLASSES[k] for k in part.labels]
         source, output = tmp_path / f"{member}.csv", tmp_path / f"{member}_predictions.csv"
         write_table(source, ["id", "sequence"], zip(range(len(part)), part.sequences))
-        assert main(["predict", "promoter", "--run", str(folder / member), "--input", str(source),
+        assert main(["predict", "promoter", "--model", str(folder / member), "--input", str(source),
                      "--output", str(output)]) == 0
         from_cli += [row["predicted_label"] for row in _read_csv(output)]
         model = PromoterClassifier.from_pretrained(folder / member)

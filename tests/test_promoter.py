@@ -176,7 +176,7 @@ def test_predict_fasta_keeps_ids_and_order(model, run_dir, tmp_path, capsys):
     fasta = tmp_path / "in.fa"
     fasta.write_text("".join(f">seq{i} description\n{s[:20]}\n{s[20:].lower()}\n" for i, s in enumerate(SEQUENCES)))
     out = tmp_path / "out.csv"
-    code = bioattn_main(["predict", "promoter", "--run", str(run_dir), "--input", str(fasta), "--output", str(out),
+    code = bioattn_main(["predict", "promoter", "--model", str(run_dir), "--input", str(fasta), "--output", str(out),
                          "--batch-size", "2"])
     assert code == 0
     rows = read_output(out)
@@ -192,7 +192,7 @@ def test_predict_csv_ignores_label_and_numbers_rows(model, run_dir, tmp_path):
     table = tmp_path / "in.csv.gz"
     table.write_bytes(gzip.compress(("label,sequence\n" + "".join(f"1,{s}\n" for s in SEQUENCES)).encode()))
     out = tmp_path / "sub" / "out.csv"
-    assert bioattn_main(["predict", "promoter", "--run", str(run_dir), "--input", str(table), "--output", str(out)]) == 0
+    assert bioattn_main(["predict", "promoter", "--model", str(run_dir), "--input", str(table), "--output", str(out)]) == 0
     rows = read_output(out)
     assert [r["id"] for r in rows] == [str(i) for i in range(1, len(SEQUENCES) + 1)]
     np.testing.assert_allclose([float(r["promoter_probability"]) for r in rows],
@@ -206,7 +206,7 @@ def test_predict_bf16_stays_close_to_fp32_and_keeps_fp32_probabilities(model, ru
     outputs = {}
     for precision in ("fp32", "bf16"):
         out = tmp_path / f"{precision}.csv"
-        assert bioattn_main(["predict", "promoter", "--run", str(run_dir), "--input", str(fasta), "--output", str(out),
+        assert bioattn_main(["predict", "promoter", "--model", str(run_dir), "--input", str(fasta), "--output", str(out),
                              "--precision", precision, "--device", "cpu"]) == 0
         err = capsys.readouterr().err
         assert f"scored in {precision}" in err
@@ -241,7 +241,7 @@ def test_predict_bad_input_exit_2_one_line_and_no_output(run_dir, tmp_path, caps
     source = tmp_path / name
     source.write_text(content)
     out = tmp_path / "out.csv"
-    code = bioattn_main(["predict", "promoter", "--run", str(run_dir), "--input", str(source), "--output", str(out),
+    code = bioattn_main(["predict", "promoter", "--model", str(run_dir), "--input", str(source), "--output", str(out),
                          "--batch-size", "1"])
     err = capsys.readouterr().err
     assert code == 2
@@ -257,7 +257,7 @@ def test_predict_failure_keeps_previous_output_and_console_script_exits_2(run_di
     source.write_bytes(data[: len(data) // 2])
     out = tmp_path / "out.csv"
     out.write_text("previous results\n")
-    done = subprocess.run([sys.executable, "-m", "bioattn.cli", "predict", "promoter", "--run", str(run_dir),
+    done = subprocess.run([sys.executable, "-m", "bioattn.cli", "predict", "promoter", "--model", str(run_dir),
                            "--input", str(source), "--output", str(out), "--batch-size", "8"],
                           capture_output=True, text=True)
     assert done.returncode == 2
@@ -270,7 +270,7 @@ def test_predict_threshold_option_moves_the_decision(model, run_dir, tmp_path):
     fasta.write_text("".join(f">s{i}\n{s}\n" for i, s in enumerate(SEQUENCES)))
     probs = model.predict_tokens([encode(s) for s in SEQUENCES])
     cut = float(np.median(probs))
-    assert bioattn_main(["predict", "promoter", "--run", str(run_dir), "--input", str(fasta), "--output",
+    assert bioattn_main(["predict", "promoter", "--model", str(run_dir), "--input", str(fasta), "--output",
                          str(tmp_path / "o.csv"), "--threshold", str(cut), "--device", "cpu"]) == 0  # as probs
     assert [r["predicted_label"] for r in read_output(tmp_path / "o.csv")] == [str(int(p >= cut)) for p in probs]
 
@@ -278,7 +278,7 @@ def test_predict_threshold_option_moves_the_decision(model, run_dir, tmp_path):
 def test_predict_rejects_a_folder_that_is_not_a_run(tmp_path, capsys):
     source = tmp_path / "in.fa"
     source.write_text(">a\nACGT\n")
-    code = bioattn_main(["predict", "promoter", "--run", str(tmp_path), "--input", str(source), "--output", str(tmp_path / "o.csv")])
+    code = bioattn_main(["predict", "promoter", "--model", str(tmp_path), "--input", str(source), "--output", str(tmp_path / "o.csv")])
     assert code == 2 and "no config.json" in capsys.readouterr().err
 
 

@@ -100,7 +100,7 @@ def test_own_csv_trains_and_predict_reproduces_the_run(binary_run: Path, binary_
     assert (model.class_names, model.rc_average, model.max_len, model.threshold) == (["neg", "pos"], True, longest, 0.5)
 
     out = tmp_path / "pred.csv"
-    assert bioattn_main(["predict", "promoter", "--run", str(binary_run), "--input", str(binary_data["test_csv"]),
+    assert bioattn_main(["predict", "promoter", "--model", str(binary_run), "--input", str(binary_data["test_csv"]),
                          "--output", str(out)]) == 0
     rows = read_rows(out)
     assert list(rows[0]) == ["id", "promoter_probability", "predicted_label", "warning"]
@@ -117,7 +117,7 @@ def test_own_csv_trains_and_predict_reproduces_the_run(binary_run: Path, binary_
 @pytest.mark.slow
 def test_explain_works_on_an_own_data_model(binary_run: Path, binary_data, tmp_path):
     out = tmp_path / "explain"
-    assert bioattn_main(["explain", "promoter", "--run", str(binary_run), "--input", str(binary_data["test_csv"]),
+    assert bioattn_main(["explain", "promoter", "--model", str(binary_run), "--input", str(binary_data["test_csv"]),
                          "--out", str(out), "--plot-sequences", "1", "--max-sequences", "20"]) == 0
     rows = read_rows(out / "predictions.tsv", "\t")
     assert list(rows[0]) == ["id", "length", "probability", "predicted_label"] and len(rows) == 20
@@ -160,7 +160,7 @@ def test_three_classes_train_predict_and_explain(tmp_path):
     model = PromoterClassifier.from_pretrained(run)
     assert model.num_classes == 3 and not model.binary and model.rc_average is False
     out = tmp_path / "pred.csv"
-    assert bioattn_main(["predict", "promoter", "--run", str(run), "--input", str(dev_csv), "--output", str(out)]) == 0
+    assert bioattn_main(["predict", "promoter", "--model", str(run), "--input", str(dev_csv), "--output", str(out)]) == 0
     rows = read_rows(out)
     assert list(rows[0]) == ["id", "p_mid", "p_neg", "p_pos", "predicted_label", "warning"] and len(rows) == 90
     probs = np.array([[float(r[f"p_{c}"]) for c in ("mid", "neg", "pos")] for r in rows])
@@ -170,7 +170,7 @@ def test_three_classes_train_predict_and_explain(tmp_path):
                                                                               lengths=(20, 40))])
     assert classification_metrics(labels, probs)["mcc"] == pytest.approx(metrics["metrics"]["dev_mcc"], abs=1e-9)
     explained = tmp_path / "explain"
-    assert bioattn_main(["explain", "promoter", "--run", str(run), "--input", str(dev_csv), "--out", str(explained),
+    assert bioattn_main(["explain", "promoter", "--model", str(run), "--input", str(dev_csv), "--out", str(explained),
                          "--plot-sequences", "1", "--max-sequences", "12"]) == 0
     header = (explained / "predictions.tsv").read_text().splitlines()[0].split("\t")
     assert header == ["id", "length", "p_mid", "p_neg", "p_pos", "predicted_label"]

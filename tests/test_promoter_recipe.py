@@ -38,7 +38,7 @@ def test_gc_baseline_learns_a_gc_rule():
 def test_recipe_script_wraps_the_command():
     done = subprocess.run([sys.executable, str(RECIPE), "--help"], capture_output=True, text=True)
     assert done.returncode == 0
-    for flag in ("--task", "--train", "--dev", "--max-length", "--no-rc-augment", "--no-rc-average", "--resume", "--config"):
+    for flag in ("--task", "--train", "--dev", "--max-length", "--no-rc-augment", "--strand", "--resume", "--config"):
         assert flag in done.stdout
 
 

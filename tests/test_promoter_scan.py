@@ -53,7 +53,7 @@ def genome(tmp_path_factory) -> Path:
 
 
 def scan(run_dir: Path, fasta: Path, output: Path, *flags: str) -> int:
-    return bioattn_main(["predict", "promoter", "--run", str(run_dir), "--input", str(fasta), "--output", str(output),
+    return bioattn_main(["predict", "promoter", "--model", str(run_dir), "--input", str(fasta), "--output", str(output),
                          "--batch-size", "16", *flags])
 
 
@@ -99,7 +99,7 @@ def test_scan_probabilities_equal_predict_on_the_window_sequences(run_dir, windo
     fasta.write_text("".join(f">w{i}\n{CHROMOSOMES[r['chrom']][int(r['start']):int(r['end'])]}\n"
                              for i, r in enumerate(windows_csv)))
     out = tmp_path / "per_sequence.csv"
-    assert bioattn_main(["predict", "promoter", "--run", str(run_dir), "--input", str(fasta), "--output", str(out)]) == 0
+    assert bioattn_main(["predict", "promoter", "--model", str(run_dir), "--input", str(fasta), "--output", str(out)]) == 0
     np.testing.assert_allclose([float(r["promoter_probability"]) for r in read_rows(out)],
                                [float(r["probability"]) for r in windows_csv], rtol=0, atol=2e-6)
 

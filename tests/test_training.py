@@ -21,12 +21,11 @@ from torch import nn
 import test_training_toyrun as toyrun
 from bioattn.errors import TrainingDivergedError, UserInputError
 from bioattn.io import load_tensors
+from bioattn.commands.training_args import add_training_args, config_from_args
 from bioattn.training import (
     NonFiniteLossError,
     TrainConfig,
     Trainer,
-    add_training_args,
-    config_from_args,
     plot_curves,
     prepare_run_dir,
     seed_everything,

@@ -17,11 +17,10 @@ from torch.utils.data import TensorDataset
 
 from bioattn.cli import run_user_main
 from bioattn.io import save_tensors, write_json
+from bioattn.commands.training_args import add_training_args, config_from_args
 from bioattn.training import (
     TrainConfig,
     Trainer,
-    add_training_args,
-    config_from_args,
     prepare_run_dir,
     seed_everything,
 )

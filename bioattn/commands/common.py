@@ -1,4 +1,5 @@
-"""What commands that run a model share: ``--run RUN_DIR`` or ``--model NAME`` (a shipped model), ``--device``."""
+"""What commands that run a model share: ``--model NAME_OR_DIR`` (a shipped model or a run directory), ``--device``,
+the ensemble flags and the explain flags."""
 from __future__ import annotations
 
 import argparse
@@ -7,35 +8,40 @@ from pathlib import Path
 import torch
 
 from bioattn.models.registry import available_models, resolve_model_dir
+from bioattn.commands.vocabulary import add_alias
 from bioattn.training.distributed import DEVICES, resolve_device
 
 
 def add_model_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, trained_by: str,
                         required: bool = True) -> argparse._MutuallyExclusiveGroup:
-    """Add ``--run`` and ``--model`` as mutually exclusive options (one of them required when ``required``).
+    """Add ``--model NAME_OR_DIR`` (a shipped model's name or a run directory; required when ``required``) and its
+    deprecated spelling ``--run``.
 
-    ``trained_by`` names the command whose run directories fit, e.g. ``"bioattn train promoter"``. Returns
-    the group, so a command can add further alternatives to it.
+    ``trained_by`` names the command whose run directories fit, e.g. ``"bioattn train promoter"``. Returns the
+    mutually exclusive group, so a command can add further alternatives to it.
     """
     group = parser.add_mutually_exclusive_group(required=required)
-    group.add_argument("--run", type=Path, default=None, metavar="RUN_DIR",
-                       help=f"run directory of '{trained_by}' (config.json + model.safetensors) (default: none)")
     shipped = ", ".join(available_models()) or "none"
-    group.add_argument("--model", default=None, metavar="NAME",
-                       help=f"a model shipped with bioattn, by name ({shipped}; see 'bioattn models') (default: none)")
+    model = group.add_argument("--model", default=None, metavar="NAME_OR_DIR",
+                               help=f"a model shipped with bioattn by name ({shipped}; see 'bioattn models') or a run "
+                                    f"directory of '{trained_by}' (config.json + model.safetensors) (default: none)")
+    add_alias(group, model, "--run")
     return group
 
 
 def model_dir(args: argparse.Namespace) -> Path | None:
-    """The folder of ``--run`` or ``--model`` (None when neither was given); an unknown name is a ``UserInputError``."""
-    if args.model is not None:
-        return resolve_model_dir(args.model)
-    return args.run
+    """The folder of ``--model`` (None when not given); an unknown name is a ``UserInputError``."""
+    return resolve_model_dir(args.model) if args.model is not None else None
+
+
+def model_source(args: argparse.Namespace) -> str | None:
+    """What ``--model`` named, as the library takes it (a shipped name or a run directory)."""
+    return args.model
 
 
 def model_label(args: argparse.Namespace) -> str:
-    """How outputs name the model: the shipped model's name or the run directory."""
-    return args.model if args.model is not None else str(args.run)
+    """How outputs name the model: the shipped model's name or the run directory, as given."""
+    return str(args.model)
 
 
 def add_device_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
@@ -75,3 +81,39 @@ def ensemble_options(args: argparse.Namespace) -> dict[str, tuple[int, ...] | in
     if hasattr(args, "cv_repeats"):
         options["cv_repeats"] = args.cv_repeats
     return options
+
+
+def add_explain_arguments(parser: argparse.ArgumentParser, *, input_help: str, rollout: bool = True) -> None:
+    """``--input --out --overwrite`` and, with ``rollout``, ``--head-fusion --start-layer`` of every explain command."""
+    from bioattn.attention.rollout import HEAD_FUSIONS
+
+    parser.add_argument("--input", required=True, metavar="FILE", help=input_help)
+    parser.add_argument("--out", required=True, metavar="DIR", help="output folder for tables and figures (created)")
+    parser.add_argument("--overwrite", action="store_true", help="replace the contents of a non-empty --out folder")
+    if not rollout:
+        return
+    parser.add_argument("--head-fusion", choices=HEAD_FUSIONS, default="mean", help="how rollout fuses a layer's heads (default: mean)")
+    parser.add_argument("--start-layer", type=int, default=0, help="first layer included in the rollout (default: 0)")
+
+
+def add_method_arguments(parser: argparse.ArgumentParser, *, unit: str) -> None:
+    """``--method --no-faithfulness --faithfulness-steps``: which attribution the outputs show, and whether every
+    method's deletion/insertion faithfulness is measured (``unit``: what one perturbation step removes)."""
+    from bioattn.explain.attribution import METHODS
+
+    parser.add_argument("--method", choices=("auto", *METHODS), default="auto",
+                        help="attribution shown in the outputs: auto (of the methods fast enough for the input, the "
+                             "one most faithful on a sample of it, measured by deletion/insertion and named on stderr "
+                             "with its AUCs), " + ", ".join(METHODS) + " (default: %(default)s)")
+    parser.add_argument("--no-faithfulness", dest="skip_faithfulness", action="store_true",
+                        help=f"skip measuring every method's deletion/insertion faithfulness ({unit} removed or "
+                             "revealed by rank; summary.json key 'faithfulness', faithfulness.png) (default: off, "
+                             "i.e. measured)")
+    parser.add_argument("--faithfulness-steps", type=int, default=20,
+                        help="points of each deletion/insertion curve (default: %(default)s)")
+
+
+def method_options(args: argparse.Namespace) -> dict:
+    """The library keywords of :func:`add_method_arguments`'s flags."""
+    return {"method": args.method, "faithfulness": not args.skip_faithfulness,
+            "faithfulness_steps": args.faithfulness_steps}

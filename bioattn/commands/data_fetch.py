@@ -1,7 +1,7 @@
 """Download a public dataset the recipes use into a data root, checking each file's checksum.
 
-    bioattn data fetch NAME [--to DIR]
-    bioattn data fetch all --to DIR
+    bioattn data fetch NAME [--out DIR]
+    bioattn data fetch all --out DIR
 
 Datasets: gue (GUE human promoter tasks, train/dev/test), ecoli_sigma70 (iPromoter-2L E. coli promoters),
 adrenalmnist3d (MedMNIST AdrenalMNIST3D, 28³ and 64³), coev (8 protein alignments with structures and
@@ -20,6 +20,7 @@ import argparse
 import os
 from pathlib import Path
 
+from bioattn.commands.vocabulary import add_alias
 from bioattn.data.fetch import fetch_dataset, load_registry
 from bioattn.data.root import DATA_ROOT_ENV
 
@@ -29,13 +30,14 @@ DEFAULT_DIR = "bioattn-data"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", choices=[*load_registry(), ALL], help="dataset to download, or 'all' (required)")
-    parser.add_argument("--to", type=Path, default=None, metavar="DIR",
-                        help=f"data root to download into (default: ${DATA_ROOT_ENV}, else ./{DEFAULT_DIR})")
+    out = parser.add_argument("--out", type=Path, default=None, metavar="DIR",
+                              help=f"data root to download into (default: ${DATA_ROOT_ENV}, else ./{DEFAULT_DIR})")
+    add_alias(parser, out, "--to")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars (default: show them on stderr)")
 
 
 def run(args: argparse.Namespace) -> int:
-    root = args.to or Path(os.environ.get(DATA_ROOT_ENV) or DEFAULT_DIR)
+    root = args.out or Path(os.environ.get(DATA_ROOT_ENV) or DEFAULT_DIR)
     registry = load_registry()
     names = list(registry) if args.name == ALL else [args.name]
     unverified = []

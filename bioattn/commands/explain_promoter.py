@@ -22,34 +22,19 @@ generator, not causal attribution.
 from __future__ import annotations
 
 import argparse
-import re
-import time
 
-import numpy as np
-import torch
-from Bio.Data.IUPACData import ambiguous_dna_letters
-
-from bioattn.commands.common import add_device_argument, add_model_arguments, device_from_args, model_dir, model_label
-from bioattn.errors import UserInputError
-from bioattn.explain.attribution import method_label
-from bioattn.explain.outputs import (
-    AUTO_SAMPLE, add_common_arguments, add_method_arguments, faithfulness_table, prepare_out_dir, resolve_method, write_faithfulness,
-    write_layer_figures,
+from bioattn.commands.common import (
+    add_device_argument, add_explain_arguments, add_method_arguments, add_model_arguments, method_options, model_source,
 )
-from bioattn.io import write_json, write_table
-from bioattn.progress import progress_bar
-
-#: Methods from most to least faithful on GUE prom_core_all dev (README, "Explaining predictions").
-FAITHFULNESS_ORDER = ("integrated_gradients", "gradient_x_input", "relevance", "rollout")
-
-_MARK = re.compile(r"^(?P<label>[^=]+)=(?P<start>-?\d+)\.\.(?P<end>-?\d+)$")
+from bioattn.commands.vocabulary import add_alias
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser, trained_by="bioattn train promoter")
     add_device_argument(parser)
-    add_common_arguments(parser, input_help="FASTA or CSV (column 'sequence', optional 'id'), plain or gzip")
-    parser.add_argument("--max-sequences", type=int, default=1000, help="explain at most this many records (default: 1000)")
+    add_explain_arguments(parser, input_help="FASTA or CSV (column 'sequence', optional 'id'), plain or gzip")
+    rows = parser.add_argument("--max-rows", type=int, default=1000, help="explain at most this many records (default: 1000)")
+    add_alias(parser, rows, "--max-sequences", "--max-seqs")
     parser.add_argument("--plot-sequences", type=int, default=6, help="write a track PNG for the first N records (default: 6)")
     parser.add_argument("--batch-size", type=int, default=64, help="sequences per forward pass (default: %(default)s)")
     parser.add_argument("--tss-index", type=int, default=None,
@@ -68,217 +53,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="measure faithfulness on the first N records (default: %(default)s)")
 
 
-def _parse_marks(marks: list[str]) -> dict[str, tuple[int, int]]:
-    spans = {}
-    for mark in marks:
-        match = _MARK.match(mark)
-        if not match:
-            raise UserInputError(f"--mark {mark!r}: expected LABEL=START..END, e.g. 'TATA box=-31..-24'")
-        spans[match["label"]] = (int(match["start"]), int(match["end"]))
-    return spans
-
-
-def _safe_name(index: int, record_id: str) -> str:
-    return f"{index:04d}_{re.sub(r'[^A-Za-z0-9._-]+', '_', record_id)[:60]}"
-
-
-def _read_inputs(args: argparse.Namespace, max_len: int) -> tuple[list, list[np.ndarray]]:
-    from bioattn.data.dna import read_records
-
-    records, tokens = [], []
-    for record in read_records(args.input):
-        if len(records) == args.max_sequences:
-            break
-        ids = record.tokens(source=args.input)
-        if len(ids) > max_len:
-            raise UserInputError(f"{args.input}: {record.describe()}: {len(ids)} nt, the model accepts at most {max_len}")
-        records.append(record)
-        tokens.append(ids)
-    return records, tokens
-
-
-def _predicted_groups(model, predicted: np.ndarray) -> list[tuple[str, np.ndarray]]:
-    """``(name, mask (N,))`` per predicted class: ``predicted_promoter`` / ``predicted_non_promoter`` for two classes."""
-    if model.binary:
-        return [("predicted_promoter", predicted == 1), ("predicted_non_promoter", predicted == 0)]
-    return [(f"predicted_{name}", predicted == k) for k, name in enumerate(model.class_names)]
-
-
-def _track_title(model, record_id: str, class_probabilities: np.ndarray, predicted: int) -> str:
-    if model.binary:
-        return f"{record_id}: p(promoter) = {class_probabilities[1]:.3f}"
-    return f"{record_id}: predicted {model.class_names[predicted]} (p = {class_probabilities[predicted]:.3f})"
-
-
-def _check_arguments(args: argparse.Namespace, num_layers: int) -> None:
-    for name in ("max_sequences", "batch_size", "faithfulness_sequences"):
-        if getattr(args, name) < 1:
-            raise UserInputError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    if not 0 <= args.start_layer < num_layers:
-        raise UserInputError(f"--start-layer must be in [0, {num_layers - 1}], got {args.start_layer}")
-    bad = sorted(set(args.motif.upper()) - set(ambiguous_dna_letters))
-    if bad:
-        raise UserInputError(f"--motif {args.motif!r}: {', '.join(bad)} is not an IUPAC nucleotide letter")
-
-
-def _probe_seconds(model, batches: list, rc_average: bool | None) -> float:
-    """Estimated seconds of one gradient × input pass over every batch (timed on the first)."""
-    from bioattn.explain.promoter_attribution import promoter_attribution
-
-    start = time.perf_counter()
-    promoter_attribution(model, *batches[0], "gradient_x_input", rc_average=rc_average)
-    return (time.perf_counter() - start) * len(batches)
-
-
-def _sharpness(model, batches: list, out) -> dict:
-    """Per-head entropy and effective temperature of the first member over the first batch (+ figure)."""
-    from bioattn.explain.faithfulness_figures import plot_head_sharpness
-    from bioattn.explain.sharpness import head_sharpness, sharpness_summary
-    from bioattn.models.ensemble import ensemble_members
-
-    member = ensemble_members(model)[0]
-    ids, padding_mask = batches[0]
-    device = next(member.parameters()).device
-    with torch.no_grad():
-        _, key_padding_mask, weights = member.encode(ids.to(device), padding_mask.to(device), need_weights=True)
-    sharpness = head_sharpness(weights, key_padding_mask)
-    plot_head_sharpness(sharpness, out / "head_sharpness.png", title="promoter attention: per-head sharpness")
-    return sharpness_summary(sharpness)
-
-
-def _faithfulness(model, tokens: list[np.ndarray], args: argparse.Namespace, rc_average: bool | None, out) -> dict:
-    """Deletion/insertion AUC of every method on ``tokens`` (nucleotides replaced by N), + faithfulness.png."""
-    from bioattn.explain.attribution import METHODS
-
-    results = _measure(model, tokens, args, rc_average, METHODS)
-    return write_faithfulness(results, out, unit="nucleotides",
-                              title=f"promoter: faithfulness on {len(tokens)} sequences (nucleotides → N)")
-
-
-def _measure(model, tokens: list[np.ndarray], args: argparse.Namespace, rc_average: bool | None, methods) -> dict:
-    """Deletion/insertion AUC of ``methods`` on ``tokens`` (nucleotides replaced by N): method → summary."""
-    from bioattn.data.dna import collate_tokens
-    from bioattn.explain.faithfulness import compare_methods
-    from bioattn.explain.promoter_attribution import predicted_classes, promoter_attribution, promoter_score
-
-    device = next(model.parameters()).device
-    batches = [collate_tokens(tokens[start : start + args.batch_size]) for start in range(0, len(tokens), args.batch_size)]
-    classes = [predicted_classes(model, ids.to(device), mask.to(device), rc_average=rc_average) for ids, mask in batches]
-    scores = [promoter_score(model, ids[row, : int((~mask[row]).sum())].to(device), int(c[row]), rc_average=rc_average)
-              for (ids, mask), c in zip(batches, classes) for row in range(len(ids))]
-
-    def attribute(method: str) -> list[torch.Tensor]:
-        maps = []
-        for start, ((ids, mask), c) in enumerate(zip(batches, classes)):
-            values = promoter_attribution(model, ids, mask, method, classes=c, rc_average=rc_average,
-                                          head_fusion=args.head_fusion, start_layer=args.start_layer, seed=start)
-            maps.extend(values[row, : int((~mask[row]).sum())].cpu() for row in range(len(ids)))
-        return maps
-
-    return compare_methods(attribute, scores, methods, steps=args.faithfulness_steps)
-
-
 def run(args: argparse.Namespace) -> int:
-    from bioattn.data.dna import collate_tokens
-    from bioattn.explain.figures import plot_rollout_track
-    from bioattn.explain.promoter import explain_promoters, influence_profile, motif_enrichment
-    from bioattn.explain.promoter_attribution import promoter_attribution
-    from bioattn.models import PromoterClassifier, load_pretrained
-    from bioattn.models.ensemble import ensemble_members
+    from bioattn.explain.promoter_report import describe, explain_promoter
+    from bioattn.explain.result import check_out_dir
 
-    spans = _parse_marks(args.mark)
-    model = load_pretrained(model_dir(args), map_location=device_from_args(args), expect=PromoterClassifier)
-    device = next(model.parameters()).device
-    _check_arguments(args, model.config["num_layers"])
-    records, tokens = _read_inputs(args, model.max_len)
-    out = prepare_out_dir(args.out, overwrite=args.overwrite)
-    rc_average = {"model": None, "both": True, "forward": False}[args.strand]
-
-    batches = [collate_tokens(tokens[start : start + args.batch_size]) for start in range(0, len(tokens), args.batch_size)]
-    sample = tokens[:AUTO_SAMPLE]
-    method = resolve_method(args, FAITHFULNESS_ORDER, lambda: _probe_seconds(model, batches, rc_average),
-                            lambda methods: _measure(model, sample, args, rc_average, methods),
-                            sample=f"the first {len(sample)} sequences")
-    ylabel = method_label(method)
-    probabilities = []
-    lengths = np.array([len(t) for t in tokens])
-    influence = np.zeros((len(tokens), int(lengths.max())))  # (N, L_max), zero past each sequence's end
-    for start, (ids, padding_mask) in zip(range(0, len(tokens), args.batch_size),
-                                          progress_bar(batches, desc=f"explain promoter ({method})", unit="batch")):
-        probabilities.append(model.predict_proba(ids.to(device), padding_mask.to(device), rc_average=rc_average).cpu())
-        influence[start : start + len(ids), : ids.shape[1]] = promoter_attribution(
-            model, ids, padding_mask, method, rc_average=rc_average, head_fusion=args.head_fusion,
-            start_layer=args.start_layer, seed=start).cpu().numpy()
-    first_weights = explain_promoters(ensemble_members(model)[0], *batches[0], head_fusion=args.head_fusion,
-                                      start_layer=args.start_layer, rc_average=rc_average).weights
-    probability = torch.cat(probabilities).numpy()  # (N,) positive-class probability, or (N, C)
-    predicted = model.predicted_classes(probability)
-    per_class = model.class_probabilities(probability)
-    names = model.class_names
-    offset = args.tss_index if args.tss_index is not None else 0
-    xlabel = "position relative to TSS" if args.tss_index is not None else "position (0-based)"
-
-    probability_columns = ["probability"] if model.binary else [f"p_{name}" for name in names]
-    write_table(out / "predictions.tsv", ["id", "length", *probability_columns, "predicted_label"],
-              ([r.id, n, *(per_class[row, 1:] if model.binary else per_class[row]), names[k]]
-               for row, (r, n, k) in enumerate(zip(records, lengths, predicted))))
-    write_table(out / "influence.tsv", ["id", "position", "relative_position", "nucleotide", "influence"],
-              ([r.id, i, i - offset, r.sequence[i].upper(), float(influence[row, i])]
-               for row, r in enumerate(records) for i in range(lengths[row])))
-    for row, record in enumerate(records[: args.plot_sequences]):
-        plot_rollout_track(influence[row, : lengths[row]], out / "tracks" / f"{_safe_name(row, record.id)}.png",
-                           positions=np.arange(lengths[row]) - offset, sequence=record.sequence.upper(), spans=spans,
-                           title=_track_title(model, record.id, per_class[row], predicted[row]), xlabel=xlabel,
-                           ylabel=ylabel)
-
-    mean, std, counts = influence_profile(influence, lengths)
-    positions = np.arange(len(mean)) - offset
-    groups = [(name, chosen) for name, chosen in _predicted_groups(model, predicted) if chosen.any()]
-    group_means = [influence_profile(influence[chosen], lengths[chosen])[0] for _, chosen in groups]
-    write_table(out / "influence_profile.tsv",
-              ["position", "relative_position", "sequences", "mean", "sd", *(f"mean_{name}" for name, _ in groups)],
-              ([i, int(positions[i]), int(counts[i]), float(mean[i]), float(std[i]), *(float(g[i]) for g in group_means)]
-               for i in range(len(mean))))
-    plot_rollout_track(mean, out / "influence_profile.png", positions=positions, spans=spans,
-                       spread=std / np.sqrt(np.maximum(counts, 1)), spread_label="± s.e.m.",
-                       others={f"mean, {name.replace('_', ' ')} (n={int(chosen.sum())})": g
-                               for (name, chosen), g in zip(groups, group_means)},
-                       label=f"mean over {len(tokens)} sequences", xlabel=xlabel, ylabel=ylabel,
-                       title=f"where the model looks ({method}" + (f", {args.head_fusion} head fusion)" if method == "rollout" else ")"))
-    similarities = write_layer_figures(first_weights, out, what="promoter attention (first batch; token 0 = [CLS])")
-
-    top = np.argsort(mean)[::-1][:10]
-    summary = {
-        "run": model_label(args), "input": str(args.input), "sequences": len(tokens),
-        "predicted": {name: int((predicted == k).sum()) for k, name in enumerate(names)},
-        "method": method, "head_fusion": args.head_fusion, "start_layer": args.start_layer,
-        "strand": args.strand, "tss_index": args.tss_index,
-        "top_positions": [{"relative_position": int(positions[i]), "mean_influence": float(mean[i])} for i in top],
-        "head_similarity": similarities,
-        "head_sharpness": _sharpness(model, batches, out),
-    }
-    if method == "rollout":
-        summary["cls_self_share_mean"] = float(1 - influence.sum(1).mean())
-        summary["uniform_influence"] = float(influence.sum(1).mean() / lengths.mean())
-    if not args.skip_faithfulness:
-        summary["faithfulness"] = _faithfulness(model, tokens[: args.faithfulness_sequences], args, rc_average, out)
-    if args.motif:
-        # enrichment is a ratio of mean influences: signed maps (the Captum methods) enter by magnitude
-        magnitude = np.abs(influence)
-        summary["motif_influence"] = "absolute value" if (influence < 0).any() else "value"
-        summary["motif"] = motif_enrichment([r.sequence for r in records], magnitude, args.motif).summary()
-        for name, chosen in groups:
-            summary[f"motif_in_{name}"] = motif_enrichment(
-                [r.sequence for r, c in zip(records, chosen) if c], magnitude[chosen], args.motif).summary()
-    write_json(out / "summary.json", summary)
-    print(f"explained {len(tokens)} sequences with {method} -> {out}")
-    if not args.skip_faithfulness:
-        print(faithfulness_table(summary["faithfulness"]))
-    if args.motif and summary["motif"]["sequences_with_match"]:
-        motif = summary["motif"]
-        by_sequence = motif["enrichment_vs_sequence_mean"]["mean"]
-        by_position = motif["enrichment_vs_same_positions_without_motif"]["mean"]
-        print(f"{args.motif}: in {motif['sequences_with_match']}/{len(tokens)} sequences; influence on it is "
-              f"{by_sequence:.2f}x the sequence mean"
-              + (f", {by_position:.2f}x the same positions in sequences without it" if by_position is not None else ""))
+    check_out_dir(args.out, overwrite=args.overwrite)
+    result = explain_promoter(
+        model_source(args), args.input, strand=args.strand, head_fusion=args.head_fusion, start_layer=args.start_layer,
+        max_rows=args.max_rows, batch_size=args.batch_size, tss_index=args.tss_index, motif=args.motif,
+        marks=args.mark, plot_sequences=args.plot_sequences, faithfulness_sequences=args.faithfulness_sequences,
+        device=args.device, **method_options(args))
+    out = result.save(args.out, overwrite=args.overwrite)
+    print(f"explained {result.summary['sequences']} sequences with {result.method} -> {out}")
+    report = describe(result)
+    if report:
+        print(report)
     return 0

@@ -1,7 +1,7 @@
 """Class probabilities of a trained CT model for a manifest of scans, one NIfTI/DICOM volume or a MedMNIST .npz.
 
-``bioattn predict ct --run RUN_DIR --input INPUT --output OUT.csv [--attention-map [MAP.nii.gz]]``
-(``--model NAME`` instead of ``--run``: a model shipped with bioattn, see ``bioattn models``)
+``bioattn predict ct --model NAME_OR_DIR --input INPUT --output OUT.csv [--attention-map [MAP.nii.gz]]``
+(``NAME_OR_DIR``: a model shipped with bioattn, see ``bioattn models``, or a run directory of ``bioattn train ct``)
 
 - ``INPUT`` is a manifest (``.csv`` with an ``image`` column, optional ``label`` and ``split``, as for
   ``bioattn train ct --manifest``: many scans in one call), a NIfTI file (``.nii``/``.nii.gz``), a DICOM file or a
@@ -9,9 +9,10 @@
 - ``OUT.csv`` gets one row per volume, in input order: for a manifest ``image,label,split``, otherwise
   ``input,split,index,label`` (index and label for ``.npz`` only); then one ``p_<class>`` per class,
   ``predicted_label`` and ``warning``.
-- NIfTI/DICOM volumes are prepared as the run's ``preprocessing.json`` says (orientation, spacing, window,
-  resize/crop, as in training); each preprocessing flag replaces its saved step. Predictions are averaged over the
-  8 flips when the run evaluated that way (``--protocol tuned``); ``--flip-tta`` / ``--no-flip-tta`` decide instead.
+- NIfTI/DICOM volumes are prepared as the run's ``preprocessing.json`` says (orientation, spacing, intensity
+  window, ``--size`` reached by ``--fit``, as in training); each preprocessing flag replaces its saved step.
+  Predictions are averaged over the 8 flips when the run evaluated that way (``--protocol tuned``); ``--tta
+  flips|none`` decides instead.
 - Every input is compared with the training volumes (intensity range and mean, binary masks or not, model input
   shape, voxel size and field of view): an input far from them gets a ``warning:`` line on stderr naming it and
   the problem, and the same text in the ``warning`` column. Its probabilities may mean little: e.g. a model
@@ -28,37 +29,9 @@ import sys
 from pathlib import Path
 
 from bioattn.attention.rollout import HEAD_FUSIONS
-from bioattn.commands.common import add_device_argument, add_model_arguments, device_from_args, model_dir
-from bioattn.errors import UserInputError
+from bioattn.commands.common import add_device_argument, add_model_arguments, model_source
+from bioattn.commands.ct_args import add_preprocessing_arguments, add_tta_argument, preprocessing_overrides
 from bioattn.io import STDOUT
-
-AUTO = "auto"
-PREPROCESSING_FLAGS = ("window", "spacing", "orientation", "resize", "size")
-
-
-def add_preprocessing_arguments(parser: argparse.ArgumentParser) -> None:
-    """The NIfTI/DICOM preprocessing flags shared by ``predict ct`` and ``explain ct`` (:data:`PREPROCESSING_FLAGS`)."""
-    group = parser.add_argument_group(
-        "NIfTI / DICOM preprocessing (default: the run's preprocessing.json; each flag replaces its step; then zero "
-        "padding to a multiple of the CNN stride)")
-    group.add_argument("--window", type=float, nargs=2, default=None, metavar=("LOW", "HIGH"),
-                       help="map intensities LOW..HIGH (e.g. HU -160 240 for abdomen) onto 0..1, clipped "
-                            "(default: the run's)")
-    group.add_argument("--spacing", type=float, nargs=3, default=None, metavar=("X", "Y", "Z"),
-                       help="resample to this voxel size in mm (default: the run's)")
-    group.add_argument("--orientation", default=None, metavar="CODES", help="reorient, e.g. RAS (default: the run's)")
-    group.add_argument("--resize", type=int, nargs=3, default=None, metavar=("X", "Y", "Z"),
-                       help="resample the whole volume to this size (default: the run's)")
-    group.add_argument("--size", type=int, nargs=3, default=None, metavar=("X", "Y", "Z"),
-                       help="then centre crop / zero pad to this size (default: the run's)")
-
-
-def preprocessing_from_args(args: argparse.Namespace, saved):
-    """The run's saved :class:`~bioattn.data.ct.VolumePreprocessing` with the flags that were given applied."""
-    from bioattn.tasks.ct_predict import resolve_preprocessing
-
-    given = {name: getattr(args, name) for name in PREPROCESSING_FLAGS if getattr(args, name) is not None}
-    return resolve_preprocessing(saved, **{name: tuple(v) if isinstance(v, list) else v for name, v in given.items()})
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="manifest .csv, .nii/.nii.gz, DICOM file or folder, or MedMNIST .npz")
     parser.add_argument("--output", type=Path, required=True,
                         help="CSV of class probabilities to write ('-': standard output; the summary then goes to stderr)")
-    parser.add_argument("--attention-map", nargs="?", const=AUTO, default=None, metavar="MAP.nii.gz",
+    parser.add_argument("--attention-map", nargs="?", const="auto", default=None, metavar="MAP.nii.gz",
                         help="also write the [CLS] attention rollout as NIfTI on the input grid "
                              "(default path: OUTPUT with suffix .attention.nii.gz)")
     parser.add_argument("--split", choices=("train", "val", "test"), default=None,
@@ -76,73 +49,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--head-fusion", choices=HEAD_FUSIONS, default="mean",
                         help="how heads are fused in the attention rollout (default: mean)")
     parser.add_argument("--batch-size", type=int, default=32, help="volumes per batch (default: 32)")
-    parser.add_argument("--flip-tta", action=argparse.BooleanOptionalAction, default=None,
-                        help="average the probabilities over the 8 flips of the three axes (8x the compute; the "
-                             "attention map stays unflipped) (default: as the run evaluated: on after --protocol "
-                             "tuned, else off)")
+    add_tta_argument(parser, default_help="as the run evaluated: flips after --protocol tuned, else none")
     add_preprocessing_arguments(parser)
 
 
-def _attention_path(args: argparse.Namespace) -> Path | None:
-    if args.attention_map is None:
-        return None
-    if args.attention_map == AUTO:
-        if str(args.output) == STDOUT:
-            raise UserInputError("--output -: give --attention-map a file name (MAP.nii.gz)")
-        return args.output.with_name(args.output.name.removesuffix(args.output.suffix) + ".attention.nii.gz")
-    path = Path(args.attention_map)
-    if not path.name.lower().endswith((".nii", ".nii.gz")):
-        raise UserInputError(f"{path}: --attention-map must end in .nii or .nii.gz")
-    return path
-
-
 def run(args: argparse.Namespace) -> int:
-    from bioattn.data.ct import write_nifti
-    from bioattn.data.ct_manifest import is_manifest
     from bioattn.report import format_table
-    from bioattn.tasks import ct_predict
+    from bioattn.tasks.ct_predict_run import predict_ct
 
-    if args.batch_size < 1:
-        raise UserInputError(f"--batch-size must be >= 1, got {args.batch_size}")
-    attention_path = _attention_path(args)
-    is_npz, many = args.input.suffix.lower() == ".npz", is_manifest(args.input)
-    if (is_npz or many) and attention_path is not None:
-        raise UserInputError(f"{args.input}: --attention-map needs one NIfTI or DICOM input")
-    if not (is_npz or many) and args.split is not None:
-        raise UserInputError(f"{args.input}: --split applies to .npz and manifest inputs only")
-    volume_options = [f"--{name}" for name in PREPROCESSING_FLAGS if getattr(args, name) is not None]
-    if is_npz and volume_options:
-        raise UserInputError(f"{args.input}: {', '.join(volume_options)} apply to NIfTI/DICOM inputs, not to a .npz")
-    model, saved = ct_predict.load_run(model_dir(args), map_location=device_from_args(args))
-    flip_tta = ct_predict.resolve_flip_tta(saved, args.flip_tta)
-    overlay = None
-    if is_npz:
-        predictions = ct_predict.predict_npz(model, args.input, saved, split=args.split, batch_size=args.batch_size,
-                                             flip_tta=flip_tta)
-    elif many:
-        predictions = ct_predict.predict_manifest(model, args.input, preprocessing_from_args(args, saved), saved,
-                                                  split=args.split, batch_size=args.batch_size, flip_tta=flip_tta)
-    else:
-        prediction, overlay = ct_predict.predict_volume(
-            model, args.input, preprocessing_from_args(args, saved), saved, flip_tta=flip_tta,
-            attention_map=attention_path is not None, head_fusion=args.head_fusion)
-        predictions = [prediction]
-    names = model.class_names
-    ct_predict.write_predictions(args.output, predictions, names, manifest=many)
-    if overlay is not None and attention_path is not None:
-        write_nifti(attention_path, *overlay)
+    result = predict_ct(model_source(args), args.input, args.output, preprocessing=preprocessing_overrides(args),
+                        split=args.split, batch_size=args.batch_size, tta=args.tta, attention_map=args.attention_map,
+                        head_fusion=args.head_fusion, device=args.device)
     summary = sys.stderr if str(args.output) == STDOUT else sys.stdout  # stdout may hold the CSV
-    for p in predictions[:10]:
-        print(f"{p.describe()}: " + ", ".join(f"{name} {value:.4f}" for name, value in zip(names, p.probabilities)),
+    for p in result.predictions[:10]:
+        print(f"{p.describe()}: " + ", ".join(f"{name} {value:.4f}" for name, value in zip(result.class_names, p.probabilities)),
               file=summary)
-    if len(predictions) > 10:
-        print(f"... {len(predictions) - 10} more rows", file=summary)
-    ct_predict.report_warnings(predictions)
-    scores = ct_predict.summarize_predictions(predictions, names)
-    if scores:
+    if len(result.predictions) > 10:
+        print(f"... {len(result.predictions) - 10} more rows", file=summary)
+    if result.scores:
         print(format_table(["split", "volumes", "AUROC", "accuracy", "MCC"],
                            [[split, m["volumes"], m.get("auroc"), m["accuracy"], m["mcc"]]
-                            for split, m in scores.items()],
-                           title=f"labelled inputs (flip averaging {'on' if flip_tta else 'off'})"), file=sys.stderr)
-    print(f"wrote {args.output}" + (f" and {attention_path}" if overlay is not None else ""), file=sys.stderr)
+                            for split, m in result.scores.items()],
+                           title=f"labelled inputs (flip averaging {'on' if result.flip_tta else 'off'})"), file=sys.stderr)
+    print(f"wrote {args.output}" + (f" and {result.attention_path}" if result.attention_path else ""), file=sys.stderr)
     return 0

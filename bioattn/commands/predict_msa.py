@@ -1,7 +1,7 @@
 """Predict the residue contacts of a new alignment (no structure needed): contacts.npy, a CASP RR file and a map.
 
-    bioattn predict msa --msa FILE --out DIR [--method attention|potts|combined | --contact-head FILE | --run RUN_DIR |
-                        --model NAME] [--top N] [--quick] [--pdb FILE [--chain ID] | --struct-dat FILE]
+    bioattn predict msa --input FILE --out DIR [--method attention|potts|combined | --contact-head FILE |
+                        --model NAME_OR_DIR] [--top N] [--quick] [--pdb FILE [--chain ID] | --struct-dat FILE]
 
 The contact head decides what is fitted on the alignment. --method picks a head shipped with bioattn (a logistic
 regression on z-scored maps, see each head's fit_on and settings):
@@ -18,8 +18,8 @@ regression on z-scored maps, see each head's fit_on and settings):
              -contact-regression.pt beside it, or a converted directory; nothing is downloaded, see 'bioattn
              models'), on at most --esm-max-rows rows chosen for diversity as in ESM's examples; its own contact
              regression gives the probabilities, and row_attention.safetensors holds its maps.
---contact-head FILE or --run RUN_DIR (a bioattn train msa run: its contact_head.json and model size; --model
-NAME: such a run shipped with bioattn) can read attention features of the axial model too: then the per-family
+--contact-head FILE or --model NAME_OR_DIR (a bioattn train msa run directory, or such a run shipped with bioattn:
+its contact_head.json and model size) can read attention features of the axial model too: then the per-family
 axial model is also trained on the alignment (--max-minutes and the training flags apply; one model, seed
 --seed; for the run of an ensemble trained with --seeds S1 S2 ..., one model per seed in --out/seed<S>/ and
 their mean in --out, as train msa --seeds writes it). A run whose head was fitted on a pretrained model
@@ -40,7 +40,7 @@ import argparse
 from pathlib import Path
 
 from bioattn.commands.common import add_device_argument, add_model_arguments, model_dir
-from bioattn.commands.train_msa import add_fit_arguments, add_input_arguments, load_input, options_from_args
+from bioattn.commands.msa_args import add_fit_arguments, add_input_arguments, load_input, options_from_args
 from bioattn.errors import UserInputError
 
 
@@ -48,7 +48,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from bioattn.tasks.msa import DEFAULTS, RR_MIN_SEPARATION, RR_TOP_PER_RESIDUE
     from bioattn.tasks.msa_head import SHIPPED_HEADS
     from bioattn.tasks.msa_predict import DEFAULT_METHOD, ESM_METHOD
-    from bioattn.training import add_training_args
 
     add_input_arguments(parser, msa_required=True)
     head = add_model_arguments(parser.add_argument_group("contact head"), trained_by="bioattn train msa", required=False)
@@ -63,7 +62,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     output.add_argument("--min-separation", type=int, default=RR_MIN_SEPARATION,
                         help="smallest |i-j| written to contacts.rr (default: %(default)s)")
     add_fit_arguments(parser.add_argument_group("fit (what the head reads)"))
-    add_training_args(parser, DEFAULTS)
+    budget = parser.add_argument_group("per-family axial model (with --model)")
+    budget.add_argument("--max-minutes", type=float, default=DEFAULTS.max_minutes,
+                        help="wall-clock budget for training the per-family axial model (default: %(default)s)")
+    budget.add_argument("--seed", type=int, default=DEFAULTS.seed, help="random seed (default: %(default)s)")
+    parser.add_argument("--overwrite", action="store_true", help="replace the contents of a non-empty --out folder")
     add_device_argument(parser)
 
 

@@ -1,7 +1,7 @@
 """Score DNA sequences (FASTA or CSV) or scan long sequences (regions, chromosomes) with a trained promoter model.
 
-    bioattn predict promoter --run RUN_DIR --input FILE --output OUT.csv
-    bioattn predict promoter --run RUN_DIR --input genome.fa --window 70 --output scan.bedGraph
+    bioattn predict promoter --model NAME_OR_DIR --input FILE --output OUT.csv
+    bioattn predict promoter --model NAME_OR_DIR --input genome.fa --window 70 --output scan.bedGraph
     bioattn predict promoter --model gue-prom-core-all --input FILE --output OUT.csv    (a shipped model)
 
 Per sequence (no --window): FILE is FASTA (.fa/.fasta/.fna/..., parsed by Biopython) or CSV with a 'sequence'
@@ -32,22 +32,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from bioattn.commands.common import add_device_argument, add_model_arguments, device_from_args, model_dir
-from bioattn.errors import UserInputError
-from bioattn.io import STDOUT, input_file
-from bioattn.models.promoter import PromoterClassifier
-from bioattn.models.registry import load_pretrained
-from bioattn.precision import (
-    INFERENCE_PRECISIONS,
-    inference_autocast,
-    resolve_inference_precision,
-    warn_if_bf16_is_emulated,
-)
-from bioattn.tasks.dna_composition import load_composition
-from bioattn.tasks.promoter_predict import predict_file
-from bioattn.tasks.promoter_scan import scan_format, scan_genome
-
-MODEL_WINDOW = 0  # --window without a value: the model's max_len
+from bioattn.commands.common import add_device_argument, add_model_arguments, model_source
+from bioattn.commands.vocabulary import add_alias
+from bioattn.io import STDOUT
+from bioattn.precision import INFERENCE_PRECISIONS
+from bioattn.tasks.promoter_predict_run import MODEL_WINDOW
 
 
 def _window_length(text: str) -> int:
@@ -73,8 +62,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threshold", type=float, default=None,
                         help="probability from which a two-class model predicts its positive class, and the BED cut-off "
                              "of a scan (default: the model's, normally 0.5)")
-    parser.add_argument("--single-strand", action="store_true",
-                        help="score the given strand only (default: the model's setting, normally the mean of both strands)")
+    strand = parser.add_argument("--strand", choices=("model", "both", "forward"), default="model",
+                                 help="score as the model was trained (normally the mean of both strands), the mean of "
+                                      "both strands, or the given strand only (default: %(default)s)")
+    add_alias(parser, strand, "--single-strand", value="forward")
     scan = parser.add_argument_group("genome scan")
     scan.add_argument("--window", type=_window_length, nargs="?", const=MODEL_WINDOW, default=None, metavar="NT",
                       help="scan long sequences in windows of NT nt, at most the model's max_len; '--window' alone: "
@@ -85,58 +76,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                            "required for multi-class models)")
 
 
-def _scan_class_index(model: PromoterClassifier, name: str | None) -> int:
-    if name is None:
-        if not model.binary:
-            raise UserInputError(f"this model has {model.num_classes} classes ({', '.join(model.class_names)}); "
-                                 f"choose the one to scan for with --class")
-        return 1
-    if name not in model.class_names:
-        raise UserInputError(f"--class {name!r} is not a class of this model ({', '.join(model.class_names)})")
-    return model.class_names.index(name)
-
-
 def run(args: argparse.Namespace) -> int:
-    if args.batch_size < 1:
-        raise UserInputError(f"--batch-size must be >= 1, got {args.batch_size}")
-    if args.threshold is not None and not 0.0 < args.threshold < 1.0:
-        raise UserInputError(f"--threshold must be between 0 and 1, got {args.threshold}")
-    if args.window is None and (args.stride is not None or args.scan_class is not None):
-        raise UserInputError("--stride and --class only apply to a genome scan: add --window")
-    from_stdin = str(args.input) == STDOUT
-    if from_stdin and args.window is not None:
-        raise UserInputError("--input -: a genome scan needs a FASTA file (it is indexed), not standard input")
-    if not from_stdin and args.output.resolve() == args.input.resolve():
-        raise UserInputError(f"{args.output}: --output would overwrite --input")
-    device = device_from_args(args)
-    model = load_pretrained(model_dir(args), map_location=device, expect=PromoterClassifier)
-    precision = resolve_inference_precision(args.precision, device)
-    warn_if_bf16_is_emulated(precision, device)
-    if args.threshold is not None:
-        if not model.binary and args.window is None:
-            raise UserInputError(f"--threshold applies to two-class models and to genome scans; this model has "
-                                 f"{model.num_classes} classes and predicts the most probable one")
-        model.threshold = args.threshold
-    rc_average = False if args.single_strand else None
-    if args.window is None:
-        if args.output.suffix.lower() in (".bed", ".bedgraph"):
-            raise UserInputError(f"{args.output}: a {args.output.suffix} output is written by a genome scan: add --window")
-        with input_file(args.input) as source, inference_autocast(precision, device):
-            counts = predict_file(model, source, args.output, batch_size=args.batch_size, rc_average=rc_average,
-                                  composition=load_composition(model_dir(args)))
-        shown = ", ".join(f"{name}: {counts[name]}" for name in model.class_names)
+    from bioattn.tasks.promoter_predict_run import predict_promoter
+
+    result = predict_promoter(model_source(args), args.input, args.output, batch_size=args.batch_size,
+                              precision=args.precision, threshold=args.threshold, strand=args.strand,
+                              window=args.window, stride=args.stride, scan_class=args.scan_class, device=args.device)
+    if result.counts is not None:
+        shown = ", ".join(f"{name}: {result.counts[name]}" for name in result.class_names)
         written = "standard output" if str(args.output) == STDOUT else args.output
-        print(f"{sum(counts.values())} sequences scored in {precision} (predicted {shown}); wrote {written}", file=sys.stderr)
+        print(f"{sum(result.counts.values())} sequences scored in {result.precision} (predicted {shown}); wrote {written}",
+              file=sys.stderr)
         return 0
-    scan_format(args.output)
-    class_index = _scan_class_index(model, args.scan_class)
-    window = model.max_len if args.window == MODEL_WINDOW else args.window
-    stride = args.stride if args.stride is not None else max(1, window // 2)
-    with inference_autocast(precision, device):
-        summary = scan_genome(model, args.input, args.output, window=window, stride=stride, class_index=class_index,
-                              batch_size=args.batch_size, rc_average=rc_average)
-    print(f"{summary.sequences} sequences, {summary.windows} windows of {window} nt every {stride} nt scored in {precision} "
-          f"({summary.skipped_n_only} only-N windows skipped), {summary.above_threshold} with p({model.class_names[class_index]}) "
-          f">= {model.threshold}" + (f", merged into {summary.regions} regions" if summary.regions else "")
+    scan = result.scan
+    print(f"{scan.sequences} sequences, {scan.windows} windows of {result.window} nt every {result.stride} nt scored in "
+          f"{result.precision} ({scan.skipped_n_only} only-N windows skipped), {scan.above_threshold} with "
+          f"p({result.class_name}) >= {result.threshold}" + (f", merged into {scan.regions} regions" if scan.regions else "")
           + f"; wrote {args.output}", file=sys.stderr)
     return 0

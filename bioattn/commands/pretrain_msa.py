@@ -26,7 +26,8 @@ from bioattn.commands.common import add_device_argument
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from bioattn.models.msa_contact import POSITIONAL_ENCODINGS
     from bioattn.tasks.msa_pretrain import EXCLUDE_STRUCTURES, PRETRAIN_DEFAULTS, PretrainOptions
-    from bioattn.training import add_training_args
+    from bioattn.commands.training_args import add_training_args
+    from bioattn.commands.vocabulary import add_alias
 
     defaults = PretrainOptions()
     data = parser.add_argument_group("data")
@@ -35,8 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     data.add_argument("--exclude", default=EXCLUDE_STRUCTURES,
                       help="families never read: 'structures' (every msa/coev and msa/pfam family, i.e. every evaluated "
                            "one), 'none', or comma-separated family names / Pfam accessions (default: %(default)s)")
-    data.add_argument("--max-seqs", type=int, default=defaults.max_seqs,
-                      help="random rows kept per alignment (default: %(default)s)")
+    rows = data.add_argument("--max-rows", dest="max_seqs", type=int, default=defaults.max_seqs,
+                             help="random rows kept per alignment (default: %(default)s)")
+    add_alias(data, rows, "--max-seqs", "--max-sequences")
     data.add_argument("--rows", type=int, default=defaults.rows, help="alignment rows per training block (default: %(default)s)")
     data.add_argument("--max-columns", type=int, default=defaults.max_columns,
                       help="longer alignments are cropped to a random window of this many columns (default: %(default)s)")
@@ -59,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     from bioattn.tasks.msa_pretrain import (
         EXCLUDE_NONE, EXCLUDE_STRUCTURES, PRETRAIN_DEFAULTS, PretrainOptions, pretrain, quick_pretrain_config,
     )
-    from bioattn.training import config_from_args
+    from bioattn.commands.training_args import config_from_args
 
     names = {f.name for f in dataclasses.fields(PretrainOptions)}
     options = PretrainOptions(**{k: v for k, v in vars(args).items() if k in names})

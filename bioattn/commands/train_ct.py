@@ -2,13 +2,13 @@
 
     bioattn train ct --dataset adrenalmnist3d [--size 64|28] --out RUN_DIR [--protocol tuned|medmnist] [--quick]
     bioattn train ct --dataset adrenalmnist3d --cv 5 --out RUN_DIR          # 5-fold CV, fold models = ensemble
-    bioattn train ct --manifest labels.csv --out RUN_DIR [--size X Y Z] [--window LOW HIGH] [--spacing X Y Z]
+    bioattn train ct --manifest labels.csv --out RUN_DIR [--size X Y Z] [--intensity-window LOW HIGH] [--spacing X Y Z]
 
 Your own data: ``labels.csv`` has the columns ``image,label[,split]``; ``image`` is a NIfTI file or a DICOM series
 folder (relative paths: relative to the CSV), ``label`` any text or number (the sorted distinct labels are the
 classes, saved with the model), ``split`` train/val/test (without it, or without val rows, a seeded stratified 20 %
 of the training rows is held out for validation). Every volume is read once (MONAI CacheDataset), reoriented
-(--orientation, RAS), optionally resampled (--spacing) and windowed (--window, e.g. HU -160 240 onto [0, 1]), then
+(--orientation, RAS), optionally resampled (--spacing) and windowed (--intensity-window, e.g. HU -160 240 onto [0, 1]), then
 resized (--fit resize) or centre cropped / zero padded (--fit crop-pad) to --size (default 64 64 64; divisible by
 the CNN stride: 16 above 32 voxels, else 8; above 32 voxels each 2³ block of voxels is folded into channels before
 the CNN, --unshuffle); random flips and rotations follow the cache. The preprocessing, the
@@ -39,7 +39,6 @@ from pathlib import Path
 from bioattn.tasks.ct import (
     DEFAULT_DATASET,
     DEFAULT_STEM_DEPTH,
-    FITS,
     TUNED_DEFAULTS,
     PROTOCOLS,
     CTOptions,
@@ -47,7 +46,9 @@ from bioattn.tasks.ct import (
     train_ct,
 )
 from bioattn.commands.common import add_device_argument, add_ensemble_arguments, ensemble_options
-from bioattn.training import add_training_args, config_from_args
+from bioattn.commands.ct_args import add_fit_argument, add_intensity_window_argument, add_tta_argument
+from bioattn.commands.vocabulary import add_alias
+from bioattn.commands.training_args import add_training_args, config_from_args
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -75,9 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="cross-entropy label smoothing (default: the protocol's, 0 medmnist, 0.1 tuned)")
     parser.add_argument("--intensity-jitter", type=float, default=None,
                         help="random intensity scale/shift j (default: the protocol's, 0.1 medmnist, 0 tuned)")
-    parser.add_argument("--tta", choices=("none", "flips"), default=None,
-                        help="test-time augmentation for validation/test: mean over the 8 flips of each volume "
-                             "(default: the protocol's, none medmnist, flips tuned)")
+    add_tta_argument(parser, default_help="the protocol's, none medmnist, flips tuned")
     parser.add_argument("--mixup", type=float, default=None, metavar="ALPHA",
                         help="mixup: train on convex pairs of volumes (and of their labels), the weight drawn from "
                              "Beta(ALPHA, ALPHA) per batch; 0: off (default: the protocol's, 0 for both)")
@@ -85,11 +84,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     own.add_argument("--orientation", default=None, metavar="CODES", help="reorient to these axis codes (default: RAS)")
     own.add_argument("--spacing", type=float, nargs=3, default=None, metavar=("X", "Y", "Z"),
                      help="resample to this voxel size in mm (default: keep each file's)")
-    own.add_argument("--window", type=float, nargs=2, default=None, metavar=("LOW", "HIGH"),
-                     help="map intensities LOW..HIGH (e.g. HU -160 240) onto 0..1, clipped (default: unchanged)")
-    own.add_argument("--fit", choices=FITS, default="resize",
-                     help="bring every volume to --size by resampling it whole, or by centre crop / zero pad "
-                          "(default: %(default)s)")
+    add_intensity_window_argument(own, default_help="unchanged")
+    add_fit_argument(own, default="resize", default_help="%(default)s")
     model = parser.add_argument_group("attention model")
     model.add_argument("--stem-channels", type=int, nargs="+", default=None,
                        help="channels of each CNN stage (default: 8 16 64 when the CNN sees up to 32 voxels after "
@@ -108,7 +104,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="also feed the CNN (and the ResNet baseline) how deep each voxel lies inside the mask "
                             "(its distance to the background), so it sees thickness directly (default: on when the "
                             "training volumes are binary masks, e.g. AdrenalMNIST3D, else off)")
-    model.add_argument("--d-model", type=int, default=96, help="token width, divisible by 6 (default: %(default)s)")
+    width = model.add_argument("--embed-dim", dest="d_model", type=int, default=96,
+                               help="model width (token size), divisible by 6 (default: %(default)s)")
+    add_alias(model, width, "--d-model")
     model.add_argument("--heads", type=int, default=4, help="attention heads (default: %(default)s)")
     model.add_argument("--layers", type=int, default=3, help="Transformer layers (default: %(default)s)")
     model.add_argument("--dropout", type=float, default=0.0,
@@ -130,7 +128,7 @@ def options_from_args(args: argparse.Namespace) -> CTOptions:
     return CTOptions(
         out=args.out, dataset=args.dataset, data_root=args.data_root, manifest=args.manifest,
         size=optional_tuple(args.size), orientation=args.orientation, spacing=optional_tuple(args.spacing),
-        window=optional_tuple(args.window), fit=args.fit, protocol=args.protocol, baseline=args.baseline,
+        window=optional_tuple(args.intensity_window), fit=args.fit, protocol=args.protocol, baseline=args.baseline,
         augment=not args.no_augment, label_smoothing=args.label_smoothing, intensity_jitter=args.intensity_jitter,
         tta=args.tta, mixup=args.mixup, quick=args.quick, stem_channels=optional_tuple(args.stem_channels),
         stem_strides=optional_tuple(args.stem_strides), stem_depth=args.stem_depth, unshuffle=args.unshuffle,

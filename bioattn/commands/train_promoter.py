@@ -52,7 +52,8 @@ from bioattn.tasks.promoter import (
 )
 from bioattn.tasks.promoter_pretrain import MASK_PROBABILITY, PRETRAIN_LR
 from bioattn.commands.common import add_device_argument, add_ensemble_arguments, ensemble_options
-from bioattn.training import add_training_args, config_from_args
+from bioattn.commands.training_args import add_training_args, config_from_args
+from bioattn.commands.vocabulary import add_alias
 from bioattn.training.distributed import is_main_process
 
 
@@ -75,7 +76,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="smoke test: tiny model, at most 1500 rows per split, 2 short epochs (about a minute on 2 cores); "
                              "without a data root, prom_core_all comes from the embedded sample (default: off)")
     model = parser.add_argument_group("model")
-    model.add_argument("--d-model", type=int, default=64, help="token width (default: %(default)s)")
+    width = model.add_argument("--embed-dim", dest="d_model", type=int, default=64,
+                               help="model width (token size) (default: %(default)s)")
+    add_alias(model, width, "--d-model")
     model.add_argument("--heads", type=int, default=4, help="attention heads (default: %(default)s)")
     model.add_argument("--layers", type=int, default=2, help="transformer layers (default: %(default)s)")
     model.add_argument("--conv-kernel", type=int, default=15, help="odd kernel of the conv embedding, 0 = off (default: %(default)s)")
@@ -99,8 +102,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--rc-augment", action=argparse.BooleanOptionalAction, default=None,
                        help="train on random reverse complements (default: off for the GUE tasks, whose sequences are "
                             "oriented on the TSS; on otherwise)")
-    model.add_argument("--rc-average", action=argparse.BooleanOptionalAction, default=None,
-                       help="predict from the mean of both strands (default: as --rc-augment)")
+    strand = model.add_argument("--strand", choices=("both", "forward"), default=None,
+                                help="what the model predicts from: the mean of both strands, or the forward strand "
+                                     "(default: both with --rc-augment, else forward)")
+    add_alias(model, strand, "--rc-average", value="both")
+    add_alias(model, strand, "--no-rc-average", value="forward")
     add_ensemble_arguments(parser, cv_pool="train + dev (grouped by sequence)", cv_default="off; ecoli_sigma70: 5")
     model.add_argument("--no-length-buckets", action="store_true",
                        help="shuffle training batches without grouping similar lengths (default: group them when lengths vary)")
@@ -130,7 +136,7 @@ def options_from_args(args: argparse.Namespace) -> PromoterOptions:
         layers=args.layers, conv_kernel=args.conv_kernel, conv_layers=args.conv_layers, dropout=args.dropout,
         head_temperature=args.head_temperature, pretrain_epochs=args.pretrain_epochs, pretrain_mask=args.pretrain_mask,
         finetune_mask=args.finetune_mask,
-        rc_augment=args.rc_augment, rc_average=args.rc_average, length_buckets=not args.no_length_buckets,
+        rc_augment=args.rc_augment, rc_average={None: None, "both": True, "forward": False}[args.strand], length_buckets=not args.no_length_buckets,
         **ensemble_options(args), resume=args.resume, overwrite=args.overwrite,
     )
 

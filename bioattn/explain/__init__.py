@@ -9,6 +9,11 @@ measures how faithful a map is (deletion / insertion curves); :mod:`bioattn.expl
 entropy and effective temperature. :func:`attribute` (it imports the models) and the figure functions (modules
 :mod:`bioattn.explain.figures` and :mod:`bioattn.explain.faithfulness_figures`, which import matplotlib) are
 loaded only when first used.
+
+From Python, :func:`explain_promoter`, :func:`explain_ct` and :func:`explain_msa` run the whole explanation of
+``bioattn explain promoter|ct|msa`` (a model object, shipped name or run directory + inputs as paths or in memory)
+and return a result with the maps, tables and summary; its ``save(directory)`` writes what the command writes
+(``explain_ct`` lives in :mod:`bioattn.tasks.ct_explain`, loaded when first used: it reads a run's preprocessing).
 """
 from __future__ import annotations
 
@@ -27,7 +32,13 @@ _FIGURES = (
 )
 _FAITHFULNESS_FIGURES = ("plot_faithfulness_curves", "plot_head_sharpness")
 
-__all__ = ["HEAD_FUSIONS", "METHODS", "attention_rollout", "attribute", "compare_methods", "evaluate_faithfulness",
+_PIPELINES = {
+    "explain_promoter": "bioattn.explain.promoter_report", "PromoterExplanation": "bioattn.explain.promoter_report",
+    "explain_ct": "bioattn.tasks.ct_explain", "CTExplanation": "bioattn.tasks.ct_explain",
+    "explain_msa": "bioattn.explain.msa_report", "MSAExplanation": "bioattn.explain.msa_report",
+}
+
+__all__ = [*_PIPELINES, "HEAD_FUSIONS", "METHODS", "attention_rollout", "attribute", "compare_methods", "evaluate_faithfulness",
            "fuse_heads", "rollout_rows", "head_diversity", "head_sharpness", *_FIGURES, *_FAITHFULNESS_FIGURES]
 
 
@@ -36,6 +47,8 @@ def __getattr__(name: str) -> Any:
         return getattr(importlib.import_module("bioattn.explain.figures"), name)
     if name in _FAITHFULNESS_FIGURES:
         return getattr(importlib.import_module("bioattn.explain.faithfulness_figures"), name)
+    if name in _PIPELINES:  # import the models (and MONAI): loaded when first used
+        return getattr(importlib.import_module(_PIPELINES[name]), name)
     if name == "attribute":  # imports the three models (and MONAI): loaded when first used
         return importlib.import_module("bioattn.explain.dispatch").attribute
     raise AttributeError(f"module 'bioattn.explain' has no attribute {name!r}")

@@ -1,33 +1,14 @@
-"""What every ``bioattn explain`` command shares: its common options, the output folder, the per-layer head
-figures (head maps + head diversity), the choice of attribution method and the faithfulness outputs."""
+"""What every explanation writes the same way: the output folder, the per-layer head figures (head maps + head
+diversity) and the faithfulness outputs."""
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 from torch import Tensor
 
-from bioattn.errors import UserInputError
 from bioattn.explain.heads import head_diversity
-from bioattn.attention.rollout import HEAD_FUSIONS
-
-#: ``--method auto`` picks the most faithful method whose estimated time fits this many seconds.
-AUTO_BUDGET_SECONDS = 60.0
-
-
-def add_common_arguments(parser: argparse.ArgumentParser, *, input_help: str, rollout: bool = True) -> None:
-    """``--input --out --overwrite`` and, with ``rollout``, ``--head-fusion --start-layer`` (the command adds
-    how the model is chosen: ``bioattn.commands.common.add_model_arguments``)."""
-    parser.add_argument("--input", required=True, metavar="FILE", help=input_help)
-    parser.add_argument("--out", required=True, metavar="DIR", help="output folder for tables and figures (created)")
-    parser.add_argument("--overwrite", action="store_true", help="replace the contents of a non-empty --out folder")
-    if not rollout:
-        return
-    parser.add_argument("--head-fusion", choices=HEAD_FUSIONS, default="mean", help="how rollout fuses a layer's heads (default: mean)")
-    parser.add_argument("--start-layer", type=int, default=0, help="first layer included in the rollout (default: 0)")
 
 
 def prepare_out_dir(path: str | os.PathLike, *, overwrite: bool) -> Path:
@@ -35,6 +16,11 @@ def prepare_out_dir(path: str | os.PathLike, *, overwrite: bool) -> Path:
     from bioattn.training import prepare_run_dir
 
     return prepare_run_dir(path, resume=False, overwrite=overwrite, resumable=False)
+
+
+def layer_similarities(layer_maps: Sequence[Tensor]) -> list[list[list[float]]]:
+    """Per layer, the ``(H, H)`` head similarity (cosine) of ``layer_maps`` (``(H, L, L)`` or ``(B, H, L, L)``)."""
+    return [[[round(float(v), 4) for v in row] for row in head_diversity(maps)] for maps in layer_maps]
 
 
 def write_layer_figures(
@@ -66,71 +52,6 @@ def write_layer_figures(
                             title=f"layer {layer}: head similarity (cosine)")
         similarities.append([[round(float(v), 4) for v in row] for row in similarity])
     return similarities
-
-
-def add_method_arguments(parser: argparse.ArgumentParser, *, unit: str) -> None:
-    """``--method --no-faithfulness --faithfulness-steps``: which attribution the outputs show, and whether every
-    method's deletion/insertion faithfulness is measured (``unit``: what one perturbation step removes)."""
-    from bioattn.explain.attribution import METHODS
-
-    parser.add_argument("--method", choices=("auto", *METHODS), default="auto",
-                        help="attribution shown in the outputs: auto (of the methods fast enough for the input, the "
-                             "one most faithful on a sample of it, measured by deletion/insertion and named on stderr "
-                             "with its AUCs), " + ", ".join(METHODS) + " (default: %(default)s)")
-    parser.add_argument("--no-faithfulness", dest="skip_faithfulness", action="store_true",
-                        help=f"skip measuring every method's deletion/insertion faithfulness ({unit} removed or "
-                             "revealed by rank; summary.json key 'faithfulness', faithfulness.png) (default: off, "
-                             "i.e. measured)")
-    parser.add_argument("--faithfulness-steps", type=int, default=20,
-                        help="points of each deletion/insertion curve (default: %(default)s)")
-
-
-#: ``--method auto`` measures the candidates' faithfulness on at most this many inputs of the sample it is given.
-AUTO_SAMPLE = 16
-
-
-def resolve_method(args: argparse.Namespace, order: Sequence[str], probe: Callable[[], float],
-                   measure: Callable[[Sequence[str]], dict[str, dict]] | None = None,
-                   budget_seconds: float = AUTO_BUDGET_SECONDS, sample: str = "the input") -> str:
-    """``--method``, or with ``auto`` the most faithful method on (a sample of) this input among those of ``order``
-    whose estimated time fits ``budget_seconds``.
-
-    ``probe()`` returns the estimated seconds of one gradient pass over the whole input; a method costs
-    :data:`~bioattn.explain.attribution.RELATIVE_COST` times that. The probe runs twice and the second time is the
-    estimate: the first pays one-off costs (a GPU's context and kernel selection, lazy imports) that would make a
-    64-pass method look too slow. ``measure(methods)`` returns each method's faithfulness on ``sample`` (method →
-    :meth:`~bioattn.explain.faithfulness.FaithfulnessResult.summary`); the candidates and ``random`` are measured
-    and the largest insertion − deletion AUC wins (:func:`~bioattn.explain.faithfulness.most_faithful`, the method
-    the faithfulness table stars). Says on stderr which method it used and the AUCs it measured; a warning when no
-    candidate deletes better than random. Without ``measure``, the first fitting method of ``order``."""
-    from bioattn.explain.attribution import RELATIVE_COST
-    from bioattn.explain.faithfulness import most_faithful
-
-    if args.faithfulness_steps < 1:
-        raise UserInputError(f"--faithfulness-steps must be >= 1, got {args.faithfulness_steps}")
-    if args.method != "auto":
-        return args.method
-    probe()  # warm-up, not timed
-    one_pass = probe()
-    candidates = [m for m in order if one_pass * RELATIVE_COST[m] <= budget_seconds] or [order[-1]]
-    if measure is None or len(candidates) == 1:
-        method = candidates[0]
-        print(f"explain: method {method} (the most faithful measured for this model type that fits "
-              f"{budget_seconds:.0f} s here, about {one_pass * RELATIVE_COST[method]:.1f} s; --method to choose)",
-              file=sys.stderr)
-        return method
-    results = measure((*candidates, "random"))
-    method = most_faithful({name: results[name] for name in candidates})
-    measured = ", ".join(f"{name} {results[name]['deletion_auc']:.3f}/{results[name]['insertion_auc']:.3f}"
-                         for name in (*candidates, "random"))
-    skipped = [m for m in order if m not in candidates]
-    print(f"explain: method {method}, the most faithful on {sample} (deletion/insertion AUC, lower/higher = better: "
-          f"{measured})" + (f"; too slow here: {', '.join(skipped)}" if skipped else "") + "; --method to choose",
-          file=sys.stderr)
-    if results[method]["deletion_auc"] >= results["random"]["deletion_auc"]:
-        print(f"warning: no method deletes the prediction faster than a random ranking on {sample}; the maps may "
-              "mean little for this input", file=sys.stderr)
-    return method
 
 
 def write_faithfulness(results: dict[str, dict], out_dir: Path, *, title: str, unit: str) -> dict[str, dict]:

@@ -71,7 +71,7 @@ from bioattn.tasks.common import (
     write_out_of_fold,
 )
 from bioattn.tasks.ct_data import CTData, WithoutMetadata, load_manifest, load_medmnist, write_split_table
-from bioattn.tasks.ct_preprocessing import SavedPreprocessing
+from bioattn.tasks.ct_preprocessing import FITS, SavedPreprocessing
 from bioattn.tasks.trust import baseline_warning, format_trust, trust_report
 from bioattn.training import TrainConfig, Trainer, check_run_dir, plot_curves, prepare_run_dir, seed_everything
 from bioattn.training.distributed import is_main_process
@@ -150,7 +150,6 @@ DEFAULT_MEDMNIST_SIZE = 64
 DEFAULT_STEM_DEPTH = 4
 #: Largest edge the CNN stem sees by default: bigger volumes are folded (unshuffled) down to it.
 STEM_EDGE = 32
-FITS = ("resize", "crop-pad")
 CLASS_NAMES = {"adrenalmnist3d": ("normal", "hyperplasia")}
 # MedMNIST v2 (Yang et al., Sci. Data 2023), benchmark table, official test split: (AUROC, accuracy).
 # See data_cards/adrenalmnist3d.md.
@@ -233,7 +232,7 @@ class CTOptions:
             raise UserInputError(f"fit must be one of {', '.join(FITS)}, got {self.fit!r}")
         if self.manifest is None:
             given = [flag for flag, value in (("--orientation", self.orientation), ("--spacing", self.spacing),
-                                              ("--window", self.window)) if value is not None]
+                                              ("--intensity-window", self.window)) if value is not None]
             if self.fit != "resize":
                 given.append("--fit")
             if given:

@@ -88,11 +88,39 @@ def load_run(
     return model, SavedPreprocessing.load(run_dir)  # type: ignore[return-value]
 
 
-def resolve_preprocessing(saved: SavedPreprocessing | None, **overrides: Any) -> VolumePreprocessing:
-    """The saved NIfTI/DICOM preprocessing with every override that is not ``None`` replacing its step
-    (``orientation``, ``spacing``, ``window``, ``resize``, ``size``)."""
+def resolve_preprocessing(saved: SavedPreprocessing | None, *, size: Sequence[int] | None = None,
+                          fit: str | None = None, resize: Sequence[int] | None = None,
+                          **overrides: Any) -> VolumePreprocessing:
+    """The saved NIfTI/DICOM preprocessing with every override that is not ``None`` replacing its step.
+
+    ``orientation``, ``spacing``, ``window`` replace their steps. ``size`` (the model input ``X Y Z``, or one value
+    for a cube) and ``fit`` (``resize``: resample the whole volume to it; ``crop-pad``: centre crop / zero pad to
+    it) mean what they mean in training: a missing one is the run's. ``resize`` replaces the whole-volume resample
+    step alone (the older spelling of ``size`` with ``fit="resize"``).
+    """
+    from bioattn.tasks.ct_preprocessing import FITS
+
     base = saved.preprocessing if saved is not None else VolumePreprocessing()
-    return dataclasses.replace(base, **{name: value for name, value in overrides.items() if value is not None})
+    base = dataclasses.replace(base, **{name: value for name, value in overrides.items() if value is not None})
+    if size is not None or fit is not None:
+        if fit is not None and fit not in FITS:
+            raise UserInputError(f"fit must be one of {', '.join(FITS)}, got {fit!r}")
+        saved_fit = "crop-pad" if base.resize is None and base.size is not None else "resize"
+        fit = fit or saved_fit
+        if size is not None:
+            size = tuple(int(v) for v in size)
+            if len(size) not in (1, 3) or min(size) < 1:
+                raise UserInputError(f"--size needs 1 or 3 positive sizes (X Y Z), got {' '.join(map(str, size))}")
+            target = size * 3 if len(size) == 1 else size
+        else:
+            target = base.resize if base.resize is not None else base.size
+            if target is None:
+                raise UserInputError("--fit needs --size: the run saved no input size")
+        base = dataclasses.replace(base, resize=target if fit == "resize" else None,
+                                   size=target if fit == "crop-pad" else None)
+    if resize is not None:
+        base = dataclasses.replace(base, resize=tuple(resize))
+    return base
 
 
 def resolve_flip_tta(saved: SavedPreprocessing | None, flip_tta: bool | None) -> bool:

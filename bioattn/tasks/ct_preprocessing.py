@@ -38,6 +38,9 @@ QUANTILE_SAMPLE = 2**20  # voxels used for the percentiles of one volume
 RANGE_MARGIN = 0.05  # of the training intensity span, for the range and mean checks
 GEOMETRY_FACTOR = 2.0  # voxel size or field of view more than this factor outside the training range
 
+#: How a volume is brought to the model input size: resampled whole, or centre cropped / zero padded.
+FITS = ("resize", "crop-pad")
+
 
 @dataclass(frozen=True)
 class SavedPreprocessing:

@@ -58,3 +58,23 @@ def esm_msa_prediction(model: MSATransformer, target: ContactTarget, max_rows: i
     """Run ``model`` on at most ``max_rows`` rows of ``target``'s alignment chosen as in ESM's examples
     (:meth:`~bioattn.models.MSATransformer.predict_alignment`); errors name the alignment file."""
     return model.predict_alignment(target.msa.sequences, max_rows, source=str(target.msa.source))
+
+
+def explain_with_weights(weights: str | os.PathLike, inputs: str | os.PathLike, out: str | os.PathLike, *,
+                         fmt: str | None = None, query: str | None = None, pdb: str | None = None,
+                         chain: str | None = None, struct_dat: str | None = None, max_rows: int = DEFAULT_MAX_ROWS,
+                         device: str = "auto", overwrite: bool = False) -> tuple[dict, Path, str]:
+    """``bioattn explain msa --weights``: the MSA Transformer of ``weights`` on the alignment ``inputs``, every
+    layer's and head's row-attention map written under ``out``
+    (:func:`~bioattn.explain.esm_msa.explain_esm_msa`). Returns ``(summary, out folder, family name)``."""
+    from bioattn.data.contacts import load_target
+    from bioattn.explain.esm_msa import explain_esm_msa
+    from bioattn.explain.outputs import prepare_out_dir
+    from bioattn.training.distributed import resolve_device
+
+    if max_rows < 1:
+        raise UserInputError(f"--max-rows must be >= 1, got {max_rows}")
+    model = load_msa_transformer(weights, resolve_device(device))
+    target = load_target(inputs, fmt=fmt, query_fasta=query, pdb=pdb, chain=chain, struct_dat=struct_dat)
+    folder = prepare_out_dir(out, overwrite=overwrite)
+    return explain_esm_msa(model, target, folder, max_rows, str(weights)), folder, target.name

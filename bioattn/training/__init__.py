@@ -4,7 +4,7 @@
 process or under ``torchrun`` (DDP), with mixed precision, gradient accumulation, early stopping, a
 time budget, per-step CSV/TensorBoard logs and exact, checksummed, pickle-free checkpoints.
 """
-from bioattn.training.config import TrainConfig, add_training_args, config_from_args, load_yaml_config
+from bioattn.training.config import TrainConfig, load_yaml_config
 from bioattn.training.curves import plot_curves
 from bioattn.training.rng import seed_everything
 from bioattn.training.run_dir import check_run_dir, prepare_run_dir, write_run_config
@@ -15,8 +15,6 @@ __all__ = [
     "NonFiniteLossError",
     "TrainConfig",
     "Trainer",
-    "add_training_args",
-    "config_from_args",
     "load_yaml_config",
     "plot_curves",
     "check_run_dir",

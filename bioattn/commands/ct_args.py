@@ -1,0 +1,73 @@
+"""The CT flags ``bioattn train ct``, ``bioattn predict ct`` and ``bioattn explain ct`` share: the NIfTI/DICOM
+preprocessing steps, named and meaning the same in training and prediction."""
+from __future__ import annotations
+
+import argparse
+
+from bioattn.commands.vocabulary import add_alias
+
+#: preprocessing flag destination -> (library keyword, canonical flag)
+PREPROCESSING_FLAGS = {"intensity_window": ("window", "--intensity-window"), "spacing": ("spacing", "--spacing"),
+                       "orientation": ("orientation", "--orientation"), "size": ("size", "--size"),
+                       "fit": ("fit", "--fit")}
+
+
+def add_intensity_window_argument(group, *, default_help: str) -> None:
+    """``--intensity-window LOW HIGH`` (deprecated spelling: ``--window``, which names a DNA scan length)."""
+    window = group.add_argument("--intensity-window", type=float, nargs=2, default=None, metavar=("LOW", "HIGH"),
+                                help="map intensities LOW..HIGH (e.g. HU -160 240 for abdomen) onto 0..1, clipped "
+                                     f"(default: {default_help})")
+    add_alias(group, window, "--window")
+
+
+def add_fit_argument(group, *, default, default_help: str) -> None:
+    """``--fit resize|crop-pad``: how a volume is brought to ``--size``."""
+    from bioattn.tasks.ct_preprocessing import FITS
+
+    group.add_argument("--fit", choices=FITS, default=default,
+                       help="bring every volume to --size by resampling it whole (resize), or by centre crop / zero "
+                            f"pad (crop-pad) (default: {default_help})")
+
+
+def add_tta_argument(parser, *, default_help: str) -> None:
+    """``--tta none|flips`` (deprecated spellings: ``--flip-tta`` / ``--no-flip-tta``)."""
+    tta = parser.add_argument("--tta", choices=("none", "flips"), default=None,
+                              help="test-time augmentation: flips averages the probabilities over the 8 flips of the "
+                                   f"three axes (8x the compute) (default: {default_help})")
+    add_alias(parser, tta, "--flip-tta", value="flips")
+    add_alias(parser, tta, "--no-flip-tta", value="none")
+
+
+def add_preprocessing_arguments(parser: argparse.ArgumentParser) -> None:
+    """The NIfTI/DICOM preprocessing flags of ``predict ct`` and ``explain ct``; each replaces the run's step."""
+    group = parser.add_argument_group(
+        "NIfTI / DICOM preprocessing (default: the run's preprocessing.json; each flag replaces its step; then zero "
+        "padding to a multiple of the CNN stride)")
+    add_intensity_window_argument(group, default_help="the run's")
+    group.add_argument("--spacing", type=float, nargs=3, default=None, metavar=("X", "Y", "Z"),
+                       help="resample to this voxel size in mm (default: the run's)")
+    group.add_argument("--orientation", default=None, metavar="CODES", help="reorient, e.g. RAS (default: the run's)")
+    size = group.add_argument("--size", type=int, nargs="+", default=None, metavar="N",
+                              help="the model input X Y Z, or one value for a cube, reached as --fit says "
+                                   "(default: the run's)")
+    add_fit_argument(group, default=None, default_help="the run's")
+    add_alias(group, size, "--resize", replacement="--size X Y Z --fit resize", also={"fit": "resize"})
+
+
+def preprocessing_overrides(args: argparse.Namespace) -> dict:
+    """The preprocessing steps given on the command line, as library keywords
+    (:func:`bioattn.tasks.ct_predict.resolve_preprocessing`)."""
+    return {keyword: tuple(value) if isinstance(value, list) else value
+            for dest, (keyword, _) in PREPROCESSING_FLAGS.items() if (value := getattr(args, dest, None)) is not None}
+
+
+def given_preprocessing_flags(args: argparse.Namespace) -> list[str]:
+    """The canonical names of the preprocessing flags given."""
+    return [flag for dest, (_, flag) in PREPROCESSING_FLAGS.items() if getattr(args, dest, None) is not None]
+
+
+def preprocessing_from_args(args: argparse.Namespace, saved):
+    """The run's saved :class:`~bioattn.data.ct.VolumePreprocessing` with the flags that were given applied."""
+    from bioattn.tasks.ct_predict import resolve_preprocessing
+
+    return resolve_preprocessing(saved, **preprocessing_overrides(args))

@@ -1,0 +1,105 @@
+"""The MSA flags ``bioattn train msa`` and ``bioattn predict msa`` share: the alignment and its structure, what
+fitting one alignment needs, and the task options they make."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+from bioattn.commands.vocabulary import add_alias
+
+
+def add_input_arguments(parser: argparse.ArgumentParser, *, msa_required: bool = False) -> argparse._ArgumentGroup:
+    """``--input --format --query --pdb --chain --struct-dat --out``: the alignment, its optional structure, the output.
+
+    Returns the argument group, for more data flags."""
+    from bioattn.data.msa import FORMATS
+
+    data = parser.add_argument_group("data")
+    given = data.add_mutually_exclusive_group(required=msa_required)  # --input or its old spelling --msa
+    alignment = given.add_argument("--input", dest="msa", type=Path, default=None, metavar="FILE",
+                                   help="alignment file (.a3m .a2m .fasta .sto .aln; .gz accepted)")
+    add_alias(given, alignment, "--msa")
+    data.add_argument("--format", choices=FORMATS, default=None, help="alignment format (default: from the file name)")
+    data.add_argument("--query", type=Path, default=None,
+                      help="FASTA with the query sequence (default: the --pdb chain's row, else row 0)")
+    data.add_argument("--pdb", type=Path, default=None, help="native structure (PDB or mmCIF) for evaluation (default: none)")
+    data.add_argument("--chain", default=None, help="chain of --pdb (default: the first protein chain)")
+    data.add_argument("--struct-dat", type=Path, default=None,
+                      help="arDCA *_struct.dat column distances, instead of --pdb (default: none)")
+    data.add_argument("--out", type=Path, required=True, help="output directory")
+    return data
+
+
+def add_fit_arguments(group: argparse._ArgumentGroup) -> None:
+    """What fitting one alignment needs besides the architecture: model width, row sampling, Potts and factored-attention
+    budgets, ``--quick``."""
+    from bioattn.models.factored_attention import LR_SCHEDULES
+
+    group.add_argument("--embed-dim", type=int, default=64, help="model width (default: %(default)s)")
+    group.add_argument("--dropout", type=float, default=0.1, help="dropout of the model (default: %(default)s)")
+    group.add_argument("--rows", type=int, default=32, help="alignment rows per training block (default: %(default)s)")
+    rows = group.add_argument("--max-rows", dest="max_seqs", type=int, default=4096,
+                       help="random subsample of the alignment used for the model and MI / Gaussian DCA (default: %(default)s)")
+    add_alias(group, rows, "--max-seqs", "--max-sequences")
+    group.add_argument("--feature-blocks", type=int, default=4,
+                       help="row blocks whose attention maps are averaged (default: %(default)s)")
+    group.add_argument("--potts-iterations", type=int, default=50,
+                       help="L-BFGS iterations of the Potts model (default: %(default)s, CCMpred's)")
+    group.add_argument("--potts-seqs", type=int, default=0,
+                       help="random rows of the alignment for the Potts fit; 0: every row, as CCMpred (default: %(default)s)")
+    group.add_argument("--potts-minutes", type=float, default=15.0,
+                       help="CPU-time budget of the Potts fit, sequence weights included (default: %(default)s)")
+    group.add_argument("--factored-heads", type=int, default=32, help="heads of factored attention (default: %(default)s)")
+    group.add_argument("--factored-dim", type=int, default=32,
+                       help="query/key size per head of factored attention (default: %(default)s)")
+    group.add_argument("--factored-steps", type=int, default=1000,
+                       help="Adam steps of the factored-attention fit (default: %(default)s)")
+    group.add_argument("--factored-lr", type=float, default=0.02,
+                       help="Adam learning rate of the factored-attention fit (default: %(default)s)")
+    group.add_argument("--factored-schedule", choices=LR_SCHEDULES, default="cosine",
+                       help="learning-rate schedule of the factored-attention fit: cosine decay to 0 over "
+                            "--factored-steps, or constant (default: %(default)s)")
+    group.add_argument("--factored-minutes", type=float, default=18.0,
+                       help="CPU-time budget of the factored-attention fit, sequence weights included (default: %(default)s)")
+    group.add_argument("--init-from", default=None, metavar="NAME_OR_RUN_DIR",
+                       help="start the per-family axial model from a pretrained one (a 'bioattn pretrain msa' run "
+                            "directory or a shipped name such as msa-axial-pfam); its size replaces --embed-dim, "
+                            "--heads, --layers, --dropout (default: a fresh model)")
+    group.add_argument("--finetune", action=argparse.BooleanOptionalAction, default=True,
+                       help="with --init-from: train the pretrained model further on the family; --no-finetune reads its "
+                            "attention maps as they are (attention-only contacts) (default: %(default)s)")
+    group.add_argument("--weights", dest="esm_weights", default=None, metavar="FILE_OR_DIR",
+                       help="ESM-MSA-1b weights you have (a fair-esm .pt with its -contact-regression.pt beside it, or "
+                            "a directory converted by MSATransformer.save_pretrained): predict msa --method esm-msa, a contact "
+                            "head reading esm_msa_logit, or train msa --compare-methods adding its map to the combined "
+                            "head's choices; nothing is downloaded, see 'bioattn models' (default: none)")
+    group.add_argument("--esm-max-rows", type=int, default=256,
+                       help="rows fed to the MSA Transformer, chosen for maximal Hamming diversity as in ESM's "
+                            "examples; at most 1024 (default: %(default)s)")
+    group.add_argument("--quick", action="store_true", help="tiny settings for a smoke test (seconds) (default: off)")
+
+
+def options_from_args(args: argparse.Namespace, **overrides):
+    """``(MSAOptions, TrainConfig)`` from parsed flags (``overrides`` replace flag values), ``--quick`` applied;
+    with ``--init-from`` the model size is the pretrained model's."""
+    from bioattn.tasks.msa import DEFAULTS, MSAOptions, quick_config
+    from bioattn.tasks.msa_features import pretrained_size
+    from bioattn.commands.training_args import config_from_args
+
+    names = {f.name for f in dataclasses.fields(MSAOptions)}
+    options = MSAOptions(**{**{k: v for k, v in vars(args).items() if k in names}, **overrides})
+    config = config_from_args(args, DEFAULTS)
+    if args.quick:
+        options, config = options.quick(), quick_config(config)
+    if options.init_from is not None:
+        options = dataclasses.replace(options, **pretrained_size(options.init_from))
+    return options, config
+
+
+def load_input(args: argparse.Namespace, predictions: Path | None = None):
+    """The :class:`~bioattn.data.contacts.ContactTarget` of ``--input`` with its optional structure."""
+    from bioattn.data.contacts import load_target
+
+    return load_target(args.msa, fmt=args.format, query_fasta=args.query, pdb=args.pdb, chain=args.chain,
+                       struct_dat=args.struct_dat, predictions_dir=predictions)

@@ -1,0 +1,220 @@
+"""``explain_msa``: row-attention maps of an MSA model per layer and head beside the native contacts, from Python.
+
+The pipeline of ``bioattn explain msa``: the alignment read like ``bioattn train msa`` (query row first), up to
+``max_rows`` rows chosen for diversity, one pass with attention weights, every head's contact precision when a
+structure is given, per-column attribution of the masked-LM prediction of the query row, head sharpness and every
+method's faithfulness. :meth:`~bioattn.explain.result.Explanation.save` writes the command's files.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from bioattn.errors import UserInputError
+from bioattn.explain.result import Explanation, load_explained_model, resolve_method
+
+#: Methods from most to least faithful on 1atzA and 5ptpA (docs, "Explaining predictions"); gradient × input
+#: ranked below random there, so it is never chosen.
+FAITHFULNESS_ORDER = ("integrated_gradients", "relevance", "rollout")
+
+
+@dataclasses.dataclass
+class MSAExplanation(Explanation):
+    """``row_attention (layers, H, L, L)``; ``head_precision (layers, H, 3)`` (long-range P@L/5, P@L/2, P@L of each
+    head's symmetrised + APC map; ``None`` without a structure); ``columns (L,)`` the ``method``'s attribution;
+    ``family``; ``member`` (the ensemble member explained, or ``None``)."""
+
+    row_attention: torch.Tensor = None
+    head_precision: np.ndarray | None = None
+    columns: torch.Tensor = None
+    method: str = ""
+    family: str = ""
+    member: str | None = None
+
+    def _write_files(self, out: Path) -> None:
+        from bioattn.io import save_tensors
+
+        save_tensors(out / "row_attention.safetensors", {"row_attention": self.row_attention})
+
+
+def _first_member(model: Any, label: str, folder: Any):
+    """``(model, member)``: the model, or an ensemble's first member and its folder name (``None`` for one model)."""
+    from bioattn.models.ensemble import ensemble_members
+    from bioattn.models.registry import read_config, resolve_model_dir
+
+    members = ensemble_members(model)
+    if len(members) == 1:
+        return members[0], None
+    first = read_config(resolve_model_dir(folder))["members"][0] if folder is not None else "member 0"
+    print(f"note: {label} is an ensemble of {len(members)} separately trained models, whose heads do not "
+          f"correspond; explaining its first member, {first} (--model {label}/<member> for another)", file=sys.stderr)
+    return members[0], first
+
+
+def explain_msa(
+    model: Any,
+    inputs: Any,
+    *,
+    fmt: str | None = None,
+    query: str | os.PathLike | None = None,
+    pdb: str | os.PathLike | None = None,
+    chain: str | None = None,
+    struct_dat: str | os.PathLike | None = None,
+    max_rows: int = 128,
+    method: str = "auto",
+    faithfulness: bool = True,
+    faithfulness_steps: int = 20,
+    device: str = "auto",
+) -> MSAExplanation:
+    """Explain an MSA model on one alignment: per-head row-attention maps, their contact precision and a per-column map.
+
+    Args:
+        model: a :class:`~bioattn.models.MSAContactModel` (an ensemble is explained through its first member), a
+            run directory of ``bioattn train msa`` or a shipped model's name.
+        inputs: an alignment file (``.a3m .a2m .fasta .sto .aln``, ``.gz`` accepted; ``fmt`` overrides the format
+            from the name) or a :class:`~bioattn.data.contacts.ContactTarget` already read.
+        query, pdb, chain, struct_dat: the query FASTA and a native structure (PDB/mmCIF chain or arDCA
+            ``*_struct.dat``) for the contact map; without a structure the contact tables are left out.
+        max_rows: rows fed to the model, chosen for diversity.
+        method, faithfulness, faithfulness_steps: as :func:`explain_promoter`.
+
+    Returns:
+        an :class:`MSAExplanation`; ``.save(directory)`` writes what ``bioattn explain msa`` writes.
+    """
+    from bioattn.data.contacts import ContactTarget, load_target
+    from bioattn.data.msa import ALPHABET, MSATokenizer, subsample
+    from bioattn.explain.attribution import METHODS
+    from bioattn.explain.faithfulness import compare_methods
+    from bioattn.explain.msa import PRECISION_NAMES, head_contact_precision, row_attention_maps
+    from bioattn.explain.msa_attribution import msa_attribution, msa_score, predicted_residues
+    from bioattn.explain.outputs import layer_similarities, write_faithfulness, write_layer_figures
+    from bioattn.explain.sharpness import head_sharpness, sharpness_summary
+    from bioattn.metrics import CONTACT_CUTOFF, LONG_RANGE, residues_with_coordinates
+    from bioattn.models import MSAContactModel
+
+    if max_rows < 1:
+        raise UserInputError(f"--max-rows must be >= 1, got {max_rows}")
+    folder = model if isinstance(model, (str, os.PathLike)) else None
+    model, label = load_explained_model(model, MSAContactModel, device)
+    model, member = _first_member(model, label, folder)
+    if isinstance(inputs, ContactTarget):
+        target, source = inputs, inputs.name
+    else:
+        target = load_target(inputs, fmt=fmt, query_fasta=query, pdb=pdb, chain=chain, struct_dat=struct_dat)
+        source = str(inputs)
+    tokens = MSATokenizer().encode(target.msa)
+    if tokens.shape[1] > model.config["max_len"]:
+        raise UserInputError(f"{source}: {tokens.shape[1]} columns, the model {label} accepts at most {model.config['max_len']}")
+    rows = tokens[subsample(tokens, max_rows, "diversity")]
+    maps = row_attention_maps(model, rows)  # (layers, H, L, L)
+    layers, heads, length = maps.shape[0], maps.shape[1], maps.shape[-1]
+    summary: dict = {"run": label, "input": source, "family": target.name, "columns": length,
+                     "rows_used": len(rows), "rows_in_alignment": target.msa.depth}
+    if member is not None:
+        summary["member"] = member
+
+    def timed_gradient_pass() -> float:
+        start = time.perf_counter()
+        msa_attribution(model, rows, "gradient_x_input")
+        return time.perf_counter() - start
+
+    residues = predicted_residues(model, rows)
+
+    def attribute(name: str) -> list:
+        return [msa_attribution(model, rows, name, residues=residues).cpu()]
+
+    score = msa_score(model, rows.to(next(model.parameters()).device), residues)
+    measured: dict = {}  # method="auto"'s measurements, reused by the faithfulness table (same rows, steps, seed)
+
+    def measure(methods) -> dict:
+        measured.update(compare_methods(attribute, [score], methods, steps=faithfulness_steps))
+        return measured
+
+    method = resolve_method(method, FAITHFULNESS_ORDER, timed_gradient_pass, measure,
+                            faithfulness_steps=faithfulness_steps, sample="this alignment")
+
+    values = attribute(method)[0]
+    query_row = rows[0].tolist()
+    tables = {"columns.tsv": (["column", "query", "predicted", method],
+                              [[c, ALPHABET[query_row[c]] if query_row[c] < len(ALPHABET) else "?",
+                                ALPHABET[int(residues[c])], float(values[c])] for c in range(len(query_row))])}
+    sharpness = head_sharpness([layer[None] for layer in row_attention_maps(model, rows)])
+    summary.update({"method": method, "head_sharpness": sharpness_summary(sharpness)})
+    results = None
+    if faithfulness:
+        results = compare_methods(attribute, [score], METHODS, steps=faithfulness_steps, known=measured)
+        summary["faithfulness"] = results
+    family = target.name
+
+    def draw_common(out: Path) -> None:
+        from bioattn.explain.faithfulness_figures import plot_head_sharpness
+
+        plot_head_sharpness(sharpness, out / "head_sharpness.png", title=f"{family} row attention: per-head sharpness")
+        if results is not None:
+            write_faithfulness(results, out, unit="alignment columns", title=f"{family}: faithfulness (columns masked)")
+
+    result = MSAExplanation(summary=summary, tables=tables, figures=[draw_common], row_attention=maps, columns=values,
+                            method=method, family=family, member=member)
+    if target.distances is None:
+        summary["head_similarity"] = layer_similarities(list(maps))
+        result.figures.append(lambda out: write_layer_figures(list(maps), out, what=f"{family} row attention"))
+        return result
+
+    distances = target.distances
+    precision = head_contact_precision(maps, distances)  # (layers, H, 3)
+    contacts = torch.from_numpy(np.nan_to_num(distances, nan=np.inf) < CONTACT_CUTOFF).float()
+    summary["head_similarity"] = layer_similarities(list(maps))
+
+    def draw_contacts(out: Path) -> None:
+        from bioattn.explain.figures import plot_head_scores
+
+        write_layer_figures(list(maps), out, what=f"{family} row attention", reference=contacts,
+                            reference_title=f"native contacts (< {CONTACT_CUTOFF:g} Å)",
+                            head_scores=[[float(p) for p in layer] for layer in precision[..., 0]],
+                            score_name=PRECISION_NAMES[0])
+        plot_head_scores(precision[..., 0], out / "head_contact_precision.png", label=f"long-range {PRECISION_NAMES[0]}",
+                         title=f"{family}: which heads carry contacts (sym + APC map, separation ≥ {LONG_RANGE})")
+
+    result.figures.append(draw_contacts)
+    tables["head_contacts.tsv"] = (["layer", "head", *PRECISION_NAMES],
+                                   [[layer, head, *map(float, precision[layer, head])]
+                                    for layer in range(layers) for head in range(heads)])
+    i, j = np.triu_indices(length, k=LONG_RANGE)
+    known = np.isfinite(distances[i, j])
+    best = np.unravel_index(int(np.argmax(precision[..., 0])), precision.shape[:2])
+    summary.update({
+        "residues_with_coordinates": int(residues_with_coordinates(distances).sum()),
+        "long_range_contact_rate": float((distances[i, j][known] < CONTACT_CUTOFF).mean()) if known.any() else None,
+        "best_head": {"layer": int(best[0]), "head": int(best[1]),
+                      **{name: float(v) for name, v in zip(PRECISION_NAMES, precision[best])}},
+        "mean_over_heads": {name: float(precision[..., k].mean()) for k, name in enumerate(PRECISION_NAMES)},
+    })
+    result.head_precision = precision
+    return result
+
+
+def describe(result: MSAExplanation, out: Path) -> str:
+    """What ``bioattn explain msa`` prints after saving to ``out``."""
+    from bioattn.explain.msa import PRECISION_NAMES
+    from bioattn.explain.outputs import faithfulness_table
+
+    summary, lines = result.summary, []
+    if "faithfulness" in summary:
+        lines.append(faithfulness_table(summary["faithfulness"]))
+    maps = result.row_attention
+    if result.head_precision is None:
+        lines.append(f"{result.family}: row-attention maps of {maps.shape[0]} layers x {maps.shape[1]} heads -> {out} "
+                     "(no structure given)")
+        return "\n".join(lines)
+    best, rate, mean = summary["best_head"], summary["long_range_contact_rate"], summary["mean_over_heads"]
+    lines.append(f"{result.family}: best head layer {best['layer']} head {best['head']}, long-range {PRECISION_NAMES[0]} = "
+                 f"{best[PRECISION_NAMES[0]]:.2f} (mean over heads {mean[PRECISION_NAMES[0]]:.2f}"
+                 + (f"; random ranking ≈ {rate:.2f}" if rate is not None else "") + f") -> {out}")
+    return "\n".join(lines)

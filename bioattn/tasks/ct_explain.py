@@ -1,0 +1,213 @@
+"""``explain_ct``: [CLS] attention rollout and attribution maps of a CT model on the input's voxel grid, from Python.
+
+The pipeline of ``bioattn explain ct``: the input prepared as the run's ``preprocessing.json`` says (each override
+replaces its step), the rollout and the chosen attribution mapped back through every spatial step onto the input
+grid, per-layer head maps and diversity, head sharpness and every method's faithfulness. The result holds the maps
+and summary; :meth:`~bioattn.explain.result.Explanation.save` writes the command's files. It lives in the task
+layer because it reads a run's saved preprocessing; :func:`bioattn.explain.explain_ct` re-exports it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+
+from bioattn.errors import UserInputError
+from bioattn.explain.result import Explanation, load_explained_model, resolve_method
+
+#: Methods from most to least faithful on AdrenalMNIST3D validation volumes (docs, "Explaining predictions").
+FAITHFULNESS_ORDER = ("gradient_x_input", "integrated_gradients", "relevance", "rollout")
+#: The preprocessing steps an override may replace (:class:`~bioattn.data.ct.VolumePreprocessing` fields).
+PREPROCESSING_STEPS = ("window", "spacing", "orientation", "resize", "size")
+
+
+@dataclasses.dataclass
+class CTExplanation(Explanation):
+    """``rollout (X, Y, Z)`` and ``attribution (X, Y, Z)`` (``None`` when the method is rollout) on the input's
+    voxel grid with ``affine (4, 4)``; ``image (X, Y, Z)`` the input's first channel; ``probabilities`` per class;
+    ``label`` (``.npz`` input only); ``method``; ``description`` of the input."""
+
+    rollout: torch.Tensor = None
+    attribution: torch.Tensor | None = None
+    affine: np.ndarray = None
+    image: torch.Tensor = None
+    probabilities: list[float] = None
+    label: int | None = None
+    method: str = ""
+    description: str = ""
+
+    def _write_files(self, out: Path) -> None:
+        from bioattn.data.ct import write_nifti
+
+        write_nifti(out / "rollout.nii.gz", self.rollout, self.affine)
+        if self.label is not None:
+            write_nifti(out / "input.nii.gz", self.image, self.affine)
+        if self.attribution is not None:
+            write_nifti(out / "attribution.nii.gz", self.attribution, self.affine)
+
+
+def _read_input(inputs: Any, split: str, index: int):
+    """``(MetaTensor (C, X, Y, Z), description, label or None)`` of a path or an in-memory ``(C, X, Y, Z)`` volume."""
+    from monai.data import MetaTensor
+
+    from bioattn.data.ct import VolumeDataset, load_medmnist3d_npz, read_ct_volume
+
+    if not isinstance(inputs, (str, os.PathLike)):
+        volume = inputs if isinstance(inputs, MetaTensor) else MetaTensor(
+            torch.as_tensor(np.asarray(inputs), dtype=torch.float32), affine=torch.eye(4, dtype=torch.float64))
+        return volume, "in-memory volume", None
+    if not Path(inputs).name.lower().endswith(".npz"):
+        return read_ct_volume(inputs), str(inputs), None
+    splits = load_medmnist3d_npz(inputs)
+    if split not in splits:
+        raise UserInputError(f"{inputs}: no split {split!r} (has {', '.join(splits)})")
+    dataset = VolumeDataset(splits[split])
+    if not 0 <= index < len(dataset):
+        raise UserInputError(f"{inputs} [{split}]: --index {index} outside 0..{len(dataset) - 1}")
+    image, label = dataset[index]
+    return MetaTensor(image, affine=torch.eye(4, dtype=torch.float64)), f"{inputs} [{split}][{index}]", int(label)
+
+
+def explain_ct(
+    model: Any,
+    inputs: str | os.PathLike | torch.Tensor | np.ndarray,
+    *,
+    method: str = "auto",
+    head_fusion: str = "mean",
+    start_layer: int = 0,
+    split: str = "val",
+    index: int = 0,
+    preprocessing: Mapping[str, Any] | None = None,
+    faithfulness: bool = True,
+    faithfulness_steps: int = 20,
+    device: str = "auto",
+) -> CTExplanation:
+    """Explain a CT model's prediction for one volume, on the input's voxel grid.
+
+    Args:
+        model: a :class:`~bioattn.models.HybridCT3D` (or an ensemble), a run directory of ``bioattn train ct`` or a
+            shipped model's name (a run's ``preprocessing.json`` is then applied to NIfTI/DICOM input).
+        inputs: a NIfTI file, a DICOM file or series folder, a MedMNIST-style ``.npz`` (``split``, ``index`` pick the
+            volume), or an in-memory channel-first volume ``(C, X, Y, Z)`` (a MONAI ``MetaTensor`` keeps its affine).
+        preprocessing: overrides of the saved steps (:data:`PREPROCESSING_STEPS`, e.g. ``{"window": (-160, 240)}``);
+            ``.npz`` volumes get only these.
+        method, head_fusion, start_layer, faithfulness, faithfulness_steps: as :func:`explain_promoter`.
+
+    Returns:
+        a :class:`CTExplanation`; ``.save(directory)`` writes what ``bioattn explain ct`` writes.
+    """
+    from bioattn.data.ct import check_volume, invert_to_input_grid, world_geometry
+    from bioattn.explain.attribution import METHODS
+    from bioattn.explain.ct import explain_volumes
+    from bioattn.explain.ct_attribution import predicted_volume_classes, volume_attribution, volume_score
+    from bioattn.explain.faithfulness import compare_methods
+    from bioattn.explain.outputs import layer_similarities, write_faithfulness, write_layer_figures
+    from bioattn.explain.sharpness import head_sharpness, sharpness_summary
+    from bioattn.models import HybridCT3D
+    from bioattn.models.ensemble import ensemble_members
+    from bioattn.models.registry import resolve_model_dir
+    from bioattn.tasks.ct_predict import SavedPreprocessing, resolve_preprocessing
+    from bioattn.tasks.ct_preprocessing import distribution_warnings, volume_statistics
+
+    overrides = dict(preprocessing or {})
+    unknown = sorted(set(overrides) - set(PREPROCESSING_STEPS))
+    if unknown:
+        raise UserInputError(f"preprocessing: unknown step(s) {', '.join(unknown)} (known: {', '.join(PREPROCESSING_STEPS)})")
+    saved = SavedPreprocessing.load(resolve_model_dir(model)) if isinstance(model, (str, os.PathLike)) else None
+    model, label_text = load_explained_model(model, HybridCT3D, device)
+    if not 0 <= start_layer < model.config["num_layers"]:
+        raise UserInputError(f"--start-layer must be in [0, {model.config['num_layers'] - 1}], got {start_layer}")
+    image, described, label = _read_input(inputs, split, index)
+    check_volume(image, described, in_channels=model.in_channels)
+    # .npz volumes are MedMNIST volumes as stored: only the overrides given apply to them
+    given = {k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items() if v is not None}
+    pipeline = resolve_preprocessing(saved if label is None else None, **given).pipeline(divisible_by=model.stride)
+    model_input = pipeline(image)
+    model.check_attention_size(tuple(model_input.shape[1:]), described)
+    warnings = distribution_warnings(dict(saved.profile) if saved else {}, volume_statistics(model_input),
+                                     world_geometry(image) if label is None else None)
+    if warnings:
+        print(f"warning: {described}: {'; '.join(warnings)}; the explanation may mean little", file=sys.stderr)
+
+    volumes = model_input.as_tensor()[None].float()
+    explanation = explain_volumes(ensemble_members(model)[0], volumes, head_fusion=head_fusion, start_layer=start_layer)
+    if len(ensemble_members(model)) > 1:
+        explanation.probabilities = model(volumes.to(next(model.parameters()).device)).float().softmax(-1).cpu()
+        explanation.voxel_map = volume_attribution(model, volumes, "rollout", head_fusion=head_fusion,
+                                                   start_layer=start_layer).cpu()
+
+    def timed_gradient_pass() -> float:
+        start = time.perf_counter()
+        volume_attribution(model, volumes, "gradient_x_input")
+        return time.perf_counter() - start
+
+    classes = predicted_volume_classes(model, volumes.to(next(model.parameters()).device))
+
+    def attribute(name: str) -> torch.Tensor:
+        return volume_attribution(model, volumes, name, classes=classes, head_fusion=head_fusion,
+                                  start_layer=start_layer).cpu()
+
+    score = volume_score(model, volumes[0].to(next(model.parameters()).device), int(classes[0]))
+    measured: dict = {}  # method="auto"'s measurements, reused by the faithfulness table (same volume, steps, seed)
+
+    def measure(methods) -> dict:
+        measured.update(compare_methods(lambda name: [attribute(name)[0].flatten()], [score], methods,
+                                        steps=faithfulness_steps))
+        return measured
+
+    method = resolve_method(method, FAITHFULNESS_ORDER, timed_gradient_pass, measure,
+                            faithfulness_steps=faithfulness_steps, sample="this volume")
+    # Undo every spatial preprocessing step (padding, crop, resampling, orientation): back onto the input grid.
+    voxel_map = invert_to_input_grid(pipeline, model_input, explanation.voxel_map)[0].as_tensor()
+    affine = np.asarray(image.affine)
+    probabilities = explanation.probabilities[0].tolist()
+    predicted = int(np.argmax(probabilities))
+    names = model.class_names
+    attribution_map = None
+    if method != "rollout":
+        attribution_map = invert_to_input_grid(pipeline, model_input, attribute(method))[0].as_tensor()
+    sharpness = head_sharpness(explanation.attentions)
+    results = None
+    if faithfulness:
+        results = compare_methods(lambda name: [attribute(name)[0].flatten()], [score], METHODS, steps=faithfulness_steps,
+                                  known=measured)
+    layer_maps = [w[0] for w in explanation.attentions]
+    shown = image[0].as_tensor()
+
+    def draw(out: Path) -> None:
+        from bioattn.explain.faithfulness_figures import plot_head_sharpness
+        from bioattn.explain.figures import plot_orthogonal_slices
+
+        plot_orthogonal_slices(shown, voxel_map, out / "rollout_slices.png",
+                               title=f"[CLS] rollout, p({names[predicted]}) = {probabilities[predicted]:.3f}"
+                                     + (f", label {names[label]}" if label is not None else ""))
+        if attribution_map is not None:
+            plot_orthogonal_slices(shown, attribution_map, out / "attribution_slices.png",
+                                   title=f"{method}, p({names[predicted]}) = {probabilities[predicted]:.3f}")
+        plot_head_sharpness(sharpness, out / "head_sharpness.png", title="CT attention: per-head sharpness")
+        if results is not None:
+            write_faithfulness(results, out, unit="voxels", title=f"{described}: faithfulness (voxels → background)")
+        write_layer_figures(layer_maps, out, what="CT attention (token 0 = [CLS], then the CNN grid in raster order)")
+
+    grid = explanation.grid_map[0]
+    peak = np.unravel_index(int(torch.argmax(voxel_map)), tuple(voxel_map.shape))
+    summary = {
+        "run": label_text, "input": described, "input_shape": list(image.shape[1:]),
+        "model_input_shape": list(model_input.shape[1:]), "token_grid": list(grid.shape),
+        "probabilities": dict(zip(names, probabilities)), "predicted": names[predicted],
+        "label": names[label] if label is not None else None,
+        "head_fusion": head_fusion, "start_layer": start_layer, "warnings": warnings,
+        "cls_self_share": float(1 - grid.sum()), "peak_voxel": [int(i) for i in peak],
+        "head_similarity": layer_similarities(layer_maps), "method": method,
+        "head_sharpness": sharpness_summary(sharpness),
+        **({"faithfulness": results} if results is not None else {}),
+    }
+    return CTExplanation(summary=summary, tables={}, figures=[draw], rollout=voxel_map, attribution=attribution_map,
+                         affine=affine, image=image[0], probabilities=probabilities, label=label, method=method,
+                         description=described)

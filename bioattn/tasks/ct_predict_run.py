@@ -1,0 +1,103 @@
+"""``predict_ct``: class probabilities of a CT model for a manifest, one NIfTI/DICOM volume or a MedMNIST ``.npz``,
+written as CSV (and, for one volume, the attention rollout as NIfTI); what ``bioattn predict ct`` runs."""
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from bioattn.errors import UserInputError
+from bioattn.io import STDOUT
+from bioattn.tasks.ct_predict import CTPrediction
+
+#: ``attention_map="auto"``: beside the output, with the suffix ``.attention.nii.gz``.
+AUTO = "auto"
+
+
+@dataclasses.dataclass
+class CTPredictions:
+    """``predictions`` in input order, the model's ``class_names``, whether flips were averaged (``flip_tta``),
+    per-split ``scores`` of labelled inputs, and the ``attention_path`` written (or ``None``)."""
+
+    predictions: list[CTPrediction]
+    class_names: list[str]
+    flip_tta: bool
+    scores: dict[str, dict[str, Any]]
+    attention_path: Path | None
+
+
+def _attention_path(attention_map: str | os.PathLike | None, output: Path) -> Path | None:
+    if attention_map is None:
+        return None
+    if attention_map == AUTO:
+        if str(output) == STDOUT:
+            raise UserInputError("--output -: give --attention-map a file name (MAP.nii.gz)")
+        return output.with_name(output.name.removesuffix(output.suffix) + ".attention.nii.gz")
+    path = Path(attention_map)
+    if not path.name.lower().endswith((".nii", ".nii.gz")):
+        raise UserInputError(f"{path}: --attention-map must end in .nii or .nii.gz")
+    return path
+
+
+def predict_ct(
+    model: str | os.PathLike,
+    inputs: str | os.PathLike,
+    output: str | os.PathLike,
+    *,
+    preprocessing: Mapping[str, Any] | None = None,
+    split: str | None = None,
+    batch_size: int = 32,
+    tta: str | None = None,
+    attention_map: str | os.PathLike | None = None,
+    head_fusion: str = "mean",
+    device: str = "auto",
+) -> CTPredictions:
+    """Predict ``inputs`` with the run or shipped model ``model`` and write the CSV ``output`` (``"-"``: stdout).
+
+    ``preprocessing``: overrides of the run's NIfTI/DICOM steps (``window``, ``spacing``, ``orientation``, ``size``,
+    ``fit``, ``resize``; see :func:`~bioattn.tasks.ct_predict.resolve_preprocessing`); ``tta``: ``"flips"`` or
+    ``"none"`` (default: as the run evaluated); ``attention_map``: also write the rollout of one NIfTI/DICOM input
+    (a path, or ``"auto"``).
+    """
+    from bioattn.data.ct import write_nifti
+    from bioattn.data.ct_manifest import is_manifest
+    from bioattn.tasks import ct_predict
+    from bioattn.training.distributed import resolve_device
+
+    inputs, output = Path(inputs), Path(output)
+    overrides = {k: v for k, v in (preprocessing or {}).items() if v is not None}
+    if batch_size < 1:
+        raise UserInputError(f"--batch-size must be >= 1, got {batch_size}")
+    if tta not in (None, "none", "flips"):
+        raise UserInputError(f"--tta must be none or flips, got {tta!r}")
+    attention_path = _attention_path(attention_map, output)
+    is_npz, many = inputs.suffix.lower() == ".npz", is_manifest(inputs)
+    if (is_npz or many) and attention_path is not None:
+        raise UserInputError(f"{inputs}: --attention-map needs one NIfTI or DICOM input")
+    if not (is_npz or many) and split is not None:
+        raise UserInputError(f"{inputs}: --split applies to .npz and manifest inputs only")
+    if is_npz and overrides:
+        flags = ", ".join("--intensity-window" if k == "window" else f"--{k}" for k in overrides)
+        raise UserInputError(f"{inputs}: {flags} apply to NIfTI/DICOM inputs, not to a .npz")
+    model, saved = ct_predict.load_run(model, map_location=resolve_device(device))
+    flip_tta = ct_predict.resolve_flip_tta(saved, None if tta is None else tta == "flips")
+    overlay = None
+    if is_npz:
+        predictions = ct_predict.predict_npz(model, inputs, saved, split=split, batch_size=batch_size, flip_tta=flip_tta)
+    elif many:
+        predictions = ct_predict.predict_manifest(model, inputs, ct_predict.resolve_preprocessing(saved, **overrides),
+                                                  saved, split=split, batch_size=batch_size, flip_tta=flip_tta)
+    else:
+        prediction, overlay = ct_predict.predict_volume(
+            model, inputs, ct_predict.resolve_preprocessing(saved, **overrides), saved, flip_tta=flip_tta,
+            attention_map=attention_path is not None, head_fusion=head_fusion)
+        predictions = [prediction]
+    names = model.class_names
+    ct_predict.write_predictions(output, predictions, names, manifest=many)
+    if overlay is not None and attention_path is not None:
+        write_nifti(attention_path, *overlay)
+    ct_predict.report_warnings(predictions)
+    return CTPredictions(predictions=predictions, class_names=names, flip_tta=flip_tta,
+                         scores=ct_predict.summarize_predictions(predictions, names),
+                         attention_path=attention_path if overlay is not None else None)
