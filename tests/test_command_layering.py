@@ -35,7 +35,9 @@ def test_no_command_imports_another_command() -> None:
 
 
 def test_argparse_only_in_the_command_layer() -> None:
-    allowed = {PACKAGE / "cli.py"}
+    # msa_transformer reads fair-esm checkpoints, which store their hyperparameters as an argparse.Namespace: it
+    # allowlists that class for torch.load and parses no command line
+    allowed = {PACKAGE / "cli.py", PACKAGE / "models" / "msa_transformer.py"}
     below = [path.relative_to(PACKAGE).as_posix() for path in PACKAGE.rglob("*.py")
              if path not in allowed and "commands" not in path.relative_to(PACKAGE).parts
              and "argparse" in {name.split(".")[0] for name in _imports(path)}]

@@ -39,7 +39,7 @@ def fair_esm_contacts(weights: Path, alignment: Path, max_rows: int) -> np.ndarr
 def test_predict_esm_msa_writes_fair_esm_contacts_as_the_other_methods_do(family, weights, tmp_path, capsys):
     out = tmp_path / "pred"
     assert cli_main(["predict", "msa", "--method", "esm-msa", "--weights", str(weights), "--esm-max-rows", "20",
-                     "--msa", str(family["msa"]), "--pdb", str(family["pdb"]), "--out", str(out)]) == 0
+                     "--input", str(family["msa"]), "--pdb", str(family["pdb"]), "--out", str(out)]) == 0
     assert "MSA Transformer" in capsys.readouterr().out
     probabilities = np.load(out / "contacts.npy")
     assert probabilities.shape == (COLUMNS, COLUMNS)
@@ -62,14 +62,14 @@ def test_converted_directory_predicts_the_same(family, weights, tmp_path):
     MSATransformer.from_esm(weights).save_pretrained(tmp_path / "converted")
     runs = {}
     for name, source in (("pt", weights), ("dir", tmp_path / "converted")):
-        assert cli_main(["predict", "msa", "--method", "esm-msa", "--weights", str(source), "--msa", str(family["msa"]),
+        assert cli_main(["predict", "msa", "--method", "esm-msa", "--weights", str(source), "--input", str(family["msa"]),
                          "--out", str(tmp_path / name)]) == 0
         runs[name] = np.load(tmp_path / name / "contacts.npy")
     np.testing.assert_array_equal(runs["pt"], runs["dir"])
 
 
 def test_esm_msa_without_weights_or_with_a_bad_file_is_one_error_line(family, tmp_path, capsys):
-    argv = ["predict", "msa", "--method", "esm-msa", "--msa", str(family["msa"]), "--out", str(tmp_path / "a")]
+    argv = ["predict", "msa", "--method", "esm-msa", "--input", str(family["msa"]), "--out", str(tmp_path / "a")]
     assert cli_main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --method esm-msa needs --weights") and "never downloaded" in err
@@ -116,7 +116,7 @@ def test_esm_map_joins_the_leave_one_family_out_head_and_serves_predict(family, 
     assert {ESM_MSA_MAP, "factored_attention_apc+potts_apc+esm_msa_logit"} <= set(selection)
     head = ContactHead((ESM_MSA_MAP, "potts_apc"), (1.0, 1.0), 0.0)  # a head reading the ESM map beside Potts
     head.save(tmp_path / "head.json")
-    argv = ["predict", "msa", "--contact-head", str(tmp_path / "head.json"), "--msa", str(family["msa"]), "--quick"]
+    argv = ["predict", "msa", "--contact-head", str(tmp_path / "head.json"), "--input", str(family["msa"]), "--quick"]
     assert cli_main(argv + ["--out", str(tmp_path / "no_weights")]) == 2  # the head needs --weights
     assert cli_main(argv + ["--weights", str(weights), "--out", str(tmp_path / "pred")]) == 0
     features = load_tensors(tmp_path / "pred" / "features.safetensors")

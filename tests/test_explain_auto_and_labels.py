@@ -13,7 +13,7 @@ from bioattn.cli import build_parser
 from bioattn.cli import main as cli_main
 from bioattn.data.dna import decode
 from bioattn.explain.faithfulness import most_faithful
-from bioattn.explain.outputs import resolve_method
+from bioattn.explain.result import resolve_method
 from bioattn.models import HybridCT3D, PromoterClassifier
 
 
@@ -32,9 +32,8 @@ def test_auto_picks_the_method_most_faithful_on_the_input_not_the_fixed_order(ca
         asked.append(tuple(methods))
         return {name: measured[name] for name in methods}
 
-    args = argparse.Namespace(method="auto", faithfulness_steps=20)
     order = ("gradient_x_input", "integrated_gradients", "relevance", "rollout")
-    assert resolve_method(args, order, lambda: 0.001, measure, sample="this volume") == "relevance"
+    assert resolve_method("auto", order, lambda: 0.001, measure, sample="this volume") == "relevance"
     assert asked == [(*order, "random")]  # every candidate and the random floor, measured once
     err = capsys.readouterr().err
     assert "explain: method relevance" in err and "this volume" in err
@@ -44,7 +43,7 @@ def test_auto_picks_the_method_most_faithful_on_the_input_not_the_fixed_order(ca
     measured["rollout"] = _result(0.95, 0.90)
     slow = lambda: 10.0  # noqa: E731  one gradient pass: Integrated Gradients (64 passes) exceeds the budget
     order = ("integrated_gradients", "relevance", "rollout")
-    assert resolve_method(args, order, slow, measure) in ("relevance", "rollout")
+    assert resolve_method("auto", order, slow, measure) in ("relevance", "rollout")
     assert asked[-1] == ("relevance", "rollout", "random")
     assert "warning: no method deletes the prediction faster than a random ranking" in capsys.readouterr().err
 

@@ -26,7 +26,7 @@ def _alignment(path: Path, rows: int = 24, columns: int = 30) -> Path:
                                         ("gue-prom-core-all-ensemble", "PromoterClassifier"),
                                         ("adrenalmnist3d-28", "HybridCT3D")])
 def test_a_model_of_another_type_is_named(name: str, kind: str, tmp_path: Path, capsys) -> None:
-    code = cli_main(["predict", "msa", "--msa", str(_alignment(tmp_path / "f.a3m")), "--model", name,
+    code = cli_main(["predict", "msa", "--input", str(_alignment(tmp_path / "f.a3m")), "--model", name,
                      "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert code == 2 and err.count("error:") == 1
@@ -40,7 +40,7 @@ def test_the_shipped_msa_model_predicts_with_its_shipped_head(tmp_path: Path, ca
     assert shipped.attention_shape() == (4, 4) and not shipped.coevolution_features
     assert shipped.settings["init_from"] == "msa-axial-pfam" and shipped.settings["finetune"] is False
     out = tmp_path / "out"
-    assert cli_main(["predict", "msa", "--msa", str(_alignment(tmp_path / "f.a3m")), "--model", "msa-axial-pfam",
+    assert cli_main(["predict", "msa", "--input", str(_alignment(tmp_path / "f.a3m")), "--model", "msa-axial-pfam",
                      "--out", str(out)]) == 0
     probabilities = np.load(out / "contacts.npy")
     assert probabilities.shape == (30, 30) and np.all((probabilities >= 0) & (probabilities <= 1))

@@ -131,7 +131,7 @@ def test_run_and_model_are_mutually_exclusive_and_one_is_required(
     with pytest.raises(SystemExit) as exit_info:
         main([*command, *rest])
     assert exit_info.value.code == 2
-    assert "one of the arguments --model is required" in capsys.readouterr().err
+    assert "one of the arguments --model" in capsys.readouterr().err  # explain msa: "--model --weights"
 
 
 @pytest.mark.slow

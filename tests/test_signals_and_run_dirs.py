@@ -62,7 +62,7 @@ def _existing_run(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("command", [
     ["train", "ct", "--manifest", "MISSING/labels.csv"],
     ["train", "promoter", "--train", "MISSING/train.csv", "--dev", "MISSING/dev.csv"],
-    ["train", "msa", "--msa", "MISSING/family.a3m"],
+    ["train", "msa", "--input", "MISSING/family.a3m"],
 ])
 def test_train_into_an_existing_run_directory_fails_before_reading_data(tmp_path: Path, capsys, command) -> None:
     out = _existing_run(tmp_path)
