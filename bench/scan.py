@@ -15,7 +15,7 @@ same run, in wall seconds:
 
 The last line is ``scan cpu X windows/s, end-to-end/model-only R`` (``cuda`` with ``--device cuda``), preceded by
 the projected wall time of the human genome (3.1 Gb) on both strands at this stride: ``3.1e9 / stride`` windows at
-the end-to-end rate.
+the end-to-end rate. ``--compile`` adds ``--compile`` to the command (the model-only rate stays eager).
 
     python bench/scan.py                                   # CPU, 1.5 Mb, stride 35
     python bench/scan.py --before /path/to/old/tree        # and the older code's end-to-end rate
@@ -97,7 +97,7 @@ def model_only(model_dir: Path, device: str, precision: str, batch_size: int, wi
 
 
 def end_to_end(source: Path, model_dir: Path, fasta: Path, output: Path, device: str, precision: str, stride: int,
-               batch_size: int | None) -> tuple[float, int]:
+               batch_size: int | None, compiled: bool = False) -> tuple[float, int]:
     """Wall seconds of the scan command run from ``source`` (a fresh process), and the bedGraph's data rows."""
     env = {**os.environ, "PYTHONPATH": str(source), "BIOATTN_NO_PROGRESS": "1"}
     command = [sys.executable, "-m", "bioattn.cli", "predict", "promoter", "--run", str(model_dir), "--input",
@@ -105,6 +105,8 @@ def end_to_end(source: Path, model_dir: Path, fasta: Path, output: Path, device:
                "--precision", precision]
     if batch_size is not None:
         command += ["--batch-size", str(batch_size)]
+    if compiled:
+        command += ["--compile"]
     start = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=output.parent)
     seconds = time.perf_counter() - start
@@ -124,6 +126,8 @@ def main() -> None:
                         help="windows per forward pass, model-only and end-to-end (default: the scan's default for the device)")
     parser.add_argument("--precision", nargs="+", choices=("fp32", "bf16"), default=None,
                         help="precisions to measure (default: fp32 on a CPU, fp32 and bf16 on a GPU)")
+    parser.add_argument("--compile", action="store_true",
+                        help="end-to-end with --compile (torch.compile; CUDA graphs on a GPU) (default: off)")
     parser.add_argument("--before", type=Path, default=None, metavar="SRC",
                         help="also run the scan command from this source tree (a folder holding 'bioattn') (default: no)")
     args = parser.parse_args()
@@ -147,7 +151,7 @@ def main() -> None:
         lines = []
         for precision in precisions:
             seconds, rows = end_to_end(ROOT, model_dir, fasta, folder / "scan.bedGraph", args.device, precision,
-                                       args.stride, args.batch_size)
+                                       args.stride, args.batch_size, args.compile)
             rate = model_only(model_dir, args.device, precision, batch_size, max(rows, 4 * batch_size))
             e2e = rows / seconds
             print(f"  {args.device} {precision}: {rows} windows ({bases / 1e6:.2f} Mb, both strands, batch {batch_size}): "
@@ -161,8 +165,8 @@ def main() -> None:
                       flush=True)
             hours = HG38_BASES / args.stride / e2e / 3600
             print(f"  projected hg38 (3.1 Gb, both strands, stride {args.stride}) at {precision}: {hours:.2f} h")
-            lines.append(f"{e2e:,.0f} windows/s, end-to-end/model-only {e2e / rate:.2f}"
-                         + (f" ({precision})" if len(precisions) > 1 else ""))
+            label = precision + (", compiled" if args.compile else "")
+            lines.append(f"{e2e:,.0f} windows/s, end-to-end/model-only {e2e / rate:.2f} ({label})")
         print(f"scan {args.device} " + "; ".join(lines))
 
 

@@ -76,6 +76,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--head-fusion", choices=HEAD_FUSIONS, default="mean",
                         help="how heads are fused in the attention rollout (default: mean)")
     parser.add_argument("--batch-size", type=int, default=32, help="volumes per batch (default: 32)")
+    parser.add_argument("--workers", type=int, default=0,
+                        help="manifest: DataLoader worker processes reading and preprocessing the scans (0: in the "
+                             "main process) (default: %(default)s)")
     parser.add_argument("--flip-tta", action=argparse.BooleanOptionalAction, default=None,
                         help="average the probabilities over the 8 flips of the three axes (8x the compute; the "
                              "attention map stays unflipped) (default: as the run evaluated: on after --protocol "
@@ -101,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
     from bioattn.data.ct_manifest import is_manifest
     from bioattn.report import format_table
     from bioattn.tasks import ct_predict
+    from bioattn.training.distributed import is_main_process
 
     if args.batch_size < 1:
         raise UserInputError(f"--batch-size must be >= 1, got {args.batch_size}")
@@ -121,7 +125,10 @@ def run(args: argparse.Namespace) -> int:
                                              flip_tta=flip_tta)
     elif many:
         predictions = ct_predict.predict_manifest(model, args.input, preprocessing_from_args(args, saved), saved,
-                                                  split=args.split, batch_size=args.batch_size, flip_tta=flip_tta)
+                                                  split=args.split, batch_size=args.batch_size, flip_tta=flip_tta,
+                                                  workers=args.workers)
+        if not is_main_process():  # under torchrun the first process writes every row
+            return 0
     else:
         prediction, overlay = ct_predict.predict_volume(
             model, args.input, preprocessing_from_args(args, saved), saved, flip_tta=flip_tta,

@@ -21,6 +21,7 @@ Output formats (by the output's extension; coordinates 0-based, half-open):
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import queue
 import shutil
@@ -637,8 +638,8 @@ def scan_genome(
             if ranks == 1:
                 raise
             error = str(exc)
-        errors = distributed.gather_bytes((error or "").encode())
-        first = distributed.broadcast_json(next((e.decode() for e in errors if e), None) if errors else None)
+        errors = distributed.gather_bytes(json.dumps(error).encode())  # never empty: "null" when fine
+        first = distributed.broadcast_json(next((m for m in map(json.loads, errors) if m), None) if errors else None)
         if first is not None:
             distributed.run_on_main(lambda: shutil.rmtree(parts, ignore_errors=True))
             raise UserInputError(first)
