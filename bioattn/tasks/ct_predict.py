@@ -184,7 +184,7 @@ def predict_manifest(
     from bioattn.training import distributed
 
     if workers < 0:
-        raise UserInputError(f"--workers must be >= 0, got {workers}")
+        raise UserInputError(f"the number of DataLoader workers must be >= 0, got {workers}")
     manifest = read_manifest(path, require_labels=False)
     rows = list(manifest.rows)
     if split is not None:
