@@ -13,7 +13,10 @@ same run, in wall seconds:
 - ``before`` (with ``--before SRC``): the same command from another source tree (e.g. an export of an older
   commit: ``git archive OLD bioattn | tar -x -C SRC``) on the same FASTA, in the same run.
 
-The last line is ``scan cpu X windows/s, end-to-end/model-only R`` (``cuda`` with ``--device cuda``), preceded by
+Each rate is given per wall second and, on the CPU, per CPU second (user + system of every thread of the process:
+what the load of a shared machine moves least; the end-to-end command's reader and writer threads count in it).
+The last line is ``scan cpu X windows/CPU-s, end-to-end/model-only R (...; wall ...)`` on the CPU and
+``scan cuda X windows/s, end-to-end/model-only R`` with ``--device cuda``, preceded by
 the projected wall time of the human genome (3.1 Gb) on both strands at this stride: ``3.1e9 / stride`` windows at
 the end-to-end rate. ``--compile`` adds ``--compile`` to the command (the model-only rate stays eager).
 
@@ -27,6 +30,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
@@ -69,8 +73,9 @@ def both_strand_model(folder: Path) -> Path:
     return folder
 
 
-def model_only(model_dir: Path, device: str, precision: str, batch_size: int, windows: int) -> float:
-    """Windows/s of the model alone on ready batches (both strands), wall seconds, after one warm-up batch."""
+def model_only(model_dir: Path, device: str, precision: str, batch_size: int, windows: int) -> tuple[float, float]:
+    """Windows per wall second and per CPU second of the model alone on ready batches (both strands), after one
+    warm-up batch."""
     import torch
 
     from bioattn.models.promoter import PromoterClassifier
@@ -88,17 +93,18 @@ def model_only(model_dir: Path, device: str, precision: str, batch_size: int, wi
     with torch.inference_mode(), inference_autocast(precision, dev):
         model.predict_proba(batches[0]).cpu()
         sync()
-        start, done = time.perf_counter(), 0
+        start, cpu, done = time.perf_counter(), time.process_time(), 0
         while done < windows:
             model.predict_proba(batches[done // batch_size % len(batches)]).cpu()
             done += batch_size
         sync()
-        return done / (time.perf_counter() - start)
+        return done / (time.perf_counter() - start), done / (time.process_time() - cpu)
 
 
 def end_to_end(source: Path, model_dir: Path, fasta: Path, output: Path, device: str, precision: str, stride: int,
-               batch_size: int | None, compiled: bool = False) -> tuple[float, int]:
-    """Wall seconds of the scan command run from ``source`` (a fresh process), and the bedGraph's data rows."""
+               batch_size: int | None, compiled: bool = False) -> tuple[float, float, int]:
+    """Wall seconds and CPU seconds (user + system, all its threads) of the scan command run from ``source`` (a
+    fresh process), and the bedGraph's data rows."""
     env = {**os.environ, "PYTHONPATH": str(source), "BIOATTN_NO_PROGRESS": "1"}
     command = [sys.executable, "-m", "bioattn.cli", "predict", "promoter", "--run", str(model_dir), "--input",
                str(fasta), "--output", str(output), "--window", str(WINDOW), "--stride", str(stride), "--device", device,
@@ -107,14 +113,17 @@ def end_to_end(source: Path, model_dir: Path, fasta: Path, output: Path, device:
         command += ["--batch-size", str(batch_size)]
     if compiled:
         command += ["--compile"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=output.parent)
     seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if done.returncode != 0:
         raise SystemExit(f"the scan from {source} failed:\n{done.stderr}")
     with open(output) as handle:
         rows = sum(1 for _ in handle) - 1
-    return seconds, rows
+    return seconds, cpu, rows
 
 
 def main() -> None:
@@ -150,23 +159,28 @@ def main() -> None:
         bases = write_genome(fasta, args.megabases)
         lines = []
         for precision in precisions:
-            seconds, rows = end_to_end(ROOT, model_dir, fasta, folder / "scan.bedGraph", args.device, precision,
-                                       args.stride, args.batch_size, args.compile)
-            rate = model_only(model_dir, args.device, precision, batch_size, max(rows, 4 * batch_size))
-            e2e = rows / seconds
+            seconds, cpu, rows = end_to_end(ROOT, model_dir, fasta, folder / "scan.bedGraph", args.device, precision,
+                                            args.stride, args.batch_size, args.compile)
+            rate, cpu_rate = model_only(model_dir, args.device, precision, batch_size, max(rows, 4 * batch_size))
+            e2e, e2e_cpu = rows / seconds, rows / cpu
             print(f"  {args.device} {precision}: {rows} windows ({bases / 1e6:.2f} Mb, both strands, batch {batch_size}): "
-                  f"model-only {rate:,.0f} windows/s, end-to-end {e2e:,.0f} windows/s ({seconds:.1f} s with start-up)",
-                  flush=True)
+                  f"model-only {rate:,.0f} windows/s ({cpu_rate:,.0f} per CPU-s), end-to-end {e2e:,.0f} windows/s "
+                  f"({e2e_cpu:,.0f} per CPU-s; {seconds:.1f} s, {cpu:.1f} CPU-s with start-up)", flush=True)
             if args.before is not None:
-                before, before_rows = end_to_end(args.before, model_dir, fasta, folder / "before.bedGraph", args.device,
-                                                 precision, args.stride, None)
+                before, before_cpu, before_rows = end_to_end(args.before, model_dir, fasta, folder / "before.bedGraph",
+                                                             args.device, precision, args.stride, None)
                 print(f"  {args.device} {precision}: before ({args.before.name}): end-to-end "
-                      f"{before_rows / before:,.0f} windows/s ({before:.1f} s); now/before {e2e / (before_rows / before):.2f}",
-                      flush=True)
+                      f"{before_rows / before:,.0f} windows/s ({before_rows / before_cpu:,.0f} per CPU-s; {before:.1f} s, "
+                      f"{before_cpu:.1f} CPU-s); now/before {e2e / (before_rows / before):.2f} wall, "
+                      f"{e2e_cpu / (before_rows / before_cpu):.2f} CPU", flush=True)
             hours = HG38_BASES / args.stride / e2e / 3600
             print(f"  projected hg38 (3.1 Gb, both strands, stride {args.stride}) at {precision}: {hours:.2f} h")
             label = precision + (", compiled" if args.compile else "")
-            lines.append(f"{e2e:,.0f} windows/s, end-to-end/model-only {e2e / rate:.2f} ({label})")
+            if args.device == "cpu":  # CPU seconds: what a shared machine's load moves least
+                lines.append(f"{e2e_cpu:,.0f} windows/CPU-s, end-to-end/model-only {e2e_cpu / cpu_rate:.2f} ({label}; "
+                             f"wall {e2e:,.0f} windows/s, {e2e / rate:.2f})")
+            else:
+                lines.append(f"{e2e:,.0f} windows/s, end-to-end/model-only {e2e / rate:.2f} ({label})")
         print(f"scan {args.device} " + "; ".join(lines))
 
 
