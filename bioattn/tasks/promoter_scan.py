@@ -4,9 +4,18 @@ The FASTA is read through a pyfaidx index (``FILE.fai``, built beside the file, 
 that folder is not writable), one block of windows at a time, chromosome by chromosome, so memory does not
 grow with the sequence length. Plain FASTA or bgzip-compressed FASTA (``bgzip``, not ``gzip``).
 
+What is scanned (:func:`scan_targets`): every sequence, only some (``chroms``) or only the intervals of a BED file
+(``regions``, merged where they overlap; each scanned like a sequence of its own, in chromosome coordinates).
+
 Windows (:class:`WindowGrid`): ``[0, W), [S, S + W), ...`` while they fit, plus a last window ``[L - W, L)``
 so the end of every sequence is covered; a sequence shorter than ``W`` is one window of its own length.
 Windows made only of N are skipped (no output row): they carry no sequence to score. Letter case is ignored.
+
+The scan is a pipeline: a reader thread tokenises one block of the FASTA per batch (one numpy table lookup) and
+cuts the batch's windows as strided views of it; the model runs in the calling thread; a writer thread formats
+the rows. Under ``torchrun`` each process scans its share of the targets (:func:`shard_targets`, balanced by
+length) into part files and the first process writes the output from them in genome order: the same bytes as one
+process (at the same threads per process).
 
 Output formats (by the output's extension; coordinates 0-based, half-open):
 
@@ -14,9 +23,11 @@ Output formats (by the output's extension; coordinates 0-based, half-open):
 - ``.bedGraph``: a ``track type=bedGraph`` line, then ``chrom start end score`` rows that tile each sequence
   without overlaps: each base gets the score of the window whose centre is nearest (with stride = window the
   rows are the windows), so the file converts to bigWig as is.
+- ``.bw`` / ``.bigWig``: the bedGraph's tiles as a bigWig track (pyBigWig).
 - ``.bed``: regions scoring ``>= threshold``: overlapping or touching windows at or above the threshold are merged
-  into one region (``chrom start end name score``; name = the scored class, score = 1000 × the region's highest
-  probability, rounded).
+  into one region, BED8 ``chrom start end name score strand thickStart thickEnd``: name = the scored class, score =
+  1000 × the region's highest probability (rounded), strand = the strand scoring higher in that best window (``+``
+  when one strand is scored, ``.`` on a tie), thickStart/thickEnd = the summit, the best window's centre base.
 """
 from __future__ import annotations
 
