@@ -31,7 +31,8 @@ def _table(rows: list[dict[str, str]]) -> tuple[list[str], np.ndarray]:
 def test_workers_and_batches_give_the_one_at_a_time_rows_in_manifest_order(trained, cohort, tmp_path):  # noqa: F811
     run, _ = trained
     names, one = _table(_predict(run, cohort, tmp_path / "one.csv", "--batch-size", "1", "--workers", "0"))
-    assert names == [line.split(",")[0] for line in cohort.read_text().splitlines()[1:]]
+    listed = [line.split(",")[0] for line in cohort.read_text().splitlines()[1:]]
+    assert [Path(n).resolve() for n in names] == [(cohort.parent / p).resolve() for p in listed]  # manifest order
     names_many, many = _table(_predict(run, cohort, tmp_path / "many.csv", "--batch-size", "4", "--workers", "2"))
     assert names_many == names
     np.testing.assert_allclose(many, one, rtol=0, atol=1e-5)  # batching changes float rounding only
