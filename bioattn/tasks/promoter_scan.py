@@ -488,13 +488,19 @@ def _score(model: PromoterClassifier, ids: Any, device: Any, rc_average: bool, c
         probs = torch.sigmoid(logits) if model.binary else torch.softmax(logits, dim=-1)
         return probs.double() if model.binary else probs[:, class_index].double()
 
-    forward = model(ids)
+    def run(tokens: Any) -> Any:
+        if not pad:
+            return model(tokens)
+        torch.compiler.cudagraph_mark_step_begin()  # a compiled model's CUDA-graph outputs are reused by its next run
+        return model(tokens).clone()
+
+    forward = run(ids)
     if not rc_average:
         probs = activate(forward)
         if model.binary and class_index == 0:
             probs = 1.0 - probs
         return probs[:rows].cpu().numpy(), np.full(rows, "+")
-    reverse = model(reverse_complement_ids(ids))
+    reverse = run(reverse_complement_ids(ids))
     both = torch.stack([activate(forward), activate(reverse), activate((forward + reverse) / 2)])[:, :rows].cpu().numpy()
     if model.binary and class_index == 0:
         both = 1.0 - both
