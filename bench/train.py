@@ -23,6 +23,7 @@ is ``speedup promoter X.XX ct Y.YY msa Z.ZZ``: ``default`` vs eager fp32.
     python bench/train.py                  # 3 warm-up + 20 timed steps per setting, CPU
     python bench/train.py --steps 5        # quicker, noisier
     python bench/train.py --device cuda    # the same settings on a GPU
+    python bench/train.py --tasks ct       # one task
 """
 from __future__ import annotations
 
@@ -268,6 +269,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps per setting (default: %(default)s)")
     parser.add_argument("--steps", type=int, default=20, help="timed steps per setting (default: %(default)s)")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where to train (default: %(default)s)")
+    parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS),
+                        help="tasks to measure (default: all)")
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: PyTorch sees no CUDA GPU")
@@ -279,7 +282,7 @@ def main() -> None:
         if _on_cpu(in_code) != _on_cpu(DEFAULTS[task]):
             print(f"note: the {task} recipe's defaults are {in_code}, this benchmark's 'default' is {DEFAULTS[task]}")
     rows, ratios = [], {}
-    for task in TASKS:
+    for task in args.tasks:
         baseline = None
         measured = step_seconds(task, args.warmup, args.steps, device)
         for setting in SETTINGS:
@@ -295,7 +298,7 @@ def main() -> None:
                        rows, digits=2,
                        title=f"training step, median of {args.steps} after {args.warmup} warm-up "
                              f"(load average at the end {os.getloadavg()[0]:.2f})"))
-    print("speedup " + " ".join(f"{task} {ratios[task, 'default']:.2f}" for task in TASKS))
+    print("speedup " + " ".join(f"{task} {ratios[task, 'default']:.2f}" for task in args.tasks))
 
 
 if __name__ == "__main__":

@@ -2,12 +2,16 @@
 and ``bioattn models``.
 
 Each subcommand lives in its own module under :mod:`bioattn.commands` that defines
-``add_arguments(parser)`` and ``run(args) -> int``; this file only routes to them.
+``add_arguments(parser)`` and ``run(args) -> int``; this file only routes to them. :func:`main` imports only the
+module of the command it runs (the others' help summaries are read from their source), so ``bioattn --version``,
+``bioattn --help`` and each command start without importing what other commands need.
 """
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
+import importlib.util
 import sys
 from typing import Callable, Sequence
 
@@ -54,7 +58,10 @@ _VERB_HELP = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``bioattn`` parser. With ``argv`` only the command it names (``VERB TARGET``) is imported and gets its
+    arguments; the others are listed with their help summary. Without ``argv``: every command, complete."""
+    chosen = _chosen_command(argv) if argv is not None else None
     parser = argparse.ArgumentParser(
         prog="bioattn",
         description="Multi-head attention for genomics and medical imaging.",
@@ -66,20 +73,45 @@ def build_parser() -> argparse.ArgumentParser:
         verb_parser.set_defaults(print_verb_help=verb_parser.print_help)
         sub = verb_parser.add_subparsers(dest="target", metavar="{" + ",".join(targets) + "}")
         for target, module_name in targets.items():
-            _add_command(sub, target, module_name)
+            _add_command(sub, target, module_name, load=chosen is None or chosen == (verb, target))
     for verb, module_name in SIMPLE_COMMANDS.items():
-        _add_command(verbs, verb, module_name)
+        _add_command(verbs, verb, module_name, load=chosen is None or chosen == (verb, None))
     return parser
 
 
-def _add_command(subparsers: argparse._SubParsersAction, name: str, module_name: str) -> None:
-    """Add the command ``name`` of ``module_name`` (its docstring: help summary and description)."""
-    module = importlib.import_module(module_name)
-    summary = (module.__doc__ or "").strip().splitlines()[0]
-    command_parser = subparsers.add_parser(name, help=summary, description=module.__doc__,
+def _chosen_command(argv: Sequence[str]) -> tuple[str | None, str | None]:
+    """``(verb, target)`` named by the first words of ``argv`` (``None`` where absent)."""
+    words = []
+    for arg in argv:
+        if arg.startswith("-") or len(words) == 2:
+            break
+        words.append(arg)
+    verb = words[0] if words else None
+    if verb in SIMPLE_COMMANDS:
+        return verb, None
+    return verb, words[1] if len(words) > 1 else None
+
+
+def _module_docstring(module_name: str) -> str:
+    """The docstring of ``module_name``, read from its source without importing it."""
+    spec = importlib.util.find_spec(module_name)
+    if spec is None or spec.origin is None:
+        raise ImportError(f"no module named {module_name!r}")
+    with open(spec.origin, encoding="utf-8") as handle:
+        return ast.get_docstring(ast.parse(handle.read()), clean=False) or ""
+
+
+def _add_command(subparsers: argparse._SubParsersAction, name: str, module_name: str, *, load: bool = True) -> None:
+    """Add the command ``name`` of ``module_name`` (its docstring: help summary and description); ``load``: import
+    the module and add its arguments (else only its help line is listed)."""
+    module = importlib.import_module(module_name) if load else None
+    doc = module.__doc__ if module is not None else _module_docstring(module_name)
+    summary = (doc or "").strip().splitlines()[0]
+    command_parser = subparsers.add_parser(name, help=summary, description=doc,
                                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    module.add_arguments(command_parser)
-    command_parser.set_defaults(handler=module.run)
+    if module is not None:
+        module.add_arguments(command_parser)
+        command_parser.set_defaults(handler=module.run)
 
 
 def run_user_main(main: Callable[[], int | None]) -> int:
@@ -101,7 +133,8 @@ def run_user_main(main: Callable[[], int | None]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)
     if handler is None:

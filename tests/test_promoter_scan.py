@@ -131,11 +131,16 @@ def test_bed_holds_merged_windows_at_or_above_the_threshold(run_dir, genome, win
         if p < threshold:
             continue
         if expected and expected[-1][0] == chrom and start <= expected[-1][2]:
-            expected[-1][2], expected[-1][3] = max(expected[-1][2], end), max(expected[-1][3], p)
+            expected[-1][2] = max(expected[-1][2], end)
+            if p > expected[-1][3]:
+                expected[-1][3:] = [p, (start + end) // 2]
         else:
-            expected.append([chrom, start, end, p])
+            expected.append([chrom, start, end, p, (start + end) // 2])
     rows = read_rows(out, "\t", header=False)
-    assert rows == [[c, str(s), str(e), "1", str(round(1000 * p))] for c, s, e, p in expected]
+    # BED8: the summit (centre base of the best window) as thickStart/thickEnd, the strand scoring higher there
+    assert [row[:5] + row[6:] for row in rows] == [[c, str(s), str(e), "1", str(round(1000 * p)), str(m), str(m + 1)]
+                                                   for c, s, e, p, m in expected]
+    assert {row[5] for row in rows} <= {"+", "-", "."}
     assert 0 < len(rows) < sum(float(r["probability"]) >= threshold for r in windows_csv)  # merged
 
 
@@ -181,7 +186,7 @@ BAD_SCANS = [
     ("CSV input", "csv", "out.csv", ["--window"], "needs a FASTA file"),
     ("bad letter", "badletter", "out.csv", ["--window"], "record 'chrZ': invalid character 'U' at position 121"),
     ("ragged FASTA", "ragged", "out.csv", ["--window"], "cannot index this FASTA"),
-    ("stride without window", "genome", "out.csv", ["--stride", "5"], "--stride and --class only apply to a genome scan"),
+    ("stride without window", "genome", "out.csv", ["--stride", "5"], "only apply to a genome scan: add --window"),
 ]
 
 

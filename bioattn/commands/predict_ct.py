@@ -49,6 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--head-fusion", choices=HEAD_FUSIONS, default="mean",
                         help="how heads are fused in the attention rollout (default: mean)")
     parser.add_argument("--batch-size", type=int, default=32, help="volumes per batch (default: 32)")
+    parser.add_argument("--workers", type=int, default=0,
+                        help="manifest: DataLoader worker processes reading and preprocessing the scans (0: in the "
+                             "main process) (default: %(default)s)")
     add_tta_argument(parser, default_help="as the run evaluated: flips after --protocol tuned, else none")
     add_preprocessing_arguments(parser)
 
@@ -59,7 +62,9 @@ def run(args: argparse.Namespace) -> int:
 
     result = predict_ct(model_source(args), args.input, args.output, preprocessing=preprocessing_overrides(args),
                         split=args.split, batch_size=args.batch_size, tta=args.tta, attention_map=args.attention_map,
-                        head_fusion=args.head_fusion, device=args.device)
+                        head_fusion=args.head_fusion, workers=args.workers, device=args.device)
+    if not result.written:  # another process of a torchrun job writes the rows
+        return 0
     summary = sys.stderr if str(args.output) == STDOUT else sys.stdout  # stdout may hold the CSV
     for p in result.predictions[:10]:
         print(f"{p.describe()}: " + ", ".join(f"{name} {value:.4f}" for name, value in zip(result.class_names, p.probabilities)),

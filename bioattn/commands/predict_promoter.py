@@ -17,10 +17,14 @@ Genome scan (--window W, or --window alone for W = the model's max_len): FILE is
 temporary folder when FILE's folder is read-only) whose sequences are scored in windows of W nt every
 --stride nt (default W/2), chromosome by chromosome, in constant memory. The output's extension picks the
 format (0-based, half-open coordinates): .csv/.tsv (chrom,start,end,probability per window), .bedGraph
-(rows tiling each sequence, each base scored by the window whose centre is nearest: bigWig-ready) or .bed
-(windows scoring >= --threshold, overlapping or touching ones merged into one region; name = class, score =
-1000 x the region's best probability). Windows of only N are skipped. A last window is aligned to the end
-of each sequence.
+(rows tiling each sequence, each base scored by the window whose centre is nearest: bigWig-ready), .bw/.bigWig
+(the same tiles as a bigWig track, via pyBigWig) or .bed (windows scoring >= --threshold, overlapping or touching
+ones merged into one region; BED8: name = class, score = 1000 x the region's best probability, strand = the
+strand scoring higher in the best window ('+' when one strand is scored, '.' on a tie), thickStart/thickEnd =
+the summit, the centre base of the best window). Windows of only N are skipped. A last window is aligned to the
+end of each sequence (of each --regions interval). --chrom and --regions restrict a scan; under torchrun each
+process scans its share of the sequences (balanced by length) and the first writes the output, the same file
+as one process writes.
 
 The model scores as its run did (strand averaging, classes, threshold: saved in its config.json); --precision
 bf16 or auto trades that exactness for speed on hardware with bf16 units. On any bad record the command stops
@@ -52,8 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input", type=Path, required=True,
                         help="FASTA or CSV (with a 'sequence' column), optionally .gz; '-': standard input (not with --window)")
     parser.add_argument("--output", type=Path, required=True,
-                        help="file to write: CSV per sequence ('-': standard output); with --window .bedGraph, .bed or .csv")
-    parser.add_argument("--batch-size", type=int, default=256, help="sequences per forward pass (default: %(default)s)")
+                        help="file to write: CSV per sequence ('-': standard output); with --window .bedGraph, .bw, .bed or .csv")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="sequences per forward pass (default: 256; a genome scan: 512 on a CPU, 4096 on a GPU)")
     parser.add_argument("--precision", choices=INFERENCE_PRECISIONS, default="fp32",
                         help="fp32: exactly the training run's evaluation; bf16: bf16 autocast (faster where the CPU or GPU "
                              "has bf16 units; probabilities differ from fp32 by rounding, so a label near the "
@@ -74,6 +79,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     scan.add_argument("--class", dest="scan_class", default=None, metavar="NAME",
                       help="class whose probability a scan reports (default: the positive class of a two-class model; "
                            "required for multi-class models)")
+    scan.add_argument("--chrom", nargs="+", default=None, metavar="NAME",
+                      help="scan only these sequences of the FASTA (default: all)")
+    scan.add_argument("--regions", type=Path, default=None, metavar="BED",
+                      help="scan only these intervals (BED: chrom, start, end; overlapping ones merged; with --chrom: "
+                           "those on the --chrom sequences) (default: whole sequences)")
+    scan.add_argument("--compile", action="store_true",
+                      help="run the scan's model through torch.compile (CUDA graphs on a GPU): pays on long GPU scans, "
+                           "costs a minute of compiling (default: off)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -81,7 +94,10 @@ def run(args: argparse.Namespace) -> int:
 
     result = predict_promoter(model_source(args), args.input, args.output, batch_size=args.batch_size,
                               precision=args.precision, threshold=args.threshold, strand=args.strand,
-                              window=args.window, stride=args.stride, scan_class=args.scan_class, device=args.device)
+                              window=args.window, stride=args.stride, scan_class=args.scan_class, chroms=args.chrom,
+                              regions=args.regions, compile_model=args.compile, device=args.device)
+    if not result.written:  # another process of a torchrun scan writes the merged output
+        return 0
     if result.counts is not None:
         shown = ", ".join(f"{name}: {result.counts[name]}" for name in result.class_names)
         written = "standard output" if str(args.output) == STDOUT else args.output

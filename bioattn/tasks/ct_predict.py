@@ -8,10 +8,11 @@ profile of the training volumes; what lies far from it comes back as warnings wi
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -168,11 +169,28 @@ def predict_npz(
     return predictions
 
 
-def _same_shape_batches(volumes: ManifestVolumes, batch_size: int) -> Iterator[list[tuple[int, dict[str, Any]]]]:
+class _ManifestRecords(torch.utils.data.Dataset):
+    """``(row index, record)`` of the manifest rows ``indices`` (read and preprocessed in DataLoader workers)."""
+
+    def __init__(self, volumes: ManifestVolumes, indices: list[int]) -> None:
+        self.volumes, self.indices = volumes, indices
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, k: int) -> tuple[int, dict[str, Any]]:
+        return self.indices[k], self.volumes.record(self.indices[k])
+
+
+def _as_is(item: Any) -> Any:
+    return item
+
+
+def _same_shape_batches(records: Iterable[tuple[int, dict[str, Any]]], total: int,
+                        batch_size: int) -> Iterator[list[tuple[int, dict[str, Any]]]]:
     """Consecutive ``(index, record)`` of equal image shape, at most ``batch_size`` at a time (one file read each)."""
     batch: list[tuple[int, dict[str, Any]]] = []
-    for index in progress_bar(range(len(volumes)), desc="scoring", unit="scan", leave=False):
-        record = volumes.record(index)
+    for index, record in progress_bar(records, total=total, desc="scoring", unit="scan", leave=False):
         if batch and (len(batch) == batch_size or batch[0][1]["image"].shape != record["image"].shape):
             yield batch
             batch = []
@@ -183,10 +201,19 @@ def _same_shape_batches(volumes: ManifestVolumes, batch_size: int) -> Iterator[l
 
 def predict_manifest(
     model: HybridCT3D, path: str | os.PathLike, preprocessing: VolumePreprocessing, saved: SavedPreprocessing | None,
-    *, split: str | None = None, batch_size: int = 32, flip_tta: bool = False,
+    *, split: str | None = None, batch_size: int = 32, flip_tta: bool = False, workers: int = 0,
 ) -> list[CTPrediction]:
     """Every scan of a manifest (``image`` column; ``label`` and ``split`` optional), in file order; ``split`` keeps
-    only the rows of that split. Each file is read once; errors name the manifest and the line."""
+    only the rows of that split. Each file is read once (by ``workers`` DataLoader worker processes, 0: in this
+    process), consecutive scans of one shape scored ``batch_size`` at a time; errors name the manifest and the line.
+
+    Under ``torchrun`` each process scores a contiguous share of the rows and the first process returns every
+    prediction, in file order (the other processes return an empty list).
+    """
+    from bioattn.training import distributed
+
+    if workers < 0:
+        raise UserInputError(f"the number of DataLoader workers must be >= 0, got {workers}")
     manifest = read_manifest(path, require_labels=False)
     rows = list(manifest.rows)
     if split is not None:
@@ -196,18 +223,41 @@ def predict_manifest(
         if not rows:
             raise UserInputError(f"{path}: no rows of split {split!r}")
     volumes = ManifestVolumes(manifest, rows, preprocessing, class_index={}, divisible_by=model.stride, cache=False)
+    distributed.init_distributed()
+    ranks, rank = distributed.world_size(), distributed.rank()
+    share = [int(i) for i in np.array_split(np.arange(len(rows)), ranks)[rank]]
+    loader = torch.utils.data.DataLoader(_ManifestRecords(volumes, share), batch_size=None, shuffle=False,
+                                         num_workers=workers, collate_fn=_as_is)
     predictions = []
-    for batch in _same_shape_batches(volumes, batch_size):
-        images = [(record["image"].as_tensor().float(), 0) for _, record in batch]
-        for (_, record), (image, _) in zip(batch, images):
-            check_volume(image, f"{record['where']}: {record['path']}", in_channels=model.in_channels)
-        probabilities = predict_probabilities(model, images, batch_size=len(images), flip_tta=flip_tta)
-        for (index, record), (image, _), p in zip(batch, images, probabilities):
-            row = rows[index]
-            warnings = distribution_warnings(_profile(saved), volume_statistics(image), record["geometry"])
-            predictions.append(CTPrediction(str(row.image), p, row.label, row.split or "", warnings=warnings,
-                                            where=record["where"]))
-    return predictions
+    error = None
+    try:
+        for batch in _same_shape_batches(loader, len(share), batch_size):
+            images = [(record["image"].as_tensor().float(), 0) for _, record in batch]
+            for (_, record), (image, _) in zip(batch, images):
+                check_volume(image, f"{record['where']}: {record['path']}", in_channels=model.in_channels)
+            probabilities = predict_probabilities(model, images, batch_size=len(images), flip_tta=flip_tta)
+            for (index, record), (image, _), p in zip(batch, images, probabilities):
+                row = rows[index]
+                warnings = distribution_warnings(_profile(saved), volume_statistics(image), record["geometry"])
+                predictions.append(CTPrediction(str(row.image), p, row.label, row.split or "", warnings=warnings,
+                                                where=record["where"]))
+    except UserInputError as exc:
+        if ranks == 1:
+            raise
+        error = str(exc)
+    if ranks == 1:
+        return predictions
+    errors = distributed.gather_bytes(json.dumps(error).encode())  # never empty: "null" when fine
+    first = distributed.broadcast_json(next((m for m in map(json.loads, errors) if m), None) if errors else None)
+    if first is not None:
+        raise UserInputError(first)
+    payload = json.dumps([{**dataclasses.asdict(p), "probabilities": [float(v) for v in p.probabilities]}
+                          for p in predictions]).encode()
+    gathered = distributed.gather_bytes(payload)
+    if gathered is None:
+        return []
+    merged = [item for part in gathered for item in json.loads(part.decode())]  # shares are contiguous, in rank order
+    return [CTPrediction(**{**item, "probabilities": np.asarray(item["probabilities"])}) for item in merged]
 
 
 def predict_volume(

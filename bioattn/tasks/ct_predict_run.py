@@ -18,13 +18,15 @@ AUTO = "auto"
 @dataclasses.dataclass
 class CTPredictions:
     """``predictions`` in input order, the model's ``class_names``, whether flips were averaged (``flip_tta``),
-    per-split ``scores`` of labelled inputs, and the ``attention_path`` written (or ``None``)."""
+    per-split ``scores`` of labelled inputs, and the ``attention_path`` written (or ``None``). Under torchrun only
+    the first process holds the rows and writes them (``written``); the others return none."""
 
     predictions: list[CTPrediction]
     class_names: list[str]
     flip_tta: bool
     scores: dict[str, dict[str, Any]]
     attention_path: Path | None
+    written: bool = True
 
 
 def _attention_path(attention_map: str | os.PathLike | None, output: Path) -> Path | None:
@@ -51,6 +53,7 @@ def predict_ct(
     tta: str | None = None,
     attention_map: str | os.PathLike | None = None,
     head_fusion: str = "mean",
+    workers: int = 0,
     device: str = "auto",
 ) -> CTPredictions:
     """Predict ``inputs`` with the run or shipped model ``model`` and write the CSV ``output`` (``"-"``: stdout).
@@ -58,12 +61,13 @@ def predict_ct(
     ``preprocessing``: overrides of the run's NIfTI/DICOM steps (``window``, ``spacing``, ``orientation``, ``size``,
     ``fit``, ``resize``; see :func:`~bioattn.tasks.ct_predict.resolve_preprocessing`); ``tta``: ``"flips"`` or
     ``"none"`` (default: as the run evaluated); ``attention_map``: also write the rollout of one NIfTI/DICOM input
-    (a path, or ``"auto"``).
+    (a path, or ``"auto"``); ``workers``: DataLoader worker processes reading a manifest's scans. Under torchrun a
+    manifest is shared out between the processes and written, in manifest order, by the first.
     """
     from bioattn.data.ct import write_nifti
     from bioattn.data.ct_manifest import is_manifest
     from bioattn.tasks import ct_predict
-    from bioattn.training.distributed import resolve_device
+    from bioattn.training.distributed import is_main_process, resolve_device
 
     inputs, output = Path(inputs), Path(output)
     overrides = {k: v for k, v in (preprocessing or {}).items() if v is not None}
@@ -87,7 +91,11 @@ def predict_ct(
         predictions = ct_predict.predict_npz(model, inputs, saved, split=split, batch_size=batch_size, flip_tta=flip_tta)
     elif many:
         predictions = ct_predict.predict_manifest(model, inputs, ct_predict.resolve_preprocessing(saved, **overrides),
-                                                  saved, split=split, batch_size=batch_size, flip_tta=flip_tta)
+                                                  saved, split=split, batch_size=batch_size, flip_tta=flip_tta,
+                                                  workers=workers)
+        if not is_main_process():  # under torchrun the first process writes every row
+            return CTPredictions(predictions=[], class_names=model.class_names, flip_tta=flip_tta, scores={},
+                                 attention_path=None, written=False)
     else:
         prediction, overlay = ct_predict.predict_volume(
             model, inputs, ct_predict.resolve_preprocessing(saved, **overrides), saved, flip_tta=flip_tta,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from bioattn.errors import UserInputError
 from bioattn.io import STDOUT
@@ -29,6 +29,8 @@ class PromoterPredictions:
     window: int | None = None
     stride: int | None = None
     class_name: str | None = None
+    #: False in the processes of a torchrun scan other than the first, which writes the merged output
+    written: bool = True
 
 
 def _class_index(model, name: str | None) -> int:
@@ -47,18 +49,23 @@ def predict_promoter(
     inputs: str | os.PathLike,
     output: str | os.PathLike,
     *,
-    batch_size: int = 256,
+    batch_size: int | None = None,
     precision: str = "fp32",
     threshold: float | None = None,
     strand: str = "model",
     window: int | None = None,
     stride: int | None = None,
     scan_class: str | None = None,
+    chroms: Sequence[str] | None = None,
+    regions: str | os.PathLike | None = None,
+    compile_model: bool = False,
     device: str = "auto",
 ) -> PromoterPredictions:
     """Score ``inputs`` (FASTA/CSV, ``"-"``: stdin) into the CSV ``output`` (``"-"``: stdout), or with ``window``
     scan a FASTA in windows (``MODEL_WINDOW``: the model's ``max_len``) every ``stride`` nt into ``.csv``,
-    ``.bedGraph`` or ``.bed``. ``strand``: ``model`` (as trained), ``both`` (mean of both strands) or ``forward``."""
+    ``.bedGraph``, ``.bw``/``.bigWig`` or ``.bed``, restricted to the sequences ``chroms`` and the BED intervals
+    ``regions`` when given (``compile_model``: torch.compile the scan's model). ``batch_size``: default 256, a scan
+    512 on a CPU and 4096 on a GPU. ``strand``: ``model`` (as trained), ``both`` (mean of both strands) or ``forward``."""
     from bioattn.io import input_file
     from bioattn.models.promoter import PromoterClassifier
     from bioattn.models.registry import load_pretrained, resolve_model_dir
@@ -66,17 +73,18 @@ def predict_promoter(
     from bioattn.tasks.dna_composition import load_composition
     from bioattn.tasks.promoter_predict import predict_file
     from bioattn.tasks.promoter_scan import scan_format, scan_genome
-    from bioattn.training.distributed import resolve_device
+    from bioattn.training.distributed import is_main_process, resolve_device
 
     inputs, output = Path(inputs), Path(output)
-    if batch_size < 1:
+    if batch_size is not None and batch_size < 1:
         raise UserInputError(f"--batch-size must be >= 1, got {batch_size}")
     if threshold is not None and not 0.0 < threshold < 1.0:
         raise UserInputError(f"--threshold must be between 0 and 1, got {threshold}")
     if strand not in STRANDS:
         raise UserInputError(f"--strand must be one of {', '.join(STRANDS)}, got {strand!r}")
-    if window is None and (stride is not None or scan_class is not None):
-        raise UserInputError("--stride and --class only apply to a genome scan: add --window")
+    if window is None and (stride is not None or scan_class is not None or chroms is not None or regions is not None
+                           or compile_model):
+        raise UserInputError("--stride, --class, --chrom, --regions and --compile only apply to a genome scan: add --window")
     from_stdin = str(inputs) == STDOUT
     if from_stdin and window is not None:
         raise UserInputError("--input -: a genome scan needs a FASTA file (it is indexed), not standard input")
@@ -95,10 +103,10 @@ def predict_promoter(
     rc_average = STRANDS[strand]
     result = PromoterPredictions(precision=precision, class_names=list(model.class_names), threshold=model.threshold)
     if window is None:
-        if output.suffix.lower() in (".bed", ".bedgraph"):
+        if output.suffix.lower() in (".bed", ".bedgraph", ".bw", ".bigwig"):
             raise UserInputError(f"{output}: a {output.suffix} output is written by a genome scan: add --window")
         with input_file(inputs) as source, inference_autocast(precision, target):
-            result.counts = predict_file(model, source, output, batch_size=batch_size, rc_average=rc_average,
+            result.counts = predict_file(model, source, output, batch_size=batch_size or 256, rc_average=rc_average,
                                          composition=load_composition(model_folder))
         return result
     scan_format(output)
@@ -108,5 +116,7 @@ def predict_promoter(
     result.class_name = model.class_names[class_index]
     with inference_autocast(precision, target):
         result.scan = scan_genome(model, inputs, output, window=result.window, stride=result.stride,
-                                  class_index=class_index, batch_size=batch_size, rc_average=rc_average)
+                                  class_index=class_index, batch_size=batch_size, rc_average=rc_average,
+                                  chroms=chroms, regions=regions, compile_model=compile_model)
+    result.written = is_main_process()
     return result

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# GPU checks of the genome-scale work, in one short run (about 5 minutes on one H100):
+#   scan throughput (model-only vs end-to-end, fp32 and bf16, then bf16 with torch.compile + CUDA graphs) and the
+#   training-step speedups of bench/train.py on the GPU. Prints the lines to report.
+# Needs torch with CUDA and numpy; pyfaidx, biopython, monai, nibabel, pydicom, pyyaml, packaging and
+# typing_extensions are installed from wheels in WHEELS (default: .whl
+# in the repository root) into a temporary folder when they are missing.
+#   bash bench/gpu_check.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" BIOATTN_NO_PROGRESS=1
+WHEELS="${WHEELS:-.whl}"
+missing=$(python - <<'PY'
+import importlib.util
+print(" ".join(m for m in ("pyfaidx", "Bio", "monai", "packaging", "nibabel", "pydicom", "yaml", "typing_extensions") if importlib.util.find_spec(m) is None))
+PY
+)
+if [ -n "$missing" ]; then
+  site="$(mktemp -d)"
+  echo "installing from $WHEELS for: $missing"
+  python -m pip install --quiet --no-deps --no-index --target "$site" "$WHEELS"/*.whl \
+    || pip install --quiet --no-deps --no-index --target "$site" "$WHEELS"/*.whl
+  export PYTHONPATH="$PYTHONPATH:$site"
+fi
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+timeout 200 python bench/scan.py --device cuda --megabases 24 --precision fp32 bf16 | tee /tmp/gpu_scan.txt || echo "scan check failed"
+timeout 150 python bench/scan.py --device cuda --megabases 24 --precision bf16 --compile | tee /tmp/gpu_scan_compiled.txt || echo "compiled scan check failed"
+timeout 240 python bench/train.py --device cuda --warmup 3 --steps 10 | tee /tmp/gpu_train.txt || echo "train check failed"
+echo "== lines to report =="
+grep -h "windows/s\|projected\|^speedup" /tmp/gpu_scan.txt /tmp/gpu_scan_compiled.txt /tmp/gpu_train.txt

@@ -1,0 +1,188 @@
+"""Benchmark: windows/s of a genome scan, the model alone vs ``bioattn predict promoter --window`` end to end.
+
+A synthetic genome (random A/C/G/T chromosomes with a stretch of N, ``--megabases`` in all) is scanned with the
+shipped ``gue-prom-core-all`` model (70 nt windows every ``--stride`` nt) set to average both strands (each window
+is scored on both strands, two forward passes, as a model trained with strand averaging scores). Measured in the
+same run, in wall seconds:
+
+- ``model-only``: :meth:`PromoterClassifier.predict_proba` on ready batches of random windows at the scan's batch
+  size (``--batch-size``; default: the scan's for the device), the same precision;
+- ``end-to-end``: the command ``bioattn predict promoter --window 70 --stride S --output scan.bedGraph`` run as a
+  fresh process on the FASTA (start-up, indexed reading, tokenising, model, writing the bedGraph), timed from
+  launch to exit;
+- ``before`` (with ``--before SRC``): the same command from another source tree (e.g. an export of an older
+  commit: ``git archive OLD bioattn | tar -x -C SRC``) on the same FASTA, in the same run.
+
+Each rate is given per wall second and, on the CPU, per CPU second (user + system of every thread of the process:
+what the load of a shared machine moves least; the end-to-end command's reader and writer threads count in it).
+The last line is ``scan cpu X windows/CPU-s, end-to-end/model-only R (...; wall ...)`` on the CPU and
+``scan cuda X windows/s, end-to-end/model-only R`` with ``--device cuda``, preceded by
+the projected wall time of the human genome (3.1 Gb) on both strands at this stride: ``3.1e9 / stride`` windows at
+the end-to-end rate. ``--compile`` adds ``--compile`` to the command (the model-only rate stays eager).
+
+    python bench/scan.py                                   # CPU, 1.5 Mb, stride 35
+    python bench/scan.py --before /path/to/old/tree        # and the older code's end-to-end rate
+    python bench/scan.py --device cuda --megabases 60      # on a GPU (fp32 and bf16)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+HG38_BASES = 3.1e9
+WINDOW = 70
+
+
+def write_genome(path: Path, megabases: float, seed: int = 0) -> int:
+    """A FASTA of 4 chromosomes (60 nt lines) of ``megabases`` in all, one with 10 kb of N; returns the bases."""
+    rng = np.random.default_rng(seed)
+    total = int(megabases * 1e6)
+    sizes = [int(total * share) for share in (0.4, 0.3, 0.2)]
+    sizes.append(total - sum(sizes))
+    with open(path, "w") as handle:
+        for number, size in enumerate(sizes, start=1):
+            letters = np.frombuffer(b"ACGT", dtype=np.uint8)[rng.integers(0, 4, size)]
+            if number == 2:
+                letters[size // 2 : size // 2 + 10_000] = ord("N")
+            handle.write(f">chr{number}\n")
+            text = letters.tobytes().decode()
+            handle.write("\n".join(text[i : i + 60] for i in range(0, size, 60)) + "\n")
+    return total
+
+
+def both_strand_model(folder: Path) -> Path:
+    """A copy of the shipped gue-prom-core-all model whose config averages both strands."""
+    source = ROOT / "bioattn" / "pretrained" / "gue-prom-core-all"
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy(source / "model.safetensors", folder / "model.safetensors")
+    config = json.loads((source / "config.json").read_text())
+    config["rc_average"] = True
+    (folder / "config.json").write_text(json.dumps(config, indent=2))
+    return folder
+
+
+def model_only(model_dir: Path, device: str, precision: str, batch_size: int, windows: int) -> tuple[float, float]:
+    """Windows per wall second and per CPU second of the model alone on ready batches (both strands), after one
+    warm-up batch."""
+    import torch
+
+    from bioattn.models.promoter import PromoterClassifier
+    from bioattn.precision import inference_autocast
+
+    dev = torch.device(device)
+    model = PromoterClassifier.from_pretrained(model_dir, map_location=dev).eval()
+    generator = torch.Generator().manual_seed(0)
+    batches = [torch.randint(3, 7, (batch_size, WINDOW), generator=generator).to(dev) for _ in range(4)]
+
+    def sync() -> None:
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+
+    with torch.inference_mode(), inference_autocast(precision, dev):
+        model.predict_proba(batches[0]).cpu()
+        sync()
+        start, cpu, done = time.perf_counter(), time.process_time(), 0
+        while done < windows:
+            model.predict_proba(batches[done // batch_size % len(batches)]).cpu()
+            done += batch_size
+        sync()
+        return done / (time.perf_counter() - start), done / (time.process_time() - cpu)
+
+
+def end_to_end(source: Path, model_dir: Path, fasta: Path, output: Path, device: str, precision: str, stride: int,
+               batch_size: int | None, compiled: bool = False) -> tuple[float, float, int]:
+    """Wall seconds and CPU seconds (user + system, all its threads) of the scan command run from ``source`` (a
+    fresh process), and the bedGraph's data rows."""
+    env = {**os.environ, "PYTHONPATH": str(source), "BIOATTN_NO_PROGRESS": "1"}
+    command = [sys.executable, "-m", "bioattn.cli", "predict", "promoter", "--run", str(model_dir), "--input",
+               str(fasta), "--output", str(output), "--window", str(WINDOW), "--stride", str(stride), "--device", device,
+               "--precision", precision]
+    if batch_size is not None:
+        command += ["--batch-size", str(batch_size)]
+    if compiled:
+        command += ["--compile"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=output.parent)
+    seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if done.returncode != 0:
+        raise SystemExit(f"the scan from {source} failed:\n{done.stderr}")
+    with open(output) as handle:
+        rows = sum(1 for _ in handle) - 1
+    return seconds, cpu, rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where to scan (default: %(default)s)")
+    parser.add_argument("--megabases", type=float, default=1.5, help="size of the synthetic genome (default: %(default)s)")
+    parser.add_argument("--stride", type=int, default=35, help="nt between window starts (default: %(default)s)")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="windows per forward pass, model-only and end-to-end (default: the scan's default for the device)")
+    parser.add_argument("--precision", nargs="+", choices=("fp32", "bf16"), default=None,
+                        help="precisions to measure (default: fp32 on a CPU, fp32 and bf16 on a GPU)")
+    parser.add_argument("--compile", action="store_true",
+                        help="end-to-end with --compile (torch.compile; CUDA graphs on a GPU) (default: off)")
+    parser.add_argument("--before", type=Path, default=None, metavar="SRC",
+                        help="also run the scan command from this source tree (a folder holding 'bioattn') (default: no)")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    import torch
+
+    from bioattn.tasks.promoter_scan import default_batch_size
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: PyTorch sees no CUDA GPU")
+    precisions = args.precision or (["fp32", "bf16"] if args.device == "cuda" else ["fp32"])
+    batch_size = args.batch_size or default_batch_size(torch.device(args.device))
+    where = torch.cuda.get_device_name() if args.device == "cuda" else platform.processor() or platform.machine()
+    print(f"torch {torch.__version__}, {where}, {torch.get_num_threads()} threads, "
+          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, load average {os.getloadavg()[0]:.2f}")
+    with tempfile.TemporaryDirectory(prefix="bioattn-bench-scan-") as tmp:
+        folder = Path(tmp)
+        model_dir = both_strand_model(folder / "model")
+        fasta = folder / "genome.fa"
+        bases = write_genome(fasta, args.megabases)
+        lines = []
+        for precision in precisions:
+            seconds, cpu, rows = end_to_end(ROOT, model_dir, fasta, folder / "scan.bedGraph", args.device, precision,
+                                            args.stride, args.batch_size, args.compile)
+            rate, cpu_rate = model_only(model_dir, args.device, precision, batch_size, max(rows, 4 * batch_size))
+            e2e, e2e_cpu = rows / seconds, rows / cpu
+            print(f"  {args.device} {precision}: {rows} windows ({bases / 1e6:.2f} Mb, both strands, batch {batch_size}): "
+                  f"model-only {rate:,.0f} windows/s ({cpu_rate:,.0f} per CPU-s), end-to-end {e2e:,.0f} windows/s "
+                  f"({e2e_cpu:,.0f} per CPU-s; {seconds:.1f} s, {cpu:.1f} CPU-s with start-up)", flush=True)
+            if args.before is not None:
+                before, before_cpu, before_rows = end_to_end(args.before, model_dir, fasta, folder / "before.bedGraph",
+                                                             args.device, precision, args.stride, None)
+                print(f"  {args.device} {precision}: before ({args.before.name}): end-to-end "
+                      f"{before_rows / before:,.0f} windows/s ({before_rows / before_cpu:,.0f} per CPU-s; {before:.1f} s, "
+                      f"{before_cpu:.1f} CPU-s); now/before {e2e / (before_rows / before):.2f} wall, "
+                      f"{e2e_cpu / (before_rows / before_cpu):.2f} CPU", flush=True)
+            hours = HG38_BASES / args.stride / e2e / 3600
+            print(f"  projected hg38 (3.1 Gb, both strands, stride {args.stride}) at {precision}: {hours:.2f} h")
+            label = precision + (", compiled" if args.compile else "")
+            if args.device == "cpu":  # CPU seconds: what a shared machine's load moves least
+                lines.append(f"{e2e_cpu:,.0f} windows/CPU-s, end-to-end/model-only {e2e_cpu / cpu_rate:.2f} ({label}; "
+                             f"wall {e2e:,.0f} windows/s, {e2e / rate:.2f})")
+            else:
+                lines.append(f"{e2e:,.0f} windows/s, end-to-end/model-only {e2e / rate:.2f} ({label})")
+        print(f"scan {args.device} " + "; ".join(lines))
+
+
+if __name__ == "__main__":
+    main()
