@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 
 from bioattn import __version__
 from bioattn.errors import ReportedError
-from bioattn.io import Terminated, interrupt_on_signals
+from bioattn.errors import Terminated, interrupt_on_signals
 
 # verb -> {target: module path}; each module defines add_arguments(parser) and run(args) -> int.
 COMMANDS: dict[str, dict[str, str]] = {

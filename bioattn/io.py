@@ -19,9 +19,7 @@ import json
 import math
 import os
 import shutil
-import signal
 import sys
-import threading
 import tempfile
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Iterator, Sequence
@@ -66,37 +64,7 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs: Any) -
         raise
 
 
-#: The signals :func:`interrupt_on_signals` turns into :class:`Terminated` (SIGINT already raises KeyboardInterrupt).
-TERMINATING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
-
-
-class Terminated(KeyboardInterrupt):
-    """Raised by the handler of :func:`interrupt_on_signals`: unwinds like Ctrl-C; ``exit_code`` is ``128 + signum``."""
-
-    def __init__(self, signum: int) -> None:
-        self.signum = int(signum)
-        self.exit_code = 128 + self.signum
-        super().__init__(f"terminated by {signal.Signals(self.signum).name}")
-
-
-@contextlib.contextmanager
-def interrupt_on_signals(signums: Sequence[int] = TERMINATING_SIGNALS) -> Iterator[None]:
-    """Within the block, ``signums`` raise :class:`Terminated` in the main thread (as SIGINT raises KeyboardInterrupt),
-    so every :func:`atomic_write` in progress removes its temporary file; the previous handlers come back on exit.
-    Outside the main thread (where Python cannot install handlers) the block runs unchanged."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: Any) -> None:
-        raise Terminated(signum)
-
-    previous = {signum: signal.signal(signum, handler) for signum in signums}
-    try:
-        yield
-    finally:
-        for signum, old in previous.items():
-            signal.signal(signum, old)
+from bioattn.errors import TERMINATING_SIGNALS, Terminated, interrupt_on_signals  # noqa: E402,F401  (re-exported)
 
 
 #: How every table bioattn writes formats a float.

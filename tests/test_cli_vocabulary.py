@@ -129,7 +129,7 @@ def test_old_spellings_still_run_a_command(tmp_path: Path, capsys) -> None:
     from bioattn.models import PromoterClassifier
 
     torch.manual_seed(0)
-    PromoterClassifier(max_len=32, d_model=16, num_heads=2, num_layers=1, dropout=0.0).eval().save_pretrained(tmp_path / "run")
+    PromoterClassifier(max_len=32, embed_dim=16, num_heads=2, num_layers=1, dropout=0.0).eval().save_pretrained(tmp_path / "run")
     (tmp_path / "in.fa").write_text(">a\nACGTATAAAAGGCGCG\n>b\nTTGACATATAAAGCGC\n")
     common = ["predict", "promoter", "--input", str(tmp_path / "in.fa")]
     assert cli_main([*common, "--run", str(tmp_path / "run"), "--single-strand", "--output", str(tmp_path / "old.csv")]) == 0

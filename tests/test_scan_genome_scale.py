@@ -36,7 +36,7 @@ def write_fasta(path: Path, chromosomes: dict[str, str]) -> Path:
 def run_dir(tmp_path_factory) -> Path:
     torch.manual_seed(0)
     path = tmp_path_factory.mktemp("run")
-    PromoterClassifier(max_len=40, d_model=16, num_heads=2, num_layers=1, conv_kernel=5).save_pretrained(path)
+    PromoterClassifier(max_len=40, embed_dim=16, num_heads=2, num_layers=1, conv_kernel=5).save_pretrained(path)
     return path
 
 
@@ -46,7 +46,7 @@ def genome(tmp_path_factory) -> Path:
 
 
 def scan(run_dir: Path, fasta: Path, output: Path, *flags: str) -> int:
-    return bioattn_main(["predict", "promoter", "--run", str(run_dir), "--input", str(fasta), "--output", str(output),
+    return bioattn_main(["predict", "promoter", "--model", str(run_dir), "--input", str(fasta), "--output", str(output),
                          "--window", str(WINDOW), "--stride", str(STRIDE), "--batch-size", "8", "--device", "cpu", *flags])
 
 
