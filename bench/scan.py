@@ -105,8 +105,9 @@ def end_to_end(source: Path, model_dir: Path, fasta: Path, output: Path, device:
                batch_size: int | None, compiled: bool = False) -> tuple[float, float, int]:
     """Wall seconds and CPU seconds (user + system, all its threads) of the scan command run from ``source`` (a
     fresh process), and the bedGraph's data rows."""
-    env = {**os.environ, "PYTHONPATH": str(source), "BIOATTN_NO_PROGRESS": "1"}
-    command = [sys.executable, "-m", "bioattn.cli", "predict", "promoter", "--run", str(model_dir), "--input",
+    path = os.pathsep.join(p for p in (str(source), os.environ.get("PYTHONPATH", "")) if p)  # the tree first, then the caller's
+    env = {**os.environ, "PYTHONPATH": path, "BIOATTN_NO_PROGRESS": "1"}
+    command = [sys.executable, "-m", "bioattn.cli", "predict", "promoter", "--model", str(model_dir), "--input",
                str(fasta), "--output", str(output), "--window", str(WINDOW), "--stride", str(stride), "--device", device,
                "--precision", precision]
     if batch_size is not None:
