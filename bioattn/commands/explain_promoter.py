@@ -30,6 +30,8 @@ from Bio.Data.IUPACData import ambiguous_dna_letters
 
 from bioattn.commands.common import add_device_argument, add_model_arguments, device_from_args, model_dir, model_label
 from bioattn.errors import UserInputError
+from bioattn.explain.motif_db import DEFAULT_DB, DEFAULT_Q
+from bioattn.explain.attribution import PROMOTER_METHODS
 from bioattn.explain.outputs import (
     add_common_arguments, add_method_arguments, faithfulness_table, prepare_out_dir, resolve_method, write_faithfulness,
     write_layer_figures,
@@ -61,9 +63,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "repeat for several (default: none)")
     parser.add_argument("--strand", choices=("model", "both", "forward"), default="model",
                         help="rollout of the forward strand, of both strands averaged, or as the model predicts (default)")
-    add_method_arguments(parser, unit="nucleotides")
+    add_method_arguments(parser, unit="nucleotides", methods=PROMOTER_METHODS)
     parser.add_argument("--faithfulness-sequences", type=int, default=200,
                         help="measure faithfulness on the first N records (default: %(default)s)")
+    parser.add_argument("--motifs", action="store_true",
+                        help="also discover the motifs the model uses (in-silico mutagenesis + TF-MoDISco over all "
+                             "records, which must share one length), match them against --motif-db with TOMTOM and "
+                             "measure which attention head reads each; writes motifs.html, motifs.tsv, logos/, "
+                             "positions/, head_motifs.tsv (default: off)")
+    parser.add_argument("--motif-db", default=DEFAULT_DB, metavar="DB",
+                        help="known motifs for --motifs: jaspar (JASPAR2026 CORE vertebrates, shipped with pyjaspar), "
+                             "jaspar:COLLECTION:TAX_GROUP (e.g. jaspar:CORE:insects, jaspar:CORE:all), a MEME-format "
+                             "file, or none (default: %(default)s)")
+    parser.add_argument("--motif-q", type=float, default=DEFAULT_Q,
+                        help="TOMTOM q-value below which a pattern is reported as matching a known motif "
+                             "(default: %(default)s)")
 
 
 def _parse_marks(marks: list[str]) -> dict[str, tuple[int, int]]:
@@ -147,7 +161,6 @@ def _sharpness(model, batches: list, out) -> dict:
 def _faithfulness(model, tokens: list[np.ndarray], args: argparse.Namespace, rc_average: bool | None, out) -> dict:
     """Deletion/insertion AUC of every method on ``tokens`` (nucleotides replaced by N), + faithfulness.png."""
     from bioattn.data.dna import collate_tokens
-    from bioattn.explain.attribution import METHODS
     from bioattn.explain.faithfulness import compare_methods
     from bioattn.explain.promoter_attribution import predicted_classes, promoter_attribution, promoter_score
 
@@ -165,9 +178,36 @@ def _faithfulness(model, tokens: list[np.ndarray], args: argparse.Namespace, rc_
             maps.extend(values[row, : int((~mask[row]).sum())].cpu() for row in range(len(ids)))
         return maps
 
-    results = compare_methods(attribute, scores, METHODS, steps=args.faithfulness_steps)
+    results = compare_methods(attribute, scores, PROMOTER_METHODS, steps=args.faithfulness_steps)
     return write_faithfulness(results, out, unit="nucleotides",
                               title=f"promoter: faithfulness on {len(tokens)} sequences (nucleotides → N)")
+
+
+def _motif_database(args: argparse.Namespace):
+    from bioattn.explain.motif_db import load_motif_database
+
+    if not 0 < args.motif_q <= 1:
+        raise UserInputError(f"--motif-q must be in (0, 1], got {args.motif_q}")
+    return load_motif_database(args.motif_db)
+
+
+def _motifs(model, records: list, args: argparse.Namespace, rc_average: bool | None, database, out) -> dict:
+    """The motif report of every record (``motifs.html`` and its tables) and its ``summary.json`` entry."""
+    from bioattn.explain.motif_report import write_motif_report
+    from bioattn.explain.motifs import explain_motifs
+
+    lengths = {len(r.sequence) for r in records}
+    if len(lengths) != 1:
+        raise UserInputError(f"{args.input}: --motifs needs records of one length, got {len(lengths)} lengths "
+                             f"({', '.join(map(str, sorted(lengths)[:5]))}...)")
+    report = explain_motifs(model, [r.sequence for r in records], tss_index=args.tss_index, database=database,
+                            q_threshold=args.motif_q, rc_average=rc_average, batch_size=args.batch_size)
+    page = write_motif_report(report, out)
+    matched = [p for p in report.patterns if p.best_match(report.q_threshold)]
+    print(f"motifs: {len(report.patterns)} patterns, {len(matched)} matching {report.database} at q < "
+          f"{report.q_threshold:g} -> {page}")
+    return {"patterns": len(report.patterns), "matched": len(matched), "database": report.database,
+            "q_threshold": report.q_threshold, "seconds": report.seconds}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -179,6 +219,7 @@ def run(args: argparse.Namespace) -> int:
     from bioattn.models.ensemble import ensemble_members
 
     spans = _parse_marks(args.mark)
+    database = _motif_database(args) if args.motifs else None
     model = PromoterClassifier.from_pretrained(model_dir(args), map_location=device_from_args(args)).eval()
     device = next(model.parameters()).device
     _check_arguments(args, model.config["num_layers"])
@@ -257,6 +298,8 @@ def run(args: argparse.Namespace) -> int:
         for name, chosen in groups:
             summary[f"motif_in_{name}"] = motif_enrichment(
                 [r.sequence for r, c in zip(records, chosen) if c], magnitude[chosen], args.motif).summary()
+    if args.motifs:
+        summary["motifs"] = _motifs(model, records, args, rc_average, database, out)
     write_json(out / "summary.json", summary)
     print(f"explained {len(tokens)} sequences with {method} -> {out}")
     if not args.skip_faithfulness:

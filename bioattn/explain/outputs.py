@@ -68,14 +68,16 @@ def write_layer_figures(
     return similarities
 
 
-def add_method_arguments(parser: argparse.ArgumentParser, *, unit: str) -> None:
+def add_method_arguments(parser: argparse.ArgumentParser, *, unit: str, methods: Sequence[str] | None = None) -> None:
     """``--method --no-faithfulness --faithfulness-steps``: which attribution the outputs show, and whether every
-    method's deletion/insertion faithfulness is measured (``unit``: what one perturbation step removes)."""
+    method's deletion/insertion faithfulness is measured (``unit``: what one perturbation step removes; ``methods``:
+    the model type's methods, default :data:`~bioattn.explain.attribution.METHODS`)."""
     from bioattn.explain.attribution import METHODS
 
-    parser.add_argument("--method", choices=("auto", *METHODS), default="auto",
+    choices = tuple(methods or METHODS)
+    parser.add_argument("--method", choices=("auto", *choices), default="auto",
                         help="attribution shown in the outputs: auto (the most faithful method that is fast enough for "
-                             "the input, named on stderr), " + ", ".join(METHODS) + " (default: %(default)s)")
+                             "the input, named on stderr), " + ", ".join(choices) + " (default: %(default)s)")
     parser.add_argument("--no-faithfulness", dest="skip_faithfulness", action="store_true",
                         help=f"skip measuring every method's deletion/insertion faithfulness ({unit} removed or "
                              "revealed by rank; summary.json key 'faithfulness', faithfulness.png) (default: off, "
