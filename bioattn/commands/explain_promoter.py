@@ -196,10 +196,6 @@ def _motifs(model, records: list, args: argparse.Namespace, rc_average: bool | N
     from bioattn.explain.motif_report import write_motif_report
     from bioattn.explain.motifs import explain_motifs
 
-    lengths = {len(r.sequence) for r in records}
-    if len(lengths) != 1:
-        raise UserInputError(f"{args.input}: --motifs needs records of one length, got {len(lengths)} lengths "
-                             f"({', '.join(map(str, sorted(lengths)[:5]))}...)")
     report = explain_motifs(model, [r.sequence for r in records], tss_index=args.tss_index, database=database,
                             q_threshold=args.motif_q, rc_average=rc_average, batch_size=args.batch_size)
     page = write_motif_report(report, out)
@@ -224,6 +220,9 @@ def run(args: argparse.Namespace) -> int:
     device = next(model.parameters()).device
     _check_arguments(args, model.config["num_layers"])
     records, tokens = _read_inputs(args, model.max_len)
+    if args.motifs and len({len(t) for t in tokens}) > 1:
+        raise UserInputError(f"{args.input}: --motifs needs records of one length, got lengths "
+                             f"{', '.join(map(str, sorted({len(t) for t in tokens})[:5]))}")
     out = prepare_out_dir(args.out, overwrite=args.overwrite)
     rc_average = {"model": None, "both": True, "forward": False}[args.strand]
 

@@ -9,6 +9,11 @@ measures how faithful a map is (deletion / insertion curves); :mod:`bioattn.expl
 entropy and effective temperature. :func:`attribute` (it imports the models) and the figure functions (modules
 :mod:`bioattn.explain.figures` and :mod:`bioattn.explain.faithfulness_figures`, which import matplotlib) are
 loaded only when first used.
+
+Motifs: :func:`explain_motifs` (in-silico mutagenesis :func:`ism_attribution`, TF-MoDISco, TOMTOM against JASPAR
+or a MEME file via :func:`load_motif_database`, and :func:`head_motif_enrichment`, which head reads which
+pattern) and :func:`write_motif_report` (``motifs.html``, ``motifs.tsv``, logos, position histograms); also
+loaded when first used.
 """
 from __future__ import annotations
 
@@ -26,9 +31,15 @@ _FIGURES = (
     "plot_contact_map",
 )
 _FAITHFULNESS_FIGURES = ("plot_faithfulness_curves", "plot_head_sharpness")
+_MOTIFS = {
+    "explain_motifs": "bioattn.explain.motifs", "discover_patterns": "bioattn.explain.motifs",
+    "write_motif_report": "bioattn.explain.motif_report", "load_motif_database": "bioattn.explain.motif_db",
+    "ism_attribution": "bioattn.explain.ism", "head_motif_enrichment": "bioattn.explain.head_motifs",
+    "cls_attention": "bioattn.explain.head_motifs",
+}
 
 __all__ = ["HEAD_FUSIONS", "METHODS", "attention_rollout", "attribute", "compare_methods", "evaluate_faithfulness",
-           "fuse_heads", "rollout_rows", "head_diversity", "head_sharpness", *_FIGURES, *_FAITHFULNESS_FIGURES]
+           "fuse_heads", "rollout_rows", "head_diversity", "head_sharpness", *_FIGURES, *_FAITHFULNESS_FIGURES, *_MOTIFS]
 
 
 def __getattr__(name: str) -> Any:
@@ -36,6 +47,8 @@ def __getattr__(name: str) -> Any:
         return getattr(importlib.import_module("bioattn.explain.figures"), name)
     if name in _FAITHFULNESS_FIGURES:
         return getattr(importlib.import_module("bioattn.explain.faithfulness_figures"), name)
+    if name in _MOTIFS:
+        return getattr(importlib.import_module(_MOTIFS[name]), name)
     if name == "attribute":  # imports the three models (and MONAI): loaded when first used
         return importlib.import_module("bioattn.explain.dispatch").attribute
     raise AttributeError(f"module 'bioattn.explain' has no attribute {name!r}")

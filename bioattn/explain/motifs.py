@@ -32,8 +32,8 @@ class ModiscoSettings:
     """TF-MoDISco settings sized for short sequences (tens to hundreds of nt); ``n_leiden_runs`` and
     ``max_seqlets`` trade time for stability (the package's defaults are 50 and 20,000)."""
 
-    window: int = 15
-    flank: int = 5
+    window: int = 9
+    flank: int = 3
     max_seqlets: int = 2000
     n_leiden_runs: int = 8
     min_metacluster_size: int = 50
