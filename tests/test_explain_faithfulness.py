@@ -16,7 +16,7 @@ from bioattn.attention import MultiHeadAttention
 from bioattn.cli import main as cli_main
 from bioattn.data.dna import A_ID, C_ID, T_ID, decode
 from bioattn.explain import attribute
-from bioattn.explain.attribution import METHODS, PROMOTER_METHODS
+from bioattn.explain.attribution import CT_METHODS, METHODS, PROMOTER_METHODS
 from bioattn.explain.faithfulness import area_under_curve, deletion_insertion, evaluate_faithfulness, rank_units
 from bioattn.explain.outputs import resolve_method
 from bioattn.explain.promoter_attribution import promoter_attribution, promoter_score
@@ -257,6 +257,6 @@ def test_explain_ct_command_writes_attribution_and_faithfulness(tmp_path: Path) 
     assert cli_main(["explain", "ct", "--run", str(tmp_path / "run"), "--input", str(tmp_path / "vols.npz"),
                      "--out", str(out), "--method", "relevance", "--faithfulness-steps", "4"]) == 0
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["method"] == "relevance" and set(summary["faithfulness"]) == set(METHODS)
+    assert summary["method"] == "relevance" and set(summary["faithfulness"]) == set(CT_METHODS)
     for name in ("rollout.nii.gz", "attribution.nii.gz", "faithfulness.png", "head_sharpness.png"):
         assert (out / name).stat().st_size > 0

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from bioattn.commands.common import add_device_argument, add_model_arguments, device_from_args, model_dir, model_label
 from bioattn.commands.predict_ct import add_preprocessing_arguments, preprocessing_from_args
 from bioattn.errors import UserInputError
+from bioattn.explain.attribution import CT_METHODS
 from bioattn.explain.outputs import (
     add_common_arguments, add_method_arguments, faithfulness_table, prepare_out_dir, resolve_method, write_faithfulness,
     write_layer_figures,
@@ -46,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     npz.add_argument("--split", default="val", help="split to read from the .npz (default: val)")
     npz.add_argument("--index", type=int, default=0, help="volume index within the split (default: 0)")
     add_preprocessing_arguments(parser)
-    add_method_arguments(parser, unit="voxels")
+    add_method_arguments(parser, unit="voxels", methods=CT_METHODS)
 
 
 def _read_input(args: argparse.Namespace) -> tuple[MetaTensor, str, int | None]:
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from bioattn.data.ct import check_volume, invert_to_input_grid, world_geometry, write_nifti
-    from bioattn.explain.attribution import METHODS
+    from bioattn.explain.attribution import CT_METHODS
     from bioattn.explain.ct import explain_volumes
     from bioattn.explain.ct_attribution import predicted_volume_classes, volume_attribution, volume_score
     from bioattn.explain.faithfulness import compare_methods
@@ -142,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.skip_faithfulness:
         score = volume_score(model, volumes[0].to(next(model.parameters()).device), int(classes[0]))
         faithfulness = write_faithfulness(
-            compare_methods(lambda name: [attribute(name)[0].flatten()], [score], METHODS, steps=args.faithfulness_steps),
+            compare_methods(lambda name: [attribute(name)[0].flatten()], [score], CT_METHODS, steps=args.faithfulness_steps),
             out, unit="voxels", title=f"{described}: faithfulness (voxels → background)")
     similarities = write_layer_figures([w[0] for w in explanation.attentions], out,
                                        what="CT attention (token 0 = [CLS], then the CNN grid in raster order)")

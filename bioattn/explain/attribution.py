@@ -10,6 +10,9 @@ Methods (``bioattn explain ... --method NAME``):
 - ``random``: uniform random values, the floor every faithful method must beat.
 - ``ism`` (DNA models only, :data:`PROMOTER_METHODS`): in-silico
   saturation mutagenesis, the log-odds change of every single-nucleotide substitution (tangermeme).
+- ``gradcam``, ``occlusion`` (CT model only, :data:`CT_METHODS`): MONAI's ``GradCAM`` on the last CNN stage
+  (upsampled to the voxels) and ``OcclusionSensitivity`` (patches set to the background value; the map is the
+  drop in the predicted class's probability).
 
 Signed attributions (the two Captum methods) rank units by their signed value: positive = supports the
 predicted class.
@@ -26,6 +29,8 @@ from bioattn.errors import UserInputError
 METHODS = ("integrated_gradients", "relevance", "gradient_x_input", "rollout", "random")
 #: Methods of a DNA model: every method of :data:`METHODS`, and in-silico mutagenesis.
 PROMOTER_METHODS = (*METHODS, "ism")
+#: Methods of the CT model: every method of :data:`METHODS`, MONAI's GradCAM (on the CNN stem) and occlusion.
+CT_METHODS = (*METHODS, "gradcam", "occlusion")
 #: Riemann steps of Integrated Gradients (Captum's Gauss-Legendre rule).
 IG_STEPS = 32
 #: Interpolated inputs per Captum forward pass.
@@ -33,7 +38,7 @@ IG_BATCH = 64
 #: Cost of each method in gradient × input passes over the input (Integrated Gradients: measured about 65× on the
 #: promoter model, Captum batching included; rollout and random: a forward pass or less).
 RELATIVE_COST = {"integrated_gradients": 2 * IG_STEPS, "relevance": 1, "gradient_x_input": 1, "rollout": 0.5, "random": 0.0,
-                 "ism": 70.0}
+                 "ism": 70.0, "gradcam": 1, "occlusion": 100.0}
 
 
 def check_method(method: str, methods: tuple[str, ...] = METHODS) -> str:
