@@ -107,7 +107,7 @@ def _core(contributions: np.ndarray) -> tuple[int, int]:
     return int(keep[0]), int(keep[-1]) + 1
 
 
-def _pattern(name: str, raw: Any, length: int, offset: int) -> Pattern:
+def _pattern(name: str, raw: Any, length: int, offset: int, pad: int) -> Pattern:
     contributions = np.asarray(raw.contrib_scores)
     first, last = _core(contributions)
     sites, centres = [], []
@@ -116,7 +116,7 @@ def _pattern(name: str, raw: Any, length: int, offset: int) -> Pattern:
             start, end, strand = seqlet.end - last, seqlet.end - first, "-"
         else:
             start, end, strand = seqlet.start + first, seqlet.start + last, "+"
-        start, end = max(int(start), 0), min(int(end), length)
+        start, end = max(int(start) - pad, 0), min(int(end) - pad, length)
         if end <= start:
             continue
         sites.append((int(seqlet.example_idx), start, end, strand))
@@ -188,8 +188,12 @@ def discover_patterns(sequences: Sequence[str], hypothetical: np.ndarray, *, gro
         raise ValueError(f"hypothetical must be (N, L, 4) = ({len(sequences)}, {length}, 4), got {hypothetical.shape}")
     one_hot = np.array([[[c == b for b in "ACGT"] for c in s.upper()] for s in sequences], dtype=np.float32)
     hypothetical = np.asarray(hypothetical, dtype=np.float32)
-    found = run_modisco(one_hot, hypothetical, settings)
-    patterns = [_pattern(name, raw, length, tss_index or 0) for name, raw in found]
+    # TF-MoDISco drops seqlets whose window and flanks pass a sequence end: pad both ends with N (no letter, no
+    # contribution) so that elements near the ends (a TATA box 3 nt from the start of a 70-nt core promoter) count.
+    pad = settings.window + 2 * settings.flank
+    widths = ((0, 0), (pad, pad), (0, 0))
+    found = run_modisco(np.pad(one_hot, widths), np.pad(hypothetical, widths), settings)
+    patterns = [_pattern(name, raw, length, tss_index or 0, pad) for name, raw in found]
     patterns = [p for p in patterns if p.sites]
     for pattern in patterns:
         carriers = np.zeros(len(sequences), dtype=bool)
