@@ -75,6 +75,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="known motifs for --motifs: jaspar (JASPAR2026 CORE vertebrates, shipped with pyjaspar), "
                              "jaspar:COLLECTION:TAX_GROUP (e.g. jaspar:CORE:insects, jaspar:CORE:all), a MEME-format "
                              "file, or none (default: %(default)s)")
+    parser.add_argument("--motif-target", choices=("positive", "predicted"), default="positive",
+                        help="what --motifs explains: the log-odds of the positive class in every sequence (two-class "
+                             "models), or of each sequence's predicted class (default: %(default)s)")
     parser.add_argument("--motif-q", type=float, default=DEFAULT_Q,
                         help="TOMTOM q-value below which a pattern is reported as matching a known motif "
                              "(default: %(default)s)")
@@ -197,7 +200,8 @@ def _motifs(model, records: list, args: argparse.Namespace, rc_average: bool | N
     from bioattn.explain.motifs import explain_motifs
 
     report = explain_motifs(model, [r.sequence for r in records], tss_index=args.tss_index, database=database,
-                            q_threshold=args.motif_q, rc_average=rc_average, batch_size=args.batch_size)
+                            q_threshold=args.motif_q, rc_average=rc_average, target=args.motif_target,
+                            batch_size=args.batch_size)
     page = write_motif_report(report, out)
     matched = [p for p in report.patterns if p.best_match(report.q_threshold)]
     print(f"motifs: {len(report.patterns)} patterns, {len(matched)} matching {report.database} at q < "

@@ -209,11 +209,15 @@ def discover_patterns(sequences: Sequence[str], hypothetical: np.ndarray, *, gro
 def explain_motifs(model: Any, sequences: Sequence[str], *, tss_index: int | None = None,
                    database: MotifDatabase | None = None, q_threshold: float = DEFAULT_Q,
                    settings: ModiscoSettings | None = None, rc_average: bool | None = None,
-                   hypothetical: np.ndarray | None = None, batch_size: int = 256, progress: bool = True) -> MotifReport:
+                   hypothetical: np.ndarray | None = None, target: str = "positive", batch_size: int = 256,
+                   progress: bool = True) -> MotifReport:
     """The motif report of a :class:`~bioattn.models.PromoterClassifier` (or an ensemble) on ``sequences`` (one
-    length, A C G T N): ISM of the predicted class (or the given ``hypothetical (N, L, 4)``), TF-MoDISco, TOMTOM
-    against ``database`` and the heads × patterns table of [CLS] attention (see
-    :mod:`bioattn.explain.head_motifs`)."""
+    length, A C G T N): ISM (or the given ``hypothetical (N, L, 4)``), TF-MoDISco, TOMTOM against ``database``
+    and the heads × patterns table of [CLS] attention (see :mod:`bioattn.explain.head_motifs`).
+
+    target: ``"positive"`` explains the log-odds of class 1 in every sequence (two-class models; ``pos_`` patterns
+    then support the positive class wherever they occur), ``"predicted"`` the class predicted for each sequence
+    (a multi-class model always uses it)."""
     import torch
 
     from bioattn.data.dna import collate_tokens, encode
@@ -224,6 +228,8 @@ def explain_motifs(model: Any, sequences: Sequence[str], *, tss_index: int | Non
 
     if not sequences:
         raise UserInputError("motif discovery needs at least one sequence")
+    if target not in ("positive", "predicted"):
+        raise UserInputError(f"motif target must be 'positive' or 'predicted', got {target!r}")
     if not 0 < q_threshold <= 1:
         raise UserInputError(f"motif q-value threshold must be in (0, 1], got {q_threshold}")
     sequences = [s.upper() for s in sequences]
@@ -232,13 +238,14 @@ def explain_motifs(model: Any, sequences: Sequence[str], *, tss_index: int | Non
     seconds: dict[str, float] = {}
     classes = torch.cat([predicted_classes(model, ids[s : s + batch_size].to(device), padding_mask[s : s + batch_size].to(device),
                                            rc_average=rc_average).cpu() for s in range(0, len(ids), batch_size)])
+    explained = torch.ones_like(classes) if target == "positive" and len(model.class_names) == 2 else classes
     if hypothetical is None:
         start = time.perf_counter()
         chunks = []
         steps = range(0, len(ids), batch_size)
         for s in progress_bar(steps, desc="motifs: in-silico mutagenesis", unit="batch", disable=not progress):
             chunks.append(ism_attribution(model, ids[s : s + batch_size], padding_mask[s : s + batch_size],
-                                          classes[s : s + batch_size], rc_average=rc_average, hypothetical=True))
+                                          explained[s : s + batch_size], rc_average=rc_average, hypothetical=True))
         hypothetical = torch.cat(chunks).numpy()
         seconds["ism"] = time.perf_counter() - start
     names = list(model.class_names)
@@ -261,6 +268,7 @@ def explain_motifs(model: Any, sequences: Sequence[str], *, tss_index: int | Non
     return MotifReport(
         patterns=patterns, sequences=len(sequences), length=len(sequences[0]), tss_index=tss_index,
         database=database.label if database is not None else "none", q_threshold=q_threshold,
-        attribution="in-silico mutagenesis (log-odds of the predicted class; hypothetical contributions)",
+        attribution=("in-silico mutagenesis, log-odds of the "
+                     + ("positive class" if explained is not classes else "predicted class") + " (hypothetical contributions)"),
         groups={name: int(chosen.sum()) for name, chosen in groups.items()}, head_table=head_table,
         spacings=pattern_spacings(patterns), seconds=seconds, settings=vars(settings))
