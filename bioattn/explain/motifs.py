@@ -188,8 +188,8 @@ def discover_patterns(sequences: Sequence[str], hypothetical: np.ndarray, *, gro
         raise ValueError(f"hypothetical must be (N, L, 4) = ({len(sequences)}, {length}, 4), got {hypothetical.shape}")
     one_hot = np.array([[[c == b for b in "ACGT"] for c in s.upper()] for s in sequences], dtype=np.float32)
     hypothetical = np.asarray(hypothetical, dtype=np.float32)
-    # TF-MoDISco drops seqlets whose window and flanks pass a sequence end: pad both ends with N (no letter, no
-    # contribution) so that elements near the ends (a TATA box 3 nt from the start of a 70-nt core promoter) count.
+    # TF-MoDISco extracts no seqlet whose window and flanks pass a sequence end: both ends are padded with N (no
+    # letter, no contribution) so such windows can be extracted; elements within ~10 nt of an end can still be lost.
     pad = settings.window + 2 * settings.flank
     widths = ((0, 0), (pad, pad), (0, 0))
     found = run_modisco(np.pad(one_hot, widths), np.pad(hypothetical, widths), settings)
