@@ -15,7 +15,7 @@ from bioattn.attention import MultiHeadAttention
 from bioattn.cli import main as cli_main
 from bioattn.data.dna import A_ID, C_ID, T_ID, decode
 from bioattn.explain import attribute
-from bioattn.explain.attribution import METHODS
+from bioattn.explain.attribution import CT_METHODS, METHODS, PROMOTER_METHODS
 from bioattn.explain.faithfulness import area_under_curve, deletion_insertion, evaluate_faithfulness, rank_units
 from bioattn.explain.result import resolve_method
 from bioattn.explain.promoter_attribution import promoter_attribution, promoter_score
@@ -157,7 +157,7 @@ def test_explain_promoter_writes_faithfulness_of_every_method(tmp_path: Path, ke
                      "--motif", "", "--plot-sequences", "0", "--faithfulness-steps", "12"]) == 0
     assert "explain: method integrated_gradients" in capsys.readouterr().err
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["method"] == "integrated_gradients" and set(summary["faithfulness"]) == set(METHODS)
+    assert summary["method"] == "integrated_gradients" and set(summary["faithfulness"]) == set(PROMOTER_METHODS)
     for result in summary["faithfulness"].values():
         assert {"deletion_auc", "insertion_auc", "seconds"} <= set(result) and result["examples"] == 12
     assert summary["faithfulness"]["integrated_gradients"]["deletion_auc"] < summary["faithfulness"]["random"]["deletion_auc"]
@@ -258,6 +258,6 @@ def test_explain_ct_command_writes_attribution_and_faithfulness(tmp_path: Path) 
     assert cli_main(["explain", "ct", "--model", str(tmp_path / "run"), "--input", str(tmp_path / "vols.npz"),
                      "--out", str(out), "--method", "relevance", "--faithfulness-steps", "4"]) == 0
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["method"] == "relevance" and set(summary["faithfulness"]) == set(METHODS)
+    assert summary["method"] == "relevance" and set(summary["faithfulness"]) == set(CT_METHODS)
     for name in ("rollout.nii.gz", "attribution.nii.gz", "faithfulness.png", "head_sharpness.png"):
         assert (out / name).stat().st_size > 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Sequence
 
 import torch
 
@@ -96,15 +97,17 @@ def add_explain_arguments(parser: argparse.ArgumentParser, *, input_help: str, r
     parser.add_argument("--start-layer", type=int, default=0, help="first layer included in the rollout (default: 0)")
 
 
-def add_method_arguments(parser: argparse.ArgumentParser, *, unit: str) -> None:
+def add_method_arguments(parser: argparse.ArgumentParser, *, unit: str, methods: Sequence[str] | None = None) -> None:
     """``--method --no-faithfulness --faithfulness-steps``: which attribution the outputs show, and whether every
-    method's deletion/insertion faithfulness is measured (``unit``: what one perturbation step removes)."""
+    method's deletion/insertion faithfulness is measured (``unit``: what one perturbation step removes; ``methods``:
+    the model type's methods, default :data:`~bioattn.explain.attribution.METHODS`)."""
     from bioattn.explain.attribution import METHODS
 
-    parser.add_argument("--method", choices=("auto", *METHODS), default="auto",
+    choices = tuple(methods or METHODS)
+    parser.add_argument("--method", choices=("auto", *choices), default="auto",
                         help="attribution shown in the outputs: auto (of the methods fast enough for the input, the "
                              "one most faithful on a sample of it, measured by deletion/insertion and named on stderr "
-                             "with its AUCs), " + ", ".join(METHODS) + " (default: %(default)s)")
+                             "with its AUCs), " + ", ".join(choices) + " (default: %(default)s)")
     parser.add_argument("--no-faithfulness", dest="skip_faithfulness", action="store_true",
                         help=f"skip measuring every method's deletion/insertion faithfulness ({unit} removed or "
                              "revealed by rank; summary.json key 'faithfulness', faithfulness.png) (default: off, "

@@ -23,6 +23,7 @@ from bioattn.commands.common import (
     add_device_argument, add_explain_arguments, add_method_arguments, add_model_arguments, method_options, model_source,
 )
 from bioattn.commands.ct_args import add_preprocessing_arguments, preprocessing_overrides
+from bioattn.explain.attribution import CT_METHODS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     npz.add_argument("--split", default="val", help="split to read from the .npz (default: val)")
     npz.add_argument("--index", type=int, default=0, help="volume index within the split (default: 0)")
     add_preprocessing_arguments(parser)
-    add_method_arguments(parser, unit="voxels")
+    add_method_arguments(parser, unit="voxels", methods=CT_METHODS)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -27,6 +27,8 @@ from bioattn.commands.common import (
     add_device_argument, add_explain_arguments, add_method_arguments, add_model_arguments, method_options, model_source,
 )
 from bioattn.commands.vocabulary import add_alias
+from bioattn.explain.attribution import PROMOTER_METHODS
+from bioattn.explain.motif_db import DEFAULT_DB, DEFAULT_Q
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,9 +50,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "repeat for several (default: none)")
     parser.add_argument("--strand", choices=("model", "both", "forward"), default="model",
                         help="rollout of the forward strand, of both strands averaged, or as the model predicts (default)")
-    add_method_arguments(parser, unit="nucleotides")
+    add_method_arguments(parser, unit="nucleotides", methods=PROMOTER_METHODS)
     parser.add_argument("--faithfulness-sequences", type=int, default=200,
                         help="measure faithfulness on the first N records (default: %(default)s)")
+    motifs = parser.add_argument_group("motifs")
+    motifs.add_argument("--motifs", action="store_true",
+                        help="also discover the motifs the model uses (in-silico mutagenesis + TF-MoDISco over all "
+                             "records, which must share one length), match them against --motif-db with TOMTOM and "
+                             "measure which attention head reads each; writes motifs.html, motifs.tsv, logos/, "
+                             "positions/, head_motifs.tsv (default: off)")
+    motifs.add_argument("--motif-db", default=DEFAULT_DB, metavar="DB",
+                        help="known motifs for --motifs: jaspar (JASPAR2026 CORE vertebrates, shipped with pyjaspar), "
+                             "jaspar:COLLECTION:TAX_GROUP (e.g. jaspar:CORE:insects, jaspar:CORE:all), a MEME-format "
+                             "file, or none (default: %(default)s)")
+    motifs.add_argument("--motif-target", choices=("positive", "predicted"), default="positive",
+                        help="what --motifs explains: the log-odds of the positive class in every sequence (two-class "
+                             "models), or of each sequence's predicted class (default: %(default)s)")
+    motifs.add_argument("--motif-q", type=float, default=DEFAULT_Q,
+                        help="TOMTOM q-value below which a pattern is reported as matching a known motif "
+                             "(default: %(default)s)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,9 +80,14 @@ def run(args: argparse.Namespace) -> int:
         model_source(args), args.input, strand=args.strand, head_fusion=args.head_fusion, start_layer=args.start_layer,
         max_rows=args.max_rows, batch_size=args.batch_size, tss_index=args.tss_index, motif=args.motif,
         marks=args.mark, plot_sequences=args.plot_sequences, faithfulness_sequences=args.faithfulness_sequences,
+        motifs=args.motifs, motif_db=args.motif_db, motif_target=args.motif_target, motif_q=args.motif_q,
         device=args.device, **method_options(args))
     out = result.save(args.out, overwrite=args.overwrite)
     print(f"explained {result.summary['sequences']} sequences with {result.method} -> {out}")
+    if args.motifs:
+        found = result.summary["motifs"]
+        print(f"motifs: {found['patterns']} patterns, {found['matched']} matching {found['database']} at q < "
+              f"{found['q_threshold']:g} -> {out / 'motifs.html'}")
     report = describe(result)
     if report:
         print(report)

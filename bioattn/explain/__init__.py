@@ -14,6 +14,11 @@ From Python, :func:`explain_promoter`, :func:`explain_ct` and :func:`explain_msa
 ``bioattn explain promoter|ct|msa`` (a model object, shipped name or run directory + inputs as paths or in memory)
 and return a result with the maps, tables and summary; its ``save(directory)`` writes what the command writes
 (``explain_ct`` lives in :mod:`bioattn.tasks.ct_explain`, loaded when first used: it reads a run's preprocessing).
+
+Motifs: :func:`explain_motifs` (in-silico mutagenesis :func:`ism_attribution`, TF-MoDISco, TOMTOM against JASPAR
+or a MEME file via :func:`load_motif_database`, and :func:`head_motif_enrichment`, which head reads which
+pattern) and :func:`write_motif_report` (``motifs.html``, ``motifs.tsv``, logos, position histograms); also
+loaded when first used.
 """
 from __future__ import annotations
 
@@ -31,6 +36,12 @@ _FIGURES = (
     "plot_contact_map",
 )
 _FAITHFULNESS_FIGURES = ("plot_faithfulness_curves", "plot_head_sharpness")
+_MOTIFS = {
+    "explain_motifs": "bioattn.explain.motifs", "discover_patterns": "bioattn.explain.motifs",
+    "write_motif_report": "bioattn.explain.motif_report", "load_motif_database": "bioattn.explain.motif_db",
+    "ism_attribution": "bioattn.explain.ism", "head_motif_enrichment": "bioattn.explain.head_motifs",
+    "cls_attention": "bioattn.explain.head_motifs",
+}
 
 _PIPELINES = {
     "explain_promoter": "bioattn.explain.promoter_report", "PromoterExplanation": "bioattn.explain.promoter_report",
@@ -39,7 +50,8 @@ _PIPELINES = {
 }
 
 __all__ = [*_PIPELINES, "HEAD_FUSIONS", "METHODS", "attention_rollout", "attribute", "compare_methods", "evaluate_faithfulness",
-           "fuse_heads", "rollout_rows", "head_diversity", "head_sharpness", *_FIGURES, *_FAITHFULNESS_FIGURES]
+           "fuse_heads", "rollout_rows", "head_diversity", "head_sharpness", *_FIGURES, *_FAITHFULNESS_FIGURES,
+           *_MOTIFS]
 
 
 def __getattr__(name: str) -> Any:
@@ -49,6 +61,8 @@ def __getattr__(name: str) -> Any:
         return getattr(importlib.import_module("bioattn.explain.faithfulness_figures"), name)
     if name in _PIPELINES:  # import the models (and MONAI): loaded when first used
         return getattr(importlib.import_module(_PIPELINES[name]), name)
+    if name in _MOTIFS:
+        return getattr(importlib.import_module(_MOTIFS[name]), name)
     if name == "attribute":  # imports the three models (and MONAI): loaded when first used
         return importlib.import_module("bioattn.explain.dispatch").attribute
     raise AttributeError(f"module 'bioattn.explain' has no attribute {name!r}")

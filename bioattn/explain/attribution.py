@@ -8,6 +8,11 @@ Methods (``bioattn explain ... --method NAME``):
   voxels, masked MSA), on the token embeddings (DNA, MSA) or on the voxels (CT).
 - ``gradient_x_input``: Captum's gradient × input on the same tensors (one backward pass).
 - ``random``: uniform random values, the floor every faithful method must beat.
+- ``ism`` (DNA models only, :data:`PROMOTER_METHODS`): in-silico
+  saturation mutagenesis, the log-odds change of every single-nucleotide substitution (tangermeme).
+- ``gradcam``, ``occlusion`` (CT model only, :data:`CT_METHODS`): MONAI's ``GradCAM`` on the last CNN stage
+  (upsampled to the voxels) and ``OcclusionSensitivity`` (patches set to the background value; the map is the
+  drop in the predicted class's probability).
 
 Signed attributions (the two Captum methods) rank units by their signed value: positive = supports the
 predicted class.
@@ -22,31 +27,40 @@ from torch import Tensor, nn
 from bioattn.errors import UserInputError
 
 METHODS = ("integrated_gradients", "relevance", "gradient_x_input", "rollout", "random")
+#: Methods of a DNA model: every method of :data:`METHODS`, and in-silico mutagenesis.
+PROMOTER_METHODS = (*METHODS, "ism")
+#: Methods of the CT model: every method of :data:`METHODS`, MONAI's GradCAM (on the CNN stem) and occlusion.
+CT_METHODS = (*METHODS, "gradcam", "occlusion")
+#: Every method of some model type.
+ALL_METHODS = (*METHODS, "ism", "gradcam", "occlusion")
 #: Riemann steps of Integrated Gradients (Captum's Gauss-Legendre rule).
 IG_STEPS = 32
 #: Interpolated inputs per Captum forward pass.
 IG_BATCH = 64
 #: Cost of each method in gradient × input passes over the input (Integrated Gradients: measured about 65× on the
 #: promoter model, Captum batching included; rollout and random: a forward pass or less).
-RELATIVE_COST = {"integrated_gradients": 2 * IG_STEPS, "relevance": 1, "gradient_x_input": 1, "rollout": 0.5, "random": 0.0}
+RELATIVE_COST = {"integrated_gradients": 2 * IG_STEPS, "relevance": 1, "gradient_x_input": 1, "rollout": 0.5, "random": 0.0,
+                 "ism": 70.0, "gradcam": 1, "occlusion": 100.0}
 
 
 #: How figures name each method's values (axis labels, colour bars).
 METHOD_LABELS = {
     "integrated_gradients": "Integrated Gradients attribution", "relevance": "attention relevance (Chefer)",
     "gradient_x_input": "gradient × input attribution", "rollout": "rollout influence", "random": "random ranking (floor)",
+    "ism": "in-silico mutagenesis (log-odds change)", "gradcam": "Grad-CAM (MONAI)",
+    "occlusion": "occlusion sensitivity (MONAI)",
 }
 
 
 def method_label(method: str) -> str:
     """The axis label of ``method``'s values, e.g. ``"gradient × input attribution"``."""
-    return METHOD_LABELS[check_method(method)]
+    return METHOD_LABELS[check_method(method, ALL_METHODS)]
 
 
-def check_method(method: str) -> str:
-    """``method`` if it is one of :data:`METHODS`, else a :class:`~bioattn.errors.UserInputError`."""
-    if method not in METHODS:
-        raise UserInputError(f"unknown attribution method {method!r}; choose one of {', '.join(METHODS)}")
+def check_method(method: str, methods: tuple[str, ...] = METHODS) -> str:
+    """``method`` if it is one of ``methods`` (default :data:`METHODS`), else a :class:`~bioattn.errors.UserInputError`."""
+    if method not in methods:
+        raise UserInputError(f"unknown attribution method {method!r}; choose one of {', '.join(methods)}")
     return method
 
 

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from bioattn.explain.attribution import (
-    check_method, class_probability, input_attribution, predicted_log_odds, random_map,
+    CT_METHODS, check_method, class_probability, input_attribution, predicted_log_odds, random_map,
 )
 from bioattn.explain.faithfulness import ScoreMasked
 from bioattn.explain.relevance import attention_gradients, relevance_from_attention
@@ -33,9 +33,37 @@ def _relevance(member: torch.nn.Module, volumes: Tensor, classes: Tensor, start_
     return relevance[:, 0, 1:].reshape(len(volumes), *output.grid)
 
 
+#: Occlusion patch edge (voxels) and the share of overlap between neighbouring patches.
+OCCLUSION_MASK, OCCLUSION_OVERLAP = 8, 0.5
+
+
+def _monai_map(member: torch.nn.Module, method: str, volumes: Tensor, classes: Tensor) -> Tensor:
+    """``(B, D, H, W)`` MONAI GradCAM (last CNN stage of the stem) or occlusion sensitivity map."""
+    from monai.visualize import GradCAM, OcclusionSensitivity
+
+    maps = []
+    for volume, predicted, value in zip(volumes, classes, background(volumes)):
+        if method == "gradcam":
+            stage = f"stem.{len(member.stem) - 1}"
+            with torch.enable_grad():
+                cam = GradCAM(nn_module=member, target_layers=stage)(volume[None], class_idx=int(predicted))
+            maps.append(cam[0, 0].detach())
+        else:
+            mask = max(1, min(OCCLUSION_MASK, min(volume.shape[1:]) // 2))
+            occlusion = OcclusionSensitivity(member, mask_size=mask, n_batch=8, verbose=False,
+                                             mode=float(value), overlap=OCCLUSION_OVERLAP, activate=True)
+            with torch.no_grad():
+                sensitivity, _ = occlusion(volume[None])
+            # the predicted class's probability with each voxel's patches occluded: lower = more important
+            maps.append(-sensitivity[0, int(predicted)].float())
+    return torch.stack(maps)
+
+
 def _member_map(member: torch.nn.Module, method: str, volumes: Tensor, classes: Tensor, *, head_fusion: str,
                 start_layer: int) -> Tensor:
     """``(B, D, H, W)`` map of one member by one (non-random) method."""
+    if method in ("gradcam", "occlusion"):
+        return _monai_map(member, method, volumes, classes)
     if method == "rollout":
         return member.attention_map(volumes, head_fusion=head_fusion, start_layer=start_layer)[1].to(volumes.device)
     if method == "relevance":
@@ -63,7 +91,7 @@ def volume_attribution(
 ) -> Tensor:
     """Attribution of every voxel: ``volumes (B, C, D, H, W)`` → ``(B, D, H, W)`` float (channels summed), higher =
     more important for the predicted class (``classes (B,)``, default: the model's). The model is put in eval mode."""
-    check_method(method)
+    check_method(method, CT_METHODS)
     model.eval()
     volumes = volumes.to(next(model.parameters()).device).float()
     if method == "random":

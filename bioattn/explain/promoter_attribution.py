@@ -13,7 +13,7 @@ from torch import Tensor
 from bioattn.attention.rollout import rollout_rows
 from bioattn.data.dna import N_ID, reverse_complement_ids, reverse_padded
 from bioattn.explain.attribution import (
-    check_method, class_probability, layer_attribution, predicted_log_odds, random_map,
+    PROMOTER_METHODS, check_method, class_probability, layer_attribution, predicted_log_odds, random_map,
 )
 from bioattn.explain.faithfulness import ScoreMasked
 from bioattn.explain.relevance import attention_gradients, relevance_from_attention
@@ -75,8 +75,9 @@ def promoter_attribution(
 ) -> Tensor:
     """Attribution of every nucleotide: ``ids (B, L)``, ``padding_mask (B, L)`` (True = PAD) → ``(B, L)`` float,
     0 at padding, higher = more important for the predicted class (``classes (B,)``, default: the model's own
-    prediction). The model is put in eval mode."""
-    check_method(method)
+    prediction). ``ism`` scores every substitution with the whole model (an ensemble's mean), the others
+    explain each member. The model is put in eval mode."""
+    check_method(method, PROMOTER_METHODS)
     model.eval()
     device = next(model.parameters()).device
     ids, padding_mask = ids.to(device), padding_mask.to(device)
@@ -85,6 +86,10 @@ def promoter_attribution(
         return random_map(tuple(ids.shape), torch.Generator().manual_seed(seed)).to(device) * real
     use_rc = _uses_rc(model, rc_average)
     classes = predicted_classes(model, ids, padding_mask, rc_average=use_rc) if classes is None else classes.to(device)
+    if method == "ism":
+        from bioattn.explain.ism import ism_attribution
+
+        return ism_attribution(model, ids, padding_mask, classes, rc_average=use_rc).to(device) * real
 
     def explain(member: torch.nn.Module) -> Tensor:
         kwargs = {"head_fusion": head_fusion, "start_layer": start_layer}

@@ -40,6 +40,8 @@ class PromoterExplanation(Explanation):
     predicted: np.ndarray = None
     method: str = ""
     motif: str = ""
+    #: with ``motifs=True``: the :class:`~bioattn.explain.motifs.MotifReport` (patterns, matches, heads)
+    motif_report: Any = None
 
 
 def parse_marks(marks: Iterable[str]) -> dict[str, tuple[int, int]]:
@@ -128,7 +130,7 @@ def _sharpness(model, batch):
 def _faithfulness(model, tokens, batch_size, rc_average, head_fusion, start_layer, steps, methods=None) -> dict:
     """Deletion/insertion AUC of ``methods`` (default: every method) on ``tokens`` (nucleotides → N)."""
     from bioattn.data.dna import collate_tokens
-    from bioattn.explain.attribution import METHODS
+    from bioattn.explain.attribution import PROMOTER_METHODS
     from bioattn.explain.faithfulness import compare_methods
     from bioattn.explain.promoter_attribution import predicted_classes, promoter_attribution, promoter_score
 
@@ -146,7 +148,7 @@ def _faithfulness(model, tokens, batch_size, rc_average, head_fusion, start_laye
             maps.extend(values[row, : int((~mask[row]).sum())].cpu() for row in range(len(ids)))
         return maps
 
-    return compare_methods(attribute, scores, METHODS if methods is None else methods, steps=steps)
+    return compare_methods(attribute, scores, PROMOTER_METHODS if methods is None else methods, steps=steps)
 
 
 def explain_promoter(
@@ -166,6 +168,10 @@ def explain_promoter(
     faithfulness: bool = True,
     faithfulness_sequences: int = 200,
     faithfulness_steps: int = 20,
+    motifs: bool = False,
+    motif_db: str = "jaspar",
+    motif_target: str = "positive",
+    motif_q: float = 0.05,
     device: str = "auto",
 ) -> PromoterExplanation:
     """Explain a promoter classifier's predictions on ``inputs``, nucleotide by nucleotide.
@@ -177,7 +183,7 @@ def explain_promoter(
             (strings, ids ``seq0, seq1, ...``, or :class:`~bioattn.data.dna.DNARecord`); at most ``max_rows`` are read.
         method: ``auto`` (of the methods that fit about a minute, the most faithful on the first 16 sequences,
             named on stderr with its deletion/insertion AUCs) or one of
-            :data:`~bioattn.explain.METHODS`.
+            :data:`~bioattn.explain.attribution.PROMOTER_METHODS` (``ism``: in-silico mutagenesis).
         strand: ``model`` (as the model predicts), ``both`` (strands averaged) or ``forward``.
         head_fusion, start_layer: how rollout fuses a layer's heads and the first layer it includes.
         tss_index: 0-based TSS index; positions are then reported relative to it.
@@ -185,6 +191,11 @@ def explain_promoter(
         marks: ranges shaded on the profile plot, ``{label: (start, end)}`` or ``"LABEL=START..END"`` strings.
         plot_sequences: a track figure for the first N sequences.
         faithfulness: measure every method's deletion/insertion AUC on the first ``faithfulness_sequences``.
+        motifs: also discover the motifs the model uses (in-silico mutagenesis + TF-MoDISco over every sequence, which
+            must share one length; :func:`~bioattn.explain.motifs.explain_motifs`), matched with TOMTOM against
+            ``motif_db`` (``jaspar``: JASPAR2026 CORE vertebrates shipped with pyjaspar; ``jaspar:COLLECTION:TAX``;
+            a MEME file; ``none``) at q < ``motif_q``, explaining the ``motif_target`` class (``positive`` or
+            ``predicted``); ``save`` then also writes ``motifs.html``, ``motifs.tsv``, logos and position histograms.
 
     Returns:
         a :class:`PromoterExplanation`; ``.save(directory)`` writes what ``bioattn explain promoter`` writes.
@@ -202,12 +213,24 @@ def explain_promoter(
     if strand not in STRANDS:
         raise UserInputError(f"strand must be one of {', '.join(STRANDS)}, got {strand!r}")
     spans = dict(marks) if isinstance(marks, dict) else parse_marks(marks or [])
+    database = None
+    if motifs:
+        from bioattn.explain.motif_db import load_motif_database
+
+        if not 0 < motif_q <= 1:
+            raise UserInputError(f"--motif-q must be in (0, 1], got {motif_q}")
+        if motif_target not in ("positive", "predicted"):
+            raise UserInputError(f"--motif-target must be positive or predicted, got {motif_target!r}")
+        database = load_motif_database(motif_db)
     model, label = load_explained_model(model, PromoterClassifier, device)
     device_ = next(model.parameters()).device
     _check(motif, start_layer, model.config["num_layers"], max_rows=max_rows, batch_size=batch_size,
            faithfulness_sequences=faithfulness_sequences)
     records, source = _records(inputs, max_rows)
     tokens = _tokens(records, source, model.max_len)
+    if motifs and len({len(t) for t in tokens}) > 1:
+        raise UserInputError(f"{source or 'inputs'}: --motifs needs records of one length, got lengths "
+                             f"{', '.join(map(str, sorted({len(t) for t in tokens})[:5]))}")
     rc_average = {"model": None, "both": True, "forward": False}[strand]
 
     batches = [collate_tokens(tokens[start : start + batch_size]) for start in range(0, len(tokens), batch_size)]
@@ -310,9 +333,20 @@ def explain_promoter(
         for name, chosen in groups:
             summary[f"motif_in_{name}"] = motif_enrichment(
                 [r.sequence for r, c in zip(records, chosen) if c], magnitude[chosen], motif).summary()
+    report = None
+    if motifs:
+        from bioattn.explain.motif_report import write_motif_report
+        from bioattn.explain.motifs import explain_motifs
+
+        report = explain_motifs(model, [r.sequence for r in records], tss_index=tss_index, database=database,
+                                q_threshold=motif_q, rc_average=rc_average, target=motif_target, batch_size=batch_size)
+        matched = [p for p in report.patterns if p.best_match(report.q_threshold)]
+        summary["motifs"] = {"patterns": len(report.patterns), "matched": len(matched), "database": report.database,
+                             "q_threshold": report.q_threshold, "seconds": report.seconds}
+        figures.append(lambda out: write_motif_report(report, out))
     return PromoterExplanation(summary=summary, tables=tables, figures=figures, influence=influence, lengths=lengths,
                                probabilities=probability, predicted=predicted, method=method,
-                               motif=motif)
+                               motif=motif, motif_report=report)
 
 
 def describe(result: PromoterExplanation) -> str:

@@ -94,14 +94,14 @@ def resolve_method(method: str, order: Sequence[str], probe: Callable[[], float]
     and the largest insertion − deletion AUC wins (:func:`~bioattn.explain.faithfulness.most_faithful`, the method
     the faithfulness table stars). Says on stderr which method it used and the AUCs it measured; a warning when no
     candidate deletes better than random. Without ``measure``, the first fitting method of ``order``."""
-    from bioattn.explain.attribution import METHODS, RELATIVE_COST
+    from bioattn.explain.attribution import ALL_METHODS, RELATIVE_COST
     from bioattn.explain.faithfulness import most_faithful
 
     if faithfulness_steps < 1:
         raise UserInputError(f"--faithfulness-steps must be >= 1, got {faithfulness_steps}")
     if method != "auto":
-        if method not in METHODS:
-            raise UserInputError(f"method must be auto or one of {', '.join(METHODS)}, got {method!r}")
+        if method not in ALL_METHODS:
+            raise UserInputError(f"method must be auto or one of {', '.join(ALL_METHODS)}, got {method!r}")
         return method
     probe()  # warm-up, not timed
     one_pass = probe()

@@ -103,7 +103,7 @@ def explain_ct(
         a :class:`CTExplanation`; ``.save(directory)`` writes what ``bioattn explain ct`` writes.
     """
     from bioattn.data.ct import check_volume, invert_to_input_grid, world_geometry
-    from bioattn.explain.attribution import METHODS
+    from bioattn.explain.attribution import CT_METHODS
     from bioattn.explain.ct import explain_volumes
     from bioattn.explain.ct_attribution import predicted_volume_classes, volume_attribution, volume_score
     from bioattn.explain.faithfulness import compare_methods
@@ -175,7 +175,7 @@ def explain_ct(
     sharpness = head_sharpness(explanation.attentions)
     results = None
     if faithfulness:
-        results = compare_methods(lambda name: [attribute(name)[0].flatten()], [score], METHODS, steps=faithfulness_steps,
+        results = compare_methods(lambda name: [attribute(name)[0].flatten()], [score], CT_METHODS, steps=faithfulness_steps,
                                   known=measured)
     layer_maps = [w[0] for w in explanation.attentions]
     shown = image[0].as_tensor()

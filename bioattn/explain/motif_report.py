@@ -1,0 +1,183 @@
+"""Files of a motif report (:class:`~bioattn.explain.motifs.MotifReport`): ``motifs.tsv``, ``motif_spacings.tsv``,
+``head_motifs.tsv``, ``logos/<pattern>_{contribution,probability}.png``, ``positions/<pattern>.png``,
+``head_motifs.png``, ``motifs.json`` and ``motifs.html``, one self-contained page (images embedded, no external
+resource: it reads offline)."""
+from __future__ import annotations
+
+import base64
+import html
+from pathlib import Path
+
+import numpy as np
+
+from bioattn.explain.motifs import MotifReport, Pattern
+from bioattn.io import atomic_write, write_json, write_table
+
+MOTIF_COLUMNS = ["pattern", "consensus", "length", "seqlets", "mean_position", "sd_position", "strand_plus_fraction",
+                 "best_match_id", "best_match_name", "best_match_family", "best_match_q", "matched", "other_matches"]
+
+
+def _logo(matrix: np.ndarray, path: Path, *, title: str, ylabel: str, information: bool = False) -> None:
+    import logomaker
+    import matplotlib
+    import pandas as pd
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    frame = pd.DataFrame(np.asarray(matrix, dtype=float), columns=list("ACGT"))
+    if information:
+        frame = logomaker.transform_matrix(frame.clip(lower=1e-4), from_type="probability", to_type="information")
+    figure, axis = plt.subplots(figsize=(max(3.0, 0.35 * len(frame) + 1), 2.0))
+    logomaker.Logo(frame, ax=axis)
+    axis.set_title(title, fontsize=9)
+    axis.set_ylabel(ylabel, fontsize=8)
+    axis.set_xticks([])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def _histogram(pattern: Pattern, path: Path, *, length: int, offset: int, xlabel: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(4.5, 2.2))
+    axis.hist(pattern.positions, bins=np.arange(-offset - 0.5, length - offset + 0.5, 2), color="tab:blue")
+    axis.set_xlim(-offset - 0.5, length - offset - 0.5)
+    axis.set_xlabel(xlabel, fontsize=8)
+    axis.set_ylabel("seqlets", fontsize=8)
+    axis.set_title(f"{pattern.name} ({pattern.consensus}): core centres, n={pattern.seqlets}", fontsize=9)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def _heatmap(report: MotifReport, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    table = report.head_table
+    layers, heads, motifs = table.ratio.shape
+    values = np.log2(np.clip(table.ratio.reshape(layers * heads, motifs), 1e-3, None))
+    figure, axis = plt.subplots(figsize=(1.2 + 0.8 * motifs, 0.9 + 0.35 * layers * heads))
+    limit = max(float(np.nanmax(np.abs(values))) if np.isfinite(values).any() else 1.0, 0.5)
+    image = axis.imshow(values, cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto")
+    axis.set_xticks(range(motifs), table.motifs, rotation=45, ha="right", fontsize=8)
+    axis.set_yticks(range(layers * heads), [f"L{layer} H{head}" for layer in range(layers) for head in range(heads)], fontsize=8)
+    for row in range(layers * heads):
+        for column in range(motifs):
+            if np.isfinite(table.ratio.reshape(layers * heads, motifs)[row, column]):
+                axis.text(column, row, f"{table.ratio.reshape(layers * heads, motifs)[row, column]:.2f}", ha="center",
+                          va="center", fontsize=7)
+    figure.colorbar(image, ax=axis, label="log2 attention on sites / same positions elsewhere")
+    axis.set_title("[CLS] attention on each pattern's seqlets", fontsize=9)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def _embed(path: Path) -> str:
+    return f'<img src="data:image/png;base64,{base64.b64encode(path.read_bytes()).decode()}" alt="{html.escape(path.name)}">'
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, float):
+        return "" if not np.isfinite(value) else (f"{value:.3g}" if abs(value) < 1e-2 and value else f"{value:.2f}")
+    return html.escape(str(value))
+
+
+def _table(header: list[str], rows: list[list]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{_cell(v)}</td>" for v in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _motif_row(pattern: Pattern, report: MotifReport) -> list:
+    best = pattern.matches[0] if pattern.matches else None
+    plus = np.mean([strand == "+" for *_, strand in pattern.sites]) if pattern.sites else float("nan")
+    others = "; ".join(f"{m['name']} {m['id']} (q={m['q']:.2g})" for m in pattern.matches[1:])
+    return [pattern.name, pattern.consensus, len(pattern.ppm), pattern.seqlets, float(pattern.positions.mean()),
+            float(pattern.positions.std()), float(plus),
+            *((best["id"], best["name"], best["family"], best["q"]) if best else ("", "", "", float("nan"))),
+            "yes" if pattern.best_match(report.q_threshold) else "no", others,
+            *(pattern.carriers[name] for name in report.groups)]
+
+
+def write_motif_report(report: MotifReport, out_dir: str | Path) -> Path:
+    """Write every file of ``report`` under ``out_dir`` (created); returns the path of ``motifs.html``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    offset = report.tss_index or 0
+    xlabel = "position relative to TSS (core centre)" if report.tss_index is not None else "position (0-based, core centre)"
+    carrier_columns = [f"fraction_{name}" for name in report.groups]
+    rows = [_motif_row(p, report) for p in report.patterns]
+    write_table(out / "motifs.tsv", MOTIF_COLUMNS + carrier_columns, rows)
+    write_table(out / "motif_spacings.tsv", ["first", "second", "sequences", "median_centre_distance",
+                                             "sd_centre_distance", "gap_nt"],
+                ([s["first"], s["second"], s["sequences"], s["median_centre_distance"], s["sd_centre_distance"],
+                  s["gap_nt"]] for s in report.spacings))
+    sections = []
+    for pattern in report.patterns:
+        contribution = out / "logos" / f"{pattern.name}_contribution.png"
+        probability = out / "logos" / f"{pattern.name}_probability.png"
+        position = out / "positions" / f"{pattern.name}.png"
+        _logo(pattern.contributions, contribution, title=f"{pattern.name}: contribution", ylabel="contribution")
+        _logo(pattern.ppm, probability, title=f"{pattern.name}: {pattern.consensus}", ylabel="bits", information=True)
+        _histogram(pattern, position, length=report.length, offset=offset, xlabel=xlabel)
+        best = pattern.best_match(report.q_threshold)
+        verdict = (f"best match <b>{html.escape(best['name'])}</b> {html.escape(best['id'])} "
+                   f"({html.escape(best['family'])}), q = {best['q']:.2g}" if best else
+                   "no database match at q &lt; " + f"{report.q_threshold:g}")
+        sections.append(f"<h3>{html.escape(pattern.name)}: {html.escape(pattern.consensus)}</h3>"
+                        f"<p>{pattern.seqlets} seqlets; position {pattern.positions.mean():.1f} ± "
+                        f"{pattern.positions.std():.1f}; {verdict}</p>" + _embed(contribution) + _embed(probability)
+                        + _embed(position))
+    head_html = ""
+    if report.head_table is not None:
+        write_table(out / "head_motifs.tsv", ["layer", "head", "pattern", "sites", "attention_on_sites",
+                                              "attention_same_positions_elsewhere", "ratio"], report.head_table.rows())
+        _heatmap(report, out / "head_motifs.png")
+        readers = [[name, *report.head_table.reader(name)] for name in report.head_table.motifs]
+        head_html = ("<h2>Which head reads which pattern</h2><p>[CLS] attention summed over each seqlet's core, divided "
+                     "by the same head's attention on the same positions of randomly drawn other sequences (1 = no "
+                     "preference; first ensemble member, forward strand).</p>" + _embed(out / "head_motifs.png")
+                     + _table(["pattern", "layer", "head (highest ratio)"], readers))
+    seconds = ", ".join(f"{k} {v:.1f} s" for k, v in report.seconds.items())
+    page = f"""<!DOCTYPE html><html><head><meta charset="utf-8"><title>bioattn motif report</title>
+<style>body{{font-family:sans-serif;max-width:1100px;margin:1em auto}}table{{border-collapse:collapse;font-size:12px}}
+td,th{{border:1px solid #ccc;padding:2px 6px}}img{{margin:4px;vertical-align:top}}</style></head><body>
+<h1>Motifs the model uses</h1>
+<p>{report.sequences} sequences of {report.length} nt ({", ".join(f"{k}: {v}" for k, v in report.groups.items())});
+attribution: {html.escape(report.attribution)}; TF-MoDISco (modisco-lite) settings: {html.escape(str(report.settings))};
+database: <b>{html.escape(report.database)}</b> (TOMTOM, memelite; a match is called at q &lt; {report.q_threshold:g});
+positions are seqlet core centres {"relative to the TSS (index " + str(report.tss_index) + ")" if report.tss_index is not None else "from the sequence start"}.
+Time: {html.escape(seconds)}.</p>
+<p>Read with care: an attribution says what moves this model's output, not what the cell does; a database match
+is a similarity of letters, not evidence of binding; patterns found depend on the number of sequences.</p>
+<h2>Patterns</h2>{_table(MOTIF_COLUMNS + carrier_columns, rows)}
+<h2>Spacings between patterns found together</h2>{_table(["first", "second", "sequences", "median centre distance",
+                                                          "sd", "gap (nt)"], [list(s.values()) for s in report.spacings])}
+{"".join(sections)}
+{head_html}
+</body></html>
+"""
+    with atomic_write(out / "motifs.html") as handle:
+        handle.write(page)
+    write_json(out / "motifs.json", {
+        "sequences": report.sequences, "length": report.length, "tss_index": report.tss_index, "database": report.database,
+        "q_threshold": report.q_threshold, "attribution": report.attribution, "groups": report.groups,
+        "seconds": report.seconds, "settings": report.settings, "spacings": report.spacings,
+        "patterns": [{"name": p.name, "consensus": p.consensus, "seqlets": p.seqlets,
+                      "mean_position": float(p.positions.mean()), "sd_position": float(p.positions.std()),
+                      "carriers": p.carriers, "matches": p.matches} for p in report.patterns],
+        "head_readers": {name: report.head_table.reader(name) for name in report.head_table.motifs}
+        if report.head_table is not None else {},
+    })
+    return out / "motifs.html"

@@ -1,0 +1,274 @@
+"""Motifs a DNA model learned, from its attributions: TF-MoDISco patterns, where they sit, what they match.
+
+:func:`discover_patterns` runs TF-MoDISco (``modisco-lite``) on hypothetical contributions ``(N, L, 4)`` (in
+bioattn: in-silico mutagenesis of the predicted class, :mod:`bioattn.explain.ism`), trims each pattern to its
+informative core, places every seqlet's core on the sequences (mean and sd position relative to the TSS), counts
+the sequences of each predicted class carrying it and matches the core against a motif database with TOMTOM
+(:mod:`bioattn.explain.motif_db`). :func:`explain_motifs` does the whole pipeline for a promoter model,
+including which attention head reads each pattern (:mod:`bioattn.explain.head_motifs`);
+:func:`~bioattn.explain.motif_report.write_motif_report` writes the files.
+
+Patterns are named ``pos_<k>`` (their bases support the explained class) and ``neg_<k>`` (they argue against it).
+"""
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from bioattn.errors import UserInputError
+from bioattn.explain.motif_db import DEFAULT_Q, MotifDatabase, tomtom_matches
+
+_COMPLEMENT = str.maketrans("ACGT", "TGCA")
+#: A pattern position is in its core when its summed |contribution| is at least this share of the maximum.
+TRIM_FRACTION = 0.3
+
+
+@dataclass
+class ModiscoSettings:
+    """TF-MoDISco settings sized for short sequences (tens to hundreds of nt); ``n_leiden_runs`` and
+    ``max_seqlets`` trade time for stability (the package's defaults are 50 and 20,000)."""
+
+    window: int = 9
+    flank: int = 3
+    max_seqlets: int = 2000
+    n_leiden_runs: int = 8
+    min_metacluster_size: int = 50
+    final_min_cluster_size: int = 20
+
+    def check(self) -> "ModiscoSettings":
+        for name in ("window", "max_seqlets", "n_leiden_runs", "min_metacluster_size", "final_min_cluster_size"):
+            if getattr(self, name) < 1:
+                raise UserInputError(f"motif discovery: {name} must be >= 1, got {getattr(self, name)}")
+        if self.flank < 0:
+            raise UserInputError(f"motif discovery: flank must be >= 0, got {self.flank}")
+        return self
+
+
+@dataclass
+class Pattern:
+    """One discovered pattern, trimmed to its core.
+
+    ppm, contributions, hypothetical: ``(W, 4)`` (A C G T) of the core; sites: ``(sequence, start, end, strand)`` of
+    every seqlet's core; positions: core centres relative to the TSS; matches: best database matches."""
+
+    name: str
+    consensus: str
+    ppm: np.ndarray
+    contributions: np.ndarray
+    hypothetical: np.ndarray
+    sites: list[tuple[int, int, int, str]]
+    positions: np.ndarray
+    carriers: dict[str, float] = field(default_factory=dict)
+    matches: list[dict] = field(default_factory=list)
+
+    @property
+    def seqlets(self) -> int:
+        return len(self.sites)
+
+    def best_match(self, q_threshold: float = DEFAULT_Q) -> dict | None:
+        """The best database match if its q-value is below ``q_threshold``."""
+        return self.matches[0] if self.matches and self.matches[0]["q"] < q_threshold else None
+
+
+@dataclass
+class MotifReport:
+    """Everything the motif report shows: patterns, heads × patterns, spacings, settings."""
+
+    patterns: list[Pattern]
+    sequences: int
+    length: int
+    tss_index: int | None
+    database: str
+    q_threshold: float
+    attribution: str
+    groups: dict[str, int]
+    head_table: Any = None
+    spacings: list[dict] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+def _consensus(ppm: np.ndarray) -> str:
+    """IUPAC-free consensus: the top base where it has >= 0.5 probability, else lower case, 'n' below 0.35."""
+    letters = []
+    for column in ppm:
+        top = int(np.argmax(column))
+        letters.append("ACGT"[top] if column[top] >= 0.5 else ("acgt"[top] if column[top] >= 0.35 else "n"))
+    return "".join(letters)
+
+
+def _core(contributions: np.ndarray) -> tuple[int, int]:
+    score = np.abs(contributions).sum(1)
+    keep = np.flatnonzero(score >= TRIM_FRACTION * score.max())
+    return int(keep[0]), int(keep[-1]) + 1
+
+
+def _pattern(name: str, raw: Any, length: int, offset: int, pad: int) -> Pattern:
+    contributions = np.asarray(raw.contrib_scores)
+    first, last = _core(contributions)
+    sites, centres = [], []
+    for seqlet in raw.seqlets:
+        if seqlet.is_revcomp:
+            start, end, strand = seqlet.end - last, seqlet.end - first, "-"
+        else:
+            start, end, strand = seqlet.start + first, seqlet.start + last, "+"
+        start, end = max(int(start) - pad, 0), min(int(end) - pad, length)
+        if end <= start:
+            continue
+        sites.append((int(seqlet.example_idx), start, end, strand))
+        centres.append((start + end - 1) / 2 - offset)
+    ppm = np.asarray(raw.sequence)[first:last]
+    return Pattern(name=name, consensus=_consensus(ppm), ppm=ppm, contributions=contributions[first:last],
+                   hypothetical=np.asarray(raw.hypothetical_contribs)[first:last], sites=sites,
+                   positions=np.asarray(centres, dtype=float))
+
+
+def run_modisco(one_hot: np.ndarray, hypothetical: np.ndarray, settings: ModiscoSettings) -> list[tuple[str, Any]]:
+    """TF-MoDISco on ``one_hot (N, L, 4)`` and ``hypothetical (N, L, 4)``: ``[(name, modisco pattern)]``."""
+    from modiscolite.tfmodisco import TFMoDISco
+
+    settings.check()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        positive, negative = TFMoDISco(
+            one_hot=one_hot, hypothetical_contribs=hypothetical, sliding_window_size=settings.window,
+            flank_size=settings.flank, max_seqlets_per_metacluster=settings.max_seqlets,
+            n_leiden_runs=settings.n_leiden_runs, min_metacluster_size=settings.min_metacluster_size,
+            final_min_cluster_size=settings.final_min_cluster_size, trim_to_window_size=settings.window + 2 * settings.flank,
+            initial_flank_to_add=settings.flank, verbose=False)
+    return [(f"pos_{k}", p) for k, p in enumerate(positive or [])] + [(f"neg_{k}", p) for k, p in enumerate(negative or [])]
+
+
+def pattern_spacings(patterns: Sequence[Pattern]) -> list[dict]:
+    """For every pair of patterns found together in at least 5 sequences: the distance between their cores
+    (second's centre minus first's, nearest pair per sequence) and the gap between the cores (nt between them)."""
+    by_sequence = []
+    for pattern in patterns:
+        sites: dict[int, list[float]] = {}
+        for index, start, end, _ in pattern.sites:
+            sites.setdefault(index, []).append((start + end - 1) / 2)
+        by_sequence.append(sites)
+    rows = []
+    for a in range(len(patterns)):
+        for b in range(a + 1, len(patterns)):
+            shared = by_sequence[a].keys() & by_sequence[b].keys()
+            distances = []
+            for index in shared:
+                pairs = [(abs(y - x), y - x) for x in by_sequence[a][index] for y in by_sequence[b][index]]
+                distances.append(min(pairs)[1])
+            if len(distances) < 5:
+                continue
+            distances = np.asarray(distances)
+            centre = float(np.median(distances))
+            gap = abs(centre) - (len(patterns[a].ppm) + len(patterns[b].ppm)) / 2
+            rows.append({"first": patterns[a].name, "second": patterns[b].name, "sequences": int(len(distances)),
+                         "median_centre_distance": centre, "sd_centre_distance": float(distances.std()),
+                         "gap_nt": float(gap)})
+    return rows
+
+
+def discover_patterns(sequences: Sequence[str], hypothetical: np.ndarray, *, groups: Mapping[str, np.ndarray] | None = None,
+                      tss_index: int | None = None, database: MotifDatabase | None = None,
+                      settings: ModiscoSettings | None = None, top_matches: int = 3) -> list[Pattern]:
+    """Patterns of ``hypothetical (N, L, 4)`` contributions (A C G T) over ``sequences`` (N strings of length L).
+
+    groups: name → ``(N,)`` bool (e.g. predicted class): each pattern gets the fraction of each group's sequences
+    carrying at least one of its seqlets. Positions are relative to ``tss_index`` (0-based), else to the start.
+    """
+    settings = settings or ModiscoSettings()
+    lengths = {len(s) for s in sequences}
+    if len(lengths) != 1:
+        raise UserInputError(f"motif discovery needs sequences of one length, got lengths {sorted(lengths)[:5]}")
+    length = lengths.pop()
+    if hypothetical.shape != (len(sequences), length, 4):
+        raise ValueError(f"hypothetical must be (N, L, 4) = ({len(sequences)}, {length}, 4), got {hypothetical.shape}")
+    one_hot = np.array([[[c == b for b in "ACGT"] for c in s.upper()] for s in sequences], dtype=np.float32)
+    hypothetical = np.asarray(hypothetical, dtype=np.float32)
+    # TF-MoDISco extracts no seqlet whose window and flanks pass a sequence end: both ends are padded with N (no
+    # letter, no contribution) so such windows can be extracted; elements within ~10 nt of an end can still be lost.
+    pad = settings.window + 2 * settings.flank
+    widths = ((0, 0), (pad, pad), (0, 0))
+    found = run_modisco(np.pad(one_hot, widths), np.pad(hypothetical, widths), settings)
+    patterns = [_pattern(name, raw, length, tss_index or 0, pad) for name, raw in found]
+    patterns = [p for p in patterns if p.sites]
+    for pattern in patterns:
+        carriers = np.zeros(len(sequences), dtype=bool)
+        carriers[[index for index, *_ in pattern.sites]] = True
+        pattern.carriers = {name: float(carriers[chosen].mean()) if chosen.any() else float("nan")
+                            for name, chosen in (groups or {}).items()}
+    if database is not None and patterns:
+        for pattern, matches in zip(patterns, tomtom_matches([p.ppm.T for p in patterns], database, top=top_matches)):
+            pattern.matches = matches
+    return patterns
+
+
+def explain_motifs(model: Any, sequences: Sequence[str], *, tss_index: int | None = None,
+                   database: MotifDatabase | None = None, q_threshold: float = DEFAULT_Q,
+                   settings: ModiscoSettings | None = None, rc_average: bool | None = None,
+                   hypothetical: np.ndarray | None = None, target: str = "positive", batch_size: int = 256,
+                   progress: bool = True) -> MotifReport:
+    """The motif report of a :class:`~bioattn.models.PromoterClassifier` (or an ensemble) on ``sequences`` (one
+    length, A C G T N): ISM (or the given ``hypothetical (N, L, 4)``), TF-MoDISco, TOMTOM against ``database``
+    and the heads × patterns table of [CLS] attention (see :mod:`bioattn.explain.head_motifs`).
+
+    target: ``"positive"`` explains the log-odds of class 1 in every sequence (two-class models; ``pos_`` patterns
+    then support the positive class wherever they occur), ``"predicted"`` the class predicted for each sequence
+    (a multi-class model always uses it)."""
+    import torch
+
+    from bioattn.data.dna import collate_tokens, encode
+    from bioattn.explain.head_motifs import cls_attention, head_motif_enrichment
+    from bioattn.explain.ism import ism_attribution
+    from bioattn.explain.promoter_attribution import predicted_classes
+    from bioattn.progress import progress_bar
+
+    if not sequences:
+        raise UserInputError("motif discovery needs at least one sequence")
+    if target not in ("positive", "predicted"):
+        raise UserInputError(f"motif target must be 'positive' or 'predicted', got {target!r}")
+    if not 0 < q_threshold <= 1:
+        raise UserInputError(f"motif q-value threshold must be in (0, 1], got {q_threshold}")
+    sequences = [s.upper() for s in sequences]
+    ids, padding_mask = collate_tokens([encode(s) for s in sequences])
+    device = next(model.parameters()).device
+    seconds: dict[str, float] = {}
+    classes = torch.cat([predicted_classes(model, ids[s : s + batch_size].to(device), padding_mask[s : s + batch_size].to(device),
+                                           rc_average=rc_average).cpu() for s in range(0, len(ids), batch_size)])
+    explained = torch.ones_like(classes) if target == "positive" and len(model.class_names) == 2 else classes
+    if hypothetical is None:
+        start = time.perf_counter()
+        chunks = []
+        steps = range(0, len(ids), batch_size)
+        for s in progress_bar(steps, desc="motifs: in-silico mutagenesis", unit="batch", disable=not progress):
+            chunks.append(ism_attribution(model, ids[s : s + batch_size], padding_mask[s : s + batch_size],
+                                          explained[s : s + batch_size], rc_average=rc_average, hypothetical=True))
+        hypothetical = torch.cat(chunks).numpy()
+        seconds["ism"] = time.perf_counter() - start
+    names = list(model.class_names)
+    if len(names) == 2:
+        groups = {"predicted_positive": classes.numpy() == 1, "predicted_negative": classes.numpy() == 0}
+    else:
+        groups = {f"predicted_{name}": classes.numpy() == k for k, name in enumerate(names)}
+    start = time.perf_counter()
+    patterns = discover_patterns(sequences, hypothetical, groups=groups, tss_index=tss_index, database=database,
+                                 settings=settings)
+    seconds["modisco_tomtom"] = time.perf_counter() - start
+    start = time.perf_counter()
+    head_table = None
+    if patterns:
+        attention = cls_attention(model, ids, padding_mask, batch_size=batch_size)
+        lengths = (~padding_mask).sum(1).numpy()
+        head_table = head_motif_enrichment(attention, lengths, {p.name: [s[:3] for s in p.sites] for p in patterns})
+    seconds["heads"] = time.perf_counter() - start
+    settings = settings or ModiscoSettings()
+    return MotifReport(
+        patterns=patterns, sequences=len(sequences), length=len(sequences[0]), tss_index=tss_index,
+        database=database.label if database is not None else "none", q_threshold=q_threshold,
+        attribution=("in-silico mutagenesis, log-odds of the "
+                     + ("positive class" if explained is not classes else "predicted class") + " (hypothetical contributions)"),
+        groups={name: int(chosen.sum()) for name, chosen in groups.items()}, head_table=head_table,
+        spacings=pattern_spacings(patterns), seconds=seconds, settings=vars(settings))
