@@ -12,7 +12,7 @@ from bioattn.models import HybridCT3D
 @pytest.fixture(scope="module")
 def ct_model() -> HybridCT3D:
     torch.manual_seed(0)
-    return HybridCT3D(1, 2, stem_channels=[4, 8], stem_strides=[2, 2], d_model=12, num_heads=2, num_layers=1,
+    return HybridCT3D(1, 2, stem_channels=[4, 8], stem_strides=[2, 2], embed_dim=12, num_heads=2, num_layers=1,
                       dropout=0.0).eval()
 
 

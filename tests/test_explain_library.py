@@ -21,7 +21,7 @@ FAST = {"method": "rollout", "faithfulness": False, "device": "cpu"}
 @pytest.fixture(scope="module")
 def promoter_model() -> PromoterClassifier:
     torch.manual_seed(0)
-    return PromoterClassifier(max_len=32, d_model=16, num_heads=2, num_layers=2, dropout=0.0).eval()
+    return PromoterClassifier(max_len=32, embed_dim=16, num_heads=2, num_layers=2, dropout=0.0).eval()
 
 
 def _files(folder: Path) -> list[str]:
@@ -63,7 +63,7 @@ def test_explain_ct_from_python_on_an_in_memory_volume(tmp_path: Path) -> None:
     import nibabel as nib
 
     torch.manual_seed(0)
-    model = HybridCT3D(1, 2, stem_channels=[4, 8], stem_strides=[2, 2], d_model=12, num_heads=2, num_layers=2,
+    model = HybridCT3D(1, 2, stem_channels=[4, 8], stem_strides=[2, 2], embed_dim=12, num_heads=2, num_layers=2,
                        dropout=0.0).eval()
     volume = torch.rand(1, 10, 13, 9, generator=torch.Generator().manual_seed(0))  # (C, X, Y, Z), not divisible by 4
     result = explain.explain_ct(model, volume, method="gradient_x_input", faithfulness=False, device="cpu")

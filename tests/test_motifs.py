@@ -84,7 +84,7 @@ def test_user_meme_file_is_a_database(tmp_path) -> None:
 @pytest.fixture(scope="module")
 def tiny_model() -> PromoterClassifier:
     torch.manual_seed(0)
-    return PromoterClassifier(max_len=16, d_model=8, num_heads=2, num_layers=1, conv_kernel=3, rc_average=True).eval()
+    return PromoterClassifier(max_len=16, embed_dim=8, num_heads=2, num_layers=1, conv_kernel=3, rc_average=True).eval()
 
 
 def test_ism_equals_every_substitution_scored_by_hand(tiny_model) -> None:
@@ -107,7 +107,7 @@ def test_ism_equals_every_substitution_scored_by_hand(tiny_model) -> None:
 
 def _two_reader_model(length: int) -> PromoterClassifier:
     """One layer, two heads built so that [CLS] of head 0 attends to A tokens and head 1 to C tokens."""
-    model = PromoterClassifier(max_len=length, d_model=8, num_heads=2, num_layers=1, conv_kernel=0, rc_average=False)
+    model = PromoterClassifier(max_len=length, embed_dim=8, num_heads=2, num_layers=1, conv_kernel=0, rc_average=False)
     attention = model.encoder.layers[0].self_attn
     with torch.no_grad():
         model.embedding.weight.copy_(torch.eye(8))
