@@ -85,7 +85,7 @@ def test_site_builds_strict(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-4000:]
     site = tmp_path / "site"
     assert "MultiHeadAttention" in (site / "reference" / "api" / "attention" / "index.html").read_text()
-    assert "0.2.0" in (site / "changelog" / "index.html").read_text()
+    assert "0.3.0" in (site / "changelog" / "index.html").read_text()
     # the CLI reference: one page per subcommand, generated from the parsers, listing every visible flag
     from bioattn.cli import build_parser
 
