@@ -70,7 +70,14 @@ from bioattn.tasks.common import (
     save_ensemble,
     write_out_of_fold,
 )
-from bioattn.tasks.ct_data import CTData, WithoutMetadata, load_manifest, load_medmnist, write_split_table
+from bioattn.tasks.ct_data import (
+    CTData,
+    WithoutMetadata,
+    hounsfield_window,
+    load_manifest,
+    load_medmnist,
+    write_split_table,
+)
 from bioattn.tasks.ct_preprocessing import SavedPreprocessing
 from bioattn.tasks.trust import baseline_warning, format_trust, trust_report
 from bioattn.training import TrainConfig, Trainer, check_run_dir, plot_curves, prepare_run_dir, seed_everything
@@ -93,6 +100,7 @@ __all__ = [
     "mean_mask_depth",
     "depth_baseline_probabilities",
     "train_one",
+    "with_default_window",
     "train_ct",
 ]
 
@@ -702,6 +710,21 @@ def trust_sections(results: dict[str, Any]) -> list[str]:
     return sections
 
 
+def with_default_window(options: CTOptions, seed: int) -> CTOptions:
+    """``options`` with the soft-tissue window (:data:`~bioattn.tasks.ct_data.SOFT_TISSUE_WINDOW`) when they train
+    on a manifest without a window and its training volumes are CT in Hounsfield units
+    (:func:`~bioattn.tasks.ct_data.hounsfield_window`); saved with the model like a given ``--window``."""
+    if options.manifest is None or options.window is not None:
+        return options
+    window = hounsfield_window(options.manifest, seed=seed)
+    if window is None:
+        return options
+    if is_main_process():
+        print(f"note: the volumes are CT in Hounsfield units; intensities {window[0]:g}..{window[1]:g} HU (soft "
+              "tissue) are mapped onto 0..1 (--window LOW HIGH sets another window)", file=sys.stderr)
+    return dataclasses.replace(options, window=window)
+
+
 def train_ct(options: CTOptions) -> dict[str, Any]:
     """Train the attention model (and the baseline) as ``options`` say; return what ``metrics.json`` holds.
 
@@ -711,6 +734,7 @@ def train_ct(options: CTOptions) -> dict[str, Any]:
     check_run_dir(options.out, resume=options.resume, overwrite=options.overwrite)  # before any volume is read
     protocol = resolve_protocol(options)
     config = options.train or protocol_train_config(options.protocol, quick=options.quick)
+    options = with_default_window(options, config.seed)
     data = _load_data(options, config, options.stride)
     run_dir = prepare_run_dir(options.out, resume=options.resume, overwrite=options.overwrite)
     print(f"{data.path}: " + ", ".join(f"{s} {n}" for s, n in data.split_sizes.items()), file=sys.stderr)
