@@ -5,6 +5,7 @@ a model above chance whose predictions are not constant, right on most new volum
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 from pathlib import Path
 
@@ -101,3 +102,27 @@ def test_the_default_run_on_a_small_hu_pilot_learns_and_predict_is_right_on_most
         predicted = [row["predicted_label"] for row in csv.DictReader(handle)]
     assert len(predicted) == len(truth) == 12 and len(set(predicted)) == 2
     assert sum(p == t for p, t in zip(predicted, truth)) >= 9
+
+
+def test_a_manifest_run_that_did_not_learn_gets_hints_naming_its_likely_causes() -> None:
+    from bioattn.tasks.ct import HYBRID_NAME, not_learned_hints
+    from bioattn.tasks.ct_data import CTData
+    from bioattn.tasks.ct_preprocessing import SavedPreprocessing
+
+    labels = {"train": np.array([0] * 20 + [1] * 12), "val": np.array([0, 0, 1, 1])}
+    raw = VolumePreprocessing(orientation="RAS", resize=(32, 32, 32))
+    data = CTData(source="manifest", path=Path("labels.csv"), splits={}, labels=labels, class_names=["a", "b"],
+                  in_channels=1, augmented=lambda transform: None, preprocessing=raw)
+    profile = {"binary": False, "intensity_min": -1000.0, "intensity_max": 350.0, "shape_max": [96, 96, 40]}
+    saved = SavedPreprocessing(source="manifest", preprocessing=raw, profile=profile)
+    stuck = {HYBRID_NAME: {"trust": {"warnings": ["warning: the kept model predicts one class (a) for all 4 ..."]}}}
+    hints = not_learned_hints(data, saved, stuck)
+    assert len(hints) == 3 and all(line.startswith("hint: ") for line in hints)
+    assert "32 volumes (12 of the smallest class)" in hints[0] and "--cv 5" in hints[0]
+    assert "-1000..350" in hints[1] and "--window" in hints[1]
+    assert "96 x 96 x 40 voxels are resized to 32 x 32 x 32" in hints[2]
+
+    learned = {HYBRID_NAME: {"trust": {"warnings": ["note: the validation split is small ..."]}}}
+    assert not_learned_hints(data, saved, learned) == []
+    windowed = dataclasses.replace(data, preprocessing=dataclasses.replace(raw, window=(-160.0, 240.0), resize=(96, 96, 48)))
+    assert len(not_learned_hints(windowed, saved, stuck)) == 1

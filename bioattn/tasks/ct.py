@@ -101,6 +101,7 @@ __all__ = [
     "depth_baseline_probabilities",
     "train_one",
     "with_default_window",
+    "not_learned_hints",
     "train_ct",
 ]
 
@@ -725,6 +726,33 @@ def with_default_window(options: CTOptions, seed: int) -> CTOptions:
     return dataclasses.replace(options, window=window)
 
 
+def not_learned_hints(data: CTData, saved: SavedPreprocessing, models: dict[str, dict[str, Any]]) -> list[str]:
+    """``hint:`` lines for ``summary.md`` when the attention model of a single manifest run did not learn (its trust
+    report warns that it predicts one class or is at chance): the likely causes this run shows (few training
+    volumes of a class, intensities not windowed, little contrast in the model input) and what to try. Empty when the
+    model learned, and for MedMNIST runs."""
+    report = models.get(HYBRID_NAME, {}).get("trust") or {}
+    if data.source != "manifest" or not any(line.startswith("warning: ") for line in report.get("warnings", [])):
+        return []
+    counts = np.bincount(data.labels["train"])
+    smallest = int(counts[counts > 0].min())
+    hints = [f"hint: the attention model is trained from scratch on {len(data.labels['train'])} volumes "
+             f"({smallest} of the smallest class); with a few dozen, a small or faint finding often stays below what "
+             "it can pick up: more volumes help most, and --cv 5 shows whether any split learns"]
+    profile = saved.profile
+    if data.preprocessing is not None and data.preprocessing.window is None and not profile.get("binary"):
+        hints.append(f"hint: the inputs were not windowed (they span {profile.get('intensity_min', 0):.4g}.."
+                     f"{profile.get('intensity_max', 0):.4g}); --window LOW HIGH maps the range of the finding onto "
+                     "0..1 (CT: e.g. -160 240 HU for soft tissue)")
+    size = data.preprocessing.output_size if data.preprocessing is not None else None
+    largest = profile.get("shape_max")
+    if size is not None and largest is not None and any(n > s for n, s in zip(largest, size)):
+        hints.append(f"hint: volumes of up to {' x '.join(map(str, largest))} voxels are resized to "
+                     f"{' x '.join(map(str, size))}: a finding a few voxels across shrinks further (a larger --size, "
+                     "or --spacing with --fit crop-pad, keeps its detail)")
+    return hints
+
+
 def train_ct(options: CTOptions) -> dict[str, Any]:
     """Train the attention model (and the baseline) as ``options`` say; return what ``metrics.json`` holds.
 
@@ -780,6 +808,9 @@ def train_ct(options: CTOptions) -> dict[str, Any]:
     }
     table = comparison_table(dataset, results["models"]) if "models" in results else ensemble_table(results)
     trust = trust_sections(results)
+    hints = not_learned_hints(data, saved, results["models"]) if "models" in results else []
+    if hints:
+        trust.insert(0, "\n".join(hints))
     write_json(run_dir / "metrics.json", metrics)
     write_text(run_dir / "summary.md", "\n\n".join([table, *trust]) + "\n")
     print(table)
