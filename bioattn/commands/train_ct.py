@@ -86,7 +86,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     own.add_argument("--spacing", type=float, nargs=3, default=None, metavar=("X", "Y", "Z"),
                      help="resample to this voxel size in mm (default: keep each file's)")
     own.add_argument("--window", type=float, nargs=2, default=None, metavar=("LOW", "HIGH"),
-                     help="map intensities LOW..HIGH (e.g. HU -160 240) onto 0..1, clipped (default: unchanged)")
+                     help="map intensities LOW..HIGH (e.g. HU -160 240) onto 0..1, clipped (default: -160 240 when the "
+                          "volumes are CT in Hounsfield units, with air and soft tissue; other volumes unchanged)")
     own.add_argument("--fit", choices=FITS, default="resize",
                      help="bring every volume to --size by resampling it whole, or by centre crop / zero pad "
                           "(default: %(default)s)")

@@ -188,7 +188,8 @@ class CTOptions:
     size: the MedMNIST edge ``(28,)`` or ``(64,)`` (default 64), or for a manifest the model input ``(X, Y, Z)`` (one
     value: a cube; default 64³; divisible by the CNN stride) that every volume is resized to (``fit="resize"``) or
     centre cropped / zero padded to (``fit="crop-pad"``). orientation (manifest default ``"RAS"``), spacing (mm)
-    and window (``(low, high)`` onto [0, 1]) are the other manifest preprocessing steps. label_smoothing,
+    and window (``(low, high)`` onto [0, 1]; ``None``: :func:`train_ct` uses the soft-tissue window when the volumes
+    are CT in Hounsfield units, see :func:`with_default_window`) are the other manifest preprocessing steps. label_smoothing,
     intensity_jitter, tta (``"none"``/``"flips"``) and mixup (the Beta concentration α, 0: off; see
     :mod:`bioattn.training.mixup`) default to the protocol's. unshuffle: see :meth:`unshuffle_factor` (``None``:
     the default). distance_channel: :class:`HybridCT3D`'s (``None``: on when the training volumes are binary
