@@ -122,7 +122,10 @@ def test_a_manifest_run_that_did_not_learn_gets_hints_naming_its_likely_causes()
     assert "-1000..350" in hints[1] and "--window" in hints[1]
     assert "96 x 96 x 40 voxels are resized to 32 x 32 x 32" in hints[2]
 
-    learned = {HYBRID_NAME: {"trust": {"warnings": ["note: the validation split is small ..."]}}}
+    learned = {HYBRID_NAME: {"val_accuracy": 0.75, "trust": {"class_counts": {"a": 2, "b": 2},
+                                                             "warnings": ["note: the validation split is small ..."]}}}
     assert not_learned_hints(data, saved, learned) == []
+    at_chance = {HYBRID_NAME: {**learned[HYBRID_NAME], "val_accuracy": 0.5}}
+    assert len(not_learned_hints(data, saved, at_chance)) == 3
     windowed = dataclasses.replace(data, preprocessing=dataclasses.replace(raw, window=(-160.0, 240.0), resize=(96, 96, 48)))
     assert len(not_learned_hints(windowed, saved, stuck)) == 1

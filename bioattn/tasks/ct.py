@@ -728,12 +728,16 @@ def with_default_window(options: CTOptions, seed: int) -> CTOptions:
 
 
 def not_learned_hints(data: CTData, saved: SavedPreprocessing, models: dict[str, dict[str, Any]]) -> list[str]:
-    """``hint:`` lines for ``summary.md`` when the attention model of a single manifest run did not learn (its trust
-    report warns that it predicts one class or is at chance): the likely causes this run shows (few training
+    """``hint:`` lines for ``summary.md`` when the attention model of a single manifest run did not learn (its
+    validation accuracy is at chance, or its trust report warns, e.g. that it predicts one class): the likely causes this run shows (few training
     volumes of a class, intensities not windowed, little contrast in the model input) and what to try. Empty when the
     model learned, and for MedMNIST runs."""
-    report = models.get(HYBRID_NAME, {}).get("trust") or {}
-    if data.source != "manifest" or not any(line.startswith("warning: ") for line in report.get("warnings", [])):
+    hybrid = models.get(HYBRID_NAME, {})
+    report = hybrid.get("trust") or {}
+    counts = list((report.get("class_counts") or {}).values())
+    at_chance = bool(counts) and hybrid.get("val_accuracy", 1.0) <= max(counts) / sum(counts) + 1e-9
+    warned = any(line.startswith("warning: ") for line in report.get("warnings", []))
+    if data.source != "manifest" or not (warned or at_chance):
         return []
     counts = np.bincount(data.labels["train"])
     smallest = int(counts[counts > 0].min())
