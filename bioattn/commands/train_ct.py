@@ -8,7 +8,8 @@ Your own data: ``labels.csv`` has the columns ``image,label[,split]``; ``image``
 folder (relative paths: relative to the CSV), ``label`` any text or number (the sorted distinct labels are the
 classes, saved with the model), ``split`` train/val/test (without it, or without val rows, a seeded stratified 20 %
 of the training rows is held out for validation). Every volume is read once (MONAI CacheDataset), reoriented
-(--orientation, RAS), optionally resampled (--spacing) and windowed (--window, e.g. HU -160 240 onto [0, 1]), then
+(--orientation, RAS), optionally resampled (--spacing) and windowed (--window, e.g. HU -160 240 onto [0, 1]; the
+default for CT in Hounsfield units), then
 resized (--fit resize) or centre cropped / zero padded (--fit crop-pad) to --size (default 64 64 64; divisible by
 the CNN stride: 16 above 32 voxels, else 8; above 32 voxels each 2³ block of voxels is folded into channels before
 the CNN, --unshuffle); random flips and rotations follow the cache. The preprocessing, the
