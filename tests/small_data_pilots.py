@@ -3,7 +3,7 @@ lesion class, and a few hundred labelled FASTA sequences with a planted motif.
 
 Used by ``tests/test_small_data.py`` (tiny versions) and runnable as a script to write full-size pilots::
 
-    python tests/small_data_pilots.py ct FOLDER [--volumes 40] [--seed 0]      # FOLDER/labels.csv + new/labels.csv
+    python tests/small_data_pilots.py ct FOLDER [--volumes 40] [--seed 0] [--contrast 100 300] [--radius-mm 3 6]
     python tests/small_data_pilots.py promoter FOLDER [--sequences 400] [--seed 0]   # FOLDER/my.fa + new.fa
 
 then ``bioattn train ct --manifest FOLDER/labels.csv --out R`` / ``bioattn train promoter --train FOLDER/my.fa --out R``
@@ -28,9 +28,15 @@ def ct_affine() -> np.ndarray:
     return np.array([[-sx, 0, 0, 120.0], [0, sy, 0, -80.0], [0, 0, sz, 40.0], [0, 0, 0, 1.0]])
 
 
-def ct_volume(rng: np.random.Generator, lesion: bool, shape: tuple[int, int, int] = CT_SHAPE) -> np.ndarray:
-    """``shape`` float32 in Hounsfield units: air (-1000) around an ellipsoid body of soft tissue (40 HU, noise sd 15)
-    holding a brighter organ; ``lesion``: a sphere of 100 HU (radius 3-5 voxels in-plane) somewhere in the body."""
+def ct_volume(rng: np.random.Generator, lesion: bool, shape: tuple[int, int, int] = CT_SHAPE, *,
+              contrast: tuple[float, float] = (100.0, 300.0), radius_mm: tuple[float, float] = (3.0, 6.0),
+              noise: float = 15.0) -> np.ndarray:
+    """``shape`` float32 in Hounsfield units, on ``CT_SPACING`` voxels: air (-1000) around an ellipsoid body of soft
+    tissue (40 HU) holding a brighter organ (60 HU), with Gaussian noise of sd ``noise`` HU inside the body;
+    ``lesion``: a sphere of radius ``radius_mm`` (mm, uniform in the range; spherical in world space, so about 3x
+    flatter in voxels along the thick z slices) ``contrast`` HU (uniform in the range) above the tissue around it,
+    anywhere inside the body, its edge partial-volumed over one voxel."""
+    spacing = np.asarray(CT_SPACING, dtype=np.float32)
     x, y, z = np.meshgrid(*(np.arange(n, dtype=np.float32) for n in shape), indexing="ij")
     cx, cy, cz = (np.array(shape) - 1) / 2 + rng.normal(0, 1.5, 3)
     body = ((x - cx) / (0.42 * shape[0])) ** 2 + ((y - cy) / (0.36 * shape[1])) ** 2 + ((z - cz) / (0.48 * shape[2])) ** 2 < 1
@@ -39,19 +45,27 @@ def ct_volume(rng: np.random.Generator, lesion: bool, shape: tuple[int, int, int
     organ = ((x - cx - 6) / 8) ** 2 + ((y - cy) / 6) ** 2 + ((z - cz) / 5) ** 2 < 1
     volume[organ & body] = 60.0
     if lesion:
-        radius = rng.uniform(3.0, 5.0)
-        lx, ly = cx + rng.uniform(-9, 9), cy + rng.uniform(-7, 7)
-        lz = cz + rng.uniform(-4, 4)
-        sphere = ((x - lx) / radius) ** 2 + ((y - ly) / radius) ** 2 + ((z - lz) / (radius * CT_SPACING[0] / CT_SPACING[2] + 1)) ** 2 < 1
-        volume[sphere & body] = 100.0
-    volume += rng.normal(0, 15, shape).astype(np.float32) * body
+        radius = rng.uniform(*radius_mm)
+        # a centre whose whole sphere lies inside the body (the ellipsoid shrunk by the radius)
+        semi = np.array([0.42 * shape[0], 0.36 * shape[1], 0.48 * shape[2]]) - radius / spacing - 1
+        while True:
+            offset = rng.uniform(-1, 1, 3)
+            if (offset ** 2).sum() < 1:
+                break
+        lx, ly, lz = np.array([cx, cy, cz]) + offset * np.maximum(semi, 0)
+        distance = np.sqrt(((x - lx) * spacing[0]) ** 2 + ((y - ly) * spacing[1]) ** 2 + ((z - lz) * spacing[2]) ** 2)
+        # fraction of each voxel inside the sphere: 1 inside, 0 outside, linear over one in-plane voxel at the edge
+        inside = np.clip((radius - distance) / spacing[0] + 0.5, 0, 1) * body
+        volume += inside * rng.uniform(*contrast)
+    volume += rng.normal(0, noise, shape).astype(np.float32) * body
     return volume
 
 
 def write_ct_pilot(folder: Path, volumes: int = 40, seed: int = 0, shape: tuple[int, int, int] = CT_SHAPE,
-                   new: int = 20) -> tuple[Path, Path]:
+                   new: int = 20, **lesion: tuple[float, float] | float) -> tuple[Path, Path]:
     """Write ``folder/labels.csv`` (``volumes`` NIfTI files, alternately ``normal`` / ``lesion``) and
-    ``folder/new/labels.csv`` (``new`` more of the same kind); return both manifests."""
+    ``folder/new/labels.csv`` (``new`` more of the same kind); return both manifests. ``lesion``: ``contrast``,
+    ``radius_mm`` and ``noise`` of :func:`ct_volume`."""
     import nibabel as nib
 
     rng = np.random.default_rng(seed)
@@ -61,10 +75,9 @@ def write_ct_pilot(folder: Path, volumes: int = 40, seed: int = 0, shape: tuple[
         (target / "scans").mkdir(parents=True, exist_ok=True)
         rows = ["image,label"]
         for index in range(count):
-            lesion = index % 2 == 1
             name = f"scans/case{index:03d}.nii.gz"
-            nib.save(nib.Nifti1Image(ct_volume(rng, lesion, shape), ct_affine()), target / name)
-            rows.append(f"{name},{'lesion' if lesion else 'normal'}")
+            nib.save(nib.Nifti1Image(ct_volume(rng, index % 2 == 1, shape, **lesion), ct_affine()), target / name)
+            rows.append(f"{name},{'lesion' if index % 2 == 1 else 'normal'}")
         (target / "labels.csv").write_text("\n".join(rows) + "\n")
         manifests.append(target / "labels.csv")
     return manifests[0], manifests[1]
@@ -113,9 +126,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--length", type=int, default=120)
     parser.add_argument("--mutation", type=float, default=0.1)
+    parser.add_argument("--contrast", type=float, nargs=2, default=(100.0, 300.0), metavar=("LOW", "HIGH"),
+                        help="ct: lesion HU above the tissue around it, uniform in LOW..HIGH (default: 100 300)")
+    parser.add_argument("--radius-mm", type=float, nargs=2, default=(3.0, 6.0), metavar=("LOW", "HIGH"),
+                        help="ct: lesion radius in mm, uniform in LOW..HIGH (default: 3 6)")
     args = parser.parse_args()
     if args.kind == "ct":
-        print(*write_ct_pilot(args.folder, args.volumes, args.seed))
+        print(*write_ct_pilot(args.folder, args.volumes, args.seed, contrast=tuple(args.contrast),
+                              radius_mm=tuple(args.radius_mm)))
     else:
         print(*write_promoter_pilot(args.folder, args.sequences, args.seed, length=args.length, mutation=args.mutation))
 

@@ -8,7 +8,8 @@ Your own data: ``labels.csv`` has the columns ``image,label[,split]``; ``image``
 folder (relative paths: relative to the CSV), ``label`` any text or number (the sorted distinct labels are the
 classes, saved with the model), ``split`` train/val/test (without it, or without val rows, a seeded stratified 20 %
 of the training rows is held out for validation). Every volume is read once (MONAI CacheDataset), reoriented
-(--orientation, RAS), optionally resampled (--spacing) and windowed (--intensity-window, e.g. HU -160 240 onto [0, 1]), then
+(--orientation, RAS), optionally resampled (--spacing) and windowed (--intensity-window, e.g. HU -160 240 onto [0, 1];
+the default for CT in Hounsfield units), then
 resized (--fit resize) or centre cropped / zero padded (--fit crop-pad) to --size (default 64 64 64; divisible by
 the CNN stride: 16 above 32 voxels, else 8; above 32 voxels each 2³ block of voxels is folded into channels before
 the CNN, --unshuffle); random flips and rotations follow the cache. The preprocessing, the
@@ -84,7 +85,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     own.add_argument("--orientation", default=None, metavar="CODES", help="reorient to these axis codes (default: RAS)")
     own.add_argument("--spacing", type=float, nargs=3, default=None, metavar=("X", "Y", "Z"),
                      help="resample to this voxel size in mm (default: keep each file's)")
-    add_intensity_window_argument(own, default_help="unchanged")
+    add_intensity_window_argument(own, default_help="-160 240 when the volumes are CT in Hounsfield units, with air and "
+                                                         "soft tissue; other volumes unchanged")
     add_fit_argument(own, default="resize", default_help="%(default)s")
     model = parser.add_argument_group("attention model")
     model.add_argument("--stem-channels", type=int, nargs="+", default=None,

@@ -70,7 +70,14 @@ from bioattn.tasks.common import (
     save_ensemble,
     write_out_of_fold,
 )
-from bioattn.tasks.ct_data import CTData, WithoutMetadata, load_manifest, load_medmnist, write_split_table
+from bioattn.tasks.ct_data import (
+    CTData,
+    WithoutMetadata,
+    hounsfield_window,
+    load_manifest,
+    load_medmnist,
+    write_split_table,
+)
 from bioattn.tasks.ct_preprocessing import FITS, SavedPreprocessing
 from bioattn.tasks.trust import baseline_warning, format_trust, trust_report
 from bioattn.training import TrainConfig, Trainer, check_run_dir, plot_curves, prepare_run_dir, seed_everything
@@ -93,6 +100,8 @@ __all__ = [
     "mean_mask_depth",
     "depth_baseline_probabilities",
     "train_one",
+    "with_default_window",
+    "not_learned_hints",
     "train_ct",
 ]
 
@@ -178,7 +187,8 @@ class CTOptions:
     size: the MedMNIST edge ``(28,)`` or ``(64,)`` (default 64), or for a manifest the model input ``(X, Y, Z)`` (one
     value: a cube; default 64³; divisible by the CNN stride) that every volume is resized to (``fit="resize"``) or
     centre cropped / zero padded to (``fit="crop-pad"``). orientation (manifest default ``"RAS"``), spacing (mm)
-    and window (``(low, high)`` onto [0, 1]) are the other manifest preprocessing steps. label_smoothing,
+    and window (``(low, high)`` onto [0, 1]; ``None``: :func:`train_ct` uses the soft-tissue window when the volumes
+    are CT in Hounsfield units, see :func:`with_default_window`) are the other manifest preprocessing steps. label_smoothing,
     intensity_jitter, tta (``"none"``/``"flips"``) and mixup (the Beta concentration α, 0: off; see
     :mod:`bioattn.training.mixup`) default to the protocol's. unshuffle: see :meth:`unshuffle_factor` (``None``:
     the default). distance_channel: :class:`HybridCT3D`'s (``None``: on when the training volumes are binary
@@ -701,6 +711,52 @@ def trust_sections(results: dict[str, Any]) -> list[str]:
     return sections
 
 
+def with_default_window(options: CTOptions, seed: int) -> CTOptions:
+    """``options`` with the soft-tissue window (:data:`~bioattn.tasks.ct_data.SOFT_TISSUE_WINDOW`) when they train
+    on a manifest without a window and its training volumes are CT in Hounsfield units
+    (:func:`~bioattn.tasks.ct_data.hounsfield_window`); saved with the model like a given ``--intensity-window``."""
+    if options.manifest is None or options.window is not None:
+        return options
+    window = hounsfield_window(options.manifest, seed=seed)
+    if window is None:
+        return options
+    if is_main_process():
+        print(f"note: the volumes are CT in Hounsfield units; intensities {window[0]:g}..{window[1]:g} HU (soft "
+              "tissue) are mapped onto 0..1 (--intensity-window LOW HIGH sets another window)", file=sys.stderr)
+    return dataclasses.replace(options, window=window)
+
+
+def not_learned_hints(data: CTData, saved: SavedPreprocessing, models: dict[str, dict[str, Any]]) -> list[str]:
+    """``hint:`` lines for ``summary.md`` when the attention model of a single manifest run did not learn (its
+    validation accuracy is at chance, or its trust report warns, e.g. that it predicts one class): the likely causes this run shows (few training
+    volumes of a class, intensities not windowed, little contrast in the model input) and what to try. Empty when the
+    model learned, and for MedMNIST runs."""
+    hybrid = models.get(HYBRID_NAME, {})
+    report = hybrid.get("trust") or {}
+    counts = list((report.get("class_counts") or {}).values())
+    at_chance = bool(counts) and hybrid.get("val_accuracy", 1.0) <= max(counts) / sum(counts) + 1e-9
+    warned = any(line.startswith("warning: ") for line in report.get("warnings", []))
+    if data.source != "manifest" or not (warned or at_chance):
+        return []
+    counts = np.bincount(data.labels["train"])
+    smallest = int(counts[counts > 0].min())
+    hints = [f"hint: the attention model is trained from scratch on {len(data.labels['train'])} volumes "
+             f"({smallest} of the smallest class); with a few dozen, a small or faint finding often stays below what "
+             "it can pick up: more volumes help most, and --cv 5 shows whether any split learns"]
+    profile = saved.profile
+    if data.preprocessing is not None and data.preprocessing.window is None and not profile.get("binary"):
+        hints.append(f"hint: the inputs were not windowed (they span {profile.get('intensity_min', 0):.4g}.."
+                     f"{profile.get('intensity_max', 0):.4g}); --intensity-window LOW HIGH maps the range of the finding onto "
+                     "0..1 (CT: e.g. -160 240 HU for soft tissue)")
+    size = data.preprocessing.output_size if data.preprocessing is not None else None
+    largest = profile.get("shape_max")
+    if size is not None and largest is not None and any(n > s for n, s in zip(largest, size)):
+        hints.append(f"hint: volumes of up to {' x '.join(map(str, largest))} voxels are resized to "
+                     f"{' x '.join(map(str, size))}: a finding a few voxels across shrinks further (a larger --size, "
+                     "or --spacing with --fit crop-pad, keeps its detail)")
+    return hints
+
+
 def train_ct(options: CTOptions) -> dict[str, Any]:
     """Train the attention model (and the baseline) as ``options`` say; return what ``metrics.json`` holds.
 
@@ -710,6 +766,7 @@ def train_ct(options: CTOptions) -> dict[str, Any]:
     check_run_dir(options.out, resume=options.resume, overwrite=options.overwrite)  # before any volume is read
     protocol = resolve_protocol(options)
     config = options.train or protocol_train_config(options.protocol, quick=options.quick)
+    options = with_default_window(options, config.seed)
     data = _load_data(options, config, options.stride)
     run_dir = prepare_run_dir(options.out, resume=options.resume, overwrite=options.overwrite)
     print(f"{data.path}: " + ", ".join(f"{s} {n}" for s, n in data.split_sizes.items()), file=sys.stderr)
@@ -755,6 +812,9 @@ def train_ct(options: CTOptions) -> dict[str, Any]:
     }
     table = comparison_table(dataset, results["models"]) if "models" in results else ensemble_table(results)
     trust = trust_sections(results)
+    hints = not_learned_hints(data, saved, results["models"]) if "models" in results else []
+    if hints:
+        trust.insert(0, "\n".join(hints))
     write_json(run_dir / "metrics.json", metrics)
     write_text(run_dir / "summary.md", "\n\n".join([table, *trust]) + "\n")
     print(table)

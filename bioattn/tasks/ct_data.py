@@ -23,6 +23,7 @@ from torch.utils.data import Dataset
 
 from bioattn.data.ct import (
     VolumeDataset,
+    read_ct_volume,
     VolumePreprocessing,
     VolumeSplit,
     load_medmnist3d_npz,
@@ -39,7 +40,24 @@ from bioattn.io import write_table
 from bioattn.progress import progress_bar
 from bioattn.tasks.ct_preprocessing import profile_volumes, volume_statistics
 
-__all__ = ["CTData", "WithoutMetadata", "load_manifest", "load_medmnist", "pad_split", "write_split_table"]
+__all__ = [
+    "SOFT_TISSUE_WINDOW",
+    "CTData",
+    "WithoutMetadata",
+    "looks_like_hounsfield",
+    "hounsfield_window",
+    "load_manifest",
+    "load_medmnist",
+    "pad_split",
+    "write_split_table",
+]
+
+#: The window (Hounsfield units, onto [0, 1]) of manifest runs whose volumes are CT in HU and that give no --intensity-window:
+#: the usual abdominal soft-tissue window (level 40, width 400), so that a lesion 100 HU above soft tissue is a
+#: quarter of the input range instead of a tenth of air-to-tissue contrast.
+SOFT_TISSUE_WINDOW = (-160.0, 240.0)
+#: Training volumes looked at (evenly over the training rows) to decide whether a manifest holds HU.
+HOUNSFIELD_SAMPLE = 8
 
 Transform = Callable[[torch.Tensor], torch.Tensor]
 
@@ -126,6 +144,34 @@ def pad_split(split: VolumeSplit, divisible_by: int) -> VolumeSplit:
     stacked = images.reshape(-1, *images.shape[2:])
     padded = np.asarray(DivisiblePad(k=divisible_by)(stacked))
     return dataclasses.replace(split, images=padded.reshape(*images.shape[:2], *padded.shape[1:]))
+
+
+def looks_like_hounsfield(volume: torch.Tensor) -> bool:
+    """Whether a raw volume ``(C, X, Y, Z)`` looks like CT in Hounsfield units: air (at least 1 % of the voxels at
+    or below -500), soft tissue (at least 1 % between -200 and 300), nothing above 40,000 (12-bit CT tops out near
+    3,000; scanners' extended scales near 30,000), and more than two distinct values (not a mask)."""
+    flat = volume.detach().reshape(-1).float()
+    sample = flat[:: max(1, flat.numel() // 2**16)]
+    air = float((sample <= -500).float().mean())
+    tissue = float(((sample >= -200) & (sample <= 300)).float().mean())
+    return air >= 0.01 and tissue >= 0.01 and float(flat.max()) <= 40000 and torch.unique(sample).numel() > 2
+
+
+def hounsfield_window(manifest_path: str | os.PathLike, *, seed: int) -> tuple[float, float] | None:
+    """:data:`SOFT_TISSUE_WINDOW` when every one of up to :data:`HOUNSFIELD_SAMPLE` training volumes of the manifest
+    (the split :func:`load_manifest` makes with ``seed``) :func:`looks_like_hounsfield`, else ``None`` (intensities
+    stay as they are). Reads those files once more, before caching."""
+    manifest = read_manifest(manifest_path, require_labels=True)
+    rows = split_rows(manifest, seed=seed)[0]["train"]
+    picked = [rows[i] for i in np.unique(np.linspace(0, len(rows) - 1, min(HOUNSFIELD_SAMPLE, len(rows))).astype(int))]
+    for row in picked:
+        try:
+            volume = read_ct_volume(row.image)
+        except UserInputError as exc:
+            raise UserInputError(f"{manifest.where(row)}: {exc}") from exc
+        if not looks_like_hounsfield(volume):
+            return None
+    return SOFT_TISSUE_WINDOW
 
 
 def load_manifest(manifest_path: str | os.PathLike, preprocessing: VolumePreprocessing, *, seed: int) -> CTData:
