@@ -20,8 +20,8 @@ from bioattn.errors import UserInputError
 from bioattn.io import load_tensors
 from bioattn.metrics import classification_metrics
 from bioattn.models import HybridCT3D
-from bioattn.tasks import ct as ct_task
-from bioattn.tasks.ct import resolve_protocol
+from bioattn.tasks.ct import train as ct_task
+from bioattn.tasks.ct.train import resolve_protocol
 from bioattn.training.mixup import mixup_cross_entropy
 
 REPO = Path(__file__).resolve().parents[1]

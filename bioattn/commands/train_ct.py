@@ -36,7 +36,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bioattn.tasks.ct import (
+from bioattn.tasks.ct.train import (
     DEFAULT_DATASET,
     DEFAULT_STEM_DEPTH,
     TUNED_DEFAULTS,

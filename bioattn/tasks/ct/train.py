@@ -6,7 +6,7 @@ budget and augmentation, and writes into the run directory:
 
 - ``config.json`` + ``model.safetensors`` (the attention model, for ``bioattn predict ct`` / ``explain ct``; the
   class names are saved with it) and ``preprocessing.json`` (the NIfTI/DICOM preprocessing, flip test-time
-  averaging, and a profile of the training volumes, see :mod:`bioattn.tasks.ct_preprocessing`);
+  averaging, and a profile of the training volumes, see :mod:`bioattn.tasks.ct.preprocessing`);
 - ``metrics.json`` (every number with the protocol that produced it; keys ``val_auroc``, ``val_accuracy``,
   ``val_mcc``, ``val_f1``, ``val_loss``, ``val_auroc_no_tta``, ``val_auroc_last_epoch``, ``test_*`` when there is a
   test split), ``val_auc.png`` (validation AUROC per epoch of both models), ``training_curve.png``,
@@ -70,8 +70,8 @@ from bioattn.tasks.common import (
     save_ensemble,
     write_out_of_fold,
 )
-from bioattn.tasks.ct_data import CTData, WithoutMetadata, load_manifest, load_medmnist, write_split_table
-from bioattn.tasks.ct_preprocessing import FITS, SavedPreprocessing
+from bioattn.tasks.ct.data import CTData, WithoutMetadata, load_manifest, load_medmnist, write_split_table
+from bioattn.tasks.ct.preprocessing import FITS, SavedPreprocessing
 from bioattn.tasks.trust import baseline_warning, format_trust, trust_report
 from bioattn.training import TrainConfig, Trainer, check_run_dir, plot_curves, prepare_run_dir, seed_everything
 from bioattn.training.distributed import is_main_process

@@ -1,16 +1,16 @@
 """Contact prediction from a protein alignment: coevolution maps, the per-family axial model, the contact head.
 
-For one family (:func:`train_family`), :func:`~bioattn.tasks.msa_features.prepare_family` computes (1) a
+For one family (:func:`train_family`), :func:`~bioattn.tasks.msa.features.prepare_family` computes (1) a
 random subsample of at most ``max_seqs`` rows and their 80 %-identity weights; (2) coevolution maps: mutual
 information + APC and Gaussian DCA + APC on that subsample and, with ``coevolution="potts"``, a
 pseudo-likelihood Potts model + APC on every row; (3) :class:`~bioattn.models.MSAContactModel` trained from
 scratch by masked-token prediction on blocks of ``rows`` rows drawn by weight, early-stopped on the
 masked-token loss of held-out rows (never on contacts); (4) its tied row-attention maps (symmetrised, APC,
 sorted over heads) as pair features beside the coevolution maps (saved in ``features.safetensors``). Then
-(5) a :class:`~bioattn.tasks.msa_head.ContactHead` fitted on *other* families turns them into contact
+(5) a :class:`~bioattn.tasks.msa.head.ContactHead` fitted on *other* families turns them into contact
 probabilities (:func:`score_family`). :func:`train_families` runs every family of the data root, fits the heads
 leave-one-family-out and writes the results table. Predicting a new alignment lives in
-:mod:`bioattn.tasks.msa_predict`.
+:mod:`bioattn.tasks.msa.predict`.
 
 With ``seeds`` each family gets one complete run per seed (``seed<S>/``, :func:`prepare_members`): the coevolution
 maps that do not depend on the seed are computed once and copied into every run. The family folder then holds
@@ -37,10 +37,10 @@ from bioattn.metrics import mean_std, precision_at
 from bioattn.models.msa_contact import MSAContactModel, logistic_contact_probabilities
 from bioattn.report import MISSING, format_mean_sd, format_table
 from bioattn.tasks.common import member_dir_name, save_ensemble
-from bioattn.tasks.msa_features import (
+from bioattn.tasks.msa.features import (
     DEFAULTS, FEATURES_FILE, QUICK, MSAOptions, coevolution_maps, load_features, prepare_family, quick_config, training_pool,
 )
-from bioattn.tasks.msa_head import (
+from bioattn.tasks.msa.head import (
     COEVOLUTION_MAPS, ESM_MSA_MAP, FACTORED_ATTENTION_MAP, HEAD_FILE_NAME, ContactHead, attention_feature_names, default_head,
     describe_features, fit_head, leave_one_out_heads,
 )

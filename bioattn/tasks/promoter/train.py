@@ -13,11 +13,11 @@ Protocols (:func:`run_promoter`):
 
 With ``pretrain_epochs`` (default: the task's :class:`TaskRecipe` in :data:`TASK_RECIPES`, the three 70-nt GUE
 tasks), each model's encoder first learns to predict masked nucleotides of the training sequences
-(:mod:`~bioattn.tasks.promoter_pretrain`; ``pretrain_mask`` of them masked), then fine-tunes at :func:`default_lr`.
+(:mod:`~bioattn.tasks.promoter.pretrain`; ``pretrain_mask`` of them masked), then fine-tunes at :func:`default_lr`.
 Every fine-tuning, pretrained or not, masks ``finetune_mask`` of the nucleotides of each batch the same way
 (default :data:`FINETUNE_MASK`).
 
-Beside the model, every run fits two scikit-learn baselines on the same split (:mod:`~bioattn.tasks.promoter_baselines`)
+Beside the model, every run fits two scikit-learn baselines on the same split (:mod:`~bioattn.tasks.promoter.baselines`)
 and reports them with the published MCC×100 of fine-tuned DNABERT / Nucleotide Transformer / DNABERT-2 on GUE
 (data_cards/gue_promoters.md). The run directory gets ``config.json`` + ``model.safetensors`` (for ``bioattn
 predict promoter``; the model remembers its classes, strand averaging, maximum length and threshold),
@@ -52,11 +52,11 @@ from bioattn.models.ensemble import Ensemble
 from bioattn.models.promoter import PromoterClassifier
 from bioattn.report import format_mean_sd, format_table, format_value
 from bioattn.tasks.common import check_ensemble_options, fit_timed, member_dir_name, save_ensemble, write_out_of_fold
-from bioattn.tasks.dna_composition import save_composition
-from bioattn.tasks.promoter_baselines import run_baselines
+from bioattn.tasks.promoter.composition import save_composition
+from bioattn.tasks.promoter.baselines import run_baselines
 from bioattn.tasks.trust import baseline_warning, format_trust, trust_report
-from bioattn.tasks.promoter_pretrain import MASK_PROBABILITY, PRETRAIN_DIR, mask_nucleotides, pretrain_encoder
-from bioattn.tasks.promoter_data import (
+from bioattn.tasks.promoter.pretrain import MASK_PROBABILITY, PRETRAIN_DIR, mask_nucleotides, pretrain_encoder
+from bioattn.tasks.promoter.data import (
     BINARY_CLASSES,
     Split,
     TokenDataset,
@@ -103,7 +103,7 @@ FINETUNE_MASK = 0.1
 
 @dataclass(frozen=True)
 class TaskRecipe:
-    """A task's default masked-nucleotide pretraining (:mod:`~bioattn.tasks.promoter_pretrain`) and the fine-tuning
+    """A task's default masked-nucleotide pretraining (:mod:`~bioattn.tasks.promoter.pretrain`) and the fine-tuning
     after it: ``pretrain_epochs`` (0: none), ``pretrain_mask`` (fraction of the nucleotides masked),
     ``finetune_lr`` (peak learning rate after pretraining; without pretraining the fine-tuning uses DEFAULTS.lr) and
     ``finetune_mask`` (fraction of the nucleotides of each fine-tuning batch masked as in pretraining, an augmentation;
@@ -167,7 +167,7 @@ class PromoterOptions:
     own labelled FASTA/CSV files; ``max_length``: longest sequence accepted (default: the longest training
     sequence). Model: ``d_model``, ``heads``, ``layers``, ``conv_kernel``, ``conv_layers``, ``dropout``,
     ``head_temperature`` (a learnable softmax temperature per attention head); ``pretrain_epochs``: epochs of
-    masked-nucleotide pretraining on the training sequences before fine-tuning (:mod:`~bioattn.tasks.promoter_pretrain`;
+    masked-nucleotide pretraining on the training sequences before fine-tuning (:mod:`~bioattn.tasks.promoter.pretrain`;
     0 = none; default: the task's :class:`TaskRecipe`); ``pretrain_mask``: the fraction of nucleotides masked in it
     (default: the task's recipe); ``finetune_mask``: the fraction of nucleotides of each fine-tuning batch masked the
     same way, an augmentation (0 = none; default: the task's recipe, :data:`FINETUNE_MASK` for every task);
@@ -610,7 +610,7 @@ def run_promoter(options: PromoterOptions, config: TrainConfig | None = None) ->
     # run_config.json records the options that ran: the data root actually read (or the embedded sample)
     options = dataclasses.replace(options, data_root=data.data_root,
                                   out=prepare_run_dir(options.out, resume=options.resume, overwrite=options.overwrite))
-    if is_main_process():  # what predict compares new sequences with (bioattn.tasks.dna_composition)
+    if is_main_process():  # what predict compares new sequences with (bioattn.tasks.promoter.composition)
         save_composition(options.out, data.splits["all" if "all" in data.splits else "train"].sequences)
     cross_validate = "all" in data.splits or options.cv is not None
     results = (run_cross_validation if cross_validate else run_holdout)(data, options, config)
