@@ -63,11 +63,16 @@ from bioattn.models.hybrid_ct import DistanceChannelInput, HybridCT3D, predict_p
 from bioattn.progress import progress_bar
 from bioattn.report import format_mean_sd, format_table
 from bioattn.tasks.common import (
+    Member,
+    OutOfFold,
     check_ensemble_options,
     count_parameters,
+    cv_members,
     fit_timed,
-    member_dir_name,
-    save_ensemble,
+    repeated_folds,
+    save_members,
+    seed_members,
+    train_members,
     write_out_of_fold,
 )
 from bioattn.tasks.ct.data import CTData, WithoutMetadata, load_manifest, load_medmnist, write_split_table
@@ -572,15 +577,12 @@ def _train_seeds(options: CTOptions, data: CTData, config: TrainConfig, protocol
                  run_info: dict[str, Any], saved: SavedPreprocessing) -> dict[str, Any]:
     """One run per seed (``seed<S>/``) on the same split; the run directory becomes the attention models' ensemble."""
     assert options.seeds is not None
-    members = []
-    for number, seed in enumerate(options.seeds, start=1):
-        member_dir = run_dir / member_dir_name("seed", seed)
-        print(f"seed {seed} ({number} of {len(options.seeds)}) → {member_dir}", file=sys.stderr)
-        members.append(_train_pair(options, data, dataclasses.replace(config, seed=seed), protocol, member_dir,
-                                   run_info, saved))
+    plan = seed_members(run_dir, options.seeds, config.seed)
+    members = train_members(plan, lambda member: _train_pair(
+        options, data, dataclasses.replace(config, seed=member.index), protocol, member.run_dir, run_info, saved))
     if not is_main_process():
         return {}
-    save_ensemble(run_dir, "HybridCT3D", [member_dir_name("seed", seed) for seed in options.seeds])
+    save_members(run_dir, "HybridCT3D", plan)
     saved.save(run_dir)
     return {"ensemble": _ensemble_scores(members, data, protocol, config.batch_size), "members": _summaries(members),
             "seeds": {str(seed): m.results for seed, m in zip(options.seeds, members)}}
@@ -613,44 +615,44 @@ def _train_cv(options: CTOptions, data: CTData, config: TrainConfig, protocol: P
     assert options.cv is not None
     labels = np.concatenate([data.labels["train"], data.labels["val"]])
     repeats = options.cv_repeats
-    # repeat r (0-based) shuffles with seed + r and numbers its folds r*K+1 .. (r+1)*K
-    splits = [fold for r in range(repeats) for fold in
-              StratifiedKFold(options.cv, shuffle=True, random_state=config.seed + r).split(np.zeros(len(labels)), labels)]
-    oof: dict[str, np.ndarray] = {}
-    fold_of = np.zeros(len(labels), dtype=np.int64)
-    members, folds = [], []
+    plan = cv_members(run_dir, repeated_folds(
+        options.cv, repeats, config.seed,
+        lambda k, seed: StratifiedKFold(k, shuffle=True, random_state=seed).split(np.zeros(len(labels)), labels)))
+    out_of_fold = OutOfFold(len(labels), options.cv, repeats)
+    folds: list[dict[str, Any]] = []
     # binary masks: how far the mean depth inside the mask goes alone, on the same folds
     depth = mean_mask_depth(ConcatDataset([data.splits["train"], data.splits["val"]])) \
         if saved.profile.get("binary") and is_main_process() else None
-    for fold, (train_index, held_index) in enumerate(splits, start=1):
-        member_dir = run_dir / member_dir_name("fold", fold)
-        print(f"fold {fold} of {len(splits)}: train {len(train_index)}, held out {len(held_index)} → {member_dir}",
-              file=sys.stderr)
+
+    def train_fold(member: Member) -> _Trained:
+        train_index, held_index = member.train_index, member.held_out_index
+        assert train_index is not None and held_index is not None
         folded = fold_data(data, train_index, held_index)
-        trained = _train_pair(options, folded, config, protocol, member_dir, run_info, saved, select_best=False)
-        members.append(trained)
+        trained = _train_pair(options, folded, config, protocol, member.run_dir, run_info, saved, select_best=False)
         if not is_main_process():
-            continue
+            return trained
         folds.append({})
-        if fold <= options.cv:
-            fold_of[held_index] = fold
+        held_out: dict[str, np.ndarray] = {}
         for name, model in _models(trained).items():
-            probs = predict_probabilities(model, folded.splits["val"], batch_size=config.batch_size,
-                                          flip_tta=protocol.flip_tta)
-            # the mean over repeats of each volume's out-of-fold probability
-            oof.setdefault(name, np.zeros((len(labels), probs.shape[1])))[held_index] += probs / repeats
-            folds[-1][name] = _scores(labels[held_index], probs, "val")
+            held_out[name] = predict_probabilities(model, folded.splits["val"], batch_size=config.batch_size,
+                                                   flip_tta=protocol.flip_tta)
+            folds[-1][name] = _scores(labels[held_index], held_out[name], "val")
             trained.results[name].update(folds[-1][name])
         if depth is not None:
-            probs = depth_baseline_probabilities(depth[train_index], labels[train_index], depth[held_index])
-            oof.setdefault(DEPTH_BASELINE_NAME, np.zeros((len(labels), probs.shape[1])))[held_index] += probs / repeats
-            folds[-1][DEPTH_BASELINE_NAME] = _scores(labels[held_index], probs, "val")
-        write_json(member_dir / "fold_metrics.json", {"train_index": train_index.tolist(),
-                                                      "held_out_index": held_index.tolist(), "scores": folds[-1]})
+            held_out[DEPTH_BASELINE_NAME] = depth_baseline_probabilities(depth[train_index], labels[train_index],
+                                                                         depth[held_index])
+            folds[-1][DEPTH_BASELINE_NAME] = _scores(labels[held_index], held_out[DEPTH_BASELINE_NAME], "val")
+        out_of_fold.add(member, held_out)  # the mean over repeats of each volume's out-of-fold probability
+        write_json(member.run_dir / "fold_metrics.json", {"train_index": train_index.tolist(),
+                                                          "held_out_index": held_index.tolist(), "scores": folds[-1]})
+        return trained
+
+    members = train_members(plan, train_fold)
     if not is_main_process():
         return {}
-    save_ensemble(run_dir, "HybridCT3D", [member_dir_name("fold", k) for k in range(1, len(splits) + 1)])
+    save_members(run_dir, "HybridCT3D", plan)
     saved.save(run_dir)
+    oof, fold_of = out_of_fold.probabilities, out_of_fold.fold_of
     class_names = _class_names(options, data) or [str(k) for k in range(next(iter(oof.values())).shape[1])]
     write_out_of_fold(run_dir, _pool_records(data), fold_of, labels, class_names,
                       {OOF_PREFIXES[name]: probs for name, probs in oof.items()})

@@ -36,7 +36,7 @@ from bioattn.explain.msa import PRECISION_NAMES
 from bioattn.metrics import mean_std, precision_at
 from bioattn.models.msa_contact import MSAContactModel, logistic_contact_probabilities
 from bioattn.report import MISSING, format_mean_sd, format_table
-from bioattn.tasks.common import member_dir_name, save_ensemble
+from bioattn.tasks.common import Member, member_dir_name, save_ensemble, seed_members, train_members
 from bioattn.tasks.msa.features import (
     DEFAULTS, FEATURES_FILE, QUICK, MSAOptions, coevolution_maps, load_features, prepare_family, quick_config, training_pool,
 )
@@ -261,9 +261,7 @@ def finished_family(run_dir: Path, options: MSAOptions) -> dict[str, Any] | None
 def member_dirs(family_dir: Path, options: MSAOptions, config: TrainConfig) -> dict[int, Path]:
     """The run directory of each model of a family, by seed: ``family_dir/seed<S>`` for every seed of
     ``options.seeds``, else ``family_dir`` itself for the one model (seed ``config.seed``)."""
-    if options.seeds is None:
-        return {config.seed: family_dir}
-    return {seed: family_dir / member_dir_name("seed", seed) for seed in options.seeds}
+    return {member.index: member.run_dir for member in seed_members(family_dir, options.seeds, config.seed)}
 
 
 def seed_independent_maps(target: ContactTarget, options: MSAOptions) -> tuple[str, ...]:
@@ -308,11 +306,11 @@ def prepare_members(target: ContactTarget, family_dir: Path, options: MSAOptions
     """
     infos: dict[int, dict[str, Any]] = {}
     shared: dict[str, torch.Tensor] = {}
-    for number, (seed, run_dir) in enumerate(member_dirs(family_dir, options, config).items(), start=1):
+
+    def prepare(member: Member) -> None:
+        seed, run_dir = member.index, member.run_dir
         info = finished_family(run_dir, options)
         if info is None:
-            if options.seeds is not None:
-                print(f"seed {seed} ({number} of {len(options.seeds)}) → {run_dir}", file=sys.stderr, flush=True)
             run_dir.mkdir(parents=True, exist_ok=True)
             seed_everything(seed)
             maps = tuple(name for name in options.baseline_maps if name not in shared)
@@ -321,6 +319,8 @@ def prepare_members(target: ContactTarget, family_dir: Path, options: MSAOptions
             add_missing_maps(target, run_dir, info, options, seed, shared)
             write_json(run_dir / PREPARE_FILE, info)
             infos[seed] = info
+
+    train_members(seed_members(family_dir, options.seeds, config.seed), prepare)
     return infos
 
 

@@ -51,7 +51,18 @@ from bioattn.metrics import classification_metrics, mean_std, with_prefix
 from bioattn.models.ensemble import Ensemble
 from bioattn.models.promoter import PromoterClassifier
 from bioattn.report import format_mean_sd, format_table, format_value
-from bioattn.tasks.common import check_ensemble_options, fit_timed, member_dir_name, save_ensemble, write_out_of_fold
+from bioattn.tasks.common import (
+    Member,
+    OutOfFold,
+    check_ensemble_options,
+    cv_members,
+    fit_timed,
+    repeated_folds,
+    save_members,
+    seed_members,
+    train_members,
+    write_out_of_fold,
+)
 from bioattn.tasks.promoter.composition import save_composition
 from bioattn.tasks.promoter.baselines import run_baselines
 from bioattn.tasks.trust import baseline_warning, format_trust, trust_report
@@ -68,7 +79,6 @@ from bioattn.tasks.promoter.data import (
     load_labelled_files,
     stratified_group_folds,
 )
-from bioattn.progress import progress_bar
 from bioattn.training import TrainConfig, Trainer, check_run_dir, plot_curves, prepare_run_dir, seed_everything
 from bioattn.training.distributed import is_main_process
 
@@ -426,17 +436,18 @@ def run_holdout(data: PromoterData, options: PromoterOptions, config: TrainConfi
     evals = {name: split for name, split in splits.items() if name != "train"}
     print(f"{options.name}: " + ", ".join(f"{n} {len(s):,}" for n, s in splits.items())
           + f" sequences, {len(data.class_names)} classes, up to {data.max_len} nt", file=sys.stderr)
-    seeds = options.seeds or (config.seed,)
-    members, member_scores, member_info = [], [], []
-    for seed in seeds:
-        member_dir = options.out / member_dir_name("seed", seed) if options.seeds else options.out
-        if options.seeds:
-            print(f"seed {seed} ({len(members) + 1} of {len(seeds)}) → {member_dir}", file=sys.stderr)
-        model, info = train_model(splits["train"], splits["dev"], evals, member_dir, dataclasses.replace(config, seed=seed),
-                                  options, data.max_len, data.class_names, options.resume and member_dir.exists())
-        members.append(model)
-        member_scores.append(info.pop("scores", {}))
-        member_info.append(info)
+    plan = seed_members(options.out, options.seeds, config.seed)
+    seeds = [member.index for member in plan]
+
+    def train_seed(member: Member) -> tuple[nn.Module, dict[str, Any]]:
+        return train_model(splits["train"], splits["dev"], evals, member.run_dir,
+                           dataclasses.replace(config, seed=member.index), options, data.max_len, data.class_names,
+                           options.resume and member.run_dir.exists())
+
+    trained = train_members(plan, train_seed)
+    members = [model for model, _ in trained]
+    member_scores = [info.pop("scores", {}) for _, info in trained]
+    member_info = [info for _, info in trained]
     if not is_main_process():
         return {}
     print("fitting baselines (GC threshold, k-mer logistic regression) on the same split ...", file=sys.stderr)
@@ -447,7 +458,7 @@ def run_holdout(data: PromoterData, options: PromoterOptions, config: TrainConfi
         return {"sizes": sizes, "scores": scores, "training": member_info[0],
                 "trust": _trust(members[0], splits["dev"], data.class_names, scores, "dev", "--cv 5")}
     ensemble = Ensemble(members).eval()
-    save_ensemble(options.out, "PromoterClassifier", [member_dir_name("seed", seed) for seed in seeds])
+    save_members(options.out, "PromoterClassifier", plan)
     ensemble_name = ENSEMBLE_NAME.format(n=len(seeds), kind="seeds" if len(seeds) > 1 else "seed")
     scores = {ensemble_name: {name: score(ensemble, split) for name, split in evals.items()},
               MEMBERS_NAME.format(kind="seeds"): _member_scores(member_scores), **baselines}
@@ -501,37 +512,34 @@ def run_cross_validation(data: PromoterData, options: PromoterOptions, config: T
           + (f", repeated {repeats} times" if repeats > 1 else ""), file=sys.stderr)
     members = folds_k * repeats
     per_run = dataclasses.replace(config, max_minutes=config.max_minutes / members if config.max_minutes else None)
-    # fold k is fold<k>/; repeat r (0-based) shuffles with seed + r and numbers its folds r*K+1 .. (r+1)*K
-    folds = [fold for r in range(repeats) for fold in stratified_group_folds(everything, folds_k, config.seed + r)]
-    oof: np.ndarray | None = None  # (N,) or (N, C): each sequence's prediction by the model that did not see it
-    fold_of = np.zeros(len(everything), dtype=np.int64)
+    plan = cv_members(options.out, repeated_folds(folds_k, repeats, config.seed,
+                                                  lambda k, seed: stratified_group_folds(everything, k, seed)))
+    out_of_fold = OutOfFold(len(everything), folds_k, repeats)
     fold_scores: list[Scores] = []
     fold_info = []
-    for fold, (train_index, test_index) in enumerate(progress_bar(folds, desc="cross-validation", unit="fold",
-                                                                  disable=not is_main_process()), start=1):
-        fold_dir = options.out / member_dir_name("fold", fold)
-        train = everything.subset(train_index)
-        inner_train, inner_dev = dev_split(train, config.seed, f"{options.name} fold {fold}", class_names)
-        held_out = everything.subset(test_index)
-        model, info = train_model(inner_train, inner_dev, {}, fold_dir, per_run, options, max_len, class_names,
-                                  options.resume and fold_dir.exists())
+
+    def train_fold(member: Member) -> PromoterClassifier:
+        train = everything.subset(member.train_index)
+        inner_train, inner_dev = dev_split(train, config.seed, f"{options.name} fold {member.index}", class_names)
+        held_out = everything.subset(member.held_out_index)
+        model, info = train_model(inner_train, inner_dev, {}, member.run_dir, per_run, options, max_len, class_names,
+                                  options.resume and member.run_dir.exists())
         if is_main_process():
             probs = model.predict_tokens(held_out.tokens, batch_size=512)
-            if oof is None:
-                oof = np.zeros((len(everything), *probs.shape[1:]))
-            oof[test_index] += probs / repeats  # the mean over repeats of each sequence's out-of-fold probability
-            if fold <= folds_k:
-                fold_of[test_index] = fold
+            out_of_fold.add(member, {"": probs})
             info.pop("scores", None)
             scores = {MODEL_NAME: {"cv": classification_metrics(held_out.labels, probs, threshold=model.threshold)},
                       **run_baselines(train, {"cv": held_out}, config.seed)}
             fold_scores.append(scores)
             fold_info.append(info)
+        return model
+
+    model = train_members(plan, train_fold)[-1]
     if not is_main_process():
         return {}
-    assert oof is not None
-    save_ensemble(options.out, "PromoterClassifier", [member_dir_name("fold", k) for k in range(1, members + 1)])
-    write_out_of_fold(options.out, everything.where, fold_of, everything.labels, class_names, {"": oof})
+    oof = out_of_fold.probabilities[""]
+    save_members(options.out, "PromoterClassifier", plan)
+    write_out_of_fold(options.out, everything.where, out_of_fold.fold_of, everything.labels, class_names, {"": oof})
     scores = {method: {"cv": mean_std([fold[method]["cv"] for fold in fold_scores])} for method in fold_scores[0]}
     scores[MODEL_NAME] = {"oof": classification_metrics(everything.labels, oof, threshold=model.threshold),
                           **scores[MODEL_NAME]}
