@@ -43,3 +43,34 @@ def test_task_package_reexports_its_train_module(package: str, names: list[str])
 def test_unknown_old_name_is_not_invented() -> None:
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("bioattn.tasks.no_such_module")
+
+
+def test_task_options_share_one_base(tmp_path) -> None:
+    import dataclasses
+
+    from bioattn.errors import UserInputError
+    from bioattn.tasks.common import TaskOptions
+    from bioattn.tasks.ct import CTOptions
+    from bioattn.tasks.promoter import PromoterOptions
+
+    shared = {f.name for f in dataclasses.fields(TaskOptions)}
+    assert shared == {"out", "data_root", "quick", "seeds", "cv", "cv_repeats", "resume", "overwrite"}
+    for options_class in (PromoterOptions, CTOptions):
+        assert issubclass(options_class, TaskOptions)
+        with pytest.raises(UserInputError, match="not both"):  # the shared checks run in every task
+            options_class(out=tmp_path, seeds=(1,), cv=3)
+
+
+def test_ct_options_train_config_and_the_old_name(tmp_path) -> None:
+    from bioattn.tasks.ct import CTOptions, protocol_train_config
+
+    config = protocol_train_config("tuned", quick=True)
+    options = CTOptions(out=tmp_path, train_config=config)
+    assert options.train_config is config
+    with pytest.warns(DeprecationWarning, match="train_config"):
+        old = CTOptions(out=tmp_path, train=config)
+    assert old == options
+    with pytest.warns(DeprecationWarning, match="train_config"):
+        assert old.train is config
+    with pytest.raises(TypeError, match="both"):
+        CTOptions(out=tmp_path, train=config, train_config=config)

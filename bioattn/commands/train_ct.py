@@ -133,7 +133,7 @@ def options_from_args(args: argparse.Namespace) -> CTOptions:
         tta=args.tta, mixup=args.mixup, quick=args.quick, stem_channels=optional_tuple(args.stem_channels),
         stem_strides=optional_tuple(args.stem_strides), stem_depth=args.stem_depth, unshuffle=args.unshuffle,
         distance_channel=args.distance_channel, d_model=args.d_model, heads=args.heads, layers=args.layers,
-        dropout=args.dropout, train=config,
+        dropout=args.dropout, train_config=config,
         **ensemble_options(args), resume=args.resume, overwrite=args.overwrite,
     )
 

@@ -78,6 +78,32 @@ def check_model_options(options: Any, positive: Sequence[str]) -> None:
         raise UserInputError("choose either --resume or --overwrite, not both")
 
 
+@dataclass(frozen=True, kw_only=True)
+class TaskOptions:
+    """What the options of every training task share (keyword-only; each task's options class adds its own).
+
+    ``out``: the run directory; ``data_root``: the folder of the bundled benchmarks (default: ``BIOATTN_DATA_ROOT``,
+    see :func:`~bioattn.data.resolve_data_root`); ``quick``: a smoke test (tiny model, few rows, short epochs);
+    ``seeds``: one model per seed on the same split, saved as one ensemble; ``cv``: K-fold cross-validation, the
+    K fold models saved as the ensemble; ``cv_repeats``: repeat it with R shuffles (R × K fold models);
+    ``resume`` / ``overwrite``: what to do with an existing ``out``. Checked by :func:`check_ensemble_options`
+    and :meth:`check_run_options`.
+    """
+
+    out: Path
+    data_root: str | Path | None = None
+    quick: bool = False
+    seeds: tuple[int, ...] | None = None
+    cv: int | None = None
+    cv_repeats: int = 1
+    resume: bool = False
+    overwrite: bool = False
+
+    def check_run_options(self) -> None:
+        """The shared checks: the ensemble options (:func:`check_ensemble_options`)."""
+        check_ensemble_options(self.seeds, self.cv, self.cv_repeats)
+
+
 def member_dir_name(kind: str, index: int) -> str:
     """Folder of an ensemble member inside the ensemble's run directory: ``seed<S>`` or ``fold<K>``."""
     return f"{kind}{index}"

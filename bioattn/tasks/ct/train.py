@@ -38,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,7 @@ from sklearn.preprocessing import StandardScaler
 from torch import nn
 from torch.utils.data import ConcatDataset, Dataset, Subset
 
+from bioattn.attention.compat import renamed_arguments
 from bioattn.data import resolve_data_root
 from bioattn.data.ct import VolumePreprocessing, apply_random_transform, foreground_distance, train_augmentation
 from bioattn.errors import UserInputError
@@ -65,7 +67,7 @@ from bioattn.report import format_mean_sd, format_table
 from bioattn.tasks.common import (
     Member,
     OutOfFold,
-    check_ensemble_options,
+    TaskOptions,
     count_parameters,
     cv_members,
     fit_timed,
@@ -176,7 +178,7 @@ HISTORY_KEYS = ("epoch", "val_auroc", "val_accuracy", "val_auroc_no_tta")
 
 
 @dataclass(frozen=True)
-class CTOptions:
+class CTOptions(TaskOptions):
     """Everything :func:`train_ct` needs. Give either ``dataset`` (a MedMNIST 3D name, found under ``data_root``;
     the default when there is no ``manifest``) or ``manifest`` (a labels CSV, see :mod:`bioattn.data.ct_manifest`).
 
@@ -187,12 +189,13 @@ class CTOptions:
     intensity_jitter, tta (``"none"``/``"flips"``) and mixup (the Beta concentration α, 0: off; see
     :mod:`bioattn.training.mixup`) default to the protocol's. unshuffle: see :meth:`unshuffle_factor` (``None``:
     the default). distance_channel: :class:`HybridCT3D`'s (``None``: on when the training volumes are binary
-    masks). ``train``: the full training configuration (default: :func:`protocol_train_config`).
+    masks). The run options (``out``, ``data_root``, ``quick``, ``seeds``, ``cv``, ``cv_repeats``, ``resume``,
+    ``overwrite``) are :class:`~bioattn.tasks.common.TaskOptions`'. ``train_config``: the full training
+    configuration (default: :func:`protocol_train_config`; the old keyword ``train=`` and attribute ``.train`` still
+    work for one release, with a :class:`DeprecationWarning`).
     """
 
-    out: Path
     dataset: str | None = None
-    data_root: str | None = None
     manifest: Path | None = None
     size: tuple[int, ...] | None = None
     orientation: str | None = None
@@ -206,7 +209,6 @@ class CTOptions:
     intensity_jitter: float | None = None
     tta: str | None = None
     mixup: float | None = None
-    quick: bool = False
     stem_channels: tuple[int, ...] | None = None
     stem_strides: tuple[int, ...] | None = None
     stem_depth: int = DEFAULT_STEM_DEPTH
@@ -216,15 +218,10 @@ class CTOptions:
     heads: int = 4
     layers: int = 3
     dropout: float = 0.0
-    train: TrainConfig | None = None
-    seeds: tuple[int, ...] | None = None
-    cv: int | None = None
-    cv_repeats: int = 1
-    resume: bool = False
-    overwrite: bool = False
+    train_config: TrainConfig | None = None
 
     def __post_init__(self) -> None:
-        check_ensemble_options(self.seeds, self.cv, self.cv_repeats)
+        self.check_run_options()
         if self.unshuffle is not None and self.unshuffle < 1:
             raise UserInputError(f"--unshuffle must be >= 1, got {self.unshuffle}")
         if self.stem_depth < 1:
@@ -292,6 +289,16 @@ class CTOptions:
         """The model's total downsampling (:meth:`unshuffle_factor` times the stem strides); volumes are padded to a
         multiple of it."""
         return self.unshuffle_factor() * math.prod(self.stem()[1])
+
+    @property
+    def train(self) -> TrainConfig | None:
+        """Deprecated spelling of :attr:`train_config`."""
+        warnings.warn("CTOptions.train is deprecated and will be removed in the next release; use "
+                      "CTOptions.train_config", DeprecationWarning, stacklevel=2)
+        return self.train_config
+
+
+CTOptions.__init__ = renamed_arguments(train="train_config")(CTOptions.__init__)  # type: ignore[method-assign]
 
 
 def resolve_protocol(options: CTOptions) -> Protocol:
@@ -469,7 +476,7 @@ def comparison_table(dataset: str | None, results: dict[str, dict[str, Any]]) ->
 
 def _options_record(options: CTOptions) -> dict[str, Any]:
     """JSON-ready options for ``run_config.json``."""
-    record = {f.name: getattr(options, f.name) for f in dataclasses.fields(options) if f.name != "train"}
+    record = {f.name: getattr(options, f.name) for f in dataclasses.fields(options) if f.name != "train_config"}
     return {k: str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v for k, v in record.items()}
 
 
@@ -711,7 +718,7 @@ def train_ct(options: CTOptions) -> dict[str, Any]:
     """
     check_run_dir(options.out, resume=options.resume, overwrite=options.overwrite)  # before any volume is read
     protocol = resolve_protocol(options)
-    config = options.train or protocol_train_config(options.protocol, quick=options.quick)
+    config = options.train_config or protocol_train_config(options.protocol, quick=options.quick)
     data = _load_data(options, config, options.stride)
     run_dir = prepare_run_dir(options.out, resume=options.resume, overwrite=options.overwrite)
     print(f"{data.path}: " + ", ".join(f"{s} {n}" for s, n in data.split_sizes.items()), file=sys.stderr)

@@ -54,7 +54,7 @@ from bioattn.report import format_mean_sd, format_table, format_value
 from bioattn.tasks.common import (
     Member,
     OutOfFold,
-    check_ensemble_options,
+    TaskOptions,
     cv_members,
     fit_timed,
     repeated_folds,
@@ -169,8 +169,10 @@ Scores = dict[str, dict[str, Any]]  # {method: {split: metrics}}
 
 
 @dataclass(frozen=True)
-class PromoterOptions:
-    """What to train and how (the training loop itself is configured by a :class:`TrainConfig`).
+class PromoterOptions(TaskOptions):
+    """What to train and how (the training loop itself is configured by a :class:`TrainConfig`); the run options
+    (``out``, ``data_root``, ``quick``, ``seeds``, ``cv``, ``cv_repeats``, ``resume``, ``overwrite``) are
+    :class:`~bioattn.tasks.common.TaskOptions`'.
 
     Data: ``task`` (a bundled benchmark, read under ``data_root``; default ``prom_core_all`` when there is no
     ``train``) or ``train`` (+ optional ``dev``, ``test``):
@@ -192,14 +194,11 @@ class PromoterOptions:
     ``max_rows``: cap per split. ``resume`` / ``overwrite``: what to do with an existing ``out``.
     """
 
-    out: Path
     task: str | None = None
     train: Path | None = None
     dev: Path | None = None
     test: Path | None = None
-    data_root: str | Path | None = None
     max_length: int | None = None
-    quick: bool = False
     max_rows: int | None = None
     d_model: int = 64
     heads: int = 4
@@ -214,11 +213,6 @@ class PromoterOptions:
     rc_augment: bool | None = None
     rc_average: bool | None = None
     length_buckets: bool = True
-    seeds: tuple[int, ...] | None = None
-    cv: int | None = None
-    cv_repeats: int = 1
-    resume: bool = False
-    overwrite: bool = False
 
     def __post_init__(self) -> None:
         if self.train is not None and self.task is not None:
@@ -243,7 +237,7 @@ class PromoterOptions:
             object.__setattr__(self, "finetune_mask", task_recipe(self.task).finetune_mask)
         if not 0 <= self.finetune_mask < 1:
             raise UserInputError(f"--finetune-mask must be at least 0 and below 1 (a fraction), got {self.finetune_mask}")
-        check_ensemble_options(self.seeds, self.cv, self.cv_repeats)
+        self.check_run_options()
         if self.dropout is None:
             object.__setattr__(self, "dropout", 0.0 if self.task in GUE_TASKS else SMALL_DATA_DROPOUT)
         if self.rc_augment is None:  # GUE sequences are oriented on the TSS: the strand carries signal
