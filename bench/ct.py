@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from bioattn.tasks.ct import CTOptions, build_models
+from bioattn.tasks.ct.train import CTOptions, build_models
 
 MODELS = ("hybrid (bioattn)", "MONAI ViT", "MONAI ResNet-18 1/8 width")
 

@@ -43,7 +43,7 @@ SCRIPT = Path(__file__).resolve()
 def _promoter(mode: str, batch: int, length: int) -> None:
     import torch
 
-    from bioattn.tasks.promoter import PromoterOptions, build_model, classification_loss
+    from bioattn.tasks.promoter.train import PromoterOptions, build_model, classification_loss
     from bioattn.training import TrainConfig
     from bioattn.training.schedules import build_optimizer
 
@@ -64,7 +64,7 @@ def _ct(mode: str, batch: int, side: int) -> None:
     import torch.nn.functional as F
 
     from bioattn.attention import use_backend
-    from bioattn.tasks.ct import PROTOCOLS, CTOptions, build_models
+    from bioattn.tasks.ct.train import PROTOCOLS, CTOptions, build_models
     from bioattn.training.schedules import build_optimizer
     from bioattn.training.trainer import training_attention_backend
 
@@ -94,7 +94,7 @@ def _msa(mode: str, rows: int, columns: int) -> None:
 
     from bioattn.models import MSAContactModel
     from bioattn.models.msa_contact import masked_lm_loss
-    from bioattn.tasks.msa_features import MSAOptions
+    from bioattn.tasks.msa.features import MSAOptions
     from bioattn.training import TrainConfig
     from bioattn.training.schedules import build_optimizer
 

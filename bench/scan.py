@@ -144,7 +144,7 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     import torch
 
-    from bioattn.tasks.promoter_scan import default_batch_size
+    from bioattn.tasks.promoter.scan import default_batch_size
 
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: PyTorch sees no CUDA GPU")

@@ -46,11 +46,11 @@ from bioattn.attention import use_backend
 from bioattn.data.dna import collate_tokens, reverse_complement_ids
 from bioattn.models.msa_contact import masked_lm_loss
 from bioattn.report import format_table
-from bioattn.tasks.ct import PROTOCOLS, CTOptions, build_models, prepare_for_training
-from bioattn.tasks.msa_features import DEFAULTS as MSA_DEFAULTS
-from bioattn.tasks.msa_features import MSAOptions
-from bioattn.tasks.promoter import DEFAULTS as PROMOTER_DEFAULTS
-from bioattn.tasks.promoter import PromoterOptions, build_model, classification_loss
+from bioattn.tasks.ct.train import PROTOCOLS, CTOptions, build_models, prepare_for_training
+from bioattn.tasks.msa.features import DEFAULTS as MSA_DEFAULTS
+from bioattn.tasks.msa.features import MSAOptions
+from bioattn.tasks.promoter.train import DEFAULTS as PROMOTER_DEFAULTS
+from bioattn.tasks.promoter.train import PromoterOptions, build_model, classification_loss
 from bioattn.training import TrainConfig
 from bioattn.training.determinism import deterministic_kernels
 from bioattn.training.schedules import build_optimizer

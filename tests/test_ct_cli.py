@@ -20,8 +20,8 @@ from bioattn.errors import UserInputError
 from bioattn.io import load_tensors
 from bioattn.metrics import classification_metrics
 from bioattn.models import HybridCT3D
-from bioattn.tasks import ct as ct_task
-from bioattn.tasks.ct import resolve_protocol
+from bioattn.tasks.ct import train as ct_task
+from bioattn.tasks.ct.train import resolve_protocol
 from bioattn.training.mixup import mixup_cross_entropy
 
 REPO = Path(__file__).resolve().parents[1]
@@ -276,7 +276,7 @@ def _options(*argv: str):
 def test_protocols_set_their_defaults_and_flags_override_them() -> None:
     official = _options("--protocol", "medmnist")
     protocol = resolve_protocol(official)
-    config = official.train
+    config = official.train_config
     assert (config.optimizer, config.lr, config.batch_size, config.weight_decay) == ("adam", 1e-3, 32, 0.0)
     assert (config.schedule, config.max_epochs, config.milestones) == ("multistep", 100, (50, 75))
     assert (config.monitor, config.monitor_mode) == ("val_auroc", "max")
@@ -285,18 +285,19 @@ def test_protocols_set_their_defaults_and_flags_override_them() -> None:
     tuned = _options()  # the default protocol
     assert tuned.protocol == "tuned"
     protocol = resolve_protocol(tuned)
-    assert (tuned.train.optimizer, tuned.train.schedule, tuned.train.max_epochs, tuned.train.weight_decay) == (
+    config = tuned.train_config
+    assert (config.optimizer, config.schedule, config.max_epochs, config.weight_decay) == (
         "adamw", "warmup_cosine", 15, 0.05)
     assert (protocol.label_smoothing, protocol.flip_tta, protocol.intensity_jitter, protocol.mixup) == (
         0.1, True, 0.0, 0.0)
     options = _options("--protocol", "tuned", "--epochs", "7", "--tta", "none", "--label-smoothing", "0",
                        "--intensity-jitter", "0.2", "--mixup", "0.4")
     protocol = resolve_protocol(options)
-    assert options.train.max_epochs == 7
+    assert options.train_config.max_epochs == 7
     assert (protocol.label_smoothing, protocol.flip_tta, protocol.intensity_jitter, protocol.mixup) == (
         0.0, False, 0.2, 0.4)
     quick = _options("--quick")
-    assert (quick.train.max_epochs, quick.train.max_steps_per_epoch, quick.train.batch_size) == (2, 3, 8)
+    assert (quick.train_config.max_epochs, quick.train_config.max_steps_per_epoch, quick.train_config.batch_size) == (2, 3, 8)
     with pytest.raises(UserInputError, match=r"--label-smoothing must be in \[0, 1\), got 1.5"):
         resolve_protocol(_options("--label-smoothing", "1.5"))
     with pytest.raises(UserInputError, match=r"--mixup must be >= 0 \(0: off\), got -0.2"):

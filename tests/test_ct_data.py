@@ -268,7 +268,7 @@ def test_dicom_series_folder_reads_as_one_volume_in_hounsfield_units(require_dat
 def test_medmnist_volumes_padded_once_equal_per_item_padding(tmp_path: Path) -> None:
     from monai.transforms import Compose, DivisiblePad
 
-    from bioattn.tasks.ct_data import load_medmnist
+    from bioattn.tasks.ct.data import load_medmnist
 
     (tmp_path / "ct" / "odd").mkdir(parents=True)
     _npz(tmp_path / "ct" / "odd" / "odd.npz", shape=(5, 8, 7))

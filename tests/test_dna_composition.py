@@ -13,7 +13,7 @@ import torch
 from bioattn.cli import main as bioattn_main
 from bioattn.models import PromoterClassifier
 from bioattn.models.registry import PRETRAINED_ROOT
-from bioattn.tasks.dna_composition import COMPOSITION_NAME, composition_profile, composition_warnings
+from bioattn.tasks.promoter.composition import COMPOSITION_NAME, composition_profile, composition_warnings
 
 
 def _random_dna(rng: np.random.Generator, n: int, length: int, gc: float = 0.5) -> list[str]:
@@ -71,7 +71,7 @@ def test_train_saves_the_profile_and_predict_warns_with_a_column(tmp_path: Path,
 
 def _training_sequences(train_csv: Path, run: Path) -> list[str]:
     """The training part of the run's split (the dev rows held out of ``train.csv`` are not in the profile)."""
-    from bioattn.tasks.promoter import PromoterOptions, load_data
+    from bioattn.tasks.promoter.train import PromoterOptions, load_data
 
     return load_data(PromoterOptions(out=run, train=train_csv, quick=True), 0).splits["train"].sequences
 

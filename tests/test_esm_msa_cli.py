@@ -18,7 +18,7 @@ from bioattn.data.msa import read_msa
 from bioattn.io import load_tensors
 from bioattn.models import MSATransformer
 from bioattn.models.msa_transformer import esm_msa_subsample
-from bioattn.tasks.msa_head import ESM_MSA_MAP, ContactHead
+from bioattn.tasks.msa.head import ESM_MSA_MAP, ContactHead
 
 
 @pytest.fixture(scope="module")

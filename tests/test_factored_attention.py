@@ -13,8 +13,9 @@ from bioattn.cli import main as cli_main
 from bioattn.errors import UserInputError
 from bioattn.metrics import precision_at
 from bioattn.models.factored_attention import FactoredAttention, fit_factored_attention
-from bioattn.tasks import msa, msa_features
-from bioattn.tasks.msa_head import (
+from bioattn.tasks.msa import train as msa
+from bioattn.tasks.msa import features as msa_features
+from bioattn.tasks.msa.head import (
     FACTORED_ATTENTION_MAP,
     SHIPPED_HEADS,
     ContactHead,

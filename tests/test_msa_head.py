@@ -9,7 +9,7 @@ import torch
 
 from bioattn.errors import UserInputError
 from bioattn.models.msa_contact import logistic_contact_probabilities
-from bioattn.tasks.msa_head import (
+from bioattn.tasks.msa.head import (
     ContactHead, attention_feature_names, default_head, feature_names, fit_head, leave_one_out_heads,
 )
 

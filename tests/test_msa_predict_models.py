@@ -10,7 +10,7 @@ import pytest
 
 from bioattn.cli import main as cli_main
 from bioattn.models.registry import PRETRAINED_ROOT
-from bioattn.tasks.msa_head import HEAD_FILE_NAME, ContactHead
+from bioattn.tasks.msa.head import HEAD_FILE_NAME, ContactHead
 
 AMINO = "ACDEFGHIKLMNPQRSTVWY"
 

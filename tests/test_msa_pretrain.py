@@ -16,7 +16,7 @@ import torch
 from bioattn.cli import main
 from bioattn.errors import UserInputError
 from bioattn.models import MSAContactModel, load_pretrained
-from bioattn.tasks.msa_pretrain import CroppedBlocks, load_alignment, pretraining_sources, sampling_probabilities
+from bioattn.tasks.msa.pretrain import CroppedBlocks, load_alignment, pretraining_sources, sampling_probabilities
 
 AMINO = "ACDEFHIKLMNPQRSTVWY"
 UNPARSEABLE = ">a\nACDE\n>b\nAC\n"  # ragged rows: reading it is an error
@@ -137,8 +137,8 @@ def test_no_finetune_needs_a_pretrained_model(tmp_path, capsys):
     (dict(resume=True, overwrite=True), "choose either --resume or --overwrite"),
 ])
 def test_pretraining_and_per_family_options_refuse_the_same_bad_sizes(options, message):
-    from bioattn.tasks.msa_features import MSAOptions
-    from bioattn.tasks.msa_pretrain import PretrainOptions
+    from bioattn.tasks.msa.features import MSAOptions
+    from bioattn.tasks.msa.pretrain import PretrainOptions
 
     for option_set in (MSAOptions, PretrainOptions):
         with pytest.raises(UserInputError, match=re.escape(message)):
@@ -146,7 +146,7 @@ def test_pretraining_and_per_family_options_refuse_the_same_bad_sizes(options, m
 
 
 def test_sinusoidal_pretraining_needs_an_even_width():
-    from bioattn.tasks.msa_pretrain import PretrainOptions
+    from bioattn.tasks.msa.pretrain import PretrainOptions
 
     with pytest.raises(UserInputError, match="must be even for sinusoidal positions"):
         PretrainOptions(embed_dim=9, heads=3)

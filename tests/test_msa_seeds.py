@@ -15,8 +15,8 @@ from bioattn.cli import main as cli_main
 from bioattn.data.msa import MSATokenizer, read_msa
 from bioattn.io import load_tensors
 from bioattn.models import Ensemble, MSAContactModel, load_pretrained
-from bioattn.tasks.msa import SEEDS_COLUMN
-from bioattn.tasks.msa_head import ContactHead, feature_names
+from bioattn.tasks.msa.train import SEEDS_COLUMN
+from bioattn.tasks.msa.head import ContactHead, feature_names
 
 SEEDS = ("0", "1")
 #: What a one-seed run writes, so every seed's folder too.

@@ -26,7 +26,7 @@ from bioattn.errors import UserInputError
 from bioattn.models import Ensemble, HybridCT3D, MSAContactModel, PromoterClassifier, load_pretrained
 from bioattn.models.ensemble import ensemble_config
 from bioattn.models.registry import PRETRAINED_ROOT
-from bioattn.tasks.msa_head import SHIPPED_HEADS, SHIPPED_HEADS_DIR, ContactHead, default_head
+from bioattn.tasks.msa.head import SHIPPED_HEADS, SHIPPED_HEADS_DIR, ContactHead, default_head
 
 BLOCKS_AND_MODELS = (MultiHeadAttention, TransformerEncoderLayer, TransformerEncoder, FeedForward,
                      SinusoidalPositionalEncoding, LearnedPositionalEncoding, RowAttention, ColumnAttention, AxialTransformerLayer,

@@ -18,7 +18,7 @@ from bioattn.io import write_table
 from bioattn.metrics import classification_metrics
 from bioattn.models import AutoModel, HybridCT3D, PromoterClassifier, available_models, load_pretrained, model_card
 from bioattn.models.registry import CARD_NAME, CONFIG_NAME, MODEL_TYPES, PRETRAINED_ROOT, WEIGHTS_NAME, resolve_model_dir
-from bioattn.tasks.msa_head import SHIPPED_HEADS_DIR
+from bioattn.tasks.msa.head import SHIPPED_HEADS_DIR
 
 SHIPPED = available_models()
 MAX_FILE_BYTES = 5 * 1024 * 1024
@@ -172,7 +172,7 @@ def _labelled_csv(check: dict, require_data: Callable[..., Path], tmp_path: Path
 def _out_of_fold_mcc(name: str, check: dict, require_data: Callable[..., Path], tmp_path: Path) -> tuple[float, float]:
     """A cross-validated ensemble: each fold model predicts the fold it never saw (``predict --run MEMBER`` and its
     loader); the pooled out-of-fold MCC of the run that saved it."""
-    from bioattn.tasks.promoter_data import BINARY_CLASSES, load_ecoli, stratified_group_folds
+    from bioattn.tasks.promoter.data import BINARY_CLASSES, load_ecoli, stratified_group_folds
 
     everything = load_ecoli(require_data(*check["data"]), None, check["seed"])
     folder = resolve_model_dir(name)
@@ -216,8 +216,8 @@ def _promoter_score_from_loader(name: str, metric: str, source: Path, labels: li
 
 
 def _ct_scores(name: str, check: dict, require_data: Callable[..., Path], tmp_path: Path) -> tuple[float, float]:
-    from bioattn.tasks.ct_predict import predict_npz
-    from bioattn.tasks.ct_preprocessing import SavedPreprocessing
+    from bioattn.tasks.ct.predict import predict_npz
+    from bioattn.tasks.ct.preprocessing import SavedPreprocessing
 
     key = check["metric"].split("_", 1)[1]
     source = require_data(*check["data"])
@@ -241,7 +241,7 @@ def _msa_masked_accuracy(name: str, check: dict, require_data: Callable[..., Pat
     name both ways."""
     from bioattn.data.msa import MSATokenizer, read_msa, subsample
     from bioattn.models import MSAContactModel
-    from bioattn.tasks.msa_pretrain import masked_token_metrics
+    from bioattn.tasks.msa.pretrain import masked_token_metrics
 
     tokens = MSATokenizer().encode(read_msa(require_data(*check["data"])))
     block = tokens[subsample(tokens, check["rows"], "random", seed=check["seed"], keep_first=False)][None]

@@ -14,8 +14,8 @@ from bioattn.data.dna import encode
 from bioattn.io import load_tensors
 from bioattn.metrics import classification_metrics
 from bioattn.models import PromoterClassifier
-from bioattn.tasks.promoter import MODEL_NAME
-from bioattn.tasks.promoter_data import Split, dev_split
+from bioattn.tasks.promoter.train import MODEL_NAME
+from bioattn.tasks.promoter.data import Split, dev_split
 
 # Each class draws most letters from its own pair of nucleotides: learnable in a few dozen steps.
 ALPHABETS = {"neg": "AT", "pos": "GC", "mid": "AC", "0": "AT", "1": "GC"}

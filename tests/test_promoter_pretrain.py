@@ -15,7 +15,7 @@ from bioattn.data.dna import A_ID, MASK_ID, T_ID, collate_tokens, encode
 from bioattn.data.masking import bert_mask, masked_cross_entropy
 from bioattn.io import load_tensors
 from bioattn.models import PromoterClassifier
-from bioattn.tasks.promoter import (
+from bioattn.tasks.promoter.train import (
     DEFAULTS,
     FINETUNE_LR,
     FINETUNE_MASK,
@@ -24,8 +24,8 @@ from bioattn.tasks.promoter import (
     default_config,
     quick_options,
 )
-from bioattn.tasks.promoter_data import Split
-from bioattn.tasks.promoter_pretrain import (
+from bioattn.tasks.promoter.data import Split
+from bioattn.tasks.promoter.pretrain import (
     MASK_PROBABILITY,
     PRETRAIN_BATCH_FACTOR,
     PRETRAIN_LR,
@@ -204,7 +204,7 @@ def test_train_with_pretraining_end_to_end_and_resume_after_pretraining_is_exact
 
 @pytest.mark.slow
 def test_pretraining_batches_by_length_exactly_when_fine_tuning_does(tmp_path, monkeypatch):
-    import bioattn.tasks.promoter_pretrain as pretrain_module
+    import bioattn.tasks.promoter.pretrain as pretrain_module
 
     seen = []
 
@@ -252,7 +252,7 @@ def test_negative_pretraining_epochs_exit_2_with_one_line(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_pretrain_mask_reaches_the_masking_and_a_bad_fraction_exits_2_with_one_line(tmp_path, capsys, monkeypatch):
-    import bioattn.tasks.promoter_pretrain as pretrain_module
+    import bioattn.tasks.promoter.pretrain as pretrain_module
 
     asked = []
 

@@ -13,9 +13,9 @@ import pytest
 from bioattn.cli import main as bioattn_main
 from bioattn.data.dna import encode, reverse_complement
 from bioattn.models import PromoterClassifier
-from bioattn.tasks.promoter import MODEL_NAME, score
-from bioattn.tasks.promoter_baselines import gc_threshold_baseline
-from bioattn.tasks.promoter_data import Split, load_ecoli, load_gue
+from bioattn.tasks.promoter.train import MODEL_NAME, score
+from bioattn.tasks.promoter.baselines import gc_threshold_baseline
+from bioattn.tasks.promoter.data import Split, load_ecoli, load_gue
 
 RECIPE = Path(__file__).resolve().parents[1] / "recipes" / "promoter.py"
 

@@ -13,8 +13,8 @@ from Bio import bgzf
 
 from bioattn.cli import main as bioattn_main
 from bioattn.models import PromoterClassifier
-from bioattn.tasks import promoter_scan
-from bioattn.tasks.promoter_scan import WindowGrid
+from bioattn.tasks.promoter import scan as promoter_scan
+from bioattn.tasks.promoter.scan import WindowGrid
 
 WINDOW, STRIDE = 40, 20
 RNG = np.random.default_rng(0)

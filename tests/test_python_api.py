@@ -14,8 +14,8 @@ from bioattn.data.dna import reverse_complement
 from bioattn.errors import UserInputError
 from bioattn.models import HybridCT3D, PromoterClassifier, load_pretrained
 from bioattn.models.ensemble import Ensemble
-from bioattn.tasks import ct_predict
-from bioattn.tasks.ct_preprocessing import SavedPreprocessing
+from bioattn.tasks.ct import predict as ct_predict
+from bioattn.tasks.ct.preprocessing import SavedPreprocessing
 
 SEQUENCES = ["ACGTTATAAAGGCGCGCTAGCTAGGATCCGATCGATCGTAGCTAGCTAGGGGCCCATATATATGCGCAT",
              "ttgacaNNNNtataatgcgcgcgatcgatcga", "GCGCGCGCGCGCRYACGT", "A" * 70]

@@ -13,7 +13,7 @@ import torch
 
 from bioattn.cli import main as bioattn_main
 from bioattn.models import PromoterClassifier
-from bioattn.tasks.promoter_scan import ScanTarget, WindowGrid, shard_targets, window_spans, window_tiles
+from bioattn.tasks.promoter.scan import ScanTarget, WindowGrid, shard_targets, window_spans, window_tiles
 
 WINDOW, STRIDE = 30, 12
 RNG = np.random.default_rng(1)

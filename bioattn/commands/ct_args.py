@@ -22,7 +22,7 @@ def add_intensity_window_argument(group, *, default_help: str) -> None:
 
 def add_fit_argument(group, *, default, default_help: str) -> None:
     """``--fit resize|crop-pad``: how a volume is brought to ``--size``."""
-    from bioattn.tasks.ct_preprocessing import FITS
+    from bioattn.tasks.ct.preprocessing import FITS
 
     group.add_argument("--fit", choices=FITS, default=default,
                        help="bring every volume to --size by resampling it whole (resize), or by centre crop / zero "
@@ -56,7 +56,7 @@ def add_preprocessing_arguments(parser: argparse.ArgumentParser) -> None:
 
 def preprocessing_overrides(args: argparse.Namespace) -> dict:
     """The preprocessing steps given on the command line, as library keywords
-    (:func:`bioattn.tasks.ct_predict.resolve_preprocessing`)."""
+    (:func:`bioattn.tasks.ct.predict.resolve_preprocessing`)."""
     return {keyword: tuple(value) if isinstance(value, list) else value
             for dest, (keyword, _) in PREPROCESSING_FLAGS.items() if (value := getattr(args, dest, None)) is not None}
 
@@ -68,6 +68,6 @@ def given_preprocessing_flags(args: argparse.Namespace) -> list[str]:
 
 def preprocessing_from_args(args: argparse.Namespace, saved):
     """The run's saved :class:`~bioattn.data.ct.VolumePreprocessing` with the flags that were given applied."""
-    from bioattn.tasks.ct_predict import resolve_preprocessing
+    from bioattn.tasks.ct.predict import resolve_preprocessing
 
     return resolve_preprocessing(saved, **preprocessing_overrides(args))

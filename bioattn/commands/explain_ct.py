@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bioattn.tasks.ct_explain import explain_ct
+    from bioattn.tasks.ct.explain import explain_ct
     from bioattn.explain.outputs import faithfulness_table
     from bioattn.explain.result import check_out_dir
 

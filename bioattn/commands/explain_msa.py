@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     from bioattn.explain.result import check_out_dir
 
     if args.weights is not None:
-        from bioattn.tasks.msa_esm import explain_with_weights
+        from bioattn.tasks.msa.esm import explain_with_weights
 
         summary, out, family = explain_with_weights(
             args.weights, args.input, args.out, fmt=args.format, query=args.query, pdb=args.pdb, chain=args.chain,

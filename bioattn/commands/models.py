@@ -37,7 +37,7 @@ def model_rows() -> list[list[str]]:
 
 def run(args: argparse.Namespace) -> int:
     print(format_table(HEADER, model_rows()))
-    from bioattn.tasks.msa_esm import WEIGHTS_HELP
+    from bioattn.tasks.msa.esm import WEIGHTS_HELP
 
     print(f"\nmodel cards: {PRETRAINED_ROOT}/<name>/MODEL_CARD.md")
     print(f"\nESM's MSA Transformer for 'bioattn predict msa --method esm-msa' and 'bioattn explain msa --weights': "

@@ -83,8 +83,8 @@ def add_fit_arguments(group: argparse._ArgumentGroup) -> None:
 def options_from_args(args: argparse.Namespace, **overrides):
     """``(MSAOptions, TrainConfig)`` from parsed flags (``overrides`` replace flag values), ``--quick`` applied;
     with ``--init-from`` the model size is the pretrained model's."""
-    from bioattn.tasks.msa import DEFAULTS, MSAOptions, quick_config
-    from bioattn.tasks.msa_features import pretrained_size
+    from bioattn.tasks.msa.train import DEFAULTS, MSAOptions, quick_config
+    from bioattn.tasks.msa.features import pretrained_size
     from bioattn.commands.training_args import config_from_args
 
     names = {f.name for f in dataclasses.fields(MSAOptions)}

@@ -58,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from bioattn.report import format_table
-    from bioattn.tasks.ct_predict_run import predict_ct
+    from bioattn.tasks.ct.predict_run import predict_ct
 
     result = predict_ct(model_source(args), args.input, args.output, preprocessing=preprocessing_overrides(args),
                         split=args.split, batch_size=args.batch_size, tta=args.tta, attention_map=args.attention_map,

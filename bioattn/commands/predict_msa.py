@@ -45,9 +45,9 @@ from bioattn.errors import UserInputError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from bioattn.tasks.msa import DEFAULTS, RR_MIN_SEPARATION, RR_TOP_PER_RESIDUE
-    from bioattn.tasks.msa_head import SHIPPED_HEADS
-    from bioattn.tasks.msa_predict import DEFAULT_METHOD, ESM_METHOD
+    from bioattn.tasks.msa.train import DEFAULTS, RR_MIN_SEPARATION, RR_TOP_PER_RESIDUE
+    from bioattn.tasks.msa.head import SHIPPED_HEADS
+    from bioattn.tasks.msa.predict import DEFAULT_METHOD, ESM_METHOD
 
     add_input_arguments(parser, msa_required=True)
     head = add_model_arguments(parser.add_argument_group("contact head"), trained_by="bioattn train msa", required=False)
@@ -71,8 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bioattn.tasks.msa_head import ContactHead, shipped_head
-    from bioattn.tasks.msa_predict import (
+    from bioattn.tasks.msa.head import ContactHead, shipped_head
+    from bioattn.tasks.msa.predict import (
         DEFAULT_METHOD, ESM_METHOD, predict_contacts, predict_contacts_esm, prediction_report, run_head,
     )
 

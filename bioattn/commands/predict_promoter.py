@@ -40,7 +40,7 @@ from bioattn.commands.common import add_device_argument, add_model_arguments, mo
 from bioattn.commands.vocabulary import add_alias
 from bioattn.io import STDOUT
 from bioattn.precision import INFERENCE_PRECISIONS
-from bioattn.tasks.promoter_predict_run import MODEL_WINDOW
+from bioattn.tasks.promoter.predict_run import MODEL_WINDOW
 
 
 def _window_length(text: str) -> int:
@@ -90,7 +90,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bioattn.tasks.promoter_predict_run import predict_promoter
+    from bioattn.tasks.promoter.predict_run import predict_promoter
 
     result = predict_promoter(model_source(args), args.input, args.output, batch_size=args.batch_size,
                               precision=args.precision, threshold=args.threshold, strand=args.strand,

@@ -25,7 +25,7 @@ from bioattn.commands.common import add_device_argument
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from bioattn.models.msa_contact import POSITIONAL_ENCODINGS
-    from bioattn.tasks.msa_pretrain import EXCLUDE_STRUCTURES, PRETRAIN_DEFAULTS, PretrainOptions
+    from bioattn.tasks.msa.pretrain import EXCLUDE_STRUCTURES, PRETRAIN_DEFAULTS, PretrainOptions
     from bioattn.commands.training_args import add_training_args
     from bioattn.commands.vocabulary import add_alias
 
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     import dataclasses
 
     from bioattn.data import resolve_data_root
-    from bioattn.tasks.msa_pretrain import (
+    from bioattn.tasks.msa.pretrain import (
         EXCLUDE_NONE, EXCLUDE_STRUCTURES, PRETRAIN_DEFAULTS, PretrainOptions, pretrain, quick_pretrain_config,
     )
     from bioattn.commands.training_args import config_from_args

@@ -37,7 +37,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bioattn.tasks.ct import (
+from bioattn.tasks.ct.train import (
     DEFAULT_DATASET,
     DEFAULT_STEM_DEPTH,
     TUNED_DEFAULTS,
@@ -135,7 +135,7 @@ def options_from_args(args: argparse.Namespace) -> CTOptions:
         tta=args.tta, mixup=args.mixup, quick=args.quick, stem_channels=optional_tuple(args.stem_channels),
         stem_strides=optional_tuple(args.stem_strides), stem_depth=args.stem_depth, unshuffle=args.unshuffle,
         distance_channel=args.distance_channel, d_model=args.d_model, heads=args.heads, layers=args.layers,
-        dropout=args.dropout, train=config,
+        dropout=args.dropout, train_config=config,
         **ensemble_options(args), resume=args.resume, overwrite=args.overwrite,
     )
 

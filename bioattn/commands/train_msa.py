@@ -34,7 +34,7 @@ heads fitted leave-one-family-out on the same seed's models, contact_head.json a
 fitted on every seed's model of every family, and the table gives the ensemble and the seeds' mean ± sd P@L/5;
 --resume skips finished seeds.
 With --all --compare-methods no axial model is trained: each family gets the factored-attention map, the Potts
-map and MI + APC, the combined head is chosen and fitted leave-one-family-out (bioattn.tasks.msa_compare), and
+map and MI + APC, the combined head is chosen and fitted leave-one-family-out (bioattn.tasks.msa.compare), and
 contact_head_{attention,potts,combined}.json are fitted on every family.
 """
 from __future__ import annotations
@@ -48,8 +48,8 @@ from bioattn.errors import UserInputError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from bioattn.tasks.msa import DEFAULTS
-    from bioattn.tasks.msa_head import COEVOLUTION_FEATURES
+    from bioattn.tasks.msa.train import DEFAULTS
+    from bioattn.tasks.msa.head import COEVOLUTION_FEATURES
     from bioattn.commands.training_args import add_training_args
 
     data = add_input_arguments(parser)
@@ -78,9 +78,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from bioattn.data import resolve_data_root
-    from bioattn.tasks.msa import train_families, train_family
-    from bioattn.tasks.msa_compare import compare_methods
-    from bioattn.tasks.msa_head import ContactHead
+    from bioattn.tasks.msa.train import train_families, train_family
+    from bioattn.tasks.msa.compare import compare_methods
+    from bioattn.tasks.msa.head import ContactHead
     from bioattn.training import check_run_dir
 
     check_run_dir(args.out, resume=args.resume, overwrite=args.overwrite)  # before any alignment is read

@@ -36,7 +36,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bioattn.tasks.promoter import (
+from bioattn.tasks.promoter.train import (
     DEFAULT_TASK,
     DEFAULTS,
     FINETUNE_MASK,
@@ -50,7 +50,7 @@ from bioattn.tasks.promoter import (
     format_report,
     run_promoter,
 )
-from bioattn.tasks.promoter_pretrain import MASK_PROBABILITY, PRETRAIN_LR
+from bioattn.tasks.promoter.pretrain import MASK_PROBABILITY, PRETRAIN_LR
 from bioattn.commands.common import add_device_argument, add_ensemble_arguments, ensemble_options
 from bioattn.commands.training_args import add_training_args, config_from_args
 from bioattn.commands.vocabulary import add_alias

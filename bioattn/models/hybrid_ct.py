@@ -229,7 +229,7 @@ class HybridCT3D(PretrainedModel):
         run evaluated) averages over the 8 flips. On an ensemble, the members' mean probability. A file that cannot
         be read, or has the wrong channels, is a :class:`~bioattn.errors.UserInputError` naming it. The checks of
         inputs unlike the training volumes (``warning:`` lines) are those of ``bioattn predict ct`` /
-        :func:`bioattn.tasks.ct_predict.predict_volume`.
+        :func:`bioattn.tasks.ct.predict.predict_volume`.
         """
         single = isinstance(paths, (str, os.PathLike))
         files = [Path(paths)] if single else [Path(p) for p in paths]

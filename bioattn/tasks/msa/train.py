@@ -1,16 +1,16 @@
 """Contact prediction from a protein alignment: coevolution maps, the per-family axial model, the contact head.
 
-For one family (:func:`train_family`), :func:`~bioattn.tasks.msa_features.prepare_family` computes (1) a
+For one family (:func:`train_family`), :func:`~bioattn.tasks.msa.features.prepare_family` computes (1) a
 random subsample of at most ``max_seqs`` rows and their 80 %-identity weights; (2) coevolution maps: mutual
 information + APC and Gaussian DCA + APC on that subsample and, with ``coevolution="potts"``, a
 pseudo-likelihood Potts model + APC on every row; (3) :class:`~bioattn.models.MSAContactModel` trained from
 scratch by masked-token prediction on blocks of ``rows`` rows drawn by weight, early-stopped on the
 masked-token loss of held-out rows (never on contacts); (4) its tied row-attention maps (symmetrised, APC,
 sorted over heads) as pair features beside the coevolution maps (saved in ``features.safetensors``). Then
-(5) a :class:`~bioattn.tasks.msa_head.ContactHead` fitted on *other* families turns them into contact
+(5) a :class:`~bioattn.tasks.msa.head.ContactHead` fitted on *other* families turns them into contact
 probabilities (:func:`score_family`). :func:`train_families` runs every family of the data root, fits the heads
 leave-one-family-out and writes the results table. Predicting a new alignment lives in
-:mod:`bioattn.tasks.msa_predict`.
+:mod:`bioattn.tasks.msa.predict`.
 
 With ``seeds`` each family gets one complete run per seed (``seed<S>/``, :func:`prepare_members`): the coevolution
 maps that do not depend on the seed are computed once and copied into every run. The family folder then holds
@@ -36,11 +36,11 @@ from bioattn.explain.msa import PRECISION_NAMES
 from bioattn.metrics import mean_std, precision_at
 from bioattn.models.msa_contact import MSAContactModel, logistic_contact_probabilities
 from bioattn.report import MISSING, format_mean_sd, format_table
-from bioattn.tasks.common import member_dir_name, save_ensemble
-from bioattn.tasks.msa_features import (
+from bioattn.tasks.common import Member, member_dir_name, save_ensemble, seed_members, train_members
+from bioattn.tasks.msa.features import (
     DEFAULTS, FEATURES_FILE, QUICK, MSAOptions, coevolution_maps, load_features, prepare_family, quick_config, training_pool,
 )
-from bioattn.tasks.msa_head import (
+from bioattn.tasks.msa.head import (
     COEVOLUTION_MAPS, ESM_MSA_MAP, FACTORED_ATTENTION_MAP, HEAD_FILE_NAME, ContactHead, attention_feature_names, default_head,
     describe_features, fit_head, leave_one_out_heads,
 )
@@ -261,9 +261,7 @@ def finished_family(run_dir: Path, options: MSAOptions) -> dict[str, Any] | None
 def member_dirs(family_dir: Path, options: MSAOptions, config: TrainConfig) -> dict[int, Path]:
     """The run directory of each model of a family, by seed: ``family_dir/seed<S>`` for every seed of
     ``options.seeds``, else ``family_dir`` itself for the one model (seed ``config.seed``)."""
-    if options.seeds is None:
-        return {config.seed: family_dir}
-    return {seed: family_dir / member_dir_name("seed", seed) for seed in options.seeds}
+    return {member.index: member.run_dir for member in seed_members(family_dir, options.seeds, config.seed)}
 
 
 def seed_independent_maps(target: ContactTarget, options: MSAOptions) -> tuple[str, ...]:
@@ -308,11 +306,11 @@ def prepare_members(target: ContactTarget, family_dir: Path, options: MSAOptions
     """
     infos: dict[int, dict[str, Any]] = {}
     shared: dict[str, torch.Tensor] = {}
-    for number, (seed, run_dir) in enumerate(member_dirs(family_dir, options, config).items(), start=1):
+
+    def prepare(member: Member) -> None:
+        seed, run_dir = member.index, member.run_dir
         info = finished_family(run_dir, options)
         if info is None:
-            if options.seeds is not None:
-                print(f"seed {seed} ({number} of {len(options.seeds)}) → {run_dir}", file=sys.stderr, flush=True)
             run_dir.mkdir(parents=True, exist_ok=True)
             seed_everything(seed)
             maps = tuple(name for name in options.baseline_maps if name not in shared)
@@ -321,6 +319,8 @@ def prepare_members(target: ContactTarget, family_dir: Path, options: MSAOptions
             add_missing_maps(target, run_dir, info, options, seed, shared)
             write_json(run_dir / PREPARE_FILE, info)
             infos[seed] = info
+
+    train_members(seed_members(family_dir, options.seeds, config.seed), prepare)
     return infos
 
 

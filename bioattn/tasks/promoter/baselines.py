@@ -16,7 +16,7 @@ from sklearn.pipeline import make_pipeline
 
 from bioattn.data.dna import gc_content
 from bioattn.metrics import classification_metrics
-from bioattn.tasks.promoter_data import Split
+from bioattn.tasks.promoter.data import Split
 
 KMER_MAX = 6
 BASELINE_NAMES = {

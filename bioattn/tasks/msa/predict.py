@@ -22,13 +22,13 @@ from bioattn.models.base import CONFIG_NAME
 from bioattn.models.ensemble import ENSEMBLE_TYPE
 from bioattn.report import format_table
 from bioattn.io import save_tensors, write_json
-from bioattn.tasks.msa import (
+from bioattn.tasks.msa.train import (
     PRECISION_NAMES, RR_MIN_SEPARATION, evaluate_family, member_dirs, prepare_members, score_family, score_members,
     write_contact_outputs,
 )
-from bioattn.tasks.msa_features import FEATURES_FILE, MSAOptions, coevolution_maps, prepare_family, training_pool
-from bioattn.tasks.msa_esm import WEIGHTS_HELP, esm_msa_prediction, load_msa_transformer
-from bioattn.tasks.msa_head import ESM_MSA_MAP, HEAD_FILE_NAME, ContactHead, describe_features
+from bioattn.tasks.msa.features import FEATURES_FILE, MSAOptions, coevolution_maps, prepare_family, training_pool
+from bioattn.tasks.msa.esm import WEIGHTS_HELP, esm_msa_prediction, load_msa_transformer
+from bioattn.tasks.msa.head import ESM_MSA_MAP, HEAD_FILE_NAME, ContactHead, describe_features
 from bioattn.training import TrainConfig, prepare_run_dir
 from bioattn.training.distributed import resolve_device
 
@@ -171,7 +171,7 @@ def predict_contacts_esm(
     ``options.esm_max_rows`` rows chosen as in ESM's examples; its own contact regression gives the probabilities.
 
     Writes the outputs of :func:`predict_contacts` (``contacts.npy``, ``contacts.rr``, ``contact_map.png``,
-    ``features.safetensors`` with :data:`~bioattn.tasks.msa_head.ESM_MSA_MAP`, ``metrics.json``) and
+    ``features.safetensors`` with :data:`~bioattn.tasks.msa.head.ESM_MSA_MAP`, ``metrics.json``) and
     ``row_attention.safetensors`` (the ``(layers, H, L, L)`` maps). With a structure, MI and Gaussian DCA are
     computed in the same run as baselines. Returns the ``metrics.json`` content.
     """

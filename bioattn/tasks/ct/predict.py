@@ -1,6 +1,6 @@
 """Class probabilities of a trained CT model for a MedMNIST ``.npz``, a manifest of many scans, or one NIfTI/DICOM.
 
-The run's ``preprocessing.json`` (:mod:`bioattn.tasks.ct_preprocessing`) decides by default how NIfTI/DICOM
+The run's ``preprocessing.json`` (:mod:`bioattn.tasks.ct.preprocessing`) decides by default how NIfTI/DICOM
 volumes are prepared and whether predictions are averaged over the 8 flips (as the run evaluated); explicit
 options override it (:func:`resolve_preprocessing`, :func:`resolve_flip_tta`). Every input is compared with the
 profile of the training volumes; what lies far from it comes back as warnings with the prediction.
@@ -35,7 +35,7 @@ from bioattn.metrics import classification_metrics
 from bioattn.models.ensemble import average_over_members
 from bioattn.models.hybrid_ct import HybridCT3D, predict_probabilities
 from bioattn.models.registry import load_pretrained, resolve_model_dir
-from bioattn.tasks.ct_preprocessing import SavedPreprocessing, distribution_warnings, volume_statistics
+from bioattn.tasks.ct.preprocessing import SavedPreprocessing, distribution_warnings, volume_statistics
 from bioattn.progress import progress_bar
 
 __all__ = [
@@ -99,7 +99,7 @@ def resolve_preprocessing(saved: SavedPreprocessing | None, *, size: Sequence[in
     it) mean what they mean in training: a missing one is the run's. ``resize`` replaces the whole-volume resample
     step alone (the older spelling of ``size`` with ``fit="resize"``).
     """
-    from bioattn.tasks.ct_preprocessing import FITS
+    from bioattn.tasks.ct.preprocessing import FITS
 
     base = saved.preprocessing if saved is not None else VolumePreprocessing()
     base = dataclasses.replace(base, **{name: value for name, value in overrides.items() if value is not None})

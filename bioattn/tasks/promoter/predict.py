@@ -3,7 +3,7 @@
 Columns: two classes: ``id,promoter_probability,predicted_label`` (the probability of the model's class 1, the
 positive class); more: ``id,p_<class>,...,predicted_label`` (one probability per class, in class order). The
 predicted label is the class name (``0``/``1`` for models trained on 0/1 labels). With the run's training
-composition (:mod:`bioattn.tasks.dna_composition`) a last column ``warning`` says how a sequence differs from the
+composition (:mod:`bioattn.tasks.promoter.composition`) a last column ``warning`` says how a sequence differs from the
 training sequences (empty when it does not), and a ``warning:`` line on stderr names it (the first 20, then a
 count). Input order is kept; the file is streamed in chunks, each scored in batches of similar length.
 """
@@ -20,7 +20,7 @@ from bioattn.errors import UserInputError
 from bioattn.io import table_writer
 from bioattn.models.promoter import PromoterClassifier
 from bioattn.progress import progress_bar
-from bioattn.tasks.dna_composition import composition_warnings
+from bioattn.tasks.promoter.composition import composition_warnings
 
 #: Records read (and length-sorted) at a time, in batches.
 CHUNK_BATCHES = 8
@@ -43,7 +43,7 @@ def predict_file(
     """Write one row per record of ``source`` to ``output`` (CSV; TSV for ``.tsv``); returns the count per predicted class.
 
     A record longer than ``model.max_len`` is an error naming it (score long sequences as a genome scan).
-    ``composition``: the run's training composition (:func:`~bioattn.tasks.dna_composition.load_composition`);
+    ``composition``: the run's training composition (:func:`~bioattn.tasks.promoter.composition.load_composition`);
     with it, each record is checked against it (``warning`` column, ``warning:`` lines on stderr).
     """
     counts: Counter = Counter()

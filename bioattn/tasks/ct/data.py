@@ -4,7 +4,7 @@
 recipe always did); :func:`load_manifest` reads a manifest (:mod:`bioattn.data.ct_manifest`), splits it and caches
 every volume after the :class:`~bioattn.data.ct.VolumePreprocessing` steps. Both give the model-ready volumes
 without augmentation, a way to serve the training split through a random augmentation, and the profile of the
-training volumes saved with the model (:mod:`bioattn.tasks.ct_preprocessing`).
+training volumes saved with the model (:mod:`bioattn.tasks.ct.preprocessing`).
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ from bioattn.data.ct_manifest import (
 from bioattn.errors import UserInputError
 from bioattn.io import write_table
 from bioattn.progress import progress_bar
-from bioattn.tasks.ct_preprocessing import profile_volumes, volume_statistics
+from bioattn.tasks.ct.preprocessing import profile_volumes, volume_statistics
 
 __all__ = [
     "SOFT_TISSUE_WINDOW",
@@ -92,7 +92,7 @@ class CTData:
         return {name: len(labels) for name, labels in self.labels.items()}
 
     def training_profile(self) -> dict[str, Any]:
-        """:func:`~bioattn.tasks.ct_preprocessing.profile_volumes` of the training split (no file is read again)."""
+        """:func:`~bioattn.tasks.ct.preprocessing.profile_volumes` of the training split (no file is read again)."""
         train = self.splits["train"]
         statistics = [volume_statistics(train[i][0]) for i in
                       progress_bar(range(len(train)), desc="training volume statistics", leave=False)]

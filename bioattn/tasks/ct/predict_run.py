@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 from bioattn.errors import UserInputError
 from bioattn.io import STDOUT
-from bioattn.tasks.ct_predict import CTPrediction
+from bioattn.tasks.ct.predict import CTPrediction
 
 #: ``attention_map="auto"``: beside the output, with the suffix ``.attention.nii.gz``.
 AUTO = "auto"
@@ -59,14 +59,14 @@ def predict_ct(
     """Predict ``inputs`` with the run or shipped model ``model`` and write the CSV ``output`` (``"-"``: stdout).
 
     ``preprocessing``: overrides of the run's NIfTI/DICOM steps (``window``, ``spacing``, ``orientation``, ``size``,
-    ``fit``, ``resize``; see :func:`~bioattn.tasks.ct_predict.resolve_preprocessing`); ``tta``: ``"flips"`` or
+    ``fit``, ``resize``; see :func:`~bioattn.tasks.ct.predict.resolve_preprocessing`); ``tta``: ``"flips"`` or
     ``"none"`` (default: as the run evaluated); ``attention_map``: also write the rollout of one NIfTI/DICOM input
     (a path, or ``"auto"``); ``workers``: DataLoader worker processes reading a manifest's scans. Under torchrun a
     manifest is shared out between the processes and written, in manifest order, by the first.
     """
     from bioattn.data.ct import write_nifti
     from bioattn.data.ct_manifest import is_manifest
-    from bioattn.tasks import ct_predict
+    from bioattn.tasks.ct import predict as ct_predict
     from bioattn.training.distributed import is_main_process, resolve_device
 
     inputs, output = Path(inputs), Path(output)

@@ -25,7 +25,7 @@ from bioattn.data.dna import A_ID, MASK_ID, T_ID
 from bioattn.data.masking import bert_mask, masked_cross_entropy
 from bioattn.models.promoter import PromoterClassifier
 from bioattn.tasks.common import fit_timed
-from bioattn.tasks.promoter_data import Split, TokenDataset, collate
+from bioattn.tasks.promoter.data import Split, TokenDataset, collate
 from bioattn.training import TrainConfig, Trainer
 from bioattn.training.distributed import is_main_process
 

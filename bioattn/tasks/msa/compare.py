@@ -3,7 +3,7 @@
 For each family :func:`compare_methods` computes, on the whole alignment, the factored-attention map
 (``--method attention``: no coevolution statistic), the Potts map (``--method potts``) and MI + APC (a baseline),
 and reads the published predictions beside the alignment. The combined head (``--method combined``) is chosen
-and fitted by :func:`~bioattn.tasks.msa_head.select_head` on the *other* families for each family (nested
+and fitted by :func:`~bioattn.tasks.msa.head.select_head` on the *other* families for each family (nested
 leave-one-family-out: the family scored never takes part in choosing or fitting its head). The single maps need
 no fitting: a one-feature head ranks pairs as its map does. Writes one sub-folder per family
 (``features.safetensors``, ``prepare.json``), ``summary.md`` / ``summary.json`` and the heads fitted on every
@@ -11,7 +11,7 @@ family (``contact_head_attention.json``, ``contact_head_potts.json``, ``contact_
 shipped for ``--method``).
 
 With ``options.esm_weights`` (``--weights``: the user's ESM-MSA-1b) the MSA Transformer's map
-(:data:`~bioattn.tasks.msa_head.ESM_MSA_MAP`) is computed too and joins the combined head's candidates; the head
+(:data:`~bioattn.tasks.msa.head.ESM_MSA_MAP`) is computed too and joins the combined head's candidates; the head
 fitted then (``contact_head_combined.json``) reads it where it helped, and ``bioattn predict msa --contact-head``
 that file ``--weights`` the same weights applies it to a new alignment.
 """
@@ -27,13 +27,13 @@ from bioattn.data.contacts import published_predictions
 from bioattn.io import write_json, write_text
 from bioattn.metrics import precision_at
 from bioattn.report import MISSING, format_table
-from bioattn.tasks.msa import PREPARE_FILE, family_targets, finished_family
-from bioattn.tasks.msa_features import (
+from bioattn.tasks.msa.train import PREPARE_FILE, family_targets, finished_family
+from bioattn.tasks.msa.features import (
     MSAOptions,
     load_features,
     prepare_family,
 )
-from bioattn.tasks.msa_head import (
+from bioattn.tasks.msa.head import (
     ESM_MSA_MAP,
     FACTORED_ATTENTION_MAP,
     fit_head,

@@ -6,7 +6,7 @@ budget and augmentation, and writes into the run directory:
 
 - ``config.json`` + ``model.safetensors`` (the attention model, for ``bioattn predict ct`` / ``explain ct``; the
   class names are saved with it) and ``preprocessing.json`` (the NIfTI/DICOM preprocessing, flip test-time
-  averaging, and a profile of the training volumes, see :mod:`bioattn.tasks.ct_preprocessing`);
+  averaging, and a profile of the training volumes, see :mod:`bioattn.tasks.ct.preprocessing`);
 - ``metrics.json`` (every number with the protocol that produced it; keys ``val_auroc``, ``val_accuracy``,
   ``val_mcc``, ``val_f1``, ``val_loss``, ``val_auroc_no_tta``, ``val_auroc_last_epoch``, ``test_*`` when there is a
   test split), ``val_auc.png`` (validation AUROC per epoch of both models), ``training_curve.png``,
@@ -38,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,7 @@ from sklearn.preprocessing import StandardScaler
 from torch import nn
 from torch.utils.data import ConcatDataset, Dataset, Subset
 
+from bioattn.attention.compat import renamed_arguments
 from bioattn.data import resolve_data_root
 from bioattn.data.ct import VolumePreprocessing, apply_random_transform, foreground_distance, train_augmentation
 from bioattn.errors import UserInputError
@@ -63,14 +65,19 @@ from bioattn.models.hybrid_ct import DistanceChannelInput, HybridCT3D, predict_p
 from bioattn.progress import progress_bar
 from bioattn.report import format_mean_sd, format_table
 from bioattn.tasks.common import (
-    check_ensemble_options,
+    Member,
+    OutOfFold,
+    TaskOptions,
     count_parameters,
+    cv_members,
     fit_timed,
-    member_dir_name,
-    save_ensemble,
+    repeated_folds,
+    save_members,
+    seed_members,
+    train_members,
     write_out_of_fold,
 )
-from bioattn.tasks.ct_data import (
+from bioattn.tasks.ct.data import (
     CTData,
     WithoutMetadata,
     hounsfield_window,
@@ -78,7 +85,7 @@ from bioattn.tasks.ct_data import (
     load_medmnist,
     write_split_table,
 )
-from bioattn.tasks.ct_preprocessing import FITS, SavedPreprocessing
+from bioattn.tasks.ct.preprocessing import FITS, SavedPreprocessing
 from bioattn.tasks.trust import baseline_warning, format_trust, trust_report
 from bioattn.training import TrainConfig, Trainer, check_run_dir, plot_curves, prepare_run_dir, seed_everything
 from bioattn.training.distributed import is_main_process
@@ -180,7 +187,7 @@ HISTORY_KEYS = ("epoch", "val_auroc", "val_accuracy", "val_auroc_no_tta")
 
 
 @dataclass(frozen=True)
-class CTOptions:
+class CTOptions(TaskOptions):
     """Everything :func:`train_ct` needs. Give either ``dataset`` (a MedMNIST 3D name, found under ``data_root``;
     the default when there is no ``manifest``) or ``manifest`` (a labels CSV, see :mod:`bioattn.data.ct_manifest`).
 
@@ -192,12 +199,13 @@ class CTOptions:
     intensity_jitter, tta (``"none"``/``"flips"``) and mixup (the Beta concentration α, 0: off; see
     :mod:`bioattn.training.mixup`) default to the protocol's. unshuffle: see :meth:`unshuffle_factor` (``None``:
     the default). distance_channel: :class:`HybridCT3D`'s (``None``: on when the training volumes are binary
-    masks). ``train``: the full training configuration (default: :func:`protocol_train_config`).
+    masks). The run options (``out``, ``data_root``, ``quick``, ``seeds``, ``cv``, ``cv_repeats``, ``resume``,
+    ``overwrite``) are :class:`~bioattn.tasks.common.TaskOptions`'. ``train_config``: the full training
+    configuration (default: :func:`protocol_train_config`; the old keyword ``train=`` and attribute ``.train`` still
+    work for one release, with a :class:`DeprecationWarning`).
     """
 
-    out: Path
     dataset: str | None = None
-    data_root: str | None = None
     manifest: Path | None = None
     size: tuple[int, ...] | None = None
     orientation: str | None = None
@@ -211,7 +219,6 @@ class CTOptions:
     intensity_jitter: float | None = None
     tta: str | None = None
     mixup: float | None = None
-    quick: bool = False
     stem_channels: tuple[int, ...] | None = None
     stem_strides: tuple[int, ...] | None = None
     stem_depth: int = DEFAULT_STEM_DEPTH
@@ -221,15 +228,10 @@ class CTOptions:
     heads: int = 4
     layers: int = 3
     dropout: float = 0.0
-    train: TrainConfig | None = None
-    seeds: tuple[int, ...] | None = None
-    cv: int | None = None
-    cv_repeats: int = 1
-    resume: bool = False
-    overwrite: bool = False
+    train_config: TrainConfig | None = None
 
     def __post_init__(self) -> None:
-        check_ensemble_options(self.seeds, self.cv, self.cv_repeats)
+        self.check_run_options()
         if self.unshuffle is not None and self.unshuffle < 1:
             raise UserInputError(f"--unshuffle must be >= 1, got {self.unshuffle}")
         if self.stem_depth < 1:
@@ -297,6 +299,16 @@ class CTOptions:
         """The model's total downsampling (:meth:`unshuffle_factor` times the stem strides); volumes are padded to a
         multiple of it."""
         return self.unshuffle_factor() * math.prod(self.stem()[1])
+
+    @property
+    def train(self) -> TrainConfig | None:
+        """Deprecated spelling of :attr:`train_config`."""
+        warnings.warn("CTOptions.train is deprecated and will be removed in the next release; use "
+                      "CTOptions.train_config", DeprecationWarning, stacklevel=2)
+        return self.train_config
+
+
+CTOptions.__init__ = renamed_arguments(train="train_config")(CTOptions.__init__)  # type: ignore[method-assign]
 
 
 def resolve_protocol(options: CTOptions) -> Protocol:
@@ -474,7 +486,7 @@ def comparison_table(dataset: str | None, results: dict[str, dict[str, Any]]) ->
 
 def _options_record(options: CTOptions) -> dict[str, Any]:
     """JSON-ready options for ``run_config.json``."""
-    record = {f.name: getattr(options, f.name) for f in dataclasses.fields(options) if f.name != "train"}
+    record = {f.name: getattr(options, f.name) for f in dataclasses.fields(options) if f.name != "train_config"}
     return {k: str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v for k, v in record.items()}
 
 
@@ -582,15 +594,12 @@ def _train_seeds(options: CTOptions, data: CTData, config: TrainConfig, protocol
                  run_info: dict[str, Any], saved: SavedPreprocessing) -> dict[str, Any]:
     """One run per seed (``seed<S>/``) on the same split; the run directory becomes the attention models' ensemble."""
     assert options.seeds is not None
-    members = []
-    for number, seed in enumerate(options.seeds, start=1):
-        member_dir = run_dir / member_dir_name("seed", seed)
-        print(f"seed {seed} ({number} of {len(options.seeds)}) → {member_dir}", file=sys.stderr)
-        members.append(_train_pair(options, data, dataclasses.replace(config, seed=seed), protocol, member_dir,
-                                   run_info, saved))
+    plan = seed_members(run_dir, options.seeds, config.seed)
+    members = train_members(plan, lambda member: _train_pair(
+        options, data, dataclasses.replace(config, seed=member.index), protocol, member.run_dir, run_info, saved))
     if not is_main_process():
         return {}
-    save_ensemble(run_dir, "HybridCT3D", [member_dir_name("seed", seed) for seed in options.seeds])
+    save_members(run_dir, "HybridCT3D", plan)
     saved.save(run_dir)
     return {"ensemble": _ensemble_scores(members, data, protocol, config.batch_size), "members": _summaries(members),
             "seeds": {str(seed): m.results for seed, m in zip(options.seeds, members)}}
@@ -623,44 +632,44 @@ def _train_cv(options: CTOptions, data: CTData, config: TrainConfig, protocol: P
     assert options.cv is not None
     labels = np.concatenate([data.labels["train"], data.labels["val"]])
     repeats = options.cv_repeats
-    # repeat r (0-based) shuffles with seed + r and numbers its folds r*K+1 .. (r+1)*K
-    splits = [fold for r in range(repeats) for fold in
-              StratifiedKFold(options.cv, shuffle=True, random_state=config.seed + r).split(np.zeros(len(labels)), labels)]
-    oof: dict[str, np.ndarray] = {}
-    fold_of = np.zeros(len(labels), dtype=np.int64)
-    members, folds = [], []
+    plan = cv_members(run_dir, repeated_folds(
+        options.cv, repeats, config.seed,
+        lambda k, seed: StratifiedKFold(k, shuffle=True, random_state=seed).split(np.zeros(len(labels)), labels)))
+    out_of_fold = OutOfFold(len(labels), options.cv, repeats)
+    folds: list[dict[str, Any]] = []
     # binary masks: how far the mean depth inside the mask goes alone, on the same folds
     depth = mean_mask_depth(ConcatDataset([data.splits["train"], data.splits["val"]])) \
         if saved.profile.get("binary") and is_main_process() else None
-    for fold, (train_index, held_index) in enumerate(splits, start=1):
-        member_dir = run_dir / member_dir_name("fold", fold)
-        print(f"fold {fold} of {len(splits)}: train {len(train_index)}, held out {len(held_index)} → {member_dir}",
-              file=sys.stderr)
+
+    def train_fold(member: Member) -> _Trained:
+        train_index, held_index = member.train_index, member.held_out_index
+        assert train_index is not None and held_index is not None
         folded = fold_data(data, train_index, held_index)
-        trained = _train_pair(options, folded, config, protocol, member_dir, run_info, saved, select_best=False)
-        members.append(trained)
+        trained = _train_pair(options, folded, config, protocol, member.run_dir, run_info, saved, select_best=False)
         if not is_main_process():
-            continue
+            return trained
         folds.append({})
-        if fold <= options.cv:
-            fold_of[held_index] = fold
+        held_out: dict[str, np.ndarray] = {}
         for name, model in _models(trained).items():
-            probs = predict_probabilities(model, folded.splits["val"], batch_size=config.batch_size,
-                                          flip_tta=protocol.flip_tta)
-            # the mean over repeats of each volume's out-of-fold probability
-            oof.setdefault(name, np.zeros((len(labels), probs.shape[1])))[held_index] += probs / repeats
-            folds[-1][name] = _scores(labels[held_index], probs, "val")
+            held_out[name] = predict_probabilities(model, folded.splits["val"], batch_size=config.batch_size,
+                                                   flip_tta=protocol.flip_tta)
+            folds[-1][name] = _scores(labels[held_index], held_out[name], "val")
             trained.results[name].update(folds[-1][name])
         if depth is not None:
-            probs = depth_baseline_probabilities(depth[train_index], labels[train_index], depth[held_index])
-            oof.setdefault(DEPTH_BASELINE_NAME, np.zeros((len(labels), probs.shape[1])))[held_index] += probs / repeats
-            folds[-1][DEPTH_BASELINE_NAME] = _scores(labels[held_index], probs, "val")
-        write_json(member_dir / "fold_metrics.json", {"train_index": train_index.tolist(),
-                                                      "held_out_index": held_index.tolist(), "scores": folds[-1]})
+            held_out[DEPTH_BASELINE_NAME] = depth_baseline_probabilities(depth[train_index], labels[train_index],
+                                                                         depth[held_index])
+            folds[-1][DEPTH_BASELINE_NAME] = _scores(labels[held_index], held_out[DEPTH_BASELINE_NAME], "val")
+        out_of_fold.add(member, held_out)  # the mean over repeats of each volume's out-of-fold probability
+        write_json(member.run_dir / "fold_metrics.json", {"train_index": train_index.tolist(),
+                                                          "held_out_index": held_index.tolist(), "scores": folds[-1]})
+        return trained
+
+    members = train_members(plan, train_fold)
     if not is_main_process():
         return {}
-    save_ensemble(run_dir, "HybridCT3D", [member_dir_name("fold", k) for k in range(1, len(splits) + 1)])
+    save_members(run_dir, "HybridCT3D", plan)
     saved.save(run_dir)
+    oof, fold_of = out_of_fold.probabilities, out_of_fold.fold_of
     class_names = _class_names(options, data) or [str(k) for k in range(next(iter(oof.values())).shape[1])]
     write_out_of_fold(run_dir, _pool_records(data), fold_of, labels, class_names,
                       {OOF_PREFIXES[name]: probs for name, probs in oof.items()})
@@ -712,9 +721,9 @@ def trust_sections(results: dict[str, Any]) -> list[str]:
 
 
 def with_default_window(options: CTOptions, seed: int) -> CTOptions:
-    """``options`` with the soft-tissue window (:data:`~bioattn.tasks.ct_data.SOFT_TISSUE_WINDOW`) when they train
+    """``options`` with the soft-tissue window (:data:`~bioattn.tasks.ct.data.SOFT_TISSUE_WINDOW`) when they train
     on a manifest without a window and its training volumes are CT in Hounsfield units
-    (:func:`~bioattn.tasks.ct_data.hounsfield_window`); saved with the model like a given ``--intensity-window``."""
+    (:func:`~bioattn.tasks.ct.data.hounsfield_window`); saved with the model like a given ``--intensity-window``."""
     if options.manifest is None or options.window is not None:
         return options
     window = hounsfield_window(options.manifest, seed=seed)
@@ -765,7 +774,7 @@ def train_ct(options: CTOptions) -> dict[str, Any]:
     """
     check_run_dir(options.out, resume=options.resume, overwrite=options.overwrite)  # before any volume is read
     protocol = resolve_protocol(options)
-    config = options.train or protocol_train_config(options.protocol, quick=options.quick)
+    config = options.train_config or protocol_train_config(options.protocol, quick=options.quick)
     options = with_default_window(options, config.seed)
     data = _load_data(options, config, options.stride)
     run_dir = prepare_run_dir(options.out, resume=options.resume, overwrite=options.overwrite)

@@ -13,11 +13,11 @@ Protocols (:func:`run_promoter`):
 
 With ``pretrain_epochs`` (default: the task's :class:`TaskRecipe` in :data:`TASK_RECIPES`, the three 70-nt GUE
 tasks), each model's encoder first learns to predict masked nucleotides of the training sequences
-(:mod:`~bioattn.tasks.promoter_pretrain`; ``pretrain_mask`` of them masked), then fine-tunes at :func:`default_lr`.
+(:mod:`~bioattn.tasks.promoter.pretrain`; ``pretrain_mask`` of them masked), then fine-tunes at :func:`default_lr`.
 Every fine-tuning, pretrained or not, masks ``finetune_mask`` of the nucleotides of each batch the same way
 (default :data:`FINETUNE_MASK`).
 
-Beside the model, every run fits two scikit-learn baselines on the same split (:mod:`~bioattn.tasks.promoter_baselines`)
+Beside the model, every run fits two scikit-learn baselines on the same split (:mod:`~bioattn.tasks.promoter.baselines`)
 and reports them with the published MCC×100 of fine-tuned DNABERT / Nucleotide Transformer / DNABERT-2 on GUE
 (data_cards/gue_promoters.md). The run directory gets ``config.json`` + ``model.safetensors`` (for ``bioattn
 predict promoter``; the model remembers its classes, strand averaging, maximum length and threshold),
@@ -51,12 +51,23 @@ from bioattn.metrics import classification_metrics, mean_std, with_prefix
 from bioattn.models.ensemble import Ensemble
 from bioattn.models.promoter import PromoterClassifier
 from bioattn.report import format_mean_sd, format_table, format_value
-from bioattn.tasks.common import check_ensemble_options, fit_timed, member_dir_name, save_ensemble, write_out_of_fold
-from bioattn.tasks.dna_composition import save_composition
-from bioattn.tasks.promoter_baselines import run_baselines
+from bioattn.tasks.common import (
+    Member,
+    OutOfFold,
+    TaskOptions,
+    cv_members,
+    fit_timed,
+    repeated_folds,
+    save_members,
+    seed_members,
+    train_members,
+    write_out_of_fold,
+)
+from bioattn.tasks.promoter.composition import save_composition
+from bioattn.tasks.promoter.baselines import run_baselines
 from bioattn.tasks.trust import baseline_warning, format_trust, trust_report
-from bioattn.tasks.promoter_pretrain import MASK_PROBABILITY, PRETRAIN_DIR, mask_nucleotides, pretrain_encoder
-from bioattn.tasks.promoter_data import (
+from bioattn.tasks.promoter.pretrain import MASK_PROBABILITY, PRETRAIN_DIR, mask_nucleotides, pretrain_encoder
+from bioattn.tasks.promoter.data import (
     BINARY_CLASSES,
     Split,
     TokenDataset,
@@ -68,7 +79,6 @@ from bioattn.tasks.promoter_data import (
     load_labelled_files,
     stratified_group_folds,
 )
-from bioattn.progress import progress_bar
 from bioattn.training import TrainConfig, Trainer, check_run_dir, plot_curves, prepare_run_dir, seed_everything
 from bioattn.training.distributed import is_main_process
 
@@ -103,7 +113,7 @@ FINETUNE_MASK = 0.1
 
 @dataclass(frozen=True)
 class TaskRecipe:
-    """A task's default masked-nucleotide pretraining (:mod:`~bioattn.tasks.promoter_pretrain`) and the fine-tuning
+    """A task's default masked-nucleotide pretraining (:mod:`~bioattn.tasks.promoter.pretrain`) and the fine-tuning
     after it: ``pretrain_epochs`` (0: none), ``pretrain_mask`` (fraction of the nucleotides masked),
     ``finetune_lr`` (peak learning rate after pretraining; without pretraining the fine-tuning uses DEFAULTS.lr) and
     ``finetune_mask`` (fraction of the nucleotides of each fine-tuning batch masked as in pretraining, an augmentation;
@@ -159,15 +169,17 @@ Scores = dict[str, dict[str, Any]]  # {method: {split: metrics}}
 
 
 @dataclass(frozen=True)
-class PromoterOptions:
-    """What to train and how (the training loop itself is configured by a :class:`TrainConfig`).
+class PromoterOptions(TaskOptions):
+    """What to train and how (the training loop itself is configured by a :class:`TrainConfig`); the run options
+    (``out``, ``data_root``, ``quick``, ``seeds``, ``cv``, ``cv_repeats``, ``resume``, ``overwrite``) are
+    :class:`~bioattn.tasks.common.TaskOptions`'.
 
     Data: ``task`` (a bundled benchmark, read under ``data_root``; default ``prom_core_all`` when there is no
     ``train``) or ``train`` (+ optional ``dev``, ``test``):
     own labelled FASTA/CSV files; ``max_length``: longest sequence accepted (default: the longest training
     sequence). Model: ``d_model``, ``heads``, ``layers``, ``conv_kernel``, ``conv_layers``, ``dropout``,
     ``head_temperature`` (a learnable softmax temperature per attention head); ``pretrain_epochs``: epochs of
-    masked-nucleotide pretraining on the training sequences before fine-tuning (:mod:`~bioattn.tasks.promoter_pretrain`;
+    masked-nucleotide pretraining on the training sequences before fine-tuning (:mod:`~bioattn.tasks.promoter.pretrain`;
     0 = none; default: the task's :class:`TaskRecipe`); ``pretrain_mask``: the fraction of nucleotides masked in it
     (default: the task's recipe); ``finetune_mask``: the fraction of nucleotides of each fine-tuning batch masked the
     same way, an augmentation (0 = none; default: the task's recipe, :data:`FINETUNE_MASK` for every task);
@@ -182,14 +194,11 @@ class PromoterOptions:
     ``max_rows``: cap per split. ``resume`` / ``overwrite``: what to do with an existing ``out``.
     """
 
-    out: Path
     task: str | None = None
     train: Path | None = None
     dev: Path | None = None
     test: Path | None = None
-    data_root: str | Path | None = None
     max_length: int | None = None
-    quick: bool = False
     max_rows: int | None = None
     d_model: int = 64
     heads: int = 4
@@ -204,11 +213,6 @@ class PromoterOptions:
     rc_augment: bool | None = None
     rc_average: bool | None = None
     length_buckets: bool = True
-    seeds: tuple[int, ...] | None = None
-    cv: int | None = None
-    cv_repeats: int = 1
-    resume: bool = False
-    overwrite: bool = False
 
     def __post_init__(self) -> None:
         if self.train is not None and self.task is not None:
@@ -233,7 +237,7 @@ class PromoterOptions:
             object.__setattr__(self, "finetune_mask", task_recipe(self.task).finetune_mask)
         if not 0 <= self.finetune_mask < 1:
             raise UserInputError(f"--finetune-mask must be at least 0 and below 1 (a fraction), got {self.finetune_mask}")
-        check_ensemble_options(self.seeds, self.cv, self.cv_repeats)
+        self.check_run_options()
         if self.dropout is None:
             object.__setattr__(self, "dropout", 0.0 if self.task in GUE_TASKS else SMALL_DATA_DROPOUT)
         if self.rc_augment is None:  # GUE sequences are oriented on the TSS: the strand carries signal
@@ -426,17 +430,18 @@ def run_holdout(data: PromoterData, options: PromoterOptions, config: TrainConfi
     evals = {name: split for name, split in splits.items() if name != "train"}
     print(f"{options.name}: " + ", ".join(f"{n} {len(s):,}" for n, s in splits.items())
           + f" sequences, {len(data.class_names)} classes, up to {data.max_len} nt", file=sys.stderr)
-    seeds = options.seeds or (config.seed,)
-    members, member_scores, member_info = [], [], []
-    for seed in seeds:
-        member_dir = options.out / member_dir_name("seed", seed) if options.seeds else options.out
-        if options.seeds:
-            print(f"seed {seed} ({len(members) + 1} of {len(seeds)}) → {member_dir}", file=sys.stderr)
-        model, info = train_model(splits["train"], splits["dev"], evals, member_dir, dataclasses.replace(config, seed=seed),
-                                  options, data.max_len, data.class_names, options.resume and member_dir.exists())
-        members.append(model)
-        member_scores.append(info.pop("scores", {}))
-        member_info.append(info)
+    plan = seed_members(options.out, options.seeds, config.seed)
+    seeds = [member.index for member in plan]
+
+    def train_seed(member: Member) -> tuple[nn.Module, dict[str, Any]]:
+        return train_model(splits["train"], splits["dev"], evals, member.run_dir,
+                           dataclasses.replace(config, seed=member.index), options, data.max_len, data.class_names,
+                           options.resume and member.run_dir.exists())
+
+    trained = train_members(plan, train_seed)
+    members = [model for model, _ in trained]
+    member_scores = [info.pop("scores", {}) for _, info in trained]
+    member_info = [info for _, info in trained]
     if not is_main_process():
         return {}
     print("fitting baselines (GC threshold, k-mer logistic regression) on the same split ...", file=sys.stderr)
@@ -447,7 +452,7 @@ def run_holdout(data: PromoterData, options: PromoterOptions, config: TrainConfi
         return {"sizes": sizes, "scores": scores, "training": member_info[0],
                 "trust": _trust(members[0], splits["dev"], data.class_names, scores, "dev", "--cv 5")}
     ensemble = Ensemble(members).eval()
-    save_ensemble(options.out, "PromoterClassifier", [member_dir_name("seed", seed) for seed in seeds])
+    save_members(options.out, "PromoterClassifier", plan)
     ensemble_name = ENSEMBLE_NAME.format(n=len(seeds), kind="seeds" if len(seeds) > 1 else "seed")
     scores = {ensemble_name: {name: score(ensemble, split) for name, split in evals.items()},
               MEMBERS_NAME.format(kind="seeds"): _member_scores(member_scores), **baselines}
@@ -501,37 +506,34 @@ def run_cross_validation(data: PromoterData, options: PromoterOptions, config: T
           + (f", repeated {repeats} times" if repeats > 1 else ""), file=sys.stderr)
     members = folds_k * repeats
     per_run = dataclasses.replace(config, max_minutes=config.max_minutes / members if config.max_minutes else None)
-    # fold k is fold<k>/; repeat r (0-based) shuffles with seed + r and numbers its folds r*K+1 .. (r+1)*K
-    folds = [fold for r in range(repeats) for fold in stratified_group_folds(everything, folds_k, config.seed + r)]
-    oof: np.ndarray | None = None  # (N,) or (N, C): each sequence's prediction by the model that did not see it
-    fold_of = np.zeros(len(everything), dtype=np.int64)
+    plan = cv_members(options.out, repeated_folds(folds_k, repeats, config.seed,
+                                                  lambda k, seed: stratified_group_folds(everything, k, seed)))
+    out_of_fold = OutOfFold(len(everything), folds_k, repeats)
     fold_scores: list[Scores] = []
     fold_info = []
-    for fold, (train_index, test_index) in enumerate(progress_bar(folds, desc="cross-validation", unit="fold",
-                                                                  disable=not is_main_process()), start=1):
-        fold_dir = options.out / member_dir_name("fold", fold)
-        train = everything.subset(train_index)
-        inner_train, inner_dev = dev_split(train, config.seed, f"{options.name} fold {fold}", class_names)
-        held_out = everything.subset(test_index)
-        model, info = train_model(inner_train, inner_dev, {}, fold_dir, per_run, options, max_len, class_names,
-                                  options.resume and fold_dir.exists())
+
+    def train_fold(member: Member) -> PromoterClassifier:
+        train = everything.subset(member.train_index)
+        inner_train, inner_dev = dev_split(train, config.seed, f"{options.name} fold {member.index}", class_names)
+        held_out = everything.subset(member.held_out_index)
+        model, info = train_model(inner_train, inner_dev, {}, member.run_dir, per_run, options, max_len, class_names,
+                                  options.resume and member.run_dir.exists())
         if is_main_process():
             probs = model.predict_tokens(held_out.tokens, batch_size=512)
-            if oof is None:
-                oof = np.zeros((len(everything), *probs.shape[1:]))
-            oof[test_index] += probs / repeats  # the mean over repeats of each sequence's out-of-fold probability
-            if fold <= folds_k:
-                fold_of[test_index] = fold
+            out_of_fold.add(member, {"": probs})
             info.pop("scores", None)
             scores = {MODEL_NAME: {"cv": classification_metrics(held_out.labels, probs, threshold=model.threshold)},
                       **run_baselines(train, {"cv": held_out}, config.seed)}
             fold_scores.append(scores)
             fold_info.append(info)
+        return model
+
+    model = train_members(plan, train_fold)[-1]
     if not is_main_process():
         return {}
-    assert oof is not None
-    save_ensemble(options.out, "PromoterClassifier", [member_dir_name("fold", k) for k in range(1, members + 1)])
-    write_out_of_fold(options.out, everything.where, fold_of, everything.labels, class_names, {"": oof})
+    oof = out_of_fold.probabilities[""]
+    save_members(options.out, "PromoterClassifier", plan)
+    write_out_of_fold(options.out, everything.where, out_of_fold.fold_of, everything.labels, class_names, {"": oof})
     scores = {method: {"cv": mean_std([fold[method]["cv"] for fold in fold_scores])} for method in fold_scores[0]}
     scores[MODEL_NAME] = {"oof": classification_metrics(everything.labels, oof, threshold=model.threshold),
                           **scores[MODEL_NAME]}
@@ -610,7 +612,7 @@ def run_promoter(options: PromoterOptions, config: TrainConfig | None = None) ->
     # run_config.json records the options that ran: the data root actually read (or the embedded sample)
     options = dataclasses.replace(options, data_root=data.data_root,
                                   out=prepare_run_dir(options.out, resume=options.resume, overwrite=options.overwrite))
-    if is_main_process():  # what predict compares new sequences with (bioattn.tasks.dna_composition)
+    if is_main_process():  # what predict compares new sequences with (bioattn.tasks.promoter.composition)
         save_composition(options.out, data.splits["all" if "all" in data.splits else "train"].sequences)
     cross_validate = "all" in data.splits or options.cv is not None
     results = (run_cross_validation if cross_validate else run_holdout)(data, options, config)

@@ -5,7 +5,7 @@ A contact head is a logistic regression on pair features z-scored within each fa
 
 - ``features``: the input names, in order: ``layer{l}_head_rank{k}`` (the per-family model's tied row-attention
   maps of layer l, heads sorted at each pair, rank k), ``esm_msa_logit`` (the contact log-odds of the MSA
-  Transformer with the user's weights, :mod:`bioattn.tasks.msa_esm`), ``factored_attention_apc`` (the contact map of a
+  Transformer with the user's weights, :mod:`bioattn.tasks.msa.esm`), ``factored_attention_apc`` (the contact map of a
   :class:`~bioattn.models.factored_attention.FactoredAttention` fitted on the alignment: no coevolution
   statistic) and coevolution maps (``potts_apc``, ``gaussian_dca_apc``, ``mi_apc``);
 - ``weight`` (one per feature) and ``bias``;
@@ -48,7 +48,7 @@ FACTORED_ATTENTION_MAP = "factored_attention_apc"
 #: Folder of the contact heads shipped with bioattn, beside the shipped models (package data).
 SHIPPED_HEADS_DIR = PRETRAINED_ROOT / "contact-heads"
 #: The MSA Transformer's pair feature (the user's ESM-MSA-1b weights, ``--weights``): the log-odds of its contact
-#: regression over its symmetrised, APC-corrected row-attention maps (:mod:`bioattn.tasks.msa_esm`).
+#: regression over its symmetrised, APC-corrected row-attention maps (:mod:`bioattn.tasks.msa.esm`).
 ESM_MSA_MAP = "esm_msa_logit"
 #: The head shipped with bioattn (Potts map only; see its ``fit_on`` and ``settings``).
 DEFAULT_HEAD_FILE = SHIPPED_HEADS_DIR / "contact_head.json"

@@ -10,7 +10,7 @@ Excluded files are never read.
 Each alignment keeps a random subsample of at most ``max_seqs`` rows with their 80 %-identity weights; up to 64
 rows of it (a tenth; none below 20 rows) are held out for the masked-token loss and accuracy. Each training
 step draws one alignment with probability ∝ √Neff, a block of ``rows`` rows by weight
-(:class:`~bioattn.tasks.msa_features.RowBlocks`) and, when the alignment is longer than ``max_columns``, a
+(:class:`~bioattn.tasks.msa.features.RowBlocks`) and, when the alignment is longer than ``max_columns``, a
 random window of ``max_columns`` columns. The model uses sinusoidal positions by default, defined for columns
 beyond the training crops. Training runs through :class:`~bioattn.training.Trainer` (checkpoints,
 ``--resume``, a wall-clock budget, progress lines), early-stopped on the held-out loss.
@@ -35,7 +35,7 @@ from bioattn.errors import UserInputError
 from bioattn.io import write_json
 from bioattn.models.msa_contact import POSITIONAL_ENCODINGS, MSAContactModel, mask_tokens, masked_lm_loss
 from bioattn.tasks.common import check_model_options, fit_timed
-from bioattn.tasks.msa_features import RowBlocks
+from bioattn.tasks.msa.features import RowBlocks
 from bioattn.training import TrainConfig, Trainer, plot_curves, prepare_run_dir, seed_everything
 
 __all__ = [

@@ -18,7 +18,7 @@ MODEL_WINDOW = 0
 @dataclasses.dataclass
 class PromoterPredictions:
     """What was written: ``counts`` (class name → sequences predicted, per-sequence mode) or ``scan`` (the
-    :class:`~bioattn.tasks.promoter_scan` summary) with its ``window``, ``stride`` and ``class_name``; the
+    :class:`~bioattn.tasks.promoter.scan` summary) with its ``window``, ``stride`` and ``class_name``; the
     ``precision`` used and the model's ``class_names`` and ``threshold``."""
 
     precision: str
@@ -70,9 +70,9 @@ def predict_promoter(
     from bioattn.models.promoter import PromoterClassifier
     from bioattn.models.registry import load_pretrained, resolve_model_dir
     from bioattn.precision import inference_autocast, resolve_inference_precision, warn_if_bf16_is_emulated
-    from bioattn.tasks.dna_composition import load_composition
-    from bioattn.tasks.promoter_predict import predict_file
-    from bioattn.tasks.promoter_scan import scan_format, scan_genome
+    from bioattn.tasks.promoter.composition import load_composition
+    from bioattn.tasks.promoter.predict import predict_file
+    from bioattn.tasks.promoter.scan import scan_format, scan_genome
     from bioattn.training.distributed import is_main_process, resolve_device
 
     inputs, output = Path(inputs), Path(output)

@@ -112,8 +112,8 @@ def explain_ct(
     from bioattn.models import HybridCT3D
     from bioattn.models.ensemble import ensemble_members
     from bioattn.models.registry import resolve_model_dir
-    from bioattn.tasks.ct_predict import SavedPreprocessing, resolve_preprocessing
-    from bioattn.tasks.ct_preprocessing import distribution_warnings, volume_statistics
+    from bioattn.tasks.ct.predict import SavedPreprocessing, resolve_preprocessing
+    from bioattn.tasks.ct.preprocessing import distribution_warnings, volume_statistics
 
     overrides = dict(preprocessing or {})
     unknown = sorted(set(overrides) - set(PREPROCESSING_STEPS))

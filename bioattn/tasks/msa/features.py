@@ -26,7 +26,7 @@ from bioattn.models.factored_attention import LR_SCHEDULES, fit_factored_attenti
 from bioattn.models.msa_contact import MSAContactModel, masked_lm_loss
 from bioattn.models.registry import read_config, resolve_model_dir
 from bioattn.tasks.common import check_ensemble_options, check_model_options, fit_timed
-from bioattn.tasks.msa_head import (
+from bioattn.tasks.msa.head import (
     COEVOLUTION_FEATURES, COEVOLUTION_MAPS, ESM_MSA_MAP, FACTORED_ATTENTION_MAP, attention_feature_names, feature_names,
 )
 from bioattn.training import TrainConfig, Trainer, plot_curves
@@ -58,8 +58,8 @@ class MSAOptions:
     directory or shipped name) the per-family model starts from; ``finetune`` False reads its attention as is.
     ``seeds``: one model per seed, saved as one ensemble (None: one model, the training config's seed).
     ``esm_weights``: the user's MSA Transformer weights (a fair-esm ``.pt`` or a converted directory), read when
-    the contact head reads :data:`~bioattn.tasks.msa_head.ESM_MSA_MAP`; ``esm_max_rows`` rows fed to it, chosen as
-    in ESM's examples (:mod:`bioattn.tasks.msa_esm`).
+    the contact head reads :data:`~bioattn.tasks.msa.head.ESM_MSA_MAP`; ``esm_max_rows`` rows fed to it, chosen as
+    in ESM's examples (:mod:`bioattn.tasks.msa.esm`).
     ``resume`` / ``overwrite``: what to do with a non-empty output folder.
     """
 
@@ -282,9 +282,9 @@ def attention_features(model: MSAContactModel, pool: torch.Tensor, weights: torc
 
 
 def esm_msa_map(target: ContactTarget, options: MSAOptions, config: TrainConfig) -> torch.Tensor:
-    """The MSA Transformer's ``(L, L)`` contact log-odds on ``target`` (:data:`~bioattn.tasks.msa_head.ESM_MSA_MAP`)
+    """The MSA Transformer's ``(L, L)`` contact log-odds on ``target`` (:data:`~bioattn.tasks.msa.head.ESM_MSA_MAP`)
     with the user's ``options.esm_weights``."""
-    from bioattn.tasks.msa_esm import WEIGHTS_HELP, esm_msa_prediction, load_msa_transformer
+    from bioattn.tasks.msa.esm import WEIGHTS_HELP, esm_msa_prediction, load_msa_transformer
     from bioattn.training.distributed import resolve_device
 
     if options.esm_weights is None:
