@@ -88,3 +88,20 @@ def test_the_seqlet_cap_samples_every_part_of_the_input() -> None:
                                  tss_index=TSS, settings=settings)
     assert _carrying(patterns, "GGGCGG").carriers["second_half"] < 0.1
     assert _carrying(patterns, "CCAAT").carriers["second_half"] > 0.2
+
+
+
+@pytest.mark.slow
+def test_a_tata_box_query_is_matched_to_tbp_on_either_strand() -> None:
+    from bioattn.explain.motif_db import load_motif_database, tomtom_matches
+
+    def ppm(sequence: str) -> np.ndarray:
+        matrix = np.full((4, len(sequence)), 0.01)
+        matrix[["ACGT".index(base) for base in sequence], np.arange(len(sequence))] = 0.97
+        return matrix
+
+    database = load_motif_database("jaspar")
+    forward, reverse = tomtom_matches([ppm("TATAAAAG"), ppm("CTTTTATA")], database)
+    assert forward[0]["name"] == "TBP" and forward[0]["id"].startswith("MA0108") and forward[0]["strand"] == "+"
+    assert reverse[0]["name"] == "TBP" and reverse[0]["strand"] == "-"
+    assert forward[0]["p"] < 1e-3
