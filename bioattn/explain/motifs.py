@@ -128,14 +128,14 @@ def _pattern(name: str, raw: Any, length: int, offset: int, pad: int, order: np.
 
 
 def edge_padding(settings: ModiscoSettings) -> int:
-    """N columns (no letter, no contribution) added to both ends of every sequence before TF-MoDISco.
+    """N columns (no letter, no contribution) added to both ends of every sequence before TF-MoDISco: one seqlet
+    (``window + 2 * flank``), so that seqlets near an end can be extracted and extended.
 
-    TF-MoDISco drops a seqlet whose flanks (``flank`` at extraction, ``flank`` again when patterns are built) pass a
-    sequence end, so an element within ``2 * flank`` nt of an end needs that much room. The padding must stay
-    shorter than ``window``: a window lying entirely in the padding sums to exactly 0, and such windows enter the
-    null distribution and the passing-window fractions from which TF-MoDISco sets its seqlet threshold (on 70-nt
-    promoters, 15 nt of padding multiplied the seqlets 7-fold, most of them noise)."""
-    return max(0, min(2 * settings.flank, settings.window - 1))
+    The padding is part of the tracks TF-MoDISco sets its seqlet threshold on: windows lying in the padding sum to
+    exactly 0 and lower that threshold (on 1,200 70-nt promoters: 3,047 seqlets against 398 unpadded). With padding
+    that leaves the threshold unchanged (``< window``), no pattern was called on 3,200 GUE TATA promoters, with this
+    one the TATA box was (122 seqlets); patterns with few seqlets deserve caution."""
+    return settings.window + 2 * settings.flank
 
 
 def run_modisco(one_hot: np.ndarray, hypothetical: np.ndarray, settings: ModiscoSettings) -> list[tuple[str, Any]]:
