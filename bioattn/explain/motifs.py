@@ -107,7 +107,7 @@ def _core(contributions: np.ndarray) -> tuple[int, int]:
     return int(keep[0]), int(keep[-1]) + 1
 
 
-def _pattern(name: str, raw: Any, length: int, offset: int, pad: int) -> Pattern:
+def _pattern(name: str, raw: Any, length: int, offset: int, pad: int, order: np.ndarray) -> Pattern:
     contributions = np.asarray(raw.contrib_scores)
     first, last = _core(contributions)
     sites, centres = [], []
@@ -119,12 +119,21 @@ def _pattern(name: str, raw: Any, length: int, offset: int, pad: int) -> Pattern
         start, end = max(int(start) - pad, 0), min(int(end) - pad, length)
         if end <= start:
             continue
-        sites.append((int(seqlet.example_idx), start, end, strand))
+        sites.append((int(order[seqlet.example_idx]), start, end, strand))
         centres.append((start + end - 1) / 2 - offset)
     ppm = np.asarray(raw.sequence)[first:last]
     return Pattern(name=name, consensus=_consensus(ppm), ppm=ppm, contributions=contributions[first:last],
                    hypothetical=np.asarray(raw.hypothetical_contribs)[first:last], sites=sites,
                    positions=np.asarray(centres, dtype=float))
+
+
+def edge_padding(settings: ModiscoSettings) -> int:
+    """N columns (no letter, no contribution) added to both ends of every sequence before TF-MoDISco: one seqlet
+    (``window + 2 * flank``), so that seqlets near an end can be extracted and extended.
+
+    The padding is part of the tracks TF-MoDISco sets its seqlet threshold on: windows lying in the padding sum to
+    exactly 0, which lowers that threshold and lets more (weaker) seqlets through than on unpadded tracks."""
+    return settings.window + 2 * settings.flank
 
 
 def run_modisco(one_hot: np.ndarray, hypothetical: np.ndarray, settings: ModiscoSettings) -> list[tuple[str, Any]]:
@@ -188,12 +197,13 @@ def discover_patterns(sequences: Sequence[str], hypothetical: np.ndarray, *, gro
         raise ValueError(f"hypothetical must be (N, L, 4) = ({len(sequences)}, {length}, 4), got {hypothetical.shape}")
     one_hot = np.array([[[c == b for b in "ACGT"] for c in s.upper()] for s in sequences], dtype=np.float32)
     hypothetical = np.asarray(hypothetical, dtype=np.float32)
-    # TF-MoDISco extracts no seqlet whose window and flanks pass a sequence end: both ends are padded with N (no
-    # letter, no contribution) so such windows can be extracted; elements within ~10 nt of an end can still be lost.
-    pad = settings.window + 2 * settings.flank
+    pad = edge_padding(settings)
     widths = ((0, 0), (pad, pad), (0, 0))
-    found = run_modisco(np.pad(one_hot, widths), np.pad(hypothetical, widths), settings)
-    patterns = [_pattern(name, raw, length, tss_index or 0, pad) for name, raw in found]
+    # TF-MoDISco keeps the first ``max_seqlets`` seqlets of each metacluster in sequence order; a fixed random order
+    # of the sequences makes them a sample of all sequences rather than of the first ones.
+    order = np.random.default_rng(0).permutation(len(sequences))
+    found = run_modisco(np.pad(one_hot[order], widths), np.pad(hypothetical[order], widths), settings)
+    patterns = [_pattern(name, raw, length, tss_index or 0, pad, order) for name, raw in found]
     patterns = [p for p in patterns if p.sites]
     for pattern in patterns:
         carriers = np.zeros(len(sequences), dtype=bool)
