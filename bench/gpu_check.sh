@@ -22,9 +22,10 @@ if [ -n "$missing" ]; then
     || pip install --quiet --no-deps --no-index --target "$site" "$WHEELS"/*.whl
   export PYTHONPATH="$PYTHONPATH:$site"
 fi
+logs="$(mktemp -d)"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-timeout 200 python bench/scan.py --device cuda --megabases 24 --precision fp32 bf16 | tee /tmp/gpu_scan.txt || echo "scan check failed"
-timeout 150 python bench/scan.py --device cuda --megabases 24 --precision bf16 --compile | tee /tmp/gpu_scan_compiled.txt || echo "compiled scan check failed"
-timeout 240 python bench/train.py --device cuda --warmup 3 --steps 10 | tee /tmp/gpu_train.txt || echo "train check failed"
+timeout 200 python bench/scan.py --device cuda --megabases 24 --precision fp32 bf16 | tee "$logs"/gpu_scan.txt || echo "scan check failed"
+timeout 150 python bench/scan.py --device cuda --megabases 24 --precision bf16 --compile | tee "$logs"/gpu_scan_compiled.txt || echo "compiled scan check failed"
+timeout 240 python bench/train.py --device cuda --warmup 3 --steps 10 | tee "$logs"/gpu_train.txt || echo "train check failed"
 echo "== lines to report =="
-grep -h "windows/s\|projected\|^speedup" /tmp/gpu_scan.txt /tmp/gpu_scan_compiled.txt /tmp/gpu_train.txt
+grep -h "windows/s\|projected\|^speedup" "$logs"/gpu_scan.txt "$logs"/gpu_scan_compiled.txt "$logs"/gpu_train.txt
