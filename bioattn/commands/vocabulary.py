@@ -1,4 +1,4 @@
-"""One word for one thing across every ``bioattn`` subcommand, and the old spellings that still work for this release.
+"""One word for one thing across every ``bioattn`` subcommand, and the older spellings still accepted beside it.
 
 Each concept has one canonical flag (:data:`CANONICAL`). An old spelling is added with :func:`add_alias`: it is
 hidden from ``--help``, sets what the canonical flag sets, and prints one ``deprecated:`` line on stderr naming
