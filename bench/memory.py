@@ -72,7 +72,7 @@ def _ct(mode: str, batch: int, side: int) -> None:
     model, _ = build_models(options, num_classes=2, in_channels=1)
     volumes = torch.rand(batch, 1, side, side, side)
     if mode == "train":  # as the recipe trains: its precision (bf16 autocast) and attention backend
-        config = PROTOCOLS[options.protocol].train
+        config = PROTOCOLS[options.protocol].train_config
         model.train()
         optimizer = build_optimizer(model, config)
         with use_backend(training_attention_backend(config, torch.device("cpu"))), \

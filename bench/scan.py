@@ -11,7 +11,10 @@ same run, in wall seconds:
   fresh process on the FASTA (start-up, indexed reading, tokenising, model, writing the bedGraph), timed from
   launch to exit;
 - ``before`` (with ``--before SRC``): the same command from another source tree (e.g. an export of an older
-  commit: ``git archive OLD bioattn | tar -x -C SRC``) on the same FASTA, in the same run.
+  commit: ``git archive OLD bioattn | tar -x -C SRC``) on the same FASTA, in the same run;
+- ``sharded`` (with ``--nproc N``): the same command under ``torchrun --standalone --nproc_per_node N`` against one
+  process, both with ``OMP_NUM_THREADS=1`` (the same threads per process), wall seconds, and whether the two
+  bedGraphs are byte for byte the same. Line: ``sharded N processes: T1 s -> TN s (ratio R), identical``.
 
 Each rate is given per wall second and, on the CPU, per CPU second (user + system of every thread of the process:
 what the load of a shared machine moves least; the end-to-end command's reader and writer threads count in it).
@@ -23,6 +26,7 @@ the end-to-end rate. ``--compile`` adds ``--compile`` to the command (the model-
     python bench/scan.py                                   # CPU, 1.5 Mb, stride 35
     python bench/scan.py --before /path/to/old/tree        # and the older code's end-to-end rate
     python bench/scan.py --device cuda --megabases 60      # on a GPU (fp32 and bf16)
+    python bench/scan.py --nproc 2                         # and torchrun with 2 processes against 1
 """
 from __future__ import annotations
 
@@ -127,6 +131,28 @@ def end_to_end(source: Path, model_dir: Path, fasta: Path, output: Path, device:
     return seconds, cpu, rows
 
 
+def sharded(model_dir: Path, fasta: Path, folder: Path, stride: int, nproc: int) -> tuple[float, float, bool]:
+    """Wall seconds of the fp32 CPU scan command as one process and under ``torchrun --nproc_per_node nproc``, one
+    thread per process, and whether their bedGraphs are identical."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "BIOATTN_NO_PROGRESS": "1", "OMP_NUM_THREADS": "1"}
+    scan = ["-m", "bioattn.cli", "predict", "promoter", "--model", str(model_dir), "--input", str(fasta), "--window",
+            str(WINDOW), "--stride", str(stride), "--device", "cpu", "--precision", "fp32", "--output"]
+    launchers = {1: [sys.executable], nproc: [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                                              "--nproc_per_node", str(nproc)]}
+    seconds, outputs = {}, {}
+    for processes, launcher in launchers.items():
+        outputs[processes] = folder / f"sharded{processes}.bedGraph"
+        start = time.perf_counter()
+        done = subprocess.run([*launcher, *scan, str(outputs[processes])], env=env, capture_output=True, text=True,
+                              cwd=folder)
+        seconds[processes] = time.perf_counter() - start
+        if done.returncode != 0:
+            raise SystemExit(f"the {processes}-process scan failed:\n{done.stderr}")
+    same = outputs[1].read_bytes() == outputs[nproc].read_bytes()
+    return seconds[1], seconds[nproc], same
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where to scan (default: %(default)s)")
@@ -140,6 +166,8 @@ def main() -> None:
                         help="end-to-end with --compile (torch.compile; CUDA graphs on a GPU) (default: off)")
     parser.add_argument("--before", type=Path, default=None, metavar="SRC",
                         help="also run the scan command from this source tree (a folder holding 'bioattn') (default: no)")
+    parser.add_argument("--nproc", type=int, default=None, metavar="N",
+                        help="also time the CPU scan under torchrun with N processes against one, 1 thread each (default: no)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     import torch
@@ -182,6 +210,10 @@ def main() -> None:
                              f"wall {e2e:,.0f} windows/s, {e2e / rate:.2f})")
             else:
                 lines.append(f"{e2e:,.0f} windows/s, end-to-end/model-only {e2e / rate:.2f} ({label})")
+        if args.nproc is not None and args.nproc > 1:
+            one, many, same = sharded(model_dir, fasta, folder, args.stride, args.nproc)
+            print(f"sharded {args.nproc} processes: {one:.1f} s -> {many:.1f} s (ratio {many / one:.2f}), "
+                  f"{'identical' if same else 'DIFFERENT'} bedGraph")
         print(f"scan {args.device} " + "; ".join(lines))
 
 

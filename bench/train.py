@@ -60,7 +60,7 @@ PROMOTER_LENGTH = 70
 CT_EDGE = 28
 MSA_COLUMNS = 128
 BASELINE = "eager fp32"
-CT_DEFAULTS = PROTOCOLS["tuned"].train
+CT_DEFAULTS = PROTOCOLS["tuned"].train_config
 
 
 @dataclass(frozen=True)

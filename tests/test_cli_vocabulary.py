@@ -16,8 +16,11 @@ OLD_SPELLINGS = {
     "--run": "--model", "--msa": "--input", "--to": "--out", "--d-model": "--embed-dim",
     "--rc-average": "--strand", "--no-rc-average": "--strand", "--single-strand": "--strand",
     "--flip-tta": "--tta", "--no-flip-tta": "--tta", "--max-seqs": "--max-rows", "--max-sequences": "--max-rows",
-    "--resize": "--size", "--window": "--intensity-window",
+    "--resize": "--size", "--window": "--intensity-window", "--method": "--contact-method",
 }
+#: old spellings that stay canonical elsewhere with their one meaning: --window the DNA scan length (CT's is
+#: --intensity-window), --method the attribution method of explain (predict msa's contact method is --contact-method).
+STILL_CANONICAL = {"--window", "--method"}
 CT_COMMANDS = ("train ct", "predict ct", "explain ct")
 TRAINING_ONLY = {"--epochs", "--lr", "--config", "--resume", "--grad-accum", "--ema-decay",
                  "--deterministic", "--attention-backend", "--seeds", "--cv"}
@@ -61,9 +64,11 @@ def test_every_subcommand_is_walked() -> None:
 def test_each_concept_has_one_canonical_spelling() -> None:
     canonical = {where: _flags(parser, deprecated=False) for where, parser in COMMANDS.items()}
     used = {flag: sorted(where for where, flags in canonical.items() if flag in flags) for flag in CANONICAL.values()}
-    for old in set(OLD_SPELLINGS) - {"--window"}:  # --window stays the DNA scan length
+    for old in set(OLD_SPELLINGS) - STILL_CANONICAL:
         assert not [where for where, flags in canonical.items() if old in flags], f"{old} is still a canonical flag"
     assert not [where for where in CT_COMMANDS if "--window" in canonical[where]], "CT's intensity window is --intensity-window"
+    assert sorted(where for where, flags in canonical.items() if "--method" in flags) == ["explain ct", "explain msa", "explain promoter"]
+    assert used["--contact-method"] == ["predict msa"]
     # The concepts are spelt the canonical way where they occur.
     for where in ("predict promoter", "predict ct", "predict msa", "explain promoter", "explain ct", "explain msa"):
         assert where in used["--model"]
@@ -86,6 +91,26 @@ def test_no_canonical_flag_means_two_things() -> None:
     assert len(ct) == 2  # --size and --fit: the same arity and type in train, predict and explain ct
     tta = {tuple(_flags(COMMANDS[where], deprecated=False)["--tta"].choices) for where in ("train ct", "predict ct")}
     assert tta == {("none", "flips")}
+
+
+def test_a_flag_with_choices_offers_the_same_kind_of_thing_everywhere() -> None:
+    """A flag name used by several subcommands with a fixed set of values shares values between them (one meaning:
+    the attribution ``--method`` of explain is not predict msa's contact method, which is ``--contact-method``)."""
+    choices: dict[str, dict[str, set]] = {}
+    for where, parser in COMMANDS.items():
+        for flag, action in _flags(parser, deprecated=False).items():
+            if action.choices:
+                choices.setdefault(flag, {})[where] = set(map(str, action.choices))
+    for flag, by_command in choices.items():
+        for (one, first), (other, second) in zip(list(by_command.items()), list(by_command.items())[1:]):
+            assert first & second, f"{flag} means different things in {one} ({sorted(first)}) and {other} ({sorted(second)})"
+    assert {"attention", "potts", "combined", "esm-msa"} <= choices["--contact-method"]["predict msa"]
+
+
+def test_predict_msa_method_still_works_and_says_what_replaces_it(capsys) -> None:
+    args = build_parser().parse_args(["predict", "msa", "--input", "a.a3m", "--out", "o", "--method", "attention"])
+    assert args.method == "attention"
+    assert "deprecated: --method will be removed in the next release; use --contact-method" in capsys.readouterr().err
 
 
 def test_predict_commands_take_no_training_flags() -> None:

@@ -266,11 +266,11 @@ def test_recipe_script_is_the_train_command(tmp_path: Path) -> None:
 
 
 def _options(*argv: str):
-    from bioattn.commands import train_ct
+    from bioattn.commands import ct_train_args
 
     parser = argparse.ArgumentParser()
-    train_ct.add_arguments(parser)
-    return train_ct.options_from_args(parser.parse_args(["--out", "x", *argv]))
+    ct_train_args.add_train_arguments(parser)
+    return ct_train_args.train_options_from_args(parser.parse_args(["--out", "x", *argv]))
 
 
 def test_protocols_set_their_defaults_and_flags_override_them() -> None:

@@ -38,7 +38,7 @@ def fair_esm_contacts(weights: Path, alignment: Path, max_rows: int) -> np.ndarr
 
 def test_predict_esm_msa_writes_fair_esm_contacts_as_the_other_methods_do(family, weights, tmp_path, capsys):
     out = tmp_path / "pred"
-    assert cli_main(["predict", "msa", "--method", "esm-msa", "--weights", str(weights), "--esm-max-rows", "20",
+    assert cli_main(["predict", "msa", "--contact-method", "esm-msa", "--weights", str(weights), "--esm-max-rows", "20",
                      "--input", str(family["msa"]), "--pdb", str(family["pdb"]), "--out", str(out)]) == 0
     assert "MSA Transformer" in capsys.readouterr().out
     probabilities = np.load(out / "contacts.npy")
@@ -62,17 +62,17 @@ def test_converted_directory_predicts_the_same(family, weights, tmp_path):
     MSATransformer.from_esm(weights).save_pretrained(tmp_path / "converted")
     runs = {}
     for name, source in (("pt", weights), ("dir", tmp_path / "converted")):
-        assert cli_main(["predict", "msa", "--method", "esm-msa", "--weights", str(source), "--input", str(family["msa"]),
+        assert cli_main(["predict", "msa", "--contact-method", "esm-msa", "--weights", str(source), "--input", str(family["msa"]),
                          "--out", str(tmp_path / name)]) == 0
         runs[name] = np.load(tmp_path / name / "contacts.npy")
     np.testing.assert_array_equal(runs["pt"], runs["dir"])
 
 
 def test_esm_msa_without_weights_or_with_a_bad_file_is_one_error_line(family, tmp_path, capsys):
-    argv = ["predict", "msa", "--method", "esm-msa", "--input", str(family["msa"]), "--out", str(tmp_path / "a")]
+    argv = ["predict", "msa", "--contact-method", "esm-msa", "--input", str(family["msa"]), "--out", str(tmp_path / "a")]
     assert cli_main(argv) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: --method esm-msa needs --weights") and "never downloaded" in err
+    assert err.startswith("error: --contact-method esm-msa needs --weights") and "never downloaded" in err
     assert not (tmp_path / "a").exists()
     broken = tmp_path / "broken.pt"
     broken.write_bytes(b"PK\x03\x04 not really")

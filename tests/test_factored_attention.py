@@ -1,4 +1,4 @@
-"""Factored attention (one layer, positions → queries/keys, residues → values), `predict msa --method`, head selection."""
+"""Factored attention (one layer, positions → queries/keys, residues → values), `predict msa --contact-method`, head selection."""
 from __future__ import annotations
 
 import json
@@ -67,7 +67,7 @@ def test_an_unknown_schedule_is_refused():
 
 def test_bad_factored_fit_settings_are_clear_errors(family, tmp_path, capsys):  # noqa: F811
     out = tmp_path / "attention"
-    code = cli_main(["predict", "msa", "--method", "attention", "--input", str(family["msa"]), "--out", str(out),
+    code = cli_main(["predict", "msa", "--contact-method", "attention", "--input", str(family["msa"]), "--out", str(out),
                      "--factored-lr", "0"])
     assert code == 2
     assert "--factored-lr > 0" in capsys.readouterr().err
@@ -136,7 +136,7 @@ def test_method_attention_never_calls_the_coevolution_code(family, tmp_path, mon
         monkeypatch.setattr(msa_features, name, refuse)
     monkeypatch.setattr(msa, "coevolution_maps", refuse)  # msa imported it by name (imported above, before any patch)
     out = tmp_path / "attention"
-    assert cli_main(["predict", "msa", "--method", "attention", "--input", str(family["msa"]), "--pdb", str(family["pdb"]),
+    assert cli_main(["predict", "msa", "--contact-method", "attention", "--input", str(family["msa"]), "--pdb", str(family["pdb"]),
                      "--out", str(out), "--quick"]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert list(metrics["baselines"]) == [FACTORED_ATTENTION_MAP]
@@ -201,7 +201,7 @@ def test_compare_methods_scores_each_family_with_heads_fitted_on_the_others(tmp_
 
 def test_method_combined_fits_the_maps_its_head_reads_and_no_axial_model(family, tmp_path):  # noqa: F811
     out = tmp_path / "combined"
-    assert cli_main(["predict", "msa", "--method", "combined", "--input", str(family["msa"]), "--pdb", str(family["pdb"]),
+    assert cli_main(["predict", "msa", "--contact-method", "combined", "--input", str(family["msa"]), "--pdb", str(family["pdb"]),
                      "--out", str(out), "--quick"]) == 0
     baselines = json.loads((out / "metrics.json").read_text())["baselines"]
     assert set(shipped_head("combined").features) <= set(baselines)
@@ -211,6 +211,6 @@ def test_method_combined_fits_the_maps_its_head_reads_and_no_axial_model(family,
 
 def test_method_and_contact_head_exclude_each_other(family, tmp_path, capsys):  # noqa: F811
     with pytest.raises(SystemExit):
-        cli_main(["predict", "msa", "--method", "potts", "--contact-head", str(tmp_path / "h.json"),
+        cli_main(["predict", "msa", "--contact-method", "potts", "--contact-head", str(tmp_path / "h.json"),
                   "--input", str(family["msa"]), "--out", str(tmp_path / "o")])
     assert "not allowed with argument" in capsys.readouterr().err

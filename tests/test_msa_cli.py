@@ -124,7 +124,7 @@ def test_predict_top_and_min_separation(family, tmp_path):
 
 def test_predict_with_a_structure_evaluates_it(family, tmp_path):
     out = tmp_path / "pred"
-    assert cli_main(["predict", "msa", "--method", "potts", "--input", str(family["msa"]), "--pdb", str(family["pdb"]),
+    assert cli_main(["predict", "msa", "--contact-method", "potts", "--input", str(family["msa"]), "--pdb", str(family["pdb"]),
                      "--out", str(out), "--quick"]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert set(metrics["model"]) == {"P@L/5", "P@L/2", "P@L"}

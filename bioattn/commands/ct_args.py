@@ -1,8 +1,9 @@
-"""The CT flags ``bioattn train ct``, ``bioattn predict ct`` and ``bioattn explain ct`` share: the NIfTI/DICOM
-preprocessing steps, named and meaning the same in training and prediction."""
+"""The flags of ``bioattn predict ct``, and those ``train``, ``predict`` and ``explain ct`` share: the NIfTI/DICOM
+preprocessing steps, named and meaning the same in training and prediction (training's own: :mod:`bioattn.commands.ct_train_args`)."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from bioattn.commands.vocabulary import add_alias
 
@@ -71,3 +72,30 @@ def preprocessing_from_args(args: argparse.Namespace, saved):
     from bioattn.tasks.ct.predict import resolve_preprocessing
 
     return resolve_preprocessing(saved, **preprocessing_overrides(args))
+
+
+# ------------------------------------------------------------------------------------------------ predict ct
+def add_predict_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of ``bioattn predict ct``."""
+    from bioattn.attention.rollout import HEAD_FUSIONS
+    from bioattn.commands.common import add_device_argument, add_model_arguments
+
+    add_model_arguments(parser, trained_by="bioattn train ct")
+    add_device_argument(parser)
+    parser.add_argument("--input", type=Path, required=True,
+                        help="manifest .csv, .nii/.nii.gz, DICOM file or folder, or MedMNIST .npz")
+    parser.add_argument("--output", type=Path, required=True,
+                        help="CSV of class probabilities to write ('-': standard output; the summary then goes to stderr)")
+    parser.add_argument("--attention-map", nargs="?", const="auto", default=None, metavar="MAP.nii.gz",
+                        help="also write the [CLS] attention rollout as NIfTI on the input grid "
+                             "(default path: OUTPUT with suffix .attention.nii.gz)")
+    parser.add_argument("--split", choices=("train", "val", "test"), default=None,
+                        help=".npz or manifest with a split column: predict only this split (default: every row)")
+    parser.add_argument("--head-fusion", choices=HEAD_FUSIONS, default="mean",
+                        help="how heads are fused in the attention rollout (default: mean)")
+    parser.add_argument("--batch-size", type=int, default=32, help="volumes per batch (default: 32)")
+    parser.add_argument("--workers", type=int, default=0,
+                        help="manifest: DataLoader worker processes reading and preprocessing the scans (0: in the "
+                             "main process) (default: %(default)s)")
+    add_tta_argument(parser, default_help="as the run evaluated: flips after --protocol tuned, else none")
+    add_preprocessing_arguments(parser)

@@ -8,7 +8,7 @@ holds MODEL_CARD.md: its data and license, training command, metrics beside same
 and limits.
 
 ESM's MSA Transformer (ESM-MSA-1b) is not shipped: 'bioattn models' says how to obtain its weights, which
-'bioattn predict msa --method esm-msa --weights FILE_OR_DIR' then reads; nothing is downloaded.
+'bioattn predict msa --contact-method esm-msa --weights FILE_OR_DIR' then reads; nothing is downloaded.
 """
 from __future__ import annotations
 
@@ -40,6 +40,6 @@ def run(args: argparse.Namespace) -> int:
     from bioattn.tasks.msa.esm import WEIGHTS_HELP
 
     print(f"\nmodel cards: {PRETRAINED_ROOT}/<name>/MODEL_CARD.md")
-    print(f"\nESM's MSA Transformer for 'bioattn predict msa --method esm-msa' and 'bioattn explain msa --weights': "
+    print(f"\nESM's MSA Transformer for 'bioattn predict msa --contact-method esm-msa' and 'bioattn explain msa --weights': "
           f"{WEIGHTS_HELP}")
     return 0

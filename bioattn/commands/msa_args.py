@@ -1,5 +1,5 @@
-"""The MSA flags ``bioattn train msa`` and ``bioattn predict msa`` share: the alignment and its structure, what
-fitting one alignment needs, and the task options they make."""
+"""The flags of ``bioattn train|predict|explain|pretrain msa``; those ``train msa`` and ``predict msa`` share (the
+alignment and its structure, what fitting one alignment needs) and the task options they make."""
 from __future__ import annotations
 
 import argparse
@@ -71,7 +71,7 @@ def add_fit_arguments(group: argparse._ArgumentGroup) -> None:
                             "attention maps as they are (attention-only contacts) (default: %(default)s)")
     group.add_argument("--weights", dest="esm_weights", default=None, metavar="FILE_OR_DIR",
                        help="ESM-MSA-1b weights you have (a fair-esm .pt with its -contact-regression.pt beside it, or "
-                            "a directory converted by MSATransformer.save_pretrained): predict msa --method esm-msa, a contact "
+                            "a directory converted by MSATransformer.save_pretrained): predict msa --contact-method esm-msa, a contact "
                             "head reading esm_msa_logit, or train msa --compare-methods adding its map to the combined "
                             "head's choices; nothing is downloaded, see 'bioattn models' (default: none)")
     group.add_argument("--esm-max-rows", type=int, default=256,
@@ -103,3 +103,116 @@ def load_input(args: argparse.Namespace, predictions: Path | None = None):
 
     return load_target(args.msa, fmt=args.format, query_fasta=args.query, pdb=args.pdb, chain=args.chain,
                        struct_dat=args.struct_dat, predictions_dir=predictions)
+
+
+def pretrain_options_from_args(args: argparse.Namespace):
+    """``(PretrainOptions, TrainConfig, exclude)`` from parsed ``bioattn pretrain msa`` flags, ``--quick`` applied;
+    ``exclude`` is ``structures``, ``none`` or a list of family names."""
+    from bioattn.commands.training_args import config_from_args
+    from bioattn.tasks.msa.pretrain import (
+        EXCLUDE_NONE, EXCLUDE_STRUCTURES, PRETRAIN_DEFAULTS, PretrainOptions, quick_pretrain_config,
+    )
+
+    names = {f.name for f in dataclasses.fields(PretrainOptions)}
+    options = PretrainOptions(**{k: v for k, v in vars(args).items() if k in names})
+    config = config_from_args(args, PRETRAIN_DEFAULTS)
+    if args.quick:
+        options, config = options.quick(), quick_pretrain_config(config)
+    exclude = args.exclude if args.exclude in (EXCLUDE_STRUCTURES, EXCLUDE_NONE) else \
+        [name.strip() for name in args.exclude.split(",") if name.strip()]
+    return options, config, exclude
+
+
+# ----------------------------------------------------------------------------------------------------- train msa
+def add_train_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of ``bioattn train msa``."""
+    from bioattn.commands.common import add_device_argument, add_ensemble_arguments
+    from bioattn.tasks.msa.train import DEFAULTS
+    from bioattn.tasks.msa.head import COEVOLUTION_FEATURES
+    from bioattn.commands.training_args import add_training_args
+
+    data = add_input_arguments(parser)
+    data.add_argument("--pred", type=Path, default=None,
+                      help="folder of published predictions to compare with (default: pred/ beside --input, if any)")
+    data.add_argument("--all", action="store_true", help="every family of msa/coev and msa/pfam under the data root (default: off)")
+    data.add_argument("--compare-methods", action="store_true",
+                      help="with --all: no axial model; fit the maps of bioattn predict msa --contact-method attention, potts and "
+                           "combined on every family and tabulate them, heads leave-one-family-out (default: off)")
+    data.add_argument("--families", default=None, help="with --all: comma-separated subset of family names (default: all)")
+    data.add_argument("--data-root", default=None, help="data root for --all (default: $BIOATTN_DATA_ROOT or ../shared/data)")
+    model = parser.add_argument_group("model")
+    model.add_argument("--heads", type=int, default=4, help="attention heads per layer (default: %(default)s)")
+    model.add_argument("--layers", type=int, default=4, help="axial layers (default: %(default)s)")
+    model.add_argument("--coevolution", choices=tuple(COEVOLUTION_FEATURES), default="potts",
+                       help="coevolution map(s) fed to the contact head beside attention: none; gaussian (Gaussian DCA + MI, "
+                            "seconds); potts (a pseudo-likelihood Potts model, CCMpred's objective; minutes) (default: %(default)s)")
+    model.add_argument("--contact-head", type=Path, default=None,
+                       help="contact_head.json of an --all run, for a new family (default: the shipped head when "
+                            "--coevolution potts, else none)")
+    add_fit_arguments(model)
+    add_training_args(parser, DEFAULTS)
+    add_ensemble_arguments(parser, cv_pool=None)
+    add_device_argument(parser)
+
+
+# --------------------------------------------------------------------------------------------------- predict msa
+def add_predict_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of ``bioattn predict msa``."""
+    from bioattn.commands.common import add_device_argument, add_model_arguments
+    from bioattn.tasks.msa.train import DEFAULTS, RR_MIN_SEPARATION, RR_TOP_PER_RESIDUE
+    from bioattn.tasks.msa.head import SHIPPED_HEADS
+    from bioattn.tasks.msa.predict import DEFAULT_METHOD, ESM_METHOD
+
+    add_input_arguments(parser, msa_required=True)
+    head = add_model_arguments(parser.add_argument_group("contact head"), trained_by="bioattn train msa", required=False)
+    head.add_argument("--contact-head", type=Path, default=None,
+                      help="contact_head.json to use (default: the head shipped for --contact-method)")
+    method = head.add_argument("--contact-method", dest="method", choices=(*SHIPPED_HEADS, ESM_METHOD), default=None,
+                               help="which shipped head: factored attention only, Potts only, or both; or esm-msa, the "
+                                    f"MSA Transformer with --weights (default: {DEFAULT_METHOD})")
+    add_alias(head, method, "--method")
+    output = parser.add_argument_group("output")
+    output.add_argument("--top", type=int, default=None,
+                        help=f"pairs written to contacts.rr (default: {RR_TOP_PER_RESIDUE}L)")
+    output.add_argument("--min-separation", type=int, default=RR_MIN_SEPARATION,
+                        help="smallest |i-j| written to contacts.rr (default: %(default)s)")
+    add_fit_arguments(parser.add_argument_group("fit (what the head reads)"))
+    budget = parser.add_argument_group("per-family axial model (with --model)")
+    budget.add_argument("--max-minutes", type=float, default=DEFAULTS.max_minutes,
+                        help="wall-clock budget for training the per-family axial model (default: %(default)s)")
+    budget.add_argument("--seed", type=int, default=DEFAULTS.seed, help="random seed (default: %(default)s)")
+    parser.add_argument("--overwrite", action="store_true", help="replace the contents of a non-empty --out folder")
+    add_device_argument(parser)
+
+
+# -------------------------------------------------------------------------------------------------- pretrain msa
+def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of ``bioattn pretrain msa``."""
+    from bioattn.commands.common import add_device_argument
+    from bioattn.models.msa_contact import POSITIONAL_ENCODINGS
+    from bioattn.tasks.msa.pretrain import EXCLUDE_STRUCTURES, PRETRAIN_DEFAULTS, PretrainOptions
+    from bioattn.commands.training_args import add_training_args
+
+    defaults = PretrainOptions()
+    data = parser.add_argument_group("data")
+    data.add_argument("--out", type=Path, required=True, help="output run directory")
+    data.add_argument("--data-root", default=None, help="data root (default: $BIOATTN_DATA_ROOT or ../shared/data)")
+    data.add_argument("--exclude", default=EXCLUDE_STRUCTURES,
+                      help="families never read: 'structures' (every msa/coev and msa/pfam family, i.e. every evaluated "
+                           "one), 'none', or comma-separated family names / Pfam accessions (default: %(default)s)")
+    rows = data.add_argument("--max-rows", dest="max_seqs", type=int, default=defaults.max_seqs,
+                             help="random rows kept per alignment (default: %(default)s)")
+    add_alias(data, rows, "--max-seqs", "--max-sequences")
+    data.add_argument("--rows", type=int, default=defaults.rows, help="alignment rows per training block (default: %(default)s)")
+    data.add_argument("--max-columns", type=int, default=defaults.max_columns,
+                      help="longer alignments are cropped to a random window of this many columns (default: %(default)s)")
+    model = parser.add_argument_group("model")
+    model.add_argument("--embed-dim", type=int, default=defaults.embed_dim, help="model width (default: %(default)s)")
+    model.add_argument("--heads", type=int, default=defaults.heads, help="attention heads per layer (default: %(default)s)")
+    model.add_argument("--layers", type=int, default=defaults.layers, help="axial layers (default: %(default)s)")
+    model.add_argument("--dropout", type=float, default=defaults.dropout, help="dropout (default: %(default)s)")
+    model.add_argument("--positional", choices=POSITIONAL_ENCODINGS, default=defaults.positional,
+                       help="column positions: sinusoidal (defined beyond the training crops) or learned (default: %(default)s)")
+    model.add_argument("--quick", action="store_true", help="tiny settings for a smoke test (seconds) (default: off)")
+    add_training_args(parser, PRETRAIN_DEFAULTS)
+    add_device_argument(parser)

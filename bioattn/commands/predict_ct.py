@@ -26,38 +26,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from bioattn.attention.rollout import HEAD_FUSIONS
-from bioattn.commands.common import add_device_argument, add_model_arguments, model_source
-from bioattn.commands.ct_args import add_preprocessing_arguments, add_tta_argument, preprocessing_overrides
+from bioattn.commands.common import model_source
+from bioattn.commands.ct_args import add_predict_arguments as add_arguments, preprocessing_overrides
 from bioattn.io import STDOUT
 
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_model_arguments(parser, trained_by="bioattn train ct")
-    add_device_argument(parser)
-    parser.add_argument("--input", type=Path, required=True,
-                        help="manifest .csv, .nii/.nii.gz, DICOM file or folder, or MedMNIST .npz")
-    parser.add_argument("--output", type=Path, required=True,
-                        help="CSV of class probabilities to write ('-': standard output; the summary then goes to stderr)")
-    parser.add_argument("--attention-map", nargs="?", const="auto", default=None, metavar="MAP.nii.gz",
-                        help="also write the [CLS] attention rollout as NIfTI on the input grid "
-                             "(default path: OUTPUT with suffix .attention.nii.gz)")
-    parser.add_argument("--split", choices=("train", "val", "test"), default=None,
-                        help=".npz or manifest with a split column: predict only this split (default: every row)")
-    parser.add_argument("--head-fusion", choices=HEAD_FUSIONS, default="mean",
-                        help="how heads are fused in the attention rollout (default: mean)")
-    parser.add_argument("--batch-size", type=int, default=32, help="volumes per batch (default: 32)")
-    parser.add_argument("--workers", type=int, default=0,
-                        help="manifest: DataLoader worker processes reading and preprocessing the scans (0: in the "
-                             "main process) (default: %(default)s)")
-    add_tta_argument(parser, default_help="as the run evaluated: flips after --protocol tuned, else none")
-    add_preprocessing_arguments(parser)
+__all__ = ["add_arguments", "run"]
 
 
 def run(args: argparse.Namespace) -> int:
-    from bioattn.report import format_table
     from bioattn.tasks.ct.predict_run import predict_ct
 
     result = predict_ct(model_source(args), args.input, args.output, preprocessing=preprocessing_overrides(args),
@@ -65,16 +42,9 @@ def run(args: argparse.Namespace) -> int:
                         head_fusion=args.head_fusion, workers=args.workers, device=args.device)
     if not result.written:  # another process of a torchrun job writes the rows
         return 0
-    summary = sys.stderr if str(args.output) == STDOUT else sys.stdout  # stdout may hold the CSV
-    for p in result.predictions[:10]:
-        print(f"{p.describe()}: " + ", ".join(f"{name} {value:.4f}" for name, value in zip(result.class_names, p.probabilities)),
-              file=summary)
-    if len(result.predictions) > 10:
-        print(f"... {len(result.predictions) - 10} more rows", file=summary)
-    if result.scores:
-        print(format_table(["split", "volumes", "AUROC", "accuracy", "MCC"],
-                           [[split, m["volumes"], m.get("auroc"), m["accuracy"], m["mcc"]]
-                            for split, m in result.scores.items()],
-                           title=f"labelled inputs (flip averaging {'on' if result.flip_tta else 'off'})"), file=sys.stderr)
+    print(result.rows_preview(), file=sys.stderr if str(args.output) == STDOUT else sys.stdout)  # stdout may hold the CSV
+    table = result.scores_table()
+    if table:
+        print(table, file=sys.stderr)
     print(f"wrote {args.output}" + (f" and {result.attention_path}" if result.attention_path else ""), file=sys.stderr)
     return 0

@@ -1,9 +1,10 @@
 """Predict the residue contacts of a new alignment (no structure needed): contacts.npy, a CASP RR file and a map.
 
-    bioattn predict msa --input FILE --out DIR [--method attention|potts|combined | --contact-head FILE |
+    bioattn predict msa --input FILE --out DIR [--contact-method attention|potts|combined |
+                        --contact-head FILE |
                         --model NAME_OR_DIR] [--top N] [--quick] [--pdb FILE [--chain ID] | --struct-dat FILE]
 
-The contact head decides what is fitted on the alignment. --method picks a head shipped with bioattn (a logistic
+The contact head decides what is fitted on the alignment. --contact-method picks a head shipped with bioattn (a logistic
 regression on z-scored maps, see each head's fit_on and settings):
   attention  factored attention (one layer, queries and keys from positions, values from residues, fitted by
              pseudo-likelihood on every row; --factored-steps Adam steps from --factored-lr with a cosine decay,
@@ -37,68 +38,21 @@ of the coevolution maps computed in the same run).
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from bioattn.commands.common import add_device_argument, add_model_arguments, model_dir
-from bioattn.commands.msa_args import add_fit_arguments, add_input_arguments, load_input, options_from_args
-from bioattn.errors import UserInputError
+from bioattn.commands.common import model_dir
+from bioattn.commands.msa_args import add_predict_arguments as add_arguments, load_input, options_from_args
 
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from bioattn.tasks.msa.train import DEFAULTS, RR_MIN_SEPARATION, RR_TOP_PER_RESIDUE
-    from bioattn.tasks.msa.head import SHIPPED_HEADS
-    from bioattn.tasks.msa.predict import DEFAULT_METHOD, ESM_METHOD
-
-    add_input_arguments(parser, msa_required=True)
-    head = add_model_arguments(parser.add_argument_group("contact head"), trained_by="bioattn train msa", required=False)
-    head.add_argument("--contact-head", type=Path, default=None,
-                      help="contact_head.json to use (default: the head shipped for --method)")
-    head.add_argument("--method", choices=(*SHIPPED_HEADS, ESM_METHOD), default=None,
-                      help="which shipped head: factored attention only, Potts only, or both; or esm-msa, the MSA "
-                           f"Transformer with --weights (default: {DEFAULT_METHOD})")
-    output = parser.add_argument_group("output")
-    output.add_argument("--top", type=int, default=None,
-                        help=f"pairs written to contacts.rr (default: {RR_TOP_PER_RESIDUE}L)")
-    output.add_argument("--min-separation", type=int, default=RR_MIN_SEPARATION,
-                        help="smallest |i-j| written to contacts.rr (default: %(default)s)")
-    add_fit_arguments(parser.add_argument_group("fit (what the head reads)"))
-    budget = parser.add_argument_group("per-family axial model (with --model)")
-    budget.add_argument("--max-minutes", type=float, default=DEFAULTS.max_minutes,
-                        help="wall-clock budget for training the per-family axial model (default: %(default)s)")
-    budget.add_argument("--seed", type=int, default=DEFAULTS.seed, help="random seed (default: %(default)s)")
-    parser.add_argument("--overwrite", action="store_true", help="replace the contents of a non-empty --out folder")
-    add_device_argument(parser)
+__all__ = ["add_arguments", "run"]
 
 
 def run(args: argparse.Namespace) -> int:
-    from bioattn.tasks.msa.head import ContactHead, shipped_head
-    from bioattn.tasks.msa.predict import (
-        DEFAULT_METHOD, ESM_METHOD, predict_contacts, predict_contacts_esm, prediction_report, run_head,
-    )
+    from bioattn.tasks.msa.predict import choose_head, predict_msa, prediction_report
 
-    if args.top is not None and args.top < 1:
-        raise UserInputError(f"--top must be >= 1, got {args.top}")
-    if args.min_separation < 1:
-        raise UserInputError(f"--min-separation must be >= 1, got {args.min_separation}")
-    if args.method == ESM_METHOD:
-        if args.contact_head is not None or model_dir(args) is not None:
-            raise UserInputError(f"--method {ESM_METHOD} uses the MSA Transformer's own contact regression; drop "
-                                 "--contact-head / --run / --model")
-        options, config = options_from_args(args)
-        metrics = predict_contacts_esm(load_input(args), args.out, options, config, top=args.top,
-                                       min_separation=args.min_separation)
-        print(prediction_report(metrics, None))
-        print(f"wrote {args.out}/contacts.rr, contacts.npy, contact_map.png, row_attention.safetensors, metrics.json")
-        return 0
-    model_size = {}
-    run_dir = model_dir(args)
-    if run_dir is not None:
-        head, model_size = run_head(run_dir)
-    else:
-        head = ContactHead.load(args.contact_head) if args.contact_head is not None else shipped_head(args.method or DEFAULT_METHOD)
+    head, model_size = choose_head(args.method, args.contact_head, model_dir(args), args.top, args.min_separation)
     options, config = options_from_args(args, **model_size)
-    target = load_input(args)
-    metrics = predict_contacts(target, args.out, options, config, head, top=args.top, min_separation=args.min_separation)
+    metrics = predict_msa(load_input(args), args.out, options, config, head, top=args.top,
+                          min_separation=args.min_separation)
     print(prediction_report(metrics, head))
-    print(f"wrote {args.out}/contacts.rr, contacts.npy, contact_map.png, metrics.json")
+    extra = "" if head is not None else ", row_attention.safetensors"
+    print(f"wrote {args.out}/contacts.rr, contacts.npy, contact_map.png{extra}, metrics.json")
     return 0

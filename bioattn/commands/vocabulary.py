@@ -26,6 +26,8 @@ CANONICAL: dict[str, str] = {
     "CT intensity window": "--intensity-window",
     "DNA scan window length": "--window",
     "row limit": "--max-rows",
+    "attribution method of an explanation": "--method",
+    "how contacts are predicted from an alignment": "--contact-method",
 }
 
 _UNSET = object()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
@@ -14,11 +15,12 @@ import numpy as np
 import torch
 from torch import nn
 
+from bioattn.attention.compat import renamed_arguments
 from bioattn.errors import UserInputError
 from bioattn.io import write_json, write_table
 from bioattn.models.ensemble import ensemble_config
 from bioattn.progress import progress_bar
-from bioattn.training import FitResult, Trainer
+from bioattn.training import FitResult, TrainConfig, Trainer
 from bioattn.training.distributed import is_main_process
 
 T = TypeVar("T")
@@ -86,8 +88,10 @@ class TaskOptions:
     see :func:`~bioattn.data.resolve_data_root`); ``quick``: a smoke test (tiny model, few rows, short epochs);
     ``seeds``: one model per seed on the same split, saved as one ensemble; ``cv``: K-fold cross-validation, the
     K fold models saved as the ensemble; ``cv_repeats``: repeat it with R shuffles (R × K fold models);
-    ``resume`` / ``overwrite``: what to do with an existing ``out``. Checked by :func:`check_ensemble_options`
-    and :meth:`check_run_options`.
+    ``resume`` / ``overwrite``: what to do with an existing ``out``. Model size: ``embed_dim`` (the width),
+    ``heads``, ``layers`` and ``dropout`` (``None``: the task's default); each task's options set their own
+    defaults. Checked by :func:`check_ensemble_options` and :meth:`check_run_options`. ``d_model=`` (the width's
+    older name) is accepted for one release with a :class:`DeprecationWarning` (:func:`accept_old_keywords`).
     """
 
     out: Path
@@ -98,10 +102,55 @@ class TaskOptions:
     cv_repeats: int = 1
     resume: bool = False
     overwrite: bool = False
+    embed_dim: int = 64
+    heads: int = 4
+    layers: int = 2
+    dropout: float | None = None
 
     def check_run_options(self) -> None:
         """The shared checks: the ensemble options (:func:`check_ensemble_options`)."""
         check_ensemble_options(self.seeds, self.cv, self.cv_repeats)
+
+    @property
+    def d_model(self) -> int:
+        """Deprecated name of :attr:`embed_dim` (read access warns; removed in the next release)."""
+        warnings.warn(f"{type(self).__name__}.d_model is deprecated and will be removed in the next release; use "
+                      ".embed_dim", DeprecationWarning, stacklevel=2)
+        return self.embed_dim
+
+
+O = TypeVar("O", bound=type)
+R = TypeVar("R", bound="Recipe")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A task's defaults, the one way every task declares them: ``train_config`` (the
+    :class:`~bioattn.training.TrainConfig` its runs start from; flags and ``--config`` files replace its fields) and
+    a ``description`` for run summaries. Each task subclasses it for the defaults of its own options (the promoter
+    pretraining recipe, the CT protocols' loss and augmentation) and keeps its recipes in one mapping read through
+    :func:`recipe_for`."""
+
+    train_config: TrainConfig
+    description: str = ""
+
+
+def recipe_for(recipes: Mapping[Any, R], name: Any, *, flag: str, default: Any = None) -> R:
+    """``recipes[name]``; a name that is not there falls back to ``recipes[default]`` when ``default`` is one of
+    them, else is a :class:`UserInputError` naming ``flag`` and the choices."""
+    if name in recipes:
+        return recipes[name]
+    if default in recipes:
+        return recipes[default]
+    choices = ", ".join(str(key) for key in recipes if key is not None)
+    raise UserInputError(f"unknown {flag} {name!r}; choose one of {choices}")
+
+
+def accept_old_keywords(cls: O) -> O:
+    """Class decorator for a :class:`TaskOptions` dataclass: its constructor also takes ``d_model=`` (now
+    ``embed_dim``), with a :class:`DeprecationWarning`, for one release."""
+    cls.__init__ = renamed_arguments(d_model="embed_dim")(cls.__init__)
+    return cls
 
 
 def member_dir_name(kind: str, index: int) -> str:

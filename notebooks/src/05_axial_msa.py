@@ -192,7 +192,7 @@ display(Image(filename=heads_png))
 # values come from the residues: the logit of amino acid a at position i is `h_i(a) + Σ_h Σ_j A_h[i,j] W_h[x_j, a]`.
 # Fitted on the family's alignment by pseudo-likelihood (the Potts model's objective, weights and
 # regularisation), its attention must point at the positions that predict each residue: the coevolving,
-# contacting ones. `bioattn predict msa --method attention` uses it; no coevolution statistic is computed.
+# contacting ones. `bioattn predict msa --contact-method attention` uses it; no coevolution statistic is computed.
 
 # %%
 from bioattn.data.msa import sequence_weights

@@ -28,6 +28,24 @@ class CTPredictions:
     attention_path: Path | None
     written: bool = True
 
+    def rows_preview(self, limit: int = 10) -> str:
+        """The first ``limit`` volumes and their class probabilities, one line each (and how many more)."""
+        lines = [f"{p.describe()}: " + ", ".join(f"{name} {value:.4f}" for name, value in zip(self.class_names, p.probabilities))
+                 for p in self.predictions[:limit]]
+        if len(self.predictions) > limit:
+            lines.append(f"... {len(self.predictions) - limit} more rows")
+        return "\n".join(lines)
+
+    def scores_table(self) -> str | None:
+        """AUROC, accuracy and MCC per split of the labelled inputs (``None`` without labels)."""
+        from bioattn.report import format_table
+
+        if not self.scores:
+            return None
+        return format_table(["split", "volumes", "AUROC", "accuracy", "MCC"],
+                            [[split, m["volumes"], m.get("auroc"), m["accuracy"], m["mcc"]] for split, m in self.scores.items()],
+                            title=f"labelled inputs (flip averaging {'on' if self.flip_tta else 'off'})")
+
 
 def _attention_path(attention_map: str | os.PathLike | None, output: Path) -> Path | None:
     if attention_map is None:

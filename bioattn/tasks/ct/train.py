@@ -67,10 +67,13 @@ from bioattn.report import format_mean_sd, format_table
 from bioattn.tasks.common import (
     Member,
     OutOfFold,
+    Recipe,
     TaskOptions,
+    accept_old_keywords,
     count_parameters,
     cv_members,
     fit_timed,
+    recipe_for,
     repeated_folds,
     save_members,
     seed_members,
@@ -121,10 +124,8 @@ MEDMNIST_DEFAULTS = TrainConfig(
     max_epochs=100, batch_size=32, lr=1e-3, optimizer="adam", weight_decay=0.0, schedule="multistep",
     milestones=(50, 75), gamma=0.1, grad_clip=None, monitor="val_auroc", monitor_mode="max",
 )
-# AdamW + weight decay, 40 steps of warm-up then cosine decay, gradient clipping; sized so the attention model
-# trains in about 4 CPU-minutes at 28³ on one thread. Both train in fp32: under bf16 autocast (1.6x faster with
-# dropout 0) the CPU's bf16 3D-convolution weight gradients are sometimes wrong by many orders of magnitude
-# (measured with torch 2.13 / oneDNN on AVX-512-BF16; see the README's training-speed section), so bf16 stays opt-in.
+#: AdamW + weight decay, 40 steps of warm-up then cosine decay, gradient clipping, fp32 (bf16 is opt-in:
+#: ``--precision bf16``).
 TUNED_DEFAULTS = TrainConfig(
     max_epochs=15, batch_size=32, lr=1e-3, optimizer="adamw", weight_decay=0.05, schedule="warmup_cosine",
     warmup_steps=40, grad_clip=1.0, monitor="val_auroc", monitor_mode="max",
@@ -132,16 +133,15 @@ TUNED_DEFAULTS = TrainConfig(
 )
 
 
-@dataclass(frozen=True)
-class Protocol:
-    """A training protocol: optimisation defaults plus the loss, augmentation and evaluation options."""
+@dataclass(frozen=True, kw_only=True)
+class Protocol(Recipe):
+    """A CT training protocol, the CT task's :class:`~bioattn.tasks.common.Recipe`: the optimisation defaults
+    (``train_config``) plus the loss, augmentation and evaluation options."""
 
-    train: TrainConfig
     label_smoothing: float
     intensity_jitter: float
     flip_tta: bool
     mixup: float
-    description: str
 
 
 PROTOCOLS = {
@@ -186,6 +186,7 @@ VAL_CURVE_NAME = "val_auc.png"
 HISTORY_KEYS = ("epoch", "val_auroc", "val_accuracy", "val_auroc_no_tta")
 
 
+@accept_old_keywords
 @dataclass(frozen=True)
 class CTOptions(TaskOptions):
     """Everything :func:`train_ct` needs. Give either ``dataset`` (a MedMNIST 3D name, found under ``data_root``;
@@ -224,7 +225,7 @@ class CTOptions(TaskOptions):
     stem_depth: int = DEFAULT_STEM_DEPTH
     unshuffle: int | None = None
     distance_channel: bool | None = None
-    d_model: int = 96
+    embed_dim: int = 96
     heads: int = 4
     layers: int = 3
     dropout: float = 0.0
@@ -314,7 +315,7 @@ CTOptions.__init__ = renamed_arguments(train="train_config")(CTOptions.__init__)
 def resolve_protocol(options: CTOptions) -> Protocol:
     """The protocol of ``options.protocol`` with ``label_smoothing``, ``intensity_jitter``, ``tta`` and ``mixup``
     applied."""
-    protocol = PROTOCOLS[options.protocol]
+    protocol = recipe_for(PROTOCOLS, options.protocol, flag="--protocol")
     if options.label_smoothing is not None and not 0.0 <= options.label_smoothing < 1.0:
         raise UserInputError(f"--label-smoothing must be in [0, 1), got {options.label_smoothing}")
     if options.intensity_jitter is not None and not 0.0 <= options.intensity_jitter < 1.0:
@@ -341,7 +342,7 @@ def protocol_train_config(
     """``config`` (default: the protocol's), shrunk to 2 epochs of 3 steps of 8 with ``quick`` (no small-data
     minimums); the step-decay
     milestones move to 50 % and 75 % of ``max_epochs`` unless ``keep_milestones`` (a YAML file set them)."""
-    config = config or PROTOCOLS[protocol].train
+    config = config or recipe_for(PROTOCOLS, protocol, flag="--protocol").train_config
     if quick:
         config = dataclasses.replace(config, max_epochs=2, max_steps_per_epoch=3, batch_size=8, min_steps=0,
                                      min_batches_per_epoch=0)
@@ -365,7 +366,7 @@ def build_models(
         hybrid = HybridCT3D(
             in_channels, num_classes, stem_channels=channels, stem_strides=strides, stem_depth=options.stem_depth,
             unshuffle=options.unshuffle_factor(), distance_channel=bool(options.distance_channel),
-            embed_dim=24 if options.quick else options.d_model, num_heads=2 if options.quick else options.heads,
+            embed_dim=24 if options.quick else options.embed_dim, num_heads=2 if options.quick else options.heads,
             num_layers=1 if options.quick else options.layers, dropout=options.dropout, class_names=class_names,
         )
     except ValueError as exc:

@@ -1,14 +1,14 @@
 """The three contact methods of ``bioattn predict msa`` side by side on every bundled family (no axial model).
 
 For each family :func:`compare_methods` computes, on the whole alignment, the factored-attention map
-(``--method attention``: no coevolution statistic), the Potts map (``--method potts``) and MI + APC (a baseline),
-and reads the published predictions beside the alignment. The combined head (``--method combined``) is chosen
+(``--contact-method attention``: no coevolution statistic), the Potts map (``--contact-method potts``) and MI + APC (a baseline),
+and reads the published predictions beside the alignment. The combined head (``--contact-method combined``) is chosen
 and fitted by :func:`~bioattn.tasks.msa.head.select_head` on the *other* families for each family (nested
 leave-one-family-out: the family scored never takes part in choosing or fitting its head). The single maps need
 no fitting: a one-feature head ranks pairs as its map does. Writes one sub-folder per family
 (``features.safetensors``, ``prepare.json``), ``summary.md`` / ``summary.json`` and the heads fitted on every
 family (``contact_head_attention.json``, ``contact_head_potts.json``, ``contact_head_combined.json``: the files
-shipped for ``--method``).
+shipped for ``--contact-method``).
 
 With ``options.esm_weights`` (``--weights``: the user's ESM-MSA-1b) the MSA Transformer's map
 (:data:`~bioattn.tasks.msa.head.ESM_MSA_MAP`) is computed too and joins the combined head's candidates; the head

@@ -25,7 +25,7 @@ from bioattn.io import load_tensors, save_tensors
 from bioattn.models.factored_attention import LR_SCHEDULES, fit_factored_attention
 from bioattn.models.msa_contact import MSAContactModel, masked_lm_loss
 from bioattn.models.registry import read_config, resolve_model_dir
-from bioattn.tasks.common import check_ensemble_options, check_model_options, fit_timed
+from bioattn.tasks.common import Recipe, check_ensemble_options, check_model_options, fit_timed
 from bioattn.tasks.msa.head import (
     COEVOLUTION_FEATURES, COEVOLUTION_MAPS, ESM_MSA_MAP, FACTORED_ATTENTION_MAP, attention_feature_names, feature_names,
 )
@@ -33,11 +33,13 @@ from bioattn.training import TrainConfig, Trainer, plot_curves
 from bioattn.training.distributed import is_main_process
 
 FEATURES_FILE = "features.safetensors"
-DEFAULTS = TrainConfig(
+#: The per-family contact model's :class:`~bioattn.tasks.common.Recipe` (``bioattn train|predict msa``).
+RECIPE = Recipe(TrainConfig(
     max_epochs=100, batch_size=1, lr=1e-3, weight_decay=0.01, schedule="warmup_cosine", warmup_steps=50,
     max_minutes=5.0, monitor="val_loss", monitor_mode="min", eval_every_steps=50, max_steps_per_epoch=100,
     patience=6,
-)
+), "one axial model per family, masked-residue loss on held-out rows, 5 wall-minutes")
+DEFAULTS = RECIPE.train_config
 #: ``--quick``: tiny settings for a smoke test (seconds); factored attention in few large constant steps.
 QUICK = dict(max_seqs=256, rows=16, embed_dim=32, heads=2, layers=2, potts_iterations=15, potts_seqs=256, feature_blocks=1,
              factored_heads=4, factored_dim=8, factored_steps=30, factored_lr=0.1, factored_schedule="constant")

@@ -53,7 +53,7 @@ ESM_MSA_MAP = "esm_msa_logit"
 #: The head shipped with bioattn (Potts map only; see its ``fit_on`` and ``settings``).
 DEFAULT_HEAD_FILE = SHIPPED_HEADS_DIR / "contact_head.json"
 HEAD_FILE_NAME = "contact_head.json"
-#: The head shipped for each ``--method``: ``attention`` reads the factored-attention map only, ``potts`` the Potts
+#: The head shipped for each ``--contact-method``: ``attention`` reads the factored-attention map only, ``potts`` the Potts
 #: map only (the default head), ``combined`` the head chosen leave-one-family-out over both (:func:`select_head`).
 SHIPPED_HEADS = {
     "attention": DEFAULT_HEAD_FILE.with_name("contact_head_attention.json"),
@@ -223,9 +223,9 @@ def default_head() -> ContactHead:
 
 
 def shipped_head(method: str) -> ContactHead:
-    """The head shipped with bioattn for ``bioattn predict msa --method`` ``method`` (see :data:`SHIPPED_HEADS`)."""
+    """The head shipped with bioattn for ``bioattn predict msa --contact-method`` ``method`` (see :data:`SHIPPED_HEADS`)."""
     if method not in SHIPPED_HEADS:
-        raise UserInputError(f"--method must be one of {', '.join(SHIPPED_HEADS)}, got {method!r}")
+        raise UserInputError(f"--contact-method must be one of {', '.join(SHIPPED_HEADS)}, got {method!r}")
     return ContactHead.load(SHIPPED_HEADS[method])
 
 

@@ -1,12 +1,12 @@
 """Contacts of a new alignment, no structure needed: fit what the contact head reads, write its probabilities.
 
-The head (shipped with bioattn for each ``--method``, a ``contact_head.json``, or the head of a ``bioattn train
+The head (shipped with bioattn for each ``--contact-method``, a ``contact_head.json``, or the head of a ``bioattn train
 msa`` run) decides what is fitted on the alignment: factored attention
 (:class:`~bioattn.models.factored_attention.FactoredAttention`) when it reads ``factored_attention_apc``, the
 Potts model (and/or Gaussian DCA, MI) when it reads those maps, and the per-family
 :class:`~bioattn.models.MSAContactModel` (with the layers × heads of the head's attention features) when it reads
 attention. A structure, when given, is used for evaluation only: the cheap MI and Gaussian DCA baselines are then
-computed too, unless the head reads no coevolution map (``--method attention`` computes no coevolution statistic).
+computed too, unless the head reads no coevolution map (``--contact-method attention`` computes no coevolution statistic).
 """
 from __future__ import annotations
 
@@ -28,11 +28,11 @@ from bioattn.tasks.msa.train import (
 )
 from bioattn.tasks.msa.features import FEATURES_FILE, MSAOptions, coevolution_maps, prepare_family, training_pool
 from bioattn.tasks.msa.esm import WEIGHTS_HELP, esm_msa_prediction, load_msa_transformer
-from bioattn.tasks.msa.head import ESM_MSA_MAP, HEAD_FILE_NAME, ContactHead, describe_features
+from bioattn.tasks.msa.head import ESM_MSA_MAP, HEAD_FILE_NAME, ContactHead, describe_features, shipped_head
 from bioattn.training import TrainConfig, prepare_run_dir
 from bioattn.training.distributed import resolve_device
 
-#: ``bioattn predict msa``'s ``--method`` when no head is given. Measured on the bundled families (README): the
+#: ``bioattn predict msa``'s ``--contact-method`` when no head is given. Measured on the bundled families (README): the
 #: combined head, chosen leave-one-family-out, picked the Potts map alone, and factored attention alone ranked
 #: below it, so ``potts`` is as precise as ``combined`` at half its CPU.
 DEFAULT_METHOD = "potts"
@@ -159,7 +159,7 @@ def _predict_with_seeds(
     return metrics
 
 
-#: ``--method`` of the MSA Transformer with the user's weights (no contact head file: its own contact regression).
+#: ``--contact-method`` of the MSA Transformer with the user's weights (no contact head file: its own contact regression).
 ESM_METHOD = "esm-msa"
 
 
@@ -167,7 +167,7 @@ def predict_contacts_esm(
     target: ContactTarget, out: Path, options: MSAOptions, config: TrainConfig, *,
     top: int | None = None, min_separation: int = RR_MIN_SEPARATION,
 ) -> dict[str, Any]:
-    """``bioattn predict msa --method esm-msa``: the MSA Transformer with the user's ``options.esm_weights`` on at most
+    """``bioattn predict msa --contact-method esm-msa``: the MSA Transformer with the user's ``options.esm_weights`` on at most
     ``options.esm_max_rows`` rows chosen as in ESM's examples; its own contact regression gives the probabilities.
 
     Writes the outputs of :func:`predict_contacts` (``contacts.npy``, ``contacts.rr``, ``contact_map.png``,
@@ -176,7 +176,7 @@ def predict_contacts_esm(
     computed in the same run as baselines. Returns the ``metrics.json`` content.
     """
     if options.esm_weights is None:
-        raise UserInputError(f"--method {ESM_METHOD} needs --weights FILE_OR_DIR. {WEIGHTS_HELP}")
+        raise UserInputError(f"--contact-method {ESM_METHOD} needs --weights FILE_OR_DIR. {WEIGHTS_HELP}")
     started_wall, started_cpu = time.monotonic(), time.process_time()
     model = load_msa_transformer(options.esm_weights, resolve_device(config.device))
     out = prepare_run_dir(out, resume=options.resume, overwrite=options.overwrite)
@@ -202,6 +202,35 @@ def predict_contacts_esm(
         metrics.update(evaluate_family(target, prediction.probabilities.numpy(), features, {}))
     write_json(out / "metrics.json", metrics)
     return metrics
+
+
+def choose_head(method: str | None, contact_head: str | Path | None, run_dir: str | Path | None,
+                top: int | None = None, min_separation: int = RR_MIN_SEPARATION) -> tuple[ContactHead | None, dict[str, Any]]:
+    """The contact head ``bioattn predict msa`` uses and the model size it implies: the head of a ``bioattn train msa``
+    run (``run_dir``), a ``contact_head.json`` (``contact_head``) or the one shipped for ``method`` (default
+    :data:`DEFAULT_METHOD`); ``(None, {})`` for :data:`ESM_METHOD`, which needs neither. Checks ``top`` and
+    ``min_separation`` (the RR file's) too, so that nothing is read before a bad value stops the command."""
+    if top is not None and top < 1:
+        raise UserInputError(f"--top must be >= 1, got {top}")
+    if min_separation < 1:
+        raise UserInputError(f"--min-separation must be >= 1, got {min_separation}")
+    if method == ESM_METHOD:
+        if contact_head is not None or run_dir is not None:
+            raise UserInputError(f"--contact-method {ESM_METHOD} uses the MSA Transformer's own contact regression; "
+                                 "drop --contact-head / --model")
+        return None, {}
+    if run_dir is not None:
+        return run_head(Path(run_dir))
+    return (ContactHead.load(contact_head) if contact_head is not None else shipped_head(method or DEFAULT_METHOD)), {}
+
+
+def predict_msa(target: ContactTarget, out: Path, options: MSAOptions, config: TrainConfig, head: ContactHead | None,
+                *, top: int | None = None, min_separation: int = RR_MIN_SEPARATION) -> dict[str, Any]:
+    """``bioattn predict msa``: :func:`predict_contacts` with ``head``, or :func:`predict_contacts_esm` when
+    ``head`` is None (:func:`choose_head` for :data:`ESM_METHOD`). Returns the ``metrics.json`` content."""
+    if head is None:
+        return predict_contacts_esm(target, out, options, config, top=top, min_separation=min_separation)
+    return predict_contacts(target, out, options, config, head, top=top, min_separation=min_separation)
 
 
 def prediction_report(metrics: dict[str, Any], head: ContactHead | None) -> str:

@@ -34,7 +34,7 @@ from bioattn.data.msa import MSATokenizer, read_msa, sequence_weights, subsample
 from bioattn.errors import UserInputError
 from bioattn.io import write_json
 from bioattn.models.msa_contact import POSITIONAL_ENCODINGS, MSAContactModel, mask_tokens, masked_lm_loss
-from bioattn.tasks.common import check_model_options, fit_timed
+from bioattn.tasks.common import Recipe, check_model_options, fit_timed
 from bioattn.tasks.msa.features import RowBlocks
 from bioattn.training import TrainConfig, Trainer, plot_curves, prepare_run_dir, seed_everything
 
@@ -52,10 +52,12 @@ HELD_OUT_ROWS, MIN_ROWS_FOR_HELD_OUT = 64, 20
 MASK_PROBABILITY = 0.15
 _ACCESSION = re.compile(r"(PF\d{5})")
 
-PRETRAIN_DEFAULTS = TrainConfig(
+#: Cross-family pretraining's :class:`~bioattn.tasks.common.Recipe` (``bioattn pretrain msa``).
+PRETRAIN_RECIPE = Recipe(TrainConfig(
     max_epochs=20, batch_size=1, lr=1e-3, weight_decay=0.01, schedule="warmup_cosine", warmup_steps=200,
     max_minutes=30.0, monitor="val_loss", monitor_mode="min", eval_every_steps=250, max_steps_per_epoch=250,
-)
+), "one axial model over unlabeled alignments, masked-residue loss, 30 wall-minutes")
+PRETRAIN_DEFAULTS = PRETRAIN_RECIPE.train_config
 #: ``--quick``: tiny sizes for a smoke test (seconds).
 QUICK = dict(embed_dim=16, heads=2, layers=1, rows=8, max_columns=32, max_seqs=64)
 
@@ -293,3 +295,11 @@ def pretrain(data_root: Path, out: Path, options: PretrainOptions, config: Train
     }
     write_json(out / "metrics.json", metrics)
     return metrics
+
+
+def pretrain_report(metrics: dict[str, Any], out: str | Path) -> str:
+    """One line for the terminal: how many alignments, the held-out masked-token loss and accuracy, what was excluded."""
+    mean = metrics["held_out_mean"]
+    held = f"held-out masked-token loss {mean['loss']:.3f}, accuracy {mean['accuracy']:.3f}; " if mean else ""
+    return (f"pretrained on {len(metrics['trained_on'])} alignments ({held}excluded: {', '.join(metrics['excluded']) or 'none'}); "
+            f"wrote {out}/model.safetensors, metrics.json")

@@ -32,6 +32,19 @@ class PromoterPredictions:
     #: False in the processes of a torchrun scan other than the first, which writes the merged output
     written: bool = True
 
+    def describe(self, output: str | os.PathLike) -> str:
+        """One line saying what was scored and where it went (``output``: the file written, ``-`` standard output)."""
+        if self.counts is not None:
+            shown = ", ".join(f"{name}: {self.counts[name]}" for name in self.class_names)
+            written = "standard output" if str(output) == STDOUT else output
+            return (f"{sum(self.counts.values())} sequences scored in {self.precision} (predicted {shown}); "
+                    f"wrote {written}")
+        scan = self.scan
+        merged = f", merged into {scan.regions} regions" if scan.regions else ""
+        return (f"{scan.sequences} sequences, {scan.windows} windows of {self.window} nt every {self.stride} nt scored "
+                f"in {self.precision} ({scan.skipped_n_only} only-N windows skipped), {scan.above_threshold} with "
+                f"p({self.class_name}) >= {self.threshold}{merged}; wrote {output}")
+
 
 def _class_index(model, name: str | None) -> int:
     if name is None:

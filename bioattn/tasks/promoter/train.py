@@ -54,9 +54,12 @@ from bioattn.report import format_mean_sd, format_table, format_value
 from bioattn.tasks.common import (
     Member,
     OutOfFold,
+    Recipe,
     TaskOptions,
+    accept_old_keywords,
     cv_members,
     fit_timed,
+    recipe_for,
     repeated_folds,
     save_members,
     seed_members,
@@ -112,12 +115,12 @@ FINETUNE_MASK = 0.1
 
 
 @dataclass(frozen=True)
-class TaskRecipe:
-    """A task's default masked-nucleotide pretraining (:mod:`~bioattn.tasks.promoter.pretrain`) and the fine-tuning
+class TaskRecipe(Recipe):
+    """A task's defaults (:class:`~bioattn.tasks.common.Recipe`): ``train_config`` (epochs and peak learning rate
+    from scratch), the masked-nucleotide pretraining (:mod:`~bioattn.tasks.promoter.pretrain`) and the fine-tuning
     after it: ``pretrain_epochs`` (0: none), ``pretrain_mask`` (fraction of the nucleotides masked),
-    ``finetune_lr`` (peak learning rate after pretraining; without pretraining the fine-tuning uses DEFAULTS.lr) and
-    ``finetune_mask`` (fraction of the nucleotides of each fine-tuning batch masked as in pretraining, an augmentation;
-    0: none)."""
+    ``finetune_lr`` (peak learning rate after pretraining) and ``finetune_mask`` (fraction of the nucleotides of each
+    fine-tuning batch masked as in pretraining, an augmentation; 0: none)."""
 
     pretrain_epochs: int = 0
     pretrain_mask: float = MASK_PROBABILITY
@@ -125,34 +128,40 @@ class TaskRecipe:
     finetune_mask: float = FINETUNE_MASK
 
 
-#: Default recipe per task; the others (prom_300_tata, ecoli_sigma70, your own files) get ``TaskRecipe()``: no
-#: pretraining. The runs behind each recipe: docs/experiments.md.
-TASK_RECIPES = {
-    "prom_core_all": TaskRecipe(pretrain_epochs=12, pretrain_mask=0.3, finetune_lr=2e-3),
-    "prom_core_notata": TaskRecipe(pretrain_epochs=4),
-    "prom_core_tata": TaskRecipe(pretrain_epochs=12, pretrain_mask=0.3, finetune_lr=2e-3),
+_GUE = "GUE task (40k+ training sequences oriented on the TSS)"
+_SMALL = "a small training set"
+_SMALL_DATA_CONFIG = dataclasses.replace(DEFAULTS, max_epochs=SMALL_DATA_EPOCHS)
+#: Default recipe per task; ``None``: your own files. The runs behind each recipe: docs/experiments.md.
+TASK_RECIPES: dict[str | None, TaskRecipe] = {
+    "prom_core_all": TaskRecipe(DEFAULTS, _GUE, pretrain_epochs=12, pretrain_mask=0.3, finetune_lr=2e-3),
+    "prom_core_notata": TaskRecipe(DEFAULTS, _GUE, pretrain_epochs=4),
+    "prom_core_tata": TaskRecipe(DEFAULTS, _GUE, pretrain_epochs=12, pretrain_mask=0.3, finetune_lr=2e-3),
+    "prom_300_tata": TaskRecipe(DEFAULTS, _GUE),
+    "ecoli_sigma70": TaskRecipe(_SMALL_DATA_CONFIG, _SMALL),
+    None: TaskRecipe(_SMALL_DATA_CONFIG, "your own files"),
 }
 
 
 def task_recipe(task: str | None) -> TaskRecipe:
     """The default :class:`TaskRecipe` of ``task`` (``None``: your own files)."""
-    return TASK_RECIPES.get(task, TaskRecipe())  # type: ignore[arg-type]
+    return recipe_for(TASK_RECIPES, task, flag="--task", default=None)
 
 
 def default_epochs(task: str | None) -> int:
     """Default maximum epochs of ``task`` (``None``: your own files)."""
-    return DEFAULTS.max_epochs if task in GUE_TASKS else SMALL_DATA_EPOCHS
+    return task_recipe(task).train_config.max_epochs
 
 
 def default_lr(task: str | None, pretrain_epochs: int) -> float:
     """Default peak learning rate of ``task`` (``None``: your own files): its recipe's ``finetune_lr`` after
-    pretraining, :data:`DEFAULTS`' from scratch."""
-    return task_recipe(task).finetune_lr if pretrain_epochs else DEFAULTS.lr
+    pretraining, its ``train_config``'s from scratch."""
+    recipe = task_recipe(task)
+    return recipe.finetune_lr if pretrain_epochs else recipe.train_config.lr
 
 
 def default_config(task: str | None, pretrain_epochs: int = 0) -> TrainConfig:
-    """:data:`DEFAULTS` with :func:`default_epochs` of ``task`` and :func:`default_lr`."""
-    return dataclasses.replace(DEFAULTS, max_epochs=default_epochs(task), lr=default_lr(task, pretrain_epochs))
+    """The recipe's ``train_config`` of ``task`` with :func:`default_lr`."""
+    return dataclasses.replace(task_recipe(task).train_config, lr=default_lr(task, pretrain_epochs))
 
 
 # Published MCC×100 on the official GUE test split (fine-tuned pretrained models; DNABERT-2 paper, results
@@ -168,6 +177,7 @@ PUBLISHED_GUE = {
 Scores = dict[str, dict[str, Any]]  # {method: {split: metrics}}
 
 
+@accept_old_keywords
 @dataclass(frozen=True)
 class PromoterOptions(TaskOptions):
     """What to train and how (the training loop itself is configured by a :class:`TrainConfig`); the run options
@@ -177,7 +187,7 @@ class PromoterOptions(TaskOptions):
     Data: ``task`` (a bundled benchmark, read under ``data_root``; default ``prom_core_all`` when there is no
     ``train``) or ``train`` (+ optional ``dev``, ``test``):
     own labelled FASTA/CSV files; ``max_length``: longest sequence accepted (default: the longest training
-    sequence). Model: ``d_model``, ``heads``, ``layers``, ``conv_kernel``, ``conv_layers``, ``dropout``,
+    sequence). Model: ``embed_dim``, ``heads``, ``layers``, ``conv_kernel``, ``conv_layers``, ``dropout``,
     ``head_temperature`` (a learnable softmax temperature per attention head); ``pretrain_epochs``: epochs of
     masked-nucleotide pretraining on the training sequences before fine-tuning (:mod:`~bioattn.tasks.promoter.pretrain`;
     0 = none; default: the task's :class:`TaskRecipe`); ``pretrain_mask``: the fraction of nucleotides masked in it
@@ -200,7 +210,7 @@ class PromoterOptions(TaskOptions):
     test: Path | None = None
     max_length: int | None = None
     max_rows: int | None = None
-    d_model: int = 64
+    embed_dim: int = 64
     heads: int = 4
     layers: int = 2
     conv_kernel: int = 15
@@ -253,9 +263,9 @@ class PromoterOptions(TaskOptions):
 
 # ------------------------------------------------------------------------------------------- training
 def quick_options(options: PromoterOptions) -> PromoterOptions:
-    """The smoke-test options: d_model 32, 2 heads, 1 layer, at most :data:`QUICK_ROWS` rows per split and at most 2
+    """The smoke-test options: embed_dim 32, 2 heads, 1 layer, at most :data:`QUICK_ROWS` rows per split and at most 2
     pretraining epochs (as for the fine-tuning: :func:`quick_config`)."""
-    return dataclasses.replace(options, d_model=32, heads=2, layers=1, pretrain_epochs=min(options.pretrain_epochs, 2),
+    return dataclasses.replace(options, embed_dim=32, heads=2, layers=1, pretrain_epochs=min(options.pretrain_epochs, 2),
                                max_rows=QUICK_ROWS if options.max_rows is None else options.max_rows)
 
 
@@ -270,7 +280,7 @@ def build_model(options: PromoterOptions, max_len: int, class_names: list[str]) 
     try:
         return PromoterClassifier(
             max_len=max_len,
-            embed_dim=options.d_model,
+            embed_dim=options.embed_dim,
             num_heads=options.heads,
             num_layers=options.layers,
             conv_kernel=options.conv_kernel,

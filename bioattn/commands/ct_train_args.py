@@ -1,0 +1,110 @@
+"""The flags of ``bioattn train ct`` and the :class:`~bioattn.tasks.ct.CTOptions` they make (the preprocessing flags
+it shares with ``predict`` and ``explain ct``: :mod:`bioattn.commands.ct_args`)."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bioattn.commands.ct_args import add_fit_argument, add_intensity_window_argument, add_tta_argument
+from bioattn.commands.vocabulary import add_alias
+
+if TYPE_CHECKING:
+    from bioattn.tasks.ct.train import CTOptions
+
+
+def add_train_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of ``bioattn train ct``."""
+    from bioattn.commands.common import add_device_argument, add_ensemble_arguments
+    from bioattn.commands.training_args import add_training_args
+    from bioattn.tasks.ct.train import DEFAULT_DATASET, DEFAULT_STEM_DEPTH, PROTOCOLS, TUNED_DEFAULTS
+
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--dataset", default=None,
+                        help=f"MedMNIST 3D dataset name, found under --data-root (default: {DEFAULT_DATASET})")
+    source.add_argument("--manifest", type=Path, default=None, metavar="LABELS.csv",
+                        help="your own volumes: CSV with columns image,label[,split] (default: none)")
+    parser.add_argument("--data-root", default=None,
+                        help="data folder for --dataset (default: $BIOATTN_DATA_ROOT or ../shared/data)")
+    parser.add_argument("--size", type=int, nargs="+", default=None, metavar="N",
+                        help="--dataset: the volume edge, 64 or 28 (default: 64); --manifest: the model input X Y Z, "
+                             "or one value for a cube (default: 64 64 64)")
+    parser.add_argument("--out", type=Path, required=True, help="run directory to create")
+    parser.add_argument("--quick", action="store_true", help="smoke test: tiny models, 2 epochs of 3 steps of 8")
+    parser.add_argument("--baseline", choices=("resnet", "none"), default="resnet",
+                        help="MONAI baseline trained in the same run with the same budget (default: %(default)s)")
+    parser.add_argument("--protocol", choices=tuple(PROTOCOLS), default="tuned",
+                        help="training protocol: 'tuned' (AdamW, cosine, label smoothing, flip test-time averaging; "
+                             "15 epochs) or 'medmnist' (the MedMNIST v2 official one: Adam, step decay, 100 epochs) "
+                             "(default: %(default)s)")
+    add_ensemble_arguments(parser, cv_pool="train + val (both models scored)", cv_default="off")
+    parser.add_argument("--no-augment", action="store_true", help="turn off flips, rotations and intensity jitter")
+    parser.add_argument("--label-smoothing", type=float, default=None,
+                        help="cross-entropy label smoothing (default: the protocol's, 0 medmnist, 0.1 tuned)")
+    parser.add_argument("--intensity-jitter", type=float, default=None,
+                        help="random intensity scale/shift j (default: the protocol's, 0.1 medmnist, 0 tuned)")
+    add_tta_argument(parser, default_help="the protocol's, none medmnist, flips tuned")
+    parser.add_argument("--mixup", type=float, default=None, metavar="ALPHA",
+                        help="mixup: train on convex pairs of volumes (and of their labels), the weight drawn from "
+                             "Beta(ALPHA, ALPHA) per batch; 0: off (default: the protocol's, 0 for both)")
+    own = parser.add_argument_group("--manifest preprocessing (MONAI; saved with the model)")
+    own.add_argument("--orientation", default=None, metavar="CODES", help="reorient to these axis codes (default: RAS)")
+    own.add_argument("--spacing", type=float, nargs=3, default=None, metavar=("X", "Y", "Z"),
+                     help="resample to this voxel size in mm (default: keep each file's)")
+    add_intensity_window_argument(own, default_help="-160 240 when the volumes are CT in Hounsfield units, with air and "
+                                                         "soft tissue; other volumes unchanged")
+    add_fit_argument(own, default="resize", default_help="%(default)s")
+    model = parser.add_argument_group("attention model")
+    model.add_argument("--stem-channels", type=int, nargs="+", default=None,
+                       help="channels of each CNN stage (default: 8 16 64 when the CNN sees up to 32 voxels after "
+                            "--unshuffle, 16 32 64 96 above)")
+    model.add_argument("--stem-strides", type=int, nargs="+", default=None,
+                       help="stride of each CNN stage (default: 2 2 2 when the CNN sees up to 32 voxels after "
+                            "--unshuffle, 2 2 2 2 above)")
+    model.add_argument("--stem-depth", type=int, default=DEFAULT_STEM_DEPTH, metavar="N",
+                       help="convolutions per CNN stage, each stage one residual unit (default: %(default)s, as deep "
+                            "as a ResNet-18 stage)")
+    model.add_argument("--unshuffle", type=int, default=None, metavar="U",
+                       help="fold each U³ block of voxels into channels before the CNN (lossless; the stem then "
+                            "works at 1/U of the size; default: 2 above 32 voxels, so 64³ costs about what 28³ does, "
+                            "else 1)")
+    model.add_argument("--distance-channel", action=argparse.BooleanOptionalAction, default=None,
+                       help="also feed the CNN (and the ResNet baseline) how deep each voxel lies inside the mask "
+                            "(its distance to the background), so it sees thickness directly (default: on when the "
+                            "training volumes are binary masks, e.g. AdrenalMNIST3D, else off)")
+    width = model.add_argument("--embed-dim", type=int, default=96,
+                               help="model width (token size), divisible by 6 (default: %(default)s)")
+    add_alias(model, width, "--d-model")
+    model.add_argument("--heads", type=int, default=4, help="attention heads (default: %(default)s)")
+    model.add_argument("--layers", type=int, default=3, help="Transformer layers (default: %(default)s)")
+    model.add_argument("--dropout", type=float, default=0.0,
+                       help="dropout of the transformer layers and the head (default: %(default)s)")
+    add_training_args(parser, TUNED_DEFAULTS)
+    add_device_argument(parser)
+    parser.set_defaults(epochs=None)  # the protocol's: 100 medmnist, 15 tuned
+
+
+def train_options_from_args(args: argparse.Namespace) -> "CTOptions":
+    """The command line as :class:`~bioattn.tasks.ct.CTOptions`; the training configuration comes from the protocol,
+    then the YAML file (``--config``), then the flags."""
+    from bioattn.commands.common import ensemble_options
+    from bioattn.commands.training_args import config_from_args
+    from bioattn.tasks.ct.train import PROTOCOLS, CTOptions, protocol_train_config
+
+    defaults = PROTOCOLS[args.protocol].train_config
+    if args.epochs is None:
+        args.epochs = defaults.max_epochs
+    config = protocol_train_config(args.protocol, config_from_args(args, defaults), quick=args.quick,
+                                   keep_milestones=hasattr(args, "milestones"))
+    optional_tuple = lambda values: tuple(values) if values is not None else None  # noqa: E731
+    return CTOptions(
+        out=args.out, dataset=args.dataset, data_root=args.data_root, manifest=args.manifest,
+        size=optional_tuple(args.size), orientation=args.orientation, spacing=optional_tuple(args.spacing),
+        window=optional_tuple(args.intensity_window), fit=args.fit, protocol=args.protocol, baseline=args.baseline,
+        augment=not args.no_augment, label_smoothing=args.label_smoothing, intensity_jitter=args.intensity_jitter,
+        tta=args.tta, mixup=args.mixup, quick=args.quick, stem_channels=optional_tuple(args.stem_channels),
+        stem_strides=optional_tuple(args.stem_strides), stem_depth=args.stem_depth, unshuffle=args.unshuffle,
+        distance_channel=args.distance_channel, embed_dim=args.embed_dim, heads=args.heads, layers=args.layers,
+        dropout=args.dropout, train_config=config,
+        **ensemble_options(args), resume=args.resume, overwrite=args.overwrite,
+    )
