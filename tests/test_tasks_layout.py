@@ -54,7 +54,8 @@ def test_task_options_share_one_base(tmp_path) -> None:
     from bioattn.tasks.promoter import PromoterOptions
 
     shared = {f.name for f in dataclasses.fields(TaskOptions)}
-    assert shared == {"out", "data_root", "quick", "seeds", "cv", "cv_repeats", "resume", "overwrite"}
+    assert shared == {"out", "data_root", "quick", "seeds", "cv", "cv_repeats", "resume", "overwrite",
+                      "embed_dim", "heads", "layers", "dropout"}
     for options_class in (PromoterOptions, CTOptions):
         assert issubclass(options_class, TaskOptions)
         with pytest.raises(UserInputError, match="not both"):  # the shared checks run in every task
