@@ -10,11 +10,10 @@ same run, in wall seconds:
 - ``end-to-end``: the command ``bioattn predict promoter --window 70 --stride S --output scan.bedGraph`` run as a
   fresh process on the FASTA (start-up, indexed reading, tokenising, model, writing the bedGraph), timed from
   launch to exit;
+- ``start-up``: the same command on a 1 kb FASTA (imports, model loading, indexing: what a scan pays once), and
+  the end-to-end rates without it;
 - ``before`` (with ``--before SRC``): the same command from another source tree (e.g. an export of an older
-  commit: ``git archive OLD bioattn | tar -x -C SRC``) on the same FASTA, in the same run;
-- ``sharded`` (with ``--nproc N``): the same command under ``torchrun --standalone --nproc_per_node N`` against one
-  process, both with ``OMP_NUM_THREADS=1`` (the same threads per process), wall seconds, and whether the two
-  bedGraphs are byte for byte the same. Line: ``sharded N processes: T1 s -> TN s (ratio R), identical``.
+  commit: ``git archive OLD bioattn | tar -x -C SRC``) on the same FASTA, in the same run.
 
 Each rate is given per wall second and, on the CPU, per CPU second (user + system of every thread of the process:
 what the load of a shared machine moves least; the end-to-end command's reader and writer threads count in it).
@@ -23,10 +22,14 @@ The last line is ``scan cpu X windows/CPU-s, end-to-end/model-only R (...; wall 
 the projected wall time of the human genome (3.1 Gb) on both strands at this stride: ``3.1e9 / stride`` windows at
 the end-to-end rate. ``--compile`` adds ``--compile`` to the command (the model-only rate stays eager).
 
+``--nproc N`` then times the same command under ``torchrun --standalone --nproc_per_node N`` against one process,
+each process at ``--threads`` threads (``OMP_NUM_THREADS``), ``--repeats`` times interleaved, checks that both
+write the same bytes and ends with ``sharded N processes / 1 process: wall R, CPU C, identical bytes``.
+
     python bench/scan.py                                   # CPU, 1.5 Mb, stride 35
     python bench/scan.py --before /path/to/old/tree        # and the older code's end-to-end rate
     python bench/scan.py --device cuda --megabases 60      # on a GPU (fp32 and bf16)
-    python bench/scan.py --nproc 2                         # and torchrun with 2 processes against 1
+    python bench/scan.py --nproc 2 --threads 1             # and torchrun with 2 processes against one
 """
 from __future__ import annotations
 
@@ -106,12 +109,20 @@ def model_only(model_dir: Path, device: str, precision: str, batch_size: int, wi
 
 
 def end_to_end(source: Path, model_dir: Path, fasta: Path, output: Path, device: str, precision: str, stride: int,
-               batch_size: int | None, compiled: bool = False) -> tuple[float, float, int]:
-    """Wall seconds and CPU seconds (user + system, all its threads) of the scan command run from ``source`` (a
-    fresh process), and the bedGraph's data rows."""
+               batch_size: int | None, compiled: bool = False, nproc: int = 1,
+               threads: int | None = None) -> tuple[float, float, int]:
+    """Wall seconds and CPU seconds (user + system, all its threads and processes) of the scan command run from
+    ``source`` (a fresh process; under ``torchrun --standalone --nproc_per_node nproc`` when ``nproc > 1``), and the
+    bedGraph's data rows. ``threads``: ``OMP_NUM_THREADS`` of each process (default: the caller's)."""
     path = os.pathsep.join(p for p in (str(source), os.environ.get("PYTHONPATH", "")) if p)  # the tree first, then the caller's
     env = {**os.environ, "PYTHONPATH": path, "BIOATTN_NO_PROGRESS": "1"}
-    command = [sys.executable, "-m", "bioattn.cli", "predict", "promoter", "--model", str(model_dir), "--input",
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
+    launcher = [sys.executable, "-m", "bioattn.cli"]
+    if nproc > 1:
+        launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),
+                    "-m", "bioattn.cli"]
+    command = [*launcher, "predict", "promoter", "--model", str(model_dir), "--input",
                str(fasta), "--output", str(output), "--window", str(WINDOW), "--stride", str(stride), "--device", device,
                "--precision", precision]
     if batch_size is not None:
@@ -125,32 +136,10 @@ def end_to_end(source: Path, model_dir: Path, fasta: Path, output: Path, device:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if done.returncode != 0:
-        raise SystemExit(f"the scan from {source} failed:\n{done.stderr}")
+        raise SystemExit(f"the scan from {source} failed:\n{done.stderr[-3000:]}")
     with open(output) as handle:
         rows = sum(1 for _ in handle) - 1
     return seconds, cpu, rows
-
-
-def sharded(model_dir: Path, fasta: Path, folder: Path, stride: int, nproc: int) -> tuple[float, float, bool]:
-    """Wall seconds of the fp32 CPU scan command as one process and under ``torchrun --nproc_per_node nproc``, one
-    thread per process, and whether their bedGraphs are identical."""
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    env = {**os.environ, "PYTHONPATH": path, "BIOATTN_NO_PROGRESS": "1", "OMP_NUM_THREADS": "1"}
-    scan = ["-m", "bioattn.cli", "predict", "promoter", "--model", str(model_dir), "--input", str(fasta), "--window",
-            str(WINDOW), "--stride", str(stride), "--device", "cpu", "--precision", "fp32", "--output"]
-    launchers = {1: [sys.executable], nproc: [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                                              "--nproc_per_node", str(nproc)]}
-    seconds, outputs = {}, {}
-    for processes, launcher in launchers.items():
-        outputs[processes] = folder / f"sharded{processes}.bedGraph"
-        start = time.perf_counter()
-        done = subprocess.run([*launcher, *scan, str(outputs[processes])], env=env, capture_output=True, text=True,
-                              cwd=folder)
-        seconds[processes] = time.perf_counter() - start
-        if done.returncode != 0:
-            raise SystemExit(f"the {processes}-process scan failed:\n{done.stderr}")
-    same = outputs[1].read_bytes() == outputs[nproc].read_bytes()
-    return seconds[1], seconds[nproc], same
 
 
 def main() -> None:
@@ -167,13 +156,24 @@ def main() -> None:
     parser.add_argument("--before", type=Path, default=None, metavar="SRC",
                         help="also run the scan command from this source tree (a folder holding 'bioattn') (default: no)")
     parser.add_argument("--nproc", type=int, default=None, metavar="N",
-                        help="also time the CPU scan under torchrun with N processes against one, 1 thread each (default: no)")
+                        help="also time the scan under 'torchrun --standalone --nproc_per_node N' against one process at "
+                             "the same threads per process, check both write the same bytes and print the wall-time "
+                             "ratio (default: no)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="OMP_NUM_THREADS of each process in the --nproc comparison (default: %(default)s)")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="--nproc comparison: interleaved repeats of one process and N processes; medians are "
+                             "reported (default: %(default)s)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     import torch
 
     from bioattn.tasks.promoter.scan import default_batch_size
 
+    if args.nproc is not None and args.nproc < 2:
+        parser.error(f"--nproc must be >= 2, got {args.nproc}")
+    if args.threads < 1 or args.repeats < 1:
+        parser.error("--threads and --repeats must be >= 1")
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: PyTorch sees no CUDA GPU")
     precisions = args.precision or (["fp32", "bf16"] if args.device == "cuda" else ["fp32"])
@@ -186,15 +186,24 @@ def main() -> None:
         model_dir = both_strand_model(folder / "model")
         fasta = folder / "genome.fa"
         bases = write_genome(fasta, args.megabases)
+        tiny = folder / "tiny.fa"
+        tiny.write_text(">chr1\n" + "ACGT" * 250 + "\n")
         lines = []
         for precision in precisions:
             seconds, cpu, rows = end_to_end(ROOT, model_dir, fasta, folder / "scan.bedGraph", args.device, precision,
                                             args.stride, args.batch_size, args.compile)
+            fixed, fixed_cpu, _ = end_to_end(ROOT, model_dir, tiny, folder / "tiny.bedGraph", args.device, precision,
+                                             args.stride, args.batch_size, args.compile)
             rate, cpu_rate = model_only(model_dir, args.device, precision, batch_size, max(rows, 4 * batch_size))
             e2e, e2e_cpu = rows / seconds, rows / cpu
             print(f"  {args.device} {precision}: {rows} windows ({bases / 1e6:.2f} Mb, both strands, batch {batch_size}): "
                   f"model-only {rate:,.0f} windows/s ({cpu_rate:,.0f} per CPU-s), end-to-end {e2e:,.0f} windows/s "
                   f"({e2e_cpu:,.0f} per CPU-s; {seconds:.1f} s, {cpu:.1f} CPU-s with start-up)", flush=True)
+            print(f"  {args.device} {precision}: start-up (the command on a 1 kb FASTA) {fixed:.1f} s, {fixed_cpu:.1f} "
+                  f"CPU-s; without it end-to-end {rows / max(seconds - fixed, 1e-9):,.0f} windows/s "
+                  f"({rows / max(cpu - fixed_cpu, 1e-9):,.0f} per CPU-s), "
+                  f"{rows / max(seconds - fixed, 1e-9) / rate:.2f} of model-only wall, "
+                  f"{rows / max(cpu - fixed_cpu, 1e-9) / cpu_rate:.2f} per CPU-s", flush=True)
             if args.before is not None:
                 before, before_cpu, before_rows = end_to_end(args.before, model_dir, fasta, folder / "before.bedGraph",
                                                              args.device, precision, args.stride, None)
@@ -210,11 +219,32 @@ def main() -> None:
                              f"wall {e2e:,.0f} windows/s, {e2e / rate:.2f})")
             else:
                 lines.append(f"{e2e:,.0f} windows/s, end-to-end/model-only {e2e / rate:.2f} ({label})")
-        if args.nproc is not None and args.nproc > 1:
-            one, many, same = sharded(model_dir, fasta, folder, args.stride, args.nproc)
-            print(f"sharded {args.nproc} processes: {one:.1f} s -> {many:.1f} s (ratio {many / one:.2f}), "
-                  f"{'identical' if same else 'DIFFERENT'} bedGraph")
         print(f"scan {args.device} " + "; ".join(lines))
+        if args.nproc is not None:
+            sharded(args, model_dir, fasta, folder, precisions[0])
+
+
+def sharded(args: argparse.Namespace, model_dir: Path, fasta: Path, folder: Path, precision: str) -> None:
+    """One process against ``torchrun --nproc_per_node N``, interleaved, the same threads per process; prints the
+    median wall and CPU seconds, whether the outputs are byte-identical and the ``sharded`` ratio line."""
+    one_out, many_out = folder / "one.bedGraph", folder / "sharded.bedGraph"
+    runs: dict[str, list[tuple[float, float]]] = {"one": [], "many": []}
+    identical = True
+    for _ in range(args.repeats):
+        for name, output, nproc in (("one", one_out, 1), ("many", many_out, args.nproc)):
+            seconds, cpu, _ = end_to_end(ROOT, model_dir, fasta, output, args.device, precision, args.stride,
+                                         args.batch_size, args.compile, nproc=nproc, threads=args.threads)
+            runs[name].append((seconds, cpu))
+        identical = identical and one_out.read_bytes() == many_out.read_bytes()
+    (one_wall, one_cpu), (many_wall, many_cpu) = (np.median(np.array(runs[k]), axis=0) for k in ("one", "many"))
+    print(f"  {args.device} {precision}, {args.threads} thread(s) per process, median of {args.repeats}: one process "
+          f"{one_wall:.1f} s ({one_cpu:.1f} CPU-s), torchrun --nproc_per_node {args.nproc} {many_wall:.1f} s "
+          f"({many_cpu:.1f} CPU-s); outputs {'byte-identical' if identical else 'DIFFER'}; "
+          f"load average {os.getloadavg()[0]:.2f}")
+    print(f"sharded {args.nproc} processes / 1 process: wall {many_wall / one_wall:.2f}, CPU {many_cpu / one_cpu:.2f}, "
+          f"{'identical' if identical else 'different'} bytes")
+    if not identical:
+        raise SystemExit("the sharded scan wrote other bytes than one process")
 
 
 if __name__ == "__main__":
