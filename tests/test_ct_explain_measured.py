@@ -107,6 +107,11 @@ def test_indices_need_npz_input(ct_model) -> None:
                    device="cpu")
 
 
+def test_indices_without_faithfulness_are_refused(ct_model, npz) -> None:
+    with pytest.raises(UserInputError, match="--no-faithfulness"):
+        explain_ct(ct_model, npz, method="gradcam", faithfulness=False, faithfulness_indices="all", device="cpu")
+
+
 def test_cli_indices_end_to_end_and_a_bad_index_fails_cleanly(ct_model, npz, tmp_path, capsys) -> None:
     run = tmp_path / "run"
     ct_model.save_pretrained(run)

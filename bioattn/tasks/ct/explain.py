@@ -195,6 +195,9 @@ def explain_ct(
     image, described, label = _read_input(inputs, split, index)
     check_volume(image, described, in_channels=model.in_channels)
     split_volumes = None
+    if faithfulness_indices is not None and not faithfulness:
+        raise UserInputError("--indices picks the volumes the faithfulness table is measured on; it cannot go with "
+                             "--no-faithfulness")
     if faithfulness and faithfulness_indices is not None:  # checked before any map is computed
         if label is None:
             raise UserInputError(f"{described}: --indices needs MedMNIST .npz input (it picks volumes of --split)")
