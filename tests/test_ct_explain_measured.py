@@ -12,7 +12,7 @@ from bioattn.cli import main as cli_main
 from bioattn.errors import UserInputError
 from bioattn.explain.attribution import CT_METHODS
 from bioattn.models import HybridCT3D
-from bioattn.tasks.ct.explain import explain_ct, parse_indices
+from bioattn.tasks.ct.explain import explain_ct, parse_indices, peak_inside
 
 SIZE = 16
 
@@ -127,3 +127,14 @@ def test_cli_indices_end_to_end_and_a_bad_index_fails_cleanly(ct_model, npz, tmp
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert error.startswith("error:") and "masks_trainval.npz [val]" in error and "5 outside 0..4" in error
     assert not (bad / "summary.json").exists()
+
+
+def test_attribution_slices_pass_through_the_object_not_a_background_peak() -> None:
+    """GradCAM on a mask can peak in the empty background; the slices then go through the object's top voxel."""
+    image = torch.zeros(8, 8, 8)
+    image[4:6, 4:6, 4:6] = 1
+    values = torch.rand(8, 8, 8) * 0.5
+    values[0, 0, 0] = 1.0  # background peak
+    values[5, 4, 5] = 0.9  # the object's most influential voxel
+    assert peak_inside(image, values) == (5, 4, 5)
+    assert peak_inside(torch.zeros(8, 8, 8), values) == (0, 0, 0)  # constant image: the overall peak

@@ -112,6 +112,17 @@ def _split_faithfulness(model: torch.nn.Module, dataset: Any, indices: list[int]
     return results
 
 
+def peak_inside(image: torch.Tensor, values: torch.Tensor) -> tuple[int, ...]:
+    """Voxel of the largest ``values (X, Y, Z)`` among the voxels of ``image (X, Y, Z)`` above its background (its
+    minimum); the largest overall when the image is constant. A map that peaks in the background (GradCAM on a
+    mask does) is then drawn through the object rather than through an empty corner."""
+    values = torch.as_tensor(values).float()
+    inside = torch.as_tensor(image) > torch.as_tensor(image).min()
+    if inside.any():
+        values = values.masked_fill(~inside, float("-inf"))
+    return tuple(int(i) for i in np.unravel_index(int(torch.argmax(values)), tuple(values.shape)))
+
+
 def parse_indices(spec: str | Sequence[int], count: int, source: str) -> list[int]:
     """Volume indices of a split of ``count`` volumes: ``"all"``, ``"A-B"`` (inclusive), ``"A,B,C"`` (or a mix,
     ``"0-9,20"``), or a sequence of ints; each must lie in ``0..count-1``. ``source`` names the input in errors."""
@@ -272,6 +283,7 @@ def explain_ct(
                                      + (f", label {names[label]}" if label is not None else ""))
         if attribution_map is not None:
             plot_orthogonal_slices(shown, attribution_map, out / "attribution_slices.png",
+                                   center=peak_inside(shown, attribution_map),
                                    title=f"{method}, p({names[predicted]}) = {probabilities[predicted]:.3f}")
         plot_head_sharpness(sharpness, out / "head_sharpness.png", title="CT attention: per-head sharpness")
         if results is not None:
