@@ -328,7 +328,7 @@ def box_spacers(upstream: Sequence[tuple], downstream: Sequence[tuple], *, upstr
     upstream, downstream: sites of :func:`scan_pattern_sites` of the two patterns; ``*_strand`` the strand whose hits
     read the box in the element's sense (``"-"`` when a pattern's consensus is the box's reverse complement). In each
     sequence the pair with the upstream core before the downstream one, a gap within ``gaps`` (inclusive) and the
-    smallest summed p-value rank is kept. Returns sequence → gap (downstream start − upstream end)."""
+    smallest product of the two p-values is kept. Returns sequence → gap (downstream start − upstream end)."""
     by_sequence: dict[int, list[tuple]] = {}
     for site in downstream:
         if site[3] == downstream_strand:
