@@ -33,6 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     npz = parser.add_argument_group("MedMNIST .npz input")
     npz.add_argument("--split", default="val", help="split to read from the .npz (default: val)")
     npz.add_argument("--index", type=int, default=0, help="volume index within the split (default: 0)")
+    npz.add_argument("--indices", default=None, metavar="SPEC",
+                     help="measure the faithfulness table over these volumes of --split (all, A-B or A,B,C; mean ± sd "
+                          "over volumes, seconds per volume in summary.json) instead of the --index volume alone; the "
+                          "maps stay those of --index (default: the --index volume only)")
     add_preprocessing_arguments(parser)
     add_method_arguments(parser, unit="voxels", methods=CT_METHODS)
 
@@ -44,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
 
     check_out_dir(args.out, overwrite=args.overwrite)
     result = explain_ct(model_source(args), args.input, head_fusion=args.head_fusion, start_layer=args.start_layer,
-                        split=args.split, index=args.index, preprocessing=preprocessing_overrides(args),
+                        split=args.split, index=args.index, faithfulness_indices=args.indices, preprocessing=preprocessing_overrides(args),
                         device=args.device, **method_options(args))
     out = result.save(args.out, overwrite=args.overwrite)
     names, p = list(result.summary["probabilities"]), result.probabilities

@@ -282,3 +282,63 @@ def explain_motifs(model: Any, sequences: Sequence[str], *, tss_index: int | Non
                      + ("positive class" if explained is not classes else "predicted class") + " (hypothetical contributions)"),
         groups={name: int(chosen.sum()) for name, chosen in groups.items()}, head_table=head_table,
         spacings=pattern_spacings(patterns), seconds=seconds, settings=vars(settings))
+
+
+def scan_pattern_sites(patterns: Sequence[Pattern], sequences: Sequence[str], *, threshold: float = 1e-4,
+                       offset: int = 0) -> dict[str, list[tuple[int, int, int, str, float]]]:
+    """Every match of each pattern's core in ``sequences`` (N strings, A C G T N), on both strands: FIMO (memelite)
+    with the core's probability matrix, hits with p < ``threshold``.
+
+    Seqlets mark only the sites TF-MoDISco kept (those above its contribution threshold, at most ``max_seqlets`` per
+    metacluster, clustered into one pattern among several similar ones); a scan finds the pattern wherever its
+    letters are, so it counts the sequences carrying a box regardless of those choices.
+
+    Returns:
+        pattern name → ``[(sequence, start, end, strand, p)]``: 0-based half-open core coordinates on the forward
+        strand minus ``offset`` (e.g. the TSS index, so positions are relative to it); strand ``"-"`` when the
+        reverse complement of the core matches.
+    """
+    from memelite import fimo
+
+    if not 0 < threshold <= 1:
+        raise UserInputError(f"pattern scan: p-value threshold must be in (0, 1], got {threshold}")
+    if not patterns or not sequences:
+        return {p.name: [] for p in patterns}
+    lengths = {len(s) for s in sequences}
+    if len(lengths) != 1:
+        raise UserInputError(f"pattern scan needs sequences of one length, got lengths {sorted(lengths)[:5]}")
+    one_hot = np.array([[[c == b for c in s.upper()] for b in "ACGT"] for s in sequences], dtype=np.float32)
+    motifs = {p.name: np.clip(np.asarray(p.ppm, dtype=float), 1e-3, None).T for p in patterns}
+    motifs = {name: ppm / ppm.sum(0, keepdims=True) for name, ppm in motifs.items()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hits = fimo(motifs, one_hot, threshold=threshold)
+    found: dict[str, list[tuple[int, int, int, str, float]]] = {p.name: [] for p in patterns}
+    for table in hits:
+        columns = ["motif_name", "sequence_name", "start", "end", "strand", "p-value"]
+        for name, index, start, end, strand, p in table[columns].itertuples(index=False, name=None):
+            found[name].append((int(index), int(start) - offset, int(end) - offset, str(strand), float(p)))
+    return found
+
+
+def box_spacers(upstream: Sequence[tuple], downstream: Sequence[tuple], *, upstream_strand: str = "+",
+                downstream_strand: str = "+", gaps: tuple[int, int] = (0, 40)) -> dict[int, int]:
+    """Spacer (nt between the two cores) of a two-box element such as the σ70 −35 and −10 boxes, per sequence.
+
+    upstream, downstream: sites of :func:`scan_pattern_sites` of the two patterns; ``*_strand`` the strand whose hits
+    read the box in the element's sense (``"-"`` when a pattern's consensus is the box's reverse complement). In each
+    sequence the pair with the upstream core before the downstream one, a gap within ``gaps`` (inclusive) and the
+    smallest product of the two p-values is kept. Returns sequence → gap (downstream start − upstream end)."""
+    by_sequence: dict[int, list[tuple]] = {}
+    for site in downstream:
+        if site[3] == downstream_strand:
+            by_sequence.setdefault(site[0], []).append(site)
+    best: dict[int, tuple[float, int]] = {}
+    for index, start, end, strand, p in upstream:
+        if strand != upstream_strand:
+            continue
+        for _, d_start, _, _, d_p in by_sequence.get(index, []):
+            gap = d_start - end
+            if gaps[0] <= gap <= gaps[1] and (index not in best or p * d_p < best[index][0]):
+                best[index] = (p * d_p, gap)
+    return {index: gap for index, (_, gap) in sorted(best.items())}

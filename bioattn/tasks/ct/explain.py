@@ -13,7 +13,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -74,6 +74,82 @@ def _read_input(inputs: Any, split: str, index: int):
     return MetaTensor(image, affine=torch.eye(4, dtype=torch.float64)), f"{inputs} [{split}][{index}]", int(label)
 
 
+def _split_faithfulness(model: torch.nn.Module, dataset: Any, indices: list[int], pipeline: Any, *, classes_of: Any,
+                        head_fusion: str, start_layer: int, steps: int) -> dict:
+    """Every CT method's faithfulness over the ``indices`` volumes of ``dataset`` (a ``VolumeDataset`` of one split of
+    a ``.npz``): method → summary, with ``seconds_per_example`` and ``indices``."""
+    from monai.data import MetaTensor
+
+    from bioattn.explain.attribution import CT_METHODS
+    from bioattn.explain.ct_attribution import volume_attribution, volume_score
+    from bioattn.explain.faithfulness import compare_methods
+    from bioattn.progress import progress_bar
+
+    device = next(model.parameters()).device
+    identity = torch.eye(4, dtype=torch.float64)
+    volumes = torch.stack([pipeline(MetaTensor(dataset[i][0], affine=identity)).as_tensor().float()
+                           for i in indices]).to(device)
+    classes = classes_of(model, volumes)
+    scores = [volume_score(model, volume, int(c)) for volume, c in zip(volumes, classes)]
+    bar = progress_bar(total=len(CT_METHODS) * len(indices), desc=f"faithfulness over {len(indices)} volumes",
+                       unit="map")
+
+    def attribute(name: str) -> list[torch.Tensor]:
+        maps = []
+        for k in range(len(volumes)):
+            maps.append(volume_attribution(model, volumes[k : k + 1], name, classes=classes[k : k + 1],
+                                           head_fusion=head_fusion, start_layer=start_layer, seed=k)[0].flatten().cpu())
+            bar.update(1)
+        return maps
+
+    try:
+        results = compare_methods(attribute, scores, CT_METHODS, steps=steps)
+    finally:
+        bar.close()
+    for summary in results.values():
+        summary["seconds_per_example"] = round(summary["seconds"] / len(indices), 4)
+    results = {name: {**summary, "indices": indices} for name, summary in results.items()}
+    return results
+
+
+def peak_inside(image: torch.Tensor, values: torch.Tensor) -> tuple[int, ...]:
+    """Voxel of the largest ``values (X, Y, Z)`` among the voxels of ``image (X, Y, Z)`` above its background (its
+    minimum); the largest overall when the image is constant. A map that peaks in the background (GradCAM on a
+    mask does) is then drawn through the object rather than through an empty corner."""
+    values = torch.as_tensor(values).float()
+    inside = torch.as_tensor(image) > torch.as_tensor(image).min()
+    if inside.any():
+        values = values.masked_fill(~inside, float("-inf"))
+    return tuple(int(i) for i in np.unravel_index(int(torch.argmax(values)), tuple(values.shape)))
+
+
+def parse_indices(spec: str | Sequence[int], count: int, source: str) -> list[int]:
+    """Volume indices of a split of ``count`` volumes: ``"all"``, ``"A-B"`` (inclusive), ``"A,B,C"`` (or a mix,
+    ``"0-9,20"``), or a sequence of ints; each must lie in ``0..count-1``. ``source`` names the input in errors."""
+    if isinstance(spec, str):
+        text = spec.strip().lower()
+        if text == "all":
+            return list(range(count))
+        indices: list[int] = []
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            first, _, last = part.partition("-")
+            try:
+                low, high = int(first), int(last or first)
+            except ValueError:
+                raise UserInputError(f"{source}: --indices {spec!r}: expected all, A-B or A,B,C") from None
+            if high < low:
+                raise UserInputError(f"{source}: --indices {spec!r}: range {part} runs backwards")
+            indices.extend(range(low, high + 1))
+    else:
+        indices = [int(i) for i in spec]
+    if not indices:
+        raise UserInputError(f"{source}: --indices {spec!r} names no volume")
+    outside = [i for i in indices if not 0 <= i < count]
+    if outside:
+        raise UserInputError(f"{source}: --indices {outside[0]} outside 0..{count - 1}")
+    return list(dict.fromkeys(indices))
+
+
 def explain_ct(
     model: Any,
     inputs: str | os.PathLike | torch.Tensor | np.ndarray,
@@ -86,6 +162,7 @@ def explain_ct(
     preprocessing: Mapping[str, Any] | None = None,
     faithfulness: bool = True,
     faithfulness_steps: int = 20,
+    faithfulness_indices: str | Sequence[int] | None = None,
     device: str = "auto",
 ) -> CTExplanation:
     """Explain a CT model's prediction for one volume, on the input's voxel grid.
@@ -98,6 +175,9 @@ def explain_ct(
         preprocessing: overrides of the saved steps (:data:`PREPROCESSING_STEPS`, e.g. ``{"window": (-160, 240)}``);
             ``.npz`` volumes get only these.
         method, head_fusion, start_layer, faithfulness, faithfulness_steps: as :func:`explain_promoter`.
+        faithfulness_indices: ``.npz`` input only: measure the faithfulness table over these volumes of ``split``
+            (:func:`parse_indices`: ``"all"``, ``"0-19"``, ``[3, 5]``; mean ± sd over volumes) instead of the
+            explained volume alone; the maps are still those of ``index``.
 
     Returns:
         a :class:`CTExplanation`; ``.save(directory)`` writes what ``bioattn explain ct`` writes.
@@ -125,6 +205,17 @@ def explain_ct(
         raise UserInputError(f"--start-layer must be in [0, {model.config['num_layers'] - 1}], got {start_layer}")
     image, described, label = _read_input(inputs, split, index)
     check_volume(image, described, in_channels=model.in_channels)
+    split_volumes = None
+    if faithfulness_indices is not None and not faithfulness:
+        raise UserInputError("--indices picks the volumes the faithfulness table is measured on; it cannot go with "
+                             "--no-faithfulness")
+    if faithfulness and faithfulness_indices is not None:  # checked before any map is computed
+        if label is None:
+            raise UserInputError(f"{described}: --indices needs MedMNIST .npz input (it picks volumes of --split)")
+        from bioattn.data.ct import VolumeDataset, load_medmnist3d_npz
+
+        dataset = VolumeDataset(load_medmnist3d_npz(inputs)[split])
+        split_volumes = (dataset, parse_indices(faithfulness_indices, len(dataset), f"{inputs} [{split}]"))
     # .npz volumes are MedMNIST volumes as stored: only the overrides given apply to them
     given = {k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items() if v is not None}
     pipeline = resolve_preprocessing(saved if label is None else None, **given).pipeline(divisible_by=model.stride)
@@ -174,7 +265,10 @@ def explain_ct(
         attribution_map = invert_to_input_grid(pipeline, model_input, attribute(method))[0].as_tensor()
     sharpness = head_sharpness(explanation.attentions)
     results = None
-    if faithfulness:
+    if split_volumes is not None:
+        results = _split_faithfulness(model, *split_volumes, pipeline, classes_of=predicted_volume_classes,
+                                      head_fusion=head_fusion, start_layer=start_layer, steps=faithfulness_steps)
+    elif faithfulness:
         results = compare_methods(lambda name: [attribute(name)[0].flatten()], [score], CT_METHODS, steps=faithfulness_steps,
                                   known=measured)
     layer_maps = [w[0] for w in explanation.attentions]
@@ -189,6 +283,7 @@ def explain_ct(
                                      + (f", label {names[label]}" if label is not None else ""))
         if attribution_map is not None:
             plot_orthogonal_slices(shown, attribution_map, out / "attribution_slices.png",
+                                   center=peak_inside(shown, attribution_map),
                                    title=f"{method}, p({names[predicted]}) = {probabilities[predicted]:.3f}")
         plot_head_sharpness(sharpness, out / "head_sharpness.png", title="CT attention: per-head sharpness")
         if results is not None:
