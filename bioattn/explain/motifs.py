@@ -23,6 +23,9 @@ from bioattn.errors import UserInputError
 from bioattn.explain.motif_db import DEFAULT_Q, MotifDatabase, tomtom_matches
 
 _COMPLEMENT = str.maketrans("ACGT", "TGCA")
+#: Hypothetical contributions ``explain_motifs`` can compute; the first is the default.
+MOTIF_ATTRIBUTIONS = ("integrated_gradients", "ism")
+DEFAULT_ATTRIBUTION = MOTIF_ATTRIBUTIONS[0]
 #: A pattern position is in its core when its summed |contribution| is at least this share of the maximum.
 TRIM_FRACTION = 0.3
 
@@ -90,6 +93,16 @@ class MotifReport:
     spacings: list[dict] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
+
+    def matched_families(self) -> dict[str, list[str]]:
+        """TF family → names of the patterns whose best database match (q below ``q_threshold``) is in it; a match
+        without a family (a user's MEME file) counts under its own name."""
+        families: dict[str, list[str]] = {}
+        for pattern in self.patterns:
+            best = pattern.best_match(self.q_threshold)
+            if best:
+                families.setdefault(best["family"] or best["name"], []).append(pattern.name)
+        return families
 
 
 def _consensus(ppm: np.ndarray) -> str:
@@ -220,10 +233,14 @@ def explain_motifs(model: Any, sequences: Sequence[str], *, tss_index: int | Non
                    database: MotifDatabase | None = None, q_threshold: float = DEFAULT_Q,
                    settings: ModiscoSettings | None = None, rc_average: bool | None = None,
                    hypothetical: np.ndarray | None = None, target: str = "positive", batch_size: int = 256,
-                   progress: bool = True) -> MotifReport:
+                   attribution: str = DEFAULT_ATTRIBUTION, progress: bool = True) -> MotifReport:
     """The motif report of a :class:`~bioattn.models.PromoterClassifier` (or an ensemble) on ``sequences`` (one
-    length, A C G T N): ISM (or the given ``hypothetical (N, L, 4)``), TF-MoDISco, TOMTOM against ``database``
-    and the heads × patterns table of [CLS] attention (see :mod:`bioattn.explain.head_motifs`).
+    length, A C G T N): hypothetical contributions (or the given ``hypothetical (N, L, 4)``), TF-MoDISco, TOMTOM
+    against ``database`` and the heads × patterns table of [CLS] attention (see :mod:`bioattn.explain.head_motifs`).
+
+    attribution: ``"integrated_gradients"`` (gradients along the Integrated Gradients path read for every base,
+    :mod:`bioattn.explain.hypothetical`; an ensemble's is the mean of its members') or ``"ism"`` (in-silico
+    mutagenesis of the whole model, :mod:`bioattn.explain.ism`).
 
     target: ``"positive"`` explains the log-odds of class 1 in every sequence (two-class models; ``pos_`` patterns
     then support the positive class wherever they occur), ``"predicted"`` the class predicted for each sequence
@@ -240,6 +257,8 @@ def explain_motifs(model: Any, sequences: Sequence[str], *, tss_index: int | Non
         raise UserInputError("motif discovery needs at least one sequence")
     if target not in ("positive", "predicted"):
         raise UserInputError(f"motif target must be 'positive' or 'predicted', got {target!r}")
+    if attribution not in MOTIF_ATTRIBUTIONS:
+        raise UserInputError(f"motif attribution must be one of {', '.join(MOTIF_ATTRIBUTIONS)}, got {attribution!r}")
     if not 0 < q_threshold <= 1:
         raise UserInputError(f"motif q-value threshold must be in (0, 1], got {q_threshold}")
     sequences = [s.upper() for s in sequences]
@@ -249,15 +268,25 @@ def explain_motifs(model: Any, sequences: Sequence[str], *, tss_index: int | Non
     classes = torch.cat([predicted_classes(model, ids[s : s + batch_size].to(device), padding_mask[s : s + batch_size].to(device),
                                            rc_average=rc_average).cpu() for s in range(0, len(ids), batch_size)])
     explained = torch.ones_like(classes) if target == "positive" and len(model.class_names) == 2 else classes
+    given = hypothetical is not None
     if hypothetical is None:
+        from bioattn.explain.hypothetical import gradient_hypothetical
+        from bioattn.explain.promoter_attribution import _uses_rc
+
         start = time.perf_counter()
         chunks = []
         steps = range(0, len(ids), batch_size)
-        for s in progress_bar(steps, desc="motifs: in-silico mutagenesis", unit="batch", disable=not progress):
-            chunks.append(ism_attribution(model, ids[s : s + batch_size], padding_mask[s : s + batch_size],
-                                          explained[s : s + batch_size], rc_average=rc_average, hypothetical=True))
+        label = "in-silico mutagenesis" if attribution == "ism" else "integrated gradients"
+        for s in progress_bar(steps, desc=f"motifs: {label}", unit="batch", disable=not progress):
+            rows = slice(s, s + batch_size)
+            if attribution == "ism":
+                chunks.append(ism_attribution(model, ids[rows], padding_mask[rows], explained[rows],
+                                              rc_average=rc_average, hypothetical=True))
+            else:
+                chunks.append(gradient_hypothetical(model, ids[rows], explained[rows],
+                                                    rc_average=_uses_rc(model, rc_average)))
         hypothetical = torch.cat(chunks).numpy()
-        seconds["ism"] = time.perf_counter() - start
+        seconds[attribution] = time.perf_counter() - start
     names = list(model.class_names)
     if len(names) == 2:
         groups = {"predicted_positive": classes.numpy() == 1, "predicted_negative": classes.numpy() == 0}
@@ -278,7 +307,11 @@ def explain_motifs(model: Any, sequences: Sequence[str], *, tss_index: int | Non
     return MotifReport(
         patterns=patterns, sequences=len(sequences), length=len(sequences[0]), tss_index=tss_index,
         database=database.label if database is not None else "none", q_threshold=q_threshold,
-        attribution=("in-silico mutagenesis, log-odds of the "
-                     + ("positive class" if explained is not classes else "predicted class") + " (hypothetical contributions)"),
+        attribution=("given hypothetical contributions" if given else
+                     {"ism": "in-silico mutagenesis", "integrated_gradients": "Integrated Gradients (all-N baseline) "
+                      "path gradients read for every base"}[attribution]
+                     + ", log-odds of the " + ("positive class" if explained is not classes else "predicted class")
+                     + " (hypothetical contributions"
+                     + (", mean of the ensemble's members)" if len(getattr(model, "members", [])) > 1 else ")")),
         groups={name: int(chosen.sum()) for name, chosen in groups.items()}, head_table=head_table,
         spacings=pattern_spacings(patterns), seconds=seconds, settings=vars(settings))

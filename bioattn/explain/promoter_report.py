@@ -342,7 +342,8 @@ def explain_promoter(
                                 q_threshold=motif_q, rc_average=rc_average, target=motif_target, batch_size=batch_size)
         matched = [p for p in report.patterns if p.best_match(report.q_threshold)]
         summary["motifs"] = {"patterns": len(report.patterns), "matched": len(matched), "database": report.database,
-                             "q_threshold": report.q_threshold, "seconds": report.seconds}
+                             "q_threshold": report.q_threshold, "seconds": report.seconds,
+                             "families": len(report.matched_families())}
         figures.append(lambda out: write_motif_report(report, out))
     return PromoterExplanation(summary=summary, tables=tables, figures=figures, influence=influence, lengths=lengths,
                                probabilities=probability, predicted=predicted, method=method,
