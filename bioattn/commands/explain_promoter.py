@@ -29,6 +29,7 @@ from bioattn.commands.common import (
 from bioattn.commands.vocabulary import add_alias
 from bioattn.explain.attribution import PROMOTER_METHODS
 from bioattn.explain.motif_db import DEFAULT_DB, DEFAULT_Q
+from bioattn.explain.motifs import DEFAULT_ATTRIBUTION, MOTIF_ATTRIBUTIONS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="measure faithfulness on the first N records (default: %(default)s)")
     motifs = parser.add_argument_group("motifs")
     motifs.add_argument("--motifs", action="store_true",
-                        help="also discover the motifs the model uses (in-silico mutagenesis + TF-MoDISco over all "
+                        help="also discover the motifs the model uses (hypothetical contributions of --motif-attribution + TF-MoDISco over all "
                              "records, which must share one length), match them against --motif-db with TOMTOM and "
                              "measure which attention head reads each; writes motifs.html, motifs.tsv, logos/, "
                              "positions/, head_motifs.tsv (default: off)")
@@ -66,6 +67,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     motifs.add_argument("--motif-target", choices=("positive", "predicted"), default="positive",
                         help="what --motifs explains: the log-odds of the positive class in every sequence (two-class "
                              "models), or of each sequence's predicted class (default: %(default)s)")
+    motifs.add_argument("--motif-attribution", choices=MOTIF_ATTRIBUTIONS, default=DEFAULT_ATTRIBUTION,
+                        help="hypothetical contributions --motifs clusters, independent of --method: "
+                             "integrated_gradients (Integrated Gradients path gradients read for every base; an "
+                             "ensemble's mean) or ism (every substitution scored by the model) (default: %(default)s)")
     motifs.add_argument("--motif-q", type=float, default=DEFAULT_Q,
                         help="TOMTOM q-value below which a pattern is reported as matching a known motif "
                              "(default: %(default)s)")
@@ -81,13 +86,14 @@ def run(args: argparse.Namespace) -> int:
         max_rows=args.max_rows, batch_size=args.batch_size, tss_index=args.tss_index, motif=args.motif,
         marks=args.mark, plot_sequences=args.plot_sequences, faithfulness_sequences=args.faithfulness_sequences,
         motifs=args.motifs, motif_db=args.motif_db, motif_target=args.motif_target, motif_q=args.motif_q,
+        motif_attribution=args.motif_attribution,
         device=args.device, **method_options(args))
     out = result.save(args.out, overwrite=args.overwrite)
     print(f"explained {result.summary['sequences']} sequences with {result.method} -> {out}")
     if args.motifs:
         found = result.summary["motifs"]
         print(f"motifs: {found['patterns']} patterns, {found['matched']} matching {found['database']} at q < "
-              f"{found['q_threshold']:g} -> {out / 'motifs.html'}")
+              f"{found['q_threshold']:g} ({found['families']} TF families) -> {out / 'motifs.html'}")
     report = describe(result)
     if report:
         print(report)
