@@ -106,3 +106,65 @@ def test_jaspar_matches_carry_family_and_class_into_motifs_tsv(tmp_path) -> None
     assert values["best_match_class"] == "TATA-binding proteins"
     assert float(values["median_position"]) == -30.0
     assert "1 TF families" in (tmp_path / "motifs.html").read_text()
+
+
+def test_seqlet_extraction_without_padding_is_the_librarys() -> None:
+    # the padded-threshold extraction reuses modisco-lite's steps: with no padding it returns what the library does
+    from modiscolite.extract_seqlets import extract_seqlets
+
+    from bioattn.explain.motifs import _extract_seqlets_unpadded_threshold
+
+    rng = np.random.default_rng(0)
+    scores = rng.laplace(0, 0.1, (60, 50))
+    scores[::3, 20:28] += 1.0
+    args = dict(window_size=9, flank=3, suppress=7, target_fdr=0.2, min_passing_windows_frac=0.03,
+                max_passing_windows_frac=0.2, weak_threshold_for_counting_sign=0.8)
+    reference, reference_threshold = extract_seqlets(scores.copy(), **args)
+    ours, threshold = _extract_seqlets_unpadded_threshold(0)(scores.copy(), **args)
+    assert threshold == reference_threshold
+    assert [(s.example_idx, s.start) for s in ours] == [(s.example_idx, s.start) for s in reference]
+
+
+def test_padding_leaves_the_seqlet_threshold_of_the_unpadded_windows() -> None:
+    from modiscolite.extract_seqlets import extract_seqlets
+
+    from bioattn.explain.motifs import _extract_seqlets_unpadded_threshold
+
+    rng = np.random.default_rng(1)
+    scores = rng.laplace(0, 0.1, (60, 50))
+    scores[::3, 20:28] += 1.0
+    args = dict(window_size=9, flank=3, suppress=7, target_fdr=0.2, min_passing_windows_frac=0.03,
+                max_passing_windows_frac=0.2, weak_threshold_for_counting_sign=0.8)
+    _, unpadded = extract_seqlets(scores.copy(), **args)
+    padded_scores = np.pad(scores, ((0, 0), (15, 15)))
+    seqlets, threshold = _extract_seqlets_unpadded_threshold(15)(padded_scores.copy(), **args)
+    assert threshold == unpadded
+    # no seqlet is cut from padding alone
+    assert all(s.end - 3 > 15 and s.start + 3 < 65 for s in seqlets)
+
+
+@pytest.mark.slow
+def test_a_tata_box_two_nt_from_the_start_is_found_at_its_position() -> None:
+    # GUE TATA boxes start 2-5 nt from the sequence start; TF-MoDISco must neither lose them at the edge nor
+    # misplace them
+    from bioattn.explain.motifs import ModiscoSettings, discover_patterns
+
+    length, tss, start, n = 70, 34, 2, 300
+    rng = np.random.default_rng(0)
+    sequences, values = [], rng.normal(0, 0.02, (n, length, 4)).astype(np.float32)
+    for row in range(n):
+        letters = list(rng.choice(list("ACGT"), length))
+        if row % 2 == 0:
+            letters[start : start + 8] = "TATAAAAG"
+            for offset, base in enumerate("TATAAAAG"):
+                values[row, start + offset] = -1 / 3
+                values[row, start + offset, "ACGT".index(base)] = 1.0
+        sequences.append("".join(letters))
+    planted = np.arange(n) % 2 == 0
+    patterns = discover_patterns(sequences, values, groups={"planted": planted, "plain": ~planted}, tss_index=tss,
+                                 settings=ModiscoSettings(n_leiden_runs=2))
+    tata = [p for p in patterns if "TATAAA" in p.consensus.upper() or "TTTATA" in p.consensus.upper()]
+    assert tata, [p.consensus for p in patterns]
+    box = max(tata, key=lambda p: p.seqlets)
+    assert box.carriers["planted"] > 0.9 and box.carriers["plain"] < 0.05
+    assert abs(np.median(box.positions) - (start + 3.5 - tss)) <= 1

@@ -141,20 +141,62 @@ def _pattern(name: str, raw: Any, length: int, offset: int, pad: int, order: np.
 
 
 def edge_padding(settings: ModiscoSettings) -> int:
-    """N columns (no letter, no contribution) added to both ends of every sequence before TF-MoDISco: one seqlet
-    (``window + 2 * flank``), so that seqlets near an end can be extracted and extended.
-
-    The padding is part of the tracks TF-MoDISco sets its seqlet threshold on: windows lying in the padding sum to
-    exactly 0, which lowers that threshold and lets more (weaker) seqlets through than on unpadded tracks."""
+    """N columns added to both ends of every sequence before TF-MoDISco: one seqlet (``window + 2 * flank``), so
+    that seqlets near an end can be extracted, aligned and extended. The padding holds no contribution and a
+    uniform letter (0.25 of each base, an N); TF-MoDISco's seqlet thresholds are computed on the unpadded windows
+    only (:func:`run_modisco`), so the padding changes which seqlets can be cut, not how strong one must be."""
     return settings.window + 2 * settings.flank
 
 
-def run_modisco(one_hot: np.ndarray, hypothetical: np.ndarray, settings: ModiscoSettings) -> list[tuple[str, Any]]:
-    """TF-MoDISco on ``one_hot (N, L, 4)`` and ``hypothetical (N, L, 4)``: ``[(name, modisco pattern)]``."""
+def _extract_seqlets_unpadded_threshold(pad: int):
+    """modisco-lite's ``extract_seqlets`` with its null, FDR thresholds and sign threshold computed on the windows
+    of the unpadded columns ``[pad, L - pad)``; seqlets are then cut from the padded tracks with them (windows
+    of padding alone sum to 0 and never pass). The steps are the library's own helpers, in its order."""
+    from modiscolite import extract_seqlets as ex
+
+    def extract(attribution_scores, window_size, flank, suppress, target_fdr, min_passing_windows_frac,
+                max_passing_windows_frac, weak_threshold_for_counting_sign):
+        inner = ex._smooth(attribution_scores[:, pad : attribution_scores.shape[1] - pad], window_size)
+        pos_null, neg_null = ex._laplacian_null(track=inner, window_size=window_size, num_to_samp=10000)
+        distribution = np.sort(np.abs(inner).ravel())
+        values = inner.ravel()
+        if len(values) > 1_000_000:
+            values = np.random.RandomState(1234).choice(a=values, size=1_000_000, replace=False)
+        pos_values, neg_values = ex._split(values)
+        pos_threshold = ex._isotonic_thresholds(pos_values, pos_null, increasing=True, target_fdr=target_fdr)
+        neg_threshold = ex._isotonic_thresholds(neg_values, neg_null, increasing=False, target_fdr=target_fdr)
+        pos_threshold, neg_threshold = ex._refine_thresholds(
+            vals=np.concatenate([pos_values, neg_values]), pos_threshold=pos_threshold, neg_threshold=neg_threshold,
+            min_passing_windows_frac=min_passing_windows_frac, max_passing_windows_frac=max_passing_windows_frac)
+        transformed = [np.sign(t) * np.searchsorted(distribution, abs(t)) / len(distribution)
+                       for t in (pos_threshold, neg_threshold)]
+        track = ex._smooth(attribution_scores, window_size)
+        passing = (track >= pos_threshold) | (track <= neg_threshold)
+        track[passing] = np.abs(track[passing])
+        track[~passing] = -np.inf
+        track[:, :flank] = -np.inf
+        track[:, -flank:] = -np.inf
+        seqlets = ex._iterative_extract_seqlets(score_track=track, window_size=window_size, flank=flank,
+                                                suppress=suppress)
+        weak = min(min(transformed[0], abs(transformed[1])) - 0.0001, weak_threshold_for_counting_sign)
+        return seqlets, distribution[int(weak * len(distribution))]
+
+    return extract
+
+
+def run_modisco(one_hot: np.ndarray, hypothetical: np.ndarray, settings: ModiscoSettings,
+                pad: int = 0) -> list[tuple[str, Any]]:
+    """TF-MoDISco on ``one_hot (N, L, 4)`` and ``hypothetical (N, L, 4)``: ``[(name, modisco pattern)]``.
+
+    pad: columns at each end that are padding; the seqlet thresholds are then computed without them."""
+    from unittest import mock
+
+    from modiscolite import extract_seqlets
     from modiscolite.tfmodisco import TFMoDISco
 
     settings.check()
-    with warnings.catch_warnings():
+    extract = _extract_seqlets_unpadded_threshold(pad) if pad else extract_seqlets.extract_seqlets
+    with warnings.catch_warnings(), mock.patch.object(extract_seqlets, "extract_seqlets", extract):
         warnings.simplefilter("ignore")
         positive, negative = TFMoDISco(
             one_hot=one_hot, hypothetical_contribs=hypothetical, sliding_window_size=settings.window,
@@ -215,7 +257,8 @@ def discover_patterns(sequences: Sequence[str], hypothetical: np.ndarray, *, gro
     # TF-MoDISco keeps the first ``max_seqlets`` seqlets of each metacluster in sequence order; a fixed random order
     # of the sequences makes them a sample of all sequences rather than of the first ones.
     order = np.random.default_rng(0).permutation(len(sequences))
-    found = run_modisco(np.pad(one_hot[order], widths), np.pad(hypothetical[order], widths), settings)
+    found = run_modisco(np.pad(one_hot[order], widths, constant_values=0.25), np.pad(hypothetical[order], widths),
+                        settings, pad=pad)
     patterns = [_pattern(name, raw, length, tss_index or 0, pad, order) for name, raw in found]
     patterns = [p for p in patterns if p.sites]
     for pattern in patterns:
