@@ -29,7 +29,7 @@ from bioattn.commands.common import (
 from bioattn.commands.vocabulary import add_alias
 from bioattn.explain.attribution import PROMOTER_METHODS
 from bioattn.explain.motif_db import DEFAULT_DB, DEFAULT_Q
-from bioattn.explain.motifs import DEFAULT_ATTRIBUTION, MOTIF_ATTRIBUTIONS
+from bioattn.explain.motifs import DEFAULT_ATTRIBUTION, DEFAULT_USE, MOTIF_ATTRIBUTIONS, MOTIF_USES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -71,6 +71,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="hypothetical contributions --motifs clusters, independent of --method: "
                              "integrated_gradients (Integrated Gradients path gradients read for every base; an "
                              "ensemble's mean) or ism (every substitution scored by the model) (default: %(default)s)")
+    motifs.add_argument("--motif-sequences", choices=MOTIF_USES, default=DEFAULT_USE,
+                        help="which records --motifs explains and clusters: predicted_positive (two-class models: "
+                             "the records predicted positive) or all (default: %(default)s)")
     motifs.add_argument("--motif-q", type=float, default=DEFAULT_Q,
                         help="TOMTOM q-value below which a pattern is reported as matching a known motif "
                              "(default: %(default)s)")
@@ -86,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         max_rows=args.max_rows, batch_size=args.batch_size, tss_index=args.tss_index, motif=args.motif,
         marks=args.mark, plot_sequences=args.plot_sequences, faithfulness_sequences=args.faithfulness_sequences,
         motifs=args.motifs, motif_db=args.motif_db, motif_target=args.motif_target, motif_q=args.motif_q,
-        motif_attribution=args.motif_attribution,
+        motif_attribution=args.motif_attribution, motif_sequences=args.motif_sequences,
         device=args.device, **method_options(args))
     out = result.save(args.out, overwrite=args.overwrite)
     print(f"explained {result.summary['sequences']} sequences with {result.method} -> {out}")

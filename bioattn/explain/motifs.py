@@ -26,6 +26,9 @@ _COMPLEMENT = str.maketrans("ACGT", "TGCA")
 #: Hypothetical contributions ``explain_motifs`` can compute; the first is the default.
 MOTIF_ATTRIBUTIONS = ("integrated_gradients", "ism")
 DEFAULT_ATTRIBUTION = MOTIF_ATTRIBUTIONS[0]
+#: Which sequences ``explain_motifs`` explains and clusters; the first is the default.
+MOTIF_USES = ("predicted_positive", "all")
+DEFAULT_USE = MOTIF_USES[0]
 #: A pattern position is in its core when its summed |contribution| is at least this share of the maximum.
 TRIM_FRACTION = 0.3
 
@@ -276,7 +279,7 @@ def explain_motifs(model: Any, sequences: Sequence[str], *, tss_index: int | Non
                    database: MotifDatabase | None = None, q_threshold: float = DEFAULT_Q,
                    settings: ModiscoSettings | None = None, rc_average: bool | None = None,
                    hypothetical: np.ndarray | None = None, target: str = "positive", batch_size: int = 256,
-                   attribution: str = DEFAULT_ATTRIBUTION, progress: bool = True) -> MotifReport:
+                   attribution: str = DEFAULT_ATTRIBUTION, use: str = DEFAULT_USE, progress: bool = True) -> MotifReport:
     """The motif report of a :class:`~bioattn.models.PromoterClassifier` (or an ensemble) on ``sequences`` (one
     length, A C G T N): hypothetical contributions (or the given ``hypothetical (N, L, 4)``), TF-MoDISco, TOMTOM
     against ``database`` and the heads × patterns table of [CLS] attention (see :mod:`bioattn.explain.head_motifs`).
@@ -284,6 +287,10 @@ def explain_motifs(model: Any, sequences: Sequence[str], *, tss_index: int | Non
     attribution: ``"integrated_gradients"`` (gradients along the Integrated Gradients path read for every base,
     :mod:`bioattn.explain.hypothetical`; an ensemble's is the mean of its members') or ``"ism"`` (in-silico
     mutagenesis of the whole model, :mod:`bioattn.explain.ism`).
+
+    use: ``"predicted_positive"`` (two-class models): only the sequences the model predicts positive are explained
+    and clustered (their patterns are what the model reads as a promoter; the negatives' A/T and shuffled
+    fragments otherwise dominate the seqlets); ``"all"``: every sequence. A multi-class model uses all.
 
     target: ``"positive"`` explains the log-odds of class 1 in every sequence (two-class models; ``pos_`` patterns
     then support the positive class wherever they occur), ``"predicted"`` the class predicted for each sequence
@@ -300,6 +307,8 @@ def explain_motifs(model: Any, sequences: Sequence[str], *, tss_index: int | Non
         raise UserInputError("motif discovery needs at least one sequence")
     if target not in ("positive", "predicted"):
         raise UserInputError(f"motif target must be 'positive' or 'predicted', got {target!r}")
+    if use not in MOTIF_USES:
+        raise UserInputError(f"motif sequences must be one of {', '.join(MOTIF_USES)}, got {use!r}")
     if attribution not in MOTIF_ATTRIBUTIONS:
         raise UserInputError(f"motif attribution must be one of {', '.join(MOTIF_ATTRIBUTIONS)}, got {attribution!r}")
     if not 0 < q_threshold <= 1:
@@ -310,6 +319,15 @@ def explain_motifs(model: Any, sequences: Sequence[str], *, tss_index: int | Non
     seconds: dict[str, float] = {}
     classes = torch.cat([predicted_classes(model, ids[s : s + batch_size].to(device), padding_mask[s : s + batch_size].to(device),
                                            rc_average=rc_average).cpu() for s in range(0, len(ids), batch_size)])
+    if use == "predicted_positive" and len(model.class_names) == 2:
+        chosen = (classes == 1).nonzero()[:, 0]
+        if len(chosen) == 0:
+            raise UserInputError(f"motif discovery on the predicted positives: none of the {len(sequences)} sequences "
+                                 "is predicted positive (use all sequences instead)")
+        sequences = [sequences[k] for k in chosen.tolist()]
+        ids, padding_mask, classes = ids[chosen], padding_mask[chosen], classes[chosen]
+        if hypothetical is not None and len(hypothetical) != len(chosen):
+            hypothetical = np.asarray(hypothetical)[chosen.numpy()]
     explained = torch.ones_like(classes) if target == "positive" and len(model.class_names) == 2 else classes
     given = hypothetical is not None
     if hypothetical is None:

@@ -173,6 +173,7 @@ def explain_promoter(
     motif_target: str = "positive",
     motif_q: float = 0.05,
     motif_attribution: str = "integrated_gradients",
+    motif_sequences: str = "predicted_positive",
     device: str = "auto",
 ) -> PromoterExplanation:
     """Explain a promoter classifier's predictions on ``inputs``, nucleotide by nucleotide.
@@ -200,6 +201,8 @@ def explain_promoter(
         motif_attribution: the hypothetical contributions ``motifs`` clusters, whatever ``method`` is:
             ``integrated_gradients`` (Integrated Gradients path gradients read for every base; an ensemble's mean)
             or ``ism`` (in-silico mutagenesis).
+        motif_sequences: ``predicted_positive`` (two-class models: only the sequences predicted positive are
+            explained and clustered) or ``all``.
 
     Returns:
         a :class:`PromoterExplanation`; ``.save(directory)`` writes what ``bioattn explain promoter`` writes.
@@ -225,6 +228,8 @@ def explain_promoter(
             raise UserInputError(f"--motif-q must be in (0, 1], got {motif_q}")
         if motif_target not in ("positive", "predicted"):
             raise UserInputError(f"--motif-target must be positive or predicted, got {motif_target!r}")
+        if motif_sequences not in ("predicted_positive", "all"):
+            raise UserInputError(f"--motif-sequences must be predicted_positive or all, got {motif_sequences!r}")
         if motif_attribution not in ("integrated_gradients", "ism"):
             raise UserInputError(f"--motif-attribution must be integrated_gradients or ism, got {motif_attribution!r}")
         database = load_motif_database(motif_db)
@@ -346,7 +351,7 @@ def explain_promoter(
 
         report = explain_motifs(model, [r.sequence for r in records], tss_index=tss_index, database=database,
                                 q_threshold=motif_q, rc_average=rc_average, target=motif_target, batch_size=batch_size,
-                                attribution=motif_attribution)
+                                attribution=motif_attribution, use=motif_sequences)
         matched = [p for p in report.patterns if p.best_match(report.q_threshold)]
         summary["motifs"] = {"patterns": len(report.patterns), "matched": len(matched), "database": report.database,
                              "q_threshold": report.q_threshold, "seconds": report.seconds,
