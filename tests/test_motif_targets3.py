@@ -171,12 +171,12 @@ def test_a_tata_box_two_nt_from_the_start_is_found_at_its_position() -> None:
 
 
 def test_predicted_positive_motifs_need_a_predicted_positive(tiny_model) -> None:
-    # by default only the sequences predicted positive are explained; a model predicting none says so clearly
+    # with use="predicted_positive" only the sequences predicted positive are explained; none predicted says so
     torch.manual_seed(0)
     model = PromoterClassifier(max_len=24, embed_dim=8, num_heads=2, num_layers=1).eval()
     with torch.no_grad():
         model.head[-1].bias.fill_(-50.0)
     with pytest.raises(UserInputError, match="none of the 3 sequences is predicted positive"):
-        explain_motifs(model, ["ACGTACGTACGT"] * 3, progress=False)
-    with pytest.raises(UserInputError, match="motif sequences must be one of predicted_positive, all"):
+        explain_motifs(model, ["ACGTACGTACGT"] * 3, use="predicted_positive", progress=False)
+    with pytest.raises(UserInputError, match="motif sequences must be one of all, predicted_positive"):
         explain_motifs(model, ["ACGTACGTACGT"], use="positives", progress=False)

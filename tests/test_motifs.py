@@ -151,7 +151,7 @@ def test_explain_promoter_motifs_writes_a_self_contained_report(tmp_path, tiny_m
     out = tmp_path / "out"
     argv = ["explain", "promoter", "--run", str(tmp_path / "run"), "--input", str(fasta), "--out", str(out), "--motif", "",
             "--plot-sequences", "0", "--no-faithfulness", "--method", "rollout", "--motifs", "--motif-db", "none",
-            "--tss-index", "8", "--motif-sequences", "all"]
+            "--tss-index", "8"]
     assert cli_main(argv) == 0
     page = (out / "motifs.html").read_text()
     assert "<img src=\"http" not in page and "<script src" not in page and "<link" not in page

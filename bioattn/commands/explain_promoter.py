@@ -72,8 +72,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "integrated_gradients (Integrated Gradients path gradients read for every base; an "
                              "ensemble's mean) or ism (every substitution scored by the model) (default: %(default)s)")
     motifs.add_argument("--motif-sequences", choices=MOTIF_USES, default=DEFAULT_USE,
-                        help="which records --motifs explains and clusters: predicted_positive (two-class models: "
-                             "the records predicted positive) or all (default: %(default)s)")
+                        help="which records --motifs explains and clusters: all, or predicted_positive (two-class "
+                             "models: the records predicted positive) (default: %(default)s)")
     motifs.add_argument("--motif-q", type=float, default=DEFAULT_Q,
                         help="TOMTOM q-value below which a pattern is reported as matching a known motif "
                              "(default: %(default)s)")

@@ -27,7 +27,7 @@ _COMPLEMENT = str.maketrans("ACGT", "TGCA")
 MOTIF_ATTRIBUTIONS = ("integrated_gradients", "ism")
 DEFAULT_ATTRIBUTION = MOTIF_ATTRIBUTIONS[0]
 #: Which sequences ``explain_motifs`` explains and clusters; the first is the default.
-MOTIF_USES = ("predicted_positive", "all")
+MOTIF_USES = ("all", "predicted_positive")
 DEFAULT_USE = MOTIF_USES[0]
 #: A pattern position is in its core when its summed |contribution| is at least this share of the maximum.
 TRIM_FRACTION = 0.3
@@ -288,9 +288,8 @@ def explain_motifs(model: Any, sequences: Sequence[str], *, tss_index: int | Non
     :mod:`bioattn.explain.hypothetical`; an ensemble's is the mean of its members') or ``"ism"`` (in-silico
     mutagenesis of the whole model, :mod:`bioattn.explain.ism`).
 
-    use: ``"predicted_positive"`` (two-class models): only the sequences the model predicts positive are explained
-    and clustered (their patterns are what the model reads as a promoter; the negatives' A/T and shuffled
-    fragments otherwise dominate the seqlets); ``"all"``: every sequence. A multi-class model uses all.
+    use: ``"all"``: every sequence; ``"predicted_positive"`` (two-class models): only the sequences the model
+    predicts positive are explained and clustered (a multi-class model uses all).
 
     target: ``"positive"`` explains the log-odds of class 1 in every sequence (two-class models; ``pos_`` patterns
     then support the positive class wherever they occur), ``"predicted"`` the class predicted for each sequence

@@ -173,7 +173,7 @@ def explain_promoter(
     motif_target: str = "positive",
     motif_q: float = 0.05,
     motif_attribution: str = "integrated_gradients",
-    motif_sequences: str = "predicted_positive",
+    motif_sequences: str = "all",
     device: str = "auto",
 ) -> PromoterExplanation:
     """Explain a promoter classifier's predictions on ``inputs``, nucleotide by nucleotide.
@@ -201,8 +201,8 @@ def explain_promoter(
         motif_attribution: the hypothetical contributions ``motifs`` clusters, whatever ``method`` is:
             ``integrated_gradients`` (Integrated Gradients path gradients read for every base; an ensemble's mean)
             or ``ism`` (in-silico mutagenesis).
-        motif_sequences: ``predicted_positive`` (two-class models: only the sequences predicted positive are
-            explained and clustered) or ``all``.
+        motif_sequences: ``all`` or ``predicted_positive`` (two-class models: only the sequences predicted
+            positive are explained and clustered).
 
     Returns:
         a :class:`PromoterExplanation`; ``.save(directory)`` writes what ``bioattn explain promoter`` writes.
@@ -228,8 +228,8 @@ def explain_promoter(
             raise UserInputError(f"--motif-q must be in (0, 1], got {motif_q}")
         if motif_target not in ("positive", "predicted"):
             raise UserInputError(f"--motif-target must be positive or predicted, got {motif_target!r}")
-        if motif_sequences not in ("predicted_positive", "all"):
-            raise UserInputError(f"--motif-sequences must be predicted_positive or all, got {motif_sequences!r}")
+        if motif_sequences not in ("all", "predicted_positive"):
+            raise UserInputError(f"--motif-sequences must be all or predicted_positive, got {motif_sequences!r}")
         if motif_attribution not in ("integrated_gradients", "ism"):
             raise UserInputError(f"--motif-attribution must be integrated_gradients or ism, got {motif_attribution!r}")
         database = load_motif_database(motif_db)
