@@ -39,13 +39,14 @@ def run(args: argparse.Namespace) -> int:
         max_rows=args.max_rows, batch_size=args.batch_size, tss_index=args.tss_index, motif=args.motif,
         marks=args.mark, plot_sequences=args.plot_sequences, faithfulness_sequences=args.faithfulness_sequences,
         motifs=args.motifs, motif_db=args.motif_db, motif_target=args.motif_target, motif_q=args.motif_q,
+        motif_attribution=args.motif_attribution, motif_sequences=args.motif_sequences,
         device=args.device, **method_options(args))
     out = result.save(args.out, overwrite=args.overwrite)
     print(f"explained {result.summary['sequences']} sequences with {result.method} -> {out}")
     if args.motifs:
         found = result.summary["motifs"]
         print(f"motifs: {found['patterns']} patterns, {found['matched']} matching {found['database']} at q < "
-              f"{found['q_threshold']:g} -> {out / 'motifs.html'}")
+              f"{found['q_threshold']:g} ({found['families']} TF families) -> {out / 'motifs.html'}")
     report = describe(result)
     if report:
         print(report)

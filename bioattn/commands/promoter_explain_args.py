@@ -14,6 +14,7 @@ def add_promoter_explain_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of ``bioattn explain promoter``."""
     from bioattn.explain.attribution import PROMOTER_METHODS
     from bioattn.explain.motif_db import DEFAULT_DB, DEFAULT_Q
+    from bioattn.explain.motifs import DEFAULT_ATTRIBUTION, DEFAULT_USE, MOTIF_ATTRIBUTIONS, MOTIF_USES
 
     add_model_arguments(parser, trained_by="bioattn train promoter")
     add_device_argument(parser)
@@ -38,7 +39,7 @@ def add_promoter_explain_arguments(parser: argparse.ArgumentParser) -> None:
                         help="measure faithfulness on the first N records (default: %(default)s)")
     motifs = parser.add_argument_group("motifs")
     motifs.add_argument("--motifs", action="store_true",
-                        help="also discover the motifs the model uses (in-silico mutagenesis + TF-MoDISco over all "
+                        help="also discover the motifs the model uses (hypothetical contributions of --motif-attribution + TF-MoDISco over all "
                              "records, which must share one length), match them against --motif-db with TOMTOM and "
                              "measure which attention head reads each; writes motifs.html, motifs.tsv, logos/, "
                              "positions/, head_motifs.tsv (default: off)")
@@ -49,6 +50,13 @@ def add_promoter_explain_arguments(parser: argparse.ArgumentParser) -> None:
     motifs.add_argument("--motif-target", choices=("positive", "predicted"), default="positive",
                         help="what --motifs explains: the log-odds of the positive class in every sequence (two-class "
                              "models), or of each sequence's predicted class (default: %(default)s)")
+    motifs.add_argument("--motif-attribution", choices=MOTIF_ATTRIBUTIONS, default=DEFAULT_ATTRIBUTION,
+                        help="hypothetical contributions --motifs clusters, independent of --method: "
+                             "integrated_gradients (Integrated Gradients path gradients read for every base; an "
+                             "ensemble's mean) or ism (every substitution scored by the model) (default: %(default)s)")
+    motifs.add_argument("--motif-sequences", choices=MOTIF_USES, default=DEFAULT_USE,
+                        help="which records --motifs explains and clusters: all, or predicted_positive (two-class "
+                             "models: the records predicted positive) (default: %(default)s)")
     motifs.add_argument("--motif-q", type=float, default=DEFAULT_Q,
                         help="TOMTOM q-value below which a pattern is reported as matching a known motif "
                              "(default: %(default)s)")

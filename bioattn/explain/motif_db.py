@@ -8,7 +8,7 @@ a path to a MEME-format file, or ``none`` (no annotation: patterns are listed wi
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -24,14 +24,16 @@ DEFAULT_Q = 0.05
 
 @dataclass
 class MotifDatabase:
-    """Position probability matrices ``matrices[i]: (4, W_i)`` (rows A, C, G, T) with their ids, names and
-    families (JASPAR TF family; '' when unknown); ``label`` names the database and release."""
+    """Position probability matrices ``matrices[i]: (4, W_i)`` (rows A, C, G, T) with their ids, names,
+    families and classes (JASPAR TF family and structural class; '' when unknown); ``label`` names the database
+    and release."""
 
     label: str
     ids: list[str]
     names: list[str]
     families: list[str]
     matrices: list[np.ndarray]
+    classes: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -65,7 +67,8 @@ def load_motif_database(spec: str | os.PathLike | None = DEFAULT_DB) -> MotifDat
         return MotifDatabase(
             label=f"{JASPAR_RELEASE} {collection} {tax_group}", ids=[m.matrix_id for m in motifs],
             names=[m.name for m in motifs], families=["; ".join(m.tf_family or []) for m in motifs],
-            matrices=[_ppm([m.counts[b] for b in "ACGT"]) for m in motifs])
+            matrices=[_ppm([m.counts[b] for b in "ACGT"]) for m in motifs],
+            classes=["; ".join(m.tf_class or []) for m in motifs])
     path = Path(spec)
     if not path.is_file():
         raise UserInputError(f"--motif-db {spec}: no such file (expected jaspar, jaspar:COLLECTION:TAX_GROUP, none "
@@ -93,7 +96,7 @@ def load_motif_database(spec: str | os.PathLike | None = DEFAULT_DB) -> MotifDat
 def tomtom_matches(queries: list[np.ndarray], database: MotifDatabase, *, top: int = 3) -> list[list[dict]]:
     """The ``top`` best database matches of every query PPM ``(4, W)`` by TOMTOM p-value, with q-values
     (Benjamini-Hochberg over all database motifs for that query, as MEME's tomtom computes them). Each match:
-    ``{"id", "name", "family", "p", "q", "offset", "strand"}``."""
+    ``{"id", "name", "family", "class", "p", "q", "offset", "strand"}``."""
     from memelite import tomtom
     from scipy.stats import false_discovery_control
 
@@ -107,6 +110,7 @@ def tomtom_matches(queries: list[np.ndarray], database: MotifDatabase, *, top: i
         q = false_discovery_control(p)
         best = np.argsort(p, kind="stable")[:top]
         matches.append([{"id": database.ids[t], "name": database.names[t], "family": database.families[t],
+                         "class": database.classes[t] if t < len(database.classes) else "",
                          "p": float(p[t]), "q": float(q[t]), "offset": int(offsets[row, t]),
                          "strand": "-" if int(strands[row, t]) else "+"} for t in best])
     return matches

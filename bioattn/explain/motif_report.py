@@ -14,7 +14,8 @@ from bioattn.explain.motifs import MotifReport, Pattern
 from bioattn.io import atomic_write, write_json, write_table
 
 MOTIF_COLUMNS = ["pattern", "consensus", "length", "seqlets", "mean_position", "sd_position", "strand_plus_fraction",
-                 "best_match_id", "best_match_name", "best_match_family", "best_match_q", "matched", "other_matches"]
+                 "best_match_id", "best_match_name", "best_match_family", "best_match_q", "matched", "other_matches",
+                 "median_position", "best_match_class"]
 
 
 def _logo(matrix: np.ndarray, path: Path, *, title: str, ylabel: str, information: bool = False) -> None:
@@ -107,7 +108,17 @@ def _motif_row(pattern: Pattern, report: MotifReport) -> list:
             float(pattern.positions.std()), float(plus),
             *((best["id"], best["name"], best["family"], best["q"]) if best else ("", "", "", float("nan"))),
             "yes" if pattern.best_match(report.q_threshold) else "no", others,
+            float(np.median(pattern.positions)), best.get("class", "") if best else "",
             *(pattern.carriers[name] for name in report.groups)]
+
+
+def _families(report: MotifReport) -> str:
+    families = report.matched_families()
+    if not families:
+        return f"<p>No pattern's best database match has q &lt; {report.q_threshold:g}.</p>"
+    items = "".join(f"<li>{html.escape(family)}: {html.escape(', '.join(names))}</li>" for family, names in families.items())
+    return (f"<p>{len(families)} TF families among the best database matches at q &lt; {report.q_threshold:g} "
+            f"(family: patterns):</p><ul>{items}</ul>")
 
 
 def write_motif_report(report: MotifReport, out_dir: str | Path) -> Path:
@@ -133,11 +144,11 @@ def write_motif_report(report: MotifReport, out_dir: str | Path) -> Path:
         _histogram(pattern, position, length=report.length, offset=offset, xlabel=xlabel)
         best = pattern.best_match(report.q_threshold)
         verdict = (f"best match <b>{html.escape(best['name'])}</b> {html.escape(best['id'])} "
-                   f"({html.escape(best['family'])}), q = {best['q']:.2g}" if best else
+                   f"({html.escape(best['family'])}; {html.escape(best.get('class', ''))}), q = {best['q']:.2g}" if best else
                    "no database match at q &lt; " + f"{report.q_threshold:g}")
         sections.append(f"<h3>{html.escape(pattern.name)}: {html.escape(pattern.consensus)}</h3>"
                         f"<p>{pattern.seqlets} seqlets; position {pattern.positions.mean():.1f} ± "
-                        f"{pattern.positions.std():.1f}; {verdict}</p>" + _embed(contribution) + _embed(probability)
+                        f"{pattern.positions.std():.1f} (median {np.median(pattern.positions):.1f}); {verdict}</p>" + _embed(contribution) + _embed(probability)
                         + _embed(position))
     head_html = ""
     if report.head_table is not None:
@@ -161,7 +172,7 @@ positions are seqlet core centres {"relative to the TSS (index " + str(report.ts
 Time: {html.escape(seconds)}.</p>
 <p>Read with care: an attribution says what moves this model's output, not what the cell does; a database match
 is a similarity of letters, not evidence of binding; patterns found depend on the number of sequences.</p>
-<h2>Patterns</h2>{_table(MOTIF_COLUMNS + carrier_columns, rows)}
+<h2>Patterns</h2>{_families(report)}{_table(MOTIF_COLUMNS + carrier_columns, rows)}
 <h2>Spacings between patterns found together</h2>{_table(["first", "second", "sequences", "median centre distance",
                                                           "sd", "gap (nt)"], [list(s.values()) for s in report.spacings])}
 {"".join(sections)}
@@ -174,8 +185,10 @@ is a similarity of letters, not evidence of binding; patterns found depend on th
         "sequences": report.sequences, "length": report.length, "tss_index": report.tss_index, "database": report.database,
         "q_threshold": report.q_threshold, "attribution": report.attribution, "groups": report.groups,
         "seconds": report.seconds, "settings": report.settings, "spacings": report.spacings,
+        "matched_families": report.matched_families(),
         "patterns": [{"name": p.name, "consensus": p.consensus, "seqlets": p.seqlets,
                       "mean_position": float(p.positions.mean()), "sd_position": float(p.positions.std()),
+                      "median_position": float(np.median(p.positions)),
                       "carriers": p.carriers, "matches": p.matches} for p in report.patterns],
         "head_readers": {name: report.head_table.reader(name) for name in report.head_table.motifs}
         if report.head_table is not None else {},

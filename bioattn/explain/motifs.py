@@ -23,6 +23,12 @@ from bioattn.errors import UserInputError
 from bioattn.explain.motif_db import DEFAULT_Q, MotifDatabase, tomtom_matches
 
 _COMPLEMENT = str.maketrans("ACGT", "TGCA")
+#: Hypothetical contributions ``explain_motifs`` can compute; the first is the default.
+MOTIF_ATTRIBUTIONS = ("integrated_gradients", "ism")
+DEFAULT_ATTRIBUTION = MOTIF_ATTRIBUTIONS[0]
+#: Which sequences ``explain_motifs`` explains and clusters; the first is the default.
+MOTIF_USES = ("all", "predicted_positive")
+DEFAULT_USE = MOTIF_USES[0]
 #: A pattern position is in its core when its summed |contribution| is at least this share of the maximum.
 TRIM_FRACTION = 0.3
 
@@ -91,6 +97,16 @@ class MotifReport:
     seconds: dict[str, float] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
 
+    def matched_families(self) -> dict[str, list[str]]:
+        """TF family → names of the patterns whose best database match (q below ``q_threshold``) is in it; a match
+        without a family (a user's MEME file) counts under its own name."""
+        families: dict[str, list[str]] = {}
+        for pattern in self.patterns:
+            best = pattern.best_match(self.q_threshold)
+            if best:
+                families.setdefault(best["family"] or best["name"], []).append(pattern.name)
+        return families
+
 
 def _consensus(ppm: np.ndarray) -> str:
     """IUPAC-free consensus: the top base where it has >= 0.5 probability, else lower case, 'n' below 0.35."""
@@ -128,20 +144,62 @@ def _pattern(name: str, raw: Any, length: int, offset: int, pad: int, order: np.
 
 
 def edge_padding(settings: ModiscoSettings) -> int:
-    """N columns (no letter, no contribution) added to both ends of every sequence before TF-MoDISco: one seqlet
-    (``window + 2 * flank``), so that seqlets near an end can be extracted and extended.
-
-    The padding is part of the tracks TF-MoDISco sets its seqlet threshold on: windows lying in the padding sum to
-    exactly 0, which lowers that threshold and lets more (weaker) seqlets through than on unpadded tracks."""
+    """N columns added to both ends of every sequence before TF-MoDISco: one seqlet (``window + 2 * flank``), so
+    that seqlets near an end can be extracted, aligned and extended. The padding holds no contribution and a
+    uniform letter (0.25 of each base, an N); TF-MoDISco's seqlet thresholds are computed on the unpadded windows
+    only (:func:`run_modisco`), so the padding changes which seqlets can be cut, not how strong one must be."""
     return settings.window + 2 * settings.flank
 
 
-def run_modisco(one_hot: np.ndarray, hypothetical: np.ndarray, settings: ModiscoSettings) -> list[tuple[str, Any]]:
-    """TF-MoDISco on ``one_hot (N, L, 4)`` and ``hypothetical (N, L, 4)``: ``[(name, modisco pattern)]``."""
+def _extract_seqlets_unpadded_threshold(pad: int):
+    """modisco-lite's ``extract_seqlets`` with its null, FDR thresholds and sign threshold computed on the windows
+    of the unpadded columns ``[pad, L - pad)``; seqlets are then cut from the padded tracks with them (windows
+    of padding alone sum to 0 and never pass). The steps are the library's own helpers, in its order."""
+    from modiscolite import extract_seqlets as ex
+
+    def extract(attribution_scores, window_size, flank, suppress, target_fdr, min_passing_windows_frac,
+                max_passing_windows_frac, weak_threshold_for_counting_sign):
+        inner = ex._smooth(attribution_scores[:, pad : attribution_scores.shape[1] - pad], window_size)
+        pos_null, neg_null = ex._laplacian_null(track=inner, window_size=window_size, num_to_samp=10000)
+        distribution = np.sort(np.abs(inner).ravel())
+        values = inner.ravel()
+        if len(values) > 1_000_000:
+            values = np.random.RandomState(1234).choice(a=values, size=1_000_000, replace=False)
+        pos_values, neg_values = ex._split(values)
+        pos_threshold = ex._isotonic_thresholds(pos_values, pos_null, increasing=True, target_fdr=target_fdr)
+        neg_threshold = ex._isotonic_thresholds(neg_values, neg_null, increasing=False, target_fdr=target_fdr)
+        pos_threshold, neg_threshold = ex._refine_thresholds(
+            vals=np.concatenate([pos_values, neg_values]), pos_threshold=pos_threshold, neg_threshold=neg_threshold,
+            min_passing_windows_frac=min_passing_windows_frac, max_passing_windows_frac=max_passing_windows_frac)
+        transformed = [np.sign(t) * np.searchsorted(distribution, abs(t)) / len(distribution)
+                       for t in (pos_threshold, neg_threshold)]
+        track = ex._smooth(attribution_scores, window_size)
+        passing = (track >= pos_threshold) | (track <= neg_threshold)
+        track[passing] = np.abs(track[passing])
+        track[~passing] = -np.inf
+        track[:, :flank] = -np.inf
+        track[:, -flank:] = -np.inf
+        seqlets = ex._iterative_extract_seqlets(score_track=track, window_size=window_size, flank=flank,
+                                                suppress=suppress)
+        weak = min(min(transformed[0], abs(transformed[1])) - 0.0001, weak_threshold_for_counting_sign)
+        return seqlets, distribution[int(weak * len(distribution))]
+
+    return extract
+
+
+def run_modisco(one_hot: np.ndarray, hypothetical: np.ndarray, settings: ModiscoSettings,
+                pad: int = 0) -> list[tuple[str, Any]]:
+    """TF-MoDISco on ``one_hot (N, L, 4)`` and ``hypothetical (N, L, 4)``: ``[(name, modisco pattern)]``.
+
+    pad: columns at each end that are padding; the seqlet thresholds are then computed without them."""
+    from unittest import mock
+
+    from modiscolite import extract_seqlets
     from modiscolite.tfmodisco import TFMoDISco
 
     settings.check()
-    with warnings.catch_warnings():
+    extract = _extract_seqlets_unpadded_threshold(pad) if pad else extract_seqlets.extract_seqlets
+    with warnings.catch_warnings(), mock.patch.object(extract_seqlets, "extract_seqlets", extract):
         warnings.simplefilter("ignore")
         positive, negative = TFMoDISco(
             one_hot=one_hot, hypothetical_contribs=hypothetical, sliding_window_size=settings.window,
@@ -202,7 +260,8 @@ def discover_patterns(sequences: Sequence[str], hypothetical: np.ndarray, *, gro
     # TF-MoDISco keeps the first ``max_seqlets`` seqlets of each metacluster in sequence order; a fixed random order
     # of the sequences makes them a sample of all sequences rather than of the first ones.
     order = np.random.default_rng(0).permutation(len(sequences))
-    found = run_modisco(np.pad(one_hot[order], widths), np.pad(hypothetical[order], widths), settings)
+    found = run_modisco(np.pad(one_hot[order], widths, constant_values=0.25), np.pad(hypothetical[order], widths),
+                        settings, pad=pad)
     patterns = [_pattern(name, raw, length, tss_index or 0, pad, order) for name, raw in found]
     patterns = [p for p in patterns if p.sites]
     for pattern in patterns:
@@ -220,10 +279,17 @@ def explain_motifs(model: Any, sequences: Sequence[str], *, tss_index: int | Non
                    database: MotifDatabase | None = None, q_threshold: float = DEFAULT_Q,
                    settings: ModiscoSettings | None = None, rc_average: bool | None = None,
                    hypothetical: np.ndarray | None = None, target: str = "positive", batch_size: int = 256,
-                   progress: bool = True) -> MotifReport:
+                   attribution: str = DEFAULT_ATTRIBUTION, use: str = DEFAULT_USE, progress: bool = True) -> MotifReport:
     """The motif report of a :class:`~bioattn.models.PromoterClassifier` (or an ensemble) on ``sequences`` (one
-    length, A C G T N): ISM (or the given ``hypothetical (N, L, 4)``), TF-MoDISco, TOMTOM against ``database``
-    and the heads × patterns table of [CLS] attention (see :mod:`bioattn.explain.head_motifs`).
+    length, A C G T N): hypothetical contributions (or the given ``hypothetical (N, L, 4)``), TF-MoDISco, TOMTOM
+    against ``database`` and the heads × patterns table of [CLS] attention (see :mod:`bioattn.explain.head_motifs`).
+
+    attribution: ``"integrated_gradients"`` (gradients along the Integrated Gradients path read for every base,
+    :mod:`bioattn.explain.hypothetical`; an ensemble's is the mean of its members') or ``"ism"`` (in-silico
+    mutagenesis of the whole model, :mod:`bioattn.explain.ism`).
+
+    use: ``"all"``: every sequence; ``"predicted_positive"`` (two-class models): only the sequences the model
+    predicts positive are explained and clustered (a multi-class model uses all).
 
     target: ``"positive"`` explains the log-odds of class 1 in every sequence (two-class models; ``pos_`` patterns
     then support the positive class wherever they occur), ``"predicted"`` the class predicted for each sequence
@@ -240,6 +306,10 @@ def explain_motifs(model: Any, sequences: Sequence[str], *, tss_index: int | Non
         raise UserInputError("motif discovery needs at least one sequence")
     if target not in ("positive", "predicted"):
         raise UserInputError(f"motif target must be 'positive' or 'predicted', got {target!r}")
+    if use not in MOTIF_USES:
+        raise UserInputError(f"motif sequences must be one of {', '.join(MOTIF_USES)}, got {use!r}")
+    if attribution not in MOTIF_ATTRIBUTIONS:
+        raise UserInputError(f"motif attribution must be one of {', '.join(MOTIF_ATTRIBUTIONS)}, got {attribution!r}")
     if not 0 < q_threshold <= 1:
         raise UserInputError(f"motif q-value threshold must be in (0, 1], got {q_threshold}")
     sequences = [s.upper() for s in sequences]
@@ -248,16 +318,35 @@ def explain_motifs(model: Any, sequences: Sequence[str], *, tss_index: int | Non
     seconds: dict[str, float] = {}
     classes = torch.cat([predicted_classes(model, ids[s : s + batch_size].to(device), padding_mask[s : s + batch_size].to(device),
                                            rc_average=rc_average).cpu() for s in range(0, len(ids), batch_size)])
+    if use == "predicted_positive" and len(model.class_names) == 2:
+        chosen = (classes == 1).nonzero()[:, 0]
+        if len(chosen) == 0:
+            raise UserInputError(f"motif discovery on the predicted positives: none of the {len(sequences)} sequences "
+                                 "is predicted positive (use all sequences instead)")
+        sequences = [sequences[k] for k in chosen.tolist()]
+        ids, padding_mask, classes = ids[chosen], padding_mask[chosen], classes[chosen]
+        if hypothetical is not None and len(hypothetical) != len(chosen):
+            hypothetical = np.asarray(hypothetical)[chosen.numpy()]
     explained = torch.ones_like(classes) if target == "positive" and len(model.class_names) == 2 else classes
+    given = hypothetical is not None
     if hypothetical is None:
+        from bioattn.explain.hypothetical import gradient_hypothetical
+        from bioattn.explain.promoter_attribution import _uses_rc
+
         start = time.perf_counter()
         chunks = []
         steps = range(0, len(ids), batch_size)
-        for s in progress_bar(steps, desc="motifs: in-silico mutagenesis", unit="batch", disable=not progress):
-            chunks.append(ism_attribution(model, ids[s : s + batch_size], padding_mask[s : s + batch_size],
-                                          explained[s : s + batch_size], rc_average=rc_average, hypothetical=True))
+        label = "in-silico mutagenesis" if attribution == "ism" else "integrated gradients"
+        for s in progress_bar(steps, desc=f"motifs: {label}", unit="batch", disable=not progress):
+            rows = slice(s, s + batch_size)
+            if attribution == "ism":
+                chunks.append(ism_attribution(model, ids[rows], padding_mask[rows], explained[rows],
+                                              rc_average=rc_average, hypothetical=True))
+            else:
+                chunks.append(gradient_hypothetical(model, ids[rows], explained[rows],
+                                                    rc_average=_uses_rc(model, rc_average)))
         hypothetical = torch.cat(chunks).numpy()
-        seconds["ism"] = time.perf_counter() - start
+        seconds[attribution] = time.perf_counter() - start
     names = list(model.class_names)
     if len(names) == 2:
         groups = {"predicted_positive": classes.numpy() == 1, "predicted_negative": classes.numpy() == 0}
@@ -278,8 +367,12 @@ def explain_motifs(model: Any, sequences: Sequence[str], *, tss_index: int | Non
     return MotifReport(
         patterns=patterns, sequences=len(sequences), length=len(sequences[0]), tss_index=tss_index,
         database=database.label if database is not None else "none", q_threshold=q_threshold,
-        attribution=("in-silico mutagenesis, log-odds of the "
-                     + ("positive class" if explained is not classes else "predicted class") + " (hypothetical contributions)"),
+        attribution=("given hypothetical contributions" if given else
+                     {"ism": "in-silico mutagenesis", "integrated_gradients": "Integrated Gradients (all-N baseline) "
+                      "path gradients read for every base"}[attribution]
+                     + ", log-odds of the " + ("positive class" if explained is not classes else "predicted class")
+                     + " (hypothetical contributions"
+                     + (", mean of the ensemble's members)" if len(getattr(model, "members", [])) > 1 else ")")),
         groups={name: int(chosen.sum()) for name, chosen in groups.items()}, head_table=head_table,
         spacings=pattern_spacings(patterns), seconds=seconds, settings=vars(settings))
 

@@ -172,6 +172,8 @@ def explain_promoter(
     motif_db: str = "jaspar",
     motif_target: str = "positive",
     motif_q: float = 0.05,
+    motif_attribution: str = "integrated_gradients",
+    motif_sequences: str = "all",
     device: str = "auto",
 ) -> PromoterExplanation:
     """Explain a promoter classifier's predictions on ``inputs``, nucleotide by nucleotide.
@@ -196,6 +198,11 @@ def explain_promoter(
             ``motif_db`` (``jaspar``: JASPAR2026 CORE vertebrates shipped with pyjaspar; ``jaspar:COLLECTION:TAX``;
             a MEME file; ``none``) at q < ``motif_q``, explaining the ``motif_target`` class (``positive`` or
             ``predicted``); ``save`` then also writes ``motifs.html``, ``motifs.tsv``, logos and position histograms.
+        motif_attribution: the hypothetical contributions ``motifs`` clusters, whatever ``method`` is:
+            ``integrated_gradients`` (Integrated Gradients path gradients read for every base; an ensemble's mean)
+            or ``ism`` (in-silico mutagenesis).
+        motif_sequences: ``all`` or ``predicted_positive`` (two-class models: only the sequences predicted
+            positive are explained and clustered).
 
     Returns:
         a :class:`PromoterExplanation`; ``.save(directory)`` writes what ``bioattn explain promoter`` writes.
@@ -221,6 +228,10 @@ def explain_promoter(
             raise UserInputError(f"--motif-q must be in (0, 1], got {motif_q}")
         if motif_target not in ("positive", "predicted"):
             raise UserInputError(f"--motif-target must be positive or predicted, got {motif_target!r}")
+        if motif_sequences not in ("all", "predicted_positive"):
+            raise UserInputError(f"--motif-sequences must be all or predicted_positive, got {motif_sequences!r}")
+        if motif_attribution not in ("integrated_gradients", "ism"):
+            raise UserInputError(f"--motif-attribution must be integrated_gradients or ism, got {motif_attribution!r}")
         database = load_motif_database(motif_db)
     model, label = load_explained_model(model, PromoterClassifier, device)
     device_ = next(model.parameters()).device
@@ -339,10 +350,12 @@ def explain_promoter(
         from bioattn.explain.motifs import explain_motifs
 
         report = explain_motifs(model, [r.sequence for r in records], tss_index=tss_index, database=database,
-                                q_threshold=motif_q, rc_average=rc_average, target=motif_target, batch_size=batch_size)
+                                q_threshold=motif_q, rc_average=rc_average, target=motif_target, batch_size=batch_size,
+                                attribution=motif_attribution, use=motif_sequences)
         matched = [p for p in report.patterns if p.best_match(report.q_threshold)]
         summary["motifs"] = {"patterns": len(report.patterns), "matched": len(matched), "database": report.database,
-                             "q_threshold": report.q_threshold, "seconds": report.seconds}
+                             "q_threshold": report.q_threshold, "seconds": report.seconds,
+                             "families": len(report.matched_families())}
         figures.append(lambda out: write_motif_report(report, out))
     return PromoterExplanation(summary=summary, tables=tables, figures=figures, influence=influence, lengths=lengths,
                                probabilities=probability, predicted=predicted, method=method,
