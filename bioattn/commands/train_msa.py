@@ -48,7 +48,7 @@ __all__ = ["add_arguments", "run"]
 
 
 def run(args: argparse.Namespace) -> int:
-    from bioattn.tasks.msa.train import train_msa
+    from bioattn.tasks.msa.train_run import train_msa
     from bioattn.training import check_run_dir
 
     check_run_dir(args.out, resume=args.resume, overwrite=args.overwrite)  # before any alignment is read
