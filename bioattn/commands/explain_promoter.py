@@ -41,12 +41,5 @@ def run(args: argparse.Namespace) -> int:
         motifs=args.motifs, motif_db=args.motif_db, motif_target=args.motif_target, motif_q=args.motif_q,
         device=args.device, **method_options(args))
     out = result.save(args.out, overwrite=args.overwrite)
-    print(f"explained {result.summary['sequences']} sequences with {result.method} -> {out}")
-    if args.motifs:
-        found = result.summary["motifs"]
-        print(f"motifs: {found['patterns']} patterns, {found['matched']} matching {found['database']} at q < "
-              f"{found['q_threshold']:g} -> {out / 'motifs.html'}")
-    report = describe(result)
-    if report:
-        print(report)
+    print(describe(result, out))
     return 0

@@ -9,7 +9,7 @@ from bioattn.errors import UserInputError
 from bioattn.tasks.msa.features import MSAOptions
 from bioattn.tasks.msa.head import ContactHead
 from bioattn.tasks.msa.train import train_families, train_family
-from bioattn.training import TrainConfig
+from bioattn.training import TrainConfig, check_run_dir
 
 __all__ = ["train_msa"]
 
@@ -18,15 +18,18 @@ def train_msa(
     msa: Path | None, out: Path, options: MSAOptions, config: TrainConfig, *, fmt: str | None = None,
     query: Path | None = None, pdb: Path | None = None, chain: str | None = None, struct_dat: Path | None = None,
     pred: Path | None = None, all_families: bool = False, compare: bool = False, families: str | None = None,
-    data_root: str | Path | None = None, contact_head: Path | None = None,
+    data_root: str | Path | None = None, contact_head: Path | None = None, resume: bool = False,
+    overwrite: bool = False,
 ) -> None:
     """``bioattn train msa``: one family (``msa``, the alignment file, with its optional structure ``pdb`` / ``chain``
     or ``struct_dat``, ``query`` FASTA and published predictions ``pred``, default ``pred/`` beside the alignment)
     through :func:`train_family`, or every family under ``data_root`` (``all_families``; ``families``:
     comma-separated subset) through :func:`train_families`, or with ``compare`` the contact maps of
-    :func:`~bioattn.tasks.msa.compare.compare_methods`. ``contact_head``: a ``contact_head.json`` for one family."""
+    :func:`~bioattn.tasks.msa.compare.compare_methods`. ``contact_head``: a ``contact_head.json`` for one family.
+    ``resume`` / ``overwrite``: what to do with an existing ``out`` (checked before any alignment is read)."""
     from bioattn.data import resolve_data_root
 
+    check_run_dir(out, resume=resume, overwrite=overwrite)
     if compare and options.seeds is not None:
         raise UserInputError("--seeds trains one axial model per seed; --compare-methods trains none (drop --seeds)")
     if options.seeds is not None and not options.finetune:
