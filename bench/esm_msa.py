@@ -6,7 +6,7 @@ subprocess: wall time and process CPU time (median of ``--repeats``; after one w
 the CPU-time ratio is the steadier one) and peak memory (CUDA: peak allocated;
 CPU: the rise of the process's peak resident set size, reset after set-up, over its state then). Two tasks:
 
-- ``contacts``: logits + contact probabilities (what ``bioattn predict msa --method esm-msa`` runs). fair-esm then
+- ``contacts``: logits + contact probabilities (what ``bioattn predict msa --contact-method esm-msa`` runs). fair-esm then
   collects every layer's column-attention maps (layers × H × L × N² floats) besides the row maps;
 - ``logits``: the masked-LM logits only (fair-esm still builds one layer's H × L × N² column maps at a time).
 

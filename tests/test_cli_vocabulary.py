@@ -102,8 +102,9 @@ def test_a_flag_with_choices_offers_the_same_kind_of_thing_everywhere() -> None:
             if action.choices:
                 choices.setdefault(flag, {})[where] = set(map(str, action.choices))
     for flag, by_command in choices.items():
-        for (one, first), (other, second) in zip(list(by_command.items()), list(by_command.items())[1:]):
-            assert first & second, f"{flag} means different things in {one} ({sorted(first)}) and {other} ({sorted(second)})"
+        for one, first in by_command.items():
+            for other, second in by_command.items():
+                assert first & second, f"{flag} means different things in {one} ({sorted(first)}) and {other} ({sorted(second)})"
     assert {"attention", "potts", "combined", "esm-msa"} <= choices["--contact-method"]["predict msa"]
 
 

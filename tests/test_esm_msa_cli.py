@@ -1,4 +1,4 @@
-"""The MSA Transformer route end to end: `bioattn predict msa --method esm-msa --weights`, `explain msa --weights`,
+"""The MSA Transformer route end to end: `bioattn predict msa --contact-method esm-msa --weights`, `explain msa --weights`,
 `bioattn models`, and its map as a contact-head feature (`train msa --all --compare-methods --weights`, then
 `predict msa --contact-head --weights`), on a tiny random fair-esm checkpoint written here."""
 from __future__ import annotations

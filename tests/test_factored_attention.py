@@ -128,7 +128,7 @@ def test_attention_is_tied_and_never_attends_to_itself():
 
 def test_method_attention_never_calls_the_coevolution_code(family, tmp_path, monkeypatch):  # noqa: F811
     def refuse(*args, **kwargs):
-        raise AssertionError("--method attention called coevolution code")
+        raise AssertionError("--contact-method attention called coevolution code")
 
     for name in ("potts_couplings", "gaussian_dca", "mutual_information", "pair_frequencies", "mi_apc"):
         monkeypatch.setattr(coevolution, name, refuse)

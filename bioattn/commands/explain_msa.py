@@ -35,15 +35,11 @@ def run(args: argparse.Namespace) -> int:
     from bioattn.explain.result import check_out_dir
 
     if args.weights is not None:
-        from bioattn.tasks.msa.esm import explain_with_weights
+        from bioattn.tasks.msa.esm import describe_weights_explanation, explain_with_weights
 
-        summary, out, family = explain_with_weights(
+        print(describe_weights_explanation(*explain_with_weights(
             args.weights, args.input, args.out, fmt=args.format, query=args.query, pdb=args.pdb, chain=args.chain,
-            struct_dat=args.struct_dat, max_rows=args.max_rows, device=args.device, overwrite=args.overwrite)
-        best = summary.get("best_head")
-        found = (f"best head layer {best['layer']} head {best['head']}, long-range P@L/5 = {best['P@L/5']:.2f}"
-                 if best else "no structure given")
-        print(f"{family}: MSA Transformer row attention of {len(summary['head_similarity'])} layers, {found} -> {out}")
+            struct_dat=args.struct_dat, max_rows=args.max_rows, device=args.device, overwrite=args.overwrite)))
         return 0
     check_out_dir(args.out, overwrite=args.overwrite)
     result = explain_msa(model_source(args), args.input, fmt=args.format, query=args.query, pdb=args.pdb,

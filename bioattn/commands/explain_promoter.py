@@ -42,12 +42,5 @@ def run(args: argparse.Namespace) -> int:
         motif_attribution=args.motif_attribution, motif_sequences=args.motif_sequences,
         device=args.device, **method_options(args))
     out = result.save(args.out, overwrite=args.overwrite)
-    print(f"explained {result.summary['sequences']} sequences with {result.method} -> {out}")
-    if args.motifs:
-        found = result.summary["motifs"]
-        print(f"motifs: {found['patterns']} patterns, {found['matched']} matching {found['database']} at q < "
-              f"{found['q_threshold']:g} ({found['families']} TF families) -> {out / 'motifs.html'}")
-    report = describe(result)
-    if report:
-        print(report)
+    print(describe(result, out))
     return 0

@@ -52,7 +52,5 @@ def run(args: argparse.Namespace) -> int:
     options, config = options_from_args(args, **model_size)
     metrics = predict_msa(load_input(args), args.out, options, config, head, top=args.top,
                           min_separation=args.min_separation)
-    print(prediction_report(metrics, head))
-    extra = "" if head is not None else ", row_attention.safetensors"
-    print(f"wrote {args.out}/contacts.rr, contacts.npy, contact_map.png{extra}, metrics.json")
+    print(prediction_report(metrics, head, args.out))
     return 0

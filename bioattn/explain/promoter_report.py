@@ -362,12 +362,17 @@ def explain_promoter(
                                motif=motif, motif_report=report)
 
 
-def describe(result: PromoterExplanation) -> str:
-    """What ``bioattn explain promoter`` prints: the faithfulness table and the motif's enrichment."""
+def describe(result: PromoterExplanation, out: Path) -> str:
+    """What ``bioattn explain promoter`` prints once ``result`` is saved in ``out``: what was explained, the motifs
+    found (with ``motifs``), the faithfulness table and the motif's enrichment."""
     from bioattn.explain.outputs import faithfulness_table
 
     summary = result.summary
-    lines = []
+    lines = [f"explained {summary['sequences']} sequences with {result.method} -> {out}"]
+    if "motifs" in summary:
+        found = summary["motifs"]
+        lines.append(f"motifs: {found['patterns']} patterns, {found['matched']} matching {found['database']} at q < "
+                     f"{found['q_threshold']:g} ({found['families']} TF families) -> {Path(out) / 'motifs.html'}")
     if "faithfulness" in summary:
         lines.append(faithfulness_table(summary["faithfulness"]))
     motif = summary.get("motif")

@@ -5,7 +5,8 @@
 - :mod:`~bioattn.tasks.msa.features`: options, coevolution maps and the axial model's attention features;
   :mod:`~bioattn.tasks.msa.head`: the contact head; :mod:`~bioattn.tasks.msa.esm`: the MSA Transformer with your
   weights; :mod:`~bioattn.tasks.msa.compare`: the leave-one-family-out comparison of methods.
-- :mod:`~bioattn.tasks.msa.predict`: contacts of a new alignment; :mod:`~bioattn.tasks.msa.pretrain`:
+- :mod:`~bioattn.tasks.msa.train_run`: ``bioattn train msa`` in one call; :mod:`~bioattn.tasks.msa.predict`:
+  contacts of a new alignment; :mod:`~bioattn.tasks.msa.pretrain`:
   cross-family masked-token pretraining.
 """
 from __future__ import annotations

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any, Mapping
 
 import torch
 
@@ -78,3 +79,12 @@ def explain_with_weights(weights: str | os.PathLike, inputs: str | os.PathLike, 
     target = load_target(inputs, fmt=fmt, query_fasta=query, pdb=pdb, chain=chain, struct_dat=struct_dat)
     folder = prepare_out_dir(out, overwrite=overwrite)
     return explain_esm_msa(model, target, folder, max_rows, str(weights)), folder, target.name
+
+
+def describe_weights_explanation(summary: Mapping[str, Any], out: Path, family: str) -> str:
+    """What ``bioattn explain msa --weights`` prints for the ``(summary, out, family)`` of
+    :func:`explain_with_weights`: the layers read and the best head's long-range P@L/5 (with a structure)."""
+    best = summary.get("best_head")
+    found = (f"best head layer {best['layer']} head {best['head']}, long-range P@L/5 = {best['P@L/5']:.2f}"
+             if best else "no structure given")
+    return f"{family}: MSA Transformer row attention of {len(summary['head_similarity'])} layers, {found} -> {out}"

@@ -233,9 +233,10 @@ def predict_msa(target: ContactTarget, out: Path, options: MSAOptions, config: T
     return predict_contacts(target, out, options, config, head, top=top, min_separation=min_separation)
 
 
-def prediction_report(metrics: dict[str, Any], head: ContactHead | None) -> str:
+def prediction_report(metrics: dict[str, Any], head: ContactHead | None, out: Path | None = None) -> str:
     """What a prediction fitted and, with a structure, its precision beside the baselines, as text for the terminal
-    (``head`` None: the MSA Transformer's own contact regression, :func:`predict_contacts_esm`)."""
+    (``head`` None: the MSA Transformer's own contact regression, :func:`predict_contacts_esm`); with ``out``, the
+    files written there last."""
     minutes = metrics["cpu_seconds"]["total"] / 60
     if head is None:
         first = (f"{metrics['family']}: {metrics['length']} columns, {metrics['depth']} sequences "
@@ -248,4 +249,7 @@ def prediction_report(metrics: dict[str, Any], head: ContactHead | None) -> str:
         rows = [["prediction", *(metrics["model"][k] for k in PRECISION_NAMES)]]
         rows += [[name, *(values[k] for k in PRECISION_NAMES)] for name, values in metrics["baselines"].items()]
         lines += ["", format_table(["long-range", *PRECISION_NAMES], rows, digits=2)]
+    if out is not None:
+        extra = "" if head is not None else ", row_attention.safetensors"
+        lines.append(f"wrote {out}/contacts.rr, contacts.npy, contact_map.png{extra}, metrics.json")
     return "\n".join(lines)
