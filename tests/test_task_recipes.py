@@ -73,3 +73,21 @@ def test_options_share_one_base_with_the_model_size(tmp_path: Path) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             assert cls(out=tmp_path, embed_dim=48) == old
+
+
+def test_msa_options_are_task_options_without_cross_validation() -> None:
+    from bioattn.tasks.msa.features import MSAOptions
+    from bioattn.tasks.msa.pretrain import PretrainOptions
+
+    for cls in (MSAOptions, PretrainOptions):
+        options = cls()
+        assert isinstance(options, TaskOptions) and (options.embed_dim, options.heads, options.layers) == (64, 4, 4)
+        with pytest.raises(UserInputError, match="has no --cv"):
+            cls(cv=5)
+        quick = options.quick_sizes()
+        assert quick.quick and quick.embed_dim < options.embed_dim
+        recorded = options.settings()  # what contact_head.json / the pretraining run record: no run options
+        assert not {"out", "data_root", "quick", "cv", "resume", "overwrite"} & set(recorded) and "embed_dim" in recorded
+    assert MSAOptions(seeds=(0, 1)).settings()["seeds"] == (0, 1)
+    with pytest.raises(UserInputError, match="pretrain msa trains one model"):
+        PretrainOptions(seeds=(0, 1))

@@ -91,7 +91,7 @@ def options_from_args(args: argparse.Namespace, **overrides):
     options = MSAOptions(**{**{k: v for k, v in vars(args).items() if k in names}, **overrides})
     config = config_from_args(args, DEFAULTS)
     if args.quick:
-        options, config = options.quick(), quick_config(config)
+        options, config = options.quick_sizes(), quick_config(config)
     if options.init_from is not None:
         options = dataclasses.replace(options, **pretrained_size(options.init_from))
     return options, config
@@ -117,7 +117,7 @@ def pretrain_options_from_args(args: argparse.Namespace):
     options = PretrainOptions(**{k: v for k, v in vars(args).items() if k in names})
     config = config_from_args(args, PRETRAIN_DEFAULTS)
     if args.quick:
-        options, config = options.quick(), quick_pretrain_config(config)
+        options, config = options.quick_sizes(), quick_pretrain_config(config)
     exclude = args.exclude if args.exclude in (EXCLUDE_STRUCTURES, EXCLUDE_NONE) else \
         [name.strip() for name in args.exclude.split(",") if name.strip()]
     return options, config, exclude

@@ -25,7 +25,7 @@ from bioattn.io import load_tensors, save_tensors
 from bioattn.models.factored_attention import LR_SCHEDULES, fit_factored_attention
 from bioattn.models.msa_contact import MSAContactModel, masked_lm_loss
 from bioattn.models.registry import read_config, resolve_model_dir
-from bioattn.tasks.common import Recipe, check_ensemble_options, check_model_options, fit_timed
+from bioattn.tasks.common import Recipe, TaskOptions, check_model_options, fit_timed
 from bioattn.tasks.msa.head import (
     COEVOLUTION_FEATURES, COEVOLUTION_MAPS, ESM_MSA_MAP, FACTORED_ATTENTION_MAP, attention_feature_names, feature_names,
 )
@@ -46,9 +46,24 @@ QUICK = dict(max_seqs=256, rows=16, embed_dim=32, heads=2, layers=2, potts_itera
 QUICK_MAX_MINUTES = 0.2
 
 
-@dataclass(frozen=True)
-class MSAOptions:
-    """Everything of a contact run besides the input files and the :class:`TrainConfig`.
+#: The :class:`~bioattn.tasks.common.TaskOptions` fields that say where and how to run, not what is computed.
+RUN_FIELDS = ("out", "data_root", "quick", "cv", "cv_repeats", "resume", "overwrite")
+
+
+def check_no_cv(options: TaskOptions, command: str) -> None:
+    """MSA models are not cross-validated (a family is one example): ``cv`` / ``cv_repeats`` are a
+    :class:`UserInputError` naming ``command``."""
+    if options.cv is not None or options.cv_repeats != 1:
+        raise UserInputError(f"{command} has no --cv (an alignment is one family, not a set of examples to fold); "
+                             "use --seeds for an ensemble")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MSAOptions(TaskOptions):
+    """Everything of a contact run besides the input files and the :class:`TrainConfig` (keyword-only). The run
+    options (``out``, ``data_root``, ``quick``, ``seeds``, ``resume``, ``overwrite``) and the model size are
+    :class:`~bioattn.tasks.common.TaskOptions`'; ``out`` is optional here (the functions that write take their
+    output folder as an argument) and ``cv`` must stay unset (:func:`check_no_cv`).
 
     Model: ``embed_dim``, ``heads``, ``layers``, ``dropout``; ``rows`` alignment rows per training block;
     ``max_seqs`` rows of the random subsample used throughout; ``feature_blocks`` row blocks whose attention
@@ -65,6 +80,7 @@ class MSAOptions:
     ``resume`` / ``overwrite``: what to do with a non-empty output folder.
     """
 
+    out: Path | None = None  # type: ignore[assignment]
     embed_dim: int = 64
     heads: int = 4
     layers: int = 4
@@ -82,15 +98,13 @@ class MSAOptions:
     factored_lr: float = 0.02
     factored_schedule: str = "cosine"
     factored_minutes: float = 18.0
-    seeds: tuple[int, ...] | None = None
     init_from: str | None = None
     finetune: bool = True
     esm_weights: str | None = None
     esm_max_rows: int = 256
-    resume: bool = False
-    overwrite: bool = False
 
     def __post_init__(self) -> None:
+        check_no_cv(self, "train msa")
         if self.coevolution not in COEVOLUTION_FEATURES:
             raise UserInputError(f"--coevolution must be one of {', '.join(COEVOLUTION_FEATURES)}, got {self.coevolution!r}")
         check_model_options(self, ("embed_dim", "heads", "layers", "rows", "max_seqs", "feature_blocks",
@@ -101,7 +115,7 @@ class MSAOptions:
             raise UserInputError(f"--factored-schedule must be one of {', '.join(LR_SCHEDULES)}, got {self.factored_schedule!r}")
         if not self.finetune and self.init_from is None:
             raise UserInputError("--no-finetune reads a pretrained model's attention: give --init-from NAME_OR_RUN_DIR")
-        check_ensemble_options(self.seeds, None)
+        self.check_run_options()
         if self.esm_max_rows < 1:
             raise UserInputError(f"--esm-max-rows must be >= 1, got {self.esm_max_rows}")
 
@@ -120,13 +134,13 @@ class MSAOptions:
         """Names of the pair features of a model built with these options."""
         return feature_names(self.layers, self.heads, self.extra_features)
 
-    def quick(self) -> "MSAOptions":
-        """These options with the ``--quick`` sizes."""
-        return dataclasses.replace(self, **QUICK)
+    def quick_sizes(self) -> "MSAOptions":
+        """These options with the ``--quick`` sizes (:data:`QUICK`) and ``quick`` set."""
+        return dataclasses.replace(self, **QUICK, quick=True)
 
     def settings(self) -> dict[str, Any]:
-        """The options that determine the numbers (recorded in ``contact_head.json``)."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if k not in ("resume", "overwrite")}
+        """The options that determine the numbers (recorded in ``contact_head.json``): all but :data:`RUN_FIELDS`."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in RUN_FIELDS}
 
 
 def quick_config(config: TrainConfig) -> TrainConfig:

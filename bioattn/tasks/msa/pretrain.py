@@ -34,8 +34,8 @@ from bioattn.data.msa import MSATokenizer, read_msa, sequence_weights, subsample
 from bioattn.errors import UserInputError
 from bioattn.io import write_json
 from bioattn.models.msa_contact import POSITIONAL_ENCODINGS, MSAContactModel, mask_tokens, masked_lm_loss
-from bioattn.tasks.common import Recipe, check_model_options, fit_timed
-from bioattn.tasks.msa.features import RowBlocks
+from bioattn.tasks.common import Recipe, TaskOptions, check_model_options, fit_timed
+from bioattn.tasks.msa.features import RUN_FIELDS, RowBlocks, check_no_cv
 from bioattn.training import TrainConfig, Trainer, plot_curves, prepare_run_dir, seed_everything
 
 __all__ = [
@@ -62,11 +62,15 @@ PRETRAIN_DEFAULTS = PRETRAIN_RECIPE.train_config
 QUICK = dict(embed_dim=16, heads=2, layers=1, rows=8, max_columns=32, max_seqs=64)
 
 
-@dataclass(frozen=True)
-class PretrainOptions:
+@dataclass(frozen=True, kw_only=True)
+class PretrainOptions(TaskOptions):
     """Model size (``embed_dim``, ``heads``, ``layers``, ``dropout``, ``positional``), ``rows`` per training block,
-    ``max_columns`` per crop, ``max_seqs`` rows kept per alignment; ``resume`` / ``overwrite`` of the output folder."""
+    ``max_columns`` per crop, ``max_seqs`` rows kept per alignment (keyword-only). The run options are
+    :class:`~bioattn.tasks.common.TaskOptions`': ``out`` is optional here (:func:`pretrain` takes the output folder
+    as an argument), ``resume`` / ``overwrite`` say what to do with it, and a pretraining is one model: ``seeds``
+    and ``cv`` must stay unset."""
 
+    out: Path | None = None  # type: ignore[assignment]
     embed_dim: int = 64
     heads: int = 4
     layers: int = 4
@@ -75,23 +79,24 @@ class PretrainOptions:
     rows: int = 32
     max_columns: int = 128
     max_seqs: int = 2048
-    resume: bool = False
-    overwrite: bool = False
 
     def __post_init__(self) -> None:
+        check_no_cv(self, "pretrain msa")
+        if self.seeds is not None:
+            raise UserInputError("pretrain msa trains one model: --seeds does not apply")
         check_model_options(self, ("embed_dim", "heads", "layers", "rows", "max_columns", "max_seqs"))
         if self.positional not in POSITIONAL_ENCODINGS:
             raise UserInputError(f"--positional must be one of {', '.join(POSITIONAL_ENCODINGS)}, got {self.positional!r}")
         if self.positional == "sinusoidal" and self.embed_dim % 2:
             raise UserInputError(f"--embed-dim ({self.embed_dim}) must be even for sinusoidal positions")
 
-    def quick(self) -> "PretrainOptions":
-        """These options with the ``--quick`` sizes."""
-        return dataclasses.replace(self, **QUICK)
+    def quick_sizes(self) -> "PretrainOptions":
+        """These options with the ``--quick`` sizes (:data:`QUICK`) and ``quick`` set."""
+        return dataclasses.replace(self, **QUICK, quick=True)
 
     def settings(self) -> dict[str, Any]:
-        """The options that determine the model (recorded in the run)."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if k not in ("resume", "overwrite")}
+        """The options that determine the model (recorded in the run): all but the run fields and ``seeds``."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in (*RUN_FIELDS, "seeds")}
 
 
 def quick_pretrain_config(config: TrainConfig) -> TrainConfig:
