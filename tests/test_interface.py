@@ -44,7 +44,7 @@ def test_quick_run_without_data_root_uses_the_embedded_sample(tmp_path, monkeypa
     saved = run_config(out)
     # what actually ran: the embedded sample, the --quick model and schedule, the row cap
     assert saved["recipe"]["data_root"] == EMBEDDED_SAMPLE
-    assert (saved["recipe"]["d_model"], saved["recipe"]["heads"], saved["recipe"]["layers"]) == (32, 2, 1)
+    assert (saved["recipe"]["embed_dim"], saved["recipe"]["heads"], saved["recipe"]["layers"]) == (32, 2, 1)
     assert saved["recipe"]["max_rows"] == 120
     assert saved["training"]["max_epochs"] == 1 and saved["training"]["max_steps_per_epoch"] == 15
     metrics = json.loads((out / "metrics.json").read_text())
