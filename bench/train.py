@@ -5,10 +5,11 @@ Each task's default model at its default batch size and default optimizer (promo
 rows of a synthetic 128-column alignment, batch 1, so a "sample" is a row block) on fixed synthetic batches.
 Settings, all in the same run: ``eager fp32`` (the defaults before this benchmark changed them: dropout 0.1
 everywhere, fp32, torch's attention kernel choice, the CT model's conv weights contiguous and its CNN stages 16, 32
-and 64 channels wide, the promoter's first convolution as an ``nn.Conv1d`` on the embeddings), one change at a time (bf16 autocast, bf16 + the math attention
+and 64 channels wide, the promoter's first convolution as an ``nn.Conv1d`` on the embeddings, the optimizer looping over
+the parameters), one change at a time (bf16 autocast, bf16 + the math attention
 backend, dropout off, ``torch.compile``: inductor, compiled in the warm-up steps, the promoter's first convolution
 from per-token tables: :func:`~bioattn.models.promoter.token_table_conv1d`; the other tasks have no such layer and
-run as eager fp32 there), the three together (dropout off + bf16 + math), ``default``: the recipes' defaults now
+run as eager fp32 there; ``fused AdamW``: the optimizer's fused kernel instead of its loop over parameters), the three together (dropout off + bf16 + math), ``default``: the recipes' defaults now
 (:data:`DEFAULTS`; a line is printed when the code's defaults differ from them), and ``default + --deterministic``:
 the same under ``TrainConfig(deterministic=True)`` (deterministic kernels and, on a GPU, the math attention kernel;
 on a CPU it changes nothing, so its ratio there only shows the timing noise). Each setting starts from the same
@@ -158,6 +159,7 @@ class Setting:
     dropout_off: bool = False
     compiled: bool = False
     token_tables: bool = False
+    fused: bool = False  # the optimizer's fused kernel (build_optimizer(fused=True))
     default: bool = False  # the recipe's defaults (DEFAULTS) instead of the flags above
     deterministic: bool = False  # with default: as the Trainer runs --deterministic
 
@@ -169,6 +171,7 @@ SETTINGS = (
     Setting("dropout off", dropout_off=True),
     Setting("torch.compile", compiled=True),
     Setting("conv from token tables", token_tables=True),
+    Setting("fused AdamW", fused=True),
     Setting("dropout off + bf16 + math", bf16=True, math_backend=True, dropout_off=True),
     Setting("default", default=True),
     Setting("default + --deterministic", default=True, deterministic=True),
@@ -215,7 +218,7 @@ def training_step(task: str, setting: Setting, device: torch.device) -> tuple[Ca
     work = workload(task, setting)
     model = work.model.to(device).train()
     batch = tuple(tensor.to(device) for tensor in work.batch)
-    optimizer = build_optimizer(model, work.config)
+    optimizer = build_optimizer(model, work.config, fused=None if setting.default else setting.fused)
     forward = torch.compile(model) if setting.compiled else model
 
     def step() -> None:

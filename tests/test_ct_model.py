@@ -258,3 +258,40 @@ def test_channels_last_stem_is_the_same_function_and_saves_contiguous_weights(tm
     assert all(torch.equal(a, b) for a, b in zip(reloaded.state_dict().values(), channels_last.state_dict().values()))
     prepare_for_training(channels_last, TrainConfig(precision="bf16"))  # bf16: back to contiguous weights
     assert all(p.is_contiguous() for p in channels_last.stem.parameters())
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_unshuffle_3d_is_monais_pixelunshuffle_in_either_layout(channels: int) -> None:
+    """The channels-last unshuffle gives MONAI's values in MONAI's channel order (saved models depend on it)."""
+    from monai.networks.utils import pixelunshuffle
+
+    from bioattn.models.hybrid_ct import unshuffle_3d
+
+    x = torch.randn(2, channels, 8, 4, 12)
+    want = pixelunshuffle(x, 3, 2)
+    got = unshuffle_3d(x, 2, channels_last=True)
+    assert got.shape == want.shape == (2, channels * 8, 4, 2, 6)
+    assert torch.equal(got, want)
+    assert got.is_contiguous(memory_format=torch.channels_last_3d)
+    assert torch.equal(unshuffle_3d(x, 2), want)
+
+
+def test_channels_last_stem_with_unshuffle_keeps_outputs_and_input_gradients() -> None:
+    """An unshuffling model trained channels-last computes what the contiguous one does, input gradients included
+    (gradient attributions of ``explain ct`` read them)."""
+    from bioattn.tasks.ct.train import prepare_for_training
+    from bioattn.training import TrainConfig
+
+    contiguous, channels_last = tiny(unshuffle=2), tiny(unshuffle=2)
+    prepare_for_training(channels_last, TrainConfig(precision="fp32"))
+    x = torch.rand(2, 1, 16, 16, 8)
+    outputs, grads = [], []
+    for model in (contiguous, channels_last):
+        inputs = x.clone().requires_grad_(True)
+        out = model(inputs)
+        grads.append(torch.autograd.grad(out.square().sum(), inputs)[0])
+        outputs.append(out.detach())
+    torch.testing.assert_close(outputs[1], outputs[0], atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(grads[1], grads[0], atol=1e-5, rtol=1e-4)
+    prepare_for_training(channels_last, TrainConfig(precision="bf16"))
+    assert not channels_last._channels_last_stem

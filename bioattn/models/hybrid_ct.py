@@ -46,6 +46,7 @@ __all__ = [
     "with_distance_channel",
     "flip_axis_sets",
     "predict_probabilities",
+    "unshuffle_3d",
     "upsample_token_map",
 ]
 
@@ -56,6 +57,15 @@ MAX_ATTENTION_BYTES = 4 * 2**30
 DISTANCE_UNIT = 8.0
 # HybridCT3D.attention_map recomputes attention this many query tokens at a time instead (no N x N map).
 ATTENTION_MAP_CHUNK = 256
+
+
+def unshuffle_3d(x: Tensor, factor: int, *, channels_last: bool = False) -> Tensor:
+    """``(B, C, D, H, W)`` → ``(B, C·f³, D/f, H/f, W/f)`` for ``factor`` f: MONAI's ``pixelunshuffle``.
+    ``channels_last``: the result is laid out channels-last (``torch.channels_last_3d``, the same values), converted
+    once here rather than by each convolution with channels-last weights that reads it (leave it False with
+    contiguous weights)."""
+    out = pixelunshuffle(x, 3, factor)
+    return out.contiguous(memory_format=torch.channels_last_3d) if channels_last else out
 
 
 def with_distance_channel(volumes: Tensor) -> Tensor:
@@ -191,6 +201,7 @@ class HybridCT3D(PretrainedModel):
             previous = channels
         # contiguous conv weights by default; see channels_last_stem for fp32 training
         self.stem = nn.Sequential(*stages)
+        self._channels_last_stem = False
         self.to_tokens = nn.Linear(previous, embed_dim)
         self.axis_encoding = SinusoidalPositionalEncoding(embed_dim // 3)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim))
@@ -255,6 +266,7 @@ class HybridCT3D(PretrainedModel):
         AVX-512-BF16 CPU (torch 2.13). Saved files hold contiguous copies either way.
         """
         self.stem.to(memory_format=torch.channels_last_3d if enabled else torch.contiguous_format)
+        self._channels_last_stem = enabled  # the unshuffled input is then made channels-last too (unshuffle_3d)
         return self
 
     def token_grid(self, spatial_shape: Sequence[int]) -> tuple[int, int, int]:
@@ -304,7 +316,7 @@ class HybridCT3D(PretrainedModel):
         if self.distance_channel:
             x = with_distance_channel(x)  # (B, C + 1, D, H, W)
         if self.unshuffle > 1:
-            x = pixelunshuffle(x, 3, self.unshuffle)  # (B, C·u³, D/u, H/u, W/u)
+            x = unshuffle_3d(x, self.unshuffle, channels_last=self._channels_last_stem)  # (B, C·u³, D/u, H/u, W/u)
         features = self.stem(x)  # (B, C', d, h, w)
         tokens = self.to_tokens(features.flatten(2).transpose(1, 2))  # (B, N, embed_dim)
         tokens = tokens + self.positions(grid, x.device).to(tokens.dtype)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 from torch import nn
@@ -10,12 +10,31 @@ from torch import nn
 from bioattn.training.config import TrainConfig
 
 
-def build_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
-    """AdamW (decoupled weight decay) or Adam (L2 penalty) over the trainable parameters."""
+def build_optimizer(model: nn.Module, config: TrainConfig, *, fused: bool | None = None) -> torch.optim.Optimizer:
+    """AdamW (decoupled weight decay) or Adam (L2 penalty) over the trainable parameters.
+
+    ``fused`` (default: wherever :func:`can_fuse` says PyTorch has it) runs the update of all parameters in one
+    fused kernel instead of a Python loop over them: the same algorithm, rounded differently in the last bits
+    (one CT training step on a CPU about 1.06x faster, ``bench/train.py``)."""
     params = [p for p in model.parameters() if p.requires_grad]
+    options: dict[str, Any] = {"lr": config.lr, "weight_decay": config.weight_decay}
+    if can_fuse(params) if fused is None else fused:
+        options["fused"] = True
     if config.optimizer == "adamw":
-        return torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
-    return torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay)
+        return torch.optim.AdamW(params, **options)
+    return torch.optim.Adam(params, **options)
+
+
+def can_fuse(params: list[torch.Tensor]) -> bool:
+    """Whether PyTorch has a fused Adam/AdamW kernel for ``params``: floating-point tensors on one device type,
+    CUDA, or the CPU from torch 2.4."""
+    kinds = {p.device.type for p in params}
+    if not params or len(kinds) != 1 or not all(p.is_floating_point() for p in params):
+        return False
+    if kinds == {"cuda"}:
+        return True
+    major, minor = (int(part) for part in torch.__version__.split(".")[:2])
+    return kinds == {"cpu"} and (major, minor) >= (2, 4)
 
 
 #: The longest warm-up as a fraction of a run's optimizer steps: a short run (a small data set) reaches its peak
