@@ -6,14 +6,18 @@ is scored on both strands, two forward passes, as a model trained with strand av
 same run, in wall seconds:
 
 - ``model-only``: :meth:`PromoterClassifier.predict_proba` on ready batches of random windows at the scan's batch
-  size (``--batch-size``; default: the scan's for the device), the same precision;
+  size (``--batch-size``; default: the scan's for the device), the same precision, in this process with the
+  allocator setting the command makes (:func:`bioattn.runtime.keep_freed_memory`);
 - ``end-to-end``: the command ``bioattn predict promoter --window 70 --stride S --output scan.bedGraph`` run as a
   fresh process on the FASTA (start-up, indexed reading, tokenising, model, writing the bedGraph), timed from
   launch to exit;
 - ``start-up``: the same command on a 1 kb FASTA (imports, model loading, indexing: what a scan pays once), and
   the end-to-end rates without it;
 - ``before`` (with ``--before SRC``): the same command from another source tree (e.g. an export of an older
-  commit: ``git archive OLD bioattn | tar -x -C SRC``) on the same FASTA, in the same run.
+  commit: ``git archive OLD bioattn | tar -x -C SRC``) on the same FASTA, in the same run, at the same precision
+  and, when that is not fp32 (the older default), at fp32 too.
+
+``--precision auto`` (the default on a CPU, as the scan command's) is bf16 on a CPU with bf16 units, else fp32.
 
 Each rate is given per wall second and, on the CPU, per CPU second (user + system of every thread of the process:
 what the load of a shared machine moves least; the end-to-end command's reader and writer threads count in it).
@@ -149,8 +153,9 @@ def main() -> None:
     parser.add_argument("--stride", type=int, default=35, help="nt between window starts (default: %(default)s)")
     parser.add_argument("--batch-size", type=int, default=None,
                         help="windows per forward pass, model-only and end-to-end (default: the scan's default for the device)")
-    parser.add_argument("--precision", nargs="+", choices=("fp32", "bf16"), default=None,
-                        help="precisions to measure (default: fp32 on a CPU, fp32 and bf16 on a GPU)")
+    parser.add_argument("--precision", nargs="+", choices=("auto", "fp32", "bf16"), default=None,
+                        help="precisions to measure (default: auto on a CPU, the scan command's default: bf16 where "
+                             "the CPU has bf16 units, else fp32; fp32 and bf16 on a GPU)")
     parser.add_argument("--compile", action="store_true",
                         help="end-to-end with --compile (torch.compile; CUDA graphs on a GPU) (default: off)")
     parser.add_argument("--before", type=Path, default=None, metavar="SRC",
@@ -168,6 +173,8 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     import torch
 
+    from bioattn.precision import resolve_inference_precision
+    from bioattn.runtime import keep_freed_memory
     from bioattn.tasks.promoter.scan import default_batch_size
 
     if args.nproc is not None and args.nproc < 2:
@@ -176,7 +183,8 @@ def main() -> None:
         parser.error("--threads and --repeats must be >= 1")
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: PyTorch sees no CUDA GPU")
-    precisions = args.precision or (["fp32", "bf16"] if args.device == "cuda" else ["fp32"])
+    precisions = args.precision or (["fp32", "bf16"] if args.device == "cuda" else ["auto"])
+    keep_freed_memory()  # the model-only rate in this process, with the allocator setting the command uses
     batch_size = args.batch_size or default_batch_size(torch.device(args.device))
     where = torch.cuda.get_device_name() if args.device == "cuda" else platform.processor() or platform.machine()
     print(f"torch {torch.__version__}, {where}, {torch.get_num_threads()} threads, "
@@ -194,7 +202,10 @@ def main() -> None:
                                             args.stride, args.batch_size, args.compile)
             fixed, fixed_cpu, _ = end_to_end(ROOT, model_dir, tiny, folder / "tiny.bedGraph", args.device, precision,
                                              args.stride, args.batch_size, args.compile)
-            rate, cpu_rate = model_only(model_dir, args.device, precision, batch_size, max(rows, 4 * batch_size))
+            resolved = resolve_inference_precision(precision, torch.device(args.device))
+            rate, cpu_rate = model_only(model_dir, args.device, resolved, batch_size, max(rows, 4 * batch_size))
+            if resolved != precision:
+                precision = f"{precision} ({resolved})"
             e2e, e2e_cpu = rows / seconds, rows / cpu
             print(f"  {args.device} {precision}: {rows} windows ({bases / 1e6:.2f} Mb, both strands, batch {batch_size}): "
                   f"model-only {rate:,.0f} windows/s ({cpu_rate:,.0f} per CPU-s), end-to-end {e2e:,.0f} windows/s "
@@ -204,13 +215,14 @@ def main() -> None:
                   f"({rows / max(cpu - fixed_cpu, 1e-9):,.0f} per CPU-s), "
                   f"{rows / max(seconds - fixed, 1e-9) / rate:.2f} of model-only wall, "
                   f"{rows / max(cpu - fixed_cpu, 1e-9) / cpu_rate:.2f} per CPU-s", flush=True)
-            if args.before is not None:
-                before, before_cpu, before_rows = end_to_end(args.before, model_dir, fasta, folder / "before.bedGraph",
-                                                             args.device, precision, args.stride, None)
-                print(f"  {args.device} {precision}: before ({args.before.name}): end-to-end "
-                      f"{before_rows / before:,.0f} windows/s ({before_rows / before_cpu:,.0f} per CPU-s; {before:.1f} s, "
-                      f"{before_cpu:.1f} CPU-s); now/before {e2e / (before_rows / before):.2f} wall, "
-                      f"{e2e_cpu / (before_rows / before_cpu):.2f} CPU", flush=True)
+            if args.before is not None:  # the older tree at this precision and, if that is not it, at fp32
+                for old_precision in dict.fromkeys([resolved, "fp32"]):
+                    before, before_cpu, before_rows = end_to_end(args.before, model_dir, fasta, folder / "before.bedGraph",
+                                                                 args.device, old_precision, args.stride, None)
+                    print(f"  {args.device} {precision}: before ({args.before.name}, {old_precision}): end-to-end "
+                          f"{before_rows / before:,.0f} windows/s ({before_rows / before_cpu:,.0f} per CPU-s; "
+                          f"{before:.1f} s, {before_cpu:.1f} CPU-s); now/before {e2e / (before_rows / before):.2f} "
+                          f"wall, {e2e_cpu / (before_rows / before_cpu):.2f} CPU", flush=True)
             hours = HG38_BASES / args.stride / e2e / 3600
             print(f"  projected hg38 (3.1 Gb, both strands, stride {args.stride}) at {precision}: {hours:.2f} h")
             label = precision + (", compiled" if args.compile else "")

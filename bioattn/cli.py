@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 from bioattn import __version__
 from bioattn.errors import ReportedError
 from bioattn.errors import Terminated, interrupt_on_signals
+from bioattn.runtime import keep_freed_memory
 
 # verb -> {target: module path}; each module defines add_arguments(parser) and run(args) -> int.
 COMMANDS: dict[str, dict[str, str]] = {
@@ -140,6 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         getattr(args, "print_verb_help", parser.print_help)()
         return 0 if args.verb is None else 2
+    keep_freed_memory()
     return run_user_main(lambda: handler(args))
 
 

@@ -53,8 +53,10 @@ def genome(tmp_path_factory) -> Path:
 
 
 def scan(run_dir: Path, fasta: Path, output: Path, *flags: str) -> int:
+    """The command in fp32 (a scan's default, ``auto``, is bf16 on some CPUs: tests/test_scan_perf.py), so that
+    outputs compare exactly with each other and with sequence prediction."""
     return bioattn_main(["predict", "promoter", "--model", str(run_dir), "--input", str(fasta), "--output", str(output),
-                         "--batch-size", "16", *flags])
+                         "--batch-size", "16", "--precision", "fp32", *flags])
 
 
 @pytest.fixture(scope="module")

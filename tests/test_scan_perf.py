@@ -1,5 +1,6 @@
-"""Scan precision: fp32 stays the default (exact, the same bytes on every CPU), ``auto`` picks bf16 only where the
-hardware has bf16 units, and a bf16 scan scores the same windows as fp32 within a small tolerance."""
+"""Scan precision: a genome scan defaults to ``auto`` (bf16 only where the hardware has bf16 units, else fp32),
+sequences keep fp32 (exactly the training run's evaluation), and a bf16 scan scores the same windows as fp32 within
+a small tolerance."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -41,13 +42,25 @@ def bedgraph(path: Path) -> tuple[list[tuple[str, int, int]], np.ndarray]:
     return [(c, int(s), int(e)) for c, s, e, _ in rows], np.array([float(p) for *_, p in rows])
 
 
-@pytest.mark.parametrize("native", [True, False])
-def test_default_precision_is_fp32_even_with_bf16_units(run_dir, genome, tmp_path, monkeypatch, capsys, native):
+@pytest.mark.parametrize("native, expected", [(True, "bf16"), (False, "fp32")])
+def test_a_scan_defaults_to_auto_precision(run_dir, genome, tmp_path, monkeypatch, capsys, native, expected):
     monkeypatch.setattr(precision_module, "has_native_bf16", lambda device: native)
-    default, fp32 = tmp_path / "default.bedGraph", tmp_path / "fp32.bedGraph"
+    default, chosen = tmp_path / "default.bedGraph", tmp_path / "chosen.bedGraph"
     assert scan(run_dir, genome, default) == 0
+    assert f"in {expected}" in capsys.readouterr().err
+    assert scan(run_dir, genome, chosen, "--precision", expected) == 0
+    assert default.read_bytes() == chosen.read_bytes()
+
+
+def test_sequences_default_to_fp32_even_with_bf16_units(run_dir, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(precision_module, "has_native_bf16", lambda device: True)
+    fasta = tmp_path / "reads.fa"
+    fasta.write_text("".join(f">s{i}\n{GENOME['chr1'][i * 50:(i + 1) * 50]}\n" for i in range(6)))
+    default, fp32 = tmp_path / "default.csv", tmp_path / "fp32.csv"
+    flags = ["predict", "promoter", "--model", str(run_dir), "--input", str(fasta), "--device", "cpu"]
+    assert bioattn_main([*flags, "--output", str(default)]) == 0
     assert "in fp32" in capsys.readouterr().err
-    assert scan(run_dir, genome, fp32, "--precision", "fp32") == 0
+    assert bioattn_main([*flags, "--output", str(fp32), "--precision", "fp32"]) == 0
     assert default.read_bytes() == fp32.read_bytes()
 
 

@@ -26,9 +26,11 @@ end of each sequence (of each --regions interval). --chrom and --regions restric
 process scans its share of the sequences (balanced by length) and the first writes the output, the same file
 as one process writes.
 
-The model scores as its run did (strand averaging, classes, threshold: saved in its config.json); --precision
-bf16 or auto trades that exactness for speed on hardware with bf16 units. On any bad record the command stops
-with one 'error:' line naming it, exit status 2, and nothing is written.
+The model scores as its run did (strand averaging, classes, threshold: saved in its config.json). Sequences are
+scored in fp32, exactly as the run evaluated them; a genome scan runs in bf16 where the CPU or GPU has bf16 units
+(probabilities within about 0.01 of fp32, so the bytes differ between machines with and without them): add
+--precision fp32 for the exact, machine-independent scores. On any bad record the command stops with one 'error:'
+line naming it, exit status 2, and nothing is written.
 """
 from __future__ import annotations
 

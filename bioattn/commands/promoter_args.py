@@ -144,11 +144,11 @@ def add_predict_arguments(parser: argparse.ArgumentParser) -> None:
                         help="file to write: CSV per sequence ('-': standard output); with --window .bedGraph, .bw, .bed or .csv")
     parser.add_argument("--batch-size", type=int, default=None,
                         help="sequences per forward pass (default: 256; a genome scan: 512 on a CPU, 4096 on a GPU)")
-    parser.add_argument("--precision", choices=INFERENCE_PRECISIONS, default="fp32",
+    parser.add_argument("--precision", choices=INFERENCE_PRECISIONS, default=None,
                         help="fp32: exactly the training run's evaluation; bf16: bf16 autocast (faster where the CPU or GPU "
                              "has bf16 units; probabilities differ from fp32 by rounding, so a label near the "
                              "threshold may change); auto: bf16 where the CPU or GPU has bf16 units, else fp32 "
-                             "(default: %(default)s)")
+                             "(default: fp32 for sequences, auto for a genome scan)")
     parser.add_argument("--threshold", type=float, default=None,
                         help="probability from which a two-class model predicts its positive class, and the BED cut-off "
                              "of a scan (default: the model's, normally 0.5)")
