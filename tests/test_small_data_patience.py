@@ -1,0 +1,43 @@
+"""Early stopping on a small training set: when ``min_steps`` lengthens a run, the patience keeps its share of the
+run, so a run of one optimizer step per epoch is not stopped inside its warm-up; the stop is said on stderr."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+
+from bioattn.training import TrainConfig, Trainer
+
+
+def _fit(tmp_path: Path, losses: list[float], **config) -> tuple[Trainer, object]:
+    """One optimizer step per epoch (24 samples, batch 24); evaluation ``i`` reports ``losses[i]``."""
+    torch.manual_seed(0)
+    x = torch.randn(24, 4, generator=torch.Generator().manual_seed(0))
+    data = TensorDataset(x, (x[:, 0] > 0).long())
+    calls = iter(losses)
+    options = dict(batch_size=24, lr=0.05, device="cpu", warmup_steps=0, monitor="loss") | config
+    trainer = Trainer(nn.Sequential(nn.Linear(4, 2)), data, TrainConfig(**options), tmp_path / "run",
+                      loss_fn=lambda model, batch: nn.functional.cross_entropy(model(batch[0]), batch[1]),
+                      evaluate=lambda model: {"loss": next(calls)})
+    return trainer, trainer.fit()
+
+
+def test_min_steps_scales_the_patience_with_the_epochs(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    # 2 epochs of 1 step < 10 steps: 10 epochs, patience 1 -> 5; the first evaluation stays the best.
+    trainer, result = _fit(tmp_path, [1.0] + [2.0] * 9, max_epochs=2, min_steps=10, patience=1)
+    assert trainer.config.max_epochs == 10 and trainer.config.patience == 5
+    assert result.stop_reason == "early_stopping" and result.global_step == 6 and result.best_step == 1
+    err = capsys.readouterr().err
+    assert "training up to 10 epochs, early stopping after 5 evaluations without improvement (instead of 1)" in err
+    assert "early stopping at step 6: no better loss in the last 5 evaluations; the best was step 1 (loss=1)" in err
+
+
+def test_patience_is_unchanged_when_the_run_is_long_enough(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    trainer, result = _fit(tmp_path, [1.0] + [2.0] * 9, max_epochs=10, min_steps=10, patience=1)
+    assert trainer.config.patience == 1
+    assert result.stop_reason == "early_stopping" and result.global_step == 2
+    err = capsys.readouterr().err
+    assert "training up to" not in err and "early stopping at step 2" in err
