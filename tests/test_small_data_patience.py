@@ -1,5 +1,6 @@
-"""Early stopping on a small training set: when ``min_steps`` lengthens a run, the patience keeps its share of the
-run, so a run of one optimizer step per epoch is not stopped inside its warm-up; the stop is said on stderr."""
+"""Small training sets: when ``min_steps`` lengthens a run, the early-stopping patience keeps its share of the
+run, so a run of one optimizer step per epoch is not stopped inside its warm-up, and the stop is said on stderr; a
+zero-width bootstrap interval on a small validation split is not presented as certainty."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -41,3 +42,16 @@ def test_patience_is_unchanged_when_the_run_is_long_enough(tmp_path: Path, capsy
     assert result.stop_reason == "early_stopping" and result.global_step == 2
     err = capsys.readouterr().err
     assert "training up to" not in err and "early stopping at step 2" in err
+
+
+def test_a_zero_width_bootstrap_interval_is_not_presented_as_certainty() -> None:
+    from bioattn.tasks.trust import trust_report
+
+    labels = [0, 1] * 4  # 8 validation examples, perfectly separated
+    report = trust_report(labels, [0.1, 0.9] * 4, headline="auroc")
+    assert report["interval"] == [1.0, 1.0]
+    note = next(line for line in report["warnings"] if "bootstrap 95% interval" in line)
+    assert "[1.000, 1.000] (every resample of these 8 examples scores the same" in note
+    assert "does not make the value certain" in note and "--cv 5" in note
+    mixed = trust_report(labels, [0.1, 0.9, 0.6, 0.4, 0.2, 0.8, 0.3, 0.7], headline="auroc")
+    assert "scores the same" not in " ".join(mixed["warnings"])  # a real interval is shown as it is
