@@ -86,16 +86,14 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
 
 def train_options_from_args(args: argparse.Namespace) -> "CTOptions":
     """The command line as :class:`~bioattn.tasks.ct.CTOptions`; the training configuration comes from the protocol,
-    then the YAML file (``--config``), then the flags."""
+    then the YAML file (``--config``), then the flags; ``args`` is not changed."""
     from bioattn.commands.common import ensemble_options
     from bioattn.commands.training_args import config_from_args
     from bioattn.tasks.ct.train import PROTOCOLS, CTOptions, protocol_train_config
 
     defaults = PROTOCOLS[args.protocol].train_config
-    if args.epochs is None:
-        args.epochs = defaults.max_epochs
-    config = protocol_train_config(args.protocol, config_from_args(args, defaults), quick=args.quick,
-                                   keep_milestones=hasattr(args, "milestones"))
+    config = protocol_train_config(args.protocol, config_from_args(args, defaults, max_epochs=defaults.max_epochs),
+                                   quick=args.quick, keep_milestones=hasattr(args, "milestones"))
     optional_tuple = lambda values: tuple(values) if values is not None else None  # noqa: E731
     return CTOptions(
         out=args.out, dataset=args.dataset, data_root=args.data_root, manifest=args.manifest,

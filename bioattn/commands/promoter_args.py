@@ -104,7 +104,7 @@ def _per_task(field: str) -> str:
 
 def train_options_from_args(args: argparse.Namespace) -> tuple[PromoterOptions, TrainConfig]:
     """The :class:`PromoterOptions` and the :class:`TrainConfig` of parsed ``bioattn train promoter`` flags (the
-    task's default epochs and learning rate where the flags leave them unset)."""
+    task's default epochs and learning rate where the flags leave them unset); ``args`` is not changed."""
     from bioattn.tasks.promoter.train import DEFAULTS, PromoterOptions, default_epochs, default_lr
 
     options = PromoterOptions(
@@ -116,11 +116,8 @@ def train_options_from_args(args: argparse.Namespace) -> tuple[PromoterOptions, 
         rc_augment=args.rc_augment, rc_average={None: None, "both": True, "forward": False}[args.strand], length_buckets=not args.no_length_buckets,
         **ensemble_options(args), resume=args.resume, overwrite=args.overwrite,
     )
-    if args.epochs is None:
-        args.epochs = default_epochs(options.task)
-    if args.lr is None:
-        args.lr = default_lr(options.task, options.pretrain_epochs)
-    return options, config_from_args(args, DEFAULTS)
+    return options, config_from_args(args, DEFAULTS, max_epochs=default_epochs(options.task),
+                                     lr=default_lr(options.task, options.pretrain_epochs))
 
 
 # -------------------------------------------------------------------------------------------- predict promoter

@@ -125,15 +125,23 @@ def _config_file_defaults(path: Path, parser: argparse.ArgumentParser) -> dict[s
     return resolved
 
 
-def config_from_args(args: argparse.Namespace, defaults: TrainConfig) -> TrainConfig:
-    """Build the run's :class:`TrainConfig`: ``defaults``, then the YAML file, then command-line flags.
+def config_from_args(args: argparse.Namespace, defaults: TrainConfig, **unset: Any) -> TrainConfig:
+    """Build the run's :class:`TrainConfig`: ``defaults``, then the YAML file, then command-line flags; ``args`` is
+    not changed.
 
     (The YAML file and the flags are already merged into ``args`` by the parser from
-    :func:`add_training_args`; fields without a flag are taken from ``args`` when the file set them.)
+    :func:`add_training_args`; fields without a flag are taken from ``args`` when the file set them.) ``unset``:
+    field values (e.g. ``max_epochs=15``) for the fields whose flag is left unset (``None``), e.g. a task's
+    default that depends on other flags.
     """
     values = dataclasses.asdict(defaults)
     for name in values:
         dest = _FIELD_FLAGS.get(name, name)
         if hasattr(args, dest):
             values[name] = getattr(args, dest)
+    for name, value in unset.items():
+        if name not in values:
+            raise TypeError(f"TrainConfig has no field {name!r}")
+        if values[name] is None:
+            values[name] = value
     return TrainConfig(**values)
