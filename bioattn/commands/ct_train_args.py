@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bioattn.commands.ct_args import add_fit_argument, add_intensity_window_argument, add_tta_argument
-from bioattn.commands.vocabulary import add_alias
 
 if TYPE_CHECKING:
     from bioattn.tasks.ct.train import CTOptions
@@ -15,8 +14,9 @@ if TYPE_CHECKING:
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of ``bioattn train ct``."""
-    from bioattn.commands.common import add_device_argument, add_ensemble_arguments
-    from bioattn.commands.training_args import add_training_args
+    from bioattn.commands.common import (
+        add_data_root_argument, add_ensemble_arguments, add_size_arguments, add_training_and_device_arguments,
+    )
     from bioattn.tasks.ct.train import DEFAULT_DATASET, DEFAULT_STEM_DEPTH, PROTOCOLS, TUNED_DEFAULTS
 
     source = parser.add_mutually_exclusive_group()
@@ -24,8 +24,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"MedMNIST 3D dataset name, found under --data-root (default: {DEFAULT_DATASET})")
     source.add_argument("--manifest", type=Path, default=None, metavar="LABELS.csv",
                         help="your own volumes: CSV with columns image,label[,split] (default: none)")
-    parser.add_argument("--data-root", default=None,
-                        help="data folder for --dataset (default: $BIOATTN_DATA_ROOT or ../shared/data)")
+    add_data_root_argument(parser, what="data folder for --dataset")
     parser.add_argument("--size", type=int, nargs="+", default=None, metavar="N",
                         help="--dataset: the volume edge, 64 or 28 (default: 64); --manifest: the model input X Y Z, "
                              "or one value for a cube (default: 64 64 64)")
@@ -72,15 +71,10 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                        help="also feed the CNN (and the ResNet baseline) how deep each voxel lies inside the mask "
                             "(its distance to the background), so it sees thickness directly (default: on when the "
                             "training volumes are binary masks, e.g. AdrenalMNIST3D, else off)")
-    width = model.add_argument("--embed-dim", type=int, default=96,
-                               help="model width (token size), divisible by 6 (default: %(default)s)")
-    add_alias(model, width, "--d-model")
-    model.add_argument("--heads", type=int, default=4, help="attention heads (default: %(default)s)")
-    model.add_argument("--layers", type=int, default=3, help="Transformer layers (default: %(default)s)")
-    model.add_argument("--dropout", type=float, default=0.0,
-                       help="dropout of the transformer layers and the head (default: %(default)s)")
-    add_training_args(parser, TUNED_DEFAULTS)
-    add_device_argument(parser)
+    add_size_arguments(model, embed_dim=96, heads=4, layers=3, width_help="model width (token size), divisible by 6",
+                       layers_help="Transformer layers", dropout=0.0,
+                       dropout_help="dropout of the transformer layers and the head")
+    add_training_and_device_arguments(parser, TUNED_DEFAULTS)
     parser.set_defaults(epochs=None)  # the protocol's: 100 medmnist, 15 tuned
 
 

@@ -20,15 +20,14 @@ from __future__ import annotations
 import argparse
 
 from bioattn.commands.common import (
-    add_device_argument, add_explain_arguments, add_method_arguments, add_model_arguments, method_options, model_source,
+    add_explain_arguments, add_method_arguments, add_model_and_device_arguments, method_options, model_source,
 )
 from bioattn.commands.ct_args import add_preprocessing_arguments, preprocessing_overrides
 from bioattn.explain.attribution import CT_METHODS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_model_arguments(parser, trained_by="bioattn train ct")
-    add_device_argument(parser)
+    add_model_and_device_arguments(parser, trained_by="bioattn train ct")
     add_explain_arguments(parser, input_help="NIfTI (.nii/.nii.gz), DICOM file or series folder, or MedMNIST .npz")
     npz = parser.add_argument_group("MedMNIST .npz input")
     npz.add_argument("--split", default="val", help="split to read from the .npz (default: val)")
