@@ -59,13 +59,15 @@ def add_model_and_device_arguments(parser: argparse.ArgumentParser, *, trained_b
     return group
 
 
-def add_training_and_device_arguments(parser: argparse.ArgumentParser, defaults) -> None:
+def add_training_and_device_arguments(parser: argparse.ArgumentParser, defaults, *, epochs_help: str | None = None,
+                                      lr_help: str | None = None) -> None:
     """The training flags (:func:`bioattn.commands.training_args.add_training_args`, defaults from the
-    :class:`~bioattn.training.TrainConfig` ``defaults``) then ``--device``: how a training command's flags end.
-    (Training code is imported here, not by this module, so predict and explain commands never reach it.)"""
+    :class:`~bioattn.training.TrainConfig` ``defaults``, ``epochs_help`` / ``lr_help`` as there) then ``--device``:
+    how a training command's flags end. (Training code is imported here, not by this module, so predict and explain
+    commands never reach it.)"""
     from bioattn.commands.training_args import add_training_args
 
-    add_training_args(parser, defaults)
+    add_training_args(parser, defaults, epochs_help=epochs_help, lr_help=lr_help)
     add_device_argument(parser)
 
 

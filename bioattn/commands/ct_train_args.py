@@ -74,8 +74,11 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     add_size_arguments(model, embed_dim=96, heads=4, layers=3, width_help="model width (token size), divisible by 6",
                        layers_help="Transformer layers", dropout=0.0,
                        dropout_help="dropout of the transformer layers and the head")
-    add_training_and_device_arguments(parser, TUNED_DEFAULTS)
-    parser.set_defaults(epochs=None)  # the protocol's: 100 medmnist, 15 tuned
+    add_training_and_device_arguments(
+        parser, TUNED_DEFAULTS,
+        epochs_help="maximum epochs (default: the protocol's, " + ", ".join(
+            f"{protocol.train_config.max_epochs} {name}" for name, protocol in PROTOCOLS.items()) + ")")
+    parser.set_defaults(epochs=None)  # the protocol's
 
 
 def train_options_from_args(args: argparse.Namespace) -> "CTOptions":

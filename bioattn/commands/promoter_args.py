@@ -79,16 +79,14 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     add_ensemble_arguments(parser, cv_pool="train + dev (grouped by sequence)", cv_default="off; ecoli_sigma70: 5")
     model.add_argument("--no-length-buckets", action="store_true",
                        help="shuffle training batches without grouping similar lengths (default: group them when lengths vary)")
-    add_training_and_device_arguments(parser, DEFAULTS)
+    add_training_and_device_arguments(
+        parser, DEFAULTS,
+        epochs_help=(f"maximum epochs (default: {DEFAULTS.max_epochs} for the GUE tasks, {SMALL_DATA_EPOCHS} for "
+                     "ecoli_sigma70 and your own files)"),
+        lr_help=(f"peak learning rate of the fine-tuning (default after pretraining: {_per_task('finetune_lr')}, "
+                 f"{TASK_RECIPES[None].finetune_lr:g} otherwise; {DEFAULTS.lr:g} without; pretraining itself peaks at "
+                 f"{PRETRAIN_LR:g})"))
     parser.set_defaults(epochs=None, lr=None)  # the task's: see --help of --epochs and --lr
-    for action in parser._actions:
-        if action.dest == "epochs":
-            action.help = (f"maximum epochs (default: {DEFAULTS.max_epochs} for the GUE tasks, {SMALL_DATA_EPOCHS} for "
-                           "ecoli_sigma70 and your own files)")
-        if action.dest == "lr":
-            action.help = (f"peak learning rate of the fine-tuning (default after pretraining: "
-                           f"{_per_task('finetune_lr')}, {TASK_RECIPES[None].finetune_lr:g} otherwise; {DEFAULTS.lr:g} "
-                           f"without; pretraining itself peaks at {PRETRAIN_LR:g})")
 
 
 def _per_task(field: str) -> str:
