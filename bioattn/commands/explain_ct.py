@@ -41,8 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bioattn.tasks.ct.explain import explain_ct
-    from bioattn.explain.outputs import faithfulness_table
+    from bioattn.tasks.ct.explain import describe, explain_ct
     from bioattn.explain.result import check_out_dir
 
     check_out_dir(args.out, overwrite=args.overwrite)
@@ -50,10 +49,5 @@ def run(args: argparse.Namespace) -> int:
                         split=args.split, index=args.index, faithfulness_indices=args.indices, preprocessing=preprocessing_overrides(args),
                         device=args.device, **method_options(args))
     out = result.save(args.out, overwrite=args.overwrite)
-    names, p = list(result.summary["probabilities"]), result.probabilities
-    best = max(range(len(p)), key=p.__getitem__)
-    print(f"{result.description}: p({names[best]}) = {p[best]:.3f}; rollout -> {out / 'rollout.nii.gz'}"
-          + (f", {result.method} -> {out / 'attribution.nii.gz'}" if result.method != "rollout" else ""))
-    if "faithfulness" in result.summary:
-        print(faithfulness_table(result.summary["faithfulness"]))
+    print(describe(result, out))
     return 0

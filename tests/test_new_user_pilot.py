@@ -1,6 +1,7 @@
-"""Small training sets: when ``min_steps`` lengthens a run, the early-stopping patience keeps its share of the
+"""What a new user's small pilot showed. Small training sets: when ``min_steps`` lengthens a run, the early-stopping patience keeps its share of the
 run, so a run of one optimizer step per epoch is not stopped inside its warm-up, and the stop is said on stderr; a
-zero-width bootstrap interval on a small validation split is not presented as certainty."""
+zero-width bootstrap interval on a small validation split is not presented as certainty; a one-volume faithfulness
+table says "1 example"."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -55,3 +56,11 @@ def test_a_zero_width_bootstrap_interval_is_not_presented_as_certainty() -> None
     assert "does not make the value certain" in note and "--cv 5" in note
     mixed = trust_report(labels, [0.1, 0.9, 0.6, 0.4, 0.2, 0.8, 0.3, 0.7], headline="auroc")
     assert "scores the same" not in " ".join(mixed["warnings"])  # a real interval is shown as it is
+
+
+def test_a_faithfulness_table_of_one_volume_says_example() -> None:
+    from bioattn.explain.outputs import faithfulness_table
+
+    row = {"deletion_auc": 0.1, "deletion_auc_sd": 0.0, "insertion_auc": 0.6, "insertion_auc_sd": 0.0, "seconds": 0.1}
+    assert "faithfulness over 1 example (* most faithful)" in faithfulness_table({"rollout": {**row, "examples": 1}})
+    assert "faithfulness over 5 examples" in faithfulness_table({"rollout": {**row, "examples": 5}})
