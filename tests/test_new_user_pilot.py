@@ -1,7 +1,7 @@
-"""What a new user's small pilot showed. Small training sets: when ``min_steps`` lengthens a run, the early-stopping patience keeps its share of the
-run, so a run of one optimizer step per epoch is not stopped inside its warm-up, and the stop is said on stderr; a
-zero-width bootstrap interval on a small validation split is not presented as certainty; a one-volume faithfulness
-table says "1 example"."""
+"""What a new user's small pilot showed: when ``min_steps`` lengthens a small run, the early-stopping patience
+keeps its share of the run, so a run of one optimizer step per epoch is not stopped inside its warm-up, and the stop
+is said on stderr; a zero-width bootstrap interval on a small validation split is not presented as certainty; a
+one-volume faithfulness table says "1 example"."""
 from __future__ import annotations
 
 from pathlib import Path
