@@ -1,7 +1,7 @@
 """What a new user's small pilot showed: when ``min_steps`` lengthens a small run, the early-stopping patience
 keeps its share of the run, so a run of one optimizer step per epoch is not stopped inside its warm-up, and the stop
 is said on stderr; a zero-width bootstrap interval on a small validation split is not presented as certainty; a
-one-volume faithfulness table says "1 example"."""
+one-volume faithfulness table says "1 example"; a mistyped flag is answered with the command's own usage."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -64,3 +64,14 @@ def test_a_faithfulness_table_of_one_volume_says_example() -> None:
     row = {"deletion_auc": 0.1, "deletion_auc_sd": 0.0, "insertion_auc": 0.6, "insertion_auc_sd": 0.0, "seconds": 0.1}
     assert "faithfulness over 1 example (* most faithful)" in faithfulness_table({"rollout": {**row, "examples": 1}})
     assert "faithfulness over 5 examples" in faithfulness_table({"rollout": {**row, "examples": 5}})
+
+
+def test_an_unknown_flag_is_reported_with_the_commands_own_usage(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from bioattn.cli import main as cli_main
+
+    with pytest.raises(SystemExit) as exit_info:
+        cli_main(["train", "promoter", "--input", "mine.csv", "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and not (tmp_path / "run").exists()
+    assert err.startswith("usage: bioattn train promoter ") and "--train FILE" in err  # the flags it does take
+    assert err.splitlines()[-1] == "bioattn train promoter: error: unrecognized arguments: --input mine.csv"
