@@ -33,7 +33,8 @@ def test_min_steps_scales_the_patience_with_the_epochs(tmp_path: Path, capsys: p
     assert trainer.config.max_epochs == 10 and trainer.config.patience == 5
     assert result.stop_reason == "early_stopping" and result.global_step == 6 and result.best_step == 1
     err = capsys.readouterr().err
-    assert "training up to 10 epochs, early stopping after 5 evaluations without improvement (instead of 1)" in err
+    assert ("2 epochs of 1 optimizer step are fewer than 10 steps (small training set): training up to 10 epochs, "
+            "early stopping after 5 evaluations without improvement (instead of 1)") in err
     assert "early stopping at step 6: no better loss in the last 5 evaluations; the best was step 1 (loss=1)" in err
 
 

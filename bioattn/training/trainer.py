@@ -233,7 +233,8 @@ class Trainer:
             # few epochs of one step each would stop the run long before --min-steps, inside its warm-up.
             milestones = tuple(round(m * epochs / config.max_epochs) for m in config.milestones)
             patience = None if config.patience is None else math.ceil(config.patience * epochs / config.max_epochs)
-            self._note(f"note: {config.max_epochs} epochs of {self.steps_per_epoch} optimizer steps are fewer than "
+            self._note(f"note: {config.max_epochs} epochs of {self.steps_per_epoch} optimizer "
+                       f"{'step' if self.steps_per_epoch == 1 else 'steps'} are fewer than "
                        f"{config.min_steps} steps (small training set): training up to {epochs} epochs"
                        + (f", early stopping after {patience} evaluations without improvement (instead of "
                           f"{config.patience})" if patience is not None and patience != config.patience else ""))
