@@ -51,7 +51,8 @@ def add_device_argument(parser: argparse.ArgumentParser | argparse._ArgumentGrou
                         help="where the model runs: auto (the GPU when PyTorch sees one), cpu or cuda (default: %(default)s)")
 
 
-def add_model_and_device_arguments(parser: argparse.ArgumentParser, *, trained_by: str) -> argparse._MutuallyExclusiveGroup:
+def add_model_and_device_arguments(parser: argparse.ArgumentParser, *,
+                                   trained_by: str) -> argparse._MutuallyExclusiveGroup:
     """``--model`` (:func:`add_model_arguments`, required) then ``--device`` (:func:`add_device_argument`): how every
     command that runs a trained model begins. Returns ``--model``'s group."""
     group = add_model_arguments(parser, trained_by=trained_by)
@@ -79,7 +80,8 @@ def add_size_arguments(group: argparse.ArgumentParser | argparse._ArgumentGroup,
     spelling ``--d-model``), ``--heads``, ``--layers`` and, when ``dropout_help`` is given, ``--dropout``; each help
     text ends with its default."""
     if embed_dim is not None:
-        width = group.add_argument("--embed-dim", type=int, default=embed_dim, help=f"{width_help} (default: %(default)s)")
+        width = group.add_argument("--embed-dim", type=int, default=embed_dim,
+                                   help=f"{width_help} (default: %(default)s)")
         if d_model_alias:
             add_alias(group, width, "--d-model")
     group.add_argument("--heads", type=int, default=heads, help=f"{heads_help} (default: %(default)s)")

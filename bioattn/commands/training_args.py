@@ -53,7 +53,8 @@ def add_training_args(parser: argparse.ArgumentParser, defaults: TrainConfig, *,
                        help=epochs_help or "maximum epochs (default: %(default)s)")
     group.add_argument("--batch-size", type=int, default=defaults.batch_size,
                        help="global samples per optimizer step, split over processes and --grad-accum (default: %(default)s)")
-    group.add_argument("--lr", type=float, default=defaults.lr, help=lr_help or "peak learning rate (default: %(default)s)")
+    group.add_argument("--lr", type=float, default=defaults.lr,
+                       help=lr_help or "peak learning rate (default: %(default)s)")
     group.add_argument("--seed", type=int, default=defaults.seed, help="random seed (default: %(default)s)")
     group.add_argument("--precision", choices=PRECISIONS, default=defaults.precision,
                        help="fp32, bf16 autocast (CPU or GPU) or fp16 autocast + grad scaler (GPU) (default: %(default)s)")
