@@ -112,7 +112,7 @@ def _add_command(subparsers: argparse._SubParsersAction, name: str, module_name:
                                            formatter_class=argparse.RawDescriptionHelpFormatter)
     if module is not None:
         module.add_arguments(command_parser)
-        command_parser.set_defaults(handler=module.run)
+        command_parser.set_defaults(handler=module.run, command_error=command_parser.error)
 
 
 def run_user_main(main: Callable[[], int | None]) -> int:
@@ -136,7 +136,9 @@ def run_user_main(main: Callable[[], int | None]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # named by the command's own usage, which lists the flags it takes
+        getattr(args, "command_error", parser.error)(f"unrecognized arguments: {' '.join(unknown)}")
     handler = getattr(args, "handler", None)
     if handler is None:
         getattr(args, "print_verb_help", parser.print_help)()

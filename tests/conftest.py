@@ -63,6 +63,17 @@ def write_tiny_adrenalmnist3d(data_root: Path) -> Path:
     return folder / "adrenalmnist3d_64_trainval.npz"
 
 
+def write_fasta(path: Path, records: dict[str, str], width: int = 60) -> Path:
+    """Write ``records`` (name -> sequence) as FASTA, ``width`` letters a line and a description after each name;
+    returns ``path``."""
+    lines = []
+    for name, sequence in records.items():
+        lines.append(f">{name} assembled test sequence")
+        lines += [sequence[i : i + width] for i in range(0, len(sequence), width)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
 # ------------------------------------------------------------------ shared inputs and trained runs (once per session)
 # Each trained run below is made once per test session and shared by every module that asks for it, instead of each
 # module training its own; tests read these folders and write their own outputs under their own tmp_path.
@@ -74,6 +85,20 @@ def family(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("family")
     alignment = write_alignment(folder / "tiny.a3m")
     return {"msa": alignment, "pdb": write_hairpin_pdb(folder / "tiny.pdb", query_of(alignment))}
+
+
+@pytest.fixture(scope="session")
+def tiny_promoter_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An untrained two-class ``PromoterClassifier`` (max_len 50, width 16, 2 heads, 1 layer, conv kernel 5; seed 0)
+    saved as a run directory: what scan tests score windows with."""
+    import torch
+
+    from bioattn.models import PromoterClassifier
+
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("tiny_promoter_run")
+    PromoterClassifier(max_len=50, embed_dim=16, num_heads=2, num_layers=1, conv_kernel=5).save_pretrained(path)
+    return path
 
 
 @pytest.fixture(scope="session")

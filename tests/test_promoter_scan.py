@@ -15,6 +15,7 @@ from bioattn.cli import main as bioattn_main
 from bioattn.models import PromoterClassifier
 from bioattn.tasks.promoter import scan as promoter_scan
 from bioattn.tasks.promoter.scan import WindowGrid
+from conftest import write_fasta
 
 WINDOW, STRIDE = 40, 20
 RNG = np.random.default_rng(0)
@@ -25,26 +26,9 @@ CHROMOSOMES = {
 }
 
 
-def write_fasta(path: Path, chromosomes: dict[str, str], width: int = 60) -> Path:
-    lines = []
-    for name, sequence in chromosomes.items():
-        lines.append(f">{name} assembled test sequence")
-        lines += [sequence[i : i + width] for i in range(0, len(sequence), width)]
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
 def read_rows(path: Path, delimiter: str = ",", header: bool = True) -> list:
     with open(path, newline="") as handle:
         return list(csv.DictReader(handle, delimiter=delimiter)) if header else list(csv.reader(handle, delimiter=delimiter))
-
-
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory) -> Path:
-    torch.manual_seed(0)
-    path = tmp_path_factory.mktemp("run")
-    PromoterClassifier(max_len=50, embed_dim=16, num_heads=2, num_layers=1, conv_kernel=5).save_pretrained(path)
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -60,9 +44,9 @@ def scan(run_dir: Path, fasta: Path, output: Path, *flags: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def windows_csv(run_dir, genome, tmp_path_factory) -> list[dict[str, str]]:
+def windows_csv(tiny_promoter_run, genome, tmp_path_factory) -> list[dict[str, str]]:
     out = tmp_path_factory.mktemp("scan") / "windows.csv"
-    assert scan(run_dir, genome, out, "--window", str(WINDOW), "--stride", str(STRIDE)) == 0
+    assert scan(tiny_promoter_run, genome, out, "--window", str(WINDOW), "--stride", str(STRIDE)) == 0
     return read_rows(out)
 
 
@@ -96,19 +80,20 @@ def test_csv_windows_have_the_right_coordinates_and_skip_only_n(windows_csv):
     assert len({r["probability"] for r in windows_csv}) > 10  # windows really get different scores
 
 
-def test_scan_probabilities_equal_predict_on_the_window_sequences(run_dir, windows_csv, tmp_path):
+def test_scan_probabilities_equal_predict_on_the_window_sequences(tiny_promoter_run, windows_csv, tmp_path):
     fasta = tmp_path / "windows.fa"
     fasta.write_text("".join(f">w{i}\n{CHROMOSOMES[r['chrom']][int(r['start']):int(r['end'])]}\n"
                              for i, r in enumerate(windows_csv)))
     out = tmp_path / "per_sequence.csv"
-    assert bioattn_main(["predict", "promoter", "--model", str(run_dir), "--input", str(fasta), "--output", str(out)]) == 0
+    assert bioattn_main(["predict", "promoter", "--model", str(tiny_promoter_run), "--input", str(fasta),
+                         "--output", str(out)]) == 0
     np.testing.assert_allclose([float(r["promoter_probability"]) for r in read_rows(out)],
                                [float(r["probability"]) for r in windows_csv], rtol=0, atol=2e-6)
 
 
-def test_bedgraph_tiles_each_chromosome_with_the_window_scores(run_dir, genome, windows_csv, tmp_path):
+def test_bedgraph_tiles_each_chromosome_with_the_window_scores(tiny_promoter_run, genome, windows_csv, tmp_path):
     out = tmp_path / "scan.bedGraph"
-    assert scan(run_dir, genome, out, "--window", str(WINDOW), "--stride", str(STRIDE)) == 0
+    assert scan(tiny_promoter_run, genome, out, "--window", str(WINDOW), "--stride", str(STRIDE)) == 0
     lines = out.read_text().splitlines()
     assert lines[0].startswith("track type=bedGraph")
     rows = [line.split("\t") for line in lines[1:]]
@@ -123,10 +108,11 @@ def test_bedgraph_tiles_each_chromosome_with_the_window_scores(run_dir, genome, 
                                                                           if w["chrom"] == "chrC")]]
 
 
-def test_bed_holds_merged_windows_at_or_above_the_threshold(run_dir, genome, windows_csv, tmp_path):
+def test_bed_holds_merged_windows_at_or_above_the_threshold(tiny_promoter_run, genome, windows_csv, tmp_path):
     threshold = float(np.median([float(r["probability"]) for r in windows_csv]))
     out = tmp_path / "peaks.bed"
-    assert scan(run_dir, genome, out, "--window", str(WINDOW), "--stride", str(STRIDE), "--threshold", str(threshold)) == 0
+    assert scan(tiny_promoter_run, genome, out, "--window", str(WINDOW), "--stride", str(STRIDE),
+                "--threshold", str(threshold)) == 0
     expected = []
     for r in windows_csv:
         chrom, start, end, p = r["chrom"], int(r["start"]), int(r["end"]), float(r["probability"])
@@ -146,22 +132,22 @@ def test_bed_holds_merged_windows_at_or_above_the_threshold(run_dir, genome, win
     assert 0 < len(rows) < sum(float(r["probability"]) >= threshold for r in windows_csv)  # merged
 
 
-def test_default_window_is_the_model_length_and_bgzip_input_works(run_dir, tmp_path):
+def test_default_window_is_the_model_length_and_bgzip_input_works(tiny_promoter_run, tmp_path):
     plain = write_fasta(tmp_path / "g.fa", CHROMOSOMES)
     packed = tmp_path / "g.fa.gz"
     with bgzf.BgzfWriter(str(packed), "wb") as handle:
         handle.write(plain.read_bytes())
-    assert scan(run_dir, plain, tmp_path / "a.csv", "--window") == 0
-    assert scan(run_dir, packed, tmp_path / "b.csv", "--window") == 0
+    assert scan(tiny_promoter_run, plain, tmp_path / "a.csv", "--window") == 0
+    assert scan(tiny_promoter_run, packed, tmp_path / "b.csv", "--window") == 0
     rows = read_rows(tmp_path / "a.csv")
     assert (tmp_path / "b.csv").read_text() == (tmp_path / "a.csv").read_text()
     assert [(int(r["start"]), int(r["end"])) for r in rows if r["chrom"] == "chrA"][:3] == [(0, 50), (25, 75), (50, 100)]
 
 
-def test_unwritable_input_folder_indexes_in_a_temporary_folder(run_dir, tmp_path, monkeypatch, capsys):
+def test_unwritable_input_folder_indexes_in_a_temporary_folder(tiny_promoter_run, tmp_path, monkeypatch, capsys):
     fasta = write_fasta(tmp_path / "ro.fa", CHROMOSOMES)
     monkeypatch.setattr(promoter_scan.os, "access", lambda path, mode: False)
-    assert scan(run_dir, fasta, tmp_path / "out.csv", "--window", str(WINDOW)) == 0
+    assert scan(tiny_promoter_run, fasta, tmp_path / "out.csv", "--window", str(WINDOW)) == 0
     assert "is not writable; indexing ro.fa in a temporary folder" in capsys.readouterr().err
     assert not (tmp_path / "ro.fa.fai").exists() and len(read_rows(tmp_path / "out.csv")) > 10
 
@@ -193,7 +179,8 @@ BAD_SCANS = [
 
 
 @pytest.mark.parametrize("source, output, flags, fragment", [b[1:] for b in BAD_SCANS], ids=[b[0] for b in BAD_SCANS])
-def test_bad_scans_exit_2_with_one_line_and_no_output(run_dir, genome, tmp_path, capsys, source, output, flags, fragment):
+def test_bad_scans_exit_2_with_one_line_and_no_output(tiny_promoter_run, genome, tmp_path, capsys, source, output, flags,
+                                                      fragment):
     inputs = {
         "genome": genome,
         "gzip": tmp_path / "g.fa.gz",
@@ -204,7 +191,7 @@ def test_bad_scans_exit_2_with_one_line_and_no_output(run_dir, genome, tmp_path,
     inputs["gzip"].write_bytes(gzip.compress(genome.read_bytes()))
     inputs["csv"].write_text("sequence\nACGT\n")
     inputs["ragged"].write_text(">a\nACGTAC\nAC\nACGTAC\n")
-    code = scan(run_dir, inputs[source], tmp_path / output, *flags)
+    code = scan(tiny_promoter_run, inputs[source], tmp_path / output, *flags)
     err = capsys.readouterr().err.split("\r")[-1]  # after any progress bar, which clears itself
     assert code == 2 and fragment in err, err
     assert err.startswith("error: ") and err.count("\n") == 1

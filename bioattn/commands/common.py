@@ -1,5 +1,5 @@
-"""What commands that run a model share: ``--model NAME_OR_DIR`` (a shipped model or a run directory), ``--device``,
-the ensemble flags and the explain flags."""
+"""The flags several commands share: ``--model NAME_OR_DIR`` (a shipped model or a run directory), ``--device``,
+the model size, ``--data-root``, the training, ensemble and explain flags."""
 from __future__ import annotations
 
 import argparse
@@ -49,6 +49,50 @@ def add_device_argument(parser: argparse.ArgumentParser | argparse._ArgumentGrou
     """Add ``--device auto|cpu|cuda`` (the one definition every training, prediction and explanation command uses)."""
     parser.add_argument("--device", choices=DEVICES, default="auto",
                         help="where the model runs: auto (the GPU when PyTorch sees one), cpu or cuda (default: %(default)s)")
+
+
+def add_model_and_device_arguments(parser: argparse.ArgumentParser, *,
+                                   trained_by: str) -> argparse._MutuallyExclusiveGroup:
+    """``--model`` (:func:`add_model_arguments`, required) then ``--device`` (:func:`add_device_argument`): how every
+    command that runs a trained model begins. Returns ``--model``'s group."""
+    group = add_model_arguments(parser, trained_by=trained_by)
+    add_device_argument(parser)
+    return group
+
+
+def add_training_and_device_arguments(parser: argparse.ArgumentParser, defaults, *, epochs_help: str | None = None,
+                                      lr_help: str | None = None) -> None:
+    """The training flags (:func:`bioattn.commands.training_args.add_training_args`, defaults from the
+    :class:`~bioattn.training.TrainConfig` ``defaults``, ``epochs_help`` / ``lr_help`` as there) then ``--device``:
+    how a training command's flags end. (Training code is imported here, not by this module, so predict and explain
+    commands never reach it.)"""
+    from bioattn.commands.training_args import add_training_args
+
+    add_training_args(parser, defaults, epochs_help=epochs_help, lr_help=lr_help)
+    add_device_argument(parser)
+
+
+def add_size_arguments(group: argparse.ArgumentParser | argparse._ArgumentGroup, *, embed_dim: int | None, heads: int,
+                       layers: int, width_help: str = "model width (token size)", heads_help: str = "attention heads",
+                       layers_help: str = "transformer layers", d_model_alias: bool = True,
+                       dropout: float | None = None, dropout_help: str | None = None) -> None:
+    """The size of a transformer: ``--embed-dim`` (unless ``embed_dim`` is None; with ``d_model_alias`` its old
+    spelling ``--d-model``), ``--heads``, ``--layers`` and, when ``dropout_help`` is given, ``--dropout``; each help
+    text ends with its default."""
+    if embed_dim is not None:
+        width = group.add_argument("--embed-dim", type=int, default=embed_dim,
+                                   help=f"{width_help} (default: %(default)s)")
+        if d_model_alias:
+            add_alias(group, width, "--d-model")
+    group.add_argument("--heads", type=int, default=heads, help=f"{heads_help} (default: %(default)s)")
+    group.add_argument("--layers", type=int, default=layers, help=f"{layers_help} (default: %(default)s)")
+    if dropout_help is not None:
+        group.add_argument("--dropout", type=float, default=dropout, help=f"{dropout_help} (default: %(default)s)")
+
+
+def add_data_root_argument(group: argparse.ArgumentParser | argparse._ArgumentGroup, *, what: str) -> None:
+    """``--data-root DIR``, the data folder ``what`` (e.g. ``"data root for --all"``) is read from."""
+    group.add_argument("--data-root", default=None, help=f"{what} (default: $BIOATTN_DATA_ROOT or ../shared/data)")
 
 
 def device_from_args(args: argparse.Namespace) -> torch.device:

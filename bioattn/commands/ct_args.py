@@ -78,10 +78,9 @@ def preprocessing_from_args(args: argparse.Namespace, saved):
 def add_predict_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of ``bioattn predict ct``."""
     from bioattn.attention.rollout import HEAD_FUSIONS
-    from bioattn.commands.common import add_device_argument, add_model_arguments
+    from bioattn.commands.common import add_model_and_device_arguments
 
-    add_model_arguments(parser, trained_by="bioattn train ct")
-    add_device_argument(parser)
+    add_model_and_device_arguments(parser, trained_by="bioattn train ct")
     parser.add_argument("--input", type=Path, required=True,
                         help="manifest .csv, .nii/.nii.gz, DICOM file or folder, or MedMNIST .npz")
     parser.add_argument("--output", type=Path, required=True,

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bioattn.commands.ct_args import add_fit_argument, add_intensity_window_argument, add_tta_argument
-from bioattn.commands.vocabulary import add_alias
 
 if TYPE_CHECKING:
     from bioattn.tasks.ct.train import CTOptions
@@ -15,8 +14,9 @@ if TYPE_CHECKING:
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of ``bioattn train ct``."""
-    from bioattn.commands.common import add_device_argument, add_ensemble_arguments
-    from bioattn.commands.training_args import add_training_args
+    from bioattn.commands.common import (
+        add_data_root_argument, add_ensemble_arguments, add_size_arguments, add_training_and_device_arguments,
+    )
     from bioattn.tasks.ct.train import DEFAULT_DATASET, DEFAULT_STEM_DEPTH, PROTOCOLS, TUNED_DEFAULTS
 
     source = parser.add_mutually_exclusive_group()
@@ -24,8 +24,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"MedMNIST 3D dataset name, found under --data-root (default: {DEFAULT_DATASET})")
     source.add_argument("--manifest", type=Path, default=None, metavar="LABELS.csv",
                         help="your own volumes: CSV with columns image,label[,split] (default: none)")
-    parser.add_argument("--data-root", default=None,
-                        help="data folder for --dataset (default: $BIOATTN_DATA_ROOT or ../shared/data)")
+    add_data_root_argument(parser, what="data folder for --dataset")
     parser.add_argument("--size", type=int, nargs="+", default=None, metavar="N",
                         help="--dataset: the volume edge, 64 or 28 (default: 64); --manifest: the model input X Y Z, "
                              "or one value for a cube (default: 64 64 64)")
@@ -72,30 +71,26 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                        help="also feed the CNN (and the ResNet baseline) how deep each voxel lies inside the mask "
                             "(its distance to the background), so it sees thickness directly (default: on when the "
                             "training volumes are binary masks, e.g. AdrenalMNIST3D, else off)")
-    width = model.add_argument("--embed-dim", type=int, default=96,
-                               help="model width (token size), divisible by 6 (default: %(default)s)")
-    add_alias(model, width, "--d-model")
-    model.add_argument("--heads", type=int, default=4, help="attention heads (default: %(default)s)")
-    model.add_argument("--layers", type=int, default=3, help="Transformer layers (default: %(default)s)")
-    model.add_argument("--dropout", type=float, default=0.0,
-                       help="dropout of the transformer layers and the head (default: %(default)s)")
-    add_training_args(parser, TUNED_DEFAULTS)
-    add_device_argument(parser)
-    parser.set_defaults(epochs=None)  # the protocol's: 100 medmnist, 15 tuned
+    add_size_arguments(model, embed_dim=96, heads=4, layers=3, width_help="model width (token size), divisible by 6",
+                       layers_help="Transformer layers", dropout=0.0,
+                       dropout_help="dropout of the transformer layers and the head")
+    add_training_and_device_arguments(
+        parser, TUNED_DEFAULTS,
+        epochs_help="maximum epochs (default: the protocol's, " + ", ".join(
+            f"{protocol.train_config.max_epochs} {name}" for name, protocol in PROTOCOLS.items()) + ")")
+    parser.set_defaults(epochs=None)  # the protocol's
 
 
 def train_options_from_args(args: argparse.Namespace) -> "CTOptions":
     """The command line as :class:`~bioattn.tasks.ct.CTOptions`; the training configuration comes from the protocol,
-    then the YAML file (``--config``), then the flags."""
+    then the YAML file (``--config``), then the flags; ``args`` is not changed."""
     from bioattn.commands.common import ensemble_options
     from bioattn.commands.training_args import config_from_args
     from bioattn.tasks.ct.train import PROTOCOLS, CTOptions, protocol_train_config
 
     defaults = PROTOCOLS[args.protocol].train_config
-    if args.epochs is None:
-        args.epochs = defaults.max_epochs
-    config = protocol_train_config(args.protocol, config_from_args(args, defaults), quick=args.quick,
-                                   keep_milestones=hasattr(args, "milestones"))
+    config = protocol_train_config(args.protocol, config_from_args(args, defaults, max_epochs=defaults.max_epochs),
+                                   quick=args.quick, keep_milestones=hasattr(args, "milestones"))
     optional_tuple = lambda values: tuple(values) if values is not None else None  # noqa: E731
     return CTOptions(
         out=args.out, dataset=args.dataset, data_root=args.data_root, manifest=args.manifest,

@@ -20,15 +20,14 @@ from __future__ import annotations
 import argparse
 
 from bioattn.commands.common import (
-    add_device_argument, add_explain_arguments, add_method_arguments, add_model_arguments, method_options, model_source,
+    add_explain_arguments, add_method_arguments, add_model_and_device_arguments, method_options, model_source,
 )
 from bioattn.commands.ct_args import add_preprocessing_arguments, preprocessing_overrides
 from bioattn.explain.attribution import CT_METHODS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_model_arguments(parser, trained_by="bioattn train ct")
-    add_device_argument(parser)
+    add_model_and_device_arguments(parser, trained_by="bioattn train ct")
     add_explain_arguments(parser, input_help="NIfTI (.nii/.nii.gz), DICOM file or series folder, or MedMNIST .npz")
     npz = parser.add_argument_group("MedMNIST .npz input")
     npz.add_argument("--split", default="val", help="split to read from the .npz (default: val)")
@@ -42,8 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bioattn.tasks.ct.explain import explain_ct
-    from bioattn.explain.outputs import faithfulness_table
+    from bioattn.tasks.ct.explain import describe, explain_ct
     from bioattn.explain.result import check_out_dir
 
     check_out_dir(args.out, overwrite=args.overwrite)
@@ -51,10 +49,5 @@ def run(args: argparse.Namespace) -> int:
                         split=args.split, index=args.index, faithfulness_indices=args.indices, preprocessing=preprocessing_overrides(args),
                         device=args.device, **method_options(args))
     out = result.save(args.out, overwrite=args.overwrite)
-    names, p = list(result.summary["probabilities"]), result.probabilities
-    best = max(range(len(p)), key=p.__getitem__)
-    print(f"{result.description}: p({names[best]}) = {p[best]:.3f}; rollout -> {out / 'rollout.nii.gz'}"
-          + (f", {result.method} -> {out / 'attribution.nii.gz'}" if result.method != "rollout" else ""))
-    if "faithfulness" in result.summary:
-        print(faithfulness_table(result.summary["faithfulness"]))
+    print(describe(result, out))
     return 0

@@ -126,7 +126,9 @@ def pretrain_options_from_args(args: argparse.Namespace):
 # ----------------------------------------------------------------------------------------------------- train msa
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of ``bioattn train msa``."""
-    from bioattn.commands.common import add_device_argument, add_ensemble_arguments
+    from bioattn.commands.common import (
+        add_data_root_argument, add_device_argument, add_ensemble_arguments, add_size_arguments,
+    )
     from bioattn.tasks.msa.train import DEFAULTS
     from bioattn.tasks.msa.head import COEVOLUTION_FEATURES
     from bioattn.commands.training_args import add_training_args
@@ -139,10 +141,10 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                       help="with --all: no axial model; fit the maps of bioattn predict msa --contact-method attention, potts and "
                            "combined on every family and tabulate them, heads leave-one-family-out (default: off)")
     data.add_argument("--families", default=None, help="with --all: comma-separated subset of family names (default: all)")
-    data.add_argument("--data-root", default=None, help="data root for --all (default: $BIOATTN_DATA_ROOT or ../shared/data)")
+    add_data_root_argument(data, what="data root for --all")
     model = parser.add_argument_group("model")
-    model.add_argument("--heads", type=int, default=4, help="attention heads per layer (default: %(default)s)")
-    model.add_argument("--layers", type=int, default=4, help="axial layers (default: %(default)s)")
+    add_size_arguments(model, embed_dim=None, heads=4, layers=4, heads_help="attention heads per layer",
+                       layers_help="axial layers")
     model.add_argument("--coevolution", choices=tuple(COEVOLUTION_FEATURES), default="potts",
                        help="coevolution map(s) fed to the contact head beside attention: none; gaussian (Gaussian DCA + MI, "
                             "seconds); potts (a pseudo-likelihood Potts model, CCMpred's objective; minutes) (default: %(default)s)")
@@ -188,15 +190,14 @@ def add_predict_arguments(parser: argparse.ArgumentParser) -> None:
 # -------------------------------------------------------------------------------------------------- pretrain msa
 def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of ``bioattn pretrain msa``."""
-    from bioattn.commands.common import add_device_argument
+    from bioattn.commands.common import add_data_root_argument, add_size_arguments, add_training_and_device_arguments
     from bioattn.models.msa_contact import POSITIONAL_ENCODINGS
     from bioattn.tasks.msa.pretrain import EXCLUDE_STRUCTURES, PRETRAIN_DEFAULTS, PretrainOptions
-    from bioattn.commands.training_args import add_training_args
 
     defaults = PretrainOptions()
     data = parser.add_argument_group("data")
     data.add_argument("--out", type=Path, required=True, help="output run directory")
-    data.add_argument("--data-root", default=None, help="data root (default: $BIOATTN_DATA_ROOT or ../shared/data)")
+    add_data_root_argument(data, what="data root")
     data.add_argument("--exclude", default=EXCLUDE_STRUCTURES,
                       help="families never read: 'structures' (every msa/coev and msa/pfam family, i.e. every evaluated "
                            "one), 'none', or comma-separated family names / Pfam accessions (default: %(default)s)")
@@ -207,12 +208,10 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     data.add_argument("--max-columns", type=int, default=defaults.max_columns,
                       help="longer alignments are cropped to a random window of this many columns (default: %(default)s)")
     model = parser.add_argument_group("model")
-    model.add_argument("--embed-dim", type=int, default=defaults.embed_dim, help="model width (default: %(default)s)")
-    model.add_argument("--heads", type=int, default=defaults.heads, help="attention heads per layer (default: %(default)s)")
-    model.add_argument("--layers", type=int, default=defaults.layers, help="axial layers (default: %(default)s)")
-    model.add_argument("--dropout", type=float, default=defaults.dropout, help="dropout (default: %(default)s)")
+    add_size_arguments(model, embed_dim=defaults.embed_dim, heads=defaults.heads, layers=defaults.layers,
+                       width_help="model width", heads_help="attention heads per layer", layers_help="axial layers",
+                       d_model_alias=False, dropout=defaults.dropout, dropout_help="dropout")
     model.add_argument("--positional", choices=POSITIONAL_ENCODINGS, default=defaults.positional,
                        help="column positions: sinusoidal (defined beyond the training crops) or learned (default: %(default)s)")
     model.add_argument("--quick", action="store_true", help="tiny settings for a smoke test (seconds) (default: off)")
-    add_training_args(parser, PRETRAIN_DEFAULTS)
-    add_device_argument(parser)
+    add_training_and_device_arguments(parser, PRETRAIN_DEFAULTS)

@@ -11,8 +11,11 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bioattn.commands.common import add_device_argument, add_ensemble_arguments, add_model_arguments, ensemble_options
-from bioattn.commands.training_args import add_training_args, config_from_args
+from bioattn.commands.common import (
+    add_ensemble_arguments, add_model_and_device_arguments, add_size_arguments, add_training_and_device_arguments,
+    ensemble_options,
+)
+from bioattn.commands.training_args import config_from_args
 from bioattn.commands.vocabulary import add_alias
 
 if TYPE_CHECKING:
@@ -46,11 +49,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                         help="smoke test: tiny model, at most 1500 rows per split, 2 short epochs (about a minute on 2 cores); "
                              "without a data root, prom_core_all comes from the embedded sample (default: off)")
     model = parser.add_argument_group("model")
-    width = model.add_argument("--embed-dim", type=int, default=64,
-                               help="model width (token size) (default: %(default)s)")
-    add_alias(model, width, "--d-model")
-    model.add_argument("--heads", type=int, default=4, help="attention heads (default: %(default)s)")
-    model.add_argument("--layers", type=int, default=2, help="transformer layers (default: %(default)s)")
+    add_size_arguments(model, embed_dim=64, heads=4, layers=2)
     model.add_argument("--conv-kernel", type=int, default=15, help="odd kernel of the conv embedding, 0 = off (default: %(default)s)")
     model.add_argument("--conv-layers", type=int, default=1, help="residual conv embedding blocks (default: %(default)s)")
     model.add_argument("--dropout", type=float, default=None,
@@ -80,17 +79,14 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     add_ensemble_arguments(parser, cv_pool="train + dev (grouped by sequence)", cv_default="off; ecoli_sigma70: 5")
     model.add_argument("--no-length-buckets", action="store_true",
                        help="shuffle training batches without grouping similar lengths (default: group them when lengths vary)")
-    add_training_args(parser, DEFAULTS)
-    add_device_argument(parser)
+    add_training_and_device_arguments(
+        parser, DEFAULTS,
+        epochs_help=(f"maximum epochs (default: {DEFAULTS.max_epochs} for the GUE tasks, {SMALL_DATA_EPOCHS} for "
+                     "ecoli_sigma70 and your own files)"),
+        lr_help=(f"peak learning rate of the fine-tuning (default after pretraining: {_per_task('finetune_lr')}, "
+                 f"{TASK_RECIPES[None].finetune_lr:g} otherwise; {DEFAULTS.lr:g} without; pretraining itself peaks at "
+                 f"{PRETRAIN_LR:g})"))
     parser.set_defaults(epochs=None, lr=None)  # the task's: see --help of --epochs and --lr
-    for action in parser._actions:
-        if action.dest == "epochs":
-            action.help = (f"maximum epochs (default: {DEFAULTS.max_epochs} for the GUE tasks, {SMALL_DATA_EPOCHS} for "
-                           "ecoli_sigma70 and your own files)")
-        if action.dest == "lr":
-            action.help = (f"peak learning rate of the fine-tuning (default after pretraining: "
-                           f"{_per_task('finetune_lr')}, {TASK_RECIPES[None].finetune_lr:g} otherwise; {DEFAULTS.lr:g} "
-                           f"without; pretraining itself peaks at {PRETRAIN_LR:g})")
 
 
 def _per_task(field: str) -> str:
@@ -104,7 +100,7 @@ def _per_task(field: str) -> str:
 
 def train_options_from_args(args: argparse.Namespace) -> tuple[PromoterOptions, TrainConfig]:
     """The :class:`PromoterOptions` and the :class:`TrainConfig` of parsed ``bioattn train promoter`` flags (the
-    task's default epochs and learning rate where the flags leave them unset)."""
+    task's default epochs and learning rate where the flags leave them unset); ``args`` is not changed."""
     from bioattn.tasks.promoter.train import DEFAULTS, PromoterOptions, default_epochs, default_lr
 
     options = PromoterOptions(
@@ -116,11 +112,8 @@ def train_options_from_args(args: argparse.Namespace) -> tuple[PromoterOptions, 
         rc_augment=args.rc_augment, rc_average={None: None, "both": True, "forward": False}[args.strand], length_buckets=not args.no_length_buckets,
         **ensemble_options(args), resume=args.resume, overwrite=args.overwrite,
     )
-    if args.epochs is None:
-        args.epochs = default_epochs(options.task)
-    if args.lr is None:
-        args.lr = default_lr(options.task, options.pretrain_epochs)
-    return options, config_from_args(args, DEFAULTS)
+    return options, config_from_args(args, DEFAULTS, max_epochs=default_epochs(options.task),
+                                     lr=default_lr(options.task, options.pretrain_epochs))
 
 
 # -------------------------------------------------------------------------------------------- predict promoter
@@ -136,8 +129,7 @@ def add_predict_arguments(parser: argparse.ArgumentParser) -> None:
     from bioattn.precision import INFERENCE_PRECISIONS
     from bioattn.tasks.promoter.predict_run import MODEL_WINDOW
 
-    add_model_arguments(parser, trained_by="bioattn train promoter")
-    add_device_argument(parser)
+    add_model_and_device_arguments(parser, trained_by="bioattn train promoter")
     parser.add_argument("--input", type=Path, required=True,
                         help="FASTA or CSV (with a 'sequence' column), optionally .gz; '-': standard input (not with --window)")
     parser.add_argument("--output", type=Path, required=True,

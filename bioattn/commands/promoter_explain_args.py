@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from bioattn.commands.common import (
-    add_device_argument, add_explain_arguments as add_common_explain_arguments, add_method_arguments, add_model_arguments,
+    add_explain_arguments as add_common_explain_arguments, add_method_arguments, add_model_and_device_arguments,
 )
 from bioattn.commands.vocabulary import add_alias
 
@@ -16,8 +16,7 @@ def add_promoter_explain_arguments(parser: argparse.ArgumentParser) -> None:
     from bioattn.explain.motif_db import DEFAULT_DB, DEFAULT_Q
     from bioattn.explain.motifs import DEFAULT_ATTRIBUTION, DEFAULT_USE, MOTIF_ATTRIBUTIONS, MOTIF_USES
 
-    add_model_arguments(parser, trained_by="bioattn train promoter")
-    add_device_argument(parser)
+    add_model_and_device_arguments(parser, trained_by="bioattn train promoter")
     add_common_explain_arguments(parser, input_help="FASTA or CSV (column 'sequence', optional 'id'), plain or gzip")
     rows = parser.add_argument("--max-rows", type=int, default=1000, help="explain at most this many records (default: 1000)")
     add_alias(parser, rows, "--max-sequences", "--max-seqs")

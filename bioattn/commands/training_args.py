@@ -34,22 +34,27 @@ _FLAG_FIELDS = {
 _FIELD_FLAGS = {v: k for k, v in _FLAG_FIELDS.items()}
 
 
-def add_training_args(parser: argparse.ArgumentParser, defaults: TrainConfig) -> None:
+def add_training_args(parser: argparse.ArgumentParser, defaults: TrainConfig, *, epochs_help: str | None = None,
+                      lr_help: str | None = None) -> None:
     """Add ``--config --max-minutes --epochs --batch-size --lr --seed --precision --attention-backend --grad-accum
     --ema-decay --deterministic --min-steps --resume --overwrite``.
 
-    Flag defaults come from ``defaults``. ``--config FILE.yaml`` is read before the flags are parsed,
+    Flag defaults come from ``defaults``; ``epochs_help`` / ``lr_help`` replace the help of ``--epochs`` / ``--lr``
+    where a task's default depends on other flags. ``--config FILE.yaml`` is read before the flags are parsed,
     so flags given on the command line always win over the file, wherever they appear.
     """
     group = parser.add_argument_group("training")
     group.add_argument("--config", type=Path, default=None, metavar="FILE.yaml",
                        help="YAML file of option values (keys = option names); command-line flags override it")
     group.add_argument("--max-minutes", type=float, default=defaults.max_minutes,
-                       help="wall-clock budget for training in this invocation (default: %(default)s)")
-    group.add_argument("--epochs", type=int, default=defaults.max_epochs, help="maximum epochs (default: %(default)s)")
+                       help="wall-clock budget for training in this invocation (default: "
+                            + ("none, no limit)" if defaults.max_minutes is None else "%(default)s)"))
+    group.add_argument("--epochs", type=int, default=defaults.max_epochs,
+                       help=epochs_help or "maximum epochs (default: %(default)s)")
     group.add_argument("--batch-size", type=int, default=defaults.batch_size,
                        help="global samples per optimizer step, split over processes and --grad-accum (default: %(default)s)")
-    group.add_argument("--lr", type=float, default=defaults.lr, help="peak learning rate (default: %(default)s)")
+    group.add_argument("--lr", type=float, default=defaults.lr,
+                       help=lr_help or "peak learning rate (default: %(default)s)")
     group.add_argument("--seed", type=int, default=defaults.seed, help="random seed (default: %(default)s)")
     group.add_argument("--precision", choices=PRECISIONS, default=defaults.precision,
                        help="fp32, bf16 autocast (CPU or GPU) or fp16 autocast + grad scaler (GPU) (default: %(default)s)")
@@ -60,7 +65,8 @@ def add_training_args(parser: argparse.ArgumentParser, defaults: TrainConfig) ->
                        help="micro-batches per optimizer step (default: %(default)s)")
     group.add_argument("--ema-decay", type=_optional_float, default=defaults.ema_decay, metavar="D",
                        help="evaluate, select and save an exponential moving average of the weights with this decay "
-                            "per step (e.g. 0.999); none: the weights themselves (default: %(default)s)")
+                            "per step (e.g. 0.999); none: the weights themselves (default: "
+                            + ("none)" if defaults.ema_decay is None else "%(default)s)"))
     group.add_argument("--deterministic", action=argparse.BooleanOptionalAction, default=defaults.deterministic,
                        help="on a GPU: deterministic kernels and the math attention kernel, so a run and its resumed "
                             "or repeated twin match bit for bit, as on a CPU; slower (default: %(default)s)")
@@ -125,15 +131,23 @@ def _config_file_defaults(path: Path, parser: argparse.ArgumentParser) -> dict[s
     return resolved
 
 
-def config_from_args(args: argparse.Namespace, defaults: TrainConfig) -> TrainConfig:
-    """Build the run's :class:`TrainConfig`: ``defaults``, then the YAML file, then command-line flags.
+def config_from_args(args: argparse.Namespace, defaults: TrainConfig, **unset: Any) -> TrainConfig:
+    """Build the run's :class:`TrainConfig`: ``defaults``, then the YAML file, then command-line flags; ``args`` is
+    not changed.
 
     (The YAML file and the flags are already merged into ``args`` by the parser from
-    :func:`add_training_args`; fields without a flag are taken from ``args`` when the file set them.)
+    :func:`add_training_args`; fields without a flag are taken from ``args`` when the file set them.) ``unset``:
+    field values (e.g. ``max_epochs=15``) for the fields whose flag is left unset (``None``), e.g. a task's
+    default that depends on other flags.
     """
     values = dataclasses.asdict(defaults)
     for name in values:
         dest = _FIELD_FLAGS.get(name, name)
         if hasattr(args, dest):
             values[name] = getattr(args, dest)
+    for name, value in unset.items():
+        if name not in values:
+            raise TypeError(f"TrainConfig has no field {name!r}")
+        if values[name] is None:
+            values[name] = value
     return TrainConfig(**values)

@@ -75,4 +75,9 @@ def faithfulness_table(results: dict[str, dict]) -> str:
              f"{results[name]['insertion_auc']:.3f} ± {results[name]['insertion_auc_sd']:.3f}",
              f"{results[name]['seconds']:.2f}"] for name in ordered]
     return format_table(["method", "deletion AUC (lower = better)", "insertion AUC (higher = better)", "seconds"], rows,
-                        title=f"faithfulness over {results[best]['examples']} examples (* most faithful)")
+                        title=f"faithfulness over {_count(results[best]['examples'], 'example')} (* most faithful)")
+
+
+def _count(number: int, noun: str) -> str:
+    """``"1 example"``, ``"5 examples"``."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"

@@ -144,6 +144,9 @@ def trust_report(labels: Sequence[int] | np.ndarray, probs: np.ndarray, *, thres
                      f"threshold {threshold if num_classes == 2 else 'argmax'} does not separate them")
     if small:
         shown = f"[{interval[0]:.3f}, {interval[1]:.3f}]" if interval else "undefined"
+        if interval and interval[0] == interval[1]:  # e.g. a perfectly separated split: every resample is perfect too
+            shown += (f" (every resample of these {len(labels)} examples scores the same, so the bootstrap cannot show "
+                      "the uncertainty; it does not make the value certain)")
         found.append(f"note: the {split} split is small ({len(labels)} examples, fewest per class {int(min(counts[c] for c in present))}): "
                      f"its {_DISPLAY.get(headline, headline)} {metrics.get(headline, float('nan')):.3f} has a bootstrap 95% interval of "
                      f"{shown}; for a steadier estimate train with {cv_hint} (cross-validation)")

@@ -229,10 +229,17 @@ class Trainer:
             )
         if config.min_steps and config.max_epochs * self.steps_per_epoch < config.min_steps:
             epochs = math.ceil(config.min_steps / self.steps_per_epoch)
-            self._note(f"note: {config.max_epochs} epochs of {self.steps_per_epoch} optimizer steps are fewer than "
-                       f"{config.min_steps} steps (small training set): training up to {epochs} epochs")
+            # Milestones and early-stopping patience keep their share of the longer run: unscaled, a patience of a
+            # few epochs of one step each would stop the run long before --min-steps, inside its warm-up.
             milestones = tuple(round(m * epochs / config.max_epochs) for m in config.milestones)
-            config = self.config = dataclasses.replace(config, max_epochs=epochs, milestones=milestones)
+            patience = None if config.patience is None else math.ceil(config.patience * epochs / config.max_epochs)
+            self._note(f"note: {config.max_epochs} epochs of {self.steps_per_epoch} optimizer "
+                       f"{'step' if self.steps_per_epoch == 1 else 'steps'} are fewer than "
+                       f"{config.min_steps} steps (small training set): training up to {epochs} epochs"
+                       + (f", early stopping after {patience} evaluations without improvement (instead of "
+                          f"{config.patience})" if patience is not None and patience != config.patience else ""))
+            config = self.config = dataclasses.replace(config, max_epochs=epochs, milestones=milestones,
+                                                       patience=patience)
         for line in schedule_notes(config, self.steps_per_epoch):
             self._note(line)
         self.optimizer = build_optimizer(self.module, config)
@@ -325,6 +332,11 @@ class Trainer:
             if epoch_done or evaluated or p.stop_reason or (ckpt_every and p.global_step % ckpt_every == 0):
                 self._save_checkpoint()
             if p.stop_reason is not None:
+                if p.stop_reason == "early_stopping" and is_main_process():
+                    best = (f"; the best was step {p.best_step} ({config.monitor}={p.best_value:.4g})"
+                            if p.best_value is not None else "")
+                    tqdm.write(f"early stopping at step {p.global_step}: no better {config.monitor} in the last "
+                               f"{config.patience} evaluations{best}", file=sys.stderr)
                 if p.stop_reason == "time_budget" and is_main_process():
                     tqdm.write(f"time budget of {config.max_minutes} min reached at step {p.global_step}; "
                                f"continue with --resume", file=sys.stderr)

@@ -52,6 +52,20 @@ class CTExplanation(Explanation):
             write_nifti(out / "attribution.nii.gz", self.attribution, self.affine)
 
 
+def describe(result: CTExplanation, out: Path) -> str:
+    """What ``bioattn explain ct`` prints once ``result`` is saved in ``out``: the input, its most probable class,
+    where the rollout (and the attribution map) went and, when measured, the faithfulness table."""
+    from bioattn.explain.outputs import faithfulness_table
+
+    names, p = list(result.summary["probabilities"]), result.probabilities
+    best = max(range(len(p)), key=p.__getitem__)
+    lines = [f"{result.description}: p({names[best]}) = {p[best]:.3f}; rollout -> {Path(out) / 'rollout.nii.gz'}"
+             + (f", {result.method} -> {Path(out) / 'attribution.nii.gz'}" if result.method != "rollout" else "")]
+    if "faithfulness" in result.summary:
+        lines.append(faithfulness_table(result.summary["faithfulness"]))
+    return "\n".join(lines)
+
+
 def _read_input(inputs: Any, split: str, index: int):
     """``(MetaTensor (C, X, Y, Z), description, label or None)`` of a path or an in-memory ``(C, X, Y, Z)`` volume."""
     from monai.data import MetaTensor

@@ -1,0 +1,54 @@
+"""The functions that turn parsed flags into task options read the argparse namespace and never change it: the
+same flags give the same options however often they are read, and the task's defaults fill only what is unset."""
+from __future__ import annotations
+
+import argparse
+import copy
+
+import pytest
+
+from bioattn.commands import ct_train_args, msa_args, promoter_args
+
+
+def _parse(add_arguments, *argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args(["--out", "x", *argv])
+
+
+def _read_twice(convert, args: argparse.Namespace):
+    before = copy.deepcopy(vars(args))
+    first = convert(args)
+    assert vars(args) == before, "the namespace was changed"
+    assert repr(convert(args)) == repr(first)
+    return first
+
+
+@pytest.mark.parametrize("argv, epochs, lr", [
+    ((), 6, 0.002),  # the default task, prom_core_all: its epochs; its fine-tuning rate after pretraining
+    (("--train", "own.csv"), 12, 0.003),  # your own file: the small-data epochs, no pretraining
+    (("--pretrain-epochs", "0"), 6, 0.003),  # no pretraining: the from-scratch rate
+    (("--epochs", "3", "--lr", "0.01"), 3, 0.01),  # flags win
+])
+def test_promoter_options_fill_unset_epochs_and_lr_without_changing_args(argv, epochs, lr) -> None:
+    args = _parse(promoter_args.add_train_arguments, *argv)
+    _, config = _read_twice(promoter_args.train_options_from_args, args)
+    assert (config.max_epochs, config.lr) == (epochs, pytest.approx(lr))
+    assert args.epochs == (int(argv[argv.index("--epochs") + 1]) if "--epochs" in argv else None)
+
+
+@pytest.mark.parametrize("argv, epochs", [((), 15), (("--protocol", "medmnist"), 100), (("--epochs", "4"), 4)])
+def test_ct_options_take_the_protocol_epochs_without_changing_args(argv, epochs) -> None:
+    args = _parse(ct_train_args.add_train_arguments, *argv)
+    options = _read_twice(ct_train_args.train_options_from_args, args)
+    assert options.train_config.max_epochs == epochs
+    assert args.epochs == (4 if "--epochs" in argv else None)
+
+
+@pytest.mark.parametrize("add_arguments, convert", [
+    (msa_args.add_train_arguments, msa_args.options_from_args),
+    (msa_args.add_pretrain_arguments, msa_args.pretrain_options_from_args),
+])
+@pytest.mark.parametrize("quick", [False, True])
+def test_msa_options_leave_args_unchanged(add_arguments, convert, quick) -> None:
+    _read_twice(convert, _parse(add_arguments, *(["--quick"] if quick else [])))
