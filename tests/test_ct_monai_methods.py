@@ -38,3 +38,12 @@ def test_occlusion_sets_patches_to_the_volume_background(ct_model) -> None:
 def test_unknown_ct_method_is_refused(ct_model) -> None:
     with pytest.raises(UserInputError, match="ism"):
         volume_attribution(ct_model, torch.rand(1, 1, 8, 8, 8), "ism")
+
+
+def test_auto_chooses_among_every_method_the_faithfulness_table_ranks() -> None:
+    """``--method auto`` and the starred row of the table pick from the same methods (GradCAM and occlusion
+    included), so the command cannot name one method the most faithful and star another."""
+    from bioattn.explain.attribution import CT_METHODS
+    from bioattn.tasks.ct.explain import FAITHFULNESS_ORDER
+
+    assert set(FAITHFULNESS_ORDER) == set(CT_METHODS) - {"random"}

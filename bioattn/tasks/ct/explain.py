@@ -21,8 +21,10 @@ import torch
 from bioattn.errors import UserInputError
 from bioattn.explain.result import Explanation, load_explained_model, resolve_method
 
-#: Methods from most to least faithful on AdrenalMNIST3D validation volumes (docs, "Explaining predictions").
-FAITHFULNESS_ORDER = ("gradient_x_input", "integrated_gradients", "relevance", "rollout")
+#: Every CT method, from most to least faithful on the 98 AdrenalMNIST3D validation volumes (deletion AUC,
+#: docs/results/motifs.md); ``--method auto`` measures those that fit its time budget on the volume and keeps the
+#: most faithful, the one the faithfulness table stars.
+FAITHFULNESS_ORDER = ("gradient_x_input", "integrated_gradients", "occlusion", "relevance", "rollout", "gradcam")
 #: The preprocessing steps an override may replace (:class:`~bioattn.data.ct.VolumePreprocessing` fields).
 PREPROCESSING_STEPS = ("window", "spacing", "orientation", "resize", "size")
 
