@@ -7,6 +7,8 @@ background baseline (each volume's minimum value: 0 for masks, air for a windowe
 """
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import Tensor
 
@@ -52,7 +54,9 @@ def _monai_map(member: torch.nn.Module, method: str, volumes: Tensor, classes: T
             mask = max(1, min(OCCLUSION_MASK, min(volume.shape[1:]) // 2))
             occlusion = OcclusionSensitivity(member, mask_size=mask, n_batch=8, verbose=False,
                                              mode=float(value), overlap=OCCLUSION_OVERLAP, activate=True)
-            with torch.no_grad():
+            with torch.no_grad(), warnings.catch_warnings():
+                # MONAI indexes with a list of slices, which torch still reads as a tuple but warns about
+                warnings.filterwarnings("ignore", "Using a non-tuple sequence for multidimensional indexing")
                 sensitivity, _ = occlusion(volume[None])
             # the predicted class's probability with each voxel's patches occluded: lower = more important
             maps.append(-sensitivity[0, int(predicted)].float())
