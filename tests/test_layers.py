@@ -15,7 +15,7 @@ PACKAGE = ROOT / "bioattn"
 
 #: Rank of each part of the package (first component after ``bioattn.``); lower ranks never import higher ones.
 LAYERS: dict[str, int] = {
-    "__init__": 0, "errors": 0, "io": 0, "metrics": 0, "report": 0, "progress": 0, "precision": 0,
+    "__init__": 0, "errors": 0, "io": 0, "metrics": 0, "report": 0, "progress": 0, "precision": 0, "runtime": 0,
     "attention": 1,
     "data": 2,
     "models": 3, "coevolution": 3, "training": 3,
