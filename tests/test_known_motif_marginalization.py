@@ -98,3 +98,45 @@ def test_core_promoter_motifs_are_read_from_the_shipped_jaspar_release() -> None
     assert "CCAAT" in found["NFYA"][1]
     with pytest.raises(UserInputError, match="no matrix"):
         jaspar_consensus({"none": "MA9999"})
+
+
+def _tiny_run(tmp_path) -> str:
+    torch.manual_seed(0)
+    model = PromoterClassifier(max_len=40, embed_dim=8, num_heads=2, num_layers=1, conv_kernel=3, rc_average=True)
+    model.eval().save_pretrained(tmp_path / "run")
+    return str(tmp_path / "run")
+
+
+@pytest.mark.slow
+def test_explain_promoter_known_motifs_writes_the_table(tmp_path) -> None:
+    from bioattn.cli import main as cli_main
+
+    rng = np.random.default_rng(1)
+    fasta = tmp_path / "in.fa"
+    fasta.write_text("".join(f">s{i}\n{''.join(rng.choice(list('ACGT'), 40))}\n" for i in range(12)))
+    out = tmp_path / "out"
+    argv = ["explain", "promoter", "--model", _tiny_run(tmp_path), "--input", str(fasta), "--out", str(out), "--motif", "",
+            "--plot-sequences", "0", "--no-faithfulness", "--method", "rollout", "--known-motifs", "5", "--tss-index", "34"]
+    assert cli_main(argv) == 0
+    lines = (out / "known_motifs.tsv").read_text().splitlines()
+    header = lines[0].split("\t")
+    assert header[:4] == ["motif", "jaspar_id", "consensus", "position"] and "difference_mean" in header
+    rows = [dict(zip(header, line.split("\t"))) for line in lines[1:]]
+    tata = next(r for r in rows if r["motif"] == "TBP" and r["position"] == "-30")
+    assert tata["jaspar_id"].startswith("MA0108.") and tata["sequences"] == "5" and tata["start"] == str(34 - 30 - 3)
+    # a motif placed where it does not fit the 40-nt window (ZNF143, 23 nt, centred at +20) has no row
+    assert not any(r["motif"] == "ZNF143" and r["position"] == "20" for r in rows)
+
+
+def test_explain_promoter_known_motifs_needs_the_tss_before_writing(tmp_path, capsys) -> None:
+    from bioattn.cli import main as cli_main
+
+    fasta = tmp_path / "in.fa"
+    fasta.write_text(">s0\n" + "ACGT" * 10 + "\n")
+    out = tmp_path / "out"
+    argv = ["explain", "promoter", "--model", _tiny_run(tmp_path), "--input", str(fasta), "--out", str(out),
+            "--plot-sequences", "0", "--no-faithfulness", "--method", "rollout", "--known-motifs", "5"]
+    assert cli_main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "--tss-index" in err
+    assert not out.exists() or not any(out.iterdir())

@@ -164,3 +164,25 @@ def marginalize_known_motifs(
             "difference_se": float(difference.std() / np.sqrt(len(difference))),
             "fraction_up": float((difference > 0).mean())})
     return rows
+
+
+def shuffled_backgrounds(sequences: Sequence[str], *, seed: int = 0) -> list[str]:
+    """One dinucleotide-preserving shuffle of each sequence (tangermeme's
+    :func:`~tangermeme.ersatz.dinucleotide_shuffle`, fixed by ``seed``): the same composition and dinucleotide
+    counts (N shuffled like a fifth letter), the elements broken up. Backgrounds for :func:`marginalize_known_motifs`
+    that keep the input's GC content."""
+    from tangermeme.ersatz import dinucleotide_shuffle
+
+    if not sequences:
+        raise UserInputError("known-motif marginalisation needs at least one background sequence")
+    lengths = {len(s) for s in sequences}
+    if len(lengths) != 1:
+        raise UserInputError(f"known-motif marginalisation needs sequences of one length, got lengths {sorted(lengths)[:5]}")
+    one_hot = torch.tensor(np.array([[[c == b for c in s.upper()] for b in _ALPHABET] for s in sequences]),
+                           dtype=torch.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        shuffled = dinucleotide_shuffle(one_hot, n=1, random_state=seed, allow_N=True)[:, 0]
+    present = shuffled.sum(1) > 0
+    return ["".join(_ALPHABET[b] if p else "N" for b, p in zip(row.argmax(0).tolist(), keep.tolist()))
+            for row, keep in zip(shuffled, present)]
