@@ -50,6 +50,7 @@ def test_a_motif_the_model_reads_is_found_at_its_position_and_composition_is_con
     gc_box = _row(rows, "SP1", 0)
     assert gc_box["effect_mean"] > 0.2  # the GC-rich letters raise the prediction ...
     assert abs(gc_box["difference_mean"]) < 1e-5  # ... exactly as much as their shuffles: composition only
+    assert gc_box["control_shuffle_sd"] < 1e-5 and tata["control_shuffle_sd"] < 0.5
     assert gc_box["difference_se"] == pytest.approx(gc_box["difference_sd"] / np.sqrt(40))
 
 

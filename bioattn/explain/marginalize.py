@@ -106,6 +106,8 @@ def marginalize_known_motifs(
         one row per (motif, position): ``motif``, ``consensus``, ``position``, ``start`` (0-based index of the
         motif's first letter), ``sequences``; ``effect_mean`` / ``effect_sd`` (log-odds after − before, over
         sequences); ``control_mean`` / ``control_sd`` (the same for the shuffles, each sequence's mean over them);
+        ``control_shuffle_sd`` (sd over the shuffles of their mean change: how much the control depends on which
+        shuffles were drawn, an uncertainty the standard error below does not include);
         ``difference_mean`` / ``difference_sd`` / ``difference_se`` (per sequence: effect − control; the standard
         error is sd / √N); ``fraction_up`` (share of sequences whose log-odds rose more with the motif than with its
         shuffles).
@@ -160,6 +162,7 @@ def marginalize_known_motifs(
             "motif": label, "consensus": motif, "position": int(position), "start": int(start),
             "sequences": len(sequences), "effect_mean": float(effect.mean()), "effect_sd": float(effect.std()),
             "control_mean": float(control.mean()), "control_sd": float(control.std()),
+            "control_shuffle_sd": float(np.std([c.mean() for c in controls])) if controls else 0.0,
             "difference_mean": float(difference.mean()), "difference_sd": float(difference.std()),
             "difference_se": float(difference.std() / np.sqrt(len(difference))),
             "fraction_up": float((difference > 0).mean())})

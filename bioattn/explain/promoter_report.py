@@ -389,7 +389,7 @@ def _known_motifs(model: Any, sequences: list[str], tss_index: int, rc_average: 
                                     shuffled_backgrounds(sequences), tss_index=tss_index, rc_average=rc_average,
                                     batch_size=batch_size)
     columns = ["motif", "jaspar_id", "consensus", "position", "start", "sequences", "effect_mean", "effect_sd",
-               "control_mean", "control_sd", "difference_mean", "difference_sd", "difference_se", "fraction_up"]
+               "control_mean", "control_sd", "control_shuffle_sd", "difference_mean", "difference_sd", "difference_se", "fraction_up"]
     table = [[row["motif"], motifs[row["motif"]][0], *(row[c] for c in columns[2:])] for row in rows]
     best = max(rows, key=lambda row: row["difference_mean"]) if rows else None
     return (columns, table), {
