@@ -44,7 +44,8 @@ def test_a_motif_the_model_reads_is_found_at_its_position_and_composition_is_con
     rows = marginalize_known_motifs(_ReaderModel(), {"TBP": TATA, "SP1": "GGGGCGGGG"}, _backgrounds(40),
                                     positions=(-30, 0, 20), tss_index=TSS, progress=False)
     tata = _row(rows, "TBP", -30)
-    assert tata["start"] == TSS - 30 - 3 and tata["sequences"] == 40
+    assert tata["start"] == TSS - 30 - 3 and tata["sequences"] == 40 and not tata["covers_tss"]
+    assert _row(rows, "TBP", 0)["covers_tss"] and not _row(rows, "TBP", 20)["covers_tss"]
     assert tata["difference_mean"] > 2.5 and tata["fraction_up"] == 1.0  # the box, beyond its composition
     assert abs(_row(rows, "TBP", 0)["difference_mean"]) < 0.05  # the same letters elsewhere: nothing
     gc_box = _row(rows, "SP1", 0)
@@ -124,7 +125,7 @@ def test_explain_promoter_known_motifs_writes_the_table(tmp_path) -> None:
     assert header[:4] == ["motif", "jaspar_id", "consensus", "position"] and "difference_mean" in header
     rows = [dict(zip(header, line.split("\t"))) for line in lines[1:]]
     tata = next(r for r in rows if r["motif"] == "TBP" and r["position"] == "-30")
-    assert tata["jaspar_id"].startswith("MA0108.") and tata["sequences"] == "5" and tata["start"] == str(34 - 30 - 3)
+    assert tata["covers_tss"] == "0" and tata["jaspar_id"].startswith("MA0108.") and tata["sequences"] == "5" and tata["start"] == str(34 - 30 - 3)
     # a motif placed where it does not fit the 40-nt window (ZNF143, 23 nt, centred at +20) has no row
     assert not any(r["motif"] == "ZNF143" and r["position"] == "20" for r in rows)
 

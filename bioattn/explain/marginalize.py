@@ -104,7 +104,8 @@ def marginalize_known_motifs(
 
     Returns:
         one row per (motif, position): ``motif``, ``consensus``, ``position``, ``start`` (0-based index of the
-        motif's first letter), ``sequences``; ``effect_mean`` / ``effect_sd`` (log-odds after − before, over
+        motif's first letter), ``covers_tss`` (the motif is written over the TSS letter, so its effect includes
+        losing the sequence's own initiator), ``sequences``; ``effect_mean`` / ``effect_sd`` (log-odds after − before, over
         sequences); ``control_mean`` / ``control_sd`` (the same for the shuffles, each sequence's mean over them);
         ``control_shuffle_sd`` (sd over the shuffles of their mean change: how much the control depends on which
         shuffles were drawn, an uncertainty the standard error below does not include);
@@ -160,6 +161,7 @@ def marginalize_known_motifs(
         difference = effect - control
         rows.append({
             "motif": label, "consensus": motif, "position": int(position), "start": int(start),
+            "covers_tss": bool(start <= tss_index < start + len(motif)),
             "sequences": len(sequences), "effect_mean": float(effect.mean()), "effect_sd": float(effect.std()),
             "control_mean": float(control.mean()), "control_sd": float(control.std()),
             "control_shuffle_sd": float(np.std([c.mean() for c in controls])) if controls else 0.0,

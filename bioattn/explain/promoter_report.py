@@ -388,14 +388,16 @@ def _known_motifs(model: Any, sequences: list[str], tss_index: int, rc_average: 
     rows = marginalize_known_motifs(model, {label: consensus for label, (_, consensus) in motifs.items()},
                                     shuffled_backgrounds(sequences), tss_index=tss_index, rc_average=rc_average,
                                     batch_size=batch_size)
-    columns = ["motif", "jaspar_id", "consensus", "position", "start", "sequences", "effect_mean", "effect_sd",
+    columns = ["motif", "jaspar_id", "consensus", "position", "start", "covers_tss", "sequences", "effect_mean", "effect_sd",
                "control_mean", "control_sd", "control_shuffle_sd", "difference_mean", "difference_sd", "difference_se", "fraction_up"]
     table = [[row["motif"], motifs[row["motif"]][0], *(row[c] for c in columns[2:])] for row in rows]
-    best = max(rows, key=lambda row: row["difference_mean"]) if rows else None
+    # a motif written over the TSS also removes the sequence's initiator: its change is not the motif's alone
+    away = [row for row in rows if not row["covers_tss"]]
+    best = max(away, key=lambda row: row["difference_mean"]) if away else None
     return (columns, table), {
         "backgrounds": f"dinucleotide shuffles of the first {len(sequences)} sequences",
         "control": f"{DEFAULT_SHUFFLES} shuffles of each motif's letters at the same place",
-        "largest": {k: best[k] for k in ("motif", "position", "difference_mean", "difference_se")} if best else None}
+        "largest_away_from_tss": {k: best[k] for k in ("motif", "position", "difference_mean", "difference_se")} if best else None}
 
 
 def describe(result: PromoterExplanation, out: Path) -> str:
@@ -409,9 +411,9 @@ def describe(result: PromoterExplanation, out: Path) -> str:
         found = summary["motifs"]
         lines.append(f"motifs: {found['patterns']} patterns, {found['matched']} matching {found['database']} at q < "
                      f"{found['q_threshold']:g} ({found['families']} TF families) -> {Path(out) / 'motifs.html'}")
-    largest = summary.get("known_motifs", {}).get("largest")
+    largest = summary.get("known_motifs", {}).get("largest_away_from_tss")
     if largest:
-        lines.append(f"known motifs: largest effect {largest['motif']} at {largest['position']:+d} nt, log-odds "
+        lines.append(f"known motifs: largest effect off the TSS {largest['motif']} at {largest['position']:+d} nt, log-odds "
                      f"{largest['difference_mean']:+.2f} ± {largest['difference_se']:.2f} (s.e.) beyond its shuffles -> "
                      f"{Path(out) / 'known_motifs.tsv'}")
     if "faithfulness" in summary:
