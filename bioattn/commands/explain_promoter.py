@@ -40,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
         marks=args.mark, plot_sequences=args.plot_sequences, faithfulness_sequences=args.faithfulness_sequences,
         motifs=args.motifs, motif_db=args.motif_db, motif_target=args.motif_target, motif_q=args.motif_q,
         motif_attribution=args.motif_attribution, motif_sequences=args.motif_sequences,
+        known_motifs=args.known_motifs,
         device=args.device, **method_options(args))
     out = result.save(args.out, overwrite=args.overwrite)
     print(describe(result, out))

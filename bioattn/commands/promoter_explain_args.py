@@ -59,6 +59,12 @@ def add_promoter_explain_arguments(parser: argparse.ArgumentParser) -> None:
     motifs.add_argument("--motif-q", type=float, default=DEFAULT_Q,
                         help="TOMTOM q-value below which a pattern is reported as matching a known motif "
                              "(default: %(default)s)")
+    motifs.add_argument("--known-motifs", type=int, default=0, metavar="N",
+                        help="plant the JASPAR consensus of core-promoter factors (TBP, SP1, NF-Y, ETS: ELK1 and "
+                             "GABPA, NRF1, YY1, CREB1, ZNF143, E2F1; CTCF as a control) centred at -30, -20, -10, 0, "
+                             "+10 and +20 nt from --tss-index into dinucleotide shuffles of the first N records, and "
+                             "3 shuffles of each motif's letters at the same place; writes known_motifs.tsv with the "
+                             "change of the positive-class log-odds, motif minus shuffles (default: 0, off)")
 
 
 # --------------------------------------------------------------------------------------------------- explain msa

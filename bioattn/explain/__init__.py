@@ -17,8 +17,9 @@ and return a result with the maps, tables and summary; its ``save(directory)`` w
 
 Motifs: :func:`explain_motifs` (in-silico mutagenesis :func:`ism_attribution`, TF-MoDISco, TOMTOM against JASPAR
 or a MEME file via :func:`load_motif_database`, and :func:`head_motif_enrichment`, which head reads which
-pattern) and :func:`write_motif_report` (``motifs.html``, ``motifs.tsv``, logos, position histograms); also
-loaded when first used.
+pattern) and :func:`write_motif_report` (``motifs.html``, ``motifs.tsv``, logos, position histograms);
+:func:`marginalize_known_motifs` plants named sites (e.g. :func:`jaspar_consensus` of core-promoter factors) and
+their shuffles into background sequences and measures the change of the prediction; also loaded when first used.
 """
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ _MOTIFS = {
     "write_motif_report": "bioattn.explain.motif_report", "load_motif_database": "bioattn.explain.motif_db",
     "ism_attribution": "bioattn.explain.ism", "head_motif_enrichment": "bioattn.explain.head_motifs",
     "cls_attention": "bioattn.explain.head_motifs",
+    "marginalize_known_motifs": "bioattn.explain.marginalize", "jaspar_consensus": "bioattn.explain.marginalize",
 }
 
 _PIPELINES = {

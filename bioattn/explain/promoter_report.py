@@ -174,6 +174,7 @@ def explain_promoter(
     motif_q: float = 0.05,
     motif_attribution: str = "integrated_gradients",
     motif_sequences: str = "all",
+    known_motifs: int = 0,
     device: str = "auto",
 ) -> PromoterExplanation:
     """Explain a promoter classifier's predictions on ``inputs``, nucleotide by nucleotide.
@@ -203,6 +204,11 @@ def explain_promoter(
             or ``ism`` (in-silico mutagenesis).
         motif_sequences: ``all`` or ``predicted_positive`` (two-class models: only the sequences predicted
             positive are explained and clustered).
+        known_motifs: plant the JASPAR consensus of core-promoter factors
+            (:data:`~bioattn.explain.marginalize.CORE_PROMOTER_MOTIFS`, CTCF as a control) and shuffles of their
+            letters at :data:`~bioattn.explain.marginalize.DEFAULT_POSITIONS` from ``tss_index`` into dinucleotide
+            shuffles of the first ``known_motifs`` sequences (0: off;
+            :func:`~bioattn.explain.marginalize.marginalize_known_motifs`); ``save`` then writes ``known_motifs.tsv``.
 
     Returns:
         a :class:`PromoterExplanation`; ``.save(directory)`` writes what ``bioattn explain promoter`` writes.
@@ -233,7 +239,13 @@ def explain_promoter(
         if motif_attribution not in ("integrated_gradients", "ism"):
             raise UserInputError(f"--motif-attribution must be integrated_gradients or ism, got {motif_attribution!r}")
         database = load_motif_database(motif_db)
+    if known_motifs < 0:
+        raise UserInputError(f"--known-motifs must be >= 0, got {known_motifs}")
+    if known_motifs and tss_index is None:
+        raise UserInputError("--known-motifs places the motifs relative to the TSS: give --tss-index")
     model, label = load_explained_model(model, PromoterClassifier, device)
+    if known_motifs and not model.binary:
+        raise UserInputError("--known-motifs measures the positive-class log-odds: it needs a two-class model")
     device_ = next(model.parameters()).device
     _check(motif, start_layer, model.config["num_layers"], max_rows=max_rows, batch_size=batch_size,
            faithfulness_sequences=faithfulness_sequences)
@@ -357,9 +369,35 @@ def explain_promoter(
                              "q_threshold": report.q_threshold, "seconds": report.seconds,
                              "families": len(report.matched_families())}
         figures.append(lambda out: write_motif_report(report, out))
+    if known_motifs:
+        tables["known_motifs.tsv"], summary["known_motifs"] = _known_motifs(
+            model, [r.sequence for r in records[:known_motifs]], tss_index, rc_average, batch_size)
     return PromoterExplanation(summary=summary, tables=tables, figures=figures, influence=influence, lengths=lengths,
                                probabilities=probability, predicted=predicted, method=method,
                                motif=motif, motif_report=report)
+
+
+def _known_motifs(model: Any, sequences: list[str], tss_index: int, rc_average: bool | None,
+                  batch_size: int) -> tuple[tuple[list[str], list[list[Any]]], dict[str, Any]]:
+    """``known_motifs.tsv`` and its summary: core-promoter motifs planted into dinucleotide shuffles of ``sequences``."""
+    from bioattn.explain.marginalize import (
+        DEFAULT_SHUFFLES, jaspar_consensus, marginalize_known_motifs, shuffled_backgrounds,
+    )
+
+    motifs = jaspar_consensus()
+    rows = marginalize_known_motifs(model, {label: consensus for label, (_, consensus) in motifs.items()},
+                                    shuffled_backgrounds(sequences), tss_index=tss_index, rc_average=rc_average,
+                                    batch_size=batch_size)
+    columns = ["motif", "jaspar_id", "consensus", "position", "start", "covers_tss", "sequences", "effect_mean", "effect_sd",
+               "control_mean", "control_sd", "control_shuffle_sd", "difference_mean", "difference_sd", "difference_se", "fraction_up"]
+    table = [[row["motif"], motifs[row["motif"]][0], *(row[c] for c in columns[2:])] for row in rows]
+    # a motif written over the TSS also removes the sequence's initiator: its change is not the motif's alone
+    away = [row for row in rows if not row["covers_tss"]]
+    best = max(away, key=lambda row: row["difference_mean"]) if away else None
+    return (columns, table), {
+        "backgrounds": f"dinucleotide shuffles of the first {len(sequences)} sequences",
+        "control": f"{DEFAULT_SHUFFLES} shuffles of each motif's letters at the same place",
+        "largest_away_from_tss": {k: best[k] for k in ("motif", "position", "difference_mean", "difference_se")} if best else None}
 
 
 def describe(result: PromoterExplanation, out: Path) -> str:
@@ -373,6 +411,11 @@ def describe(result: PromoterExplanation, out: Path) -> str:
         found = summary["motifs"]
         lines.append(f"motifs: {found['patterns']} patterns, {found['matched']} matching {found['database']} at q < "
                      f"{found['q_threshold']:g} ({found['families']} TF families) -> {Path(out) / 'motifs.html'}")
+    largest = summary.get("known_motifs", {}).get("largest_away_from_tss")
+    if largest:
+        lines.append(f"known motifs: largest effect off the TSS {largest['motif']} at {largest['position']:+d} nt, log-odds "
+                     f"{largest['difference_mean']:+.2f} ± {largest['difference_se']:.2f} (s.e.) beyond its shuffles -> "
+                     f"{Path(out) / 'known_motifs.tsv'}")
     if "faithfulness" in summary:
         lines.append(faithfulness_table(summary["faithfulness"]))
     motif = summary.get("motif")
