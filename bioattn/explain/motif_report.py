@@ -1,5 +1,5 @@
 """Files of a motif report (:class:`~bioattn.explain.motifs.MotifReport`): ``motifs.tsv``, ``motif_spacings.tsv``,
-``head_motifs.tsv``, ``logos/<pattern>_{contribution,probability}.png``, ``positions/<pattern>.png``,
+``motif_scan_spacings.tsv``, ``head_motifs.tsv``, ``logos/<pattern>_{contribution,probability}.png``, ``positions/<pattern>.png``,
 ``head_motifs.png``, ``motifs.json`` and ``motifs.html``, one self-contained page (images embedded, no external
 resource: it reads offline)."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bioattn.explain.motifs import MotifReport, Pattern
+from bioattn.explain.motifs import SCAN_THRESHOLD, MotifReport, Pattern
 from bioattn.io import atomic_write, write_json, write_table
 
 MOTIF_COLUMNS = ["pattern", "consensus", "length", "seqlets", "mean_position", "sd_position", "strand_plus_fraction",
@@ -134,6 +134,9 @@ def write_motif_report(report: MotifReport, out_dir: str | Path) -> Path:
                                              "sd_centre_distance", "gap_nt"],
                 ([s["first"], s["second"], s["sequences"], s["median_centre_distance"], s["sd_centre_distance"],
                   s["gap_nt"]] for s in report.spacings))
+    scan_columns = ["first", "second", "first_strand", "second_strand", "sequences", *carrier_columns, "spacer_mode",
+                    "spacer_median", "at_mode"]
+    write_table(out / "motif_scan_spacings.tsv", scan_columns, ([s.get(c) for c in scan_columns] for s in report.scan_spacings))
     sections = []
     for pattern in report.patterns:
         contribution = out / "logos" / f"{pattern.name}_contribution.png"
@@ -175,6 +178,10 @@ is a similarity of letters, not evidence of binding; patterns found depend on th
 <h2>Patterns</h2>{_families(report)}{_table(MOTIF_COLUMNS + carrier_columns, rows)}
 <h2>Spacings between patterns found together</h2>{_table(["first", "second", "sequences", "median centre distance",
                                                           "sd", "gap (nt)"], [list(s.values()) for s in report.spacings])}
+<h2>Spacers between pattern matches</h2><p>Each pattern's core scanned over all sequences (FIMO p &lt; {SCAN_THRESHOLD:g}), read on
+the strand where most of its seqlets lie; per sequence the best pair with the first pattern upstream of the second and
+0–40 nt between them; spacer = nt between the two cores; at mode: sequences within 1 nt of the modal spacer.</p>
+{_table(scan_columns, [[s.get(c) for c in scan_columns] for s in report.scan_spacings])}
 {"".join(sections)}
 {head_html}
 </body></html>
@@ -184,7 +191,7 @@ is a similarity of letters, not evidence of binding; patterns found depend on th
     write_json(out / "motifs.json", {
         "sequences": report.sequences, "length": report.length, "tss_index": report.tss_index, "database": report.database,
         "q_threshold": report.q_threshold, "attribution": report.attribution, "groups": report.groups,
-        "seconds": report.seconds, "settings": report.settings, "spacings": report.spacings,
+        "seconds": report.seconds, "settings": report.settings, "spacings": report.spacings, "scan_spacings": report.scan_spacings,
         "matched_families": report.matched_families(),
         "patterns": [{"name": p.name, "consensus": p.consensus, "seqlets": p.seqlets,
                       "mean_position": float(p.positions.mean()), "sd_position": float(p.positions.std()),

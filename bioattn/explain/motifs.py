@@ -94,6 +94,7 @@ class MotifReport:
     groups: dict[str, int]
     head_table: Any = None
     spacings: list[dict] = field(default_factory=list)
+    scan_spacings: list[dict] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
 
@@ -282,7 +283,8 @@ def explain_motifs(model: Any, sequences: Sequence[str], *, tss_index: int | Non
                    attribution: str = DEFAULT_ATTRIBUTION, use: str = DEFAULT_USE, progress: bool = True) -> MotifReport:
     """The motif report of a :class:`~bioattn.models.PromoterClassifier` (or an ensemble) on ``sequences`` (one
     length, A C G T N): hypothetical contributions (or the given ``hypothetical (N, L, 4)``), TF-MoDISco, TOMTOM
-    against ``database`` and the heads × patterns table of [CLS] attention (see :mod:`bioattn.explain.head_motifs`).
+    against ``database``, the spacers between patterns from scans of their cores (:func:`scan_spacings`) and the heads ×
+patterns table of [CLS] attention (see :mod:`bioattn.explain.head_motifs`).
 
     attribution: ``"integrated_gradients"`` (gradients along the Integrated Gradients path read for every base,
     :mod:`bioattn.explain.hypothetical`; an ensemble's is the mean of its members') or ``"ism"`` (in-silico
@@ -357,6 +359,9 @@ def explain_motifs(model: Any, sequences: Sequence[str], *, tss_index: int | Non
                                  settings=settings)
     seconds["modisco_tomtom"] = time.perf_counter() - start
     start = time.perf_counter()
+    scanned = scan_spacings(patterns, sequences, groups=groups) if patterns else []
+    seconds["scan_spacings"] = time.perf_counter() - start
+    start = time.perf_counter()
     head_table = None
     if patterns:
         attention = cls_attention(model, ids, padding_mask, batch_size=batch_size)
@@ -374,7 +379,7 @@ def explain_motifs(model: Any, sequences: Sequence[str], *, tss_index: int | Non
                      + " (hypothetical contributions"
                      + (", mean of the ensemble's members)" if len(getattr(model, "members", [])) > 1 else ")")),
         groups={name: int(chosen.sum()) for name, chosen in groups.items()}, head_table=head_table,
-        spacings=pattern_spacings(patterns), seconds=seconds, settings=vars(settings))
+        spacings=pattern_spacings(patterns), scan_spacings=scanned, seconds=seconds, settings=vars(settings))
 
 
 def scan_pattern_sites(patterns: Sequence[Pattern], sequences: Sequence[str], *, threshold: float = 1e-4,
@@ -435,3 +440,63 @@ def box_spacers(upstream: Sequence[tuple], downstream: Sequence[tuple], *, upstr
             if gaps[0] <= gap <= gaps[1] and (index not in best or p * d_p < best[index][0]):
                 best[index] = (p * d_p, gap)
     return {index: gap for index, (_, gap) in sorted(best.items())}
+
+
+#: FIMO p-value below which :func:`scan_spacings` counts a pattern's match (a 6-nt core cannot reach 1e-4: 4**-6).
+SCAN_THRESHOLD = 1e-3
+
+
+def pattern_sense(pattern: Pattern) -> str:
+    """The strand (``"+"`` or ``"-"``) on which most of ``pattern``'s seqlets read its consensus: the sense in which
+    the pattern occurs on the sequences explained (``"-"`` when the consensus is reported as the reverse complement
+    of what the sequences carry, as TF-MoDISco may do; ``"+"`` on a tie or without seqlets)."""
+    reverse = sum(site[3] == "-" for site in pattern.sites)
+    return "-" if reverse > len(pattern.sites) - reverse else "+"
+
+
+def scan_spacings(patterns: Sequence[Pattern], sequences: Sequence[str], *, groups: Mapping[str, np.ndarray] | None = None,
+                  threshold: float = SCAN_THRESHOLD, gaps: tuple[int, int] = (0, 40), min_sequences: int = 5,
+                  sites: Mapping[str, Sequence[tuple]] | None = None) -> list[dict]:
+    """Spacers between every ordered pair of patterns from scans of their cores over all ``sequences``.
+
+    Seqlet co-occurrence (:func:`pattern_spacings`) counts a pair only where TF-MoDISco cut a seqlet for both boxes;
+    here each pattern's core is matched wherever its letters are (:func:`scan_pattern_sites`, FIMO p <
+    ``threshold``), read in its sense on these sequences (:func:`pattern_sense`), and for every sequence carrying the
+    first pattern upstream of the second with a spacer within ``gaps`` the best pair gives the spacer
+    (:func:`box_spacers`). Pairs found in fewer than ``min_sequences`` sequences are left out.
+
+    groups: name → ``(N,)`` bool; each row gets the fraction of each group's sequences carrying the pair.
+    sites: precomputed :func:`scan_pattern_sites` output (else scanned here).
+
+    Returns rows ``{first, second, first_strand, second_strand, sequences, fraction_<group>..., spacer_mode,
+    spacer_median, at_mode}`` (``at_mode``: sequences whose spacer is within 1 nt of the mode), most sequences first.
+    """
+    if min_sequences < 1:
+        raise UserInputError(f"scan spacings: min_sequences must be >= 1, got {min_sequences}")
+    if not 0 <= gaps[0] <= gaps[1]:
+        raise UserInputError(f"scan spacings: gaps must be 0 <= low <= high, got {gaps}")
+    if sites is None:
+        sites = scan_pattern_sites(patterns, sequences, threshold=threshold)
+    senses = {p.name: pattern_sense(p) for p in patterns}
+    rows = []
+    for first in patterns:
+        for second in patterns:
+            if first is second:
+                continue
+            spacers = box_spacers(sites[first.name], sites[second.name], upstream_strand=senses[first.name],
+                                  downstream_strand=senses[second.name], gaps=gaps)
+            if len(spacers) < min_sequences:
+                continue
+            values = np.fromiter(spacers.values(), dtype=int)
+            counts = np.bincount(values)
+            mode = int(np.argmax(counts))
+            row = {"first": first.name, "second": second.name, "first_strand": senses[first.name],
+                   "second_strand": senses[second.name], "sequences": len(values)}
+            carriers = np.zeros(len(sequences), dtype=bool)
+            carriers[list(spacers)] = True
+            for name, chosen in (groups or {}).items():
+                row[f"fraction_{name}"] = float(carriers[chosen].mean()) if chosen.any() else float("nan")
+            row.update(spacer_mode=mode, spacer_median=float(np.median(values)),
+                       at_mode=int(counts[max(mode - 1, 0) : mode + 2].sum()))
+            rows.append(row)
+    return sorted(rows, key=lambda row: -row["sequences"])
