@@ -41,7 +41,8 @@ def add_promoter_explain_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also discover the motifs the model uses (hypothetical contributions of --motif-attribution + TF-MoDISco over all "
                              "records, which must share one length), match them against --motif-db with TOMTOM and "
                              "measure which attention head reads each; writes motifs.html, motifs.tsv, logos/, "
-                             "positions/, head_motifs.tsv (default: off)")
+                             "positions/, head_motifs.tsv, motif_spacings.tsv and motif_scan_spacings.tsv (spacers "
+                             "between patterns from seqlets and from scans of every sequence) (default: off)")
     motifs.add_argument("--motif-db", default=DEFAULT_DB, metavar="DB",
                         help="known motifs for --motifs: jaspar (JASPAR2026 CORE vertebrates, shipped with pyjaspar), "
                              "jaspar:COLLECTION:TAX_GROUP (e.g. jaspar:CORE:insects, jaspar:CORE:all), a MEME-format "
