@@ -21,7 +21,8 @@ same run, in wall seconds:
 
 Each rate is given per wall second and, on the CPU, per CPU second (user + system of every thread of the process:
 what the load of a shared machine moves least; the end-to-end command's reader and writer threads count in it).
-The last line is ``scan cpu X windows/CPU-s, end-to-end/model-only R (...; wall ...)`` on the CPU and
+The last line is ``scan cpu X windows/s, end-to-end/model-only R (precision; per CPU second Y windows, R')``
+(wall-clock rates first; the per-CPU-second ones move less when other jobs share the cores) and
 ``scan cuda X windows/s, end-to-end/model-only R`` with ``--device cuda``, preceded by
 the projected wall time of the human genome (3.1 Gb) on both strands at this stride: ``3.1e9 / stride`` windows at
 the end-to-end rate. ``--compile`` adds ``--compile`` to the command (the model-only rate stays eager).
@@ -227,10 +228,10 @@ def main() -> None:
             print(f"  projected hg38 (3.1 Gb, both strands, stride {args.stride}) at {precision}: {hours:.2f} h")
             label = precision + (", compiled" if args.compile else "")
             if args.device == "cpu":  # CPU seconds: what a shared machine's load moves least
-                lines.append(f"{e2e_cpu:,.0f} windows/CPU-s, end-to-end/model-only {e2e_cpu / cpu_rate:.2f} ({label}; "
-                             f"wall {e2e:,.0f} windows/s, {e2e / rate:.2f})")
+                lines.append(f"{e2e:.0f} windows/s, end-to-end/model-only {e2e / rate:.2f} ({label}; per CPU "
+                             f"second {e2e_cpu:.0f} windows, {e2e_cpu / cpu_rate:.2f})")
             else:
-                lines.append(f"{e2e:,.0f} windows/s, end-to-end/model-only {e2e / rate:.2f} ({label})")
+                lines.append(f"{e2e:.0f} windows/s, end-to-end/model-only {e2e / rate:.2f} ({label})")
         print(f"scan {args.device} " + "; ".join(lines))
         if args.nproc is not None:
             sharded(args, model_dir, fasta, folder, precisions[0])
