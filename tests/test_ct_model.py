@@ -284,6 +284,9 @@ def test_channels_last_stem_with_unshuffle_keeps_outputs_and_input_gradients() -
 
     contiguous, channels_last = tiny(unshuffle=2), tiny(unshuffle=2)
     prepare_for_training(channels_last, TrainConfig(precision="fp32"))
+    stem_inputs = {}
+    for name, model in (("contiguous", contiguous), ("channels_last", channels_last)):
+        model.stem.register_forward_pre_hook(lambda module, args, name=name: stem_inputs.__setitem__(name, args[0]))
     x = torch.rand(2, 1, 16, 16, 8)
     outputs, grads = [], []
     for model in (contiguous, channels_last):
@@ -293,5 +296,9 @@ def test_channels_last_stem_with_unshuffle_keeps_outputs_and_input_gradients() -
         outputs.append(out.detach())
     torch.testing.assert_close(outputs[1], outputs[0], atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(grads[1], grads[0], atol=1e-5, rtol=1e-4)
+    # the stem of the channels-last model reads its input channels-last (converted once, not by each convolution)
+    assert stem_inputs["channels_last"].is_contiguous(memory_format=torch.channels_last_3d)
+    assert not stem_inputs["channels_last"].is_contiguous()
+    assert stem_inputs["contiguous"].is_contiguous()
     prepare_for_training(channels_last, TrainConfig(precision="bf16"))
     assert not channels_last._channels_last_stem
