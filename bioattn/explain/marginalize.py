@@ -13,6 +13,7 @@ their consensus from the JASPAR release :mod:`bioattn.explain.motif_db` uses (sh
 """
 from __future__ import annotations
 
+import re
 import warnings
 from typing import Any, Mapping, Sequence
 
@@ -118,14 +119,10 @@ def marginalize_known_motifs(
 
     from bioattn.progress import progress_bar
 
-    if not sequences:
-        raise UserInputError("known-motif marginalisation needs at least one background sequence")
     if not motifs:
         raise UserInputError("known-motif marginalisation needs at least one motif")
-    lengths = {len(s) for s in sequences}
-    if len(lengths) != 1:
-        raise UserInputError(f"known-motif marginalisation needs sequences of one length, got lengths {sorted(lengths)[:5]}")
-    length = lengths.pop()
+    one_hot = _encode(sequences)
+    length = one_hot.shape[-1]
     if not 0 <= tss_index < length:
         raise UserInputError(f"known-motif marginalisation: TSS index {tss_index} is outside sequences of length {length}")
     if shuffles < 0:
@@ -133,8 +130,6 @@ def marginalize_known_motifs(
     for label, motif in motifs.items():
         if not motif or set(motif.upper()) - set(_ALPHABET + "N"):
             raise UserInputError(f"known motif {label!r}: {motif!r} is not a consensus of A C G T N letters")
-    one_hot = torch.tensor(np.array([[[c == b for c in s.upper()] for b in _ALPHABET] for s in sequences]),
-                           dtype=torch.float32)
     scorer = _LogOdds(model, rc_average).eval()
     device = next(model.parameters()).device
 
@@ -177,17 +172,23 @@ def shuffled_backgrounds(sequences: Sequence[str], *, seed: int = 0) -> list[str
     counts (N shuffled like a fifth letter), the elements broken up. Backgrounds for :func:`marginalize_known_motifs`
     that keep the input's GC content."""
     from tangermeme.ersatz import dinucleotide_shuffle
+    from tangermeme.utils import characters
+
+    one_hot = _encode(sequences)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        shuffled = dinucleotide_shuffle(one_hot, n=1, random_state=seed, allow_N=True)[:, 0]
+    return [characters(row, allow_N=True) for row in shuffled]
+
+
+def _encode(sequences: Sequence[str]) -> torch.Tensor:
+    """``(N, 4, L)`` float one-hot of N sequences of one length (tangermeme's encoding; any letter other than
+    A C G T, an IUPAC ambiguity code included, is an N: all zeros)."""
+    from tangermeme.utils import one_hot_encode
 
     if not sequences:
         raise UserInputError("known-motif marginalisation needs at least one background sequence")
     lengths = {len(s) for s in sequences}
     if len(lengths) != 1:
         raise UserInputError(f"known-motif marginalisation needs sequences of one length, got lengths {sorted(lengths)[:5]}")
-    one_hot = torch.tensor(np.array([[[c == b for c in s.upper()] for b in _ALPHABET] for s in sequences]),
-                           dtype=torch.float32)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        shuffled = dinucleotide_shuffle(one_hot, n=1, random_state=seed, allow_N=True)[:, 0]
-    present = shuffled.sum(1) > 0
-    return ["".join(_ALPHABET[b] if p else "N" for b, p in zip(row.argmax(0).tolist(), keep.tolist()))
-            for row, keep in zip(shuffled, present)]
+    return torch.stack([one_hot_encode(re.sub("[^ACGT]", "N", s.upper()), ignore=["N"]) for s in sequences]).float()
