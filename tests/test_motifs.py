@@ -171,3 +171,13 @@ def test_explain_promoter_motifs_rejects_bad_input_before_writing(tmp_path, tiny
     assert "one length" in capsys.readouterr().err and not (tmp_path / "o1").exists()
     assert cli_main([*base, "--out", str(tmp_path / "o2"), "--motif-db", str(tmp_path / "absent.meme")]) == 2
     assert "absent.meme" in capsys.readouterr().err and not (tmp_path / "o2").exists()
+
+
+def test_information_logo_of_a_sparse_matrix_prints_nothing(tmp_path, capsys) -> None:
+    """Zero probabilities (a clean consensus) are clipped for the logarithm; the rows must still sum to 1, or
+    logomaker prints its renormalisation notice into the command's standard output."""
+    from bioattn.explain.motif_report import _logo
+
+    _logo(np.eye(4)[[3, 0, 3, 0, 0, 0]], tmp_path / "logo.png", title="TATAAA", ylabel="bits", information=True)
+    assert (tmp_path / "logo.png").stat().st_size > 0
+    assert capsys.readouterr().out == ""

@@ -28,7 +28,9 @@ def _logo(matrix: np.ndarray, path: Path, *, title: str, ylabel: str, informatio
 
     frame = pd.DataFrame(np.asarray(matrix, dtype=float), columns=list("ACGT"))
     if information:
-        frame = logomaker.transform_matrix(frame.clip(lower=1e-4), from_type="probability", to_type="information")
+        frame = frame.clip(lower=1e-4)  # rows summing to 1 again, or logomaker prints a warning on stdout
+        frame = logomaker.transform_matrix(frame.div(frame.sum(axis=1), axis=0), from_type="probability",
+                                           to_type="information")
     figure, axis = plt.subplots(figsize=(max(3.0, 0.35 * len(frame) + 1), 2.0))
     logomaker.Logo(frame, ax=axis)
     axis.set_title(title, fontsize=9)
