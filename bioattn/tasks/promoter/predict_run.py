@@ -37,11 +37,12 @@ class PromoterPredictions:
         if self.counts is not None:
             shown = ", ".join(f"{name}: {self.counts[name]}" for name in self.class_names)
             written = "standard output" if str(output) == STDOUT else output
-            return (f"{sum(self.counts.values())} sequences scored in {self.precision} (predicted {shown}); "
+            total = sum(self.counts.values())
+            return (f"{total} sequence{'' if total == 1 else 's'} scored in {self.precision} (predicted {shown}); "
                     f"wrote {written}")
         scan = self.scan
         merged = f", merged into {scan.regions} regions" if scan.regions else ""
-        return (f"{scan.sequences} sequences, {scan.windows} windows of {self.window} nt every {self.stride} nt scored "
+        return (f"{scan.sequences} sequence{'' if scan.sequences == 1 else 's'}, {scan.windows} windows of {self.window} nt every {self.stride} nt scored "
                 f"in {self.precision} ({scan.skipped_n_only} only-N windows skipped), {scan.above_threshold} with "
                 f"p({self.class_name}) >= {self.threshold}{merged}; wrote {output}")
 
