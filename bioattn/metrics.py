@@ -20,6 +20,7 @@ __all__ = [
     "CONTACT_CUTOFF",
     "LONG_RANGE",
     "TOP_FRACTIONS",
+    "PRECISION_NAMES",
     "classification_metrics",
     "with_prefix",
     "mean_std",
@@ -31,6 +32,8 @@ CLASSIFICATION_METRICS = ("mcc", "accuracy", "f1", "auroc", "loss")
 CONTACT_CUTOFF = 8.0
 LONG_RANGE = 24
 TOP_FRACTIONS = (5, 2, 1)
+#: Column names of contact precision at top-L/k for each k of :data:`TOP_FRACTIONS`: P@L/5, P@L/2, P@L.
+PRECISION_NAMES = tuple("P@L" if k == 1 else f"P@L/{k}" for k in TOP_FRACTIONS)
 
 
 def _as_class_probabilities(probs: np.ndarray) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""The import graph reads one way: attention → models / data → explain → tasks → commands / cli / recipes.
+"""The import graph reads one way: attention → models / data → tasks → explain → commands / cli / recipes.
 
 Every ``import`` in the package (module level or inside a function) is read with :mod:`ast`; a module may import
 only from its own layer or a lower one, and no two modules import each other, directly or through others.
@@ -19,8 +19,8 @@ LAYERS: dict[str, int] = {
     "attention": 1,
     "data": 2,
     "models": 3, "coevolution": 3, "training": 3,
-    "explain": 4,
-    "tasks": 5,
+    "tasks": 4,
+    "explain": 5,
     "commands": 6, "cli": 6,
 }
 

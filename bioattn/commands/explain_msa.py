@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from bioattn.explain.result import check_out_dir
 
     if args.weights is not None:
-        from bioattn.tasks.msa.esm import describe_weights_explanation, explain_with_weights
+        from bioattn.explain.esm_msa import describe_weights_explanation, explain_with_weights
 
         print(describe_weights_explanation(*explain_with_weights(
             args.weights, args.input, args.out, fmt=args.format, query=args.query, pdb=args.pdb, chain=args.chain,

@@ -9,20 +9,22 @@ structure, the P@L/5, P@L/2, P@L of its symmetrised + APC map (``head_contact_pr
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import torch
 
 from bioattn.data.contacts import ContactTarget
+from bioattn.errors import UserInputError
 from bioattn.explain.msa import PRECISION_NAMES, head_contact_precision
 from bioattn.explain.outputs import write_layer_figures
 from bioattn.io import save_tensors, write_json, write_table
 from bioattn.metrics import CONTACT_CUTOFF, LONG_RANGE, precision_at
-from bioattn.models.msa_transformer import MSATransformer
+from bioattn.models.msa_transformer import DEFAULT_MAX_ROWS, MSATransformer
 
-__all__ = ["explain_esm_msa"]
+__all__ = ["explain_esm_msa", "explain_with_weights", "describe_weights_explanation"]
 
 
 def explain_esm_msa(model: MSATransformer, target: ContactTarget, out: Path, max_rows: int, label: str) -> dict[str, Any]:
@@ -65,3 +67,32 @@ def explain_esm_msa(model: MSATransformer, target: ContactTarget, out: Path, max
     })
     write_json(out / "summary.json", summary)
     return summary
+
+
+def explain_with_weights(weights: str | os.PathLike, inputs: str | os.PathLike, out: str | os.PathLike, *,
+                         fmt: str | None = None, query: str | None = None, pdb: str | None = None,
+                         chain: str | None = None, struct_dat: str | None = None, max_rows: int = DEFAULT_MAX_ROWS,
+                         device: str = "auto", overwrite: bool = False) -> tuple[dict, Path, str]:
+    """``bioattn explain msa --weights``: the MSA Transformer of ``weights`` on the alignment ``inputs``, every
+    layer's and head's row-attention map written under ``out``
+    (:func:`explain_esm_msa`). Returns ``(summary, out folder, family name)``."""
+    from bioattn.data.contacts import load_target
+    from bioattn.explain.outputs import prepare_out_dir
+    from bioattn.tasks.msa.esm import load_msa_transformer
+    from bioattn.training.distributed import resolve_device
+
+    if max_rows < 1:
+        raise UserInputError(f"--max-rows must be >= 1, got {max_rows}")
+    model = load_msa_transformer(weights, resolve_device(device))
+    target = load_target(inputs, fmt=fmt, query_fasta=query, pdb=pdb, chain=chain, struct_dat=struct_dat)
+    folder = prepare_out_dir(out, overwrite=overwrite)
+    return explain_esm_msa(model, target, folder, max_rows, str(weights)), folder, target.name
+
+
+def describe_weights_explanation(summary: Mapping[str, Any], out: Path, family: str) -> str:
+    """What ``bioattn explain msa --weights`` prints for the ``(summary, out, family)`` of
+    :func:`explain_with_weights`: the layers read and the best head's long-range P@L/5 (with a structure)."""
+    best = summary.get("best_head")
+    found = (f"best head layer {best['layer']} head {best['head']}, long-range P@L/5 = {best['P@L/5']:.2f}"
+             if best else "no structure given")
+    return f"{family}: MSA Transformer row attention of {len(summary['head_similarity'])} layers, {found} -> {out}"

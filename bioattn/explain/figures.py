@@ -10,7 +10,8 @@ user's matplotlib backend (inline figures in a notebook keep working).
 - :func:`plot_rollout_track`: a per-token influence track for 1D inputs (DNA), optionally with a spread
   band (when aggregated over many inputs), the sequence letters and highlighted spans.
 - :func:`plot_orthogonal_slices`: three orthogonal slices of a 3D volume with an influence overlay.
-- :func:`plot_contact_map`: the top predicted residue–residue contacts over the native contact map.
+- :func:`plot_contact_map` (from :mod:`bioattn.tasks.msa.figures`, which MSA training also writes with): the top
+  predicted residue–residue contacts over the native contact map.
 """
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ from matplotlib.figure import Figure
 
 from bioattn.errors import UserInputError
 from bioattn.io import atomic_write
-from bioattn.metrics import CONTACT_CUTOFF
+from bioattn.tasks.msa.figures import plot_contact_map
+from bioattn.training.curves import plot_metric_per_epoch
 
 ArrayLike = np.ndarray | torch.Tensor | Sequence[float]
 
@@ -257,71 +259,4 @@ def plot_head_scores(
     ax.set_ylabel("layer")
     ax.set_title(title or label, fontsize=9)
     fig.colorbar(image, ax=ax, fraction=0.046, label=label)
-    return _save(fig, path, dpi)
-
-
-def plot_contact_map(
-    path: str | os.PathLike, scores: np.ndarray, distances: np.ndarray | None, *, title: str = "", top_fraction: int = 1
-) -> None:
-    """PNG of the top-L/``top_fraction`` predicted pairs (upper triangle) over the native contacts (grey).
-
-    Correct predictions are blue, wrong ones red, pairs without native coordinates hollow; without
-    ``distances`` the predictions are drawn alone.
-    """
-    length = scores.shape[0]
-    i, j = np.triu_indices(length, k=6)
-    order = np.argsort(-np.nan_to_num(scores[i, j], nan=-np.inf), kind="stable")[: max(length // top_fraction, 1)]
-    fig = Figure(figsize=(5.5, 5.5))
-    ax = fig.subplots()
-    if distances is not None:
-        native = np.argwhere(np.triu(np.nan_to_num(distances, nan=np.inf) < CONTACT_CUTOFF, k=6))
-        ax.scatter(native[:, 1], native[:, 0], s=6, c="0.75", marker="s", label="native (Cβ < 8 Å)")
-        ax.scatter(native[:, 0], native[:, 1], s=6, c="0.75", marker="s")
-        predicted = distances[i[order], j[order]]
-        known = np.isfinite(predicted)
-        hit = known & (np.nan_to_num(predicted, nan=np.inf) < CONTACT_CUTOFF)
-        ax.scatter(j[order][hit], i[order][hit], s=8, c="tab:blue", label="predicted, correct")
-        ax.scatter(j[order][known & ~hit], i[order][known & ~hit], s=8, c="tab:red", label="predicted, wrong")
-        if not known.all():
-            ax.scatter(j[order][~known], i[order][~known], s=8, facecolors="none", edgecolors="0.4",
-                       label="predicted, no native coordinates")
-    else:
-        ax.scatter(j[order], i[order], s=8, c="tab:blue", label="predicted")
-    ax.set_xlim(-0.5, length - 0.5)
-    ax.set_ylim(length - 0.5, -0.5)
-    ax.set_aspect("equal")
-    ax.set_xlabel("residue j")
-    ax.set_ylabel("residue i")
-    ax.set_title(title or f"top-L/{top_fraction} predicted contacts (|i-j| ≥ 6) over native")
-    ax.legend(loc="lower left", fontsize=7, markerscale=2)
-    fig.tight_layout()
-    with atomic_write(path, "wb") as handle:
-        fig.savefig(handle, format="png", dpi=120)
-
-
-def plot_metric_per_epoch(
-    curves: Mapping[str, Sequence[tuple[int, float]]],
-    path: str | os.PathLike,
-    *,
-    ylabel: str,
-    title: str | None = None,
-    dpi: int = 120,
-) -> Path:
-    """One line per model of a metric against the epoch, e.g. validation AUROC: ``curves = {label: [(epoch, value)]}``.
-
-    Models without points are left out of the figure.
-    """
-    fig = Figure(figsize=(5.5, 3.5), layout="tight")
-    ax = fig.subplots()
-    for label, points in curves.items():
-        if points:
-            epochs, values = zip(*points)
-            ax.plot(epochs, values, "o-", markersize=3, label=label)
-    ax.set_xlabel("epoch")
-    ax.set_ylabel(ylabel)
-    ax.grid(alpha=0.3)
-    if any(curves.values()):
-        ax.legend(fontsize=8)
-    if title:
-        ax.set_title(title, fontsize=9)
     return _save(fig, path, dpi)

@@ -11,9 +11,7 @@ import torch
 from torch import Tensor
 
 from bioattn.coevolution import apc, symmetrize
-from bioattn.metrics import LONG_RANGE, TOP_FRACTIONS, precision_at
-
-PRECISION_NAMES = tuple("P@L" if k == 1 else f"P@L/{k}" for k in TOP_FRACTIONS)
+from bioattn.metrics import LONG_RANGE, PRECISION_NAMES, TOP_FRACTIONS, precision_at
 
 
 @torch.no_grad()

@@ -17,8 +17,8 @@ Each task is a subpackage whose ``train`` module holds its options and runs; the
 release.
 
 Each task module imports from :mod:`bioattn.attention`, :mod:`bioattn.models`, :mod:`bioattn.data`,
-:mod:`bioattn.training`, :mod:`bioattn.explain` and the shared :mod:`bioattn.metrics` / :mod:`bioattn.report` /
-:mod:`bioattn.io`, never from :mod:`bioattn.commands` or :mod:`bioattn.cli`.
+:mod:`bioattn.training` and the shared :mod:`bioattn.metrics` / :mod:`bioattn.report` / :mod:`bioattn.io`, never
+from :mod:`bioattn.explain` (which builds on the tasks), :mod:`bioattn.commands` or :mod:`bioattn.cli`.
 """
 from __future__ import annotations
 

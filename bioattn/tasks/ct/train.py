@@ -57,7 +57,6 @@ from bioattn.attention.compat import renamed_arguments
 from bioattn.data import resolve_data_root
 from bioattn.data.ct import VolumePreprocessing, apply_random_transform, foreground_distance, train_augmentation
 from bioattn.errors import UserInputError
-from bioattn.explain.figures import plot_metric_per_epoch
 from bioattn.io import save_tensors, write_json, write_text
 from bioattn.metrics import classification_metrics, mean_std, with_prefix
 from bioattn.models.ensemble import Ensemble
@@ -91,6 +90,7 @@ from bioattn.tasks.ct.data import (
 from bioattn.tasks.ct.preprocessing import FITS, SavedPreprocessing
 from bioattn.tasks.trust import baseline_warning, format_trust, trust_report
 from bioattn.training import TrainConfig, Trainer, check_run_dir, plot_curves, prepare_run_dir, seed_everything
+from bioattn.training.curves import plot_metric_per_epoch
 from bioattn.training.distributed import is_main_process
 from bioattn.training.mixup import check_mixup_alpha, mixup_cross_entropy
 

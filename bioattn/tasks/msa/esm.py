@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Mapping
 
 import torch
 
@@ -59,32 +58,3 @@ def esm_msa_prediction(model: MSATransformer, target: ContactTarget, max_rows: i
     """Run ``model`` on at most ``max_rows`` rows of ``target``'s alignment chosen as in ESM's examples
     (:meth:`~bioattn.models.MSATransformer.predict_alignment`); errors name the alignment file."""
     return model.predict_alignment(target.msa.sequences, max_rows, source=str(target.msa.source))
-
-
-def explain_with_weights(weights: str | os.PathLike, inputs: str | os.PathLike, out: str | os.PathLike, *,
-                         fmt: str | None = None, query: str | None = None, pdb: str | None = None,
-                         chain: str | None = None, struct_dat: str | None = None, max_rows: int = DEFAULT_MAX_ROWS,
-                         device: str = "auto", overwrite: bool = False) -> tuple[dict, Path, str]:
-    """``bioattn explain msa --weights``: the MSA Transformer of ``weights`` on the alignment ``inputs``, every
-    layer's and head's row-attention map written under ``out``
-    (:func:`~bioattn.explain.esm_msa.explain_esm_msa`). Returns ``(summary, out folder, family name)``."""
-    from bioattn.data.contacts import load_target
-    from bioattn.explain.esm_msa import explain_esm_msa
-    from bioattn.explain.outputs import prepare_out_dir
-    from bioattn.training.distributed import resolve_device
-
-    if max_rows < 1:
-        raise UserInputError(f"--max-rows must be >= 1, got {max_rows}")
-    model = load_msa_transformer(weights, resolve_device(device))
-    target = load_target(inputs, fmt=fmt, query_fasta=query, pdb=pdb, chain=chain, struct_dat=struct_dat)
-    folder = prepare_out_dir(out, overwrite=overwrite)
-    return explain_esm_msa(model, target, folder, max_rows, str(weights)), folder, target.name
-
-
-def describe_weights_explanation(summary: Mapping[str, Any], out: Path, family: str) -> str:
-    """What ``bioattn explain msa --weights`` prints for the ``(summary, out, family)`` of
-    :func:`explain_with_weights`: the layers read and the best head's long-range P@L/5 (with a structure)."""
-    best = summary.get("best_head")
-    found = (f"best head layer {best['layer']} head {best['head']}, long-range P@L/5 = {best['P@L/5']:.2f}"
-             if best else "no structure given")
-    return f"{family}: MSA Transformer row attention of {len(summary['head_similarity'])} layers, {found} -> {out}"

@@ -30,13 +30,12 @@ import torch
 
 from bioattn.data.contacts import ContactTarget, discover_families, load_target, published_predictions, write_rr
 from bioattn.errors import UserInputError
-from bioattn.explain.figures import plot_contact_map
 from bioattn.io import save_tensors, write_json, write_text
-from bioattn.explain.msa import PRECISION_NAMES
-from bioattn.metrics import mean_std, precision_at
+from bioattn.metrics import PRECISION_NAMES, mean_std, precision_at
 from bioattn.models.msa_contact import MSAContactModel, logistic_contact_probabilities
 from bioattn.report import MISSING, format_mean_sd, format_table
 from bioattn.tasks.common import Member, member_dir_name, save_ensemble, seed_members, train_members
+from bioattn.tasks.msa.figures import plot_contact_map
 from bioattn.tasks.msa.features import (
     DEFAULTS, FEATURES_FILE, QUICK, MSAOptions, coevolution_maps, load_features, prepare_family, quick_config, training_pool,
 )

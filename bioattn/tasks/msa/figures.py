@@ -1,0 +1,55 @@
+"""The contact-map figure an MSA run writes (``contact_map.png``), also used by ``bioattn explain msa``.
+
+Built with matplotlib's object-oriented API (no pyplot), so importing this module never changes the user's
+matplotlib backend.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from bioattn.io import atomic_write
+from bioattn.metrics import CONTACT_CUTOFF
+
+__all__ = ["plot_contact_map"]
+
+
+def plot_contact_map(
+    path: str | os.PathLike, scores: np.ndarray, distances: np.ndarray | None, *, title: str = "", top_fraction: int = 1
+) -> None:
+    """PNG of the top-L/``top_fraction`` predicted pairs (upper triangle) over the native contacts (grey).
+
+    Correct predictions are blue, wrong ones red, pairs without native coordinates hollow; without
+    ``distances`` the predictions are drawn alone.
+    """
+    length = scores.shape[0]
+    i, j = np.triu_indices(length, k=6)
+    order = np.argsort(-np.nan_to_num(scores[i, j], nan=-np.inf), kind="stable")[: max(length // top_fraction, 1)]
+    fig = Figure(figsize=(5.5, 5.5))
+    ax = fig.subplots()
+    if distances is not None:
+        native = np.argwhere(np.triu(np.nan_to_num(distances, nan=np.inf) < CONTACT_CUTOFF, k=6))
+        ax.scatter(native[:, 1], native[:, 0], s=6, c="0.75", marker="s", label="native (Cβ < 8 Å)")
+        ax.scatter(native[:, 0], native[:, 1], s=6, c="0.75", marker="s")
+        predicted = distances[i[order], j[order]]
+        known = np.isfinite(predicted)
+        hit = known & (np.nan_to_num(predicted, nan=np.inf) < CONTACT_CUTOFF)
+        ax.scatter(j[order][hit], i[order][hit], s=8, c="tab:blue", label="predicted, correct")
+        ax.scatter(j[order][known & ~hit], i[order][known & ~hit], s=8, c="tab:red", label="predicted, wrong")
+        if not known.all():
+            ax.scatter(j[order][~known], i[order][~known], s=8, facecolors="none", edgecolors="0.4",
+                       label="predicted, no native coordinates")
+    else:
+        ax.scatter(j[order], i[order], s=8, c="tab:blue", label="predicted")
+    ax.set_xlim(-0.5, length - 0.5)
+    ax.set_ylim(length - 0.5, -0.5)
+    ax.set_aspect("equal")
+    ax.set_xlabel("residue j")
+    ax.set_ylabel("residue i")
+    ax.set_title(title or f"top-L/{top_fraction} predicted contacts (|i-j| ≥ 6) over native")
+    ax.legend(loc="lower left", fontsize=7, markerscale=2)
+    fig.tight_layout()
+    with atomic_write(path, "wb") as handle:
+        fig.savefig(handle, format="png", dpi=120)
