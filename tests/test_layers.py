@@ -109,3 +109,11 @@ def test_only_the_notebook_builder_is_loaded_by_path() -> None:
         if any("build.py" not in constants for constants in path_loads(path))
     ]
     assert not offenders, f"load a script by path: {offenders}"
+
+
+def test_the_trainer_knows_no_attention_kernel():
+    """The brief's rule: the training package imports nothing from bioattn.attention (the tasks choose the kernel)."""
+    training = sorted((PACKAGE / "training").rglob("*.py"))
+    assert training
+    for path in training:
+        assert not [m for m in imported_modules(path) if m.startswith("bioattn.attention")], path

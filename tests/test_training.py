@@ -411,7 +411,9 @@ def test_max_steps_per_epoch_ends_the_epoch(tmp_path):
 
 
 def test_attention_backend_applies_while_training_and_evaluating_then_is_restored(tmp_path):
+    """The task layer (``fit_timed``) runs the whole fit under the run's kernel; the trainer itself knows none."""
     from bioattn.attention import get_backend
+    from bioattn.tasks.common import fit_timed
 
     seen = []
 
@@ -423,13 +425,23 @@ def test_attention_backend_applies_while_training_and_evaluating_then_is_restore
         seen.append(("eval", get_backend()))
         return {"accuracy": 1.0}
 
-    _fit(tmp_path, loss=loss, evaluate=evaluate, attention_backend="explicit", max_epochs=1)
+    def fit(name, **overrides):
+        config = TrainConfig(**{**vars(toyrun.DEFAULTS), "max_epochs": 1, **overrides})
+        run_dir = prepare_run_dir(tmp_path / name, resume=False, overwrite=False)
+        trainer = Trainer(toyrun.make_model(0.0), toyrun.make_dataset(48, seed=1), config, run_dir, loss_fn=loss,
+                          evaluate=evaluate)
+        return fit_timed(trainer)
+
+    fit("explicit", attention_backend="explicit")
     assert set(seen) == {("train", "explicit"), ("eval", "explicit")} and get_backend() == "auto"
     seen.clear()
-    _, trainer, _ = _fit(tmp_path, "bf16", loss=loss, evaluate=evaluate, precision="bf16", max_epochs=1, device="cpu")
-    assert set(seen) == {("train", "math"), ("eval", "math")} and trainer.attention_backend() == "math"
+    fit("bf16", precision="bf16", device="cpu")
+    assert set(seen) == {("train", "math"), ("eval", "math")} and get_backend() == "auto"
+    seen.clear()
+    _fit(tmp_path, "plain", loss=loss, evaluate=evaluate, attention_backend="explicit", max_epochs=1)
+    assert set(seen) == {("train", "auto"), ("eval", "auto")}  # Trainer.fit alone leaves the kernel alone
     with pytest.raises(UserInputError, match="attention_backend must be one of"):
-        TrainConfig(attention_backend="fastest")
+        fit("typo", attention_backend="fastest")
     parser = argparse.ArgumentParser()
     add_training_args(parser, TrainConfig())
     assert config_from_args(parser.parse_args(["--attention-backend", "math"]), TrainConfig()).attention_backend == "math"
@@ -457,7 +469,9 @@ def test_deterministic_kernels_are_switched_on_for_a_gpu_only_and_restored(monke
 
 
 def test_the_trainer_enters_deterministic_kernels_and_math_attention_when_asked(tmp_path, monkeypatch):
-    cuda, cpu, backend = torch.device("cuda"), torch.device("cpu"), trainer_module.training_attention_backend
+    from bioattn.tasks.common import training_attention_backend as backend
+
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
     assert backend(TrainConfig(deterministic=True), cuda) == "math"  # the fused kernels' backward: no fixed order
     assert backend(TrainConfig(deterministic=True), cpu) == "auto"  # CPU runs repeat as they are
     assert backend(TrainConfig(deterministic=True, attention_backend="flash"), cuda) == "flash"  # asked for: kept

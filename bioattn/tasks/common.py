@@ -4,6 +4,7 @@ the members of a seed or cross-validation ensemble (:func:`seed_members`, :func:
 :func:`train_members`, :class:`OutOfFold`), used by the promoter, CT and MSA tasks alike."""
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 import warnings
@@ -15,6 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from bioattn.attention import BACKENDS, use_backend
 from bioattn.attention.compat import renamed_arguments
 from bioattn.errors import UserInputError
 from bioattn.io import write_json, write_table
@@ -31,14 +33,31 @@ def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
+def training_attention_backend(config: TrainConfig, device: torch.device) -> str:
+    """The attention kernel a run trains and evaluates with: ``config.attention_backend``, where ``"auto"`` means
+    ``"math"`` for bf16 autocast on a CPU (torch's fused CPU attention is slow in bf16 backward; a training step is
+    faster with math) and for ``config.deterministic`` on a GPU (the fused kernels' backward adds from many threads
+    in no fixed order), the process-wide choice otherwise. An unknown name is a :class:`UserInputError`."""
+    if config.attention_backend not in BACKENDS:
+        raise UserInputError(f"attention_backend must be one of {', '.join(BACKENDS)}; got {config.attention_backend!r}")
+    if config.attention_backend != "auto":
+        return config.attention_backend
+    bf16_on_cpu = config.precision == "bf16" and device.type == "cpu"
+    deterministic_on_gpu = config.deterministic and device.type == "cuda"
+    return "math" if bf16_on_cpu or deterministic_on_gpu else "auto"
+
+
 def fit_timed(trainer: Trainer) -> tuple[FitResult, dict[str, Any]]:
-    """Run ``trainer.fit()``; return its result and a JSON-ready summary of the run.
+    """Run ``trainer.fit()`` with the run's attention kernel (:func:`training_attention_backend`, restored
+    afterwards); return its result and a JSON-ready summary of the run.
 
     Summary keys: ``parameters``, ``best_epoch``, ``epochs_run``, ``optimizer_steps``, ``stop_reason``,
     ``train_wall_minutes_this_invocation``, ``train_cpu_minutes_this_invocation``, ``torch_threads``.
     """
+    backend = training_attention_backend(trainer.config, trainer.device)
     wall, cpu = time.monotonic(), time.process_time()
-    result = trainer.fit()
+    with contextlib.nullcontext() if backend == "auto" else use_backend(backend):  # type: ignore[arg-type]
+        result = trainer.fit()
     return result, {
         "parameters": count_parameters(trainer.module),
         "best_epoch": result.best_epoch,

@@ -13,7 +13,6 @@ from typing import Any, Sequence
 
 import yaml
 
-from bioattn.attention import BACKENDS
 from bioattn.errors import UserInputError
 from bioattn.training.distributed import resolve_device
 
@@ -53,12 +52,12 @@ class TrainConfig:
     run's optimizer steps. ``min_steps``: a run with fewer optimizer steps than this over ``max_epochs`` trains
     more epochs until it has them (small data sets; 0: never). ``min_batches_per_epoch``: a training set smaller than
     this many batches gets a smaller batch, so an epoch has that many optimizer steps (0: never). ``device``: ``auto`` (the GPU when there is one), ``cpu`` or ``cuda``.
-    ``attention_backend``: the attention kernel of every bioattn block during training and evaluation (see
-    :func:`bioattn.attention.set_backend`); ``auto``: the process-wide choice, except ``math`` for
-    ``precision="bf16"`` on a CPU (torch's fused CPU attention backward is slow in bf16). ``ema_decay``: evaluate,
+    ``attention_backend``: the name of the attention kernel the run's model uses while training and evaluating;
+    the trainer only carries it: the task that runs the trainer applies it around the whole fit
+    (:func:`bioattn.tasks.common.fit_timed`, which also says what ``auto`` means). ``ema_decay``: evaluate,
     select and keep an exponential moving average of the weights instead of the weights themselves (see
     :func:`~bioattn.training.averaging.weight_average`); ``None``: none. ``deterministic``: on a GPU, deterministic
-    kernels and the math attention kernel, so two runs of one seed match bit for bit as they do on a CPU (slower;
+    kernels (and, from the task, the math attention kernel), so two runs of one seed match bit for bit as they do on a CPU (slower;
     see :mod:`bioattn.training.determinism`).
     """
 
@@ -100,7 +99,6 @@ class TrainConfig:
         _check_choice("schedule", self.schedule, SCHEDULES)
         _check_choice("precision", self.precision, PRECISIONS)
         _check_choice("monitor_mode", self.monitor_mode, MONITOR_MODES)
-        _check_choice("attention_backend", self.attention_backend, BACKENDS)
         resolve_device(self.device)  # an unknown name, or cuda without a GPU, fails here, before any file is written
         for name in ("max_epochs", "batch_size", "grad_accum"):
             if getattr(self, name) < 1:

@@ -3,8 +3,8 @@
 A CPU run of the same seed already repeats bit for bit. On a GPU several kernels do not: cuDNN picks convolution
 algorithms by timing them, and backward passes (convolutions, embeddings, fused attention) add into the same
 gradient from many threads in whatever order they finish. :func:`deterministic_kernels` switches PyTorch to its
-deterministic kernels for the duration of a run; the trainer also runs attention with the math kernel then (see
-:func:`bioattn.training.trainer.training_attention_backend`), whose backward is two matrix products.
+deterministic kernels for the duration of a run; the task running the trainer also runs attention with the math
+kernel then (see :func:`bioattn.tasks.common.training_attention_backend`), whose backward is two matrix products.
 """
 from __future__ import annotations
 

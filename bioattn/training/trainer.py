@@ -26,7 +26,6 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
 
-from bioattn.attention import use_backend
 from bioattn.errors import TrainingDivergedError, UserInputError
 from bioattn.training import checkpoint as ckpt
 from bioattn.training.averaging import weight_average
@@ -103,17 +102,6 @@ def move_to(batch: Any, device: torch.device) -> Any:
     if isinstance(batch, (list, tuple)):
         return type(batch)(move_to(v, device) for v in batch)
     return batch
-
-
-def training_attention_backend(config: TrainConfig, device: torch.device) -> str:
-    """``config.attention_backend``, where ``"auto"`` means ``"math"`` for bf16 autocast on a CPU (torch's fused CPU
-    attention is slow in bf16 backward; a training step is faster with math) and for ``config.deterministic`` on a
-    GPU (the fused kernels' backward adds from many threads in no fixed order), the process-wide choice otherwise."""
-    if config.attention_backend != "auto":
-        return config.attention_backend
-    bf16_on_cpu = config.precision == "bf16" and device.type == "cpu"
-    deterministic_on_gpu = config.deterministic and device.type == "cuda"
-    return "math" if bf16_on_cpu or deterministic_on_gpu else "auto"
 
 
 def _to_float(name: str, value: Any) -> float:
@@ -278,10 +266,8 @@ class Trainer:
                    unit="step", disable=not is_main_process(), dynamic_ncols=True)
         started = time.monotonic()
         self.module.train()
-        backend_name = self.attention_backend()
-        backend = contextlib.nullcontext() if backend_name == "auto" else use_backend(backend_name)  # type: ignore[arg-type]
         try:
-            with backend, deterministic_kernels(self.device, self.config.deterministic):
+            with deterministic_kernels(self.device, self.config.deterministic):
                 while self.progress.epoch < self.config.max_epochs and self.progress.stop_reason is None:
                     self._run_epoch(logger, bar, started)
         finally:
@@ -382,10 +368,6 @@ class Trainer:
         """The weights that are evaluated, selected and kept: the moving average with ``config.ema_decay``, else
         the trained module itself."""
         return self.average.module if self.average is not None else self.module
-
-    def attention_backend(self) -> str:
-        """The attention backend training and evaluation run under (see :func:`training_attention_backend`)."""
-        return training_attention_backend(self.config, self.device)
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         if self.config.precision == "fp32":
