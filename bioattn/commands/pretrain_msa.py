@@ -25,10 +25,9 @@ __all__ = ["add_arguments", "run"]
 
 
 def run(args: argparse.Namespace) -> int:
-    from bioattn.data import resolve_data_root
     from bioattn.tasks.msa.pretrain import pretrain, pretrain_report
 
     options, config, exclude = pretrain_options_from_args(args)
-    metrics = pretrain(resolve_data_root(args.data_root), args.out, options, config, exclude)
+    metrics = pretrain(args.data_root, args.out, options, config, exclude)
     print(pretrain_report(metrics, args.out))
     return 0

@@ -31,6 +31,7 @@ from torch.utils.data import Dataset
 
 from bioattn.data.contacts import discover_families
 from bioattn.data.msa import MSATokenizer, read_msa, sequence_weights, subsample
+from bioattn.data.root import resolve_data_root
 from bioattn.errors import UserInputError
 from bioattn.io import write_json
 from bioattn.models.msa_contact import POSITIONAL_ENCODINGS, MSAContactModel, mask_tokens, masked_lm_loss
@@ -253,15 +254,16 @@ def build_model(options: PretrainOptions) -> MSAContactModel:
     return model
 
 
-def pretrain(data_root: Path, out: Path, options: PretrainOptions, config: TrainConfig,
+def pretrain(data_root: str | Path | None, out: Path, options: PretrainOptions, config: TrainConfig,
              exclude: str | Sequence[str] = EXCLUDE_STRUCTURES) -> dict[str, Any]:
-    """Pretrain one model on the sources of ``data_root`` (:func:`pretraining_sources`) into the run directory ``out``.
+    """Pretrain one model on the sources of ``data_root`` (:func:`pretraining_sources`; None: the default data root,
+    :func:`bioattn.data.resolve_data_root`) into the run directory ``out``.
 
     Writes ``config.json`` + ``model.safetensors`` (the best model on the held-out loss), ``metrics.json`` (per
     alignment: rows, Neff, sampling probability and held-out masked-token loss / accuracy; the excluded families;
     the training summary), ``train_log.csv`` and ``training_curve.png``. Returns the ``metrics.json`` content.
     """
-    sources, excluded = pretraining_sources(data_root, exclude)
+    sources, excluded = pretraining_sources(resolve_data_root(data_root), exclude)
     out = prepare_run_dir(out, resume=options.resume, overwrite=options.overwrite)
     seed_everything(config.seed)
     tick = time.process_time()
