@@ -12,7 +12,7 @@ from bioattn.cli import main as cli_main
 from bioattn.errors import UserInputError
 from bioattn.explain.attribution import CT_METHODS
 from bioattn.models import HybridCT3D
-from bioattn.tasks.ct.explain import explain_ct, parse_indices, peak_inside
+from bioattn.explain.ct_report import explain_ct, parse_indices, peak_inside
 
 SIZE = 16
 

@@ -44,6 +44,6 @@ def test_auto_chooses_among_every_method_the_faithfulness_table_ranks() -> None:
     """``--method auto`` and the starred row of the table pick from the same methods (GradCAM and occlusion
     included), so the command cannot name one method the most faithful and star another."""
     from bioattn.explain.attribution import CT_METHODS
-    from bioattn.tasks.ct.explain import FAITHFULNESS_ORDER
+    from bioattn.explain.ct_report import FAITHFULNESS_ORDER
 
     assert set(FAITHFULNESS_ORDER) == set(CT_METHODS) - {"random"}

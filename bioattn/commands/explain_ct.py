@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bioattn.tasks.ct.explain import describe, explain_ct
+    from bioattn.explain.ct_report import describe, explain_ct
     from bioattn.explain.result import check_out_dir
 
     check_out_dir(args.out, overwrite=args.overwrite)

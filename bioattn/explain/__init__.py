@@ -13,7 +13,7 @@ loaded only when first used.
 From Python, :func:`explain_promoter`, :func:`explain_ct` and :func:`explain_msa` run the whole explanation of
 ``bioattn explain promoter|ct|msa`` (a model object, shipped name or run directory + inputs as paths or in memory)
 and return a result with the maps, tables and summary; its ``save(directory)`` writes what the command writes
-(``explain_ct`` lives in :mod:`bioattn.tasks.ct.explain`, loaded when first used: it reads a run's preprocessing).
+(``explain_ct`` lives in :mod:`bioattn.explain.ct_report`, loaded when first used: it reads a run's preprocessing).
 
 Motifs: :func:`explain_motifs` (in-silico mutagenesis :func:`ism_attribution`, TF-MoDISco, TOMTOM against JASPAR
 or a MEME file via :func:`load_motif_database`, and :func:`head_motif_enrichment`, which head reads which
@@ -47,7 +47,7 @@ _MOTIFS = {
 
 _PIPELINES = {
     "explain_promoter": "bioattn.explain.promoter_report", "PromoterExplanation": "bioattn.explain.promoter_report",
-    "explain_ct": "bioattn.tasks.ct.explain", "CTExplanation": "bioattn.tasks.ct.explain",
+    "explain_ct": "bioattn.explain.ct_report", "CTExplanation": "bioattn.explain.ct_report",
     "explain_msa": "bioattn.explain.msa_report", "MSAExplanation": "bioattn.explain.msa_report",
 }
 

@@ -34,7 +34,7 @@ MOVED_MODULES: dict[str, str] = {
     "promoter_data": "promoter.data", "promoter_scan": "promoter.scan", "promoter_predict": "promoter.predict",
     "promoter_predict_run": "promoter.predict_run", "promoter_pretrain": "promoter.pretrain",
     "promoter_baselines": "promoter.baselines", "dna_composition": "promoter.composition",
-    "ct_data": "ct.data", "ct_explain": "ct.explain", "ct_predict": "ct.predict", "ct_predict_run": "ct.predict_run",
+    "ct_data": "ct.data", "ct_predict": "ct.predict", "ct_predict_run": "ct.predict_run",
     "ct_preprocessing": "ct.preprocessing",
     "msa_compare": "msa.compare", "msa_esm": "msa.esm", "msa_features": "msa.features", "msa_head": "msa.head",
     "msa_predict": "msa.predict", "msa_pretrain": "msa.pretrain",

@@ -4,8 +4,8 @@
   ``from bioattn.tasks.ct import CTOptions, train_ct`` works).
 - :mod:`~bioattn.tasks.ct.data`: MedMNIST and manifest loaders; :mod:`~bioattn.tasks.ct.preprocessing`: the saved
   NIfTI/DICOM preprocessing and the training-volume profile.
-- :mod:`~bioattn.tasks.ct.predict` / :mod:`~bioattn.tasks.ct.predict_run`: prediction on volumes;
-  :mod:`~bioattn.tasks.ct.explain`: explanations of one volume.
+- :mod:`~bioattn.tasks.ct.predict` / :mod:`~bioattn.tasks.ct.predict_run`: prediction on volumes (explanations of
+  a volume: :mod:`bioattn.explain.ct_report`, above the tasks).
 """
 from __future__ import annotations
 

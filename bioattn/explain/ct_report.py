@@ -3,8 +3,8 @@
 The pipeline of ``bioattn explain ct``: the input prepared as the run's ``preprocessing.json`` says (each override
 replaces its step), the rollout and the chosen attribution mapped back through every spatial step onto the input
 grid, per-layer head maps and diversity, head sharpness and every method's faithfulness. The result holds the maps
-and summary; :meth:`~bioattn.explain.result.Explanation.save` writes the command's files. It lives in the task
-layer because it reads a run's saved preprocessing; :func:`bioattn.explain.explain_ct` re-exports it.
+and summary; :meth:`~bioattn.explain.result.Explanation.save` writes the command's files. It reads a run's saved
+preprocessing from the CT task (:mod:`bioattn.tasks.ct.predict`); :func:`bioattn.explain.explain_ct` re-exports it.
 """
 from __future__ import annotations
 
