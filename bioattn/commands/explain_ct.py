@@ -42,12 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from bioattn.explain.ct_report import describe, explain_ct
-    from bioattn.explain.result import check_out_dir
 
-    check_out_dir(args.out, overwrite=args.overwrite)
     result = explain_ct(model_source(args), args.input, head_fusion=args.head_fusion, start_layer=args.start_layer,
                         split=args.split, index=args.index, faithfulness_indices=args.indices, preprocessing=preprocessing_overrides(args),
-                        device=args.device, **method_options(args))
-    out = result.save(args.out, overwrite=args.overwrite)
-    print(describe(result, out))
+                        device=args.device, out=args.out, overwrite=args.overwrite, **method_options(args))
+    print(describe(result))
     return 0

@@ -32,7 +32,6 @@ __all__ = ["add_arguments", "run"]
 
 def run(args: argparse.Namespace) -> int:
     from bioattn.explain.msa_report import describe, explain_msa
-    from bioattn.explain.result import check_out_dir
 
     if args.weights is not None:
         from bioattn.explain.esm_msa import describe_weights_explanation, explain_with_weights
@@ -41,10 +40,8 @@ def run(args: argparse.Namespace) -> int:
             args.weights, args.input, args.out, fmt=args.format, query=args.query, pdb=args.pdb, chain=args.chain,
             struct_dat=args.struct_dat, max_rows=args.max_rows, device=args.device, overwrite=args.overwrite)))
         return 0
-    check_out_dir(args.out, overwrite=args.overwrite)
     result = explain_msa(model_source(args), args.input, fmt=args.format, query=args.query, pdb=args.pdb,
                          chain=args.chain, struct_dat=args.struct_dat, max_rows=args.max_rows, device=args.device,
-                         **method_options(args))
-    out = result.save(args.out, overwrite=args.overwrite)
-    print(describe(result, out))
+                         out=args.out, overwrite=args.overwrite, **method_options(args))
+    print(describe(result))
     return 0

@@ -31,9 +31,7 @@ __all__ = ["add_arguments", "run"]
 
 def run(args: argparse.Namespace) -> int:
     from bioattn.explain.promoter_report import describe, explain_promoter
-    from bioattn.explain.result import check_out_dir
 
-    check_out_dir(args.out, overwrite=args.overwrite)
     result = explain_promoter(
         model_source(args), args.input, strand=args.strand, head_fusion=args.head_fusion, start_layer=args.start_layer,
         max_rows=args.max_rows, batch_size=args.batch_size, tss_index=args.tss_index, motif=args.motif,
@@ -41,7 +39,6 @@ def run(args: argparse.Namespace) -> int:
         motifs=args.motifs, motif_db=args.motif_db, motif_target=args.motif_target, motif_q=args.motif_q,
         motif_attribution=args.motif_attribution, motif_sequences=args.motif_sequences,
         known_motifs=args.known_motifs,
-        device=args.device, **method_options(args))
-    out = result.save(args.out, overwrite=args.overwrite)
-    print(describe(result, out))
+        device=args.device, out=args.out, overwrite=args.overwrite, **method_options(args))
+    print(describe(result))
     return 0

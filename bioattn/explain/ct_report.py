@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from bioattn.errors import UserInputError
-from bioattn.explain.result import Explanation, load_explained_model, resolve_method
+from bioattn.explain.result import Explanation, check_out_dir, load_explained_model, resolve_method, saved_under
 
 #: Every CT method, from most to least faithful on the 98 AdrenalMNIST3D validation volumes (deletion AUC,
 #: docs/results/motifs.md); ``--method auto`` measures those that fit its time budget on the volume and keeps the
@@ -54,11 +54,13 @@ class CTExplanation(Explanation):
             write_nifti(out / "attribution.nii.gz", self.attribution, self.affine)
 
 
-def describe(result: CTExplanation, out: Path) -> str:
-    """What ``bioattn explain ct`` prints once ``result`` is saved in ``out``: the input, its most probable class,
-    where the rollout (and the attribution map) went and, when measured, the faithfulness table."""
+def describe(result: CTExplanation, out: Path | None = None) -> str:
+    """What ``bioattn explain ct`` prints once ``result`` is saved in ``out`` (default: ``result.saved_to``): the
+    input, its most probable class, where the rollout (and the attribution map) went and, when measured, the
+    faithfulness table."""
     from bioattn.explain.outputs import faithfulness_table
 
+    out = out if out is not None else result.saved_to
     names, p = list(result.summary["probabilities"]), result.probabilities
     best = max(range(len(p)), key=p.__getitem__)
     lines = [f"{result.description}: p({names[best]}) = {p[best]:.3f}; rollout -> {Path(out) / 'rollout.nii.gz'}"
@@ -180,6 +182,8 @@ def explain_ct(
     faithfulness_steps: int = 20,
     faithfulness_indices: str | Sequence[int] | None = None,
     device: str = "auto",
+    out: str | os.PathLike | None = None,
+    overwrite: bool = False,
 ) -> CTExplanation:
     """Explain a CT model's prediction for one volume, on the input's voxel grid.
 
@@ -194,10 +198,14 @@ def explain_ct(
         faithfulness_indices: ``.npz`` input only: measure the faithfulness table over these volumes of ``split``
             (:func:`parse_indices`: ``"all"``, ``"0-19"``, ``[3, 5]``; mean ± sd over volumes) instead of the
             explained volume alone; the maps are still those of ``index``.
+        out: a folder to write the result into, as ``bioattn explain ct`` does (checked before any work: a
+            non-empty folder is refused unless ``overwrite``); ``None``: nothing is written (``.save`` later).
 
     Returns:
-        a :class:`CTExplanation`; ``.save(directory)`` writes what ``bioattn explain ct`` writes.
+        a :class:`CTExplanation` (saved under ``out`` when given: ``.saved_to``); ``.save(directory)`` writes what
+        ``bioattn explain ct`` writes.
     """
+    check_out_dir(out, overwrite=overwrite)
     from bioattn.data.ct import check_volume, invert_to_input_grid, world_geometry
     from bioattn.explain.attribution import CT_METHODS
     from bioattn.explain.ct import explain_volumes
@@ -319,6 +327,7 @@ def explain_ct(
         "head_sharpness": sharpness_summary(sharpness),
         **({"faithfulness": results} if results is not None else {}),
     }
-    return CTExplanation(summary=summary, tables={}, figures=[draw], rollout=voxel_map, attribution=attribution_map,
-                         affine=affine, image=image[0], probabilities=probabilities, label=label, method=method,
-                         description=described)
+    return saved_under(CTExplanation(summary=summary, tables={}, figures=[draw], rollout=voxel_map,
+                                     attribution=attribution_map, affine=affine, image=image[0],
+                                     probabilities=probabilities, label=label, method=method, description=described),
+                       out, overwrite)

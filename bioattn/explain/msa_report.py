@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from bioattn.errors import UserInputError
-from bioattn.explain.result import Explanation, load_explained_model, resolve_method
+from bioattn.explain.result import Explanation, check_out_dir, load_explained_model, resolve_method, saved_under
 
 #: Methods from most to least faithful on 1atzA and 5ptpA (docs, "Explaining predictions"); gradient × input
 #: ranked below random there, so it is never chosen.
@@ -72,6 +72,8 @@ def explain_msa(
     faithfulness: bool = True,
     faithfulness_steps: int = 20,
     device: str = "auto",
+    out: str | os.PathLike | None = None,
+    overwrite: bool = False,
 ) -> MSAExplanation:
     """Explain an MSA model on one alignment: per-head row-attention maps, their contact precision and a per-column map.
 
@@ -84,10 +86,14 @@ def explain_msa(
             ``*_struct.dat``) for the contact map; without a structure the contact tables are left out.
         max_rows: rows fed to the model, chosen for diversity.
         method, faithfulness, faithfulness_steps: as :func:`explain_promoter`.
+        out: a folder to write the result into, as ``bioattn explain msa`` does (checked before any work: a
+            non-empty folder is refused unless ``overwrite``); ``None``: nothing is written (``.save`` later).
 
     Returns:
-        an :class:`MSAExplanation`; ``.save(directory)`` writes what ``bioattn explain msa`` writes.
+        an :class:`MSAExplanation` (saved under ``out`` when given: ``.saved_to``); ``.save(directory)`` writes
+        what ``bioattn explain msa`` writes.
     """
+    check_out_dir(out, overwrite=overwrite)
     from bioattn.data.contacts import ContactTarget, load_target
     from bioattn.data.msa import ALPHABET, MSATokenizer, subsample
     from bioattn.explain.attribution import METHODS
@@ -165,7 +171,7 @@ def explain_msa(
     if target.distances is None:
         summary["head_similarity"] = layer_similarities(list(maps))
         result.figures.append(lambda out: write_layer_figures(list(maps), out, what=f"{family} row attention"))
-        return result
+        return saved_under(result, out, overwrite)
 
     distances = target.distances
     precision = head_contact_precision(maps, distances)  # (layers, H, 3)
@@ -197,15 +203,15 @@ def explain_msa(
         "mean_over_heads": {name: float(precision[..., k].mean()) for k, name in enumerate(PRECISION_NAMES)},
     })
     result.head_precision = precision
-    return result
+    return saved_under(result, out, overwrite)
 
 
-def describe(result: MSAExplanation, out: Path) -> str:
-    """What ``bioattn explain msa`` prints after saving to ``out``."""
+def describe(result: MSAExplanation, out: Path | None = None) -> str:
+    """What ``bioattn explain msa`` prints after saving to ``out`` (default: ``result.saved_to``)."""
     from bioattn.explain.msa import PRECISION_NAMES
     from bioattn.explain.outputs import faithfulness_table
 
-    summary, lines = result.summary, []
+    summary, lines, out = result.summary, [], out if out is not None else result.saved_to
     if "faithfulness" in summary:
         lines.append(faithfulness_table(summary["faithfulness"]))
     maps = result.row_attention

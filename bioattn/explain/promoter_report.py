@@ -19,7 +19,9 @@ import torch
 
 from bioattn.errors import UserInputError
 from bioattn.explain.attribution import method_label
-from bioattn.explain.result import AUTO_SAMPLE, Explanation, load_explained_model, resolve_method
+from bioattn.explain.result import (
+    AUTO_SAMPLE, Explanation, check_out_dir, load_explained_model, resolve_method, saved_under,
+)
 
 #: Methods from most to least faithful on GUE prom_core_all dev (docs, "Explaining predictions").
 FAITHFULNESS_ORDER = ("integrated_gradients", "gradient_x_input", "relevance", "rollout")
@@ -176,6 +178,8 @@ def explain_promoter(
     motif_sequences: str = "all",
     known_motifs: int = 0,
     device: str = "auto",
+    out: str | os.PathLike | None = None,
+    overwrite: bool = False,
 ) -> PromoterExplanation:
     """Explain a promoter classifier's predictions on ``inputs``, nucleotide by nucleotide.
 
@@ -209,10 +213,14 @@ def explain_promoter(
             letters at :data:`~bioattn.explain.marginalize.DEFAULT_POSITIONS` from ``tss_index`` into dinucleotide
             shuffles of the first ``known_motifs`` sequences (0: off;
             :func:`~bioattn.explain.marginalize.marginalize_known_motifs`); ``save`` then writes ``known_motifs.tsv``.
+        out: a folder to write the result into, as ``bioattn explain promoter`` does (checked before any work: a
+            non-empty folder is refused unless ``overwrite``); ``None``: nothing is written (``.save`` later).
 
     Returns:
-        a :class:`PromoterExplanation`; ``.save(directory)`` writes what ``bioattn explain promoter`` writes.
+        a :class:`PromoterExplanation` (saved under ``out`` when given: ``.saved_to``); ``.save(directory)`` writes
+        what ``bioattn explain promoter`` writes.
     """
+    check_out_dir(out, overwrite=overwrite)
     from bioattn.data.dna import collate_tokens
     from bioattn.explain.figures import plot_rollout_track
     from bioattn.explain.outputs import layer_similarities, write_faithfulness, write_layer_figures
@@ -372,9 +380,9 @@ def explain_promoter(
     if known_motifs:
         tables["known_motifs.tsv"], summary["known_motifs"] = _known_motifs(
             model, [r.sequence for r in records[:known_motifs]], tss_index, rc_average, batch_size)
-    return PromoterExplanation(summary=summary, tables=tables, figures=figures, influence=influence, lengths=lengths,
-                               probabilities=probability, predicted=predicted, method=method,
-                               motif=motif, motif_report=report)
+    return saved_under(PromoterExplanation(summary=summary, tables=tables, figures=figures, influence=influence,
+                                           lengths=lengths, probabilities=probability, predicted=predicted,
+                                           method=method, motif=motif, motif_report=report), out, overwrite)
 
 
 def _known_motifs(model: Any, sequences: list[str], tss_index: int, rc_average: bool | None,
@@ -400,12 +408,13 @@ def _known_motifs(model: Any, sequences: list[str], tss_index: int, rc_average: 
         "largest_away_from_tss": {k: best[k] for k in ("motif", "position", "difference_mean", "difference_se")} if best else None}
 
 
-def describe(result: PromoterExplanation, out: Path) -> str:
-    """What ``bioattn explain promoter`` prints once ``result`` is saved in ``out``: what was explained, the motifs
-    found (with ``motifs``), the faithfulness table and the motif's enrichment."""
+def describe(result: PromoterExplanation, out: Path | None = None) -> str:
+    """What ``bioattn explain promoter`` prints once ``result`` is saved in ``out`` (default: where it was saved,
+    ``result.saved_to``): what was explained, the motifs found (with ``motifs``), the faithfulness table and the
+    motif's enrichment."""
     from bioattn.explain.outputs import faithfulness_table
 
-    summary = result.summary
+    summary, out = result.summary, out if out is not None else result.saved_to
     lines = [f"explained {summary['sequences']} sequences with {result.method} -> {out}"]
     if "motifs" in summary:
         found = summary["motifs"]

@@ -20,8 +20,11 @@ class Explanation:
     """An explanation held in memory: ``summary`` (what ``summary.json`` holds), ``tables`` (file name →
     ``(header, rows)``, written as TSV) and figures rendered when saved.
 
-    ``save(directory)`` writes every file the matching ``bioattn explain`` command writes.
+    ``save(directory)`` writes every file the matching ``bioattn explain`` command writes; ``saved_to`` is then
+    that folder (``None`` until saved).
     """
+
+    saved_to: Path | None = dataclasses.field(default=None, init=False, repr=False)
 
     summary: dict[str, Any]
     tables: dict[str, tuple[list[str], list[list[Any]]]]
@@ -34,6 +37,7 @@ class Explanation:
         from bioattn.explain.outputs import prepare_out_dir
 
         out = prepare_out_dir(directory, overwrite=overwrite)
+        self.saved_to = out
         self._write_files(out)
         for name, (header, rows) in self.tables.items():
             write_table(out / name, header, rows)
@@ -46,9 +50,18 @@ class Explanation:
         """Files other than tables, figures and the summary (maps as NIfTI or safetensors)."""
 
 
-def check_out_dir(path: str | os.PathLike, *, overwrite: bool) -> None:
+def saved_under(result: "Explanation", out: str | os.PathLike | None, overwrite: bool) -> "Explanation":
+    """``result``, saved under ``out`` first when one is given (the ``out=`` of the ``explain_*`` functions)."""
+    if out is not None:
+        result.save(out, overwrite=overwrite)
+    return result
+
+
+def check_out_dir(path: str | os.PathLike | None, *, overwrite: bool) -> None:
     """Refuse a non-empty existing ``path`` without ``overwrite`` before any work (:meth:`Explanation.save`
-    checks again when it writes)."""
+    checks again when it writes); ``None``: nothing to check."""
+    if path is None:
+        return
     path = Path(path).expanduser()
     if path.exists() and not path.is_dir():
         raise UserInputError(f"{path}: exists and is not a directory")
