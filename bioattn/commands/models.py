@@ -14,29 +14,16 @@ from __future__ import annotations
 
 import argparse
 
-from bioattn.models.registry import PRETRAINED_ROOT, available_models, model_card
+from bioattn.models.registry import PRETRAINED_ROOT, model_table
 from bioattn.report import format_table
-
-HEADER = ["name", "model type", "task", "headline metric", "size"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """No options."""
 
 
-def model_rows() -> list[list[str]]:
-    """One row per shipped model: name, model type (``ensemble of 3 PromoterClassifier``), task, headline metric
-    (``metric = value``), size in MB."""
-    rows = []
-    for name in available_models():
-        card = model_card(name)
-        kind = card.model_type if card.members == 1 else f"ensemble of {card.members} {card.model_type}"
-        rows.append([name, kind, card.task, card.headline(), f"{card.size_bytes / 1e6:.1f} MB"])
-    return rows
-
-
 def run(args: argparse.Namespace) -> int:
-    print(format_table(HEADER, model_rows()))
+    print(format_table(*model_table()))
     from bioattn.tasks.msa.esm import WEIGHTS_HELP
 
     print(f"\nmodel cards: {PRETRAINED_ROOT}/<name>/MODEL_CARD.md")

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 
+from bioattn.data.root import DATA_ROOT_ENV
 from bioattn.errors import UserInputError
 from bioattn.progress import progress_bar
 
@@ -197,3 +198,34 @@ def fetch_dataset(dataset: Dataset, root: Path, *, progress: bool = True,
                                        else f"UNVERIFIED (no checksum recorded for {remote.url})"))
         results.append(FetchResult(remote, "downloaded", remote.verifiable))
     return results
+
+
+#: ``bioattn data fetch all``: every dataset of the registry.
+ALL = "all"
+#: Where datasets go without ``--out`` or ``$BIOATTN_DATA_ROOT``.
+DEFAULT_FETCH_DIR = "bioattn-data"
+
+
+def fetch_datasets(name: str, root: str | os.PathLike | None = None, *, progress: bool = True,
+                   report: Callable[[str], None] = print) -> Path:
+    """``bioattn data fetch NAME``: download dataset ``name`` (or :data:`ALL`) under ``root`` (default:
+    ``$BIOATTN_DATA_ROOT``, else ``./bioattn-data``) with :func:`fetch_dataset`, and ``report`` what happened, one
+    line before and one after each dataset, the files without a recorded checksum, then how to use the root.
+    Returns the root."""
+    folder = Path(root) if root is not None else Path(os.environ.get(DATA_ROOT_ENV) or DEFAULT_FETCH_DIR)
+    registry = load_registry()
+    if name != ALL and name not in registry:
+        raise UserInputError(f"unknown dataset {name!r}; choose one of {', '.join(registry)} or {ALL}")
+    unverified = []
+    for key in list(registry) if name == ALL else [name]:
+        dataset = registry[key]
+        report(f"{key}: {dataset.description} ({dataset.license}; see {dataset.card})")
+        results = fetch_dataset(dataset, folder, progress=progress)
+        counts = {status: sum(r.status == status for r in results) for status in ("downloaded", "present", "skipped")}
+        unverified += [r.file.path for r in results if r.status != "skipped" and not r.verified]
+        report(f"{key}: {counts['downloaded']} downloaded, {counts['present']} already present, "
+               f"{counts['skipped']} skipped, under {folder}")
+    if unverified:
+        report(f"UNVERIFIED (no checksum recorded): {', '.join(unverified)}")
+    report(f"use it with --data-root {folder} or {DATA_ROOT_ENV}={folder}")
+    return folder

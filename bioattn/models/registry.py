@@ -153,3 +153,18 @@ def model_card(name: str) -> ModelCard:
                          members=len(config.get("members", [])) or 1)
     except (OSError, json.JSONDecodeError, KeyError) as exc:
         raise UserInputError(f"{card_path}: unreadable model card ({exc!r})") from exc
+
+
+#: The columns of :func:`model_table` (``bioattn models``).
+MODEL_TABLE_HEADER = ["name", "model type", "task", "headline metric", "size"]
+
+
+def model_table() -> tuple[list[str], list[list[str]]]:
+    """``(header, rows)`` of the shipped models, as ``bioattn models`` prints them: one row per model with its name,
+    model type (``ensemble of 3 PromoterClassifier``), task, headline metric (``metric = value``) and size in MB."""
+    rows = []
+    for name in available_models():
+        card = model_card(name)
+        kind = card.model_type if card.members == 1 else f"ensemble of {card.members} {card.model_type}"
+        rows.append([name, kind, card.task, card.headline(), f"{card.size_bytes / 1e6:.1f} MB"])
+    return MODEL_TABLE_HEADER, rows
