@@ -7,6 +7,7 @@ and the final state when it is new (nothing at all for a loop that stops before 
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import IO, Any, Iterable
@@ -59,8 +60,10 @@ class LogLines(std.tqdm):
 def progress_bar(iterable: Iterable | None = None, *, file: IO[str] | None = None,
                  log_every_s: float = LOG_EVERY_S, **kwargs: Any) -> tqdm:
     """``tqdm(iterable, **kwargs)`` on ``file`` (default stderr): a bar on a terminal or in Jupyter (a widget),
-    else :class:`LogLines`."""
+    else :class:`LogLines`. ``TQDM_DISABLE=1`` in the environment turns every bar off, even one a caller enabled."""
     stream = file or sys.stderr
+    if os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true", "yes"):
+        kwargs["disable"] = True
     if stream.isatty() or "ipykernel" in sys.modules:
         return tqdm(iterable, file=stream, **kwargs)
     kwargs.pop("dynamic_ncols", None)

@@ -101,6 +101,10 @@ def test_importing_and_drawing_leaves_the_users_backend_alone(tmp_path: Path) ->
         _assert_png(figures.plot_head_maps(torch.rand(2, 6, 6), tmp_path / "heads.png"))
         (tmp_path / "train_log.csv").write_text("step,epoch,phase,loss,lr\n1,0,train,1.0,0.001\n2,0,train,0.5,0.001\n")
         _assert_png(curves.plot_curves(tmp_path))
+        from bioattn.explain.motif_report import _logo  # the motif report's logos (logomaker) too
+
+        _logo(torch.eye(4)[[3, 0, 3, 0]].numpy(), tmp_path / "logo.png", title="TATA", ylabel="bits", information=True)
+        _assert_png(tmp_path / "logo.png")
         assert matplotlib.get_backend() == "pdf"
     finally:
         matplotlib.use(previous)

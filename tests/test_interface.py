@@ -163,6 +163,18 @@ def test_progress_bar_in_a_log_prints_rate_limited_lines():
     assert silent.getvalue() == ""
 
 
+def test_tqdm_disable_silences_even_an_enabled_bar(monkeypatch):
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    stream = io.StringIO()
+    for _ in progress_bar(range(50), desc="motifs", file=stream, log_every_s=0, disable=False):
+        pass
+    assert stream.getvalue() == ""
+    monkeypatch.delenv("TQDM_DISABLE")
+    for _ in progress_bar(range(50), desc="motifs", file=stream, log_every_s=0, disable=False):
+        pass
+    assert stream.getvalue().startswith("motifs: ")
+
+
 # ------------------------------------------------------------------------------------------- help texts
 def walk(parser: argparse.ArgumentParser, path: list[str]) -> Iterator[tuple[str, argparse.Action]]:
     for action in parser._actions:

@@ -21,6 +21,7 @@ DATA_NEEDED = {
     "04_promoter_attention": ["promoters/gue/prom_core_tata/train.csv", "promoters/gue/prom_core_tata/dev.csv"],
     "05_axial_msa": ["msa/coev/1atzA/1atzA.aln", "msa/coev/1atzA/1atzA.pdb"],
     "06_ct_hybrid": ["ct/adrenalmnist3d/adrenalmnist3d_trainval.npz"],
+    "09_motifs": ["promoters/gue/prom_core_tata/train.csv"],
 }
 
 
@@ -46,10 +47,10 @@ def _figures(notebook: nbformat.NotebookNode) -> int:
     return sum("image/png" in o.get("data", {}) for o in _outputs(notebook))
 
 
-def test_there_are_eight_notebooks_each_with_its_source():
+def test_there_are_nine_notebooks_each_with_its_source():
     committed = sorted(p.stem for p in NOTEBOOK_DIR.glob("*.ipynb"))
     assert committed == [s.stem for s in SOURCES]
-    assert len(SOURCES) == 8
+    assert len(SOURCES) == 9
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)

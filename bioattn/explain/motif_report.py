@@ -20,18 +20,16 @@ MOTIF_COLUMNS = ["pattern", "consensus", "length", "seqlets", "mean_position", "
 
 def _logo(matrix: np.ndarray, path: Path, *, title: str, ylabel: str, information: bool = False) -> None:
     import logomaker
-    import matplotlib
     import pandas as pd
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     frame = pd.DataFrame(np.asarray(matrix, dtype=float), columns=list("ACGT"))
     if information:
         frame = frame.clip(lower=1e-4)  # rows summing to 1 again, or logomaker prints a warning on stdout
         frame = logomaker.transform_matrix(frame.div(frame.sum(axis=1), axis=0), from_type="probability",
                                            to_type="information")
-    figure, axis = plt.subplots(figsize=(max(3.0, 0.35 * len(frame) + 1), 2.0))
+    figure = Figure(figsize=(max(3.0, 0.35 * len(frame) + 1), 2.0))
+    axis = figure.subplots()
     logomaker.Logo(frame, ax=axis)
     axis.set_title(title, fontsize=9)
     axis.set_ylabel(ylabel, fontsize=8)
@@ -39,16 +37,13 @@ def _logo(matrix: np.ndarray, path: Path, *, title: str, ylabel: str, informatio
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.tight_layout()
     figure.savefig(path, dpi=100)
-    plt.close(figure)
 
 
 def _histogram(pattern: Pattern, path: Path, *, length: int, offset: int, xlabel: str) -> None:
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axis = plt.subplots(figsize=(4.5, 2.2))
+    figure = Figure(figsize=(4.5, 2.2))
+    axis = figure.subplots()
     axis.hist(pattern.positions, bins=np.arange(-offset - 0.5, length - offset + 0.5, 2), color="tab:blue")
     axis.set_xlim(-offset - 0.5, length - offset - 0.5)
     axis.set_xlabel(xlabel, fontsize=8)
@@ -57,19 +52,16 @@ def _histogram(pattern: Pattern, path: Path, *, length: int, offset: int, xlabel
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.tight_layout()
     figure.savefig(path, dpi=100)
-    plt.close(figure)
 
 
 def _heatmap(report: MotifReport, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     table = report.head_table
     layers, heads, motifs = table.ratio.shape
     values = np.log2(np.clip(table.ratio.reshape(layers * heads, motifs), 1e-3, None))
-    figure, axis = plt.subplots(figsize=(1.2 + 0.8 * motifs, 0.9 + 0.35 * layers * heads))
+    figure = Figure(figsize=(1.2 + 0.8 * motifs, 0.9 + 0.35 * layers * heads))
+    axis = figure.subplots()
     limit = max(float(np.nanmax(np.abs(values))) if np.isfinite(values).any() else 1.0, 0.5)
     image = axis.imshow(values, cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto")
     axis.set_xticks(range(motifs), table.motifs, rotation=45, ha="right", fontsize=8)
@@ -83,7 +75,6 @@ def _heatmap(report: MotifReport, path: Path) -> None:
     axis.set_title("[CLS] attention on each pattern's seqlets", fontsize=9)
     figure.tight_layout()
     figure.savefig(path, dpi=100)
-    plt.close(figure)
 
 
 def _embed(path: Path) -> str:
