@@ -3,12 +3,11 @@ the model size, ``--data-root``, the training, ensemble and explain flags."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Sequence
 
 import torch
 
-from bioattn.models.registry import available_models, resolve_model_dir
+from bioattn.models.registry import available_models
 from bioattn.commands.vocabulary import add_alias
 from bioattn.training.distributed import DEVICES, resolve_device
 
@@ -28,11 +27,6 @@ def add_model_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGrou
                                     f"directory of '{trained_by}' (config.json + model.safetensors) (default: none)")
     add_alias(group, model, "--run")
     return group
-
-
-def model_dir(args: argparse.Namespace) -> Path | None:
-    """The folder of ``--model`` (None when not given); an unknown name is a ``UserInputError``."""
-    return resolve_model_dir(args.model) if args.model is not None else None
 
 
 def model_source(args: argparse.Namespace) -> str | None:

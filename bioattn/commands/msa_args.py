@@ -97,14 +97,6 @@ def options_from_args(args: argparse.Namespace, **overrides):
     return options, config
 
 
-def load_input(args: argparse.Namespace, predictions: Path | None = None):
-    """The :class:`~bioattn.data.contacts.ContactTarget` of ``--input`` with its optional structure."""
-    from bioattn.data.contacts import load_target
-
-    return load_target(args.msa, fmt=args.format, query_fasta=args.query, pdb=args.pdb, chain=args.chain,
-                       struct_dat=args.struct_dat, predictions_dir=predictions)
-
-
 def pretrain_options_from_args(args: argparse.Namespace):
     """``(PretrainOptions, TrainConfig, exclude)`` from parsed ``bioattn pretrain msa`` flags, ``--quick`` applied;
     ``exclude`` is ``structures``, ``none`` or a list of family names."""

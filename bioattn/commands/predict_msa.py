@@ -39,18 +39,18 @@ from __future__ import annotations
 
 import argparse
 
-from bioattn.commands.common import model_dir
-from bioattn.commands.msa_args import add_predict_arguments as add_arguments, load_input, options_from_args
+from bioattn.commands.msa_args import add_predict_arguments as add_arguments, options_from_args
 
 __all__ = ["add_arguments", "run"]
 
 
 def run(args: argparse.Namespace) -> int:
-    from bioattn.tasks.msa.predict import choose_head, predict_msa, prediction_report
+    from bioattn.tasks.msa.predict import prediction_report, run_predict_msa
 
-    head, model_size = choose_head(args.method, args.contact_head, model_dir(args), args.top, args.min_separation)
-    options, config = options_from_args(args, **model_size)
-    metrics = predict_msa(load_input(args), args.out, options, config, head, top=args.top,
-                          min_separation=args.min_separation)
+    options, config = options_from_args(args)
+    metrics, head = run_predict_msa(args.msa, args.out, options, config, method=args.method,
+                                    contact_head=args.contact_head, model=args.model, top=args.top,
+                                    min_separation=args.min_separation, fmt=args.format, query=args.query,
+                                    pdb=args.pdb, chain=args.chain, struct_dat=args.struct_dat)
     print(prediction_report(metrics, head, args.out))
     return 0

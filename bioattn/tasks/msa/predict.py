@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -231,6 +232,43 @@ def predict_msa(target: ContactTarget, out: Path, options: MSAOptions, config: T
     if head is None:
         return predict_contacts_esm(target, out, options, config, top=top, min_separation=min_separation)
     return predict_contacts(target, out, options, config, head, top=top, min_separation=min_separation)
+
+
+def options_for_head(options: MSAOptions, model_size: dict[str, Any]) -> MSAOptions:
+    """``options`` with the model size a contact head implies (:func:`choose_head`), then ``--quick`` and
+    ``--init-from`` applied again as :func:`~bioattn.tasks.msa.features.pretrained_size` sizes them."""
+    from bioattn.tasks.msa.features import pretrained_size
+
+    if not model_size:
+        return options
+    options = dataclasses.replace(options, **model_size)
+    if options.quick:
+        options = options.quick_sizes()
+    if options.init_from is not None:
+        options = dataclasses.replace(options, **pretrained_size(options.init_from))
+    return options
+
+
+def run_predict_msa(inputs: ContactTarget | str | os.PathLike, out: Path, options: MSAOptions, config: TrainConfig, *,
+                    method: str | None = None, contact_head: str | os.PathLike | None = None,
+                    model: str | os.PathLike | None = None, top: int | None = None,
+                    min_separation: int = RR_MIN_SEPARATION, fmt: str | None = None, query: str | None = None,
+                    pdb: str | None = None, chain: str | None = None,
+                    struct_dat: str | None = None) -> tuple[dict[str, Any], ContactHead | None]:
+    """``bioattn predict msa`` in one call: the contact head (:func:`choose_head`: a run or shipped model
+    ``model``, a ``contact_head`` file, or the one shipped for ``method``; checked before anything is read), the
+    options resized for it (:func:`options_for_head`), the alignment ``inputs`` (a file, read with its optional
+    query and structure, or a :class:`~bioattn.data.contacts.ContactTarget`) and :func:`predict_msa`.
+    Returns ``(metrics.json content, head)``; the head is None for the MSA Transformer's own regression."""
+    from bioattn.data.contacts import load_target
+    from bioattn.models.registry import resolve_model_dir
+
+    head, model_size = choose_head(method, contact_head, resolve_model_dir(model) if model is not None else None,
+                                   top, min_separation)
+    options = options_for_head(options, model_size)
+    target = inputs if isinstance(inputs, ContactTarget) else load_target(
+        inputs, fmt=fmt, query_fasta=query, pdb=pdb, chain=chain, struct_dat=struct_dat)
+    return predict_msa(target, out, options, config, head, top=top, min_separation=min_separation), head
 
 
 def prediction_report(metrics: dict[str, Any], head: ContactHead | None, out: Path | None = None) -> str:
