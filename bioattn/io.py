@@ -177,6 +177,15 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
         handle.write("\n")
 
 
+def save_figure(figure: Any, path: str | os.PathLike, *, dpi: int = 120, **savefig_kwargs: Any) -> Path:
+    """Write a matplotlib ``figure`` as PNG to ``path`` atomically (``savefig_kwargs``, e.g.
+    ``bbox_inches="tight"``, go to ``Figure.savefig``); returns the path."""
+    path = Path(path)
+    with atomic_write(path, "wb") as handle:
+        figure.savefig(handle, format="png", dpi=dpi, **savefig_kwargs)
+    return path
+
+
 def save_tensors(path: str | os.PathLike, tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> None:
     """Save a flat dict of tensors as safetensors, atomically (contiguous CPU copies are made)."""
     cpu = {k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}

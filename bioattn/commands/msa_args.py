@@ -84,17 +84,13 @@ def options_from_args(args: argparse.Namespace, **overrides):
     """``(MSAOptions, TrainConfig)`` from parsed flags (``overrides`` replace flag values), ``--quick`` applied;
     with ``--init-from`` the model size is the pretrained model's."""
     from bioattn.tasks.msa.train import DEFAULTS, MSAOptions, quick_config
-    from bioattn.tasks.msa.features import pretrained_size
+    from bioattn.tasks.msa.features import resolve_sizes
     from bioattn.commands.training_args import config_from_args
 
     names = {f.name for f in dataclasses.fields(MSAOptions)}
     options = MSAOptions(**{**{k: v for k, v in vars(args).items() if k in names}, **overrides})
     config = config_from_args(args, DEFAULTS)
-    if args.quick:
-        options, config = options.quick_sizes(), quick_config(config)
-    if options.init_from is not None:
-        options = dataclasses.replace(options, **pretrained_size(options.init_from))
-    return options, config
+    return resolve_sizes(options), quick_config(config) if args.quick else config
 
 
 def pretrain_options_from_args(args: argparse.Namespace):

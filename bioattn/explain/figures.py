@@ -26,7 +26,7 @@ import torch
 from matplotlib.figure import Figure
 
 from bioattn.errors import UserInputError
-from bioattn.io import atomic_write
+from bioattn.io import save_figure
 from bioattn.tasks.msa.figures import plot_contact_map
 from bioattn.training.curves import plot_metric_per_epoch
 
@@ -41,10 +41,7 @@ def _as_numpy(values: ArrayLike, name: str, ndim: int) -> np.ndarray:
 
 
 def _save(fig: Figure, path: str | os.PathLike, dpi: int) -> Path:
-    path = Path(path)
-    with atomic_write(path, "wb") as handle:
-        fig.savefig(handle, format="png", dpi=dpi, bbox_inches="tight")
-    return path
+    return save_figure(fig, path, dpi=dpi, bbox_inches="tight")
 
 
 def plot_head_maps(

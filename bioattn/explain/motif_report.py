@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from bioattn.explain.motifs import SCAN_THRESHOLD, MotifReport, Pattern
-from bioattn.io import atomic_write, write_json, write_table
+from bioattn.io import atomic_write, save_figure, write_json, write_table
 
 MOTIF_COLUMNS = ["pattern", "consensus", "length", "seqlets", "mean_position", "sd_position", "strand_plus_fraction",
                  "best_match_id", "best_match_name", "best_match_family", "best_match_q", "matched", "other_matches",
@@ -36,7 +36,7 @@ def _logo(matrix: np.ndarray, path: Path, *, title: str, ylabel: str, informatio
     axis.set_xticks([])
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
+    save_figure(figure, path, dpi=100)
 
 
 def _histogram(pattern: Pattern, path: Path, *, length: int, offset: int, xlabel: str) -> None:
@@ -51,7 +51,7 @@ def _histogram(pattern: Pattern, path: Path, *, length: int, offset: int, xlabel
     axis.set_title(f"{pattern.name} ({pattern.consensus}): core centres, n={pattern.seqlets}", fontsize=9)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
+    save_figure(figure, path, dpi=100)
 
 
 def _heatmap(report: MotifReport, path: Path) -> None:
@@ -74,7 +74,7 @@ def _heatmap(report: MotifReport, path: Path) -> None:
     figure.colorbar(image, ax=axis, label="log2 attention on sites / same positions elsewhere")
     axis.set_title("[CLS] attention on each pattern's seqlets", fontsize=9)
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
+    save_figure(figure, path, dpi=100)
 
 
 def _embed(path: Path) -> str:

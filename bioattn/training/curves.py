@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from bioattn.errors import UserInputError
-from bioattn.io import atomic_write
+from bioattn.io import save_figure
 from bioattn.training.metrics_log import LOG_NAME, read_log
 
 CURVE_NAME = "training_curve.png"
@@ -59,8 +59,7 @@ def plot_curves(run_dir: str | os.PathLike) -> Path:
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
     out = run_dir / CURVE_NAME
-    with atomic_write(out, "wb") as handle:
-        fig.savefig(handle, format="png", dpi=120)
+    save_figure(fig, out, dpi=120)
     return out
 
 
@@ -91,7 +90,4 @@ def plot_metric_per_epoch(
         ax.legend(fontsize=8)
     if title:
         ax.set_title(title, fontsize=9)
-    path = Path(path)
-    with atomic_write(path, "wb") as handle:
-        fig.savefig(handle, format="png", dpi=dpi, bbox_inches="tight")
-    return path
+    return save_figure(fig, path, dpi=dpi, bbox_inches="tight")

@@ -221,6 +221,16 @@ def coevolution_maps(
     return maps
 
 
+def resolve_sizes(options: MSAOptions) -> MSAOptions:
+    """``options`` with the ``--quick`` sizes when ``options.quick`` and, with ``init_from``, the pretrained model's
+    size (:func:`pretrained_size`): what the command's flags and a contact head's implied size both go through."""
+    if options.quick:
+        options = options.quick_sizes()
+    if options.init_from is not None:
+        options = dataclasses.replace(options, **pretrained_size(options.init_from))
+    return options
+
+
 def pretrained_size(init_from: str) -> dict[str, Any]:
     """``embed_dim``, ``heads``, ``layers``, ``dropout`` of the :class:`MSAContactModel` saved in ``init_from``
     (a run directory of ``bioattn pretrain msa`` or a shipped model's name)."""

@@ -10,7 +10,7 @@ import os
 import numpy as np
 from matplotlib.figure import Figure
 
-from bioattn.io import atomic_write
+from bioattn.io import save_figure
 from bioattn.metrics import CONTACT_CUTOFF
 
 __all__ = ["plot_contact_map"]
@@ -51,5 +51,4 @@ def plot_contact_map(
     ax.set_title(title or f"top-L/{top_fraction} predicted contacts (|i-j| ≥ 6) over native")
     ax.legend(loc="lower left", fontsize=7, markerscale=2)
     fig.tight_layout()
-    with atomic_write(path, "wb") as handle:
-        fig.savefig(handle, format="png", dpi=120)
+    save_figure(fig, path, dpi=120)

@@ -236,17 +236,10 @@ def predict_msa(target: ContactTarget, out: Path, options: MSAOptions, config: T
 
 def options_for_head(options: MSAOptions, model_size: dict[str, Any]) -> MSAOptions:
     """``options`` with the model size a contact head implies (:func:`choose_head`), then ``--quick`` and
-    ``--init-from`` applied again as :func:`~bioattn.tasks.msa.features.pretrained_size` sizes them."""
-    from bioattn.tasks.msa.features import pretrained_size
+    ``--init-from`` applied again (:func:`~bioattn.tasks.msa.features.resolve_sizes`)."""
+    from bioattn.tasks.msa.features import resolve_sizes
 
-    if not model_size:
-        return options
-    options = dataclasses.replace(options, **model_size)
-    if options.quick:
-        options = options.quick_sizes()
-    if options.init_from is not None:
-        options = dataclasses.replace(options, **pretrained_size(options.init_from))
-    return options
+    return resolve_sizes(dataclasses.replace(options, **model_size)) if model_size else options
 
 
 def run_predict_msa(inputs: ContactTarget | str | os.PathLike, out: Path, options: MSAOptions, config: TrainConfig, *,
