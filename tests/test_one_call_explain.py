@@ -72,3 +72,12 @@ def test_msa_one_call_without_a_structure_is_saved_too(tmp_path, family, msa_qui
     assert result.saved_to == tmp_path / "out" and (tmp_path / "out" / "summary.json").is_file()
     assert not (tmp_path / "out" / "head_contacts.tsv").exists()
     assert f"-> {tmp_path / 'out'}" in msa_report.describe(result)
+
+
+def test_the_faithfulness_table_shows_progress(fasta, tiny_promoter_run, capsys, monkeypatch) -> None:
+    """Every method on every sequence is long work (ISM, Integrated Gradients): it reports progress like the rest."""
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    explain_promoter(str(tiny_promoter_run), fasta, device="cpu", method="rollout", plot_sequences=0,
+                     faithfulness_sequences=4, faithfulness_steps=4)
+    err = capsys.readouterr().err
+    assert "faithfulness over 4 sequences" in err, err[-1000:]

@@ -143,6 +143,21 @@ def test_help_and_version_import_no_torch_or_monai():
     assert "HEAVY []" in done.stdout, done.stdout[-500:]
 
 
+def test_a_scan_imports_no_training_logger_plotting_or_imaging_library(run_dir, genome, tmp_path):
+    """The first prediction does not pay for unrelated imports (TensorBoard came in through the trainer)."""
+    out = tmp_path / "scan.bedGraph"
+    code = ("import sys\nfrom bioattn.cli import main\n"
+            f"code = main(['predict', 'promoter', '--model', {str(run_dir)!r}, '--input', {str(genome)!r}, "
+            f"'--window', '{WINDOW}', '--stride', '{STRIDE}', '--output', {str(out)!r}])\n"
+            "unrelated = {'tensorboard', 'monai', 'captum', 'matplotlib', 'sklearn', 'modiscolite', 'nibabel'}\n"
+            "print('CODE', code, 'UNRELATED', sorted({m.split('.')[0] for m in sys.modules} & unrelated))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    assert "CODE 0 UNRELATED []" in done.stdout, done.stdout[-500:]
+    assert out.stat().st_size > 100
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("suffix", [".bedGraph", ".bed", ".bw"])
 def test_torchrun_two_processes_write_the_one_process_file_byte_for_byte(run_dir, genome, tmp_path, suffix):

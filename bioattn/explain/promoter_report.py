@@ -135,6 +135,7 @@ def _faithfulness(model, tokens, batch_size, rc_average, head_fusion, start_laye
     from bioattn.explain.attribution import PROMOTER_METHODS
     from bioattn.explain.faithfulness import compare_methods
     from bioattn.explain.promoter_attribution import predicted_classes, promoter_attribution, promoter_score
+    from bioattn.progress import progress_bar
 
     device = next(model.parameters()).device
     batches = [collate_tokens(tokens[start : start + batch_size]) for start in range(0, len(tokens), batch_size)]
@@ -142,15 +143,23 @@ def _faithfulness(model, tokens, batch_size, rc_average, head_fusion, start_laye
     scores = [promoter_score(model, ids[row, : int((~mask[row]).sum())].to(device), int(c[row]), rc_average=rc_average)
               for (ids, mask), c in zip(batches, classes) for row in range(len(ids))]
 
+    methods = PROMOTER_METHODS if methods is None else methods
+    bar = progress_bar(total=len(methods) * len(tokens), desc=f"faithfulness over {len(tokens)} sequences",
+                       unit="map")
+
     def attribute(method: str) -> list[torch.Tensor]:
         maps = []
         for start, ((ids, mask), c) in enumerate(zip(batches, classes)):
             values = promoter_attribution(model, ids, mask, method, classes=c, rc_average=rc_average,
                                           head_fusion=head_fusion, start_layer=start_layer, seed=start)
             maps.extend(values[row, : int((~mask[row]).sum())].cpu() for row in range(len(ids)))
+            bar.update(len(ids))
         return maps
 
-    return compare_methods(attribute, scores, PROMOTER_METHODS if methods is None else methods, steps=steps)
+    try:
+        return compare_methods(attribute, scores, methods, steps=steps)
+    finally:
+        bar.close()
 
 
 def explain_promoter(

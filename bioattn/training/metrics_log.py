@@ -6,8 +6,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from torch.utils.tensorboard import SummaryWriter
-
 from bioattn.errors import UserInputError
 from bioattn.io import append_table_row, write_table
 
@@ -52,6 +50,8 @@ class MetricLogger:
             self.columns += [k for k in row if k not in self.columns]
         self._rewrite()
         purge = None if resume_step is None else resume_step + 1
+        from torch.utils.tensorboard import SummaryWriter  # here: a prediction importing the trainer pays nothing
+
         self.writer = SummaryWriter(log_dir=str(Path(run_dir) / TENSORBOARD_DIR), purge_step=purge)
 
     def log(self, step: int, epoch: int, phase: str, metrics: dict[str, float]) -> None:
