@@ -143,7 +143,7 @@ def test_the_head_that_reads_each_planted_motif_is_identified() -> None:
 
 
 @pytest.mark.slow
-def test_explain_promoter_motifs_writes_a_self_contained_report(tmp_path, tiny_model) -> None:
+def test_explain_promoter_motifs_writes_a_self_contained_report(tmp_path, tiny_model, capsys) -> None:
     tiny_model.save_pretrained(tmp_path / "run")
     rng = np.random.default_rng(1)
     fasta = tmp_path / "in.fa"
@@ -153,6 +153,8 @@ def test_explain_promoter_motifs_writes_a_self_contained_report(tmp_path, tiny_m
             "--plot-sequences", "0", "--no-faithfulness", "--method", "rollout", "--motifs", "--motif-db", "none",
             "--tss-index", "8"]
     assert cli_main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "no database (--motif-db none)" in printed and "matching none" not in printed, printed
     page = (out / "motifs.html").read_text()
     assert "<img src=\"http" not in page and "<script src" not in page and "<link" not in page
     header = (out / "motifs.tsv").read_text().splitlines()[0].split("\t")

@@ -427,8 +427,9 @@ def describe(result: PromoterExplanation, out: Path | None = None) -> str:
     lines = [f"explained {summary['sequences']} sequences with {result.method} -> {out}"]
     if "motifs" in summary:
         found = summary["motifs"]
-        lines.append(f"motifs: {found['patterns']} patterns, {found['matched']} matching {found['database']} at q < "
-                     f"{found['q_threshold']:g} ({found['families']} TF families) -> {Path(out) / 'motifs.html'}")
+        matched = (f"{found['matched']} matching {found['database']} at q < {found['q_threshold']:g} "
+                   f"({found['families']} TF families)" if found["database"] != "none" else "no database (--motif-db none)")
+        lines.append(f"motifs: {found['patterns']} patterns, {matched} -> {Path(out) / 'motifs.html'}")
     largest = summary.get("known_motifs", {}).get("largest_away_from_tss")
     if largest:
         lines.append(f"known motifs: largest effect off the TSS {largest['motif']} at {largest['position']:+d} nt, log-odds "
