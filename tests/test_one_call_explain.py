@@ -44,7 +44,16 @@ def test_without_out_nothing_is_written_until_save(tmp_path, fasta, tiny_promote
     monkeypatch.chdir(tmp_path)
     result = explain_promoter(str(tiny_promoter_run), fasta, device="cpu", **FAST)
     assert result.saved_to is None and _files(tmp_path) == ["in.fa"]
+    assert "not saved yet" in promoter_report.describe(result)  # describing it before saving says so
     assert result.save(tmp_path / "later") == tmp_path / "later" and result.saved_to == tmp_path / "later"
+    assert "not saved yet" not in promoter_report.describe(result) and "later" in promoter_report.describe(result)
+
+
+def test_an_unsaved_motif_report_is_described_without_paths(fasta, tiny_promoter_run) -> None:
+    result = explain_promoter(str(tiny_promoter_run), fasta, device="cpu", motifs=True, motif_db="none",
+                              tss_index=20, **FAST)
+    printed = promoter_report.describe(result)
+    assert "motifs: " in printed and "no database" in printed and "not saved yet" in printed, printed
 
 
 @pytest.mark.parametrize("module, explain, inputs", [
@@ -72,6 +81,8 @@ def test_msa_one_call_without_a_structure_is_saved_too(tmp_path, family, msa_qui
     assert result.saved_to == tmp_path / "out" and (tmp_path / "out" / "summary.json").is_file()
     assert not (tmp_path / "out" / "head_contacts.tsv").exists()
     assert f"-> {tmp_path / 'out'}" in msa_report.describe(result)
+    unsaved = explain_msa(str(msa_quick_run), family["msa"], device="cpu", faithfulness=False)
+    assert "-> not saved yet" in msa_report.describe(unsaved)
 
 
 def test_the_faithfulness_table_shows_progress(fasta, tiny_promoter_run, capsys, monkeypatch) -> None:

@@ -131,6 +131,20 @@ def test_a_model_predicting_one_class_is_named() -> None:
     assert "predicts one class (normal) for all 20 validation examples" in text
     assert "accuracy 0.500 is at chance" in text and "AUROC is 1.000" in text
     assert report["confusion"]["matrix"] == [[10, 0], [10, 0]] and report["threshold"] == 0.5
+    assert "chance" in text and "barely learned" not in text  # 0.40 and 0.45 are not near-uniform
+
+
+def test_probabilities_that_barely_left_chance_are_named() -> None:
+    """A 40-volume CT pilot kept a model with p(lesion) 0.470–0.483: AUROC 1.000, loss ln 2; the summary says so."""
+    labels = np.array([0, 1] * 10)
+    report = trust_report(labels, np.where(labels == 1, 0.483, 0.470), class_names=["normal", "lesion"],
+                          headline="auroc")
+    assert any("within 0.030 of chance (0.500 for 2 classes): it has barely learned" in w for w in report["warnings"])
+    three = np.full((6, 3), 1 / 3) + np.array([[0.01, -0.01, 0.0]] * 6)
+    assert any("of chance (0.333 for 3 classes)" in w
+               for w in trust_report(np.array([0, 1, 2] * 2), three)["warnings"])
+    learned = trust_report(labels, np.where(labels == 1, 0.9, 0.1))
+    assert not any("barely learned" in w for w in learned["warnings"])
 
 
 def test_a_small_validation_set_gets_a_bootstrap_interval_and_a_cv_suggestion() -> None:

@@ -19,7 +19,9 @@ import numpy as np
 import torch
 
 from bioattn.errors import UserInputError
-from bioattn.explain.result import Explanation, check_out_dir, load_explained_model, resolve_method, saved_under
+from bioattn.explain.result import (
+    Explanation, check_out_dir, load_explained_model, resolve_method, saved_under, where,
+)
 
 #: Every CT method, from most to least faithful on the 98 AdrenalMNIST3D validation volumes (deletion AUC,
 #: docs/results/motifs.md); ``--method auto`` measures those that fit its time budget on the volume and keeps the
@@ -63,8 +65,8 @@ def describe(result: CTExplanation, out: Path | None = None) -> str:
     out = out if out is not None else result.saved_to
     names, p = list(result.summary["probabilities"]), result.probabilities
     best = max(range(len(p)), key=p.__getitem__)
-    lines = [f"{result.description}: p({names[best]}) = {p[best]:.3f}; rollout -> {Path(out) / 'rollout.nii.gz'}"
-             + (f", {result.method} -> {Path(out) / 'attribution.nii.gz'}" if result.method != "rollout" else "")]
+    lines = [f"{result.description}: p({names[best]}) = {p[best]:.3f}; rollout -> {where(out, 'rollout.nii.gz')}"
+             + (f", {result.method} -> {where(out, 'attribution.nii.gz')}" if result.method != "rollout" else "")]
     if "faithfulness" in result.summary:
         lines.append(faithfulness_table(result.summary["faithfulness"]))
     return "\n".join(lines)

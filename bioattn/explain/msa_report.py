@@ -18,7 +18,9 @@ import numpy as np
 import torch
 
 from bioattn.errors import UserInputError
-from bioattn.explain.result import Explanation, check_out_dir, load_explained_model, resolve_method, saved_under
+from bioattn.explain.result import (
+    Explanation, check_out_dir, load_explained_model, resolve_method, saved_under, where,
+)
 
 #: Methods from most to least faithful on 1atzA and 5ptpA (docs, "Explaining predictions"); gradient × input
 #: ranked below random there, so it is never chosen.
@@ -216,11 +218,11 @@ def describe(result: MSAExplanation, out: Path | None = None) -> str:
         lines.append(faithfulness_table(summary["faithfulness"]))
     maps = result.row_attention
     if result.head_precision is None:
-        lines.append(f"{result.family}: row-attention maps of {maps.shape[0]} layers x {maps.shape[1]} heads -> {out} "
+        lines.append(f"{result.family}: row-attention maps of {maps.shape[0]} layers x {maps.shape[1]} heads -> {where(out)} "
                      "(no structure given)")
         return "\n".join(lines)
     best, rate, mean = summary["best_head"], summary["long_range_contact_rate"], summary["mean_over_heads"]
     lines.append(f"{result.family}: best head layer {best['layer']} head {best['head']}, long-range {PRECISION_NAMES[0]} = "
                  f"{best[PRECISION_NAMES[0]]:.2f} (mean over heads {mean[PRECISION_NAMES[0]]:.2f}"
-                 + (f"; random ranking ≈ {rate:.2f}" if rate is not None else "") + f") -> {out}")
+                 + (f"; random ranking ≈ {rate:.2f}" if rate is not None else "") + f") -> {where(out)}")
     return "\n".join(lines)

@@ -20,7 +20,7 @@ import torch
 from bioattn.errors import UserInputError
 from bioattn.explain.attribution import method_label
 from bioattn.explain.result import (
-    AUTO_SAMPLE, Explanation, check_out_dir, load_explained_model, resolve_method, saved_under,
+    AUTO_SAMPLE, Explanation, check_out_dir, load_explained_model, resolve_method, saved_under, where,
 )
 
 #: Methods from most to least faithful on GUE prom_core_all dev (docs, "Explaining predictions").
@@ -424,17 +424,17 @@ def describe(result: PromoterExplanation, out: Path | None = None) -> str:
     from bioattn.explain.outputs import faithfulness_table
 
     summary, out = result.summary, out if out is not None else result.saved_to
-    lines = [f"explained {summary['sequences']} sequences with {result.method} -> {out}"]
+    lines = [f"explained {summary['sequences']} sequences with {result.method} -> {where(out)}"]
     if "motifs" in summary:
         found = summary["motifs"]
         matched = (f"{found['matched']} matching {found['database']} at q < {found['q_threshold']:g} "
                    f"({found['families']} TF families)" if found["database"] != "none" else "no database (--motif-db none)")
-        lines.append(f"motifs: {found['patterns']} patterns, {matched} -> {Path(out) / 'motifs.html'}")
+        lines.append(f"motifs: {found['patterns']} patterns, {matched} -> {where(out, 'motifs.html')}")
     largest = summary.get("known_motifs", {}).get("largest_away_from_tss")
     if largest:
         lines.append(f"known motifs: largest effect off the TSS {largest['motif']} at {largest['position']:+d} nt, log-odds "
                      f"{largest['difference_mean']:+.2f} ± {largest['difference_se']:.2f} (s.e.) beyond its shuffles -> "
-                     f"{Path(out) / 'known_motifs.tsv'}")
+                     f"{where(out, 'known_motifs.tsv')}")
     if "faithfulness" in summary:
         lines.append(faithfulness_table(summary["faithfulness"]))
     motif = summary.get("motif")

@@ -50,6 +50,14 @@ class Explanation:
         """Files other than tables, figures and the summary (maps as NIfTI or safetensors)."""
 
 
+def where(out: str | os.PathLike | None, name: str | None = None) -> str:
+    """Where ``describe`` says a file went: ``out/name`` (``out`` alone without ``name``), or that the result is
+    not saved yet when ``out`` is ``None``."""
+    if out is None:
+        return "not saved yet (.save(folder) writes it)"
+    return str(Path(out) / name) if name else str(out)
+
+
 def saved_under(result: "Explanation", out: str | os.PathLike | None, overwrite: bool) -> "Explanation":
     """``result``, saved under ``out`` first when one is given (the ``out=`` of the ``explain_*`` functions)."""
     if out is not None:

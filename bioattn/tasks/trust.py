@@ -5,7 +5,8 @@ and returns the confusion matrix with the threshold that made it, the class coun
 the headline metric when the validation set is small (fewer than :data:`SMALL_VALIDATION` examples or
 :data:`SMALL_CLASS` of a class), and ``warning:`` lines when the numbers mislead: a model that predicts a single
 class for every example of a validation set holding several, or an accuracy at chance beside a high AUROC (the
-scores rank the classes but the threshold does not separate them). :func:`baseline_warning` says when a
+scores rank the classes but the threshold does not separate them), or probabilities that all stay within
+:data:`NEAR_CHANCE` of chance. :func:`baseline_warning` says when a
 same-run baseline beats the model. :func:`format_trust` renders it all for ``summary.md``.
 """
 from __future__ import annotations
@@ -25,6 +26,7 @@ __all__ = [
     "SMALL_CLASS",
     "BOOTSTRAP_SAMPLES",
     "HIGH_AUROC",
+    "NEAR_CHANCE",
     "BASELINE_MARGIN",
     "predicted_classes",
     "bootstrap_interval",
@@ -40,6 +42,8 @@ SMALL_CLASS = 20
 BOOTSTRAP_SAMPLES = 1000
 #: An AUROC at least this high beside an accuracy at chance is reported as a threshold problem.
 HIGH_AUROC = 0.8
+#: Probabilities that all lie within this of chance (1 / classes) are reported: the model has barely moved.
+NEAR_CHANCE = 0.05
 #: A same-run baseline ahead of the model by more than this (in the metric's own units, e.g. MCC 0.03 = 3 points
 #: of MCC×100) is named in the summary.
 BASELINE_MARGIN = 0.03
@@ -142,6 +146,12 @@ def trust_report(labels: Sequence[int] | np.ndarray, probs: np.ndarray, *, thres
         found.append(f"warning: {split} accuracy {metrics['accuracy']:.3f} is at chance (the largest class is "
                      f"{chance:.3f} of the examples) while AUROC is {auroc:.3f}: the scores rank the classes but the "
                      f"threshold {threshold if num_classes == 2 else 'argmax'} does not separate them")
+    full = np.stack([1 - probs, probs], axis=1) if probs.ndim == 1 else probs
+    distance = float(np.abs(full - 1.0 / full.shape[1]).max()) if len(full) else 1.0
+    if distance < NEAR_CHANCE:
+        found.append(f"warning: every {split} probability of the kept model lies within {distance:.3f} of chance "
+                     f"({1 / full.shape[1]:.3f} for {full.shape[1]} classes): it has barely learned, and its "
+                     f"ranking rests on differences this small (a loss near ln {full.shape[1]} says the same)")
     if small:
         shown = f"[{interval[0]:.3f}, {interval[1]:.3f}]" if interval else "undefined"
         if interval and interval[0] == interval[1]:  # e.g. a perfectly separated split: every resample is perfect too
