@@ -1,0 +1,103 @@
+"""The Task contract: what a kind of data (a *task*) tells bioattn so that the shared driver, the commands, the
+model loader and the explain dispatch can serve it without naming it.
+
+A task lives in one folder, ``bioattn/tasks/<name>/``, whose ``task.py`` defines one :class:`Task` instance
+``TASK``; :data:`bioattn.tasks.registry.TASKS` holds one line per task naming that object. Nothing else in bioattn
+names a task: the command line (``bioattn train|predict|explain <name>``), :func:`bioattn.models.load_pretrained`
+(``config.json``'s ``model_type``) and :func:`bioattn.explain.attribute` are derived from the registry.
+
+Hooks, in the order a training run calls them (the driver in :mod:`bioattn.tasks.driver` runs holdout, seeds,
+cross-validation and ensembles the same way for every task):
+
+1. ``load_data(options) -> TaskData``: the splits (``train``, ``dev`` or a cross-validation ``pool``), with
+   ``class_names`` (classification) or ``target_names`` (regression).
+2. ``fit_member(options, data, member) -> FittedMember``: build, fit and save one model in ``member.run_dir``.
+3. ``score(model, split) -> dict[str, float]``: metrics on a split (``headline_metric`` is one of the keys).
+4. ``predict_split(model, split) -> np.ndarray``: ``(N,)`` / ``(N, C)`` probabilities or ``(N, T)`` values, for
+   out-of-fold files and ensembles.
+5. ``fit_baselines(options, train, evaluate) -> dict[str, dict[str, float]]``: same-run baselines, scored like the
+   model (``{baseline name: {metric: value}}``).
+6. ``reference``: published numbers to print beside the run's (``{dataset: {model: value}}``).
+
+Every hook receives the task's own options dataclass (a subclass of
+:class:`~bioattn.tasks.common.TaskOptions`), so a task adds options without touching the driver.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Mapping, Sequence
+
+import numpy as np
+from torch import nn
+
+#: Version of the ``metrics.json`` schema written by the driver (bumped when a key changes meaning).
+METRICS_SCHEMA_VERSION = 1
+
+#: What a task predicts; decides the driver's trust report (confusion matrix / intervals vs residuals).
+KINDS = ("classification", "regression", "contacts")
+
+
+@dataclass
+class TaskData:
+    """The data of one run. ``train`` / ``dev``: the task's own split objects (anything with ``len()``);
+    ``pool``: the examples a cross-validation folds (``None``: ``train`` + ``dev``); ``class_names`` for a
+    classifier, ``target_names`` for a regression (one name per output column); ``source``: where it came from,
+    for summaries."""
+
+    train: Any
+    dev: Any | None = None
+    pool: Any | None = None
+    class_names: Sequence[str] | None = None
+    target_names: Sequence[str] | None = None
+    source: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class FittedMember:
+    """One fitted model of a run: the model (eval mode), the JSON-ready training summary (epochs, time,
+    parameters) and where it was saved."""
+
+    model: nn.Module
+    summary: dict[str, Any]
+    saved_to: Any = None
+
+
+class Task:
+    """Base class of every task; subclasses set the class attributes and implement the hooks.
+
+    Class attributes: ``name`` (CLI target and registry key), ``description`` (one line for help texts),
+    ``kind`` (one of :data:`KINDS`), ``headline_metric`` (key of :meth:`score` the summary leads with; higher is
+    better unless ``lower_is_better``), ``model_types`` (``config.json`` ``model_type`` → ``"module:Class"``,
+    imported only when such a model is loaded), ``commands`` (verb → command module, e.g.
+    ``{"train": "bioattn.commands.train_activity"}``; the CLI reads this table), ``explain`` (``"module:function"``
+    of the explain pipeline, or ``None``), ``attribution`` (``"module:function"`` computing an attribution map for
+    :func:`bioattn.explain.attribute`, or ``None``), ``reference`` (published numbers).
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    kind: ClassVar[str] = "classification"
+    headline_metric: ClassVar[str] = ""
+    lower_is_better: ClassVar[bool] = False
+    model_types: ClassVar[Mapping[str, str]] = {}
+    commands: ClassVar[Mapping[str, str]] = {}
+    explain: ClassVar[str | None] = None
+    attribution: ClassVar[str | None] = None
+    reference: ClassVar[Mapping[str, Mapping[str, float]]] = {}
+
+    # -- training hooks (see the module docstring) ------------------------------------------------------------
+    def load_data(self, options: Any) -> TaskData:
+        raise NotImplementedError
+
+    def fit_member(self, options: Any, data: TaskData, member: Any) -> FittedMember:
+        raise NotImplementedError
+
+    def score(self, model: nn.Module, split: Any) -> dict[str, float]:
+        raise NotImplementedError
+
+    def predict_split(self, model: nn.Module, split: Any) -> np.ndarray:
+        raise NotImplementedError
+
+    def fit_baselines(self, options: Any, train: Any, evaluate: Any) -> dict[str, dict[str, float]]:
+        return {}
