@@ -7,6 +7,7 @@ the three implementations are measured the same way in the same run.
 
     python bench/attention.py                 # L = 128 … 8192, B·L = 8192, E = 256, H = 8
     python bench/attention.py --quick         # a few small lengths
+    python bench/attention.py --smoke         # smoke test: each implementation once, tiny, in this process
 """
 from __future__ import annotations
 
@@ -102,8 +103,15 @@ def main() -> None:
     parser.add_argument("--explicit-max-len", type=int, default=4096,
                         help="skip the explicit implementation above this L (its L² weights exhaust memory)")
     parser.add_argument("--quick", action="store_true", help="lengths 128, 512, 1024 only")
+    parser.add_argument("--smoke", action="store_true",
+                        help="smoke test: each implementation once at L=32, E=16 in this process, measures nothing")
     parser.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.smoke:
+        for name in IMPLEMENTATIONS:
+            row = run_one(name, 32, 64, 16, 2, 1)
+            print(f"{name}: {row['seconds'] * 1e3:.1f} ms (smoke)")
+        return
     if args.child:
         name, length, tokens, embed_dim, heads, repeats = args.child
         print(json.dumps(run_one(name, int(length), int(tokens), int(embed_dim), int(heads), int(repeats))))

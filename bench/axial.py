@@ -16,6 +16,7 @@ over its state after set-up. CPU seconds are reported beside wall seconds (robus
 
     python bench/axial.py                     # D=64, H=4, grid up to 512×256, plus 1024×512 inference
     python bench/axial.py --quick             # three small shapes
+    python bench/axial.py --smoke             # smoke test: each implementation once, tiny, in this process
     python bench/axial.py --out runs/bench_axial   # also writes results.json and scaling.png there
 """
 from __future__ import annotations
@@ -155,8 +156,15 @@ def main() -> None:
     parser.add_argument("--chunk-size", type=int, default=64, help="rows/columns per chunk for the big inference run")
     parser.add_argument("--quick", action="store_true", help="three small shapes, no big inference run")
     parser.add_argument("--out", type=Path, default=None, help="folder for results.json and scaling.png")
+    parser.add_argument("--smoke", action="store_true",
+                        help="smoke test: each implementation once at N=4, L=8, D=16 in this process, measures nothing")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.smoke:
+        for name in IMPLEMENTATIONS:
+            row = run_one(name, 4, 8, 16, 2, 0, True, None)
+            print(f"{name}: {row['cpu_seconds'] * 1e3:.1f} CPU ms (smoke)")
+        return
     if args.child:
         print(json.dumps(run_one(*json.loads(args.child))))
         return

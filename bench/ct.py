@@ -11,6 +11,7 @@ resident set size over its state after building the model, on CUDA ``torch.cuda.
 
     python bench/ct.py                      # 28 and 64, batch 16, CPU or the first GPU
     python bench/ct.py --sizes 28 --steps 3 --batch-size 8
+    python bench/ct.py --smoke              # smoke test: each model once at 28³, batch 1, in this process
 """
 from __future__ import annotations
 
@@ -137,8 +138,15 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--steps", type=int, default=5, help="timed steps after one warm-up (median reported)")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows as JSON here")
+    parser.add_argument("--smoke", action="store_true",
+                        help="smoke test: each model once at 28³, batch 1, one step, in this process; measures nothing")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.smoke:
+        for name in MODELS:
+            row = run_one(name, 28, 1, 1)
+            print(f"{name}: {row['parameters'] / 1e6:.2f} M parameters, input {row['input']}³ (smoke)")
+        return
     if args.child:
         name, size, batch, steps = args.child
         print(json.dumps(run_one(name, int(size), int(batch), int(steps))))

@@ -10,6 +10,7 @@ and the validation. Wall time depends on the machine's other load; the CPU secon
 (``time.process_time``, loader workers excluded, i.e. the critical path on a machine with a core to spare) less so.
 
     python bench/ct_epoch.py --data-root DATA [--epochs 2] [--breakdown]
+    python bench/ct_epoch.py --smoke      # smoke test: one epoch of the first and the default setting on 8 random volumes
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from monai.transforms import Compose, DivisiblePad
@@ -89,8 +91,8 @@ def per_item_padding_data(data_root: str | os.PathLike, stride: int) -> CTData:
                   augmented=lambda augment: VolumeDataset(splits["train"], Compose([pad, augment])))
 
 
-def epoch_seconds(setting: Setting, data_root: str, epochs: int, stride: int, *, evaluate: bool = True
-                  ) -> tuple[float, float]:
+def epoch_seconds(setting: Setting, data_root: str, epochs: int, stride: int, *, evaluate: bool = True,
+                  smoke: bool = False) -> tuple[float, float]:
     """Wall seconds and CPU seconds of this process (loader workers excluded) per epoch of ``train_one`` (attention
     model, ``tuned`` protocol) under ``setting``; ``evaluate=False``: no validation, as in a cross-validation fold."""
     options = CTOptions(out=Path("."), protocol="tuned", dropout=setting.dropout, baseline="none",
@@ -98,6 +100,8 @@ def epoch_seconds(setting: Setting, data_root: str, epochs: int, stride: int, *,
     protocol = resolve_protocol(options)
     config = dataclasses.replace(protocol_train_config("tuned"), max_epochs=epochs, precision=setting.precision,
                                  attention_backend=setting.attention_backend, num_workers=setting.num_workers)
+    if smoke:  # exactly the epochs asked for, on batches of 4 (no small-data minimum of steps)
+        config = dataclasses.replace(config, batch_size=4, min_steps=0, min_batches_per_epoch=0)
     data = load_medmnist(data_root, DATASET, EDGE, divisible_by=stride) if setting.fast_data \
         else per_item_padding_data(data_root, stride)
     torch.manual_seed(0)
@@ -150,6 +154,17 @@ def breakdown(data_root: str, stride: int) -> list[list[object]]:
     return rows
 
 
+def smoke_data_root(folder: Path) -> str:
+    """A data root holding a MedMNIST-shaped file of 8 random 28³ volumes per split (for ``--smoke``)."""
+    rng = np.random.default_rng(0)
+    arrays = {}
+    for split in ("train", "val", "test"):
+        arrays[f"{split}_images"] = rng.integers(0, 2, (8, EDGE, EDGE, EDGE), dtype=np.uint8)
+        arrays[f"{split}_labels"] = np.array([[0], [1]] * 4, dtype=np.uint8)
+    np.savez(folder / f"{DATASET}.npz", **arrays)
+    return str(folder)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-root", default=None, help="data folder (default: $BIOATTN_DATA_ROOT or ../shared/data)")
@@ -159,7 +174,17 @@ def main() -> None:
                         help="no validation after each epoch, as in a --cv fold (default: validate every epoch)")
     parser.add_argument("--settings", type=int, nargs="+", default=None,
                         help="indices of the settings to run (default: all; the first is the reference)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="smoke test: one epoch of the first and the default setting on 8 random volumes per "
+                             "split (no data root needed); measures nothing")
     args = parser.parse_args()
+    if args.smoke:
+        with tempfile.TemporaryDirectory() as folder:
+            root = smoke_data_root(Path(folder))
+            for setting in (SETTINGS[0], SETTINGS[4]):
+                wall, _ = epoch_seconds(setting, root, 1, 8, smoke=True)
+                print(f"  {setting.name}: {wall:.1f} s/epoch (smoke)")
+        return
     data_root = str(resolve_data_root(args.data_root))
     stride = 8  # the 28³ model: 3 stages of stride 2
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.2f}")

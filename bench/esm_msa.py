@@ -18,6 +18,7 @@ contacts or logits). Ratios are bioattn / fair-esm, from the same run.
     python bench/esm_msa.py --device cuda                              # 256x256, 512x256, 1024x512
     python bench/esm_msa.py --device cpu --points 32x64,64x64,128x64   # CPU-sized points, same model
     python bench/esm_msa.py --device cpu --quick                       # a 2-layer model, seconds
+    python bench/esm_msa.py --smoke        # smoke test: the 2-layer model on a 4x8 alignment, in this process
 """
 from __future__ import annotations
 
@@ -180,9 +181,17 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a 2-layer, 64-wide model instead of the ESM-MSA-1b shape")
     parser.add_argument("--estimate-only", action="store_true", help="print each measurement's memory estimate, run nothing")
     parser.add_argument("--out", default=None, help="also write the results as JSON to this file")
+    parser.add_argument("--smoke", action="store_true",
+                        help="smoke test: both implementations of the --quick model once on a 4x8 alignment in this "
+                             "process (needs fair-esm), measures nothing")
     parser.add_argument("--child", nargs=4, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--dump", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.smoke:
+        for name in ("bioattn", "fair-esm"):
+            result = run_one(name, "contacts", 4, 8, True, 1, "cpu", None)
+            print(f"{name}: {result['cpu_seconds'] * 1e3:.1f} CPU ms (smoke)")
+        return
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     if args.child:
         name, task, n, length = args.child

@@ -20,6 +20,7 @@ layers of 64):
 
     python bench/memory.py                       # all probes, Markdown table at the end
     python bench/memory.py --probes ct-infer     # one probe
+    python bench/memory.py --smoke               # smoke test: every probe's call once, tiny, in this process
 """
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ def _ct(mode: str, batch: int, side: int) -> None:
     from bioattn.attention import use_backend
     from bioattn.tasks.ct.train import PROTOCOLS, CTOptions, build_models
     from bioattn.training.schedules import build_optimizer
-    from bioattn.training.trainer import training_attention_backend
+    from bioattn.tasks.common import training_attention_backend
 
     options = CTOptions(out=Path("."), manifest=Path("volumes.csv"), size=(side,), baseline="none")
     model, _ = build_models(options, num_classes=2, in_channels=1)
@@ -164,6 +165,10 @@ PROBES = (
 )
 
 
+#: ``--smoke``: the child's two integers per model (batch/rows and size), small enough for a second.
+QUICK_ARGS = {"promoter": (2, 64), "ct": (2, 32), "msa": (4, 32)}
+
+
 def measure(probe: Probe, size: int, timeout: float) -> tuple[float, float]:
     """Peak RSS (GiB) and wall seconds of one child process running ``probe`` at ``size``."""
     a, b = probe.args(size)
@@ -250,10 +255,19 @@ def main() -> None:
                         help="never start a measurement predicted above this, stop after one above it "
                              "(default: %(default)s)")
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds per measurement (default: %(default)s)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="smoke test: run every chosen probe's call once at a tiny size in this process, "
+                             "measure nothing")
     args = parser.parse_args()
     if args.child:
         model, mode, a, b = args.child
         run_child(model, mode, int(a), int(b))
+        return
+    if args.smoke:
+        for probe in PROBES:
+            if args.probes is None or probe.name in args.probes:
+                run_child(probe.model, probe.mode, *QUICK_ARGS[probe.model])
+                print(f"  {probe.name}: ran at {QUICK_ARGS[probe.model]}", flush=True)
         return
     from bioattn.report import format_table
 

@@ -12,6 +12,7 @@ load average beside the numbers, and ``--threads`` fixes torch's intra-op thread
     python bench/promoter.py --run RUN_DIR            # a trained model (its own size and max_len)
     python bench/promoter.py                          # an untrained model of the default size
     python bench/promoter.py --quick                  # one small configuration
+    python bench/promoter.py --smoke                  # smoke test: 16 sequences, 1 kb scan, fp32, one timing
 """
 from __future__ import annotations
 
@@ -49,6 +50,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--precisions", nargs="+", choices=["fp32", "bf16"], default=["fp32", "bf16"],
                         help="inference precisions to time (bioattn predict promoter --precision) (default: %(default)s)")
     parser.add_argument("--quick", action="store_true", help="256 sequences, batch 64, 1 repeat, a 20 kb scan")
+    parser.add_argument("--smoke", action="store_true", help="smoke test: 16 sequences, batch 8, one timing, a 1 kb scan, fp32")
     return parser.parse_args()
 
 
@@ -77,6 +79,9 @@ def main() -> int:
     args = parse_args()
     if args.quick:
         args.sequences, args.batch_sizes, args.repeats, args.scan_kb = 256, [64], 1, 20
+    if args.smoke:
+        args.sequences, args.batch_sizes, args.repeats, args.scan_kb, args.precisions = 16, [8], 1, 1, ["fp32"]
+        args.threads = torch.get_num_threads()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     model = load_pretrained(args.run, expect=PromoterClassifier) if args.run else PromoterClassifier(max_len=70).eval()

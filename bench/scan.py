@@ -171,7 +171,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1,
                         help="--nproc comparison: interleaved repeats of one process and N processes; medians are "
                              "reported (default: %(default)s)")
+    parser.add_argument("--smoke", action="store_true", help="smoke test: a 5 kb genome, one precision")
     args = parser.parse_args()
+    if args.smoke:
+        args.megabases = 0.005
     sys.path.insert(0, str(ROOT))
     import torch
 

@@ -30,11 +30,17 @@ CASES = {
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="runs per case (default: %(default)s)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="smoke test: one run of --version and --help only")
     args = parser.parse_args()
+    cases = CASES
+    if args.smoke:
+        args.repeats = 1
+        cases = {name: CASES[name] for name in ("bioattn --version", "bioattn --help")}
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
     medians = {}
-    for name, argv in CASES.items():
+    for name, argv in cases.items():
         times = []
         for _ in range(args.repeats):
             start = time.perf_counter()

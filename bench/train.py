@@ -25,6 +25,7 @@ is ``speedup promoter X.XX ct Y.YY msa Z.ZZ``: ``default`` vs eager fp32.
     python bench/train.py --steps 5        # quicker, noisier
     python bench/train.py --device cuda    # the same settings on a GPU
     python bench/train.py --tasks ct       # one task
+    python bench/train.py --smoke          # smoke test: eager fp32 and default only, one step each
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ import os
 import platform
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +48,7 @@ from bioattn.attention import use_backend
 from bioattn.data.dna import collate_tokens, reverse_complement_ids
 from bioattn.models.msa_contact import masked_lm_loss
 from bioattn.report import format_table
+from bioattn.tasks.common import training_attention_backend
 from bioattn.tasks.ct.train import PROTOCOLS, CTOptions, build_models, prepare_for_training
 from bioattn.tasks.msa.features import DEFAULTS as MSA_DEFAULTS
 from bioattn.tasks.msa.features import MSAOptions
@@ -55,7 +57,6 @@ from bioattn.tasks.promoter.train import PromoterOptions, build_model, classific
 from bioattn.training import TrainConfig
 from bioattn.training.determinism import deterministic_kernels
 from bioattn.training.schedules import build_optimizer
-from bioattn.training.trainer import training_attention_backend
 
 PROMOTER_LENGTH = 70
 CT_EDGE = 28
@@ -67,7 +68,7 @@ CT_DEFAULTS = PROTOCOLS["tuned"].train_config
 @dataclass(frozen=True)
 class Defaults:
     """The training-speed options of one recipe: model dropout, autocast precision, attention backend (``auto``:
-    math under bf16 on a CPU, see :func:`~bioattn.training.trainer.training_attention_backend`)."""
+    math under bf16 on a CPU, see :func:`~bioattn.tasks.common.training_attention_backend`)."""
 
     dropout: float
     precision: str = "fp32"
@@ -246,11 +247,12 @@ def timed(step: Callable[[], None], device: torch.device) -> float:
     return time.perf_counter() - start
 
 
-def step_seconds(task: str, warmup: int, steps: int, device: torch.device) -> dict[str, tuple[list[float], int]]:
+def step_seconds(task: str, warmup: int, steps: int, device: torch.device,
+                 settings: Sequence[Setting] = SETTINGS) -> dict[str, tuple[list[float], int]]:
     """Seconds of each timed training step of ``task`` per setting, and the samples of a step. After ``warmup``
     untimed steps each, the settings take turns one step at a time, so a change in the machine's load (or a
     slow first setting) falls on all of them alike."""
-    runs = {setting.name: training_step(task, setting, device) for setting in SETTINGS}
+    runs = {setting.name: training_step(task, setting, device) for setting in settings}
     for step, _ in runs.values():
         for _ in range(warmup):
             step()
@@ -274,7 +276,12 @@ def main() -> None:
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where to train (default: %(default)s)")
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS),
                         help="tasks to measure (default: all)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="smoke test: eager fp32 and default only, no warm-up, one timed step")
     args = parser.parse_args()
+    settings = [s for s in SETTINGS if s.name in (BASELINE, "default")] if args.smoke else list(SETTINGS)
+    if args.smoke:
+        args.warmup, args.steps = 0, 1
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: PyTorch sees no CUDA GPU")
     device = torch.device(args.device)
@@ -287,8 +294,8 @@ def main() -> None:
     rows, ratios = [], {}
     for task in args.tasks:
         baseline = None
-        measured = step_seconds(task, args.warmup, args.steps, device)
-        for setting in SETTINGS:
+        measured = step_seconds(task, args.warmup, args.steps, device, settings)
+        for setting in settings:
             times, samples = measured[setting.name]
             median = statistics.median(times)
             rate = samples / median
