@@ -102,7 +102,7 @@ def _reset_peak_rss() -> int:
 
 def run_one(name: str, task: str, n: int, length: int, quick: bool, repeats: int, device: str, dump: str | None) -> dict:
     """One measurement in this process (called in a subprocess by :func:`measure`)."""
-    from bioattn.models import MSATransformer
+    from bioattn.models.msa_transformer import MSATransformer
 
     size = QUICK if quick else FULL
     reference = esm_model(size)

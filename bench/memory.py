@@ -93,7 +93,7 @@ def _ct(mode: str, batch: int, side: int) -> None:
 def _msa(mode: str, rows: int, columns: int) -> None:
     import torch
 
-    from bioattn.models import MSAContactModel
+    from bioattn.models.msa_contact import MSAContactModel
     from bioattn.models.msa_contact import masked_lm_loss
     from bioattn.tasks.msa.features import MSAOptions
     from bioattn.training import TrainConfig

@@ -136,7 +136,7 @@ def ct(dropout: float, stem_channels: tuple[int, ...] | None) -> Workload:
 
 
 def msa(dropout: float) -> Workload:
-    from bioattn.models import MSAContactModel
+    from bioattn.models.msa_contact import MSAContactModel
 
     options = MSAOptions()
     model = MSAContactModel(max_len=MSA_COLUMNS, embed_dim=options.embed_dim, num_heads=options.heads,

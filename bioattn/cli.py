@@ -1,5 +1,5 @@
-"""The ``bioattn`` command: ``bioattn train|predict|explain promoter|ct|msa``, ``bioattn pretrain msa``, ``bioattn data fetch NAME``
-and ``bioattn models``.
+"""The ``bioattn`` command: ``bioattn train|predict|explain TASK`` (the tasks of :data:`bioattn.tasks.registry.TASKS`),
+``bioattn pretrain TASK``, ``bioattn data fetch NAME`` and ``bioattn models``.
 
 Each subcommand lives in its own module under :mod:`bioattn.commands` that defines
 ``add_arguments(parser)`` and ``run(args) -> int``; this file only routes to them. :func:`main` imports only the
@@ -19,27 +19,12 @@ from bioattn import __version__
 from bioattn.errors import ReportedError
 from bioattn.errors import Terminated, interrupt_on_signals
 from bioattn.runtime import keep_freed_memory
+from bioattn.tasks.registry import task_commands
 
-# verb -> {target: module path}; each module defines add_arguments(parser) and run(args) -> int.
+# verb -> {target: module path}; each module defines add_arguments(parser) and run(args) -> int. The task verbs
+# (train, predict, explain, pretrain) come from the task registry (each Task's ``commands``).
 COMMANDS: dict[str, dict[str, str]] = {
-    "train": {
-        "promoter": "bioattn.commands.train_promoter",
-        "ct": "bioattn.commands.train_ct",
-        "msa": "bioattn.commands.train_msa",
-    },
-    "predict": {
-        "promoter": "bioattn.commands.predict_promoter",
-        "ct": "bioattn.commands.predict_ct",
-        "msa": "bioattn.commands.predict_msa",
-    },
-    "explain": {
-        "promoter": "bioattn.commands.explain_promoter",
-        "ct": "bioattn.commands.explain_ct",
-        "msa": "bioattn.commands.explain_msa",
-    },
-    "pretrain": {
-        "msa": "bioattn.commands.pretrain_msa",
-    },
+    **task_commands(),
     "data": {
         "fetch": "bioattn.commands.data_fetch",
     },
@@ -54,7 +39,7 @@ _VERB_HELP = {
     "train": "train a model on a bundled benchmark or on your own data",
     "predict": "run a trained model on your own files",
     "explain": "attribution maps (attention rollout or gradient methods, --method), per-head maps and head diversity",
-    "pretrain": "pretrain a model across many unlabeled inputs (MSA: masked-token prediction over alignments)",
+    "pretrain": "pretrain a model across many unlabeled inputs (masked-token prediction)",
     "data": "download the public datasets the recipes use",
 }
 
@@ -70,7 +55,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"bioattn {__version__}")
     verbs = parser.add_subparsers(dest="verb", metavar="{" + ",".join([*COMMANDS, *SIMPLE_COMMANDS]) + "}")
     for verb, targets in COMMANDS.items():
-        verb_parser = verbs.add_parser(verb, help=_VERB_HELP[verb], description=_VERB_HELP[verb])
+        verb_parser = verbs.add_parser(verb, help=_VERB_HELP.get(verb, verb), description=_VERB_HELP.get(verb, verb))
         verb_parser.set_defaults(print_verb_help=verb_parser.print_help)
         sub = verb_parser.add_subparsers(dest="target", metavar="{" + ",".join(targets) + "}")
         for target, module_name in targets.items():

@@ -93,7 +93,7 @@ def tiny_promoter_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     saved as a run directory: what scan tests score windows with."""
     import torch
 
-    from bioattn.models import PromoterClassifier
+    from bioattn.models.promoter import PromoterClassifier
 
     torch.manual_seed(0)
     path = tmp_path_factory.mktemp("tiny_promoter_run")

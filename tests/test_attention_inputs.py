@@ -223,21 +223,21 @@ def test_help_on_public_functions_shows_every_argument(function):
 
 @pytest.mark.parametrize("bad", [[[3, 4, 99]], [[3, -1, 4]]])
 def test_promoter_model_refuses_token_ids_out_of_range_naming_the_range(bad):
-    from bioattn.models import PromoterClassifier
+    from bioattn.models.promoter import PromoterClassifier
 
     with pytest.raises(ValueError, match=r"ids \(B, L\) must hold token ids in \[0, 8\)"):
         PromoterClassifier(max_len=10)(torch.tensor(bad))
 
 
 def test_promoter_model_refuses_float_input_as_token_ids():
-    from bioattn.models import PromoterClassifier
+    from bioattn.models.promoter import PromoterClassifier
 
     with pytest.raises(ValueError, match="integer token ids"):
         PromoterClassifier(max_len=10)(torch.randn(1, 5))
 
 
 def test_msa_model_refuses_token_ids_out_of_range_naming_the_range():
-    from bioattn.models import MSAContactModel
+    from bioattn.models.msa_contact import MSAContactModel
 
     model = MSAContactModel(max_len=10, embed_dim=16, num_heads=2, num_layers=1)
     with pytest.raises(ValueError, match=r"tokens \(B, N, L\) must hold token ids in \[0, "):

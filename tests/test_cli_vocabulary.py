@@ -152,7 +152,7 @@ def test_every_old_spelling_is_covered() -> None:
 
 def test_old_spellings_still_run_a_command(tmp_path: Path, capsys) -> None:
     """``--run`` and ``--single-strand`` give what ``--model`` and ``--strand forward`` give, with the warnings."""
-    from bioattn.models import PromoterClassifier
+    from bioattn.models.promoter import PromoterClassifier
 
     torch.manual_seed(0)
     PromoterClassifier(max_len=32, embed_dim=16, num_heads=2, num_layers=1, dropout=0.0).eval().save_pretrained(tmp_path / "run")

@@ -19,7 +19,7 @@ from bioattn.cli import main as cli_main
 from bioattn.errors import UserInputError
 from bioattn.io import load_tensors
 from bioattn.metrics import classification_metrics
-from bioattn.models import HybridCT3D
+from bioattn.models.hybrid_ct import HybridCT3D
 from bioattn.tasks.ct import train as ct_task
 from bioattn.tasks.ct.train import resolve_protocol
 from bioattn.training.mixup import mixup_cross_entropy

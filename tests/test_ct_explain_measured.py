@@ -11,7 +11,7 @@ import torch
 from bioattn.cli import main as cli_main
 from bioattn.errors import UserInputError
 from bioattn.explain.attribution import CT_METHODS
-from bioattn.models import HybridCT3D
+from bioattn.models.hybrid_ct import HybridCT3D
 from bioattn.explain.ct_report import explain_ct, parse_indices, peak_inside
 
 SIZE = 16

@@ -12,7 +12,7 @@ from scipy import ndimage
 
 from bioattn.errors import UserInputError
 from bioattn.explain import attention_rollout
-from bioattn.models import HybridCT3D
+from bioattn.models.hybrid_ct import HybridCT3D
 from bioattn.models.hybrid_ct import DistanceChannelInput, upsample_token_map
 
 

@@ -6,7 +6,7 @@ import torch
 
 from bioattn.errors import UserInputError
 from bioattn.explain.ct_attribution import volume_attribution
-from bioattn.models import HybridCT3D
+from bioattn.models.hybrid_ct import HybridCT3D
 
 
 @pytest.fixture(scope="module")

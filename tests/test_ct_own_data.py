@@ -19,7 +19,7 @@ from bioattn.cli import main as cli_main
 from bioattn.data.ct_manifest import class_names_of, read_manifest, split_rows
 from bioattn.errors import UserInputError
 from bioattn.metrics import classification_metrics
-from bioattn.models import HybridCT3D
+from bioattn.models.hybrid_ct import HybridCT3D
 
 AFFINE = np.array([[-1.0, 0, 0, 10.0], [0, 1.0, 0, -5.0], [0, 0, 1.5, 3.0], [0, 0, 0, 1]])
 EDGE = 16

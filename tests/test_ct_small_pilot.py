@@ -16,7 +16,7 @@ import torch
 
 from bioattn.cli import main as cli_main
 from bioattn.data.ct import VolumePreprocessing, read_ct_volume
-from bioattn.tasks.ct import CTOptions, with_default_window
+from bioattn.tasks.ct.train import CTOptions, with_default_window
 from bioattn.tasks.ct.data import SOFT_TISSUE_WINDOW, hounsfield_window, load_manifest, looks_like_hounsfield
 
 from small_data_pilots import ct_affine, ct_volume, write_ct_pilot
@@ -105,7 +105,7 @@ def test_the_default_run_on_a_small_hu_pilot_learns_and_predict_is_right_on_most
 
 
 def test_a_manifest_run_that_did_not_learn_gets_hints_naming_its_likely_causes() -> None:
-    from bioattn.tasks.ct import HYBRID_NAME, not_learned_hints
+    from bioattn.tasks.ct.train import HYBRID_NAME, not_learned_hints
     from bioattn.tasks.ct.data import CTData
     from bioattn.tasks.ct.preprocessing import SavedPreprocessing
 

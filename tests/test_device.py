@@ -9,7 +9,7 @@ import torch
 
 from bioattn.cli import main
 from bioattn.errors import UserInputError
-from bioattn.models import PromoterClassifier
+from bioattn.models.promoter import PromoterClassifier
 from bioattn.training import TrainConfig
 
 no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="checks what a machine without CUDA does")

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from bioattn.cli import main as bioattn_main
-from bioattn.models import PromoterClassifier
+from bioattn.models.promoter import PromoterClassifier
 from bioattn.models.registry import PRETRAINED_ROOT
 from bioattn.tasks.promoter.composition import COMPOSITION_NAME, composition_profile, composition_warnings
 

@@ -12,7 +12,8 @@ import torch
 from bioattn.cli import main as bioattn_main
 from bioattn.data.dna import encode
 from bioattn.metrics import classification_metrics
-from bioattn.models import PromoterClassifier, load_pretrained
+from bioattn.models import load_pretrained
+from bioattn.models.promoter import PromoterClassifier
 from bioattn.tasks.promoter.train import MODEL_NAME
 from bioattn.models.ensemble import Ensemble, average_over_members, ensemble_members
 from tests.test_promoter_own_data import TINY, make_records, read_rows, write_csv
@@ -180,7 +181,7 @@ def _train_ct(manifest: Path, out: Path, *flags: str) -> dict:
 
 @pytest.mark.slow
 def test_ct_cv_pools_out_of_fold_predictions_and_saves_a_fold_ensemble(ct_manifest, tmp_path):
-    from bioattn.models import HybridCT3D
+    from bioattn.models.hybrid_ct import HybridCT3D
     from bioattn.tasks.ct.train import BASELINE_NAME, DEPTH_BASELINE_NAME, HYBRID_NAME
 
     out = tmp_path / "cv"
@@ -213,7 +214,7 @@ def test_ct_cv_pools_out_of_fold_predictions_and_saves_a_fold_ensemble(ct_manife
 
 @pytest.mark.slow
 def test_ct_seed_ensemble_predicts_the_mean_of_its_members(ct_manifest, tmp_path):
-    from bioattn.models import HybridCT3D
+    from bioattn.models.hybrid_ct import HybridCT3D
     from bioattn.tasks.ct.train import HYBRID_NAME
 
     out = tmp_path / "seeds"

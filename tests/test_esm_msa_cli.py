@@ -16,7 +16,7 @@ from test_msa_transformer import SMALL, esm, esm_load, esm_model, write_esm_chec
 from bioattn.cli import main as cli_main
 from bioattn.data.msa import read_msa
 from bioattn.io import load_tensors
-from bioattn.models import MSATransformer
+from bioattn.models.msa_transformer import MSATransformer
 from bioattn.models.msa_transformer import esm_msa_subsample
 from bioattn.tasks.msa.head import ESM_MSA_MAP, ContactHead
 

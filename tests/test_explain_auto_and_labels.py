@@ -14,7 +14,8 @@ from bioattn.cli import main as cli_main
 from bioattn.data.dna import decode
 from bioattn.explain.faithfulness import most_faithful
 from bioattn.explain.result import resolve_method
-from bioattn.models import HybridCT3D, PromoterClassifier
+from bioattn.models.hybrid_ct import HybridCT3D
+from bioattn.models.promoter import PromoterClassifier
 
 
 def _result(deletion: float, insertion: float) -> dict:

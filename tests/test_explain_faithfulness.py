@@ -21,7 +21,7 @@ from bioattn.explain.result import resolve_method
 from bioattn.explain.promoter_attribution import promoter_attribution, promoter_score
 from bioattn.explain.relevance import relevance_from_attention
 from bioattn.explain.sharpness import head_sharpness
-from bioattn.models import PromoterClassifier
+from bioattn.models.promoter import PromoterClassifier
 
 KEY, LENGTH = 5, 12
 
@@ -218,7 +218,7 @@ def test_voxel_attribution_finds_the_voxel_the_model_reads(method: str) -> None:
 def test_msa_column_attribution_and_command_faithfulness(tmp_path: Path) -> None:
     from bioattn.data.msa import MSATokenizer
     from bioattn.explain.msa_attribution import msa_attribution, msa_score, predicted_residues
-    from bioattn.models import MSAContactModel
+    from bioattn.models.msa_contact import MSAContactModel
 
     torch.manual_seed(0)
     model = MSAContactModel(max_len=20, embed_dim=16, num_heads=2, num_layers=2, dropout=0.0).eval()
@@ -247,7 +247,7 @@ def test_msa_column_attribution_and_command_faithfulness(tmp_path: Path) -> None
 
 @pytest.mark.slow
 def test_explain_ct_command_writes_attribution_and_faithfulness(tmp_path: Path) -> None:
-    from bioattn.models import HybridCT3D
+    from bioattn.models.hybrid_ct import HybridCT3D
 
     torch.manual_seed(0)
     HybridCT3D(1, 2, stem_channels=[4, 8], stem_strides=[2, 2], embed_dim=12, num_heads=2, num_layers=2,

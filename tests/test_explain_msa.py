@@ -10,7 +10,7 @@ import torch
 
 from bioattn.cli import main as cli_main
 from bioattn.explain.msa import PRECISION_NAMES, head_contact_precision, row_attention_maps
-from bioattn.models import MSAContactModel
+from bioattn.models.msa_contact import MSAContactModel
 
 LENGTH = 60
 

@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import load_file
 
 from bioattn.cli import main
-from bioattn.models import PromoterClassifier
+from bioattn.models.promoter import PromoterClassifier
 from conftest import write_tiny_adrenalmnist3d
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]

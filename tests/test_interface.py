@@ -20,7 +20,8 @@ from bioattn.cli import build_parser, main
 from bioattn.data.root import DATA_ROOT_ENV, EMBEDDED_SAMPLE
 from bioattn.errors import UserInputError
 from bioattn.explain.outputs import prepare_out_dir
-from bioattn.models import HybridCT3D, PromoterClassifier
+from bioattn.models.hybrid_ct import HybridCT3D
+from bioattn.models.promoter import PromoterClassifier
 from bioattn.progress import progress_bar
 from conftest import write_tiny_adrenalmnist3d
 

@@ -9,7 +9,7 @@ import torch
 from bioattn.data.dna import A_ID, collate_tokens, encode
 from bioattn.errors import UserInputError
 from bioattn.explain.marginalize import jaspar_consensus, marginalize_known_motifs, motif_shuffles
-from bioattn.models import PromoterClassifier
+from bioattn.models.promoter import PromoterClassifier
 
 LENGTH, TSS = 70, 34
 TATA = "TATAAAA"

@@ -9,7 +9,9 @@ import torch
 
 from bioattn.data.dna import collate_tokens, encode
 from bioattn.data.msa import MSATokenizer
-from bioattn.models import HybridCT3D, MSAContactModel, PromoterClassifier
+from bioattn.models.hybrid_ct import HybridCT3D
+from bioattn.models.msa_contact import MSAContactModel
+from bioattn.models.promoter import PromoterClassifier
 
 #: bf16 keeps 8 significant bits (relative step 2**-8 ≈ 0.4%). Through a whole tiny model (embedding, CNN stem or
 #: convolutions, two attention layers, head) outputs and gradients stay within 3% of the largest fp32 magnitude

@@ -12,7 +12,7 @@ from bioattn.errors import UserInputError
 from bioattn.explain.attribution import predicted_log_odds
 from bioattn.explain.hypothetical import _path_gradients, gradient_hypothetical
 from bioattn.explain.motifs import MotifReport, Pattern, explain_motifs
-from bioattn.models import PromoterClassifier
+from bioattn.models.promoter import PromoterClassifier
 from bioattn.models.ensemble import Ensemble
 
 

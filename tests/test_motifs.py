@@ -16,7 +16,7 @@ from bioattn.explain.motif_db import load_motif_database
 from bioattn.explain.motifs import ModiscoSettings, discover_patterns
 from bioattn.explain.promoter_attribution import promoter_attribution
 from bioattn.explain.attribution import predicted_log_odds
-from bioattn.models import PromoterClassifier
+from bioattn.models.promoter import PromoterClassifier
 
 LENGTH, TSS = 60, 40
 GC_BOX, CCAAT = "GGGGCGGGGC", "CCAATCAG"

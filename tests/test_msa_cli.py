@@ -16,7 +16,7 @@ from Bio.Data.IUPACData import protein_letters_1to3
 
 from bioattn.cli import main as cli_main
 from bioattn.data.contacts import read_contact_scores
-from bioattn.models import MSAContactModel
+from bioattn.models.msa_contact import MSAContactModel
 from bioattn.tasks.msa.head import ContactHead, feature_names
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,7 +15,8 @@ import torch
 
 from bioattn.cli import main
 from bioattn.errors import UserInputError
-from bioattn.models import MSAContactModel, load_pretrained
+from bioattn.models import load_pretrained
+from bioattn.models.msa_contact import MSAContactModel
 from bioattn.tasks.msa.pretrain import CroppedBlocks, load_alignment, pretraining_sources, sampling_probabilities
 
 AMINO = "ACDEFHIKLMNPQRSTVWY"

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from bioattn.errors import UserInputError
-from bioattn.models import MSATransformer, load_pretrained
+from bioattn.models import load_pretrained
+from bioattn.models.msa_transformer import MSATransformer
 from bioattn.models.msa_transformer import ESM_MSA_ALPHABET, esm_msa_subsample
 
 esm = pytest.importorskip("esm")  # the test/bench extra; installed in CI

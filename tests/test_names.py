@@ -23,7 +23,10 @@ from bioattn.attention.axial import AxialTransformerLayer, ColumnAttention, RowA
 from bioattn.attention.compat import renamed_arguments, upgrade_config
 from bioattn.attention.encoder import FeedForward
 from bioattn.errors import UserInputError
-from bioattn.models import Ensemble, HybridCT3D, MSAContactModel, PromoterClassifier, load_pretrained
+from bioattn.models import Ensemble, load_pretrained
+from bioattn.models.hybrid_ct import HybridCT3D
+from bioattn.models.msa_contact import MSAContactModel
+from bioattn.models.promoter import PromoterClassifier
 from bioattn.models.ensemble import ensemble_config
 from bioattn.models.registry import PRETRAINED_ROOT
 from bioattn.tasks.msa.head import SHIPPED_HEADS, SHIPPED_HEADS_DIR, ContactHead, default_head

@@ -11,7 +11,8 @@ import bioattn.explain.msa_report as msa_report
 import bioattn.explain.promoter_report as promoter_report
 from bioattn.cli import main as cli_main
 from bioattn.errors import UserInputError
-from bioattn.explain import explain_msa, explain_promoter
+from bioattn.explain.msa_report import explain_msa
+from bioattn.explain.promoter_report import explain_promoter
 from conftest import write_fasta
 
 FAST = {"method": "rollout", "faithfulness": False, "plot_sequences": 1}

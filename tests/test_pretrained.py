@@ -16,7 +16,9 @@ from bioattn.cli import main
 from bioattn.errors import UserInputError
 from bioattn.io import write_table
 from bioattn.metrics import classification_metrics
-from bioattn.models import AutoModel, HybridCT3D, PromoterClassifier, available_models, load_pretrained, model_card
+from bioattn.models import AutoModel, available_models, load_pretrained, model_card
+from bioattn.models.hybrid_ct import HybridCT3D
+from bioattn.models.promoter import PromoterClassifier
 from bioattn.models.registry import CARD_NAME, CONFIG_NAME, MODEL_TYPES, PRETRAINED_ROOT, WEIGHTS_NAME, resolve_model_dir
 from bioattn.tasks.msa.head import SHIPPED_HEADS_DIR
 
@@ -240,7 +242,7 @@ def _msa_masked_accuracy(name: str, check: dict, require_data: Callable[..., Pat
     """Masked-token accuracy of a pretrained MSA model on a seeded row sample of a family it never saw, loaded by
     name both ways."""
     from bioattn.data.msa import MSATokenizer, read_msa, subsample
-    from bioattn.models import MSAContactModel
+    from bioattn.models.msa_contact import MSAContactModel
     from bioattn.tasks.msa.pretrain import masked_token_metrics
 
     tokens = MSATokenizer().encode(read_msa(require_data(*check["data"])))

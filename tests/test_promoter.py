@@ -16,7 +16,7 @@ from Bio.Seq import reverse_complement
 
 from bioattn.cli import main as bioattn_main
 from bioattn.data.dna import N_ID, PAD_ID, collate_tokens, encode
-from bioattn.models import PromoterClassifier
+from bioattn.models.promoter import PromoterClassifier
 from bioattn.models.base import WEIGHTS_NAME
 
 RNG = np.random.default_rng(0)

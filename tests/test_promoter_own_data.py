@@ -13,7 +13,7 @@ from bioattn.cli import main as bioattn_main
 from bioattn.data.dna import encode
 from bioattn.io import load_tensors
 from bioattn.metrics import classification_metrics
-from bioattn.models import PromoterClassifier
+from bioattn.models.promoter import PromoterClassifier
 from bioattn.tasks.promoter.train import MODEL_NAME
 from bioattn.tasks.promoter.data import Split, dev_split
 

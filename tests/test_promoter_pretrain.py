@@ -14,7 +14,7 @@ from bioattn.cli import main as bioattn_main
 from bioattn.data.dna import A_ID, MASK_ID, T_ID, collate_tokens, encode
 from bioattn.data.masking import bert_mask, masked_cross_entropy
 from bioattn.io import load_tensors
-from bioattn.models import PromoterClassifier
+from bioattn.models.promoter import PromoterClassifier
 from bioattn.tasks.promoter.train import (
     DEFAULTS,
     FINETUNE_LR,

@@ -12,7 +12,7 @@ import pytest
 
 from bioattn.cli import main as bioattn_main
 from bioattn.data.dna import encode, reverse_complement
-from bioattn.models import PromoterClassifier
+from bioattn.models.promoter import PromoterClassifier
 from bioattn.tasks.promoter.train import MODEL_NAME, score
 from bioattn.tasks.promoter.baselines import gc_threshold_baseline
 from bioattn.tasks.promoter.data import Split, load_ecoli, load_gue

@@ -12,7 +12,7 @@ import torch
 from Bio import bgzf
 
 from bioattn.cli import main as bioattn_main
-from bioattn.models import PromoterClassifier
+from bioattn.models.promoter import PromoterClassifier
 from bioattn.tasks.promoter import scan as promoter_scan
 from bioattn.tasks.promoter.scan import WindowGrid
 from conftest import write_fasta

@@ -12,7 +12,9 @@ from bioattn.cli import main as cli_main
 from bioattn.data.ct import VolumePreprocessing, write_nifti
 from bioattn.data.dna import reverse_complement
 from bioattn.errors import UserInputError
-from bioattn.models import HybridCT3D, PromoterClassifier, load_pretrained
+from bioattn.models import load_pretrained
+from bioattn.models.hybrid_ct import HybridCT3D
+from bioattn.models.promoter import PromoterClassifier
 from bioattn.models.ensemble import Ensemble
 from bioattn.tasks.ct import predict as ct_predict
 from bioattn.tasks.ct.preprocessing import SavedPreprocessing

@@ -14,7 +14,7 @@ import torch
 if sys.argv[1] == "keep":
     from bioattn.runtime import keep_freed_memory
     assert keep_freed_memory()
-from bioattn.models import PromoterClassifier
+from bioattn.models.promoter import PromoterClassifier
 torch.set_num_threads(1)
 model = PromoterClassifier.from_pretrained("gue-prom-core-all").eval()
 ids = torch.randint(0, 4, (512, 70))  # a genome scan's batch on a CPU

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from bioattn.cli import main as bioattn_main
-from bioattn.models import PromoterClassifier
+from bioattn.models.promoter import PromoterClassifier
 from bioattn.tasks.promoter.scan import ScanTarget, WindowGrid, shard_targets, window_spans, window_tiles
 
 WINDOW, STRIDE = 30, 12

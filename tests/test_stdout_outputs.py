@@ -9,7 +9,7 @@ import torch
 from bioattn.cli import main as cli_main
 from bioattn.errors import UserInputError
 from bioattn.io import table_writer
-from bioattn.models import PromoterClassifier
+from bioattn.models.promoter import PromoterClassifier
 
 
 @pytest.fixture(scope="module")

@@ -1,46 +1,34 @@
-"""The task layer is three subpackages; release 0.3's flat module names still import for one release, with a warning."""
+"""The task layer is one subpackage per task; nothing re-exports or redirects module names."""
 from __future__ import annotations
 
+import ast
 import importlib
-import sys
+from pathlib import Path
 
 import pytest
 
-from bioattn.tasks import MOVED_MODULES
 
 
-@pytest.mark.parametrize("old", sorted(MOVED_MODULES))
-def test_old_module_name_warns_and_is_the_new_module(old: str) -> None:
-    sys.modules.pop(f"bioattn.tasks.{old}", None)
-    new = importlib.import_module(f"bioattn.tasks.{MOVED_MODULES[old]}")
-    with pytest.warns(DeprecationWarning, match=f"bioattn.tasks.{MOVED_MODULES[old]}"):
-        moved = importlib.import_module(f"bioattn.tasks.{old}")
-    assert moved is new
+def test_no_import_machinery_and_no_module_getattr() -> None:
+    """Release 0.4 dropped the finder for release 0.3's flat module names and the module-level ``__getattr__``
+    re-exports: every name is imported from the module that defines it."""
+    package = Path(__file__).resolve().parents[1] / "bioattn"
+    offenders = []
+    for path in package.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        text = path.read_text()
+        if "MetaPathFinder" in text or any(isinstance(node, ast.FunctionDef) and node.name == "__getattr__"
+                                            for node in tree.body):
+            offenders.append(str(path.relative_to(package)))
+        if any(isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__getattr__" for t in node.targets)
+               for node in tree.body):
+            offenders.append(str(path.relative_to(package)))
+    assert not offenders
 
 
-def test_from_import_of_an_old_name() -> None:
-    sys.modules.pop("bioattn.tasks.msa_head", None)
-    with pytest.warns(DeprecationWarning):
-        from bioattn.tasks.msa_head import ContactHead
-    from bioattn.tasks.msa.head import ContactHead as new
-    assert ContactHead is new
-
-
-@pytest.mark.parametrize("package, names", [
-    ("promoter", ["PromoterOptions", "run_promoter", "build_model"]),
-    ("ct", ["CTOptions", "train_ct", "PROTOCOLS"]),
-    ("msa", ["train_families", "train_family", "DEFAULTS"]),
-])
-def test_task_package_reexports_its_train_module(package: str, names: list[str]) -> None:
-    pkg = importlib.import_module(f"bioattn.tasks.{package}")
-    train = importlib.import_module(f"bioattn.tasks.{package}.train")
-    for name in names:
-        assert getattr(pkg, name) is getattr(train, name)
-    with pytest.raises(AttributeError, match="no attribute"):
-        getattr(pkg, "no_such_name")
-
-
-def test_unknown_old_name_is_not_invented() -> None:
+def test_old_flat_module_names_are_gone() -> None:
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("bioattn.tasks.msa_head")
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("bioattn.tasks.no_such_module")
 
@@ -50,8 +38,8 @@ def test_task_options_share_one_base(tmp_path) -> None:
 
     from bioattn.errors import UserInputError
     from bioattn.tasks.common import TaskOptions
-    from bioattn.tasks.ct import CTOptions
-    from bioattn.tasks.promoter import PromoterOptions
+    from bioattn.tasks.ct.train import CTOptions
+    from bioattn.tasks.promoter.train import PromoterOptions
 
     shared = {f.name for f in dataclasses.fields(TaskOptions)}
     assert shared == {"out", "data_root", "quick", "seeds", "cv", "cv_repeats", "resume", "overwrite",
@@ -62,16 +50,10 @@ def test_task_options_share_one_base(tmp_path) -> None:
             options_class(out=tmp_path, seeds=(1,), cv=3)
 
 
-def test_ct_options_train_config_and_the_old_name(tmp_path) -> None:
-    from bioattn.tasks.ct import CTOptions, protocol_train_config
+def test_ct_options_train_config(tmp_path) -> None:
+    from bioattn.tasks.ct.train import CTOptions, protocol_train_config
 
     config = protocol_train_config("tuned", quick=True)
-    options = CTOptions(out=tmp_path, train_config=config)
-    assert options.train_config is config
-    with pytest.warns(DeprecationWarning, match="train_config"):
-        old = CTOptions(out=tmp_path, train=config)
-    assert old == options
-    with pytest.warns(DeprecationWarning, match="train_config"):
-        assert old.train is config
-    with pytest.raises(TypeError, match="both"):
-        CTOptions(out=tmp_path, train=config, train_config=config)
+    assert CTOptions(out=tmp_path, train_config=config).train_config is config
+    with pytest.raises(TypeError):  # the 0.3 spelling is gone
+        CTOptions(out=tmp_path, train=config)

@@ -215,7 +215,7 @@ def explain_ct(
     from bioattn.explain.faithfulness import compare_methods
     from bioattn.explain.outputs import layer_similarities, write_faithfulness, write_layer_figures
     from bioattn.explain.sharpness import head_sharpness, sharpness_summary
-    from bioattn.models import HybridCT3D
+    from bioattn.models.hybrid_ct import HybridCT3D
     from bioattn.models.ensemble import ensemble_members
     from bioattn.models.registry import resolve_model_dir
     from bioattn.tasks.ct.predict import SavedPreprocessing, resolve_preprocessing

@@ -105,7 +105,7 @@ def explain_msa(
     from bioattn.explain.outputs import layer_similarities, write_faithfulness, write_layer_figures
     from bioattn.explain.sharpness import head_sharpness, sharpness_summary
     from bioattn.metrics import CONTACT_CUTOFF, LONG_RANGE, residues_with_coordinates
-    from bioattn.models import MSAContactModel
+    from bioattn.models.msa_contact import MSAContactModel
 
     if max_rows < 1:
         raise UserInputError(f"--max-rows must be >= 1, got {max_rows}")

@@ -236,7 +236,7 @@ def explain_promoter(
     from bioattn.explain.promoter import explain_promoters, influence_profile, motif_enrichment
     from bioattn.explain.promoter_attribution import promoter_attribution
     from bioattn.explain.sharpness import sharpness_summary
-    from bioattn.models import PromoterClassifier
+    from bioattn.models.promoter import PromoterClassifier
     from bioattn.models.ensemble import ensemble_members
     from bioattn.progress import progress_bar
 

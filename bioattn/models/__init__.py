@@ -1,28 +1,17 @@
-"""The bioattn models, ensembles of them and the shipped pretrained ones (``load_pretrained("gue-prom-core-all")``).
-Imported lazily so ``import bioattn.models`` stays cheap."""
+"""The model machinery every task shares: :class:`PretrainedModel` (save / load / ``from_pretrained``),
+:class:`Ensemble`, :class:`FactoredAttention` and the shipped pretrained models (``load_pretrained("gue-prom-core-all")``,
+:class:`AutoModel`, :func:`available_models`, :func:`model_card`).
+
+Each task's model lives in its own module and is imported from there (``from bioattn.models.promoter import
+PromoterClassifier``); :func:`load_pretrained` picks the class a saved ``config.json`` names from the tasks'
+``model_types`` (:mod:`bioattn.tasks.registry`), so importing this package imports no task's model.
+"""
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from bioattn.models.base import PretrainedModel
+from bioattn.models.ensemble import Ensemble
+from bioattn.models.factored_attention import FactoredAttention
+from bioattn.models.registry import AutoModel, available_models, load_pretrained, model_card
 
-_LAZY = {
-    "PretrainedModel": "bioattn.models.base",
-    "PromoterClassifier": "bioattn.models.promoter",
-    "MSAContactModel": "bioattn.models.msa_contact",
-    "MSATransformer": "bioattn.models.msa_transformer",
-    "HybridCT3D": "bioattn.models.hybrid_ct",
-    "Ensemble": "bioattn.models.ensemble",
-    "FactoredAttention": "bioattn.models.factored_attention",
-    "AutoModel": "bioattn.models.registry",
-    "load_pretrained": "bioattn.models.registry",
-    "available_models": "bioattn.models.registry",
-    "model_card": "bioattn.models.registry",
-}
-
-__all__ = list(_LAZY)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'bioattn.models' has no attribute {name!r}")
+__all__ = ["AutoModel", "Ensemble", "FactoredAttention", "PretrainedModel", "available_models", "load_pretrained",
+           "model_card"]

@@ -6,7 +6,8 @@ machine-readable card: task, headline metric, same-run baselines, training comma
 number that predicting on named real data reproduces, which the tests verify) and ``MODEL_CARD.md``.
 Wherever a run directory is accepted, a shipped model's name is too::
 
-    from bioattn.models import load_pretrained, PromoterClassifier
+    from bioattn.models import load_pretrained
+    from bioattn.models.promoter import PromoterClassifier
     model = load_pretrained("gue-prom-core-all")            # any model type, from config.json's model_type
     model = PromoterClassifier.from_pretrained("gue-prom-core-all")      # always a PromoterClassifier
     ensemble = load_pretrained("gue-prom-core-all-ensemble")            # an Ensemble of PromoterClassifiers
@@ -31,13 +32,19 @@ PRETRAINED_ROOT = Path(__file__).resolve().parent.parent / "pretrained"
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 CARD_NAME = "card.json"
+#: The task registry (:data:`bioattn.tasks.registry.TASKS`), read as a table of plugins: each task names the model
+#: classes it saves (``Task.model_types``). It sits in a higher layer, so it is looked up by name, never imported.
+TASK_REGISTRY = "bioattn.tasks.registry"
+
+
+def registered_model_types() -> dict[str, str]:
+    """``model_type`` saved in config.json → ``module:class``: the union of the registered tasks' ``model_types``
+    (an :class:`~bioattn.models.ensemble.Ensemble` is recognised by its own ``model_type``)."""
+    return importlib.import_module(TASK_REGISTRY).task_model_types()
+
+
 #: ``model_type`` saved in config.json → ``module:class`` (imported only when such a model is loaded).
-MODEL_TYPES = {
-    "PromoterClassifier": "bioattn.models.promoter:PromoterClassifier",
-    "MSAContactModel": "bioattn.models.msa_contact:MSAContactModel",
-    "HybridCT3D": "bioattn.models.hybrid_ct:HybridCT3D",
-    "MSATransformer": "bioattn.models.msa_transformer:MSATransformer",
-}
+MODEL_TYPES: dict[str, str] = registered_model_types()
 
 
 def available_models() -> list[str]:

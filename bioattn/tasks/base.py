@@ -19,16 +19,23 @@ cross-validation and ensembles the same way for every task):
    model (``{baseline name: {metric: value}}``).
 6. ``reference``: published numbers to print beside the run's (``{dataset: {model: value}}``).
 
+``run(options, config=None) -> dict``: the whole ``bioattn train <name>`` protocol in one call (what
+``metrics.json`` holds); the commands call it.
+
+A ``task.py`` imports only this module at module level (the hooks import the task's code inside their bodies), so
+reading a task's attributes (the CLI does it for every ``bioattn --help``) imports neither torch nor the task.
+
 Every hook receives the task's own options dataclass (a subclass of
 :class:`~bioattn.tasks.common.TaskOptions`), so a task adds options without touching the driver.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
-import numpy as np
-from torch import nn
+if TYPE_CHECKING:  # the registry reads Task attributes on every ``bioattn --help``: no torch / numpy here
+    import numpy as np
+    from torch import nn
 
 #: Version of the ``metrics.json`` schema written by the driver (bumped when a key changes meaning).
 METRICS_SCHEMA_VERSION = 1
@@ -101,3 +108,12 @@ class Task:
 
     def fit_baselines(self, options: Any, train: Any, evaluate: Any) -> dict[str, dict[str, float]]:
         return {}
+
+    # -- the whole run ------------------------------------------------------------------------------------------
+    def run(self, options: Any, config: Any = None) -> dict[str, Any]:
+        """Train as ``bioattn train <name>`` does (holdout, seeds or cross-validation as ``options`` say) into
+        ``options.out``; returns what ``metrics.json`` holds (``{}`` off rank 0)."""
+        raise NotImplementedError(f"task {self.name!r} has no run()")
+
+    def __repr__(self) -> str:
+        return f"<task {self.name}: {self.description}>"

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
@@ -17,7 +16,6 @@ import torch
 from torch import nn
 
 from bioattn.attention import BACKENDS, use_backend
-from bioattn.attention.compat import renamed_arguments
 from bioattn.errors import UserInputError
 from bioattn.io import write_json, write_table
 from bioattn.models.ensemble import ensemble_config
@@ -109,8 +107,7 @@ class TaskOptions:
     K fold models saved as the ensemble; ``cv_repeats``: repeat it with R shuffles (R × K fold models);
     ``resume`` / ``overwrite``: what to do with an existing ``out``. Model size: ``embed_dim`` (the width),
     ``heads``, ``layers`` and ``dropout`` (``None``: the task's default); each task's options set their own
-    defaults. Checked by :func:`check_ensemble_options` and :meth:`check_run_options`. ``d_model=`` (the width's
-    older name) is accepted for one release with a :class:`DeprecationWarning` (:func:`accept_old_keywords`).
+    defaults. Checked by :func:`check_ensemble_options` and :meth:`check_run_options`.
     """
 
     out: Path
@@ -130,15 +127,8 @@ class TaskOptions:
         """The shared checks: the ensemble options (:func:`check_ensemble_options`)."""
         check_ensemble_options(self.seeds, self.cv, self.cv_repeats)
 
-    @property
-    def d_model(self) -> int:
-        """Deprecated name of :attr:`embed_dim` (read access warns; removed in the next release)."""
-        warnings.warn(f"{type(self).__name__}.d_model is deprecated and will be removed in the next release; use "
-                      ".embed_dim", DeprecationWarning, stacklevel=2)
-        return self.embed_dim
 
 
-O = TypeVar("O", bound=type)
 R = TypeVar("R", bound="Recipe")
 
 
@@ -163,13 +153,6 @@ def recipe_for(recipes: Mapping[Any, R], name: Any, *, flag: str, default: Any =
         return recipes[default]
     choices = ", ".join(str(key) for key in recipes if key is not None)
     raise UserInputError(f"unknown {flag} {name!r}; choose one of {choices}")
-
-
-def accept_old_keywords(cls: O) -> O:
-    """Class decorator for a :class:`TaskOptions` dataclass: its constructor also takes ``d_model=`` (now
-    ``embed_dim``), with a :class:`DeprecationWarning`, for one release."""
-    cls.__init__ = renamed_arguments(d_model="embed_dim")(cls.__init__)
-    return cls
 
 
 def member_dir_name(kind: str, index: int) -> str:

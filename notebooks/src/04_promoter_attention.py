@@ -30,7 +30,7 @@ from bioattn.data import resolve_data_root
 from bioattn.data.dna import collate_tokens, read_records
 from bioattn.explain import head_diversity, plot_head_maps, plot_rollout_track
 from bioattn.explain.promoter import explain_promoters, influence_profile, motif_enrichment
-from bioattn.models import PromoterClassifier
+from bioattn.models.promoter import PromoterClassifier
 
 torch.manual_seed(0)
 QUICK = os.environ.get("BIOATTN_QUICK") == "1"

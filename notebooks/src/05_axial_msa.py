@@ -31,7 +31,7 @@ from bioattn.data import resolve_data_root
 from bioattn.data.msa import MSATokenizer, subsample
 from bioattn.explain import plot_head_maps
 from bioattn.explain.msa import PRECISION_NAMES, head_contact_precision, row_attention_maps
-from bioattn.models import MSAContactModel
+from bioattn.models.msa_contact import MSAContactModel
 
 torch.manual_seed(0)
 QUICK = os.environ.get("BIOATTN_QUICK") == "1"

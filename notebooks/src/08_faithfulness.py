@@ -34,7 +34,7 @@ from bioattn.explain.faithfulness_figures import plot_faithfulness_curves, plot_
 from bioattn.explain.outputs import faithfulness_table
 from bioattn.explain.promoter_attribution import predicted_classes, promoter_attribution, promoter_score
 from bioattn.explain.sharpness import head_sharpness
-from bioattn.models import PromoterClassifier
+from bioattn.models.promoter import PromoterClassifier
 from bioattn.data.root import embedded_sample_dir
 
 warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm in a kernel without ipywidgets

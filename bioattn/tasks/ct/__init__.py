@@ -1,14 +1,8 @@
 """The CT task: 3D volume classification on MedMNIST 3D or your own NIfTI/DICOM volumes.
 
-- :mod:`~bioattn.tasks.ct.train`: options, protocols and :func:`train_ct` (re-exported here, so
-  ``from bioattn.tasks.ct import CTOptions, train_ct`` works).
+- :mod:`~bioattn.tasks.ct.train`: options, protocols and :func:`train_ct`.
 - :mod:`~bioattn.tasks.ct.data`: MedMNIST and manifest loaders; :mod:`~bioattn.tasks.ct.preprocessing`: the saved
   NIfTI/DICOM preprocessing and the training-volume profile.
 - :mod:`~bioattn.tasks.ct.predict` / :mod:`~bioattn.tasks.ct.predict_run`: prediction on volumes (explanations of
   a volume: :mod:`bioattn.explain.ct_report`, above the tasks).
 """
-from __future__ import annotations
-
-from bioattn.tasks import reexport
-
-__getattr__ = reexport(__name__, "bioattn.tasks.ct.train")

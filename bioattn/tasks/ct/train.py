@@ -38,7 +38,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,7 +52,6 @@ from sklearn.preprocessing import StandardScaler
 from torch import nn
 from torch.utils.data import ConcatDataset, Dataset, Subset
 
-from bioattn.attention.compat import renamed_arguments
 from bioattn.data import resolve_data_root
 from bioattn.data.ct import VolumePreprocessing, apply_random_transform, foreground_distance, train_augmentation
 from bioattn.errors import UserInputError
@@ -68,7 +66,6 @@ from bioattn.tasks.common import (
     OutOfFold,
     Recipe,
     TaskOptions,
-    accept_old_keywords,
     count_parameters,
     cv_members,
     fit_timed,
@@ -186,7 +183,6 @@ VAL_CURVE_NAME = "val_auc.png"
 HISTORY_KEYS = ("epoch", "val_auroc", "val_accuracy", "val_auroc_no_tta")
 
 
-@accept_old_keywords
 @dataclass(frozen=True)
 class CTOptions(TaskOptions):
     """Everything :func:`train_ct` needs. Give either ``dataset`` (a MedMNIST 3D name, found under ``data_root``;
@@ -202,8 +198,7 @@ class CTOptions(TaskOptions):
     the default). distance_channel: :class:`HybridCT3D`'s (``None``: on when the training volumes are binary
     masks). The run options (``out``, ``data_root``, ``quick``, ``seeds``, ``cv``, ``cv_repeats``, ``resume``,
     ``overwrite``) are :class:`~bioattn.tasks.common.TaskOptions`'. ``train_config``: the full training
-    configuration (default: :func:`protocol_train_config`; the old keyword ``train=`` and attribute ``.train`` still
-    work for one release, with a :class:`DeprecationWarning`).
+    configuration (default: :func:`protocol_train_config`).
     """
 
     dataset: str | None = None
@@ -301,15 +296,6 @@ class CTOptions(TaskOptions):
         multiple of it."""
         return self.unshuffle_factor() * math.prod(self.stem()[1])
 
-    @property
-    def train(self) -> TrainConfig | None:
-        """Deprecated spelling of :attr:`train_config`."""
-        warnings.warn("CTOptions.train is deprecated and will be removed in the next release; use "
-                      "CTOptions.train_config", DeprecationWarning, stacklevel=2)
-        return self.train_config
-
-
-CTOptions.__init__ = renamed_arguments(train="train_config")(CTOptions.__init__)  # type: ignore[method-assign]
 
 
 def resolve_protocol(options: CTOptions) -> Protocol:

@@ -1,7 +1,6 @@
 """The MSA task: contact prediction from a protein alignment.
 
-- :mod:`~bioattn.tasks.msa.train`: one family or every family of a data root (re-exported here, so
-  ``from bioattn.tasks.msa import train_families`` works).
+- :mod:`~bioattn.tasks.msa.train`: one family or every family of a data root.
 - :mod:`~bioattn.tasks.msa.features`: options, coevolution maps and the axial model's attention features;
   :mod:`~bioattn.tasks.msa.head`: the contact head; :mod:`~bioattn.tasks.msa.esm`: the MSA Transformer with your
   weights; :mod:`~bioattn.tasks.msa.compare`: the leave-one-family-out comparison of methods.
@@ -9,8 +8,3 @@
   contacts of a new alignment; :mod:`~bioattn.tasks.msa.pretrain`:
   cross-family masked-token pretraining.
 """
-from __future__ import annotations
-
-from bioattn.tasks import reexport
-
-__getattr__ = reexport(__name__, "bioattn.tasks.msa.train")

@@ -56,7 +56,6 @@ from bioattn.tasks.common import (
     OutOfFold,
     Recipe,
     TaskOptions,
-    accept_old_keywords,
     cv_members,
     fit_timed,
     recipe_for,
@@ -177,7 +176,6 @@ PUBLISHED_GUE = {
 Scores = dict[str, dict[str, Any]]  # {method: {split: metrics}}
 
 
-@accept_old_keywords
 @dataclass(frozen=True)
 class PromoterOptions(TaskOptions):
     """What to train and how (the training loop itself is configured by a :class:`TrainConfig`); the run options

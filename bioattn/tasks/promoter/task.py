@@ -1,0 +1,75 @@
+"""The promoter task's contract (:class:`PromoterTask`, registered as ``promoter``): DNA sequence classification.
+
+Imports only :mod:`bioattn.tasks.base` at module level; each hook imports the task's code when called.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from bioattn.tasks.base import FittedMember, Task, TaskData
+
+
+class PromoterTask(Task):
+    name = "promoter"
+    description = "DNA sequence classification (GUE / E. coli promoters or your own labelled FASTA/CSV)"
+    kind = "classification"
+    headline_metric = "mcc"
+    model_types = {"PromoterClassifier": "bioattn.models.promoter:PromoterClassifier"}
+    commands = {
+        "train": "bioattn.commands.train_promoter",
+        "predict": "bioattn.commands.predict_promoter",
+        "explain": "bioattn.commands.explain_promoter",
+    }
+    explain = "bioattn.explain.promoter_report:explain_promoter"
+    attribution = "bioattn.explain.promoter_attribution:attribute_tokens"
+
+    @property
+    def reference(self) -> Mapping[str, Mapping[str, float]]:  # type: ignore[override]
+        """Published MCC×100 on the GUE promoter tasks: ``{task: {model: value}}``."""
+        from bioattn.tasks.promoter.train import PUBLISHED_GUE
+
+        tasks = sorted({task for values in PUBLISHED_GUE.values() for task in values})
+        return {task: {model: values[task] for model, values in PUBLISHED_GUE.items() if task in values}
+                for task in tasks}
+
+    def load_data(self, options: Any) -> TaskData:
+        from bioattn.tasks.promoter.train import load_data
+
+        data = load_data(options, seed=0 if options.seeds is None else options.seeds[0])
+        splits = data.splits
+        return TaskData(train=splits.get("train"), dev=splits.get("dev"), pool=splits.get("all"),
+                        class_names=data.class_names, source=data.data_root or "",
+                        extra={"max_len": data.max_len, "protocol": data.protocol,
+                               **{name: split for name, split in splits.items() if name not in ("train", "dev", "all")}})
+
+    def fit_member(self, options: Any, data: TaskData, member: Any) -> FittedMember:
+        import dataclasses
+
+        from bioattn.tasks.promoter.train import default_config, train_model
+
+        config = dataclasses.replace(default_config(options.task, options.pretrain_epochs), seed=member.index)
+        model, summary = train_model(data.train, data.dev, {"dev": data.dev}, member.run_dir, config, options,
+                                     data.extra["max_len"], list(data.class_names or ()), resume=False)
+        return FittedMember(model=model.eval(), summary=summary, saved_to=member.run_dir)
+
+    def score(self, model: Any, split: Any) -> dict[str, float]:
+        from bioattn.tasks.promoter.train import score
+
+        return score(model, split)
+
+    def predict_split(self, model: Any, split: Any) -> Any:
+        return model.predict_tokens(split.tokens, batch_size=512)
+
+    def fit_baselines(self, options: Any, train: Any, evaluate: Any) -> dict[str, dict[str, float]]:
+        from bioattn.tasks.promoter.baselines import run_baselines
+
+        scores = run_baselines(train, {"eval": evaluate}, 0)
+        return {name: by_split["eval"] for name, by_split in scores.items()}
+
+    def run(self, options: Any, config: Any = None) -> dict[str, Any]:
+        from bioattn.tasks.promoter.train import run_promoter
+
+        return run_promoter(options, config)
+
+
+TASK = PromoterTask()
