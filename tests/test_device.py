@@ -79,7 +79,7 @@ def test_loading_onto_cuda_without_a_gpu_is_a_clear_error() -> None:
 def test_processes_use_gpus_only_when_each_process_of_the_node_has_one(processes, gpus, expected, monkeypatch) -> None:
     """torchrun with more processes than GPUs (e.g. CPU data parallelism on a 1-GPU machine) trains on the CPU with
     gloo instead of asking for GPU ordinals that do not exist."""
-    from bioattn.training import distributed
+    from bioattn import distributed
 
     monkeypatch.setenv("LOCAL_WORLD_SIZE", str(processes))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: gpus > 0)

@@ -16,6 +16,7 @@ PACKAGE = ROOT / "bioattn"
 #: Rank of each part of the package (first component after ``bioattn.``); lower ranks never import higher ones.
 LAYERS: dict[str, int] = {
     "__init__": 0, "errors": 0, "io": 0, "metrics": 0, "report": 0, "progress": 0, "precision": 0, "runtime": 0,
+    "distributed": 0, "run_dir": 0, "plots": 0,
     "attention": 1,
     "data": 2,
     "models": 3, "coevolution": 3, "training": 3,
@@ -117,3 +118,12 @@ def test_the_trainer_knows_no_attention_kernel():
     assert training
     for path in training:
         assert not [m for m in imported_modules(path) if m.startswith("bioattn.attention")], path
+
+
+def test_explanations_need_nothing_from_training():
+    """Device resolution, run directories and shared figures live below both (bioattn.distributed,
+    bioattn.run_dir, bioattn.plots): explain/ imports nothing from bioattn.training."""
+    explain = sorted((PACKAGE / "explain").rglob("*.py"))
+    assert explain
+    for path in explain:
+        assert not [m for m in imported_modules(path) if m.startswith("bioattn.training")], path

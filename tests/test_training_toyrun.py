@@ -24,7 +24,7 @@ from bioattn.training import (
     prepare_run_dir,
     seed_everything,
 )
-from bioattn.training.distributed import is_main_process, rank
+from bioattn.distributed import is_main_process, rank
 
 # On the CPU on every machine: the tests compare runs bit for bit (one process vs two gloo ranks, killed vs resumed).
 DEFAULTS = TrainConfig(max_epochs=3, batch_size=8, lr=0.01, monitor="accuracy", warmup_steps=2, device="cpu")

@@ -9,7 +9,7 @@ import torch
 
 from bioattn.models.registry import available_models
 from bioattn.commands.vocabulary import add_alias
-from bioattn.training.distributed import DEVICES, resolve_device
+from bioattn.distributed import DEVICES, resolve_device
 
 
 def add_model_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, trained_by: str,

@@ -36,7 +36,7 @@ from __future__ import annotations
 import argparse
 
 from bioattn.commands.promoter_args import add_train_arguments as add_arguments, train_options_from_args
-from bioattn.training.distributed import is_main_process
+from bioattn.distributed import is_main_process
 
 __all__ = ["add_arguments", "run"]
 

@@ -79,7 +79,7 @@ def explain_with_weights(weights: str | os.PathLike, inputs: str | os.PathLike, 
     from bioattn.data.contacts import load_target
     from bioattn.explain.outputs import prepare_out_dir
     from bioattn.tasks.msa.esm import load_msa_transformer
-    from bioattn.training.distributed import resolve_device
+    from bioattn.distributed import resolve_device
 
     if max_rows < 1:
         raise UserInputError(f"--max-rows must be >= 1, got {max_rows}")

@@ -28,7 +28,7 @@ from matplotlib.figure import Figure
 from bioattn.errors import UserInputError
 from bioattn.io import save_figure
 from bioattn.tasks.msa.figures import plot_contact_map
-from bioattn.training.curves import plot_metric_per_epoch
+from bioattn.plots import plot_metric_per_epoch
 
 ArrayLike = np.ndarray | torch.Tensor | Sequence[float]
 

@@ -13,7 +13,7 @@ from bioattn.explain.heads import head_diversity
 
 def prepare_out_dir(path: str | os.PathLike, *, overwrite: bool) -> Path:
     """Create ``path``; an existing non-empty folder is refused unless ``overwrite``."""
-    from bioattn.training import prepare_run_dir
+    from bioattn.run_dir import prepare_run_dir
 
     return prepare_run_dir(path, resume=False, overwrite=overwrite, resumable=False)
 

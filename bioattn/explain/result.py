@@ -83,7 +83,7 @@ def load_explained_model(model: Any, model_class: type, device: str) -> tuple[An
     import torch
 
     from bioattn.models.registry import resolve_model_dir
-    from bioattn.training.distributed import resolve_device
+    from bioattn.distributed import resolve_device
 
     target = resolve_device(device)
     if isinstance(model, (str, os.PathLike)):

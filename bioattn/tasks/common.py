@@ -21,7 +21,7 @@ from bioattn.io import write_json, write_table
 from bioattn.models.ensemble import ensemble_config
 from bioattn.progress import progress_bar
 from bioattn.training import FitResult, TrainConfig, Trainer
-from bioattn.training.distributed import is_main_process
+from bioattn.distributed import is_main_process
 
 T = TypeVar("T")
 

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import yaml
 
 from bioattn.errors import UserInputError
-from bioattn.training.distributed import resolve_device
+from bioattn.distributed import resolve_device
 
 OPTIMIZERS = ("adamw", "adam")
 SCHEDULES = ("warmup_cosine", "multistep", "constant")

@@ -1,5 +1,5 @@
-"""``training_curve.png``: training loss, learning rate and evaluation metrics against optimizer step; and
-:func:`plot_metric_per_epoch`, one metric per epoch for several models (the CT task's ``val_auc.png``).
+"""``training_curve.png``: training loss, learning rate and evaluation metrics against optimizer step;
+(one metric per epoch for several models: :func:`bioattn.plots.plot_metric_per_epoch`).
 
 Drawn with matplotlib's object-oriented API (no pyplot): plotting never changes the user's backend.
 """
@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from bioattn.errors import UserInputError
 from bioattn.io import save_figure
@@ -61,33 +60,3 @@ def plot_curves(run_dir: str | os.PathLike) -> Path:
     out = run_dir / CURVE_NAME
     save_figure(fig, out, dpi=120)
     return out
-
-
-def plot_metric_per_epoch(
-    curves: Mapping[str, Sequence[tuple[int, float]]],
-    path: str | os.PathLike,
-    *,
-    ylabel: str,
-    title: str | None = None,
-    dpi: int = 120,
-) -> Path:
-    """One line per model of a metric against the epoch, e.g. validation AUROC: ``curves = {label: [(epoch, value)]}``.
-
-    Models without points are left out of the figure.
-    """
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(5.5, 3.5), layout="tight")
-    ax = fig.subplots()
-    for label, points in curves.items():
-        if points:
-            epochs, values = zip(*points)
-            ax.plot(epochs, values, "o-", markersize=3, label=label)
-    ax.set_xlabel("epoch")
-    ax.set_ylabel(ylabel)
-    ax.grid(alpha=0.3)
-    if any(curves.values()):
-        ax.legend(fontsize=8)
-    if title:
-        ax.set_title(title, fontsize=9)
-    return save_figure(fig, path, dpi=dpi, bbox_inches="tight")

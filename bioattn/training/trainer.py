@@ -30,7 +30,7 @@ from bioattn.errors import TrainingDivergedError, UserInputError
 from bioattn.training import checkpoint as ckpt
 from bioattn.training.averaging import weight_average
 from bioattn.training.config import TrainConfig
-from bioattn.training.distributed import (
+from bioattn.distributed import (
     all_reduce_sum,
     broadcast_json,
     gather_bytes,

@@ -210,7 +210,7 @@ def predict_manifest(
     Under ``torchrun`` each process scores a contiguous share of the rows and the first process returns every
     prediction, in file order (the other processes return an empty list).
     """
-    from bioattn.training import distributed
+    from bioattn import distributed
 
     if workers < 0:
         raise UserInputError(f"the number of DataLoader workers must be >= 0, got {workers}")

@@ -85,7 +85,7 @@ def predict_ct(
     from bioattn.data.ct import write_nifti
     from bioattn.data.ct_manifest import is_manifest
     from bioattn.tasks.ct import predict as ct_predict
-    from bioattn.training.distributed import is_main_process, resolve_device
+    from bioattn.distributed import is_main_process, resolve_device
 
     inputs, output = Path(inputs), Path(output)
     overrides = {k: v for k, v in (preprocessing or {}).items() if v is not None}

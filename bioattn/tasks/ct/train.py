@@ -87,8 +87,8 @@ from bioattn.tasks.ct.data import (
 from bioattn.tasks.ct.preprocessing import FITS, SavedPreprocessing
 from bioattn.tasks.trust import baseline_warning, format_trust, trust_report
 from bioattn.training import TrainConfig, Trainer, check_run_dir, plot_curves, prepare_run_dir, seed_everything
-from bioattn.training.curves import plot_metric_per_epoch
-from bioattn.training.distributed import is_main_process
+from bioattn.plots import plot_metric_per_epoch
+from bioattn.distributed import is_main_process
 from bioattn.training.mixup import check_mixup_alpha, mixup_cross_entropy
 
 __all__ = [

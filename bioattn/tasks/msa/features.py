@@ -30,7 +30,7 @@ from bioattn.tasks.msa.head import (
     COEVOLUTION_FEATURES, COEVOLUTION_MAPS, ESM_MSA_MAP, FACTORED_ATTENTION_MAP, attention_feature_names, feature_names,
 )
 from bioattn.training import TrainConfig, Trainer, plot_curves
-from bioattn.training.distributed import is_main_process
+from bioattn.distributed import is_main_process
 
 FEATURES_FILE = "features.safetensors"
 #: The per-family contact model's :class:`~bioattn.tasks.common.Recipe` (``bioattn train|predict msa``).
@@ -311,7 +311,7 @@ def esm_msa_map(target: ContactTarget, options: MSAOptions, config: TrainConfig)
     """The MSA Transformer's ``(L, L)`` contact log-odds on ``target`` (:data:`~bioattn.tasks.msa.head.ESM_MSA_MAP`)
     with the user's ``options.esm_weights``."""
     from bioattn.tasks.msa.esm import WEIGHTS_HELP, esm_msa_prediction, load_msa_transformer
-    from bioattn.training.distributed import resolve_device
+    from bioattn.distributed import resolve_device
 
     if options.esm_weights is None:
         raise UserInputError(f"the contact head reads {ESM_MSA_MAP}, the MSA Transformer's map: give --weights. {WEIGHTS_HELP}")

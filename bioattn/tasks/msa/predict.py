@@ -31,7 +31,7 @@ from bioattn.tasks.msa.features import FEATURES_FILE, MSAOptions, coevolution_ma
 from bioattn.tasks.msa.esm import WEIGHTS_HELP, esm_msa_prediction, load_msa_transformer
 from bioattn.tasks.msa.head import ESM_MSA_MAP, HEAD_FILE_NAME, ContactHead, describe_features, shipped_head
 from bioattn.training import TrainConfig, prepare_run_dir
-from bioattn.training.distributed import resolve_device
+from bioattn.distributed import resolve_device
 
 #: ``bioattn predict msa``'s ``--contact-method`` when no head is given. Measured on the bundled families (README): the
 #: combined head, chosen leave-one-family-out, picked the Potts map alone, and factored attention alone ranked

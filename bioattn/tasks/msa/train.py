@@ -44,7 +44,7 @@ from bioattn.tasks.msa.head import (
     describe_features, fit_head, leave_one_out_heads,
 )
 from bioattn.training import TrainConfig, prepare_run_dir, seed_everything
-from bioattn.training.distributed import is_main_process
+from bioattn.distributed import is_main_process
 
 __all__ = [
     "DEFAULTS", "QUICK", "MSAOptions", "quick_config", "prepare_family", "contact_scores", "write_contact_outputs",

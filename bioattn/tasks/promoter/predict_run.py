@@ -89,7 +89,7 @@ def predict_promoter(
     from bioattn.tasks.promoter.composition import load_composition
     from bioattn.tasks.promoter.predict import predict_file
     from bioattn.tasks.promoter.scan import scan_format, scan_genome
-    from bioattn.training.distributed import is_main_process, resolve_device
+    from bioattn.distributed import is_main_process, resolve_device
 
     inputs, output = Path(inputs), Path(output)
     if batch_size is not None and batch_size < 1:

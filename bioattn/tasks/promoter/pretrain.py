@@ -27,7 +27,7 @@ from bioattn.models.promoter import PromoterClassifier
 from bioattn.tasks.common import fit_timed
 from bioattn.tasks.promoter.data import Split, TokenDataset, collate
 from bioattn.training import TrainConfig, Trainer
-from bioattn.training.distributed import is_main_process
+from bioattn.distributed import is_main_process
 
 __all__ = ["MASK_PROBABILITY", "PRETRAIN_DIR", "MaskedNucleotideModel", "mask_nucleotides", "masked_nucleotide_loss",
            "pretrain_config", "pretrain_encoder"]

@@ -610,7 +610,7 @@ def scan_genome(
     in genome order: the same bytes as one process at the same threads per process. Returns what was done (totals
     over the processes).
     """
-    from bioattn.training import distributed
+    from bioattn import distributed
 
     kind = scan_format(output)
     if not 1 <= window <= model.max_len:

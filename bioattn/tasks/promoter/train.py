@@ -82,7 +82,7 @@ from bioattn.tasks.promoter.data import (
     stratified_group_folds,
 )
 from bioattn.training import TrainConfig, Trainer, check_run_dir, plot_curves, prepare_run_dir, seed_everything
-from bioattn.training.distributed import is_main_process
+from bioattn.distributed import is_main_process
 
 GUE_TASKS = ("prom_core_all", "prom_core_notata", "prom_core_tata", "prom_300_tata")
 ECOLI_TASK = "ecoli_sigma70"
