@@ -3,9 +3,9 @@
 :func:`keep_freed_memory`: on Linux with glibc, the C allocator hands every block above a threshold (at most
 32 MiB by default) straight back to the operating system when it is freed, so a CPU model whose activations are
 tens of MiB (a genome scan's batch of 512 windows: a 37 MiB feed-forward layer) gets fresh pages from the kernel,
-and page-faults on every one of them, at every batch. Keeping freed memory in the process instead made the
-promoter model's fp32 CPU inference about 1.4x faster per CPU second (``bench/scan.py``; 1.2x under bf16). It is
-the setting that jemalloc or tcmalloc preloading gives, without a new dependency.
+and page-faults on every one of them, at every batch. Keeping freed memory in the process instead makes CPU
+inference faster (measured with ``bench/scan.py``, see docs/experiments.md). It is the setting that jemalloc or
+tcmalloc preloading gives, without a new dependency.
 """
 from __future__ import annotations
 

@@ -5,11 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Sequence
 
-import torch
-
 from bioattn.models.registry import available_models
 from bioattn.commands.vocabulary import add_alias
-from bioattn.distributed import DEVICES, resolve_device
+from bioattn.distributed import DEVICES
 
 
 def add_model_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, trained_by: str,
@@ -32,11 +30,6 @@ def add_model_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGrou
 def model_source(args: argparse.Namespace) -> str | None:
     """What ``--model`` named, as the library takes it (a shipped name or a run directory)."""
     return args.model
-
-
-def model_label(args: argparse.Namespace) -> str:
-    """How outputs name the model: the shipped model's name or the run directory, as given."""
-    return str(args.model)
 
 
 def add_device_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
@@ -87,11 +80,6 @@ def add_size_arguments(group: argparse.ArgumentParser | argparse._ArgumentGroup,
 def add_data_root_argument(group: argparse.ArgumentParser | argparse._ArgumentGroup, *, what: str) -> None:
     """``--data-root DIR``, the data folder ``what`` (e.g. ``"data root for --all"``) is read from."""
     group.add_argument("--data-root", default=None, help=f"{what} (default: $BIOATTN_DATA_ROOT or ../shared/data)")
-
-
-def device_from_args(args: argparse.Namespace) -> torch.device:
-    """The device of ``--device``; ``cuda`` where PyTorch sees no GPU is a ``UserInputError``."""
-    return resolve_device(args.device)
 
 
 def add_ensemble_arguments(parser: argparse.ArgumentParser, *, cv_pool: str | None, cv_default: str = "off") -> None:

@@ -62,18 +62,6 @@ def preprocessing_overrides(args: argparse.Namespace) -> dict:
             for dest, (keyword, _) in PREPROCESSING_FLAGS.items() if (value := getattr(args, dest, None)) is not None}
 
 
-def given_preprocessing_flags(args: argparse.Namespace) -> list[str]:
-    """The canonical names of the preprocessing flags given."""
-    return [flag for dest, (_, flag) in PREPROCESSING_FLAGS.items() if getattr(args, dest, None) is not None]
-
-
-def preprocessing_from_args(args: argparse.Namespace, saved):
-    """The run's saved :class:`~bioattn.data.ct.VolumePreprocessing` with the flags that were given applied."""
-    from bioattn.tasks.ct.predict import resolve_preprocessing
-
-    return resolve_preprocessing(saved, **preprocessing_overrides(args))
-
-
 # ------------------------------------------------------------------------------------------------ predict ct
 def add_predict_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of ``bioattn predict ct``."""

@@ -1,6 +1,6 @@
 """The flags of ``bioattn train|predict promoter`` and what they become: :class:`PromoterOptions` and a
 :class:`~bioattn.training.TrainConfig` for training; prediction passes its flags straight to
-:func:`~bioattn.tasks.promoter.predict_run.predict_promoter` (explanation's: :mod:`bioattn.commands.explain_args`).
+:func:`~bioattn.tasks.promoter.predict_run.predict_promoter` (explanation's: :mod:`bioattn.commands.promoter_explain_args`).
 
 The task layer is imported when the flags are added (``train promoter --help`` lists the per-task defaults), not
 when this module is.

@@ -354,7 +354,3 @@ def _label_value(text: str) -> int | str:
     """``"1"`` → 1, ``"TATA"`` → ``"TATA"``: integer labels as ``int``, anything else as text."""
     return int(text) if _INTEGER.fullmatch(text) else text
 
-
-def read_fasta_sequences(path: str | os.PathLike) -> list[str]:
-    """All sequences of a FASTA file, upper-cased (drops case-encoded annotations; headers are not returned)."""
-    return [record.sequence.upper() for record in read_records(path)]

@@ -80,7 +80,3 @@ def ism_attribution(model: nn.Module, ids: Tensor, padding_mask: Tensor, classes
     observed = one_hot_ids(ids.masked_fill(padding_mask, PAD_ID).cpu()).transpose(1, 2)
     return (out * observed).sum(-1)
 
-
-def hypothetical_to_numpy(values: Tensor, ids: Tensor) -> tuple[np.ndarray, np.ndarray]:
-    """``(one_hot (B, L, 4), hypothetical (B, L, 4))`` float32 arrays, the layout TF-MoDISco reads."""
-    return one_hot_ids(ids.cpu()).transpose(1, 2).numpy().astype(np.float32), values.cpu().numpy().astype(np.float32)

@@ -134,11 +134,10 @@ class PromoterClassifier(PretrainedModel):
         self.convs = nn.ModuleList(
             nn.Conv1d(embed_dim, embed_dim, conv_kernel, padding=conv_kernel // 2) for _ in range(conv_layers if conv_kernel else 0)
         )
-        #: Compute the first convolution from per-token tables (:func:`token_table_conv1d`: the same function, about 4x
-        #: cheaper forward + backward on a CPU). False, any forward hook on ``embedding`` (e.g. Captum's layer
-        #: attributions, which replace its output), a GPU (its convolution is faster: tables 0.88x per training step
-        #: on an H100) or ``torch.compile`` (inductor cannot compile the lookups' backward) runs the ``nn.Conv1d`` on
-        #: the embedding output instead.
+        #: Compute the first convolution from per-token tables (:func:`token_table_conv1d`: the same function, cheaper
+        #: on a CPU). False, any forward hook on ``embedding`` (e.g. Captum's layer attributions, which replace its
+        #: output), a GPU (where the convolution is faster) or ``torch.compile`` (inductor cannot compile the lookups'
+        #: backward) runs the ``nn.Conv1d`` on the embedding output instead.
         self.conv_from_token_tables = True
         self.positional = LearnedPositionalEncoding(max_len + 1, embed_dim)
         self.encoder = TransformerEncoder(

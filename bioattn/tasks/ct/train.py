@@ -17,7 +17,7 @@ Protocols (:data:`PROTOCOLS`): ``tuned`` (the default) trains 15 epochs with Ada
 cosine decay, label smoothing 0.1, no intensity jitter, and averages each prediction over the 8 flips of the
 volume; ``medmnist`` is MedMNIST v2's official one (Adam, lr 1e-3, batch 32, no weight decay, lr x0.1 at 50 % and
 75 % of the epochs). Both keep the best validation AUROC and score the test split when there is one. The attention
-model trains without dropout, in fp32 (``--precision bf16`` is 1.6x faster on a CPU with bf16 units, but its 3D
+model trains without dropout, in fp32 (``--precision bf16`` is faster on a CPU with bf16 units, but its 3D
 convolution weight gradients are sometimes wrong there); the ResNet baseline always in fp32 (bf16 overflows its
 gradients).
 

@@ -37,8 +37,7 @@ from bioattn.models.msa_contact import fit_contact_head, logistic_contact_probab
 from bioattn.models.registry import PRETRAINED_ROOT
 
 #: Coevolution maps fed to the contact head per ``--coevolution`` choice. With ``potts`` the head reads the Potts
-#: map only: adding the Gaussian DCA and MI maps (approximations of the same coupling signal) lowered
-#: leave-one-family-out P@L/5 from 0.691 to 0.678 on the 11 bundled families.
+#: map only (the Gaussian DCA and MI maps approximate the same coupling signal; why: docs/experiments.md).
 COEVOLUTION_FEATURES: dict[str, tuple[str, ...]] = {
     "none": (), "gaussian": ("gaussian_dca_apc", "mi_apc"), "potts": ("potts_apc",),
 }
