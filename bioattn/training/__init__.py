@@ -8,7 +8,8 @@ from bioattn.training.config import TrainConfig, load_yaml_config
 from bioattn.training.curves import plot_curves
 from bioattn.training.rng import seed_everything
 from bioattn.training.run_dir import check_run_dir, prepare_run_dir, write_run_config
-from bioattn.training.trainer import FitResult, NonFiniteLossError, Trainer
+from bioattn.training.loop_state import FitResult
+from bioattn.training.trainer import NonFiniteLossError, Trainer
 
 __all__ = [
     "FitResult",

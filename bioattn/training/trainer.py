@@ -14,13 +14,10 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 import torch
-from safetensors.torch import load as safetensors_from_bytes
-from safetensors.torch import save as safetensors_to_bytes
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset
@@ -33,7 +30,6 @@ from bioattn.training.config import TrainConfig
 from bioattn.distributed import (
     all_reduce_sum,
     broadcast_json,
-    gather_bytes,
     init_distributed,
     is_distributed,
     is_main_process,
@@ -41,16 +37,25 @@ from bioattn.distributed import (
     resolve_device,
     world_size,
 )
+from bioattn.training.loop_state import (
+    CHECKPOINT_DIR,
+    FitResult,
+    Progress,
+    is_tie,
+    as_float,
+    move_to,
+    restore_checkpoint,
+    save_checkpoint,
+    tie_break_loss,
+)
 from bioattn.training.metrics_log import MetricLogger
 from bioattn.precision import warn_if_bf16_is_emulated
 from bioattn.progress import progress_bar
 from bioattn.training.determinism import deterministic_kernels
-from bioattn.training.rng import restore_rng_state, rng_state_tensors, seed_everything
+from bioattn.training.rng import seed_everything
 from bioattn.training.run_dir import write_run_config
 from bioattn.training.sampler import ResumableSampler
 from bioattn.training.schedules import build_optimizer, build_scheduler, schedule_notes
-
-CHECKPOINT_DIR = "checkpoint"
 
 LossFn = Callable[[nn.Module, Any], torch.Tensor]
 EvaluateFn = Callable[[nn.Module], dict[str, float]]
@@ -58,71 +63,6 @@ EvaluateFn = Callable[[nn.Module], dict[str, float]]
 
 class NonFiniteLossError(TrainingDivergedError):
     """The loss (or gradient norm) became NaN/inf; training stopped, the last checkpoint is intact."""
-
-
-@dataclass
-class FitResult:
-    """Outcome of :meth:`Trainer.fit`. Epochs are counted from 1; steps are optimizer steps."""
-
-    best_metrics: dict[str, float]
-    best_epoch: int
-    best_step: int
-    history: list[dict[str, float]]
-    global_step: int
-    stop_reason: str  # "completed" | "early_stopping" | "time_budget"
-
-
-@dataclass
-class _Progress:
-    """Everything about the loop's position that a checkpoint must restore (JSON-serialisable)."""
-
-    epoch: int = 0  # 0-based epoch to run next
-    steps_in_epoch: int = 0  # optimizer steps already done in that epoch
-    global_step: int = 0
-    seq: int = 0  # number of checkpoints written
-    best_value: float | None = None
-    best_metrics: dict[str, float] = field(default_factory=dict)
-    best_epoch: int = 0
-    best_step: int = 0
-    bad_evals: int = 0
-    history: list[dict[str, float]] = field(default_factory=list)
-    loss_sum: float = 0.0  # training loss accumulated since the last evaluation
-    loss_steps: int = 0
-    stop_reason: str | None = None
-
-
-def move_to(batch: Any, device: torch.device) -> Any:
-    """Move every tensor in a (nested) tuple/list/dict batch to ``device``."""
-    if isinstance(batch, torch.Tensor):
-        return batch.to(device, non_blocking=True)
-    if isinstance(batch, dict):
-        return {k: move_to(v, device) for k, v in batch.items()}
-    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
-        return type(batch)(*(move_to(v, device) for v in batch))
-    if isinstance(batch, (list, tuple)):
-        return type(batch)(move_to(v, device) for v in batch)
-    return batch
-
-
-def _to_float(name: str, value: Any) -> float:
-    try:
-        return float(value.item() if hasattr(value, "item") else value)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"evaluate() must return a dict of numbers; {name!r} is {type(value).__name__}") from exc
-
-
-def _tied(a: float, b: float) -> bool:
-    return a == b or abs(a - b) <= 1e-12 * max(1.0, abs(a), abs(b))
-
-
-def tie_break_loss(monitor: str, metrics: dict[str, float]) -> str | None:
-    """The evaluation loss that breaks ties on ``monitor``: ``<prefix>_loss`` for a monitor ``<prefix>_<score>``
-    (``dev_mcc`` → ``dev_loss``), else ``loss``, when ``metrics`` has it and the monitor is not that loss itself."""
-    prefix = monitor.rsplit("_", 1)[0] + "_" if "_" in monitor else ""
-    for name in (f"{prefix}loss", "loss"):
-        if name in metrics and name != monitor:
-            return name
-    return None
 
 
 class Trainer:
@@ -241,7 +181,7 @@ class Trainer:
             )
         self.average = weight_average(self.module, config.ema_decay) if config.ema_decay is not None else None
         self.best_state: dict[str, torch.Tensor] | None = None
-        self.progress = _Progress()
+        self.progress = Progress()
 
     @staticmethod
     def _note(line: str) -> None:
@@ -395,7 +335,7 @@ class Trainer:
             try:
                 with torch.no_grad():
                     raw = self.evaluate_fn(module) if self.evaluate_fn is not None else {}
-                outcome = {"metrics": {str(k): _to_float(str(k), v) for k, v in raw.items()}}
+                outcome = {"metrics": {str(k): as_float(str(k), v) for k, v in raw.items()}}
             except Exception as exc:
                 if not is_distributed():
                     raise
@@ -439,87 +379,22 @@ class Trainer:
         p, config = self.progress, self.config
         if p.best_value is None:
             return True
-        if not _tied(value, p.best_value):
+        if not is_tie(value, p.best_value):
             return value > p.best_value if config.maximize else value < p.best_value
         loss_name = tie_break_loss(config.monitor, metrics)
         if loss_name is None or loss_name not in p.best_metrics:
             return True
         loss, best_loss = metrics[loss_name], p.best_metrics[loss_name]
-        return _tied(loss, best_loss) or loss < best_loss
+        return is_tie(loss, best_loss) or loss < best_loss
 
     # --------------------------------------------------------------------------------- checkpoints
     def _save_checkpoint(self) -> None:
         """Write a checkpoint (rank 0 writes; every rank contributes its random state)."""
-        p = self.progress
-        rng_files = gather_bytes(safetensors_to_bytes(rng_state_tensors()))
-        if not is_main_process():
-            return
-        assert rng_files is not None
-        p.seq += 1
-        optimizer_tensors, optimizer_meta = ckpt.optimizer_state(self.optimizer)
-        scheduler_state = self.scheduler.state_dict()  # our lr lambdas are plain functions: stored as null
-        files = {
-            "model": {k: v.detach().to("cpu", copy=True) for k, v in self.module.state_dict().items()},
-            "optimizer": optimizer_tensors,
-            **{f"rng_rank{r}": safetensors_from_bytes(data) for r, data in enumerate(rng_files)},
-        }
-        if self.best_state is not None:
-            files["best_model"] = self.best_state
-        if self.average is not None:
-            files["weight_average"] = {k: v.detach().to("cpu", copy=True) for k, v in self.average.state_dict().items()}
-        state = {
-            "format": 1,
-            "world_size": self.world,
-            "config": self.config.to_dict(),
-            "progress": vars(p),
-            "optimizer": optimizer_meta,
-            "scheduler": scheduler_state,
-            "scaler": self.scaler.state_dict(),
-        }
-        ckpt.write_checkpoint(self.run_dir / CHECKPOINT_DIR, p.seq, files, state)
+        save_checkpoint(self)
 
     def _restore(self) -> bool:
         """Load the latest checkpoint into model, optimizer, schedules, RNG and loop position."""
-        snapshot = ckpt.latest_checkpoint(self.run_dir / CHECKPOINT_DIR)
-        if snapshot is None:
-            if is_main_process():
-                print(f"note: {self.run_dir} has no checkpoint yet; starting a new run", file=sys.stderr)
-            return False
-        ckpt.verify_checkpoint(snapshot)
-        state = ckpt.read_state(snapshot)
-        saved = state["config"]
-        for name in ("batch_size", "seed", "ema_decay"):
-            if saved.get(name) != getattr(self.config, name):
-                raise UserInputError(
-                    f"{snapshot}: the run was started with {name}={saved.get(name)}, now {getattr(self.config, name)}; "
-                    f"resume with the same value or start a new run"
-                )
-        model_state = ckpt.read_tensors(snapshot, "model")
-        try:
-            self.module.load_state_dict(model_state)
-        except RuntimeError as exc:
-            raise UserInputError(f"{snapshot}: checkpoint weights do not fit this model ({exc})") from exc
-        ckpt.load_optimizer_state(self.optimizer, ckpt.read_tensors(snapshot, "optimizer"), state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        self.scaler.load_state_dict(state["scaler"])
-        self.progress = _Progress(**state["progress"])
-        if self.average is not None:
-            self.average.load_state_dict(ckpt.read_tensors(snapshot, "weight_average"))
-        best = ckpt.read_tensors(snapshot, "best_model")
-        self.best_state = best or None
-        rng = ckpt.read_tensors(snapshot, f"rng_rank{self.rank}")
-        if rng and state["world_size"] == self.world:
-            restore_rng_state(rng)
-        else:
-            seed_everything(self.config.seed + self.rank + 7919 * self.progress.global_step)
-            if is_main_process():
-                print(f"note: {snapshot} was written by {state['world_size']} process(es), now {self.world}; "
-                      "the data order is kept but random draws (dropout) differ from an uninterrupted run",
-                      file=sys.stderr)
-        if is_main_process():
-            print(f"resuming from {snapshot} (epoch {self.progress.epoch + 1}, step {self.progress.global_step})",
-                  file=sys.stderr)
-        return True
+        return restore_checkpoint(self)
 
     def _finish(self) -> FitResult:
         p = self.progress
