@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import warnings
 from pathlib import Path
 
 import pytest
@@ -65,14 +64,10 @@ def test_options_share_one_base_with_the_model_size(tmp_path: Path) -> None:
         options = cls(out=tmp_path)
         assert isinstance(options, TaskOptions)
         assert (options.embed_dim, options.heads, options.layers) == (width, 4, layers)
-        with pytest.warns(DeprecationWarning, match=rf"{cls.__name__}\(d_model=\.\.\.\) is deprecated.*embed_dim"):
-            old = cls(out=tmp_path, d_model=48)
-        assert old.embed_dim == 48
-        with pytest.warns(DeprecationWarning, match=r"\.d_model is deprecated"):
-            assert old.d_model == 48
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            assert cls(out=tmp_path, embed_dim=48) == old
+        with pytest.raises(TypeError):  # the 0.3 spelling d_model= is gone from the task options
+            cls(out=tmp_path, d_model=48)
+        assert not hasattr(options, "d_model")
+        assert cls(out=tmp_path, embed_dim=48).embed_dim == 48
 
 
 def test_msa_options_are_task_options_without_cross_validation() -> None:

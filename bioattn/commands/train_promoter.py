@@ -42,7 +42,8 @@ __all__ = ["add_arguments", "run"]
 
 
 def run(args: argparse.Namespace) -> int:
-    from bioattn.tasks.promoter.train import format_report, run_promoter
+    from bioattn.tasks.promoter.protocols import run_promoter
+    from bioattn.tasks.promoter.report import format_report
 
     options, config = train_options_from_args(args)
     metrics = run_promoter(options, config)

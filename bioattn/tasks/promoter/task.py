@@ -67,7 +67,7 @@ class PromoterTask(Task):
         return {name: by_split["eval"] for name, by_split in scores.items()}
 
     def run(self, options: Any, config: Any = None) -> dict[str, Any]:
-        from bioattn.tasks.promoter.train import run_promoter
+        from bioattn.tasks.promoter.protocols import run_promoter
 
         return run_promoter(options, config)
 

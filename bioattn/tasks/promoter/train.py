@@ -1,6 +1,6 @@
 """The promoter task: train the DNA sequence classifier beside trivial baselines on a benchmark or on your own files.
 
-Protocols (:func:`run_promoter`):
+Protocols (:func:`~bioattn.tasks.promoter.protocols.run_promoter`):
 
 - GUE tasks ``prom_core_all``, ``prom_core_notata``, ``prom_core_tata``, ``prom_300_tata``: train on
   ``train.csv``, early stopping on ``dev.csv`` MCC, also scored on ``test.csv`` when the task folder has one.
@@ -38,7 +38,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -46,28 +45,10 @@ from torch import Tensor, nn
 from bioattn.data.root import EMBEDDED_SAMPLE, EMBEDDED_SAMPLE_TASKS, embedded_sample_dir, resolve_data_root
 from bioattn.data.dna import reverse_complement_ids
 from bioattn.errors import UserInputError
-from bioattn.io import write_json, write_text
-from bioattn.metrics import classification_metrics, mean_std, with_prefix
+from bioattn.metrics import classification_metrics, with_prefix
 from bioattn.models.ensemble import Ensemble
 from bioattn.models.promoter import PromoterClassifier
-from bioattn.report import format_mean_sd, format_table, format_value
-from bioattn.tasks.common import (
-    Member,
-    OutOfFold,
-    Recipe,
-    TaskOptions,
-    cv_members,
-    fit_timed,
-    recipe_for,
-    repeated_folds,
-    save_members,
-    seed_members,
-    train_members,
-    write_out_of_fold,
-)
-from bioattn.tasks.promoter.composition import save_composition
-from bioattn.tasks.promoter.baselines import run_baselines
-from bioattn.tasks.trust import baseline_warning, format_trust, trust_report
+from bioattn.tasks.common import Recipe, TaskOptions, fit_timed, recipe_for
 from bioattn.tasks.promoter.pretrain import MASK_PROBABILITY, PRETRAIN_DIR, mask_nucleotides, pretrain_encoder
 from bioattn.tasks.promoter.data import (
     BINARY_CLASSES,
@@ -79,9 +60,8 @@ from bioattn.tasks.promoter.data import (
     load_ecoli,
     load_gue,
     load_labelled_files,
-    stratified_group_folds,
 )
-from bioattn.training import TrainConfig, Trainer, check_run_dir, plot_curves, prepare_run_dir, seed_everything
+from bioattn.training import TrainConfig, Trainer, plot_curves, seed_everything
 from bioattn.distributed import is_main_process
 
 GUE_TASKS = ("prom_core_all", "prom_core_notata", "prom_core_tata", "prom_300_tata")
@@ -421,226 +401,3 @@ def load_data(options: PromoterOptions, seed: int) -> PromoterData:
             protocol += f"the MCC of a seeded stratified 10% of {files['train'].name} (identical sequences kept on one side)"
         return PromoterData(splits, class_names, max_len, protocol)
     return PromoterData(splits, class_names, resolve_max_length(splits, options.max_length), protocol, root)
-
-
-def _member_scores(per_member: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, Any]]:
-    """{split: mean ± sd over members} of the members' {split: metrics}."""
-    return {split: mean_std([member[split] for member in per_member]) for split in per_member[0]}
-
-
-def run_holdout(data: PromoterData, options: PromoterOptions, config: TrainConfig) -> dict[str, Any]:
-    """Train on ``train``, early-stop on ``dev``, score every split but ``train``; fit the baselines the same way.
-
-    With ``options.seeds`` one model per seed (``seed<S>/``, each a complete run directory) on the same split;
-    the run directory itself becomes their ensemble (averaged probabilities), scored on the same splits.
-    """
-    splits = data.splits
-    evals = {name: split for name, split in splits.items() if name != "train"}
-    print(f"{options.name}: " + ", ".join(f"{n} {len(s):,}" for n, s in splits.items())
-          + f" sequences, {len(data.class_names)} classes, up to {data.max_len} nt", file=sys.stderr)
-    plan = seed_members(options.out, options.seeds, config.seed)
-    seeds = [member.index for member in plan]
-
-    def train_seed(member: Member) -> tuple[nn.Module, dict[str, Any]]:
-        return train_model(splits["train"], splits["dev"], evals, member.run_dir,
-                           dataclasses.replace(config, seed=member.index), options, data.max_len, data.class_names,
-                           options.resume and member.run_dir.exists())
-
-    trained = train_members(plan, train_seed)
-    members = [model for model, _ in trained]
-    member_scores = [info.pop("scores", {}) for _, info in trained]
-    member_info = [info for _, info in trained]
-    if not is_main_process():
-        return {}
-    print("fitting baselines (GC threshold, k-mer logistic regression) on the same split ...", file=sys.stderr)
-    baselines = run_baselines(splits["train"], evals, config.seed)
-    sizes = {n: len(s) for n, s in splits.items()}
-    if not options.seeds:
-        scores = {MODEL_NAME: member_scores[0], **baselines}
-        return {"sizes": sizes, "scores": scores, "training": member_info[0],
-                "trust": _trust(members[0], splits["dev"], data.class_names, scores, "dev", "--cv 5")}
-    ensemble = Ensemble(members).eval()
-    save_members(options.out, "PromoterClassifier", plan)
-    ensemble_name = ENSEMBLE_NAME.format(n=len(seeds), kind="seeds" if len(seeds) > 1 else "seed")
-    scores = {ensemble_name: {name: score(ensemble, split) for name, split in evals.items()},
-              MEMBERS_NAME.format(kind="seeds"): _member_scores(member_scores), **baselines}
-    return {"sizes": sizes, "scores": scores, "seeds": dict(zip(map(str, seeds), member_scores)),
-            "training": {"seeds": dict(zip(map(str, seeds), member_info))},
-            "trust": _trust(ensemble, splits["dev"], data.class_names, scores, "dev", "--cv 5")}
-
-
-def _trust(model: nn.Module, dev: Split, class_names: list[str], scores: Scores, split: str, cv_hint: str,
-           probs: np.ndarray | None = None, label: str | None = None) -> dict[str, Any]:
-    """:func:`~bioattn.tasks.trust.trust_report` of the kept ``model`` (or of its ``probs``) on ``dev`` (MCC the
-    headline; ``label``: the examples' name in the text, default ``split``), plus a warning when a same-run baseline
-    beats it on ``split`` MCC (``scores``' first method is the model)."""
-    threshold = float(getattr(model, "threshold", 0.5))
-    if probs is None:
-        probs = model.predict_tokens(dev.tokens, batch_size=512)  # type: ignore[operator]
-    report = trust_report(dev.labels, probs, threshold=threshold, class_names=class_names, headline="mcc",
-                          split=label or split, cv_hint=cv_hint)
-    name, *others = list(scores)
-    value = lambda method: _mean(scores[method].get(split, {}).get("mcc"))  # noqa: E731
-    beaten = baseline_warning(name, value(name), {other: value(other) for other in others}, "MCC×100", scale=100.0)
-    if beaten:
-        report["warnings"].append(beaten)
-    return report
-
-
-def _mean(value: Any) -> float | None:
-    return value["mean"] if isinstance(value, Mapping) else value
-
-
-def cross_validation_pool(data: PromoterData) -> Split:
-    """Every labelled sequence a cross-validation may use: ``all`` (E. coli), else train + dev (never test)."""
-    if "all" in data.splits:
-        return data.splits["all"]
-    train, dev = data.splits["train"], data.splits["dev"]
-    return Split(train.sequences + dev.sequences, train.tokens + dev.tokens, np.concatenate([train.labels, dev.labels]),
-                 train.where + dev.where)
-
-
-def run_cross_validation(data: PromoterData, options: PromoterOptions, config: TrainConfig) -> dict[str, Any]:
-    """K-fold stratified CV (``options.cv``, default :data:`CV_FOLDS`) over :func:`cross_validation_pool`.
-
-    Folds are grouped by sequence (identical sequences stay in one fold); each fold model (``fold<k>/``)
-    early-stops on a stratified 10 % of its training part and predicts its held-out fold. Reported: the
-    out-of-fold metrics of all predictions pooled (``oof``), the mean ± sd over folds (``cv``), the baselines
-    the same way; the run directory becomes the ensemble of the K fold models.
-    """
-    folds_k, repeats = options.cv or CV_FOLDS, options.cv_repeats
-    everything, class_names, max_len = cross_validation_pool(data), data.class_names, data.max_len
-    print(f"{options.name}: {len(everything):,} sequences, {folds_k}-fold CV grouped by sequence"
-          + (f", repeated {repeats} times" if repeats > 1 else ""), file=sys.stderr)
-    members = folds_k * repeats
-    per_run = dataclasses.replace(config, max_minutes=config.max_minutes / members if config.max_minutes else None)
-    plan = cv_members(options.out, repeated_folds(folds_k, repeats, config.seed,
-                                                  lambda k, seed: stratified_group_folds(everything, k, seed)))
-    out_of_fold = OutOfFold(len(everything), folds_k, repeats)
-    fold_scores: list[Scores] = []
-    fold_info = []
-
-    def train_fold(member: Member) -> PromoterClassifier:
-        train = everything.subset(member.train_index)
-        inner_train, inner_dev = dev_split(train, config.seed, f"{options.name} fold {member.index}", class_names)
-        held_out = everything.subset(member.held_out_index)
-        model, info = train_model(inner_train, inner_dev, {}, member.run_dir, per_run, options, max_len, class_names,
-                                  options.resume and member.run_dir.exists())
-        if is_main_process():
-            probs = model.predict_tokens(held_out.tokens, batch_size=512)
-            out_of_fold.add(member, {"": probs})
-            info.pop("scores", None)
-            scores = {MODEL_NAME: {"cv": classification_metrics(held_out.labels, probs, threshold=model.threshold)},
-                      **run_baselines(train, {"cv": held_out}, config.seed)}
-            fold_scores.append(scores)
-            fold_info.append(info)
-        return model
-
-    model = train_members(plan, train_fold)[-1]
-    if not is_main_process():
-        return {}
-    oof = out_of_fold.probabilities[""]
-    save_members(options.out, "PromoterClassifier", plan)
-    write_out_of_fold(options.out, everything.where, out_of_fold.fold_of, everything.labels, class_names, {"": oof})
-    scores = {method: {"cv": mean_std([fold[method]["cv"] for fold in fold_scores])} for method in fold_scores[0]}
-    scores[MODEL_NAME] = {"oof": classification_metrics(everything.labels, oof, threshold=model.threshold),
-                          **scores[MODEL_NAME]}
-    trust = _trust(model, everything, class_names, scores, "cv", f"--cv {folds_k} --cv-repeats {max(3, repeats + 1)}", probs=oof,
-                   label="out-of-fold")
-    return {
-        "trust": trust,
-        "sizes": {"sequences": len(everything), **{f"class {name}": int((everything.labels == i).sum())
-                                                   for i, name in enumerate(class_names)}},
-        "folds_k": folds_k,
-        "cv_repeats": repeats,
-        "scores": scores,
-        "folds": fold_scores,
-        "training": {"folds": fold_info},
-    }
-
-
-# -------------------------------------------------------------------------------------------- report
-_COLUMNS = (("MCC×100", "mcc", 100.0, 2), ("accuracy", "accuracy", 1.0, 4), ("AUROC", "auroc", 1.0, 4), ("F1", "f1", 1.0, 4))
-
-
-def _cell(value: Any, scale: float, digits: int) -> str:
-    if isinstance(value, Mapping):  # {"mean", "sd", "n"} over folds
-        return format_mean_sd(value, digits, scale=scale)
-    return format_value(value, digits, scale=scale)
-
-
-def comparison_table(title: str, scores: Scores) -> str:
-    """One Markdown table per evaluated split: each method's MCC×100, accuracy, AUROC and F1."""
-    tables = []
-    for split in next(iter(scores.values())):
-        rows = [[method, *(_cell(per_split[split].get(key), scale, digits) for _, key, scale, digits in _COLUMNS)]
-                for method, per_split in scores.items() if split in per_split]
-        suffix = {"cv": " (mean ± sd over folds)", "oof": " (out-of-fold predictions pooled)"}.get(split, "")
-        tables.append(format_table(["method", *(c[0] for c in _COLUMNS)], rows, title=f"{title} — {split} split{suffix}"))
-    return "\n\n".join(tables)
-
-
-def published_table(task: str | None) -> str:
-    """The published GUE MCC×100 for ``task``, or a note that there are none comparable."""
-    if task not in GUE_TASKS:
-        return "published numbers for this data use other protocols (E. coli: see data_cards/ecoli_sigma70.md)" \
-            if task == ECOLI_TASK else ""
-    rows = [[name, format_value(values[task], 2)] for name, values in PUBLISHED_GUE.items()]
-    return format_table(["model", "MCC×100"], rows, title="published (official GUE test split, not this run)")
-
-
-def format_report(metrics: Mapping[str, Any]) -> str:
-    """The comparison tables of a ``metrics.json`` dict, then the published numbers where they exist."""
-    parts = [comparison_table(metrics["task"], metrics["scores"]), published_table(metrics["task"])]
-    if metrics.get("trust"):
-        parts.insert(1, format_trust(metrics["trust"], next(iter(metrics["scores"]))))
-    return "\n\n".join(part for part in parts if part)
-
-
-def model_metrics(scores: Scores) -> dict[str, float]:
-    """The saved model's metrics (the first method of ``scores``: the model, or the ensemble) under the project's
-    keys: ``dev_mcc``, ``test_auroc``, ``oof_mcc`` (pooled out-of-fold), ``cv_mcc`` (mean over folds)..."""
-    out: dict[str, float] = {}
-    for split, metrics in next(iter(scores.values())).items():
-        out.update(with_prefix(split, {k: v["mean"] if isinstance(v, Mapping) else v for k, v in metrics.items()}))
-    return out
-
-
-def run_promoter(options: PromoterOptions, config: TrainConfig | None = None) -> dict[str, Any]:
-    """Run the protocol of ``options`` into ``options.out``; returns what ``metrics.json`` holds (``{}`` off rank 0).
-
-    ``config`` defaults to :func:`default_config` of the task and its pretraining.
-    ``options.quick`` shortens ``config`` (:func:`quick_config`) and caps each split at :data:`QUICK_ROWS` rows.
-    """
-    check_run_dir(options.out, resume=options.resume, overwrite=options.overwrite)  # before any sequence is read
-    config = config or default_config(options.task, options.pretrain_epochs)
-    if options.quick:
-        config, options = quick_config(config), quick_options(options)
-    data = load_data(options, config.seed)
-    # run_config.json records the options that ran: the data root actually read (or the embedded sample)
-    options = dataclasses.replace(options, data_root=data.data_root,
-                                  out=prepare_run_dir(options.out, resume=options.resume, overwrite=options.overwrite))
-    if is_main_process():  # what predict compares new sequences with (bioattn.tasks.promoter.composition)
-        save_composition(options.out, data.splits["all" if "all" in data.splits else "train"].sequences)
-    cross_validate = "all" in data.splits or options.cv is not None
-    results = (run_cross_validation if cross_validate else run_holdout)(data, options, config)
-    if not is_main_process():
-        return {}
-    protocol = data.protocol
-    if options.cv is not None and "all" not in data.splits:
-        protocol = (f"{options.cv}-fold stratified CV over the training and dev sequences, grouped by sequence; each fold "
-                    "early-stops on 10% of its training part; out-of-fold metrics")
-    if options.cv_repeats > 1:
-        protocol += f"; repeated {options.cv_repeats} times with different shuffles (out-of-fold probabilities averaged)"
-    if options.seeds:
-        protocol += f"; one model per seed ({', '.join(map(str, options.seeds))}), ensemble = mean probability"
-    source = {"task": options.name, "data_root": options.data_root}
-    if options.train is not None:
-        source["files"] = {n: str(p) for n, p in (("train", options.train), ("dev", options.dev), ("test", options.test)) if p}
-    metrics = {**source, "quick": options.quick, "protocol": protocol, "classes": data.class_names,
-               "max_length": data.max_len, **results, "metrics": model_metrics(results["scores"]),
-               "published_mcc_x100": {name: values[options.task] for name, values in PUBLISHED_GUE.items()
-                                      if options.task in values}}
-    write_json(options.out / "metrics.json", metrics)
-    write_text(options.out / "summary.md", format_report(metrics) + "\n")
-    return metrics
