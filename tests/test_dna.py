@@ -208,3 +208,19 @@ def test_random_files_parse_or_raise_user_error_only(content, suffix, compress):
         except UserInputError as exc:
             assert str(exc).startswith(f"{path}: ")
             assert "\n" not in str(exc).strip()
+
+
+def test_strand_average_maps_the_reverse_strand_back_onto_forward_positions():
+    import torch
+
+    from bioattn.data.dna import collate_tokens, encode, strand_average
+
+    ids, padding_mask = collate_tokens([encode("AACGT"), encode("TTA")])
+    is_a = lambda strand: (strand == encode("A")[0]).float()  # noqa: E731
+    averaged = strand_average(is_a, ids, padding_mask, per_position=True)
+    # an A on the reverse strand is a T on the forward strand, at the mirrored position of its own sequence
+    expected = torch.tensor([[0.5, 0.5, 0.0, 0.0, 0.5], [0.5, 0.5, 0.5, 0.0, 0.0]])
+    assert torch.equal(averaged * ~padding_mask, expected)
+    # a per-sequence score is averaged as it is
+    counts = strand_average(lambda strand: is_a(strand).sum(-1), ids, padding_mask)
+    assert torch.equal(counts, torch.tensor([1.5, 1.5]))

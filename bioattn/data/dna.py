@@ -26,7 +26,7 @@ import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Iterator, Sequence
+from typing import IO, Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -153,6 +153,27 @@ def reverse_complement_ids(ids: Tensor, padding_mask: Tensor | None = None) -> T
     ``padding_mask``: ``(B, L)`` bool, True = PAD (None: no padding).
     """
     return reverse_padded(_COMPLEMENT.to(ids.device)[ids], padding_mask)
+
+
+def strand_average(
+    score: Callable[[Tensor], Tensor], ids: Tensor, padding_mask: Tensor | None = None, *,
+    per_position: bool = False, back: Callable[[Tensor], Tensor] | None = None,
+) -> Tensor:
+    """The mean of ``score`` on both strands: ``(score(ids) + score(reverse complement)) / 2``, the one strand
+    averaging of every DNA model's prediction and explanation.
+
+    ``ids``: right-padded token ids ``(B, L)`` (``padding_mask`` True = PAD). A per-sequence score (logits,
+    probabilities) is averaged as it is; ``per_position=True``: a ``(B, L)`` score of the reverse strand is first
+    mapped back onto forward positions (:func:`reverse_padded`); ``back``: another mapping of the reverse strand's
+    output onto the forward strand (e.g. ``(B, L, 4)`` hypothetical contributions: positions and bases flipped).
+    """
+    forward = score(ids)
+    reverse = score(reverse_complement_ids(ids, padding_mask))
+    if back is not None:
+        reverse = back(reverse)
+    elif per_position:
+        reverse = reverse_padded(reverse, padding_mask)
+    return (forward + reverse) / 2
 
 
 def reverse_complement(sequence: str) -> str:

@@ -71,17 +71,17 @@ def gradient_hypothetical(model: nn.Module, ids: Tensor, classes: Tensor, *, rc_
         raise ValueError(f"ids must be (B, L) and classes (B,), got {tuple(ids.shape)} and {tuple(classes.shape)}")
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
-    from bioattn.data.dna import reverse_complement_ids
+    from bioattn.data.dna import strand_average
 
     model.eval()
     device = next(model.parameters()).device
     ids, classes = ids.to(device), classes.to(device)
 
     def explain(member: nn.Module) -> Tensor:
-        values = _one_strand(member, ids, classes, steps)
-        if rc_average:
-            reverse = _one_strand(member, reverse_complement_ids(ids), classes, steps)
-            values = (values + reverse.flip(1).flip(2)) / 2
-        return values
+        def one_strand(strand: Tensor) -> Tensor:
+            return _one_strand(member, strand, classes, steps)
+
+        # the reverse strand's (B, L, 4) contributions back onto forward positions and bases
+        return strand_average(one_strand, ids, back=lambda r: r.flip(1).flip(2)) if rc_average else one_strand(ids)
 
     return average_over_members(model, explain).detach().float().cpu()

@@ -14,7 +14,7 @@ import torch
 from Bio.SeqUtils import nt_search
 from torch import Tensor
 
-from bioattn.data.dna import reverse_complement_ids, reverse_padded
+from bioattn.data.dna import strand_average
 from bioattn.attention.rollout import rollout_rows
 
 
@@ -57,11 +57,15 @@ def explain_promoters(
     use_rc = model.rc_average if rc_average is None else rc_average
     probabilities = model.predict_proba(ids, padding_mask, rc_average=use_rc)
     _, key_padding_mask, weights = model.encode(ids, padding_mask, need_weights=True)
-    influence = _cls_influence(weights, key_padding_mask, head_fusion, start_layer)
-    if use_rc:
-        _, _, rc_weights = model.encode(reverse_complement_ids(ids, padding_mask), padding_mask, need_weights=True)
-        rc_influence = _cls_influence(rc_weights, key_padding_mask, head_fusion, start_layer)
-        influence = (influence + reverse_padded(rc_influence, padding_mask)) / 2
+
+    def strand_influence(strand: Tensor) -> Tensor:
+        if strand is ids:
+            return _cls_influence(weights, key_padding_mask, head_fusion, start_layer)
+        _, _, strand_weights = model.encode(strand, padding_mask, need_weights=True)
+        return _cls_influence(strand_weights, key_padding_mask, head_fusion, start_layer)
+
+    influence = (strand_average(strand_influence, ids, padding_mask, per_position=True) if use_rc
+                 else strand_influence(ids))
     return PromoterExplanation(probabilities=probabilities.cpu(), influence=influence.cpu(), weights=[w.cpu() for w in weights])
 
 

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from bioattn.attention.rollout import rollout_rows
-from bioattn.data.dna import N_ID, reverse_complement_ids, reverse_padded
+from bioattn.data.dna import N_ID, strand_average
 from bioattn.explain.attribution import (
     PROMOTER_METHODS, check_method, class_probability, layer_attribution, predicted_log_odds, random_map,
 )
@@ -93,11 +93,10 @@ def promoter_attribution(
 
     def explain(member: torch.nn.Module) -> Tensor:
         kwargs = {"head_fusion": head_fusion, "start_layer": start_layer}
-        attribution = _one_strand(member, method, ids, padding_mask, classes, **kwargs)
-        if use_rc:
-            reverse = _one_strand(member, method, reverse_complement_ids(ids, padding_mask), padding_mask, classes, **kwargs)
-            attribution = (attribution + reverse_padded(reverse, padding_mask)) / 2
-        return attribution
+        def one_strand(strand: Tensor) -> Tensor:
+            return _one_strand(member, method, strand, padding_mask, classes, **kwargs)
+
+        return strand_average(one_strand, ids, padding_mask, per_position=True) if use_rc else one_strand(ids)
 
     return average_over_members(model, explain).float() * real
 

@@ -34,7 +34,7 @@ from bioattn.errors import UserInputError
 from bioattn.attention.rollout import rollout_row_from_queries, rollout_rows
 from bioattn.data.ct import VolumePreprocessing, check_volume, foreground_distance, read_ct_volume, read_saved_preprocessing
 from bioattn.models.base import PretrainedModel
-from bioattn.models.ensemble import Ensemble, ensemble_members
+from bioattn.models.ensemble import ensemble_members
 from bioattn.models.registry import resolve_model_dir
 
 __all__ = [
@@ -212,9 +212,10 @@ class HybridCT3D(PretrainedModel):
         self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(embed_dim, num_classes))
 
     @classmethod
-    def from_pretrained(cls, run_dir: str | os.PathLike, map_location: str | torch.device = "cpu") -> HybridCT3D | Ensemble:
-        """:meth:`PretrainedModel.from_pretrained`, with the run's ``preprocessing.json`` (its window, spacing,
-        orientation, size and flip averaging) kept for :meth:`predict`; an ensemble's members take the ensemble's."""
+    def from_pretrained(cls, run_dir: str | os.PathLike, map_location: str | torch.device = "cpu") -> HybridCT3D:
+        """:meth:`PretrainedModel.from_pretrained` (always one :class:`HybridCT3D`; an ensemble directory is an error
+        pointing to :func:`~bioattn.models.registry.load_pretrained`), with the run's ``preprocessing.json`` (its
+        window, spacing, orientation, size and flip averaging) kept for :meth:`predict`."""
         model = super().from_pretrained(run_dir, map_location=map_location)
         cls.attach_run_settings(model, resolve_model_dir(run_dir))
         return model

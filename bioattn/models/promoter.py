@@ -29,7 +29,7 @@ from torch import Tensor, nn
 from bioattn.attention import LearnedPositionalEncoding, TransformerEncoder
 from bioattn.attention.compat import renamed_arguments
 from bioattn.attention.inputs import check_token_ids
-from bioattn.data.dna import CLS_ID, PAD_ID, VOCAB_SIZE, collate_tokens, encode_sequences, reverse_complement_ids
+from bioattn.data.dna import CLS_ID, PAD_ID, VOCAB_SIZE, collate_tokens, encode_sequences, strand_average
 from bioattn.models.base import PretrainedModel
 
 __all__ = ["PromoterClassifier", "token_table_conv1d"]
@@ -212,10 +212,9 @@ class PromoterClassifier(PretrainedModel):
         The two strands run as two separate, identically shaped passes, so the result for a sequence and for
         its reverse complement is bit-for-bit the same.
         """
-        logits = self(ids, padding_mask)
         if self.rc_average if rc_average is None else rc_average:
-            logits = (logits + self(reverse_complement_ids(ids, padding_mask), padding_mask)) / 2
-        return logits
+            return strand_average(lambda strand: self(strand, padding_mask), ids, padding_mask)
+        return self(ids, padding_mask)
 
     @torch.no_grad()
     def predict_proba(self, ids: Tensor, padding_mask: Tensor | None = None, *, rc_average: bool | None = None) -> Tensor:
@@ -242,8 +241,9 @@ class PromoterClassifier(PretrainedModel):
 
         Strings are encoded as the training files were (:func:`bioattn.data.dna.encode`: A/C/G/T and IUPAC codes,
         any case) and padded per batch; padding and batching never change a prediction. ``rc_average`` (default:
-        the run's setting, saved in its config) averages both strands. On an ensemble
-        (``PromoterClassifier.from_pretrained(ensemble_dir)``) the members' mean probability. A string longer than
+        the run's setting, saved in its config) averages both strands. On an ensemble of them
+        (``bioattn.models.load_pretrained(ensemble_dir)``; ``from_pretrained`` refuses an ensemble directory) the
+        members' mean probability. A string longer than
         the model's ``max_len`` or with a character outside DNA is a :class:`~bioattn.errors.UserInputError`
         naming its index. Class names: ``self.class_names``; labels: :meth:`predicted_classes`.
         """
