@@ -307,3 +307,20 @@ def test_foreground_distance_is_the_city_block_depth_inside_the_mask() -> None:
     assert foreground_distance(torch.zeros(1, 1, 4, 4, 4)).abs().sum() == 0
     with pytest.raises(ValueError, match=r"expected volumes \(B, C, D, H, W\)"):
         foreground_distance(torch.zeros(1, 4, 4, 4))
+
+
+def test_preprocessing_json_is_read_and_written_by_one_class(tmp_path):
+    import json
+
+    from bioattn.data.ct import PREPROCESSING_NAME, SavedPreprocessing, VolumePreprocessing
+
+    saved = SavedPreprocessing(source="manifest", preprocessing=VolumePreprocessing(window=(-160.0, 240.0), size=(16, 16, 16)),
+                               flip_tta=True, profile={"binary": False, "mean": {"mean": 0.2}})
+    saved.save(tmp_path)
+    assert SavedPreprocessing.load(tmp_path) == saved
+    on_disk = json.loads((tmp_path / PREPROCESSING_NAME).read_text())
+    assert on_disk["training_volumes"] == saved.profile and on_disk["format"] == 1
+    assert SavedPreprocessing.load(tmp_path / "no_such_run") is None
+    (tmp_path / PREPROCESSING_NAME).write_text('{"source": "manifest"}')
+    with pytest.raises(UserInputError, match="not a valid preprocessing.json"):
+        SavedPreprocessing.load(tmp_path)

@@ -53,7 +53,7 @@ from scipy import ndimage
 from torch.utils.data import Dataset
 
 from bioattn.errors import UserInputError
-from bioattn.io import atomic_write
+from bioattn.io import atomic_write, write_json
 
 __all__ = [
     "MEDMNIST_SPLITS",
@@ -493,18 +493,45 @@ class VolumePreprocessing:
 PREPROCESSING_NAME = "preprocessing.json"
 
 
-def read_saved_preprocessing(run_dir: str | os.PathLike) -> dict[str, Any] | None:
-    """The parsed ``preprocessing.json`` of ``run_dir``: ``source``, ``preprocessing`` (a :class:`VolumePreprocessing`),
-    ``flip_tta`` and ``training_volumes`` (the profile of the training volumes); ``None`` when the run has none."""
-    path = Path(run_dir) / PREPROCESSING_NAME
-    if not path.is_file():
-        return None
-    try:
-        values = json.loads(path.read_text())
-        return {"source": values["source"], "preprocessing": VolumePreprocessing.from_dict(values["preprocessing"]),
-                "flip_tta": bool(values["flip_tta"]), "training_volumes": values.get("training_volumes", {})}
-    except (json.JSONDecodeError, KeyError, TypeError, UserInputError) as exc:
-        raise UserInputError(f"{path}: not a valid {PREPROCESSING_NAME} ({exc})") from exc
+#: Version of the ``preprocessing.json`` layout written by :meth:`SavedPreprocessing.save`.
+PREPROCESSING_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class SavedPreprocessing:
+    """A run's ``preprocessing.json``, read and written by this one class (:meth:`load`, :meth:`save`).
+
+    source: ``"medmnist"`` (a MedMNIST ``.npz``: no NIfTI preprocessing) or ``"manifest"`` (NIfTI/DICOM files);
+    preprocessing: the steps that made the training volumes from the files; flip_tta: whether the run evaluated
+    with the mean over the 8 flips; profile: the profile of the training volumes
+    (:func:`bioattn.tasks.ct.preprocessing.profile_volumes`), saved under the key ``training_volumes``.
+    """
+
+    source: str
+    preprocessing: VolumePreprocessing = dataclasses.field(default_factory=VolumePreprocessing)
+    flip_tta: bool = False
+    profile: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def save(self, run_dir: str | os.PathLike) -> Path:
+        """Write ``run_dir/preprocessing.json`` (atomically); returns its path."""
+        path = Path(run_dir) / PREPROCESSING_NAME
+        write_json(path, {"format": PREPROCESSING_FORMAT, "source": self.source,
+                          "preprocessing": self.preprocessing.to_dict(), "flip_tta": self.flip_tta,
+                          "training_volumes": dict(self.profile)})
+        return path
+
+    @classmethod
+    def load(cls, run_dir: str | os.PathLike) -> SavedPreprocessing | None:
+        """The run's saved preprocessing, or ``None`` for a run directory without ``preprocessing.json``."""
+        path = Path(run_dir) / PREPROCESSING_NAME
+        if not path.is_file():
+            return None
+        try:
+            values = json.loads(path.read_text())
+            return cls(source=values["source"], preprocessing=VolumePreprocessing.from_dict(values["preprocessing"]),
+                       flip_tta=bool(values["flip_tta"]), profile=dict(values.get("training_volumes", {})))
+        except (json.JSONDecodeError, KeyError, TypeError, UserInputError) as exc:
+            raise UserInputError(f"{path}: not a valid {PREPROCESSING_NAME} ({exc})") from exc
 
 
 def ct_preprocessing(

@@ -32,7 +32,13 @@ from bioattn.attention import SinusoidalPositionalEncoding, TransformerEncoder
 from bioattn.attention.compat import renamed_arguments
 from bioattn.errors import UserInputError
 from bioattn.attention.rollout import rollout_row_from_queries, rollout_rows
-from bioattn.data.ct import VolumePreprocessing, check_volume, foreground_distance, read_ct_volume, read_saved_preprocessing
+from bioattn.data.ct import (
+    SavedPreprocessing,
+    VolumePreprocessing,
+    check_volume,
+    foreground_distance,
+    read_ct_volume,
+)
 from bioattn.models.base import PretrainedModel
 from bioattn.models.ensemble import ensemble_members
 from bioattn.models.registry import resolve_model_dir
@@ -224,10 +230,10 @@ class HybridCT3D(PretrainedModel):
     def attach_run_settings(model: nn.Module, model_dir: Path) -> None:
         """Give ``model`` (one model or an ensemble's members) the preprocessing and flip averaging of the run in
         ``model_dir`` (its ``preprocessing.json``), for :meth:`predict`; nothing when the run has none."""
-        saved = read_saved_preprocessing(model_dir)
+        saved = SavedPreprocessing.load(model_dir)
         if saved is not None:
             for member in ensemble_members(model):
-                member.input_preprocessing, member.flip_tta = saved["preprocessing"], saved["flip_tta"]
+                member.input_preprocessing, member.flip_tta = saved.preprocessing, saved.flip_tta
 
     def predict(
         self, paths: str | os.PathLike | Sequence[str | os.PathLike], *, flip_tta: bool | None = None,

@@ -13,17 +13,12 @@ before: no preprocessing, no flip averaging, no checks.
 from __future__ import annotations
 
 import math
-import os
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import torch
 
-from bioattn.data.ct import PREPROCESSING_NAME, VolumePreprocessing, read_saved_preprocessing
-from bioattn.errors import UserInputError
-from bioattn.io import write_json
+from bioattn.data.ct import PREPROCESSING_NAME, SavedPreprocessing, VolumePreprocessing
 
 __all__ = [
     "PREPROCESSING_NAME",
@@ -33,43 +28,12 @@ __all__ = [
     "distribution_warnings",
 ]
 
-FORMAT = 1
 QUANTILE_SAMPLE = 2**20  # voxels used for the percentiles of one volume
 RANGE_MARGIN = 0.05  # of the training intensity span, for the range and mean checks
 GEOMETRY_FACTOR = 2.0  # voxel size or field of view more than this factor outside the training range
 
 #: How a volume is brought to the model input size: resampled whole, or centre cropped / zero padded.
 FITS = ("resize", "crop-pad")
-
-
-@dataclass(frozen=True)
-class SavedPreprocessing:
-    """The contents of ``preprocessing.json``.
-
-    source: ``"medmnist"`` (a MedMNIST ``.npz``: no NIfTI preprocessing) or ``"manifest"`` (NIfTI/DICOM files);
-    preprocessing: the steps that made the training volumes from the files; flip_tta: whether the run evaluated
-    with the mean over the 8 flips; profile: :func:`profile_volumes` of the training volumes.
-    """
-
-    source: str
-    preprocessing: VolumePreprocessing = field(default_factory=VolumePreprocessing)
-    flip_tta: bool = False
-    profile: Mapping[str, Any] = field(default_factory=dict)
-
-    def save(self, run_dir: str | os.PathLike) -> Path:
-        path = Path(run_dir) / PREPROCESSING_NAME
-        write_json(path, {"format": FORMAT, "source": self.source, "preprocessing": self.preprocessing.to_dict(),
-                          "flip_tta": self.flip_tta, "training_volumes": dict(self.profile)})
-        return path
-
-    @classmethod
-    def load(cls, run_dir: str | os.PathLike) -> SavedPreprocessing | None:
-        """The run's saved preprocessing, or ``None`` for a run directory without ``preprocessing.json``."""
-        values = read_saved_preprocessing(run_dir)
-        if values is None:
-            return None
-        return cls(source=values["source"], preprocessing=values["preprocessing"], flip_tta=values["flip_tta"],
-                   profile=values["training_volumes"])
 
 
 def volume_statistics(image: torch.Tensor) -> dict[str, Any]:
