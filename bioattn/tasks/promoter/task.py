@@ -33,9 +33,13 @@ class PromoterTask(Task):
                 for task in tasks}
 
     def load_data(self, options: Any) -> TaskData:
-        from bioattn.tasks.promoter.train import load_data
+        """:func:`~bioattn.tasks.promoter.train.load_data` (seeded as the task's default training config; a
+        ``quick`` run capped as :func:`~bioattn.tasks.promoter.train.quick_options` says)."""
+        from bioattn.tasks.promoter.train import default_config, load_data, quick_options
 
-        data = load_data(options, seed=0 if options.seeds is None else options.seeds[0])
+        if options.quick:
+            options = quick_options(options)
+        data = load_data(options, seed=default_config(options.task, options.pretrain_epochs).seed)
         splits = data.splits
         return TaskData(train=splits.get("train"), dev=splits.get("dev"), pool=splits.get("all"),
                         class_names=data.class_names, source=data.data_root or "",
@@ -45,9 +49,11 @@ class PromoterTask(Task):
     def fit_member(self, options: Any, data: TaskData, member: Any) -> FittedMember:
         import dataclasses
 
-        from bioattn.tasks.promoter.train import default_config, train_model
+        from bioattn.tasks.promoter.train import default_config, quick_config, quick_options, train_model
 
         config = dataclasses.replace(default_config(options.task, options.pretrain_epochs), seed=member.index)
+        if options.quick:
+            config, options = quick_config(config), quick_options(options)
         model, summary = train_model(data.train, data.dev, {"dev": data.dev}, member.run_dir, config, options,
                                      data.extra["max_len"], list(data.class_names or ()), resume=False)
         return FittedMember(model=model.eval(), summary=summary, saved_to=member.run_dir)
