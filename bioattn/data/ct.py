@@ -18,30 +18,23 @@ NaN/inf voxels, a 2D image where a 3D volume is needed, no voxels, the wrong cha
 from __future__ import annotations
 
 import contextlib
-import copy
-import dataclasses
 import gzip
-import json
 import logging
 import os
 import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
-import monai.transforms
 import nibabel as nib
 import numpy as np
 import torch
 from monai.data import ImageReader, MetaTensor, NibabelReader, PydicomReader
 from monai.transforms import (
     Compose,
-    DivisiblePad,
-    DivisiblePadd,
     EnsureChannelFirstd,
     LoadImaged,
-    MapTransform,
     Randomizable,
     RandFlip,
     RandRotate,
@@ -53,7 +46,14 @@ from scipy import ndimage
 from torch.utils.data import Dataset
 
 from bioattn.errors import UserInputError
-from bioattn.io import atomic_write, write_json
+from bioattn.data.ct_preprocessing import (
+    PREPROCESSING_NAME,
+    SavedPreprocessing,
+    VolumePreprocessing,
+    ct_preprocessing,
+    invert_to_input_grid,
+)
+from bioattn.io import atomic_write
 
 __all__ = [
     "MEDMNIST_SPLITS",
@@ -69,6 +69,8 @@ __all__ = [
     "read_ct_volume",
     "check_volume",
     "world_geometry",
+    "PREPROCESSING_NAME",
+    "SavedPreprocessing",
     "VolumePreprocessing",
     "ct_preprocessing",
     "invert_to_input_grid",
@@ -392,171 +394,6 @@ def world_geometry(volume: MetaTensor) -> dict[str, list[float]]:
     return {"spacing": [round(float(v), 4) for v in spacing[order]],
             "extent": [round(float(v), 4) for v in (spacing * shape)[order]],
             "shape": [int(v) for v in shape[order]]}
-
-
-@dataclass(frozen=True)
-class VolumePreprocessing:
-    """How a :func:`read_ct_volume` output ``(C, X, Y, Z)`` becomes a model input; ``None`` skips a step.
-
-    Steps, in this order:
-        orientation: axis codes such as ``"RAS"`` to reorient to.
-        spacing: voxel size ``(X, Y, Z)`` in mm to resample to (bilinear).
-        window: ``(low, high)`` intensities (e.g. Hounsfield units ``(-160, 240)`` for abdomen) mapped
-            linearly onto [0, 1] and clipped.
-        resize: resample (trilinear) the whole volume to this ``(X, Y, Z)``, as MedMNIST did.
-        size: then centre crop or symmetric zero pad to this ``(X, Y, Z)``.
-
-    :meth:`pipeline` builds the array transforms (invertible: :func:`invert_to_input_grid`) and
-    :meth:`dict_pipeline` the same transforms as MONAI dictionary transforms, with the same arguments,
-    so a volume is prepared identically for training and for prediction.
-    """
-
-    orientation: str | None = None
-    spacing: tuple[float, float, float] | None = None
-    window: tuple[float, float] | None = None
-    resize: tuple[int, int, int] | None = None
-    size: tuple[int, int, int] | None = None
-
-    def __post_init__(self) -> None:
-        def triple(name: str, values: Sequence[float] | None, kind: type) -> tuple | None:
-            if values is None:
-                return None
-            values = tuple(kind(v) for v in values)
-            if len(values) != 3 or min(values) <= 0:
-                raise UserInputError(f"{name} needs 3 positive values (X Y Z), got {list(values)}")
-            return values
-
-        object.__setattr__(self, "spacing", triple("spacing", self.spacing, float))
-        object.__setattr__(self, "resize", triple("resize", self.resize, int))
-        object.__setattr__(self, "size", triple("size", self.size, int))
-        if self.window is not None:
-            low, high = (float(v) for v in self.window)
-            if not high > low:
-                raise UserInputError(f"intensity window must have high > low, got ({low}, {high})")
-            object.__setattr__(self, "window", (low, high))
-
-    @property
-    def output_size(self) -> tuple[int, int, int] | None:
-        """The spatial size every volume has after these steps, or ``None`` when it follows the input."""
-        return self.size or self.resize
-
-    def _steps(self) -> list[tuple[str, dict]]:
-        """``(MONAI array transform name, its arguments)`` for each step that is set."""
-        steps: list[tuple[str, dict]] = []
-        if self.orientation is not None:
-            steps.append(("Orientation", {"axcodes": self.orientation, "labels": None}))
-        if self.spacing is not None:
-            steps.append(("Spacing", {"pixdim": self.spacing, "mode": "bilinear"}))
-        if self.window is not None:
-            low, high = self.window
-            steps.append(("ScaleIntensityRange",
-                          {"a_min": low, "a_max": high, "b_min": 0.0, "b_max": 1.0, "clip": True}))
-        if self.resize is not None:
-            steps.append(("Resize", {"spatial_size": self.resize, "mode": "trilinear"}))
-        if self.size is not None:
-            steps.append(("ResizeWithPadOrCrop", {"spatial_size": self.size}))
-        return steps
-
-    def pipeline(self, *, divisible_by: int = 1) -> Compose:
-        """The array transforms, then zero padding of each spatial size up to a multiple of ``divisible_by``.
-
-        Every spatial step is invertible: ``pipeline.inverse(MetaTensor(out, meta=img.meta,
-        applied_operations=img.applied_operations))`` brings a model output back onto the input's grid.
-        """
-        steps = [getattr(monai.transforms, name)(**options) for name, options in self._steps()]
-        if divisible_by > 1:
-            steps.append(DivisiblePad(k=divisible_by))
-        return Compose(steps)
-
-    def dict_pipeline(self, keys: str | Sequence[str], *, divisible_by: int = 1) -> list[MapTransform]:
-        """The same steps as MONAI dictionary transforms (``Orientationd``, ``Spacingd``, ...) on ``keys``."""
-        steps = [getattr(monai.transforms, f"{name}d")(keys, **options) for name, options in self._steps()]
-        if divisible_by > 1:
-            steps.append(DivisiblePadd(keys, k=divisible_by))
-        return steps
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: tuples become lists."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> VolumePreprocessing:
-        """Inverse of :meth:`to_dict`; unknown keys are refused."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise UserInputError(f"unknown preprocessing option(s) {unknown}; known: {sorted(known)}")
-        return cls(**values)
-
-
-#: The file of a run directory holding its preprocessing (written by ``bioattn train ct``).
-PREPROCESSING_NAME = "preprocessing.json"
-
-
-#: Version of the ``preprocessing.json`` layout written by :meth:`SavedPreprocessing.save`.
-PREPROCESSING_FORMAT = 1
-
-
-@dataclass(frozen=True)
-class SavedPreprocessing:
-    """A run's ``preprocessing.json``, read and written by this one class (:meth:`load`, :meth:`save`).
-
-    source: ``"medmnist"`` (a MedMNIST ``.npz``: no NIfTI preprocessing) or ``"manifest"`` (NIfTI/DICOM files);
-    preprocessing: the steps that made the training volumes from the files; flip_tta: whether the run evaluated
-    with the mean over the 8 flips; profile: the profile of the training volumes
-    (:func:`bioattn.tasks.ct.preprocessing.profile_volumes`), saved under the key ``training_volumes``.
-    """
-
-    source: str
-    preprocessing: VolumePreprocessing = dataclasses.field(default_factory=VolumePreprocessing)
-    flip_tta: bool = False
-    profile: dict[str, Any] = dataclasses.field(default_factory=dict)
-
-    def save(self, run_dir: str | os.PathLike) -> Path:
-        """Write ``run_dir/preprocessing.json`` (atomically); returns its path."""
-        path = Path(run_dir) / PREPROCESSING_NAME
-        write_json(path, {"format": PREPROCESSING_FORMAT, "source": self.source,
-                          "preprocessing": self.preprocessing.to_dict(), "flip_tta": self.flip_tta,
-                          "training_volumes": dict(self.profile)})
-        return path
-
-    @classmethod
-    def load(cls, run_dir: str | os.PathLike) -> SavedPreprocessing | None:
-        """The run's saved preprocessing, or ``None`` for a run directory without ``preprocessing.json``."""
-        path = Path(run_dir) / PREPROCESSING_NAME
-        if not path.is_file():
-            return None
-        try:
-            values = json.loads(path.read_text())
-            return cls(source=values["source"], preprocessing=VolumePreprocessing.from_dict(values["preprocessing"]),
-                       flip_tta=bool(values["flip_tta"]), profile=dict(values.get("training_volumes", {})))
-        except (json.JSONDecodeError, KeyError, TypeError, UserInputError) as exc:
-            raise UserInputError(f"{path}: not a valid {PREPROCESSING_NAME} ({exc})") from exc
-
-
-def ct_preprocessing(
-    *,
-    orientation: str | None = None,
-    spacing: Sequence[float] | None = None,
-    window: tuple[float, float] | None = None,
-    resize: Sequence[int] | None = None,
-    spatial_size: Sequence[int] | None = None,
-    divisible_by: int = 1,
-) -> Compose:
-    """``VolumePreprocessing(orientation, spacing, window, resize, size=spatial_size).pipeline(divisible_by=...)``:
-    the invertible MONAI pipeline applied to a :func:`read_ct_volume` output ``(C, X, Y, Z)``."""
-    return VolumePreprocessing(orientation, spacing, window, resize, spatial_size).pipeline(divisible_by=divisible_by)
-
-
-def invert_to_input_grid(pipeline: Compose, model_input: MetaTensor, values: torch.Tensor) -> MetaTensor:
-    """Map ``values (C, X', Y', Z')`` on the grid of ``model_input = pipeline(volume)`` back onto ``volume``'s grid.
-
-    Undoes every spatial step of ``pipeline`` (padding, crop, resize, resampling, orientation) in reverse
-    order, as recorded in ``model_input.applied_operations``; returns ``(C, X, Y, Z)`` with ``volume``'s affine.
-    """
-    tracked = MetaTensor(values, meta=copy.deepcopy(model_input.meta),
-                         applied_operations=copy.deepcopy(model_input.applied_operations))
-    return pipeline.inverse(tracked)
 
 
 def write_nifti(path: str | os.PathLike, volume: np.ndarray | torch.Tensor, affine: np.ndarray | torch.Tensor) -> None:
