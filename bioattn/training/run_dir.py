@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bioattn.errors import UserInputError
-from bioattn.io import write_json
+from bioattn.io import prepare_output, write_json
 from bioattn.training.config import TrainConfig
 from bioattn.training.distributed import init_distributed, run_on_main, world_size
 
@@ -34,6 +34,7 @@ def check_run_dir(path: str | os.PathLike, *, resume: bool, overwrite: bool, res
         elif not resume:
             choices = "pass --resume to continue that run or --overwrite" if resumable else "pass --overwrite"
             raise UserInputError(f"{path}: output directory already exists and is not empty; {choices} to replace it")
+    prepare_output(path, folder=True)  # an unwritable place is refused now, not after the training
 
 
 def prepare_run_dir(path: str | os.PathLike, *, resume: bool, overwrite: bool, resumable: bool = True) -> Path:
