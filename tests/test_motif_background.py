@@ -48,10 +48,18 @@ def test_every_match_carries_its_rank_among_all_matrices() -> None:
 
 def test_a_pattern_the_background_also_yields_is_composition_not_a_finding() -> None:
     planted, noise = _pattern("pos_1", "TATAAA", 150, q=0.35), _pattern("pos_0", "GCGCGCGCGCG", 200, q=0.001)
-    background = [_pattern("pos_0", "GCGCGCGCGCG", 180), _pattern("pos_1", "TTATAA", 20)]
-    flag_composition([planted, noise], background, decoys=_decoys())
+    background = [_pattern("pos_0", "GCGCGCGCGCG", 180), _pattern("pos_1", "TATAAA", 90)]
+    rng = np.random.default_rng(0)
+    plain = ["".join(rng.choice(list("ACGT"), LENGTH)) for _ in range(100)]
+    gc_rich = [s[:10] + "GCGCGCGCGCG" + s[21:] for s in plain]
+    # the sequences: every one GC-rich, half with TATAAA; their 'shuffles': as GC-rich, a few with TATAAA
+    sequences = [s[:40] + "TATAAA" + s[46:] if k % 2 else s for k, s in enumerate(gc_rich)]
+    shuffles = [s[:40] + "TATAAA" + s[46:] if k % 10 == 0 else s for k, s in enumerate(gc_rich)]
+    flag_composition([planted, noise], background, sequences, shuffles, decoys=_decoys())
     assert noise.composition and noise.background["name"] == "pos_0" and noise.background["q"] < 0.05
-    assert not planted.composition  # the background's few TATA-like seqlets do not explain 150
+    assert noise.background["in_sequences"] == noise.background["in_shuffles"] == 100
+    # the background's TATAAA look-alike does not explain a core 5 times as frequent in the sequences
+    assert not planted.composition
     report = MotifReport(patterns=report_order([noise, planted]), sequences=400, length=LENGTH, tss_index=TSS,
                          database="JASPAR", q_threshold=0.05, attribution="given", groups={},
                          background="dinucleotide shuffles", background_patterns=background)
@@ -104,9 +112,9 @@ def test_planted_motif_is_the_first_finding_and_composition_is_flagged() -> None
     sequences = _planted_pilot()
     settings = ModiscoSettings(n_leiden_runs=2)
     patterns = discover_patterns(sequences, _reader(sequences), tss_index=TSS, settings=settings)
-    _, background = background_patterns(sequences, _reader, settings=settings, tss_index=TSS)
+    shuffles, background = background_patterns(sequences, _reader, settings=settings, tss_index=TSS)
     assert any(_reads(p, "GCC") for p in background), [p.consensus for p in background]
-    flag_composition(patterns, background, decoys=_decoys())
+    flag_composition(patterns, background, sequences, shuffles, decoys=_decoys())
     report = MotifReport(patterns=report_order(patterns), sequences=len(sequences), length=LENGTH, tss_index=TSS,
                          database="none", q_threshold=0.05, attribution="given", groups={}, background="shuffles",
                          background_patterns=background)

@@ -3,10 +3,11 @@
 Every sequence is shuffled once, keeping its dinucleotide counts (tangermeme's ``dinucleotide_shuffle``,
 :func:`~bioattn.explain.marginalize.shuffled_backgrounds`), and the shuffles go through the same pipeline as the
 sequences (the model's hypothetical contributions, TF-MoDISco, :func:`~bioattn.explain.motifs.discover_patterns`).
-A pattern of the real sequences that a background pattern matches (TOMTOM q < ``q_threshold``, with at least
-:data:`BACKGROUND_SUPPORT` of its seqlets) is what the model reads in any sequence of that composition: it is
-flagged ``composition`` and not listed as a finding. A planted or real element is broken up by the shuffle, so its
-pattern has no such twin (or a much weaker one).
+A pattern of the real sequences that a background pattern matches (TOMTOM q < ``q_threshold``) and whose core
+is not enriched in the sequences over their shuffles (found in fewer than :data:`MIN_ENRICHMENT` times as many) is
+what the model reads in any sequence of that composition: it is flagged ``composition`` and not listed as a
+finding. A planted or real element is broken up by the shuffle: the shuffles may still yield a weaker look-alike
+(a planted TATAAA's letters recur in some shuffles), but its core is then far more frequent in the sequences.
 """
 from __future__ import annotations
 
@@ -20,9 +21,10 @@ if TYPE_CHECKING:
     from bioattn.explain.motif_db import MotifDatabase
     from bioattn.explain.motifs import ModiscoSettings, Pattern
 
-#: A background pattern explains a real one only with at least this fraction of its seqlets (as many shuffles as
-#: sequences): a planted box whose letters recur by chance in a few shuffles keeps its place as a finding.
-BACKGROUND_SUPPORT = 0.5
+#: A pattern whose core occurs in fewer than this many times as many sequences as shuffles is not enriched over
+#: composition. The sequences holding it are counted by a scan of its core (FIMO), not by seqlets: each run's seqlet
+#: thresholds follow its own contributions, so a background (weaker) cuts seqlets at weaker sites.
+MIN_ENRICHMENT = 1.5
 #: How the background is described in reports.
 BACKGROUND = "dinucleotide shuffles"
 
@@ -41,12 +43,14 @@ def background_patterns(sequences: Sequence[str], attribute: Callable[[list[str]
     return shuffles, patterns
 
 
-def flag_composition(patterns: Sequence["Pattern"], background: Sequence["Pattern"], *,
-                     decoys: "MotifDatabase | None" = None, q_threshold: float = DEFAULT_Q,
-                     support: float = BACKGROUND_SUPPORT) -> None:
-    """Set ``pattern.background`` (the matching background pattern: ``{"name", "consensus", "seqlets", "p", "q"}``)
-    on every pattern of ``patterns`` that a pattern of ``background`` matches at TOMTOM q < ``q_threshold`` with at
-    least ``support`` times its seqlets; the others get ``None``.
+def flag_composition(patterns: Sequence["Pattern"], background: Sequence["Pattern"], sequences: Sequence[str],
+                     shuffles: Sequence[str], *, decoys: "MotifDatabase | None" = None, q_threshold: float = DEFAULT_Q,
+                     min_enrichment: float = MIN_ENRICHMENT) -> None:
+    """Set ``pattern.background`` on every pattern of ``patterns`` (found in ``sequences``) that a pattern of
+    ``background`` (found in ``shuffles``) matches at TOMTOM q < ``q_threshold`` while its core is found (FIMO,
+    :func:`~bioattn.explain.motif_scan.scan_pattern_sites`) in fewer than ``min_enrichment`` times as many sequences
+    as shuffles: ``{"name", "consensus", "seqlets", "p", "q", "in_sequences", "in_shuffles"}`` of the matching
+    background pattern; the others get ``None``.
 
     TOMTOM's null for a query column is built from every target column, so the background patterns are compared
     among ``decoys`` (the default: JASPAR CORE vertebrates, as shipped), which shape that null only: the q-values
@@ -55,6 +59,7 @@ def flag_composition(patterns: Sequence["Pattern"], background: Sequence["Patter
     from scipy.stats import false_discovery_control
 
     from bioattn.explain.motif_db import load_motif_database
+    from bioattn.explain.motif_scan import SCAN_THRESHOLD, scan_pattern_sites
 
     for pattern in patterns:
         pattern.background = None
@@ -64,12 +69,16 @@ def flag_composition(patterns: Sequence["Pattern"], background: Sequence["Patter
     targets = [np.asarray(p.ppm, dtype=np.float64).T for p in background]
     targets += [np.asarray(m, dtype=np.float64) for m in decoys.matrices]
     p_values = tomtom([np.asarray(p.ppm, dtype=np.float64).T for p in patterns], targets, n_jobs=1)[0]
+    found = scan_pattern_sites(patterns, sequences, threshold=SCAN_THRESHOLD)
+    found_shuffled = scan_pattern_sites(patterns, shuffles, threshold=SCAN_THRESHOLD)
     for row, pattern in enumerate(patterns):
         p = np.clip(np.nan_to_num(np.asarray(p_values[row, : len(background)], dtype=float), nan=1.0), 0.0, 1.0)
         q = false_discovery_control(p)
-        for k in np.argsort(p, kind="stable"):
-            twin = background[k]
-            if q[k] < q_threshold and twin.seqlets >= support * pattern.seqlets:
-                pattern.background = {"name": twin.name, "consensus": twin.consensus, "seqlets": twin.seqlets,
-                                      "p": float(p[k]), "q": float(q[k])}
-                break
+        best = int(np.argmin(p))
+        in_sequences = len({site[0] for site in found[pattern.name]})
+        in_shuffles = len({site[0] for site in found_shuffled[pattern.name]})
+        if q[best] < q_threshold and in_sequences < min_enrichment * in_shuffles:
+            twin = background[best]
+            pattern.background = {"name": twin.name, "consensus": twin.consensus, "seqlets": twin.seqlets,
+                                  "p": float(p[best]), "q": float(q[best]), "in_sequences": in_sequences,
+                                  "in_shuffles": in_shuffles}

@@ -154,12 +154,15 @@ def _summary(report: MotifReport) -> str:
     composition = [p for p in report.patterns if p.composition]
     if report.background:
         page += (f"<p>Background: {html.escape(report.background)}: {len(report.background_patterns)} patterns. A pattern "
-                 "that a background pattern matches (TOMTOM) with at least half its seqlets is what the model reads in "
-                 "any sequence of this composition: listed below as composition, not as a finding.</p>")
+                 "that a background pattern matches (TOMTOM) and whose core is not enriched in the sequences over "
+                 "their shuffles (FIMO scan, less than 1.5 times as many) is what the model reads in any sequence of "
+                 "this composition: listed below as composition, not as a finding.</p>")
         if composition:
             items = "".join(f"<li>{html.escape(p.name)} {html.escape(p.consensus)} ({p.seqlets} seqlets): background "
                             f"{html.escape(p.background['name'])} {html.escape(p.background['consensus'])} "
-                            f"({p.background['seqlets']} seqlets, q = {p.background['q']:.2g})</li>" for p in composition)
+                            f"({p.background['seqlets']} seqlets, q = {p.background['q']:.2g}); core in "
+                            f"{p.background['in_sequences']} sequences and {p.background['in_shuffles']} shuffles</li>"
+                            for p in composition)
             page += f"<p>Composition (not findings):</p><ul>{items}</ul>"
     else:
         page += "<p>No composition-matched background was run: the patterns are not checked against composition.</p>"

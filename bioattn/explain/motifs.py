@@ -353,10 +353,10 @@ def explain_motifs(model: Any, sequences: Sequence[str], *, tss_index: int | Non
 
         start = time.perf_counter()
         say(f"background: the same pipeline on {BACKGROUND} of the {len(sequences)} sequences", progress)
-        _, shuffled = background_patterns(sequences, lambda s: attribute(s, "background"), settings=settings,
-                                          tss_index=tss_index, progress=progress)
-        flag_composition(patterns, shuffled, decoys=database if database is not None and len(database) >= 50 else None,
-                         q_threshold=q_threshold)
+        shuffles, shuffled = background_patterns(sequences, lambda s: attribute(s, "background"), settings=settings,
+                                                 tss_index=tss_index, progress=progress)
+        flag_composition(patterns, shuffled, sequences, shuffles, q_threshold=q_threshold,
+                         decoys=database if database is not None and len(database) >= 50 else None)
         patterns = report_order(patterns)
         seconds["background"] = time.perf_counter() - start
         say(f"background: {len(shuffled)} patterns; {sum(p.composition for p in patterns)} of the "
