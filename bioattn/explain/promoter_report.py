@@ -459,7 +459,7 @@ def _describe_motifs(found: dict[str, Any], page: str) -> list[str]:
                f"({found['families']} TF families)" if found["database"] != "none" else "no database (--motif-db none)")
     counts = f"{len(findings)} findings"
     if found["background"]:
-        counts += f", {len(composition)} also in the background ({found['background']}: composition, not listed)"
+        counts += f", {len(composition)} composition (the dinucleotide-shuffled background yields them too; not listed)"
     lines = [f"motifs: {found['patterns']} patterns: {counts}; {matched} -> {page}"]
     lines += [f"  {k}. {describe_finding(row, found['q_threshold'])}" for k, row in enumerate(findings[:5], 1)]
     if len(findings) > 5:
