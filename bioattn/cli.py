@@ -100,10 +100,21 @@ def _add_command(subparsers: argparse._SubParsersAction, name: str, module_name:
         command_parser.set_defaults(handler=module.run, command_error=command_parser.error)
 
 
-def run_user_main(main: Callable[[], int | None]) -> int:
+def run_user_main(main: Callable[[], int | None], *, program: bool = True) -> int:
     """Run ``main``; a :class:`~bioattn.errors.ReportedError` becomes one ``error:`` line on stderr and its exit
-    code (2 for bad input, 3 for diverged training). Ctrl-C (SIGINT), SIGTERM and SIGHUP unwind alike: temporary
-    output files are removed, finished ones kept, and the exit status is ``128 + signal number`` (130, 143, 129)."""
+    code (2 for bad input, 3 for diverged training).
+
+    program: ``main`` is the whole process (the ``bioattn`` console script, ``python -m bioattn.cli``, a script's
+    ``sys.exit(run_user_main(main))``): Ctrl-C (SIGINT), SIGTERM and SIGHUP then unwind alike, temporary output files
+    are removed, finished ones kept, and the exit status is ``128 + signal number`` (130, 143, 129). With
+    ``program=False`` (a command called in-process by a test or a notebook) no signal handler is installed and
+    Ctrl-C propagates as :class:`KeyboardInterrupt`, so the caller (pytest, a notebook kernel) stays interruptible."""
+    if not program:
+        try:
+            return int(main() or 0)
+        except ReportedError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return exc.exit_code
     try:
         with interrupt_on_signals():
             return int(main() or 0)
@@ -119,6 +130,13 @@ def run_user_main(main: Callable[[], int | None]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``bioattn`` command line ``argv``; returns the exit status.
+
+    ``argv=None`` (the console script, ``python -m bioattn.cli``) runs it as the program: the arguments come from
+    ``sys.argv`` and signals end it cleanly with status 130/143/129 (:func:`run_user_main`). A list (a test or a
+    notebook calling ``main([...])`` in-process) leaves the signals alone: Ctrl-C raises :class:`KeyboardInterrupt`
+    in the caller. Either way bad input is one ``error:`` line and status 2."""
+    program = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
     args, unknown = parser.parse_known_args(argv)
@@ -129,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         getattr(args, "print_verb_help", parser.print_help)()
         return 0 if args.verb is None else 2
     keep_freed_memory()
-    return run_user_main(lambda: handler(args))
+    return run_user_main(lambda: handler(args), program=program)
 
 
 if __name__ == "__main__":

@@ -52,7 +52,10 @@ class Terminated(KeyboardInterrupt):
 def interrupt_on_signals(signums: Sequence[int] = TERMINATING_SIGNALS) -> Iterator[None]:
     """Within the block, ``signums`` raise :class:`Terminated` in the main thread (as SIGINT raises KeyboardInterrupt),
     so every :func:`atomic_write` in progress removes its temporary file; the previous handlers come back on exit.
-    Outside the main thread (where Python cannot install handlers) the block runs unchanged."""
+    Outside the main thread (where Python cannot install handlers) the block runs unchanged.
+
+    For a program only (:func:`bioattn.cli.run_user_main` with ``program=True``): a library or a command called
+    in-process must leave the caller's signal handling alone. Nothing in bioattn ends a process with a signal."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

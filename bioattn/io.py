@@ -67,6 +67,32 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs: Any) -
 from bioattn.errors import TERMINATING_SIGNALS, Terminated, interrupt_on_signals  # noqa: E402,F401  (re-exported)
 
 
+def prepare_output(path: str | os.PathLike, *, folder: bool = False) -> Path | str:
+    """Check, before any computing, that the output ``path`` can be written: a file (its folder is checked) or,
+    with ``folder``, a folder; raises :class:`UserInputError` (one ``error:`` line, exit 2) naming ``path`` when it
+    cannot be. Nothing is created or left behind: the nearest existing folder on the way gets a probe folder that
+    is removed at once, so a later failure leaves no empty output folder. ``-`` (standard output) passes as is.
+    Returns ``path`` (a :class:`~pathlib.Path`, ``-`` unchanged)."""
+    if str(path) == STDOUT and not folder:
+        return STDOUT
+    path = Path(path).expanduser()
+    what = "output directory" if folder else "output file"
+    if folder and path.exists() and not path.is_dir():
+        raise UserInputError(f"{path}: {what} exists and is not a directory")
+    if not folder and path.is_dir():
+        raise UserInputError(f"{path}: {what} is a directory; give a file name")
+    existing = path if folder else path.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UserInputError(f"{path}: {what} is not writable ({existing} is a file, not a directory)")
+    try:
+        os.rmdir(tempfile.mkdtemp(dir=existing, prefix=".bioattn-write-check-"))
+    except OSError as exc:
+        raise UserInputError(f"{path}: {what} is not writable ({exc.strerror or exc})") from exc
+    return path
+
+
 #: How every table bioattn writes formats a float.
 FLOAT_FORMAT = ".6g"
 #: Tab-separated file endings; anything else is comma-separated.

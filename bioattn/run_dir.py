@@ -9,6 +9,7 @@ from pathlib import Path
 
 from bioattn.distributed import init_distributed, run_on_main
 from bioattn.errors import UserInputError
+from bioattn.io import prepare_output
 
 
 def check_run_dir(path: str | os.PathLike, *, resume: bool, overwrite: bool, resumable: bool = True) -> None:
@@ -27,6 +28,7 @@ def check_run_dir(path: str | os.PathLike, *, resume: bool, overwrite: bool, res
         elif not resume:
             choices = "pass --resume to continue that run or --overwrite" if resumable else "pass --overwrite"
             raise UserInputError(f"{path}: output directory already exists and is not empty; {choices} to replace it")
+    prepare_output(path, folder=True)  # an unwritable place is refused now, not after the training
 
 
 def prepare_run_dir(path: str | os.PathLike, *, resume: bool, overwrite: bool, resumable: bool = True) -> Path:

@@ -84,8 +84,17 @@ def test_site_builds_strict(tmp_path: Path) -> None:
                             text=True)
     assert result.returncode == 0, result.stderr[-4000:]
     site = tmp_path / "site"
-    assert "MultiHeadAttention" in (site / "reference" / "api" / "attention" / "index.html").read_text()
-    assert "0.3.0" in (site / "changelog" / "index.html").read_text()
+    # pages are page.html (use_directory_urls: false): the site opened from disk links to pages, not folders
+    assert "MultiHeadAttention" in (site / "reference" / "api" / "attention.html").read_text()
+    assert "0.3.0" in (site / "changelog.html").read_text()
+    for page in site.rglob("*.html"):
+        links = re.findall(r'href="([^"#:]+/)"', page.read_text())
+        assert not links, f"{page.relative_to(site)} links to folders: {links[:3]}"
+    # every data card has a title of its own in the navigation (the template's read just "Data card:")
+    titles = re.findall(r'<a href="[^"]*data-cards/[^"]+\.html"[^>]*>\s*(?:<span[^>]*>)?\s*([^<]+?)\s*<',
+                        (site / "index.html").read_text())
+    assert len(titles) == len(list((ROOT / "data_cards").glob("*.md"))) and all(
+        not t.rstrip().endswith(":") for t in titles), titles
     # the CLI reference: one page per subcommand, generated from the parsers, listing every visible flag
     from bioattn.cli import build_parser
 
@@ -96,8 +105,8 @@ def test_site_builds_strict(tmp_path: Path) -> None:
     assert len(subcommands) >= 12  # train|predict|explain × 3, pretrain msa, data fetch, models
     index = (site / "reference" / "cli" / "index.html").read_text()
     for slug, parser in subcommands:
-        assert f'href="{slug}/"' in index, slug
-        page = html.unescape(re.sub(r"<[^>]+>", "", (site / "reference" / "cli" / slug / "index.html").read_text()))
+        assert f'href="{slug}.html"' in index, slug
+        page = html.unescape(re.sub(r"<[^>]+>", "", (site / "reference" / "cli" / f"{slug}.html").read_text()))
         for action in parser._actions:
             if isinstance(action, argparse._HelpAction) or action.help == argparse.SUPPRESS:  # hidden on purpose
                 continue

@@ -7,7 +7,8 @@ import pytest
 
 from bioattn.errors import UserInputError
 from bioattn.explain.motif_report import write_motif_report
-from bioattn.explain.motifs import MotifReport, ModiscoSettings, Pattern, discover_patterns, pattern_sense, scan_spacings
+from bioattn.explain.motif_scan import pattern_sense, scan_spacings
+from bioattn.explain.motifs import MotifReport, ModiscoSettings, Pattern, discover_patterns
 
 LENGTH, TSS, SPACER = 81, 60, 17
 MINUS35, MINUS10 = "TTGACA", "TATAAT"

@@ -108,45 +108,6 @@ def test_jaspar_matches_carry_family_and_class_into_motifs_tsv(tmp_path) -> None
     assert "1 TF families" in (tmp_path / "motifs.html").read_text()
 
 
-#: modisco-lite's seqlet extraction settings for the two tests below
-SEQLET_ARGS = dict(window_size=9, flank=3, suppress=7, target_fdr=0.2, min_passing_windows_frac=0.03,
-                   max_passing_windows_frac=0.2, weak_threshold_for_counting_sign=0.8)
-
-
-def planted_scores(seed: int) -> np.ndarray:
-    """``(60, 50)`` Laplace noise with an 8-position block of high scores in every third sequence."""
-    scores = np.random.default_rng(seed).laplace(0, 0.1, (60, 50))
-    scores[::3, 20:28] += 1.0
-    return scores
-
-
-def test_seqlet_extraction_without_padding_is_the_librarys() -> None:
-    # the padded-threshold extraction reuses modisco-lite's steps: with no padding it returns what the library does
-    from modiscolite.extract_seqlets import extract_seqlets
-
-    from bioattn.explain.motifs import _extract_seqlets_unpadded_threshold
-
-    scores = planted_scores(0)
-    reference, reference_threshold = extract_seqlets(scores.copy(), **SEQLET_ARGS)
-    ours, threshold = _extract_seqlets_unpadded_threshold(0)(scores.copy(), **SEQLET_ARGS)
-    assert threshold == reference_threshold
-    assert [(s.example_idx, s.start) for s in ours] == [(s.example_idx, s.start) for s in reference]
-
-
-def test_padding_leaves_the_seqlet_threshold_of_the_unpadded_windows() -> None:
-    from modiscolite.extract_seqlets import extract_seqlets
-
-    from bioattn.explain.motifs import _extract_seqlets_unpadded_threshold
-
-    scores = planted_scores(1)
-    _, unpadded = extract_seqlets(scores.copy(), **SEQLET_ARGS)
-    padded_scores = np.pad(scores, ((0, 0), (15, 15)))
-    seqlets, threshold = _extract_seqlets_unpadded_threshold(15)(padded_scores.copy(), **SEQLET_ARGS)
-    assert threshold == unpadded
-    # no seqlet is cut from padding alone
-    assert all(s.end - 3 > 15 and s.start + 3 < 65 for s in seqlets)
-
-
 @pytest.mark.slow
 def test_a_tata_box_two_nt_from_the_start_is_found_at_its_position() -> None:
     # GUE TATA boxes start 2-5 nt from the sequence start; TF-MoDISco must neither lose them at the edge nor

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from bioattn.errors import UserInputError
-from bioattn.explain.motifs import Pattern, box_spacers, scan_pattern_sites
+from bioattn.explain.motif_scan import box_spacers, scan_pattern_sites
+from bioattn.explain.motifs import Pattern
 
 _RC = str.maketrans("ACGT", "TGCA")
 

@@ -84,12 +84,25 @@ def test_train_writes_model_probabilities_and_the_head_it_used(trained):
 def test_train_without_an_applicable_head_says_its_scores_are_uncalibrated(family, tmp_path, capsys):
     out = tmp_path / "run"
     assert cli_main(["train", "msa", "--input", str(family["msa"]), "--out", str(out), "--quick", "--coevolution", "gaussian"]) == 0
-    assert "uncalibrated scores" in capsys.readouterr().err
+    printed = capsys.readouterr()
+    assert "uncalibrated scores" in printed.err
+    # no structure: the table of — says why, and how to give one
+    assert "no structure given" in printed.out and "--pdb FILE" in printed.out and "--struct-dat FILE" in printed.out
     assert "REMARK scores are NOT calibrated probabilities" in (out / "contacts.rr").read_text()
     assert not json.loads((out / "metrics.json").read_text())["calibrated"] and not (out / "contact_head.json").exists()
     contacts = contact_lines(out / "contacts.rr")
     assert all(0.0 <= p <= 1.0 for _, _, p in contacts)
     assert {contacts[0][:2], contacts[1][:2]} == {(i + 1, j + 1) for i, j in PLANTED}  # the Gaussian DCA ranking
+
+
+def test_under_torchrun_only_the_main_process_prints_the_info_lines(family, tmp_path, capsys, monkeypatch):
+    import bioattn.tasks.msa.train as train_module
+
+    monkeypatch.setattr(train_module, "is_main_process", lambda: False)  # as on rank 1 of a torchrun launch
+    assert cli_main(["train", "msa", "--input", str(family["msa"]), "--out", str(tmp_path / "run"), "--quick",
+                     "--coevolution", "gaussian"]) == 0
+    printed = capsys.readouterr()
+    assert "uncalibrated scores" not in printed.err and "no structure given" not in printed.out, printed
 
 
 def test_predict_finds_the_planted_pairs_and_writes_a_casp_rr_file(family, tmp_path, capsys):

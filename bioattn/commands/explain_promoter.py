@@ -38,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
         marks=args.mark, plot_sequences=args.plot_sequences, faithfulness_sequences=args.faithfulness_sequences,
         motifs=args.motifs, motif_db=args.motif_db, motif_target=args.motif_target, motif_q=args.motif_q,
         motif_attribution=args.motif_attribution, motif_sequences=args.motif_sequences,
+        motif_background=args.motif_background,
         known_motifs=args.known_motifs,
         device=args.device, out=args.out, overwrite=args.overwrite, **method_options(args))
     print(describe(result))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 
-from bioattn.models.registry import PRETRAINED_ROOT, model_table
+from bioattn.models.registry import ESM_MSA_WEIGHTS_HELP, PRETRAINED_ROOT, model_table
 from bioattn.report import format_table
 
 
@@ -24,9 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     print(format_table(*model_table()))
-    from bioattn.tasks.msa.esm import WEIGHTS_HELP
-
     print(f"\nmodel cards: {PRETRAINED_ROOT}/<name>/MODEL_CARD.md")
     print(f"\nESM's MSA Transformer for 'bioattn predict msa --contact-method esm-msa' and 'bioattn explain msa --weights': "
-          f"{WEIGHTS_HELP}")
+          f"{ESM_MSA_WEIGHTS_HELP}")
     return 0

@@ -81,8 +81,11 @@ def explain_with_weights(weights: str | os.PathLike, inputs: str | os.PathLike, 
     from bioattn.tasks.msa.esm import load_msa_transformer
     from bioattn.distributed import resolve_device
 
+    from bioattn.explain.result import check_out_dir
+
     if max_rows < 1:
         raise UserInputError(f"--max-rows must be >= 1, got {max_rows}")
+    check_out_dir(out, overwrite=overwrite)
     model = load_msa_transformer(weights, resolve_device(device))
     target = load_target(inputs, fmt=fmt, query_fasta=query, pdb=pdb, chain=chain, struct_dat=struct_dat)
     folder = prepare_out_dir(out, overwrite=overwrite)

@@ -96,7 +96,8 @@ def load_motif_database(spec: str | os.PathLike | None = DEFAULT_DB) -> MotifDat
 def tomtom_matches(queries: list[np.ndarray], database: MotifDatabase, *, top: int = 3) -> list[list[dict]]:
     """The ``top`` best database matches of every query PPM ``(4, W)`` by TOMTOM p-value, with q-values
     (Benjamini-Hochberg over all database motifs for that query, as MEME's tomtom computes them). Each match:
-    ``{"id", "name", "family", "class", "p", "q", "offset", "strand"}``."""
+    ``{"id", "name", "family", "class", "p", "q", "offset", "strand", "rank", "of"}``: ``rank`` among all ``of``
+    matrices of the database by p-value (1: the best match, reported whether or not its q-value is significant)."""
     from memelite import tomtom
     from scipy.stats import false_discovery_control
 
@@ -112,5 +113,6 @@ def tomtom_matches(queries: list[np.ndarray], database: MotifDatabase, *, top: i
         matches.append([{"id": database.ids[t], "name": database.names[t], "family": database.families[t],
                          "class": database.classes[t] if t < len(database.classes) else "",
                          "p": float(p[t]), "q": float(q[t]), "offset": int(offsets[row, t]),
-                         "strand": "-" if int(strands[row, t]) else "+"} for t in best])
+                         "strand": "-" if int(strands[row, t]) else "+", "rank": rank + 1, "of": len(database)}
+                        for rank, t in enumerate(best)])
     return matches

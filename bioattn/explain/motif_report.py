@@ -10,12 +10,14 @@ from pathlib import Path
 
 import numpy as np
 
-from bioattn.explain.motifs import SCAN_THRESHOLD, MotifReport, Pattern
+from bioattn.explain.motif_scan import SCAN_THRESHOLD
+from bioattn.explain.motifs import MotifReport, Pattern
 from bioattn.io import atomic_write, save_figure, write_json, write_table
 
 MOTIF_COLUMNS = ["pattern", "consensus", "length", "seqlets", "mean_position", "sd_position", "strand_plus_fraction",
                  "best_match_id", "best_match_name", "best_match_family", "best_match_q", "matched", "other_matches",
-                 "median_position", "best_match_class"]
+                 "median_position", "best_match_class", "best_match_rank", "database_matrices", "finding",
+                 "background_pattern", "background_q"]
 
 
 def _logo(matrix: np.ndarray, path: Path, *, title: str, ylabel: str, information: bool = False) -> None:
@@ -93,6 +95,31 @@ def _table(header: list[str], rows: list[list]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
+def finding_rows(report: MotifReport) -> list[dict]:
+    """The motif summary: one row per finding (a pattern the composition-matched background does not also yield),
+    most seqlets first, with its best database match whether or not it is significant: ``{pattern, consensus,
+    seqlets, median_position, best_match, best_match_id, rank, of, q, significant}``."""
+    rows = []
+    for pattern in report.findings():
+        best = pattern.matches[0] if pattern.matches else {}
+        rows.append({"pattern": pattern.name, "consensus": pattern.consensus, "seqlets": pattern.seqlets,
+                     "median_position": float(np.median(pattern.positions)), "best_match": best.get("name", ""),
+                     "best_match_id": best.get("id", ""), "rank": best.get("rank"), "of": best.get("of"),
+                     "q": best.get("q"), "significant": bool(pattern.best_match(report.q_threshold))})
+    return rows
+
+
+def describe_finding(row: dict, q_threshold: float) -> str:
+    """``TATAAA (pos_0), 242 seqlets at +32 (median): best match TBP MA0108.3, rank 1 of 879, q = 0.35 (not
+    significant at q < 0.05)`` for a row of :func:`finding_rows`."""
+    text = f"{row['consensus']} ({row['pattern']}), {row['seqlets']} seqlets at {row['median_position']:+.0f} (median)"
+    if not row["best_match"]:
+        return text
+    verdict = "" if row["significant"] else f" (not significant at q < {q_threshold:g})"
+    return (text + f": best match {row['best_match']} {row['best_match_id']}, rank {row['rank']} of {row['of']}, "
+            f"q = {row['q']:.2g}{verdict}")
+
+
 def _motif_row(pattern: Pattern, report: MotifReport) -> list:
     best = pattern.matches[0] if pattern.matches else None
     plus = np.mean([strand == "+" for *_, strand in pattern.sites]) if pattern.sites else float("nan")
@@ -102,16 +129,44 @@ def _motif_row(pattern: Pattern, report: MotifReport) -> list:
             *((best["id"], best["name"], best["family"], best["q"]) if best else ("", "", "", float("nan"))),
             "yes" if pattern.best_match(report.q_threshold) else "no", others,
             float(np.median(pattern.positions)), best.get("class", "") if best else "",
+            best.get("rank") if best else None, best.get("of") if best else None,
+            "no (composition)" if pattern.composition else "yes",
+            f"{pattern.background['name']} {pattern.background['consensus']}" if pattern.background else "",
+            pattern.background["q"] if pattern.background else None,
             *(pattern.carriers[name] for name in report.groups)]
 
 
 def _families(report: MotifReport) -> str:
     families = report.matched_families()
     if not families:
-        return f"<p>No pattern's best database match has q &lt; {report.q_threshold:g}.</p>"
+        return f"<p>No finding's best database match has q &lt; {report.q_threshold:g}.</p>"
     items = "".join(f"<li>{html.escape(family)}: {html.escape(', '.join(names))}</li>" for family, names in families.items())
-    return (f"<p>{len(families)} TF families among the best database matches at q &lt; {report.q_threshold:g} "
-            f"(family: patterns):</p><ul>{items}</ul>")
+    return (f"<p>{len(families)} TF families among the findings' best database matches at q &lt; "
+            f"{report.q_threshold:g} (family: patterns):</p><ul>{items}</ul>")
+
+
+def _summary(report: MotifReport) -> str:
+    """The findings first (what the report is about), then the patterns composition alone yields."""
+    findings = finding_rows(report)
+    text = "".join(f"<li>{html.escape(describe_finding(row, report.q_threshold))}</li>" for row in findings)
+    page = (f"<h2>Findings</h2><ol>{text}</ol>" if findings else
+            "<h2>Findings</h2><p>No pattern beyond what composition alone yields.</p>")
+    composition = [p for p in report.patterns if p.composition]
+    if report.background:
+        page += (f"<p>Background: {html.escape(report.background)}: {len(report.background_patterns)} patterns. A pattern "
+                 "that a background pattern matches (TOMTOM) and whose core is not enriched in the sequences over "
+                 "their shuffles (FIMO scan, less than 1.5 times as many) is what the model reads in any sequence of "
+                 "this composition: listed below as composition, not as a finding.</p>")
+        if composition:
+            items = "".join(f"<li>{html.escape(p.name)} {html.escape(p.consensus)} ({p.seqlets} seqlets): background "
+                            f"{html.escape(p.background['name'])} {html.escape(p.background['consensus'])} "
+                            f"({p.background['seqlets']} seqlets, q = {p.background['q']:.2g}); core in "
+                            f"{p.background['in_sequences']} sequences and {p.background['in_shuffles']} shuffles</li>"
+                            for p in composition)
+            page += f"<p>Composition (not findings):</p><ul>{items}</ul>"
+    else:
+        page += "<p>No composition-matched background was run: the patterns are not checked against composition.</p>"
+    return page
 
 
 def write_motif_report(report: MotifReport, out_dir: str | Path) -> Path:
@@ -138,10 +193,15 @@ def write_motif_report(report: MotifReport, out_dir: str | Path) -> Path:
         _logo(pattern.contributions, contribution, title=f"{pattern.name}: contribution", ylabel="contribution")
         _logo(pattern.ppm, probability, title=f"{pattern.name}: {pattern.consensus}", ylabel="bits", information=True)
         _histogram(pattern, position, length=report.length, offset=offset, xlabel=xlabel)
-        best = pattern.best_match(report.q_threshold)
+        best = pattern.matches[0] if pattern.matches else None
         verdict = (f"best match <b>{html.escape(best['name'])}</b> {html.escape(best['id'])} "
-                   f"({html.escape(best['family'])}; {html.escape(best.get('class', ''))}), q = {best['q']:.2g}" if best else
-                   "no database match at q &lt; " + f"{report.q_threshold:g}")
+                   f"({html.escape(best['family'])}; {html.escape(best.get('class', ''))}), rank {best.get('rank')} of "
+                   f"{best.get('of')}, q = {best['q']:.2g}"
+                   + ("" if best["q"] < report.q_threshold else f" (not significant at q &lt; {report.q_threshold:g})")
+                   if best else "no database")
+        if pattern.composition:
+            verdict += (f"; <b>composition</b>: the background's {html.escape(pattern.background['name'])} "
+                        f"{html.escape(pattern.background['consensus'])} matches it")
         sections.append(f"<h3>{html.escape(pattern.name)}: {html.escape(pattern.consensus)}</h3>"
                         f"<p>{pattern.seqlets} seqlets; position {pattern.positions.mean():.1f} ± "
                         f"{pattern.positions.std():.1f} (median {np.median(pattern.positions):.1f}); {verdict}</p>" + _embed(contribution) + _embed(probability)
@@ -168,6 +228,7 @@ positions are seqlet core centres {"relative to the TSS (index " + str(report.ts
 Time: {html.escape(seconds)}.</p>
 <p>Read with care: an attribution says what moves this model's output, not what the cell does; a database match
 is a similarity of letters, not evidence of binding; patterns found depend on the number of sequences.</p>
+{_summary(report)}
 <h2>Patterns</h2>{_families(report)}{_table(MOTIF_COLUMNS + carrier_columns, rows)}
 <h2>Spacings between patterns found together</h2>{_table(["first", "second", "sequences", "median centre distance",
                                                           "sd", "gap (nt)"], [list(s.values()) for s in report.spacings])}
@@ -185,11 +246,15 @@ the strand where most of its seqlets lie; per sequence the best pair with the fi
         "sequences": report.sequences, "length": report.length, "tss_index": report.tss_index, "database": report.database,
         "q_threshold": report.q_threshold, "attribution": report.attribution, "groups": report.groups,
         "seconds": report.seconds, "settings": report.settings, "spacings": report.spacings, "scan_spacings": report.scan_spacings,
-        "matched_families": report.matched_families(),
+        "matched_families": report.matched_families(), "findings": finding_rows(report),
+        "background": report.background,
+        "background_patterns": [{"name": p.name, "consensus": p.consensus, "seqlets": p.seqlets,
+                                 "median_position": float(np.median(p.positions))} for p in report.background_patterns],
         "patterns": [{"name": p.name, "consensus": p.consensus, "seqlets": p.seqlets,
                       "mean_position": float(p.positions.mean()), "sd_position": float(p.positions.std()),
                       "median_position": float(np.median(p.positions)),
-                      "carriers": p.carriers, "matches": p.matches} for p in report.patterns],
+                      "carriers": p.carriers, "matches": p.matches, "finding": not p.composition,
+                      "background": p.background} for p in report.patterns],
         "head_readers": {name: report.head_table.reader(name) for name in report.head_table.motifs}
         if report.head_table is not None else {},
     })

@@ -185,6 +185,7 @@ def explain_promoter(
     motif_q: float = 0.05,
     motif_attribution: str = "integrated_gradients",
     motif_sequences: str = "all",
+    motif_background: bool = True,
     known_motifs: int = 0,
     device: str = "auto",
     out: str | os.PathLike | None = None,
@@ -217,6 +218,8 @@ def explain_promoter(
             or ``ism`` (in-silico mutagenesis).
         motif_sequences: ``all`` or ``predicted_positive`` (two-class models: only the sequences predicted
             positive are explained and clustered).
+        motif_background: run the motif pipeline on a dinucleotide shuffle of every sequence too and flag the
+            patterns it also yields as composition, not findings (:mod:`bioattn.explain.motif_background`).
         known_motifs: plant the JASPAR consensus of core-promoter factors
             (:data:`~bioattn.explain.marginalize.CORE_PROMOTER_MOTIFS`, CTCF as a control) and shuffles of their
             letters at :data:`~bioattn.explain.marginalize.DEFAULT_POSITIONS` from ``tss_index`` into dinucleotide
@@ -375,16 +378,18 @@ def explain_promoter(
                 [r.sequence for r, c in zip(records, chosen) if c], magnitude[chosen], motif).summary()
     report = None
     if motifs:
-        from bioattn.explain.motif_report import write_motif_report
+        from bioattn.explain.motif_report import finding_rows, write_motif_report
         from bioattn.explain.motifs import explain_motifs
 
         report = explain_motifs(model, [r.sequence for r in records], tss_index=tss_index, database=database,
                                 q_threshold=motif_q, rc_average=rc_average, target=motif_target, batch_size=batch_size,
-                                attribution=motif_attribution, use=motif_sequences)
-        matched = [p for p in report.patterns if p.best_match(report.q_threshold)]
-        summary["motifs"] = {"patterns": len(report.patterns), "matched": len(matched), "database": report.database,
-                             "q_threshold": report.q_threshold, "seconds": report.seconds,
-                             "families": len(report.matched_families())}
+                                attribution=motif_attribution, use=motif_sequences, background=motif_background)
+        findings = finding_rows(report)
+        summary["motifs"] = {"patterns": len(report.patterns), "findings": findings,
+                             "matched": sum(row["significant"] for row in findings), "database": report.database,
+                             "composition": [p.name for p in report.patterns if p.composition],
+                             "background": report.background, "q_threshold": report.q_threshold,
+                             "seconds": report.seconds, "families": len(report.matched_families())}
         figures.append(lambda out: write_motif_report(report, out))
     if known_motifs:
         tables["known_motifs.tsv"], summary["known_motifs"] = _known_motifs(
@@ -426,10 +431,7 @@ def describe(result: PromoterExplanation, out: Path | None = None) -> str:
     summary, out = result.summary, out if out is not None else result.saved_to
     lines = [f"explained {summary['sequences']} sequences with {result.method} -> {where(out)}"]
     if "motifs" in summary:
-        found = summary["motifs"]
-        matched = (f"{found['matched']} matching {found['database']} at q < {found['q_threshold']:g} "
-                   f"({found['families']} TF families)" if found["database"] != "none" else "no database (--motif-db none)")
-        lines.append(f"motifs: {found['patterns']} patterns, {matched} -> {where(out, 'motifs.html')}")
+        lines += _describe_motifs(summary["motifs"], where(out, "motifs.html"))
     largest = summary.get("known_motifs", {}).get("largest_away_from_tss")
     if largest:
         lines.append(f"known motifs: largest effect off the TSS {largest['motif']} at {largest['position']:+d} nt, log-odds "
@@ -445,3 +447,21 @@ def describe(result: PromoterExplanation, out: Path | None = None) -> str:
                      f"influence on it is {by_sequence:.2f}x the sequence mean"
                      + (f", {by_position:.2f}x the same positions in sequences without it" if by_position is not None else ""))
     return "\n".join(lines)
+
+
+def _describe_motifs(found: dict[str, Any], page: str) -> list[str]:
+    """The motif summary ``describe`` prints: how many patterns are findings and how many composition, then one line
+    per finding (most seqlets first) with its best database match, significant or not."""
+    from bioattn.explain.motif_report import describe_finding
+
+    findings, composition = found["findings"], found["composition"]
+    matched = (f"{found['matched']} matching {found['database']} at q < {found['q_threshold']:g} "
+               f"({found['families']} TF families)" if found["database"] != "none" else "no database (--motif-db none)")
+    counts = f"{len(findings)} findings"
+    if found["background"]:
+        counts += f", {len(composition)} composition (the dinucleotide-shuffled background yields them too; not listed)"
+    lines = [f"motifs: {found['patterns']} patterns: {counts}; {matched} -> {page}"]
+    lines += [f"  {k}. {describe_finding(row, found['q_threshold'])}" for k, row in enumerate(findings[:5], 1)]
+    if len(findings) > 5:
+        lines.append(f"  ... {len(findings) - 5} more findings in motifs.html")
+    return lines

@@ -67,7 +67,10 @@ def saved_under(result: "Explanation", out: str | os.PathLike | None, overwrite:
 
 def check_out_dir(path: str | os.PathLike | None, *, overwrite: bool) -> None:
     """Refuse a non-empty existing ``path`` without ``overwrite`` before any work (:meth:`Explanation.save`
-    checks again when it writes); ``None``: nothing to check."""
+    checks again when it writes) and an unwritable one (:func:`~bioattn.io.prepare_output`); ``None``: nothing to
+    check."""
+    from bioattn.io import prepare_output
+
     if path is None:
         return
     path = Path(path).expanduser()
@@ -75,6 +78,7 @@ def check_out_dir(path: str | os.PathLike | None, *, overwrite: bool) -> None:
         raise UserInputError(f"{path}: exists and is not a directory")
     if path.is_dir() and any(path.iterdir()) and not overwrite:
         raise UserInputError(f"{path}: output directory already exists and is not empty; pass --overwrite to replace it")
+    prepare_output(path, folder=True)
 
 
 def load_explained_model(model: Any, model_class: type, device: str) -> tuple[Any, str]:

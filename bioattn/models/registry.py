@@ -19,14 +19,26 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING, Any
 
 from bioattn.errors import UserInputError
-from bioattn.models.ensemble import ENSEMBLE_TYPE, Ensemble
 
+if TYPE_CHECKING:
+    from torch import nn
+
+# Reading the shipped cards (``bioattn models``, :func:`model_table`) imports neither torch nor any model: torch and
+# the model classes are imported where a model is loaded.
+#: ``model_type`` of an ensemble's config.json (:data:`bioattn.models.ensemble.ENSEMBLE_TYPE`, the same string).
+ENSEMBLE_TYPE = "Ensemble"
+
+#: How to obtain ESM-MSA-1b's weights (``bioattn models``, errors, ``--help``); kept here, beside the shipped models,
+#: so that listing them needs no torch.
+ESM_MSA_WEIGHTS_HELP = (
+    "ESM-MSA-1b weights are not shipped with bioattn and never downloaded by it. Download fair-esm's "
+    "esm_msa1b_t12_100M_UR50S.pt and esm_msa1b_t12_100M_UR50S-contact-regression.pt (links in the fair-esm "
+    "repository's README, MIT license) into one folder, then give --weights FILE.pt, or convert once with "
+    "MSATransformer.from_esm(FILE.pt).save_pretrained(DIR) and give --weights DIR (safetensors, no pickle)."
+)
 #: Folder of the shipped models (package data).
 PRETRAINED_ROOT = Path(__file__).resolve().parent.parent / "pretrained"
 CONFIG_NAME = "config.json"
@@ -79,7 +91,7 @@ def read_config(model_dir: Path) -> dict[str, Any]:
         raise UserInputError(f"{config_path}: not valid JSON ({exc})") from exc
 
 
-def model_class(model_type: str, source: Path) -> type[nn.Module]:
+def model_class(model_type: str, source: Path) -> "type[nn.Module]":
     """The class registered for ``model_type`` (``source`` names the config in errors)."""
     if model_type not in MODEL_TYPES:
         raise UserInputError(f"{source}: unknown model_type {model_type!r}; known: {', '.join(MODEL_TYPES)}")
@@ -88,7 +100,7 @@ def model_class(model_type: str, source: Path) -> type[nn.Module]:
 
 
 def load_pretrained(name_or_path: str | os.PathLike, map_location: str = "cpu",
-                    expect: type[nn.Module] | None = None) -> nn.Module:
+                    expect: "type[nn.Module] | None" = None) -> "nn.Module":
     """Load a shipped model (by name) or a run directory as the class its config.json names, in eval mode.
 
     An ensemble run directory (``--seeds`` / ``--cv``, or a shipped ensemble) loads as an
@@ -102,6 +114,10 @@ def load_pretrained(name_or_path: str | os.PathLike, map_location: str = "cpu",
     model_type = config.get("member_type") if ensemble else config.get("model_type")
     if model_type is None:
         raise UserInputError(f"{model_dir / CONFIG_NAME}: no model_type; load it with the model's class instead")
+    import torch
+
+    from bioattn.models.ensemble import Ensemble
+
     cls = model_class(model_type, model_dir / CONFIG_NAME)
     if expect is not None and not issubclass(cls, expect):
         held = f"an ensemble of {model_type}" if ensemble else f"a {model_type}"

@@ -41,6 +41,7 @@ from bioattn.tasks.msa.head import (
     select_head,
 )
 from bioattn.training import TrainConfig, seed_everything
+from bioattn.distributed import is_main_process
 
 __all__ = ["COMBINED_FEATURES", "compare_methods", "comparison_table"]
 
@@ -62,7 +63,8 @@ def compare_methods(
         if (done := finished_family(run_dir, options)) is not None:
             infos[name] = done
             continue
-        print(f"== {name}: {target.msa.depth} sequences × {target.msa.length} columns", flush=True)
+        if is_main_process():  # once, not once per torchrun process
+            print(f"== {name}: {target.msa.depth} sequences × {target.msa.length} columns", flush=True)
         run_dir.mkdir(parents=True, exist_ok=True)
         seed_everything(config.seed)
         infos[name] = prepare_family(target, options, config, run_dir, maps=("mi_apc", "potts_apc"), with_model=False,

@@ -18,17 +18,13 @@ import torch
 
 from bioattn.data.contacts import ContactTarget
 from bioattn.errors import UserInputError
+from bioattn.models.registry import ESM_MSA_WEIGHTS_HELP
 from bioattn.models.msa_transformer import DEFAULT_MAX_ROWS, AlignmentPrediction, MSATransformer
 
 __all__ = ["DEFAULT_MAX_ROWS", "WEIGHTS_HELP", "load_msa_transformer", "esm_msa_prediction"]
 
 #: How to obtain the weights (``bioattn models``, errors, ``--help``).
-WEIGHTS_HELP = (
-    "ESM-MSA-1b weights are not shipped with bioattn and never downloaded by it. Download fair-esm's "
-    "esm_msa1b_t12_100M_UR50S.pt and esm_msa1b_t12_100M_UR50S-contact-regression.pt (links in the fair-esm "
-    "repository's README, MIT license) into one folder, then give --weights FILE.pt, or convert once with "
-    "MSATransformer.from_esm(FILE.pt).save_pretrained(DIR) and give --weights DIR (safetensors, no pickle)."
-)
+WEIGHTS_HELP = ESM_MSA_WEIGHTS_HELP
 
 _CACHE: dict[tuple[str, str], MSATransformer] = {}
 

@@ -18,17 +18,22 @@ __all__ = ["plot_contact_map"]
 
 def plot_contact_map(
     path: str | os.PathLike, scores: np.ndarray, distances: np.ndarray | None, *, title: str = "", top_fraction: int = 1
-) -> None:
-    """PNG of the top-L/``top_fraction`` predicted pairs (upper triangle) over the native contacts (grey).
+) -> Figure:
+    """PNG of the top-L/``top_fraction`` predicted pairs (upper triangle) over the native contacts (grey); returns
+    the figure.
 
-    Correct predictions are blue, wrong ones red, pairs without native coordinates hollow; without
-    ``distances`` the predictions are drawn alone.
+    The top-L/5 pairs (the ones P@L/5 scores) are drawn large and outlined, the rest of the top pairs small. Correct
+    predictions are blue, wrong ones red, pairs without native coordinates hollow; without ``distances`` the
+    predictions are drawn alone, in blue. The legend says which is which.
     """
     length = scores.shape[0]
     i, j = np.triu_indices(length, k=6)
     order = np.argsort(-np.nan_to_num(scores[i, j], nan=-np.inf), kind="stable")[: max(length // top_fraction, 1)]
+    first = np.arange(len(order)) < max(length // 5, 1)  # the top-L/5 pairs among those drawn
     fig = Figure(figsize=(5.5, 5.5))
     ax = fig.subplots()
+    tiers = (("top-L/5", first, dict(s=22, edgecolors="black", linewidths=0.5)),
+             (f"top L/5–L/{top_fraction}" if top_fraction > 1 else "top L/5–L", ~first, dict(s=7, alpha=0.6)))
     if distances is not None:
         native = np.argwhere(np.triu(np.nan_to_num(distances, nan=np.inf) < CONTACT_CUTOFF, k=6))
         ax.scatter(native[:, 1], native[:, 0], s=6, c="0.75", marker="s", label="native (Cβ < 8 Å)")
@@ -36,19 +41,25 @@ def plot_contact_map(
         predicted = distances[i[order], j[order]]
         known = np.isfinite(predicted)
         hit = known & (np.nan_to_num(predicted, nan=np.inf) < CONTACT_CUTOFF)
-        ax.scatter(j[order][hit], i[order][hit], s=8, c="tab:blue", label="predicted, correct")
-        ax.scatter(j[order][known & ~hit], i[order][known & ~hit], s=8, c="tab:red", label="predicted, wrong")
-        if not known.all():
-            ax.scatter(j[order][~known], i[order][~known], s=8, facecolors="none", edgecolors="0.4",
-                       label="predicted, no native coordinates")
+        for tier, chosen, style in tiers:
+            for kind, mask, colour in (("correct", hit, "tab:blue"), ("wrong", known & ~hit, "tab:red")):
+                if (mask & chosen).any():
+                    ax.scatter(j[order][mask & chosen], i[order][mask & chosen], c=colour,
+                               label=f"{tier}, {kind}", **style)
+            if (~known & chosen).any():
+                ax.scatter(j[order][~known & chosen], i[order][~known & chosen], facecolors="none",
+                           label=f"{tier}, no native coordinates", **{**style, "edgecolors": "0.4"})
     else:
-        ax.scatter(j[order], i[order], s=8, c="tab:blue", label="predicted")
+        for tier, chosen, style in tiers:
+            if chosen.any():
+                ax.scatter(j[order][chosen], i[order][chosen], c="tab:blue", label=f"{tier} predicted", **style)
     ax.set_xlim(-0.5, length - 0.5)
     ax.set_ylim(length - 0.5, -0.5)
     ax.set_aspect("equal")
     ax.set_xlabel("residue j")
     ax.set_ylabel("residue i")
     ax.set_title(title or f"top-L/{top_fraction} predicted contacts (|i-j| ≥ 6) over native")
-    ax.legend(loc="lower left", fontsize=7, markerscale=2)
+    ax.legend(loc="lower left", fontsize=7, markerscale=1.5)
     fig.tight_layout()
     save_figure(fig, path, dpi=120)
+    return fig

@@ -30,7 +30,7 @@ from bioattn.tasks.msa.train import (
 from bioattn.tasks.msa.features import FEATURES_FILE, MSAOptions, coevolution_maps, prepare_family, training_pool
 from bioattn.tasks.msa.esm import WEIGHTS_HELP, esm_msa_prediction, load_msa_transformer
 from bioattn.tasks.msa.head import ESM_MSA_MAP, HEAD_FILE_NAME, ContactHead, describe_features, shipped_head
-from bioattn.training import TrainConfig, prepare_run_dir
+from bioattn.training import TrainConfig, check_run_dir, prepare_run_dir
 from bioattn.distributed import resolve_device
 
 #: ``bioattn predict msa``'s ``--contact-method`` when no head is given. Measured on the bundled families (README): the
@@ -256,6 +256,7 @@ def run_predict_msa(inputs: ContactTarget | str | os.PathLike, out: Path, option
     from bioattn.data.contacts import load_target
     from bioattn.models.registry import resolve_model_dir
 
+    check_run_dir(out, resume=options.resume, overwrite=options.overwrite)  # an unusable --out before any fitting
     head, model_size = choose_head(method, contact_head, resolve_model_dir(model) if model is not None else None,
                                    top, min_separation)
     options = options_for_head(options, model_size)

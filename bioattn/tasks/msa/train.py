@@ -213,7 +213,7 @@ def train_family(
     head is used when it applies. The head used is saved as ``contact_head.json`` in ``out`` and every seed's run.
     """
     head = single_family_head(options, head, head_source)
-    if head is None:
+    if head is None and is_main_process():  # once, not once per torchrun process
         print(f"warning: no contact head reads --coevolution {options.coevolution} features; contacts.rr and "
               "contacts.npy hold uncalibrated scores (give --contact-head FILE)", file=sys.stderr)
     out = prepare_run_dir(out, resume=options.resume, overwrite=options.overwrite)
@@ -226,7 +226,16 @@ def train_family(
         for run_dir in {out, *runs.values()}:
             head.save(run_dir / HEAD_FILE_NAME)
     print(seeds_table(metrics) if options.seeds is not None else results_table([metrics]))
+    if target.distances is None:
+        print(NO_STRUCTURE_NOTE)
     return metrics
+
+
+#: What ``train msa`` prints under its table of ``—`` when no structure was given.
+NO_STRUCTURE_NOTE = (
+    "no structure given, so no precision (—): P@L/5, P@L/2 and P@L compare the predicted contacts with the native "
+    "ones, which need the query's structure. Give it with --pdb FILE [--chain ID] (PDB or mmCIF) or its distances "
+    "with --struct-dat FILE; contacts.rr, contacts.npy and contact_map.png hold the prediction either way.")
 
 
 def select_families(data_root: Path, names: Sequence[str] | None) -> dict[str, dict]:
@@ -340,7 +349,8 @@ def train_families(
     out, targets = family_targets(data_root, out, options, families)
     infos: dict[str, dict[int, dict]] = {}
     for name, target in targets.items():
-        print(f"== {name}: {target.msa.depth} sequences × {target.msa.length} columns", flush=True)
+        if is_main_process():  # once, not once per torchrun process
+            print(f"== {name}: {target.msa.depth} sequences × {target.msa.length} columns", flush=True)
         infos[name] = prepare_members(target, out / name, options, config)
     if not is_main_process():
         return []

@@ -82,7 +82,7 @@ def predict_promoter(
     512 on a CPU and 4096 on a GPU. ``precision`` (:data:`~bioattn.precision.INFERENCE_PRECISIONS`): default
     ``fp32`` for sequences (exactly the run's evaluation) and ``auto`` for a scan (bf16 on hardware with bf16 units;
     probabilities within about 0.01 of fp32). ``strand``: ``model`` (as trained), ``both`` (mean of both strands) or ``forward``."""
-    from bioattn.io import input_file
+    from bioattn.io import input_file, prepare_output
     from bioattn.models.promoter import PromoterClassifier
     from bioattn.models.registry import load_pretrained, resolve_model_dir
     from bioattn.precision import inference_autocast, resolve_inference_precision, warn_if_bf16_is_emulated
@@ -106,6 +106,7 @@ def predict_promoter(
         raise UserInputError("--input -: a genome scan needs a FASTA file (it is indexed), not standard input")
     if not from_stdin and output.resolve() == inputs.resolve():
         raise UserInputError(f"{output}: --output would overwrite --input")
+    prepare_output(output)  # before the model is loaded or any sequence scored
     target = resolve_device(device)
     model_folder = resolve_model_dir(model)
     model = load_pretrained(model_folder, map_location=target, expect=PromoterClassifier)
