@@ -13,7 +13,8 @@ with ``non_blocking=True`` and widened to long on the device; outputs are copied
 blocking, and batch *k*'s outputs are only read (its copy event waited on) after batch *k + 1* has been queued,
 so the device never waits for the host between two batches. Pinned buffers come from PyTorch's caching host
 allocator, which reuses a buffer only once the copies that used it are done. On a CPU the same code runs without
-pinned memory, streams or events (``torch.from_numpy`` and ``.long()``).
+pinned memory or events: the background thread widens the tokens to int64 (in one pass from any strides, so
+strided views of a longer array cost one copy).
 
 Thread-local settings of the calling thread (``torch.inference_mode``, autocast) apply to ``score``: it runs in
 the calling thread. The background thread ends when the iterable is exhausted, when ``feed``'s generator is
@@ -58,8 +59,8 @@ class _Producer(threading.Thread):
         import torch
 
         array = np.asarray(array)
-        if not self.pin:
-            return torch.from_numpy(np.ascontiguousarray(array))
+        if not self.pin:  # widened here, beside the model's thread, in one pass from any strides
+            return torch.from_numpy(array.astype(np.int64, order="C"))
         staged = torch.empty(array.shape, dtype=torch.uint8, pin_memory=True)
         staged.numpy()[...] = array
         return staged
@@ -121,7 +122,7 @@ def feed(batches: Iterable[B], score: Callable[..., Any], device: Any, *,
             if staged is None:
                 in_flight.append((batch, None, None))
             else:
-                ids = tuple(s.to(device, non_blocking=True).long() if cuda else s.long() for s in staged)
+                ids = tuple(s.to(device, non_blocking=True).long() if cuda else s for s in staged)
                 result = _as_tuple(score(*ids))
                 if cuda:
                     host = tuple(torch.empty(r.shape, dtype=r.dtype, pin_memory=True) for r in result)

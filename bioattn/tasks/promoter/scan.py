@@ -50,8 +50,8 @@ from bioattn.errors import UserInputError
 from bioattn.io import atomic_write
 from bioattn.tasks.promoter.scan_windows import (ScanTarget, WindowGrid, default_batch_size, score_targets,
                                                   window_spans, window_tiles)
-from bioattn.tasks.promoter.tracks import (ScanSummary, TargetOutput, check_writable, fresh_folder, merge_parts,
-                                           save_part, text_header, write_bigwig)
+from bioattn.tasks.promoter.tracks import (BigWigWriter, ScanSummary, check_writable, fresh_folder, merge_parts,
+                                           save_part, text_header)
 
 __all__ = ["SCAN_FORMATS", "ScanSummary", "ScanTarget", "WindowGrid", "default_batch_size", "open_indexed_fasta",
            "read_regions", "scan_format", "scan_genome", "scan_targets", "shard_targets", "window_spans",
@@ -99,10 +99,10 @@ def _index_location(path: Path, folder: str) -> dict[str, str]:
 
 
 def open_indexed_fasta(path: Path, folder: str) -> pyfaidx.Fasta:
-    """Open ``path`` with pyfaidx (raw upper/lower-case text), building its index if needed."""
+    """Open ``path`` with pyfaidx (raw text as in the file, either case), building its index if needed."""
     _check_fasta(path)
     try:
-        return pyfaidx.Fasta(str(path), as_raw=True, sequence_always_upper=True, **_index_location(path, folder))
+        return pyfaidx.Fasta(str(path), as_raw=True, **_index_location(path, folder))
     except (pyfaidx.FastaIndexingError, pyfaidx.UnsupportedCompressionFormat, ValueError, OSError) as exc:
         raise UserInputError(f"{path}: cannot index this FASTA ({str(exc).splitlines()[0]})") from exc
 
@@ -275,11 +275,10 @@ def scan_genome(
 def _scan_to_output(model: Any, fasta: pyfaidx.Fasta, path: Path, targets: Sequence[ScanTarget], output: Path,
                     kind: str, delimiter: str, class_name: str, common: dict[str, Any]) -> None:
     """One process: write each target's output as it finishes (text) or into the bigWig (in fixed chunks)."""
-    if kind == "bigwig":
-        tiles: list[tuple[str, tuple]] = []
-        score_targets(model, fasta, path, targets, emit=lambda t, out: tiles.append((t.chrom, out.bigwig_arrays())),
-                      **common)
-        write_bigwig(Path(output), _bigwig_header(targets), iter(tiles))
+    if kind == "bigwig":  # each target's tiles go in as it finishes, from the writer thread
+        with BigWigWriter(Path(output), _bigwig_header(targets)) as bw:
+            score_targets(model, fasta, path, targets, emit=lambda t, out: bw.add(t.chrom, out.bigwig_arrays()),
+                          **common)
         return
     with atomic_write(output, newline="") as handle:
         handle.write(text_header(kind, class_name, delimiter))

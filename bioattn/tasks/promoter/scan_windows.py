@@ -104,15 +104,16 @@ def window_tiles(grid: WindowGrid, first: int, stop: int) -> tuple[np.ndarray, n
     return tile_starts, tile_ends
 
 
-_TABLES: dict[str, np.ndarray] = {}
+_TABLES: dict[str, bytes] = {}
 
 
-def _tables() -> tuple[np.ndarray, np.ndarray]:
-    """uint8 token of each byte (255: not a nucleotide letter), and the complement of each token, from
-    :func:`bioattn.data.dna.encode` and its reverse complement."""
+def _tables() -> tuple[bytes, bytes]:
+    """``bytes.translate`` tables: the token of each byte (255: not a nucleotide letter, either case) and the
+    complement of each token, from :func:`bioattn.data.dna.encode` and its reverse complement."""
     if not _TABLES:
-        from bioattn.data.dna import reverse_complement_ids
         import torch
+
+        from bioattn.data.dna import reverse_complement_ids
 
         table = np.full(256, 255, dtype=np.uint8)
         for byte in range(128):
@@ -120,31 +121,31 @@ def _tables() -> tuple[np.ndarray, np.ndarray]:
                 table[byte] = int(encode(chr(byte))[0])
             except Exception:  # noqa: BLE001 - not a letter encode() takes
                 continue
-        tokens = torch.arange(N_ID + 1).reshape(-1, 1)
-        _TABLES["encode"] = table
-        _TABLES["complement"] = reverse_complement_ids(tokens).reshape(-1).numpy().astype(np.uint8)
+        complement = np.arange(256, dtype=np.uint8)
+        complement[: N_ID + 1] = reverse_complement_ids(torch.arange(N_ID + 1).reshape(-1, 1)).reshape(-1).numpy()
+        _TABLES["encode"], _TABLES["complement"] = table.tobytes(), complement.tobytes()
     return _TABLES["encode"], _TABLES["complement"]
 
 
-def tokenise(text: str, *, record: str, source: Path, offset: int) -> np.ndarray:
-    """uint8 token ids of ``text`` (what :func:`~bioattn.data.dna.encode` gives, in one byte each); a letter that
-    is not a nucleotide is :func:`encode`'s error, naming the record and position."""
+def tokenise(text: str, *, record: str, source: Path, offset: int) -> bytes:
+    """Token ids of ``text``, one byte each (what :func:`~bioattn.data.dna.encode` gives, as uint8); a letter
+    that is not a nucleotide is :func:`encode`'s error, naming the record and position."""
     table, _ = _tables()
     try:
-        raw = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+        tokens = text.encode("ascii").translate(table)
     except UnicodeEncodeError:
-        raw = None
-    ids = table[raw] if raw is not None and len(raw) else None
-    if ids is None or (ids == 255).any():
-        encode(text, record=record, source=source, offset=offset)  # raises the error naming the letter
-    return ids
+        tokens = b"\xff"
+    if not text or b"\xff" in tokens:
+        encode(text.upper(), record=record, source=source, offset=offset)  # raises the error naming the letter
+    return tokens
 
 
 @dataclass
 class WindowBatch:
     """Windows of one target ready for the model: the kept (not only-N) windows' coordinates and tiles in the
-    sequence, their tokens ``(B, W)`` uint8 (and the reverse complement's when both strands are scored);
-    ``windows``: how many windows the batch covered, kept or not; ``last``: the target's last batch."""
+    sequence, their tokens ``(B, W)`` uint8 (and the reverse complement's when both strands are scored; strided
+    views of the target's tokens where the windows are evenly spaced); ``windows``: how many windows the batch
+    covered, kept or not; ``last``: the target's last batch."""
 
     target: ScanTarget
     starts: np.ndarray
@@ -155,6 +156,17 @@ class WindowBatch:
     reverse: np.ndarray | None
     windows: int
     last: bool
+
+
+def _rows(windows: np.ndarray, first: np.ndarray, stride: int) -> np.ndarray:
+    """Rows ``first`` of the window view ``windows``: a strided view when they are evenly spaced ``stride`` apart
+    (increasing or decreasing), else a copy."""
+    n = len(first)
+    if n > 1 and abs(int(first[-1]) - int(first[0])) == (n - 1) * stride:
+        if first[-1] > first[0]:
+            return windows[int(first[0]) : int(first[-1]) + 1 : stride]
+        return windows[int(first[-1]) : int(first[0]) + 1 : stride][::-1]
+    return windows[first]
 
 
 def target_batches(fasta: Any, path: Path, target: ScanTarget, window: int, stride: int, batch_size: int,
@@ -171,20 +183,29 @@ def target_batches(fasta: Any, path: Path, target: ScanTarget, window: int, stri
         tile_starts, tile_ends = window_tiles(grid, read_first, read_stop)
         block_start, block_end = int(starts[0]), int(ends[-1])
         offset = target.start + block_start
-        tokens = tokenise(record[offset : target.start + block_end], record=f"record {target.chrom!r}", source=path,
-                          offset=offset)
+        text = tokenise(record[offset : target.start + block_end], record=f"record {target.chrom!r}", source=path,
+                        offset=offset)
+        tokens = np.frombuffer(text, dtype=np.uint8)
         width = int(ends[0] - starts[0])
-        letters = np.concatenate([[0], np.cumsum(tokens != N_ID)])
-        keep = letters[ends - block_start] > letters[starts - block_start]
+        unknown = tokens == N_ID
+        if unknown.any():  # a window made only of N holds no other letter: a running count of them
+            letters = np.concatenate([[0], np.cumsum(~unknown, dtype=np.int64)])
+            keep = letters[ends - block_start] > letters[starts - block_start]
+        else:
+            keep = np.ones(len(starts), dtype=bool)
         forward = np.lib.stride_tricks.sliding_window_view(tokens, width)
-        flipped = np.lib.stride_tricks.sliding_window_view(complement[tokens][::-1], width) if both_strands else None
+        flipped = None
+        if both_strands:  # the reverse complement of the block: window [s, s + W) is its [L - s - W, L - s)
+            flipped = np.lib.stride_tricks.sliding_window_view(
+                np.frombuffer(text.translate(complement)[::-1], dtype=np.uint8), width)
         for first in range(0, read_stop - read_first, batch_size):
             cut = slice(first, min(first + batch_size, read_stop - read_first))
             kept = keep[cut]
             rel = starts[cut][kept] - block_start
             yield WindowBatch(target, starts[cut][kept] + target.start, ends[cut][kept] + target.start,
                               tile_starts[cut][kept] + target.start, tile_ends[cut][kept] + target.start,
-                              forward[rel], None if flipped is None else flipped[len(tokens) - width - rel],
+                              _rows(forward, rel, stride),
+                              None if flipped is None else _rows(flipped, len(tokens) - width - rel, stride),
                               cut.stop - cut.start, read_first + cut.stop == total)
 
 

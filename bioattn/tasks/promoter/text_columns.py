@@ -14,70 +14,77 @@ from typing import Sequence
 import numpy as np
 
 _POW10 = np.array([float(10**k) for k in range(23)])  # exact in float64
-_G6_WIDTH = 13  # the longest '%.6g' of a float64: '-1.23457e-308'
 _MIN_EXP, _MAX_EXP = -17, 15
-# source symbols of a '%.6g' field, after the six digits (indices 0-5) and the two exponent digits (6, 7)
-_DOT, _ZERO, _E, _MINUS, _PLUS = range(8, 13)
-_SYMBOLS = np.frombuffer(b".0e-+", dtype=np.uint8)
+# One layout holds every '%.6g' text of the fast path; a row keeps the bytes its exponent X and last significant
+# digit call for: "0." and -X - 1 zeros before the digits (-4 <= X < 0); the digits d0..d5, each followed by a
+# candidate "." (the one after dX when 0 <= X < 6 and digits follow, the one after d0 in scientific notation);
+# "e", the sign and two exponent digits (X < -4 or X >= 6).
+_LAYOUT = b"0.0000.0.0.0.0.0e-00"
+_WIDTH = len(_LAYOUT)  # 20 >= 13, the longest '%.6g' of a float64 ('-1.23457e-308')
+_TRIPLES = np.array([list(f"{v:03d}".encode()) for v in range(1000)], dtype=np.uint8)
+_LAST_IN_TRIPLE = np.array([max((i for i in range(3) if f"{v:03d}"[i] != "0"), default=-1) for v in range(1000)])
+
+
+def _g6_tables() -> tuple[np.ndarray, np.ndarray]:
+    """Per exponent X: the layout's bytes (sign and exponent digits filled in); per (X, last digit): the kept bytes."""
+    count = _MAX_EXP - _MIN_EXP + 1
+    chars = np.empty((count, _WIDTH), dtype=np.uint8)
+    keep = np.zeros((count * 6, _WIDTH), dtype=bool)
+    for exponent in range(_MIN_EXP, _MAX_EXP + 1):
+        row = exponent - _MIN_EXP
+        chars[row] = np.frombuffer(_LAYOUT[:16] + f"e{'-' if exponent < 0 else '+'}{abs(exponent):02d}".encode(),
+                                   dtype=np.uint8)
+        for last in range(6):
+            kept = keep[row * 6 + last]
+            if -4 <= exponent < 0:
+                kept[: 2 + (-exponent - 1)] = True
+            for d in range(6):
+                kept[5 + 2 * d] = d <= last or 0 <= exponent < 6 and d <= exponent
+            if 0 <= exponent < 6 and last > exponent:
+                kept[6 + 2 * exponent] = True
+            if not -4 <= exponent < 6:
+                kept[6] = last >= 1
+                kept[16:] = True
+    return chars, keep
+
+
+_G6_CHARS, _G6_KEEP = _g6_tables()
 Column = tuple[np.ndarray, np.ndarray]  # (rows, width) uint8 bytes and (rows, width) bool: which bytes are kept
 
 
-def _g6_pattern(exponent: int, last: int) -> list[int]:
-    """Source indices of the '%.6g' text of ``d0.d1...d5 x 10**exponent`` whose last non-zero digit is ``last``."""
-    digits = list(range(last + 1))
-    if -4 <= exponent < 6:  # fixed notation, as Python's 'g'
-        if exponent >= 0:
-            whole, fraction = list(range(exponent + 1)), list(range(exponent + 1, last + 1))
-            return [d if d <= last else _ZERO for d in whole] + ([_DOT] + fraction if fraction else [])
-        return [_ZERO, _DOT] + [_ZERO] * (-exponent - 1) + digits
-    return digits[:1] + ([_DOT] + digits[1:] if last else []) + [_E, _MINUS if exponent < 0 else _PLUS, 6, 7]
-
-
-def _g6_table() -> tuple[np.ndarray, np.ndarray]:
-    count = (_MAX_EXP - _MIN_EXP + 1) * 6
-    table, lengths = np.zeros((count, _G6_WIDTH), dtype=np.int64), np.zeros(count, dtype=np.int64)
-    for exponent in range(_MIN_EXP, _MAX_EXP + 1):
-        for last in range(6):
-            pattern = _g6_pattern(exponent, last)
-            row = (exponent - _MIN_EXP) * 6 + last
-            table[row, : len(pattern)], lengths[row] = pattern, len(pattern)
-    return table, lengths
-
-
-_G6_TABLE, _G6_LENGTHS = _g6_table()
-
-
 def g6_columns(values: np.ndarray) -> Column:
-    """The ``f"{v:.6g}"`` text of each float of ``values (N,)``, left-aligned in a ``(N, 13)`` byte column."""
+    """The ``f"{v:.6g}"`` text of each float of ``values (N,)`` in a ``(N, 20)`` byte column (the kept bytes)."""
     values = np.asarray(values, dtype=np.float64)
     n = len(values)
     with np.errstate(all="ignore"):
         fast = np.isfinite(values) & (values >= 10.0**_MIN_EXP) & (values < 10.0 ** (_MAX_EXP + 1))
-        x = values[fast]
+        x = values if fast.all() else values[fast]
         exponent = np.floor(np.log10(x)).astype(np.int64)
         power = 5 - exponent
-        scaled = np.where(power >= 0, x * _POW10[np.clip(power, 0, 22)], x / _POW10[np.clip(-power, 0, 22)])
+        if (power >= 0).all():  # probabilities: always
+            scaled = x * _POW10[np.minimum(power, 22)]
+        else:
+            scaled = np.where(power >= 0, x * _POW10[np.clip(power, 0, 22)], x / _POW10[np.clip(-power, 0, 22)])
     mantissa = np.floor(scaled + 0.5)
     decided = (np.abs(scaled - np.floor(scaled) - 0.5) > 1e-9) & (mantissa >= 100_000) & (mantissa <= 999_999)
     decided &= (exponent >= _MIN_EXP) & (exponent <= _MAX_EXP)
-    fast[np.flatnonzero(fast)[~decided]] = False
-    m, exponent = mantissa[decided].astype(np.int64), exponent[decided]
-    sources = np.empty((len(m), 8 + len(_SYMBOLS)), dtype=np.uint8)
-    for d in range(6):
-        sources[:, d] = m // 10 ** (5 - d) % 10
-    last = 5 - np.argmax(sources[:, 5::-1] != 0, axis=1)  # the last non-zero digit (d0 is never 0)
-    sources[:, 6], sources[:, 7] = np.abs(exponent) // 10, np.abs(exponent) % 10
-    sources[:, :8] += ord("0")
-    sources[:, 8:] = _SYMBOLS
-    pattern = (exponent - _MIN_EXP) * 6 + last
-    chars = np.zeros((n, _G6_WIDTH), dtype=np.uint8)
-    keep = np.zeros((n, _G6_WIDTH), dtype=bool)
-    chars[fast] = np.take_along_axis(sources, _G6_TABLE[pattern], axis=1)
-    keep[fast] = np.arange(_G6_WIDTH) < _G6_LENGTHS[pattern][:, None]
+    if not decided.all():
+        fast[np.flatnonzero(fast)[~decided]] = False
+        mantissa, exponent = mantissa[decided], exponent[decided]
+    m = mantissa.astype(np.int64)
+    high, low = m // 1000, m % 1000
+    last = np.where(low != 0, 3 + _LAST_IN_TRIPLE[low], _LAST_IN_TRIPLE[high])
+    row = exponent - _MIN_EXP
+    chars, keep = _G6_CHARS[row], _G6_KEEP[row * 6 + last]
+    chars[:, 5:10:2], chars[:, 11:16:2] = _TRIPLES[high], _TRIPLES[low]
+    if len(m) == n:
+        return chars, keep
+    all_chars, all_keep = np.zeros((n, _WIDTH), dtype=np.uint8), np.zeros((n, _WIDTH), dtype=bool)
+    all_chars[fast], all_keep[fast] = chars, keep
     for i in np.flatnonzero(~fast).tolist():  # what the fast path leaves: Python writes it
         text = f"{float(values[i]):.6g}".encode()
-        chars[i, : len(text)], keep[i, : len(text)] = np.frombuffer(text, dtype=np.uint8), True
-    return chars, keep
+        all_chars[i, : len(text)], all_keep[i, : len(text)] = np.frombuffer(text, dtype=np.uint8), True
+    return all_chars, all_keep
 
 
 def int_columns(values: np.ndarray) -> Column:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -150,27 +151,51 @@ def add_bigwig_entries(bw: Any, chrom: str, starts: np.ndarray, ends: np.ndarray
                       values=np.ascontiguousarray(values[cut], dtype=np.float64))
 
 
+class BigWigWriter:
+    """A bigWig written as targets finish (``with BigWigWriter(path, header) as bw: bw.add(chrom, tiles)``): a
+    temporary name in the same folder, renamed onto ``path`` when the block succeeds, removed when it fails.
+    ``header``: the sequence names and lengths, in genome order."""
+
+    def __init__(self, path: Path, header: Sequence[tuple[str, int]]) -> None:
+        self.path, self.header = Path(path), list(header)
+        self.temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        self.bw: Any = None
+
+    def __enter__(self) -> "BigWigWriter":
+        import pyBigWig
+
+        self.bw = pyBigWig.open(str(self.temporary), "w")
+        if self.bw is None:
+            raise UserInputError(f"{self.path}: cannot write a bigWig file there")
+        try:
+            self.bw.addHeader(self.header, maxZooms=10)
+        except BaseException:
+            self.__exit__(*sys.exc_info())
+            raise
+        return self
+
+    def add(self, chrom: str, tiles: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+        add_bigwig_entries(self.bw, chrom, *tiles)
+
+    def __exit__(self, kind: Any, error: Any, trace: Any) -> None:
+        try:
+            if self.bw is not None:
+                self.bw.close()
+                self.bw = None
+            if kind is None:
+                os.replace(self.temporary, self.path)
+        finally:
+            if self.temporary.exists():
+                self.temporary.unlink()
+
+
 def write_bigwig(path: Path, header: Sequence[tuple[str, int]],
                  chunks: Iterator[tuple[str, tuple[np.ndarray, np.ndarray, np.ndarray]]]) -> None:
     """Write the bigWig ``path`` (``header``: sequence names and lengths; ``chunks``: each target's chrom and tiles)
-    atomically: a temporary name in the same folder, then renamed."""
-    import pyBigWig
-
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        bw = pyBigWig.open(str(temporary), "w")
-        if bw is None:
-            raise UserInputError(f"{path}: cannot write a bigWig file there")
-        try:
-            bw.addHeader(list(header), maxZooms=10)
-            for chrom, (starts, ends, values) in chunks:
-                add_bigwig_entries(bw, chrom, starts, ends, values)
-        finally:
-            bw.close()
-        os.replace(temporary, path)
-    finally:
-        if temporary.exists():
-            temporary.unlink()
+    atomically (:class:`BigWigWriter`)."""
+    with BigWigWriter(path, header) as bw:
+        for chrom, tiles in chunks:
+            bw.add(chrom, tiles)
 
 
 def check_writable(path: Path) -> None:
