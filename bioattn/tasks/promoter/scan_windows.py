@@ -209,11 +209,11 @@ def target_batches(fasta: Any, path: Path, target: ScanTarget, window: int, stri
                               cut.stop - cut.start, read_first + cut.stop == total)
 
 
-def make_scorer(model: Any, rc_average: bool, class_index: int, batch_size: int, pad: bool) -> Callable[..., Any]:
-    """``score(ids[, reverse])`` -> ``(2, B)`` float64: the scored class's probability (both strands averaged in
-    logits when ``reverse`` is given: the numbers of :meth:`PromoterClassifier.predict_proba`) and the strand code
-    (+1 / -1: the strand scoring higher, 0 on a tie; +1 with one strand). ``pad``: run full ``batch_size``
-    batches (static shapes for a compiled model)."""
+def make_scorer(model: Any, class_index: int, batch_size: int, pad: bool, strands: bool) -> Callable[..., Any]:
+    """``score(ids[, reverse])`` -> ``(B,)`` float64: the scored class's probability (both strands averaged in
+    logits when ``reverse`` is given: the numbers of :meth:`PromoterClassifier.predict_proba`); with ``strands``
+    ``(2, B)``: and the strand code (+1 / -1: the strand scoring higher, 0 on a tie; +1 with one strand).
+    ``pad``: run full ``batch_size`` batches (static shapes for a compiled model)."""
     import torch
 
     def activate(logits: Any) -> Any:
@@ -235,8 +235,10 @@ def make_scorer(model: Any, rc_average: bool, class_index: int, batch_size: int,
         forward = run(padded(ids))
         if reverse is None:
             probs = activate(forward)[:rows]
-            return torch.stack([probs, torch.ones_like(probs)])
+            return torch.stack([probs, torch.ones_like(probs)]) if strands else probs
         backward = run(padded(reverse))
+        if not strands:
+            return activate((forward + backward) / 2)[:rows]
         plus, minus = activate(forward)[:rows], activate(backward)[:rows]
         strand = (plus > minus).to(torch.float64) - (plus < minus).to(torch.float64)
         return torch.stack([activate((forward + backward) / 2)[:rows], strand])
@@ -269,9 +271,10 @@ class _Writer(threading.Thread):
                     out = TargetOutput(batch.target.chrom, self.kind, self.delimiter, self.threshold, self.class_name)
                 if scores is not None:
                     windowed = self.kind in ("csv", "bed")
+                    probs, strands = (scores[0], scores[1].astype(np.int8)) if scores.ndim == 2 else (scores, None)
                     out.add(batch.starts if windowed else batch.tile_starts, batch.ends if windowed else batch.tile_ends,
-                            scores[0], scores[1].astype(np.int8))
-                kept = 0 if scores is None else scores.shape[1]
+                            probs, strands)
+                kept = 0 if scores is None else scores.shape[-1]
                 self.summary.windows += kept
                 self.summary.skipped_n_only += batch.windows - kept
                 if batch.last:
@@ -310,7 +313,7 @@ def score_targets(model: Any, fasta: Any, path: Path, targets: Sequence[ScanTarg
         for target in targets:
             yield from target_batches(fasta, path, target, window, stride, batch_size, rc_average)
 
-    score = make_scorer(model, rc_average, class_index, batch_size, pad=compiled)
+    score = make_scorer(model, class_index, batch_size, pad=compiled, strands=kind == "bed")
     writer = _Writer(kind, delimiter, model.threshold, model.class_names[class_index], emit, summary)
     writer.start()
     total = sum(len(WindowGrid(t.length, window, stride)) for t in targets)
