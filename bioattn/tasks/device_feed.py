@@ -122,7 +122,7 @@ def feed(batches: Iterable[B], score: Callable[..., Any], device: Any, *,
             if staged is None:
                 in_flight.append((batch, None, None))
             else:
-                ids = tuple(s.to(device, non_blocking=True).long() if cuda else s for s in staged)
+                ids = tuple(s.to(device, non_blocking=True).long() if cuda else s.to(device) for s in staged)
                 result = _as_tuple(score(*ids))
                 if cuda:
                     host = tuple(torch.empty(r.shape, dtype=r.dtype, pin_memory=True) for r in result)
