@@ -27,6 +27,15 @@ The last line is ``scan cpu X windows/s, end-to-end/model-only R (precision; per
 the projected wall time of the human genome (3.1 Gb) on both strands at this stride: ``3.1e9 / stride`` windows at
 the end-to-end rate. ``--compile`` adds ``--compile`` to the command (the model-only rate stays eager).
 
+``--null-model`` adds the host's ceiling: the same scan pipeline (reading, tokenising, batching, copying to the
+device and back, writing) with the model replaced by a constant (a module returning fixed logits of the model's
+shapes, no computing), timed inside a fresh process from the call of ``scan_genome`` to its return (start-up,
+imports, indexing and a first scan of a 2 kb FASTA excluded), to ``.bw`` and to ``.bedGraph``; with ``--before SRC`` the older tree's pipeline
+too. The line ``null-model DEVICE .bw X windows/s, .bedGraph Y windows/s`` follows, with their ratio to the
+model-only rate (above 1: the host can keep the model fed). ``--host-only``: only that (a CPU scores
+too slowly with the real model for a genome large enough to time the host). ``--quick``: a few-second smoke run
+(0.2 Mb, no start-up run).
+
 ``--nproc N`` then times the same command under ``torchrun --standalone --nproc_per_node N`` against one process,
 each process at ``--threads`` threads (``OMP_NUM_THREADS``), ``--repeats`` times interleaved, checks that both
 write the same bytes and ends with ``sharded N processes / 1 process: wall R, CPU C, identical bytes``.
@@ -35,6 +44,9 @@ write the same bytes and ends with ``sharded N processes / 1 process: wall R, CP
     python bench/scan.py --before /path/to/old/tree        # and the older code's end-to-end rate
     python bench/scan.py --device cuda --megabases 60      # on a GPU (fp32 and bf16)
     python bench/scan.py --nproc 2 --threads 1             # and torchrun with 2 processes against one
+    python bench/scan.py --device cuda --megabases 24 --precision bf16 --null-model   # and the host's ceiling
+    python bench/scan.py --host-only --megabases 24 --before /path/to/old/tree   # the host's ceiling on a CPU
+    python bench/scan.py --quick --null-model               # smoke test
 """
 from __future__ import annotations
 
@@ -147,6 +159,64 @@ def end_to_end(source: Path, model_dir: Path, fasta: Path, output: Path, device:
     return seconds, cpu, rows
 
 
+#: Run in a fresh process by :func:`null_model`: the scan pipeline of the tree on the path, a constant as model.
+NULL_MODEL_RUN = '''
+import json, sys, time
+from pathlib import Path
+import pyfaidx, torch
+from bioattn.precision import inference_autocast
+from bioattn.tasks.promoter.scan import scan_genome
+
+fasta, output, device, precision, stride, batch = sys.argv[1:7]
+dev = torch.device(device)
+
+
+class NullModel(torch.nn.Module):
+    """The model's interface and output shapes (binary, both strands): fixed logits instead of computing."""
+
+    binary, max_len, rc_average, threshold, class_names = True, 70, True, 0.5, ["0", "1"]
+
+    def __init__(self, rows):
+        super().__init__()
+        self.anchor = torch.nn.Parameter(torch.zeros(1))  # where the model lives
+        self.register_buffer("logits", torch.randn(rows, generator=torch.Generator().manual_seed(0)))
+
+    def forward(self, ids):
+        return self.logits[: ids.shape[0]]
+
+
+batch = int(batch) if batch != "none" else (4096 if dev.type == "cuda" else 512)
+model = NullModel(batch).to(dev)
+pyfaidx.Fasta(fasta).close()  # the index exists before the clock starts
+warm = Path(output).with_name("warm-up.fa")  # first-call costs (lazy imports, tables) before the clock starts
+warm.write_text(">w\\n" + "ACGT" * 500 + "\\n")
+with inference_autocast(precision, dev):
+    scan_genome(model, warm, Path(output), window=70, stride=int(stride), class_index=1, batch_size=batch)
+    start, cpu = time.perf_counter(), time.process_time()
+    summary = scan_genome(model, Path(fasta), Path(output), window=70, stride=int(stride), class_index=1,
+                          batch_size=batch)
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    print(json.dumps({"windows": summary.windows, "seconds": time.perf_counter() - start,
+                      "cpu": time.process_time() - cpu}))
+'''
+
+
+def null_model(source: Path, fasta: Path, output: Path, device: str, precision: str, stride: int,
+               batch_size: int | None) -> tuple[float, float]:
+    """Windows per wall second and per CPU second of the scan pipeline of the tree ``source`` with a constant in
+    place of the model, in a fresh process, start-up excluded (:data:`NULL_MODEL_RUN`)."""
+    path = os.pathsep.join(p for p in (str(source), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "BIOATTN_NO_PROGRESS": "1", "TQDM_DISABLE": "1"}
+    done = subprocess.run([sys.executable, "-c", NULL_MODEL_RUN, str(fasta), str(output), device, precision,
+                           str(stride), str(batch_size or "none")], env=env, capture_output=True, text=True,
+                          cwd=output.parent)
+    if done.returncode != 0:
+        raise SystemExit(f"the null-model scan from {source} failed:\n{done.stderr[-3000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return result["windows"] / result["seconds"], result["windows"] / max(result["cpu"], 1e-9)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where to scan (default: %(default)s)")
@@ -171,10 +241,23 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1,
                         help="--nproc comparison: interleaved repeats of one process and N processes; medians are "
                              "reported (default: %(default)s)")
-    parser.add_argument("--smoke", action="store_true", help="smoke test: a 5 kb genome, one precision")
+    parser.add_argument("--null-model", action="store_true",
+                        help="also time the scan pipeline with a constant in place of the model (the host's ceiling), "
+                             "to .bw and .bedGraph, start-up excluded (default: off)")
+    parser.add_argument("--host-only", action="store_true",
+                        help="only the --null-model measurement (no model-only or end-to-end run: for a large genome "
+                             "on a CPU, where the real model takes hours) (default: off)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a few-second smoke run: 0.2 Mb, no start-up measurement (default: off)")
+    parser.add_argument("--smoke", action="store_true", help="smoke test of the benchmark itself: a 5 kb genome, "
+                        "implies --quick (default: off)")
     args = parser.parse_args()
     if args.smoke:
-        args.megabases = 0.005
+        args.quick, args.megabases = True, 0.005
+    if args.quick:
+        args.megabases = min(args.megabases, 0.2)
+    if args.host_only:
+        args.null_model = True
     sys.path.insert(0, str(ROOT))
     import torch
 
@@ -202,11 +285,18 @@ def main() -> None:
         tiny = folder / "tiny.fa"
         tiny.write_text(">chr1\n" + "ACGT" * 250 + "\n")
         lines = []
+        if args.host_only:
+            for precision in precisions:
+                resolved = resolve_inference_precision(precision, torch.device(args.device))
+                print(f"  {args.device} {precision}: {bases / 1e6:.2f} Mb, stride {args.stride}, batch {batch_size}")
+                host_ceiling(args, fasta, folder, resolved, precision)
+            return
         for precision in precisions:
             seconds, cpu, rows = end_to_end(ROOT, model_dir, fasta, folder / "scan.bedGraph", args.device, precision,
                                             args.stride, args.batch_size, args.compile)
-            fixed, fixed_cpu, _ = end_to_end(ROOT, model_dir, tiny, folder / "tiny.bedGraph", args.device, precision,
-                                             args.stride, args.batch_size, args.compile)
+            fixed, fixed_cpu = (0.0, 0.0) if args.quick else end_to_end(
+                ROOT, model_dir, tiny, folder / "tiny.bedGraph", args.device, precision, args.stride, args.batch_size,
+                args.compile)[:2]
             resolved = resolve_inference_precision(precision, torch.device(args.device))
             rate, cpu_rate = model_only(model_dir, args.device, resolved, batch_size, max(rows, 4 * batch_size))
             if resolved != precision:
@@ -228,6 +318,8 @@ def main() -> None:
                           f"{before_rows / before:,.0f} windows/s ({before_rows / before_cpu:,.0f} per CPU-s; "
                           f"{before:.1f} s, {before_cpu:.1f} CPU-s); now/before {e2e / (before_rows / before):.2f} "
                           f"wall, {e2e_cpu / (before_rows / before_cpu):.2f} CPU", flush=True)
+            if args.null_model:
+                host_ceiling(args, fasta, folder, resolved, precision, rate, e2e)
             hours = HG38_BASES / args.stride / e2e / 3600
             print(f"  projected hg38 (3.1 Gb, both strands, stride {args.stride}) at {precision}: {hours:.2f} h")
             label = precision + (", compiled" if args.compile else "")
@@ -239,6 +331,32 @@ def main() -> None:
         print(f"scan {args.device} " + "; ".join(lines))
         if args.nproc is not None:
             sharded(args, model_dir, fasta, folder, precisions[0])
+
+
+def host_ceiling(args: argparse.Namespace, fasta: Path, folder: Path, resolved: str, precision: str,
+                 rate: float | None = None, e2e: float | None = None) -> None:
+    """The scan pipeline with a constant for the model (this tree and ``--before``), to .bw and .bedGraph; prints
+    each rate (and its ratio to the model-only ``rate`` when given), then the ``null-model`` line."""
+    trees = [("now", ROOT)] + ([("before", args.before)] if args.before is not None else [])
+    found: dict[str, dict[str, tuple[float, float]]] = {}
+    for name, tree in trees:
+        found[name] = {suffix: null_model(tree, fasta, folder / f"null{suffix}", args.device, resolved, args.stride,
+                                          args.batch_size) for suffix in (".bw", ".bedGraph")}
+        print(f"  {args.device} {precision}: null-model ({name}, start-up excluded): " + ", ".join(
+            f"{suffix} {wall:,.0f} windows/s ({per_cpu:,.0f} per CPU-s)" + (f", {wall / rate:.2f} of model-only"
+                                                                               if rate else "")
+            for suffix, (wall, per_cpu) in found[name].items()) + f"; load average {os.getloadavg()[0]:.2f}",
+            flush=True)
+    now = found["now"]
+    line = (f"null-model {args.device} {precision}: .bw {now['.bw'][0]:.0f} windows/s, .bedGraph "
+            f"{now['.bedGraph'][0]:.0f} windows/s (per CPU second {now['.bw'][1]:.0f}, {now['.bedGraph'][1]:.0f})")
+    if "before" in found:
+        line += (f"; now/before .bw {now['.bw'][0] / found['before']['.bw'][0]:.2f}, .bedGraph "
+                 f"{now['.bedGraph'][0] / found['before']['.bedGraph'][0]:.2f}")
+    if rate:
+        line += (f"; null-model/model-only {now['.bw'][0] / rate:.2f} (.bw), {now['.bedGraph'][0] / rate:.2f} "
+                 f"(.bedGraph), end-to-end/model-only {e2e / rate:.2f}")
+    print(line)
 
 
 def sharded(args: argparse.Namespace, model_dir: Path, fasta: Path, folder: Path, precision: str) -> None:
