@@ -26,11 +26,13 @@ COMMANDS: dict[str, dict[str, str]] = {
         "promoter": "bioattn.commands.train_promoter",
         "ct": "bioattn.commands.train_ct",
         "msa": "bioattn.commands.train_msa",
+        "activity": "bioattn.commands.train_activity",
     },
     "predict": {
         "promoter": "bioattn.commands.predict_promoter",
         "ct": "bioattn.commands.predict_ct",
         "msa": "bioattn.commands.predict_msa",
+        "activity": "bioattn.commands.predict_activity",
     },
     "explain": {
         "promoter": "bioattn.commands.explain_promoter",

@@ -8,6 +8,7 @@ from typing import Any
 _LAZY = {
     "PretrainedModel": "bioattn.models.base",
     "PromoterClassifier": "bioattn.models.promoter",
+    "ActivityRegressor": "bioattn.models.activity",
     "MSAContactModel": "bioattn.models.msa_contact",
     "MSATransformer": "bioattn.models.msa_transformer",
     "HybridCT3D": "bioattn.models.hybrid_ct",
