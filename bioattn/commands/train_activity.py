@@ -60,6 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         ("--batch-size", int, 64, "batch size"), ("--lr", float, 2e-3, "peak learning rate (AdamW, warm-up + cosine)"),
         ("--weight-decay", float, 0.01, "AdamW weight decay"), ("--patience", int, 8, "early-stopping patience (epochs)"),
         ("--shift", int, 3, "random shift augmentation (nt)"), ("--seed", int, 0, "random seed"),
+        ("--kmer-branch", int, 0, "K > 0: add a linear k-mer (k=1..K) branch, fitted first by ridge regression"),
     ):
         model.add_argument(flag, type=kind, default=default, help=f"{text} (default: %(default)s)")
     model.add_argument("--no-baselines", action="store_true", help="skip the k-mer ridge and mean baselines (slow on "
@@ -82,7 +83,7 @@ def options_from_args(args: argparse.Namespace):
         kernel=args.kernel, stages=args.stages, embed_dim=args.embed_dim, heads=args.heads, layers=args.layers,
         dropout=args.dropout, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
         weight_decay=args.weight_decay, patience=args.patience, shift=args.shift, seed=args.seed, device=args.device,
-        baselines=not args.no_baselines)
+        baselines=not args.no_baselines, kmer_branch=args.kmer_branch)
 
 
 def run(args: argparse.Namespace) -> int:

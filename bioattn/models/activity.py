@@ -23,11 +23,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bioattn.attention import LearnedPositionalEncoding, TransformerEncoder
-from bioattn.data.dna import PAD_ID, VOCAB_SIZE, encode, reverse_complement_ids
+from bioattn.data.dna import A_ID, PAD_ID, VOCAB_SIZE, encode, reverse_complement_ids
 from bioattn.errors import UserInputError
 from bioattn.models.base import PretrainedModel
 
-__all__ = ["ActivityRegressor", "STRANDS", "strip_flanks"]
+__all__ = ["ActivityRegressor", "STRANDS", "kmer_counts", "strip_flanks"]
 
 STRANDS = ("forward", "both")
 
@@ -41,6 +41,24 @@ def strip_flanks(sequence: str, flanks: Sequence[str]) -> str:
     if three and upper.endswith(three.upper()):
         sequence = sequence[: len(sequence) - len(three)]
     return sequence
+
+
+def kmer_counts(tokens: Tensor, kmax: int) -> Tensor:
+    """Counts of every k-mer of A/C/G/T, k = 1..``kmax``, in token ids ``(B, L)`` → ``(B, 4 + 16 + ... + 4^kmax)``
+    float (k-mers holding N or padding are not counted; k-mers of one k in lexicographic order, A < C < G < T)."""
+    base = tokens - A_ID
+    valid = (base >= 0) & (base < 4)
+    base = base.clamp(0, 3)
+    features = []
+    for k in range(1, kmax + 1):
+        counts = torch.zeros(tokens.shape[0], 4**k, device=tokens.device)
+        if tokens.shape[1] >= k:
+            weights = 4 ** torch.arange(k - 1, -1, -1, device=tokens.device)
+            index = (base.unfold(1, k, 1) * weights).sum(-1)
+            ok = valid.unfold(1, k, 1).all(-1)
+            counts.scatter_add_(1, index * ok, ok.to(counts.dtype))
+        features.append(counts)
+    return torch.cat(features, dim=1)
 
 
 class _SqueezeExcite(nn.Module):
@@ -83,6 +101,9 @@ class ActivityRegressor(PretrainedModel):
         strand: ``"forward"`` or ``"both"`` (average with the reverse complement in :meth:`predict`).
         channels, kernel, stages: the conv stem (width, odd kernel size, residual blocks each pooling by 2).
         embed_dim, num_heads, num_layers, dropout: the attention encoder and head.
+        kmer_branch: 0 (off) or K: add a linear function of the standardised counts of every k-mer, k = 1..K
+            (:func:`kmer_counts`), to the head's output; training fits it first (ridge) and the deep part learns
+            what it leaves (a "wide and deep" model).
     """
 
     def __init__(
@@ -101,6 +122,7 @@ class ActivityRegressor(PretrainedModel):
         num_heads: int = 4,
         num_layers: int = 2,
         dropout: float = 0.1,
+        kmer_branch: int = 0,
     ) -> None:
         super().__init__()
         target_names = [str(name) for name in target_names]
@@ -122,7 +144,7 @@ class ActivityRegressor(PretrainedModel):
             "input_length": input_length, "target_names": target_names, "target_mean": target_mean,
             "target_sd": target_sd, "flanks": flanks, "strand": strand, "channels": channels, "kernel": kernel,
             "stages": stages, "embed_dim": embed_dim, "num_heads": num_heads, "num_layers": num_layers,
-            "dropout": dropout,
+            "dropout": dropout, "kmer_branch": kmer_branch,
         }
         self.input_length, self.target_names, self.flanks, self.strand = input_length, target_names, flanks, strand
         self.register_buffer("target_mean", torch.tensor(target_mean), persistent=False)
@@ -140,6 +162,14 @@ class ActivityRegressor(PretrainedModel):
                                           ffn_dropout=0.0, norm_first=True)
         self.head = nn.Sequential(nn.Linear(embed_dim, embed_dim), nn.SiLU(), nn.Dropout(dropout),
                                   nn.Linear(embed_dim, count))
+        self.kmer_branch = kmer_branch
+        if kmer_branch:
+            features = sum(4**k for k in range(1, kmer_branch + 1))
+            self.register_buffer("kmer_mean", torch.zeros(features))
+            self.register_buffer("kmer_scale", torch.ones(features))
+            self.kmer_linear = nn.Linear(features, count)
+            nn.init.zeros_(self.kmer_linear.weight)
+            nn.init.zeros_(self.kmer_linear.bias)
 
     @property
     def num_targets(self) -> int:
@@ -170,7 +200,13 @@ class ActivityRegressor(PretrainedModel):
         embedding = (hidden * weights).sum(1) / weights.sum(1).clamp_min(1.0)
         with torch.autocast(hidden.device.type, enabled=False):
             out = self.head(embedding.float())
+            if self.kmer_branch:
+                out = out + self.kmer_linear(self.kmer_features(tokens))
         return out, embedding
+
+    def kmer_features(self, tokens: Tensor) -> Tensor:
+        """The standardised k-mer counts ``(B, F)`` the k-mer branch reads."""
+        return (kmer_counts(tokens, self.kmer_branch) - self.kmer_mean) / self.kmer_scale
 
     def forward(self, tokens: Tensor) -> dict[str, Tensor]:
         """``tokens (B, L)`` (element token ids, ``PAD`` = padding) → ``{"values": (B, T) in the training units,

@@ -4,8 +4,8 @@ Files:
 
 - CSV / TSV (``.tsv`` or a tab in the header line: tab-separated): a header with a sequence column (``sequence``
   or ``seq``, or the one named by ``sequence_column``), optionally an ``id`` / ``name`` column, and numeric
-  target columns: ``targets`` names them, otherwise every column other than the sequence and id whose every
-  value is a number.
+  target columns: ``targets`` names them, otherwise every column other than the sequence and id whose first
+  value is a number (every later value of such a column must be one too).
 - FASTA (parsed by Biopython): the value in the description, ``>id value=1.3`` / ``>id 1.3``; several targets
   as ``>id hepg2=1.3 k562=0.2`` (every record must carry the same names).
 
@@ -130,7 +130,7 @@ def _read_table(path: Path, targets: Sequence[str] | None, sequence_column: str 
         target_cols = [header.index(name) for name in targets]
     else:
         target_cols = [i for i in range(len(header)) if i not in (seq_col, id_col)
-                       and all(i < len(row) and _number(row[i]) is not None for row in data)]
+                       and i < len(data[0]) and _number(data[0][i]) is not None]
         if not target_cols:
             raise UserInputError(f"{path}: no numeric value column besides the sequence (header: {','.join(header)}); "
                                  "name the value columns with --target")

@@ -97,6 +97,7 @@ class ActivityOptions(TaskOptions):
     seed: int = 0
     device: str = "auto"
     baselines: bool = True
+    kmer_branch: int = 0
 
     def __post_init__(self) -> None:
         if bool(self.train) == bool(self.dataset):
@@ -218,7 +219,29 @@ def build_model(options: ActivityOptions, data: ActivityData, train: ActivitySpl
         target_sd=np.where(sd > 0, sd, 1.0).tolist(), flanks=data.flanks, strand=options.strand,
         channels=32 if options.quick else options.channels, kernel=options.kernel, stages=options.stages,
         embed_dim=32 if options.quick else options.embed_dim, num_heads=2 if options.quick else options.heads,
-        num_layers=1 if options.quick else options.layers, dropout=options.dropout or 0.0)
+        num_layers=1 if options.quick else options.layers, dropout=options.dropout or 0.0,
+        kmer_branch=options.kmer_branch)
+
+
+def fit_kmer_branch(model: ActivityRegressor, tokens: Tensor, scaled: Tensor) -> float:
+    """Fit the model's k-mer branch in closed form (scikit-learn ``RidgeCV``, penalty by leave-one-out CV) on the
+    standardised targets ``scaled (N, T)`` and freeze it; returns the chosen penalty (mean over targets)."""
+    from sklearn.linear_model import RidgeCV
+
+    from bioattn.models.activity import kmer_counts
+    from bioattn.tasks.activity.scores import RIDGE_ALPHAS
+
+    counts = kmer_counts(tokens, model.kmer_branch)
+    mean, sd = counts.mean(0), counts.std(0)
+    model.kmer_mean.copy_(mean)
+    model.kmer_scale.copy_(torch.where(sd > 0, sd, torch.ones_like(sd)))
+    features = ((counts - model.kmer_mean) / model.kmer_scale).double().numpy()
+    ridge = RidgeCV(alphas=RIDGE_ALPHAS, alpha_per_target=True).fit(features, scaled.double().numpy())
+    with torch.no_grad():
+        model.kmer_linear.weight.copy_(torch.as_tensor(ridge.coef_.reshape(scaled.shape[1], -1)))
+        model.kmer_linear.bias.copy_(torch.as_tensor(np.atleast_1d(ridge.intercept_)))
+    model.kmer_linear.requires_grad_(False)
+    return float(np.mean(ridge.alpha_))
 
 
 def fit_model(options: ActivityOptions, data: ActivityData, train: ActivitySplit, run_dir: Path,
@@ -232,6 +255,7 @@ def fit_model(options: ActivityOptions, data: ActivityData, train: ActivitySplit
     model = build_model(options, data, fit)
     fit_tokens, val_tokens = tokens_of(fit, data.input_length), tokens_of(val, data.input_length)
     scaled = torch.tensor((fit.values - fit.values.mean(0)) / model.target_sd.numpy(), dtype=torch.float32)
+    kmer_alpha = fit_kmer_branch(model, fit_tokens, scaled) if options.kmer_branch else None
 
     def loss_fn(module: nn.Module, batch: tuple[Tensor, Tensor]) -> Tensor:
         ids, targets = batch
@@ -251,7 +275,7 @@ def fit_model(options: ActivityOptions, data: ActivityData, train: ActivitySplit
     result, info = fit_timed(trainer)
     model.eval()
     model.save_pretrained(run_dir)
-    info.update(sizes={"fit": len(fit), "validation": len(val)}, validation=evaluate(model),
+    info.update(sizes={"fit": len(fit), "validation": len(val)}, validation=evaluate(model), kmer_alpha=kmer_alpha,
                 learned=bool(info.get("best_epoch")), config=config.to_dict())
     return model, info
 
@@ -306,3 +330,30 @@ def run_members(options: ActivityOptions, data: ActivityData, run_dir: Path) -> 
 
     return {"members": train_members(members, train_member), "out_of_fold": out_of_fold,
             "member_dirs": [m.dir_name for m in members if not m.alone]}
+
+
+# ------------------------------------------------------------------------------------------------ blending
+def blend_with_kmer_ridge(model: ActivityRegressor, train: ActivitySplit, *, kmer_max: int = 6,
+                          deep_weight: float = 0.5) -> ActivityRegressor:
+    """A copy of a trained ``model`` whose output is ``deep_weight`` × its own plus ``1 - deep_weight`` × a k-mer
+    ridge regression (k = 1..``kmer_max``, :func:`fit_kmer_branch`) fitted on ``train`` (the rows the model was
+    trained on, flanks stripped), in the model's standardised units: one self-contained ActivityRegressor with a
+    k-mer branch. ``train`` must not include rows the blend is scored on."""
+    if not 0 <= deep_weight <= 1:
+        raise UserInputError(f"deep_weight must be between 0 and 1, got {deep_weight}")
+    blended = ActivityRegressor(**{**model.config, "kmer_branch": kmer_max})
+    state = {k: v for k, v in model.state_dict().items() if not k.startswith("kmer_")}
+    missing, unexpected = blended.load_state_dict(state, strict=False)
+    if unexpected or any(not k.startswith("kmer_") for k in missing):
+        raise ValueError(f"cannot copy the weights (missing {missing}, unexpected {unexpected})")
+    tokens = tokens_of(train, blended.input_length)
+    scaled = torch.as_tensor((train.values - blended.target_mean.numpy()) / blended.target_sd.numpy(),
+                             dtype=torch.float32)
+    fit_kmer_branch(blended, tokens, scaled)
+    with torch.no_grad():
+        last = blended.head[-1]
+        last.weight.mul_(deep_weight)
+        last.bias.mul_(deep_weight)
+        blended.kmer_linear.weight.mul_(1 - deep_weight)
+        blended.kmer_linear.bias.mul_(1 - deep_weight)
+    return blended.eval()
