@@ -3,8 +3,8 @@
     bioattn train activity --dataset lentimpra_wtc11 --out RUN_DIR          # 2-fold CV: fold1 → fold2, fold2 → fold1
     bioattn train activity --train my.tsv --out RUN_DIR                      # 5-fold CV, grouped by element
     bioattn train activity --train train.csv --dev dev.csv --out RUN_DIR     # holdout (--seeds 0 1 2: an ensemble)
-    bioattn train activity --train a.tsv b.tsv --folds-from-files --out RUN_DIR   # one fold per file
-    bioattn train activity --train a.tsv b.tsv --fit-all --out RUN_DIR       # one model on every row (to ship)
+    bioattn train activity --train a.tsv --train b.tsv --folds-from-files --out RUN_DIR   # one fold per file
+    bioattn train activity --train a.tsv --train b.tsv --fit-all --out RUN_DIR   # one model on every row
 
 Input: CSV/TSV with a 'sequence' (or 'seq') column, an optional 'id' column and numeric value columns (--target
 COL, repeatable; default every numeric column), or FASTA with the value in the header ('>id value=1.3' or
@@ -33,7 +33,8 @@ __all__ = ["add_arguments", "run"]
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     data = parser.add_argument_group("data")
     source = data.add_mutually_exclusive_group(required=True)
-    source.add_argument("--train", nargs="+", type=Path, metavar="FILE", help="your own CSV/TSV/FASTA file(s)")
+    source.add_argument("--train", action="append", type=Path, metavar="FILE",
+                        help="your own CSV/TSV/FASTA file (repeat the flag for several files)")
     source.add_argument("--dataset", choices=["lentimpra_wtc11"], help="a bundled dataset (read under --data-root)")
     add_data_root_argument(data, what="data root for --dataset")
     data.add_argument("--dev", type=Path, help="holdout file scored after training (default: cross-validation)")
@@ -56,8 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         ("--channels", int, 128, "conv stem width"), ("--kernel", int, 7, "conv kernel"),
         ("--stages", int, 3, "residual conv blocks, each pooling by 2"), ("--embed-dim", int, 128, "attention width"),
         ("--heads", int, 4, "attention heads"), ("--layers", int, 2, "attention layers"),
-        ("--dropout", float, 0.2, "dropout"), ("--epochs", int, 30, "maximum epochs"),
-        ("--batch-size", int, 64, "batch size"), ("--lr", float, 2e-3, "peak learning rate (AdamW, warm-up + cosine)"),
+        ("--dropout", float, 0.2, "dropout"), ("--epochs", int, 40, "maximum epochs"),
+        ("--batch-size", int, 64, "batch size"), ("--lr", float, 1e-3, "peak learning rate (AdamW, warm-up + cosine)"),
         ("--weight-decay", float, 0.01, "AdamW weight decay"), ("--patience", int, 8, "early-stopping patience (epochs)"),
         ("--shift", int, 3, "random shift augmentation (nt)"), ("--seed", int, 0, "random seed"),
         ("--kmer-branch", int, 0, "K > 0: add a linear k-mer (k=1..K) branch, fitted first by ridge regression"),

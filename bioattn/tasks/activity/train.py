@@ -88,9 +88,9 @@ class ActivityOptions(TaskOptions):
     heads: int = 4
     layers: int = 2
     dropout: float | None = 0.2
-    epochs: int = 30
+    epochs: int = 40
     batch_size: int = 64
-    lr: float = 2e-3
+    lr: float = 1e-3
     weight_decay: float = 0.01
     patience: int | None = 8
     shift: int = 3
