@@ -262,6 +262,10 @@ def test_shipped_model_reproduces_its_card(name: str, require_data: Callable[...
         from_cli, from_loader = _msa_masked_accuracy(name, check, require_data)
     elif check["kind"] == "cv_out_of_fold":
         from_cli, from_loader = _out_of_fold_mcc(name, check, require_data, tmp_path)
+    elif check["kind"] == "activity_tsv":
+        from test_activity_pretrained import activity_scores
+
+        from_cli, from_loader = activity_scores(name, check, require_data, tmp_path)
     else:
         source, labels = PROMOTER_INPUTS[check["kind"]](check, require_data, tmp_path)
         from_cli = _promoter_score_from_cli(name, metric, source, labels, tmp_path)

@@ -14,6 +14,7 @@ TASKS: dict[str, str] = {
     "promoter": "bioattn.tasks.promoter.task:TASK",
     "ct": "bioattn.tasks.ct.task:TASK",
     "msa": "bioattn.tasks.msa.task:TASK",
+    "activity": "bioattn.tasks.activity.task:TASK",
 }
 
 

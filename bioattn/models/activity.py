@@ -1,0 +1,268 @@
+"""Activity regressor: DNA sequence → one or more measured activities (MPRA log2(RNA/DNA), expression, ...).
+
+Input: token ids from :mod:`bioattn.data.dna` of the *element* (constant assay flanks removed), right-padded to
+``input_length`` with ``PAD``; shorter sequences are masked, never longer ones.
+Pipeline: nucleotide embedding → convolutional stem (Conv1d + BatchNorm + SiLU) → ``stages`` residual conv blocks
+with squeeze-and-excitation, each followed by max-pooling by 2 (a LegNet / EfficientNet-like stem, 200 nt → 25
+tokens at 3 stages) → linear map to ``embed_dim`` + learned positions → :class:`~bioattn.attention.TransformerEncoder`
+(padding masked) → masked mean pooling (the *embedding*) → MLP head with T outputs. The head predicts standardised
+targets; :meth:`ActivityRegressor.forward` returns them in the units of the training file (``target_mean`` and
+``target_sd`` are saved in the config).
+
+The config also remembers how a run reads raw strings: ``flanks`` (constant 5′/3′ adapters stripped before the
+model; :meth:`ActivityRegressor.predict` accepts sequences with or without them) and ``strand`` (``forward``:
+the sequence as given; ``both``: the mean of the sequence and its reverse complement).
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from bioattn.attention import LearnedPositionalEncoding, TransformerEncoder
+from bioattn.data.dna import A_ID, PAD_ID, VOCAB_SIZE, encode, reverse_complement_ids
+from bioattn.errors import UserInputError
+from bioattn.models.base import PretrainedModel
+
+__all__ = ["ActivityRegressor", "STRANDS", "kmer_counts", "strip_flanks"]
+
+STRANDS = ("forward", "both")
+
+
+def strip_flanks(sequence: str, flanks: Sequence[str]) -> str:
+    """``sequence`` without the constant 5′ / 3′ flank where it carries it (case-insensitive); unchanged otherwise."""
+    five, three = (flanks[0] or "", flanks[1] or "") if flanks else ("", "")
+    upper = sequence.upper()
+    if five and upper.startswith(five.upper()):
+        sequence, upper = sequence[len(five):], upper[len(five):]
+    if three and upper.endswith(three.upper()):
+        sequence = sequence[: len(sequence) - len(three)]
+    return sequence
+
+
+def kmer_counts(tokens: Tensor, kmax: int) -> Tensor:
+    """Counts of every k-mer of A/C/G/T, k = 1..``kmax``, in token ids ``(B, L)`` → ``(B, 4 + 16 + ... + 4^kmax)``
+    float (k-mers holding N or padding are not counted; k-mers of one k in lexicographic order, A < C < G < T)."""
+    base = tokens - A_ID
+    valid = (base >= 0) & (base < 4)
+    base = base.clamp(0, 3)
+    features = []
+    for k in range(1, kmax + 1):
+        counts = torch.zeros(tokens.shape[0], 4**k, device=tokens.device)
+        if tokens.shape[1] >= k:
+            weights = 4 ** torch.arange(k - 1, -1, -1, device=tokens.device)
+            index = (base.unfold(1, k, 1) * weights).sum(-1)
+            ok = valid.unfold(1, k, 1).all(-1)
+            counts.scatter_add_(1, index * ok, ok.to(counts.dtype))
+        features.append(counts)
+    return torch.cat(features, dim=1)
+
+
+class _SqueezeExcite(nn.Module):
+    def __init__(self, channels: int, reduction: int = 4) -> None:
+        super().__init__()
+        hidden = max(channels // reduction, 4)
+        self.down, self.up = nn.Linear(channels, hidden), nn.Linear(hidden, channels)
+
+    def forward(self, x: Tensor, keep: Tensor) -> Tensor:  # x (B, C, L), keep (B, 1, L)
+        pooled = (x * keep).sum(-1) / keep.sum(-1).clamp_min(1.0)
+        return x * torch.sigmoid(self.up(F.silu(self.down(pooled))))[:, :, None]
+
+
+class _ConvBlock(nn.Module):
+    """``x + SE(BN(conv(SiLU(BN(conv(x))))))`` then SiLU; padding positions kept at zero."""
+
+    def __init__(self, channels: int, kernel: int, dropout: float) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv1d(channels, channels, kernel, padding=kernel // 2)
+        self.norm1 = nn.BatchNorm1d(channels)
+        self.conv2 = nn.Conv1d(channels, channels, kernel, padding=kernel // 2)
+        self.norm2 = nn.BatchNorm1d(channels)
+        self.se = _SqueezeExcite(channels)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, keep: Tensor) -> Tensor:
+        branch = F.silu(self.norm1(self.conv1(x))) * keep
+        branch = self.se(self.norm2(self.conv2(self.dropout(branch))), keep)
+        return F.silu(x + branch) * keep
+
+
+class ActivityRegressor(PretrainedModel):
+    """Sequence → ``T`` activities (regression), with a convolutional stem and an attention encoder.
+
+    Args:
+        input_length: longest element (nt, without flanks) the model accepts; shorter ones are padded and masked.
+        target_names: one name per output column (e.g. the value columns of the training file).
+        target_mean, target_sd: per target, the training mean and sd; outputs are ``mean + sd * head``.
+        flanks: ``[5′, 3′]`` constant adapter sequences removed from raw strings before the model (``""``: none).
+        strand: ``"forward"`` or ``"both"`` (average with the reverse complement in :meth:`predict`).
+        channels, kernel, stages: the conv stem (width, odd kernel size, residual blocks each pooling by 2).
+        embed_dim, num_heads, num_layers, dropout: the attention encoder and head.
+        kmer_branch: 0 (off) or K: add a linear function of the standardised counts of every k-mer, k = 1..K
+            (:func:`kmer_counts`), to the head's output; training fits it first (ridge) and the deep part learns
+            what it leaves (a "wide and deep" model).
+    """
+
+    def __init__(
+        self,
+        *,
+        input_length: int = 200,
+        target_names: Sequence[str] = ("activity",),
+        target_mean: Sequence[float] | None = None,
+        target_sd: Sequence[float] | None = None,
+        flanks: Sequence[str] = ("", ""),
+        strand: str = "forward",
+        channels: int = 64,
+        kernel: int = 7,
+        stages: int = 3,
+        embed_dim: int = 64,
+        num_heads: int = 4,
+        num_layers: int = 2,
+        dropout: float = 0.1,
+        kmer_branch: int = 0,
+    ) -> None:
+        super().__init__()
+        target_names = [str(name) for name in target_names]
+        count = len(target_names)
+        if count < 1 or len(set(target_names)) != count:
+            raise ValueError(f"target_names must be one or more distinct names, got {target_names}")
+        target_mean = [0.0] * count if target_mean is None else [float(v) for v in target_mean]
+        target_sd = [1.0] * count if target_sd is None else [float(v) for v in target_sd]
+        if len(target_mean) != count or len(target_sd) != count or min(target_sd) <= 0:
+            raise ValueError("target_mean and target_sd need one value per target (sd > 0)")
+        if input_length < 1 or kernel < 1 or kernel % 2 == 0 or stages < 0 or channels < 1:
+            raise ValueError("input_length >= 1, an odd kernel, stages >= 0 and channels >= 1 are required")
+        if embed_dim % num_heads:
+            raise ValueError(f"embed_dim ({embed_dim}) must be divisible by num_heads ({num_heads})")
+        if strand not in STRANDS:
+            raise ValueError(f"strand must be one of {', '.join(STRANDS)}, got {strand!r}")
+        flanks = [str(flanks[0] or "").upper(), str(flanks[1] or "").upper()]
+        self.config: dict[str, Any] = {
+            "input_length": input_length, "target_names": target_names, "target_mean": target_mean,
+            "target_sd": target_sd, "flanks": flanks, "strand": strand, "channels": channels, "kernel": kernel,
+            "stages": stages, "embed_dim": embed_dim, "num_heads": num_heads, "num_layers": num_layers,
+            "dropout": dropout, "kmer_branch": kmer_branch,
+        }
+        self.input_length, self.target_names, self.flanks, self.strand = input_length, target_names, flanks, strand
+        self.register_buffer("target_mean", torch.tensor(target_mean), persistent=False)
+        self.register_buffer("target_sd", torch.tensor(target_sd), persistent=False)
+        self.embedding = nn.Embedding(VOCAB_SIZE, channels, padding_idx=PAD_ID)
+        self.stem = nn.Conv1d(channels, channels, kernel, padding=kernel // 2)
+        self.stem_norm = nn.BatchNorm1d(channels)
+        self.blocks = nn.ModuleList(_ConvBlock(channels, kernel, dropout) for _ in range(stages))
+        self.project = nn.Linear(channels, embed_dim)
+        tokens = input_length
+        for _ in range(stages):
+            tokens = (tokens + 1) // 2
+        self.positional = LearnedPositionalEncoding(tokens, embed_dim)
+        self.encoder = TransformerEncoder(embed_dim, num_heads, num_layers, dropout=dropout, attention_dropout=0.0,
+                                          ffn_dropout=0.0, norm_first=True)
+        self.head = nn.Sequential(nn.Linear(embed_dim, embed_dim), nn.SiLU(), nn.Dropout(dropout),
+                                  nn.Linear(embed_dim, count))
+        self.kmer_branch = kmer_branch
+        if kmer_branch:
+            features = sum(4**k for k in range(1, kmer_branch + 1))
+            self.register_buffer("kmer_mean", torch.zeros(features))
+            self.register_buffer("kmer_scale", torch.ones(features))
+            self.kmer_linear = nn.Linear(features, count)
+            nn.init.zeros_(self.kmer_linear.weight)
+            nn.init.zeros_(self.kmer_linear.bias)
+
+    @property
+    def num_targets(self) -> int:
+        return len(self.target_names)
+
+    @property
+    def embedding_dim(self) -> int:
+        """Width D of :meth:`embed`'s vectors."""
+        return int(self.config["embed_dim"])
+
+    # ------------------------------------------------------------------------------------------ tensors
+    def standardised(self, tokens: Tensor) -> tuple[Tensor, Tensor]:
+        """``(head output (B, T) in training-sd units, pooled embedding (B, D))`` for ``tokens (B, L)``."""
+        if tokens.dim() != 2 or tokens.shape[1] > self.input_length:
+            raise ValueError(f"tokens must be (B, L) with L <= {self.input_length}, got {tuple(tokens.shape)}")
+        keep = (tokens != PAD_ID).unsqueeze(1).to(self.embedding.weight.dtype)  # (B, 1, L)
+        x = self.embedding(tokens).transpose(1, 2) * keep
+        x = F.silu(self.stem_norm(self.stem(x))) * keep
+        for block in self.blocks:
+            x = block(x, keep)
+            x = F.max_pool1d(x, 2, ceil_mode=True)
+            keep = F.max_pool1d(keep, 2, ceil_mode=True)
+            x = x * keep
+        hidden = self.positional(self.project(x.transpose(1, 2)))
+        padding = keep[:, 0] == 0  # (B, L')
+        hidden, _ = self.encoder(hidden, key_padding_mask=padding if bool(padding.any()) else None)
+        weights = (~padding).unsqueeze(-1).to(hidden.dtype)
+        embedding = (hidden * weights).sum(1) / weights.sum(1).clamp_min(1.0)
+        with torch.autocast(hidden.device.type, enabled=False):
+            out = self.head(embedding.float())
+            if self.kmer_branch:
+                out = out + self.kmer_linear(self.kmer_features(tokens))
+        return out, embedding
+
+    def kmer_features(self, tokens: Tensor) -> Tensor:
+        """The standardised k-mer counts ``(B, F)`` the k-mer branch reads."""
+        return (kmer_counts(tokens, self.kmer_branch) - self.kmer_mean) / self.kmer_scale
+
+    def forward(self, tokens: Tensor) -> dict[str, Tensor]:
+        """``tokens (B, L)`` (element token ids, ``PAD`` = padding) → ``{"values": (B, T) in the training units,
+        "embedding": (B, D)}`` (one strand: the one given)."""
+        out, embedding = self.standardised(tokens)
+        return {"values": out * self.target_sd + self.target_mean, "embedding": embedding}
+
+    # ------------------------------------------------------------------------------------------ strings
+    def tokenize(self, sequences: str | Sequence[str], records: Sequence[str] | None = None) -> Tensor:
+        """Token ids ``(N, input_length)`` of raw strings: flanks stripped, padded; a non-ACGTN character or an
+        element longer than :attr:`input_length` is a :class:`UserInputError` naming the record."""
+        if isinstance(sequences, str):
+            sequences = [sequences]
+        if len(sequences) == 0:
+            raise UserInputError("no sequences given")
+        out = torch.full((len(sequences), self.input_length), PAD_ID, dtype=torch.long)
+        for index, sequence in enumerate(sequences):
+            record = records[index] if records is not None else f"sequence {index}"
+            element = strip_flanks(sequence, self.flanks)
+            ids = encode(element, record=record)
+            if len(ids) > self.input_length:
+                raise UserInputError(f"{record}: {len(ids)} nt after removing the flanks; this model accepts at most "
+                                     f"{self.input_length} nt (its training length)")
+            out[index, : len(ids)] = torch.from_numpy(ids)
+        return out
+
+    @torch.no_grad()
+    def _run(self, tokens: Tensor, key: str, batch_size: int, strand: str | None) -> np.ndarray:
+        was_training = self.training
+        self.eval()
+        device = next(self.parameters()).device
+        both = (strand or self.strand) == "both"
+        chunks = []
+        try:
+            for start in range(0, len(tokens), batch_size):
+                ids = tokens[start : start + batch_size].to(device)
+                out = self(ids)[key]
+                if both:
+                    out = (out + self(reverse_complement_ids(ids, ids == PAD_ID))[key]) / 2
+                chunks.append(out.double().cpu().numpy())
+        finally:
+            self.train(was_training)
+        return np.concatenate(chunks)
+
+    def predict_tokens(self, tokens: Tensor, *, batch_size: int = 256, strand: str | None = None) -> np.ndarray:
+        """Values ``(N, T)`` float64 of token ids ``(N, L)`` (see :meth:`forward`), strands as :attr:`strand` says."""
+        return self._run(tokens, "values", batch_size, strand)
+
+    def predict(self, sequences: str | Sequence[str], *, batch_size: int = 256, strand: str | None = None,
+                records: Sequence[str] | None = None) -> np.ndarray:
+        """Activities ``(N, T)`` float64 of DNA strings, in input order, one column per :attr:`target_names`.
+
+        Strings may carry the run's constant flanks or not; ``strand`` (default: the run's) ``"both"`` averages
+        each sequence with its reverse complement. ``records`` names the sequences in errors."""
+        return self.predict_tokens(self.tokenize(sequences, records), batch_size=batch_size, strand=strand)
+
+    def embed(self, sequences: str | Sequence[str], *, batch_size: int = 256, strand: str | None = None) -> np.ndarray:
+        """Pooled encoder embeddings ``(N, D)`` float64 of DNA strings (strands as in :meth:`predict`)."""
+        return self._run(self.tokenize(sequences), "embedding", batch_size, strand)

@@ -1,0 +1,283 @@
+"""Activity data: DNA sequences with one or more measured values, read from CSV/TSV or FASTA, checked, flank-aware.
+
+Files:
+
+- CSV / TSV (``.tsv`` or a tab in the header line: tab-separated): a header with a sequence column (``sequence``
+  or ``seq``, or the one named by ``sequence_column``), optionally an ``id`` / ``name`` column, and numeric
+  target columns: ``targets`` names them, otherwise every column other than the sequence and id whose first
+  value is a number (every later value of such a column must be one too).
+- FASTA (parsed by Biopython): the value in the description, ``>id value=1.3`` / ``>id 1.3``; several targets
+  as ``>id hepg2=1.3 k562=0.2`` (every record must carry the same names).
+
+Every problem is a :class:`~bioattn.errors.UserInputError` naming the file, the record and the problem: a missing
+column, a non-numeric or missing value, a base other than A/C/G/T/N, an empty sequence.
+
+Constant flanks (MPRA adapters): :func:`detect_flanks` finds a prefix / suffix shared by every sequence (at least
+:data:`MIN_FLANK` nt); :func:`strip_all` removes them. Reverse-complement pairs (MPRAs often test both
+orientations of an element) are kept on one side of every split: :func:`element_groups`.
+"""
+from __future__ import annotations
+
+import csv
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from bioattn.data.dna import reverse_complement
+from bioattn.errors import UserInputError
+
+SEQUENCE_COLUMNS = ("sequence", "seq")
+ID_COLUMNS = ("id", "name", "record")
+FASTA_SUFFIXES = (".fa", ".fasta", ".fna", ".fas")
+#: Shortest prefix / suffix shared by every training sequence that counts as a constant flank.
+MIN_FLANK = 6
+_BASES = re.compile(r"[ACGTN]+")
+_KEY_VALUE = re.compile(r"^([^=\s]+)=(\S*)$")
+
+
+@dataclass
+class ActivitySplit:
+    """Sequences with values: ``records`` (names, for errors and outputs), ``sequences`` (upper case, as read or
+    with flanks stripped), ``values (N, T)`` float64, ``target_names`` (T), ``source`` (the file(s)) and
+    ``file_index`` (which input file each row came from)."""
+
+    records: list[str]
+    sequences: list[str]
+    values: np.ndarray
+    target_names: list[str]
+    source: str = ""
+    file_index: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    def __len__(self) -> int:
+        return len(self.sequences)
+
+    def subset(self, index: Sequence[int] | np.ndarray) -> "ActivitySplit":
+        index = np.asarray(index, dtype=np.int64)
+        files = self.file_index[index] if len(self.file_index) else np.zeros(len(index), dtype=np.int64)
+        return ActivitySplit([self.records[i] for i in index], [self.sequences[i] for i in index],
+                             self.values[index], list(self.target_names), self.source, files)
+
+    def lengths(self) -> np.ndarray:
+        return np.array([len(s) for s in self.sequences], dtype=np.int64)
+
+
+def _is_fasta(path: Path) -> bool:
+    suffixes = [s.lower() for s in path.suffixes if s.lower() != ".gz"]
+    if suffixes and suffixes[-1] in FASTA_SUFFIXES:
+        return True
+    with _open(path) as handle:
+        return handle.read(1) == ">"
+
+
+def _open(path: Path):
+    import gzip
+
+    if not path.is_file():
+        raise UserInputError(f"{path}: file not found")
+    with open(path, "rb") as probe:
+        gz = probe.read(2) == b"\x1f\x8b"
+    return gzip.open(path, "rt", encoding="utf-8", newline="") if gz else open(path, encoding="utf-8", newline="")
+
+
+def _number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if np.isfinite(value) else None
+
+
+def _check_sequence(path: Path, record: str, sequence: str) -> str:
+    sequence = sequence.strip().upper()
+    if not sequence:
+        raise UserInputError(f"{path}: {record}: empty sequence")
+    if not _BASES.fullmatch(sequence):
+        bad = next(i for i, c in enumerate(sequence) if c not in "ACGTN")
+        raise UserInputError(f"{path}: {record}: invalid base {sequence[bad]!r} at position {bad + 1}; expected A, C, "
+                             "G, T or N")
+    return sequence
+
+
+def _read_table(path: Path, targets: Sequence[str] | None, sequence_column: str | None) -> ActivitySplit:
+    try:
+        with _open(path) as handle:
+            first = handle.readline()
+            delimiter = "\t" if path.name.lower().endswith((".tsv", ".tsv.gz")) or "\t" in first else ","
+            rows = list(csv.reader([first, *handle], delimiter=delimiter))
+    except UnicodeDecodeError as exc:
+        raise UserInputError(f"{path}: not a text file") from exc
+    rows = [row for row in rows if any(cell.strip() for cell in row)]
+    if not rows:
+        raise UserInputError(f"{path}: file is empty (no header, no records)")
+    header = [cell.strip() for cell in rows[0]]
+    lower = [name.lower() for name in header]
+    wanted = [sequence_column.lower()] if sequence_column else list(SEQUENCE_COLUMNS)
+    seq_col = next((lower.index(name) for name in wanted if name in lower), None)
+    if seq_col is None:
+        raise UserInputError(f"{path}: no sequence column ({' or '.join(wanted)}) in the header: {','.join(header)}")
+    id_col = next((lower.index(name) for name in ID_COLUMNS if name in lower), None)
+    data = rows[1:]
+    if not data:
+        raise UserInputError(f"{path}: a header but no records")
+    if targets:
+        missing = [name for name in targets if name not in header]
+        if missing:
+            raise UserInputError(f"{path}: target column {missing[0]!r} not in the header: {','.join(header)}")
+        target_cols = [header.index(name) for name in targets]
+    else:
+        target_cols = [i for i in range(len(header)) if i not in (seq_col, id_col)
+                       and i < len(data[0]) and _number(data[0][i]) is not None]
+        if not target_cols:
+            raise UserInputError(f"{path}: no numeric value column besides the sequence (header: {','.join(header)}); "
+                                 "name the value columns with --target")
+    records, sequences, values = [], [], np.empty((len(data), len(target_cols)))
+    for n, row in enumerate(data):
+        name = row[id_col].strip() if id_col is not None and id_col < len(row) else str(n + 1)
+        record = f"record {name!r} (data row {n + 1})"
+        sequences.append(_check_sequence(path, record, row[seq_col] if seq_col < len(row) else ""))
+        for j, col in enumerate(target_cols):
+            cell = row[col].strip() if col < len(row) else ""
+            value = _number(cell)
+            if value is None:
+                problem = "missing value" if not cell else f"value {cell!r} is not a number"
+                raise UserInputError(f"{path}: {record}: column {header[col]!r}: {problem}")
+            values[n, j] = value
+        records.append(name)
+    return ActivitySplit(records, sequences, values, [header[c] for c in target_cols], str(path))
+
+
+def _read_fasta(path: Path, targets: Sequence[str] | None) -> ActivitySplit:
+    from Bio import SeqIO
+
+    records, sequences, rows, names = [], [], [], None
+    with _open(path) as handle:
+        try:
+            parsed = list(SeqIO.parse(handle, "fasta"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise UserInputError(f"{path}: not valid FASTA ({str(exc).splitlines()[0]})") from exc
+    if not parsed:
+        raise UserInputError(f"{path}: no FASTA records (no line starting with '>')")
+    for n, entry in enumerate(parsed, start=1):
+        record = f"record {entry.id!r} (#{n})"
+        fields = entry.description.split()[1:]
+        pairs: dict[str, str] = {}
+        for item in fields:
+            match = _KEY_VALUE.match(item)
+            if match:
+                pairs[match.group(1)] = match.group(2)
+            elif _number(item) is not None and "value" not in pairs:
+                pairs["value"] = item
+        found = [key for key in pairs if _number(pairs[key]) is not None] if not targets else list(targets)
+        if not found:
+            raise UserInputError(f"{path}: {record}: no value in the header (expected e.g. '>{entry.id} value=1.3' "
+                                 f"or '>{entry.id} 1.3')")
+        if names is None:
+            names = found
+        wanted = names
+        row = []
+        for key in wanted:
+            if key not in pairs:
+                raise UserInputError(f"{path}: {record}: no '{key}=' value in the header (the first record has "
+                                     f"{', '.join(names)})")
+            value = _number(pairs[key])
+            if value is None:
+                raise UserInputError(f"{path}: {record}: value {pairs[key]!r} of {key!r} is not a number")
+            row.append(value)
+        sequences.append(_check_sequence(path, record, str(entry.seq)))
+        records.append(entry.id)
+        rows.append(row)
+    return ActivitySplit(records, sequences, np.array(rows, dtype=np.float64), list(names or []), str(path))
+
+
+def read_activity_file(path: str | os.PathLike, *, targets: Sequence[str] | None = None,
+                       sequence_column: str | None = None) -> ActivitySplit:
+    """Read one CSV/TSV or FASTA file of sequences with values (see the module docstring)."""
+    path = Path(path)
+    split = _read_fasta(path, targets) if _is_fasta(path) else _read_table(path, targets, sequence_column)
+    split.file_index = np.zeros(len(split), dtype=np.int64)
+    return split
+
+
+def read_activity_files(paths: Sequence[str | os.PathLike], *, targets: Sequence[str] | None = None,
+                        sequence_column: str | None = None) -> ActivitySplit:
+    """The rows of several files, in order (``file_index`` says which file); every file must have the targets of
+    the first."""
+    parts = []
+    for index, path in enumerate(paths):
+        part = read_activity_file(path, targets=targets or (parts[0].target_names if parts else None),
+                                  sequence_column=sequence_column)
+        part.file_index = np.full(len(part), index, dtype=np.int64)
+        parts.append(part)
+    return ActivitySplit([r for p in parts for r in p.records], [s for p in parts for s in p.sequences],
+                         np.concatenate([p.values for p in parts]), list(parts[0].target_names),
+                         ", ".join(str(p) for p in paths), np.concatenate([p.file_index for p in parts]))
+
+
+# ------------------------------------------------------------------------------------------------ flanks
+def detect_flanks(sequences: Sequence[str], minimum: int = MIN_FLANK) -> tuple[str, str]:
+    """The longest prefix and suffix shared by every sequence (``""`` when shorter than ``minimum`` nt or when
+    fewer than 2 sequences); the element between them keeps at least 1 nt."""
+    if len(sequences) < 2:
+        return "", ""
+    prefix = os.path.commonprefix(list(sequences))
+    suffix = os.path.commonprefix([s[::-1] for s in sequences])[::-1]
+    shortest = min(len(s) for s in sequences)
+    prefix = prefix if len(prefix) >= minimum else ""
+    suffix = suffix if len(suffix) >= minimum else ""
+    if len(prefix) + len(suffix) >= shortest:
+        return prefix, ""
+    return prefix, suffix
+
+
+def strip_all(split: ActivitySplit, flanks: tuple[str, str]) -> ActivitySplit:
+    """``split`` with the flanks removed from every sequence that carries them."""
+    from bioattn.models.activity import strip_flanks
+
+    sequences = [strip_flanks(s, flanks) for s in split.sequences]
+    empty = [i for i, s in enumerate(sequences) if not s]
+    if empty:
+        raise UserInputError(f"{split.source}: record {split.records[empty[0]]!r}: nothing is left after removing the "
+                             f"flanks {flanks[0]!r} / {flanks[1]!r}")
+    return ActivitySplit(list(split.records), sequences, split.values, list(split.target_names), split.source,
+                         split.file_index)
+
+
+# ------------------------------------------------------------------------------------------------ splits
+def element_groups(sequences: Sequence[str]) -> np.ndarray:
+    """Group id per sequence: a sequence, its copies and its reverse complement share one (so both orientations
+    of an MPRA element always land on the same side of a split)."""
+    ids: dict[str, int] = {}
+    return np.array([ids.setdefault(min(s, reverse_complement(s)), len(ids)) for s in sequences], dtype=np.int64)
+
+
+def group_folds(groups: np.ndarray, k: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``k`` ``(train_index, held_out_index)`` pairs; every group in one fold; groups shuffled by ``seed``."""
+    unique = np.unique(groups)
+    if len(unique) < k:
+        raise UserInputError(f"{len(unique)} distinct elements are too few for {k} folds")
+    order = np.random.default_rng(seed).permutation(unique)
+    fold_of_group = {g: i % k for i, g in enumerate(order)}
+    fold = np.array([fold_of_group[g] for g in groups])
+    return [(np.flatnonzero(fold != f), np.flatnonzero(fold == f)) for f in range(k)]
+
+
+def file_folds(file_index: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """One fold per input file: train on the other files, hold this one out."""
+    return [(np.flatnonzero(file_index != f), np.flatnonzero(file_index == f)) for f in np.unique(file_index)]
+
+
+def validation_split(split: ActivitySplit, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(fit_index, validation_index)``: about ``fraction`` of the elements (grouped, at least 2 sequences when
+    there are 5 or more elements) held out for early stopping."""
+    groups = element_groups(split.sequences)
+    unique = np.random.default_rng(seed).permutation(np.unique(groups))
+    if len(unique) < 5:
+        raise UserInputError(f"{split.source}: {len(unique)} distinct elements are too few to train on (at least 5: "
+                             "some are kept aside to decide when to stop training)")
+    take = max(2, int(round(fraction * len(unique))))
+    held = np.isin(groups, unique[:take])
+    return np.flatnonzero(~held), np.flatnonzero(held)

@@ -1,0 +1,81 @@
+"""Load activity models (a run directory, an ensemble run directory or a shipped name) and predict files.
+
+:func:`load_activity_models` returns the list of :class:`~bioattn.models.activity.ActivityRegressor` of a run (one,
+or the members of a cross-validation / seed run); :func:`predict_values` averages their predictions;
+:func:`predict_activity` is ``bioattn predict activity``.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from bioattn.errors import UserInputError
+from bioattn.io import write_table
+from bioattn.models.activity import ActivityRegressor
+from bioattn.models.ensemble import ENSEMBLE_TYPE
+from bioattn.models.registry import read_config, resolve_model_dir
+from bioattn.distributed import resolve_device
+
+
+def load_activity_models(source: str | os.PathLike, device: str = "cpu") -> list[ActivityRegressor]:
+    """The model(s) of ``source``: ``[model]`` or an ensemble's members (each an ActivityRegressor)."""
+    folder = resolve_model_dir(source)
+    config = read_config(folder)
+    if config.get("model_type") == ENSEMBLE_TYPE:
+        if config.get("member_type") != "ActivityRegressor":
+            raise UserInputError(f"{folder}: holds an ensemble of {config.get('member_type')}, not of ActivityRegressor")
+        return [ActivityRegressor.from_pretrained(folder / name, map_location=device) for name in config["members"]]
+    return [ActivityRegressor.from_pretrained(folder, map_location=device)]
+
+
+def predict_values(models: Sequence[ActivityRegressor], sequences: Sequence[str], *, records: Sequence[str] | None = None,
+                   strand: str | None = None, batch_size: int = 256) -> np.ndarray:
+    """``(N, T)``: the mean over ``models`` of :meth:`ActivityRegressor.predict`."""
+    return np.mean([m.predict(sequences, records=records, strand=strand, batch_size=batch_size) for m in models], axis=0)
+
+
+def read_sequences(path: Path) -> tuple[list[str], list[str]]:
+    """``(ids, sequences)`` of a FASTA or CSV/TSV file (value columns ignored)."""
+    from bioattn.data.dna import read_records
+
+    ids, sequences = [], []
+    source = Path(path)
+    if source.suffix.lower() in (".tsv", ".csv") or source.name.lower().endswith((".tsv.gz", ".csv.gz")):
+        from bioattn.tasks.activity.data import _open
+
+        import csv
+
+        with _open(source) as handle:
+            first = handle.readline()
+            delimiter = "\t" if "\t" in first else ","
+            rows = list(csv.reader([first, *handle], delimiter=delimiter))
+        header = [c.strip().lower() for c in rows[0]]
+        column = next((header.index(n) for n in ("sequence", "seq") if n in header), None)
+        if column is None:
+            raise UserInputError(f"{source}: no 'sequence' (or 'seq') column in the header: {','.join(rows[0])}")
+        id_column = header.index("id") if "id" in header else None
+        for n, row in enumerate(r for r in rows[1:] if any(c.strip() for c in r)):
+            ids.append(row[id_column].strip() if id_column is not None else str(n + 1))
+            sequences.append(row[column].strip() if column < len(row) else "")
+            if not sequences[-1]:
+                raise UserInputError(f"{source}: record {ids[-1]!r}: empty sequence")
+        return ids, sequences
+    for record in read_records(source):
+        ids.append(record.id)
+        sequences.append(record.sequence)
+    return ids, sequences
+
+
+def predict_activity(source: str | os.PathLike, input_path: str | os.PathLike, output: str | os.PathLike, *,
+                     strand: str | None = None, batch_size: int = 256, device: str = "auto") -> int:
+    """Write ``output`` (CSV/TSV: id, one column per target) for the sequences of ``input_path``; returns the row
+    count. Every sequence is checked before anything is written."""
+    models = load_activity_models(source, device=str(resolve_device(device)))
+    ids, sequences = read_sequences(Path(input_path))
+    records = [f"{input_path}: record {name!r}" for name in ids]
+    values = predict_values(models, sequences, records=records, strand=strand, batch_size=batch_size)
+    write_table(output, ["id", *models[0].target_names], ([name, *row] for name, row in zip(ids, values.tolist())))
+    return len(ids)
