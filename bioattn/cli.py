@@ -31,6 +31,7 @@ COMMANDS: dict[str, dict[str, str]] = {
         "promoter": "bioattn.commands.predict_promoter",
         "ct": "bioattn.commands.predict_ct",
         "msa": "bioattn.commands.predict_msa",
+        "variants": "bioattn.commands.predict_variants",
     },
     "explain": {
         "promoter": "bioattn.commands.explain_promoter",

@@ -10,6 +10,7 @@ import importlib
 from bioattn.tasks.base import Task
 
 TASKS: dict[str, str] = {
+    "variants": "bioattn.tasks.variants.task:TASK",
 }
 
 
