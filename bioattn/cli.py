@@ -26,6 +26,7 @@ COMMANDS: dict[str, dict[str, str]] = {
         "promoter": "bioattn.commands.train_promoter",
         "ct": "bioattn.commands.train_ct",
         "msa": "bioattn.commands.train_msa",
+        "variants": "bioattn.commands.train_variants",
     },
     "predict": {
         "promoter": "bioattn.commands.predict_promoter",

@@ -37,6 +37,7 @@ MODEL_TYPES = {
     "MSAContactModel": "bioattn.models.msa_contact:MSAContactModel",
     "HybridCT3D": "bioattn.models.hybrid_ct:HybridCT3D",
     "MSATransformer": "bioattn.models.msa_transformer:MSATransformer",
+    "VariantEffectHead": "bioattn.models.variant_head:VariantEffectHead",
 }
 
 

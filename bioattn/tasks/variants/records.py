@@ -107,7 +107,7 @@ def _vcf_records(path: Path) -> Iterator[tuple[int, str, int, str, list[str], di
     except (OSError, Exception) as exc:  # cyvcf2 raises OSError / Exception for unreadable files
         raise UserInputError(f"{path}: not a readable VCF ({exc})") from exc
     try:
-        known = {line.get("ID") for line in reader.header_iter() if line.type == "INFO"}
+        known = {line.info().get("ID") for line in reader.header_iter() if line.type == "INFO"}
         for index, record in enumerate(reader):
             labels = {}
             for key, name in (("EFFECT", "effect"), ("CONF", "conf")):
