@@ -209,3 +209,23 @@ def test_saturation_table_and_heatmap(files) -> None:
     assert all((table["alt"] != table["ref"]))
     png = out.with_suffix(".png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.slow
+def test_torchrun_two_processes_write_the_one_process_file(files) -> None:
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    flags = ["predict", "variants", "--model", "gue-prom-core-all", "--reference", str(files["ref"]), "--input",
+             str(files["vcf"]), "--device", "cpu"]
+    one, two = files["dir"] / "one.tsv", files["dir"] / "two.tsv"
+    done = subprocess.run([sys.executable, "-m", "bioattn.cli", *flags, "--output", str(one)], env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                           "-m", "bioattn.cli", *flags, "--output", str(two)], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert two.read_bytes() == one.read_bytes()

@@ -9,8 +9,8 @@ linear model (ElasticNetCV) is cross-validated within the release, folds grouped
 each element, beside same-run baselines: the nearby effects alone, the activity model's raw allele difference and
 a k-mer ridge's (--kmer-train FILES, e.g. the activity model's training files). Pearson and Spearman per element,
 on all and on confident variants (CONF >= 0.1), and their means over promoters and enhancers are written to
-OUT/metrics.json and OUT/summary.md; out-of-fold predictions to OUT/out_of_fold.tsv. OUT is a run directory that
-'bioattn predict variants --model OUT' accepts (it stores the activity model's weights and the release).
+OUT/metrics.json and OUT/summary.md; out-of-fold predictions to OUT/out_of_fold.tsv, the features to
+OUT/features.tsv. OUT is a run directory that 'bioattn predict variants --model OUT' accepts (it stores the activity model's weights and the release).
 Contigs whose FASTA header says gene_strand=- are scored in reverse complement (gene orientation), as an
 oriented MPRA reads them (--no-gene-orientation to turn off).
 """

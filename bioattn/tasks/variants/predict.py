@@ -151,6 +151,19 @@ def score_variants(model: Any, reference: Any, variants: Any, *, offsets: Sequen
     return table
 
 
+def saturation_map(model: Any, reference: Any, region: str | None = None, *, offsets: Sequence[int] | None = None,
+                   strands: str = "auto", gene_orientation: bool = False, device: str = "cpu",
+                   progress: bool = False) -> Any:
+    """Every possible SNV of ``region`` (``chrom:start-end``, 1-based inclusive; default every record of
+    ``reference``) scored like :func:`score_variants`: the table ``bioattn predict variants --saturation`` writes
+    (draw it with :func:`bioattn.tasks.variants.saturation.draw_saturation`)."""
+    from bioattn.tasks.variants.saturation import saturation_variants
+
+    with open_reference(reference) as fasta:
+        return score_variants(model, fasta, saturation_variants(fasta, region), offsets=offsets, strands=strands,
+                              gene_orientation=gene_orientation, device=device, progress=progress)
+
+
 def _score(model: Any, reference: Any, variants: Any, *, offsets: Sequence[int] | None, strands: str,
            gene_orientation: bool, skip_indels: bool, skip_invalid: bool, device: str, progress: bool,
            shard: bool = False) -> tuple[Any, VariantPredictions]:

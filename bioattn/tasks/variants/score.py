@@ -151,6 +151,29 @@ def _as_matrix(values: Any, n: int) -> np.ndarray:
     return values.reshape(n, -1)
 
 
+def predict_and_embed(model: Any, sequences: list[str], batch_size: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    """``(values (N, T), embeddings (N, D))``: one forward pass per batch when the model has the activity models'
+    tensor API (``tokenize`` and ``forward(tokens) -> {"values", "embedding"}``) and scores one strand, else
+    ``predict`` and ``embed``."""
+    import torch
+
+    if not (hasattr(model, "tokenize") and getattr(model, "strand", None) == "forward"):
+        return np.asarray(model.predict(sequences), dtype=np.float64), np.asarray(model.embed(sequences), dtype=np.float64)
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    values, embeddings = [], []
+    try:
+        with torch.no_grad():
+            for first in range(0, len(sequences), batch_size):
+                out = model(model.tokenize(sequences[first : first + batch_size]).to(device))
+                values.append(out["values"].double().cpu().numpy())
+                embeddings.append(out["embedding"].double().cpu().numpy())
+    finally:
+        model.train(was_training)
+    return np.concatenate(values), np.concatenate(embeddings)
+
+
 def allele_scores(model: Any, reference: Any, variants: Sequence[Variant], *, offsets: Sequence[int] | None = None,
                   strands: str = "auto", reverse: Callable[[str], bool] | None = None, embed: bool = False,
                   chunk: int = CHUNK, progress: bool = True) -> AlleleScores:
@@ -182,9 +205,12 @@ def allele_scores(model: Any, reference: Any, variants: Sequence[Variant], *, of
             # one predict call per chunk; identical windows scored once
             strings = [s_ for block in rows for s_ in _strings(block)]
             unique, inverse = np.unique(np.array(strings, dtype=object), return_inverse=True)
-            predicted = _as_matrix(model.predict(list(unique)), len(unique))[inverse]
             if embed:
-                embedded = np.asarray(model.embed(list(unique)), dtype=np.float64)[inverse]
+                values, embedded = predict_and_embed(model, list(unique))
+                predicted, embedded = _as_matrix(values, len(unique))[inverse], embedded[inverse]
+            else:
+                predicted = _as_matrix(model.predict(list(unique)), len(unique))[inverse]
+            if embed:
                 if ref_e is None:
                     ref_e = np.zeros((n, p, s, embedded.shape[1]))
                     alt_e = np.zeros_like(ref_e)

@@ -229,6 +229,10 @@ def train_variant_head(options: VariantTrainOptions) -> dict[str, Any]:
     for path, predicted in predictions.items():
         oof_table[path] = predicted
     write_table(out / "out_of_fold.tsv", list(oof_table.columns), oof_table.itertuples(index=False, name=None))
+    feature_table = table[["chrom", "pos", "ref", "alt", "effect", "conf", "group"]].copy()
+    for name, values in features.items():
+        feature_table[name] = values
+    write_table(out / "features.tsv", list(feature_table.columns), feature_table.itertuples(index=False, name=None))
     write_text(out / "summary.md", summary_markdown(metrics))
     return metrics
 
