@@ -68,7 +68,7 @@ def test_head_cross_validates_and_predicts_through_the_cli(tmp_path, tiny_activi
     metrics = train_variant_head(VariantTrainOptions(activity_model=str(tiny_activity), reference=fasta, input=vcf,
                                                      out=out, folds=3, activity_name="tiny-activity"))
     paths = metrics["paths"]
-    assert set(paths) == {"head", "activity_only", "no_model", "activity_delta"}
+    assert set(paths) == {"head", "activity_only", "delta_only", "no_model", "activity_delta"}
     # effects are smooth in position: the nearby measured effects predict held-out blocks
     assert paths["no_model"]["mean"]["all"]["pearson"] > 0.5
     assert paths["head"]["mean"]["all"]["pearson"] > 0.5

@@ -158,5 +158,7 @@ def head_table(head: Any, reference: Any, variants: Sequence[Variant], *, progre
     available = dict(zip(names + list(NEARBY), np.column_stack([features, nearby]).T))
     matrix = np.column_stack([available[name] for name in head.feature_names])
     table = score_table(variants, mine, as_dna_model(head.activity_model).target_names)
-    table["predicted_effect"] = head.predict_features(matrix)
+    means = head.release.groupby("chrom")["effect"].mean()  # the head predicts effects relative to the element mean
+    offset = np.array([means.get(v.chrom, 0.0) for v in variants])
+    table["predicted_effect"] = head.predict_features(matrix) + offset
     return table

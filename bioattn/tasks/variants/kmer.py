@@ -1,4 +1,4 @@
-"""The k-mer ridge baseline as a DNA model: counts of every k-mer (k = 1..6) of a sequence, ridge regression
+"""The k-mer ridge baseline as a DNA model: counts of every k-mer (k = 1..5 by default) of a sequence, ridge regression
 (scikit-learn ``RidgeCV``, the penalty chosen by internal cross-validation), so its allele differences can be
 scored exactly like an activity model's (same windows, placements and strands)."""
 from __future__ import annotations
@@ -42,7 +42,7 @@ class KmerRidge:
 
     target_names = ["kmer_ridge"]
 
-    def __init__(self, input_length: int, k_max: int = 6) -> None:
+    def __init__(self, input_length: int, k_max: int = 5) -> None:
         self.input_length, self.k_max = int(input_length), k_max
         self.model = None
 

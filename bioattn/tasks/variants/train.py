@@ -6,10 +6,13 @@ in gene orientation where the FASTA header says ``gene_strand=-`` (the lentiMPRA
 by blocks of ``block`` positions within each element (the CAGI5 release comes in 16-nt blocks), so neighbours
 never sit on both sides of a split; in each fold the nearby-effect features of training variants come from the
 other training blocks, those of held-out variants from the training variants only. Sparse linear model: scikit-learn
-``ElasticNetCV`` on standardised features (penalty and L1 ratio chosen by an inner grouped cross-validation).
+``ElasticNetCV`` on standardised features (penalty and L1 ratio chosen by an inner grouped cross-validation), fitted
+without intercept to effects centred within each element (by the training variants' mean): the CAGI5 metric is a
+correlation within each element, and a fold-dependent intercept or between-element differences only add noise to it.
+The saved head adds the release's mean effect of the element back when it predicts a variant of a release element.
 
 Paths compared on the same folds: ``head`` (activity features + nearby effects), ``activity_only`` (activity
-features), ``no_model`` (nearby effects alone: baseline a), ``activity_delta`` (the activity model's raw allele
+features), ``delta_only`` (the activity model's allele difference alone, fitted), ``no_model`` (nearby effects alone: baseline a), ``activity_delta`` (the activity model's raw allele
 difference, nothing fitted: baseline b), ``kmer_delta`` (the allele difference of a k-mer ridge fitted on the
 activity training data in the same run: baseline c) and ``kmer_head`` (k-mer delta + nearby effects). The fitted
 path with the best mean Pearson over the elements is refitted on the whole release and saved as the head.
@@ -29,7 +32,7 @@ from bioattn.progress import progress_bar
 from bioattn.tasks.variants.evaluate import CONFIDENT, header_fields, per_element, summarise
 from bioattn.tasks.variants.head import NEARBY, model_features, nearby_features
 
-FITTED = ("head", "activity_only", "no_model", "kmer_head")
+FITTED = ("head", "activity_only", "delta_only", "no_model", "kmer_head")
 RAW = ("activity_delta", "kmer_delta")
 
 
@@ -65,15 +68,33 @@ class VariantTrainOptions:
 
 
 def _fit(x: np.ndarray, y: np.ndarray, groups: np.ndarray, seed: int) -> Any:
+    """ElasticNetCV without intercept on standardised features ``x`` and element-centred effects ``y``."""
     from sklearn.linear_model import ElasticNetCV
     from sklearn.model_selection import GroupKFold
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
 
     inner = list(GroupKFold(n_splits=min(5, len(np.unique(groups))), shuffle=True, random_state=seed).split(x, y, groups))
-    model = make_pipeline(StandardScaler(), ElasticNetCV(l1_ratio=[0.1, 0.5, 0.9, 1.0], alphas=30, cv=inner,
-                                                         max_iter=20000, random_state=seed))
-    return model.fit(x, y)
+    return ElasticNetCV(l1_ratio=[0.1, 0.5, 0.9, 1.0], alphas=30, cv=inner, max_iter=20000, fit_intercept=False,
+                        random_state=seed).fit(x, y)
+
+
+def _stats(values: np.ndarray) -> tuple[float, float]:
+    sd = float(np.std(values))
+    return float(np.mean(values)), sd if sd > 0 else 1.0
+
+
+def _standardised(columns: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, tuple[float, float]]]:
+    """Each column standardised over all rows (label-free features; nearby features of one fold), and the stats."""
+    stats = {name: _stats(values) for name, values in columns.items()}
+    return {name: (values - stats[name][0]) / stats[name][1] for name, values in columns.items()}, stats
+
+
+def _centred(y: np.ndarray, elements: np.ndarray) -> np.ndarray:
+    """``y`` minus its mean within each element (the head predicts effects relative to the element's mean)."""
+    out = y.astype(np.float64).copy()
+    for name in np.unique(elements):
+        rows = elements == name
+        out[rows] -= out[rows].mean()
+    return out
 
 
 def _read_kmer_training(paths: Sequence[Path]) -> tuple[list[str], np.ndarray]:
@@ -101,7 +122,7 @@ def _read_kmer_training(paths: Sequence[Path]) -> tuple[list[str], np.ndarray]:
 
 
 def _feature_sets(names: list[str]) -> dict[str, list[str]]:
-    return {"head": names + list(NEARBY), "activity_only": list(names), "no_model": list(NEARBY),
+    return {"head": names + list(NEARBY), "activity_only": list(names), "delta_only": [names[0]], "no_model": list(NEARBY),
             "kmer_head": ["kmer_delta", *NEARBY]}
 
 
@@ -121,10 +142,11 @@ def cross_validate(table: Any, features: dict[str, np.ndarray], sets: dict[str, 
                                      table.iloc[train], bandwidth=options.bandwidth, radius=options.radius,
                                      block=options.block)
             columns = dict(features)
-            columns.update({name: nearby[:, k] for k, name in enumerate(NEARBY)})
+            columns.update(_standardised({name: nearby[:, k] for k, name in enumerate(NEARBY)})[0])
+            target = _centred(y[train], table["chrom"].to_numpy()[train])
             for path in paths:
                 x = np.column_stack([columns[n] for n in sets[path]])
-                model = _fit(x[train], y[train], groups[train], options.seed)
+                model = _fit(x[train], target, groups[train], options.seed)
                 oof[path][test] = model.predict(x[test])
                 bar.update(1)
     return oof
@@ -179,7 +201,8 @@ def train_variant_head(options: VariantTrainOptions) -> dict[str, Any]:
     if kmer_delta is not None:
         features["kmer_delta"] = kmer_delta
     sets = _feature_sets(names)
-    oof = cross_validate(table, features, sets, options, paths)
+    standard, _ = _standardised(features)  # label-free: standardised over every release variant
+    oof = cross_validate(table, standard, sets, options, paths)
     predictions = dict(oof)
     predictions["activity_delta"] = features["delta" if "delta" in features else names[0]]
     if kmer_delta is not None:
@@ -195,21 +218,21 @@ def train_variant_head(options: VariantTrainOptions) -> dict[str, Any]:
     # the shipped head: the best path refitted on the whole release
     nearby_all = nearby_features(elements, table["pos"].to_numpy(), table["alt"].to_numpy(), table,
                                  bandwidth=options.bandwidth, radius=options.radius, block=options.block)
-    columns = dict(features)
-    columns.update({n: nearby_all[:, k] for k, n in enumerate(NEARBY)})
+    raw = dict(features)
+    raw.update({n: nearby_all[:, k] for k, n in enumerate(NEARBY)})
+    columns, stats = _standardised(raw)
     if best == "kmer_head":  # a head needs an activity model's features; fall back to the best activity path
         best_head = max((p for p in paths if p != "kmer_head"), key=lambda p: results[p]["mean"]["all"]["pearson"])
     else:
         best_head = best
     chosen = sets[best_head]
-    final = _fit(np.column_stack([columns[n] for n in chosen]), table["effect"].to_numpy(), table["group"].to_numpy(),
-                 options.seed)
-    scaler, net = final.named_steps["standardscaler"], final.named_steps["elasticnetcv"]
+    net = _fit(np.column_stack([columns[n] for n in chosen]), _centred(table["effect"].to_numpy(), elements),
+               table["group"].to_numpy(), options.seed)
     head = VariantEffectHead(feature_names=chosen, activity_model=options.activity_name or str(options.activity_model),
                              activity_copy=True, offsets=options.offsets, strands=options.strands,
                              reversed_contigs=reversed_contigs, bandwidth=options.bandwidth, radius=options.radius,
                              block=options.block, path_name=best_head)
-    head.set_linear(scaler.mean_, scaler.scale_, net.coef_, net.intercept_)
+    head.set_linear(np.array([stats[n][0] for n in chosen]), np.array([stats[n][1] for n in chosen]), net.coef_, 0.0)
     head.release = table
     if out.exists() and options.overwrite:
         shutil.rmtree(out)
