@@ -22,6 +22,7 @@ DATA_NEEDED = {
     "05_axial_msa": ["msa/coev/1atzA/1atzA.aln", "msa/coev/1atzA/1atzA.pdb"],
     "06_ct_hybrid": ["ct/adrenalmnist3d/adrenalmnist3d_trainval.npz"],
     "09_motifs": ["promoters/gue/prom_core_tata/train.csv"],
+    "10_what_does_this_variant_do": ["variants/cagi5/elements.fa", "variants/cagi5/train_release.tsv"],
 }
 
 
@@ -47,10 +48,10 @@ def _figures(notebook: nbformat.NotebookNode) -> int:
     return sum("image/png" in o.get("data", {}) for o in _outputs(notebook))
 
 
-def test_there_are_nine_notebooks_each_with_its_source():
+def test_there_are_ten_notebooks_each_with_its_source():
     committed = sorted(p.stem for p in NOTEBOOK_DIR.glob("*.ipynb"))
     assert committed == [s.stem for s in SOURCES]
-    assert len(SOURCES) == 9
+    assert len(SOURCES) == 10
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)

@@ -251,6 +251,27 @@ def _msa_masked_accuracy(name: str, check: dict, require_data: Callable[..., Pat
                  for load in (load_pretrained, MSAContactModel.from_pretrained))
 
 
+def _variant_release_pearson(name: str, check: dict, require_data: Callable[..., Path], tmp_path: Path) -> tuple[float, float]:
+    """Mean over the elements of Pearson(predicted_effect, measured effect) on a release of measured variants, from
+    ``bioattn predict variants`` and from ``score_variants`` on the loaded head."""
+    import pandas as pd
+
+    from bioattn.tasks.variants.predict import score_variants
+
+    folder = require_data(*check["data"])
+    reference, variants = folder / check["reference"], folder / check["input"]
+    out = tmp_path / "scores.tsv"
+    assert main(["predict", "variants", "--model", name, "--reference", str(reference), "--input", str(variants),
+                 "--output", str(out), "--device", "cpu"]) == 0
+    measured = pd.read_csv(folder / check["labels"], sep="\t")["effect_size"].to_numpy()
+
+    def mean_pearson(table: "pd.DataFrame") -> float:
+        table = table.assign(effect=measured)
+        return float(np.mean([np.corrcoef(g.predicted_effect, g.effect)[0, 1] for _, g in table.groupby("chrom")]))
+
+    return mean_pearson(pd.read_csv(out, sep="\t")), mean_pearson(score_variants(load_pretrained(name), reference, variants))
+
+
 @pytest.mark.parametrize("name", SHIPPED)
 @pytest.mark.slow
 def test_shipped_model_reproduces_its_card(name: str, require_data: Callable[..., Path], tmp_path: Path) -> None:
@@ -266,6 +287,8 @@ def test_shipped_model_reproduces_its_card(name: str, require_data: Callable[...
         from test_activity_pretrained import activity_scores
 
         from_cli, from_loader = activity_scores(name, check, require_data, tmp_path)
+    elif check["kind"] == "variant_release":
+        from_cli, from_loader = _variant_release_pearson(name, check, require_data, tmp_path)
     else:
         source, labels = PROMOTER_INPUTS[check["kind"]](check, require_data, tmp_path)
         from_cli = _promoter_score_from_cli(name, metric, source, labels, tmp_path)

@@ -15,6 +15,7 @@ TASKS: dict[str, str] = {
     "ct": "bioattn.tasks.ct.task:TASK",
     "msa": "bioattn.tasks.msa.task:TASK",
     "activity": "bioattn.tasks.activity.task:TASK",
+    "variants": "bioattn.tasks.variants.task:TASK",
 }
 
 

@@ -1,0 +1,81 @@
+"""Score single-nucleotide variants (VCF or TSV) with a DNA model: reference vs alternative allele, or a
+saturation mutagenesis map of a region.
+
+    bioattn predict variants --model NAME_OR_DIR --reference genome.fa --input calls.vcf.gz --output scores.tsv
+    bioattn predict variants --model NAME_OR_DIR --reference genome.fa --input calls.vcf --output annotated.vcf
+    bioattn predict variants --model NAME_OR_DIR --reference genome.fa --saturation --region chr1:1000-1200 --output map.tsv
+
+--model: a DNA activity model, a promoter classifier (scored as its probability, output p_promoter) or a
+variant-effect head of 'bioattn train variants' (adds predicted_effect). Windows of the model's length are cut
+from --reference (FASTA, indexed with pyfaidx) around each variant, with the variant at several offsets
+(--offsets; windows shifted to fit inside short contigs), and averaged; both strands where the model was trained
+so (--strands). The TSV has chrom pos ref alt ref_score alt_score delta (with _<output> suffixes for several
+outputs); a .vcf output copies the input VCF and adds BIOATTN_REF/ALT/DELTA INFO fields. Multi-allelic records
+are split; indels are refused by name (--skip-indels counts and skips them); a REF that differs from the
+reference, a contig not in it or a position outside it stops the command with one 'error:' line naming the
+record (--skip-invalid counts and skips them). --gene-orientation scores contigs whose FASTA header says
+gene_strand=- in reverse complement (for oriented assays, e.g. MPRA promoters).
+
+--saturation scores every possible SNV of --region (or of every FASTA record) and also draws the map as a
+heatmap (position x alternative base, reference logo above) into --figure (default: the output with .png).
+Under torchrun each process scores its share and the first writes the output.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from bioattn.commands.common import add_model_and_device_arguments, model_source
+
+__all__ = ["add_arguments", "run"]
+
+
+def _offsets(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_model_and_device_arguments(parser, trained_by="bioattn train variants")
+    parser.add_argument("--reference", type=Path, required=True, metavar="FASTA",
+                        help="reference sequences (FASTA, plain or bgzip; the variants' contigs) (default: none)")
+    parser.add_argument("--input", type=Path, default=None, metavar="VCF_OR_TSV",
+                        help="variants: VCF (.vcf, .vcf.gz) or TSV with chrom, pos, ref, alt columns (default: none; "
+                             "required unless --saturation)")
+    parser.add_argument("--output", type=Path, required=True,
+                        help="scores: .tsv ('-': standard output) or .vcf / .vcf.gz (annotated copy of a VCF input) "
+                             "(default: none)")
+    parser.add_argument("--offsets", type=_offsets, default=None, metavar="O1,O2,...",
+                        help="0-based offsets of the variant in the model's window, one placement each (default: the "
+                             "centre and a quarter window either side)")
+    parser.add_argument("--strands", choices=("auto", "forward", "both"), default="auto",
+                        help="average both strands, forward only, or as the model was trained (default: %(default)s)")
+    parser.add_argument("--gene-orientation", action="store_true",
+                        help="score contigs whose FASTA header says gene_strand=- in reverse complement (default: off)")
+    parser.add_argument("--skip-indels", action="store_true", help="count and skip indels instead of stopping (default: off)")
+    parser.add_argument("--skip-invalid", action="store_true",
+                        help="count and skip records whose REF, contig or position does not fit the reference "
+                             "(default: off)")
+    saturation = parser.add_argument_group("saturation mutagenesis")
+    saturation.add_argument("--saturation", action="store_true",
+                            help="score every possible SNV of --region (or of every FASTA record) (default: off)")
+    saturation.add_argument("--region", default=None, metavar="CHROM:START-END",
+                            help="1-based inclusive region of the saturation map (default: every record of --reference)")
+    saturation.add_argument("--figure", type=Path, default=None, metavar="PNG",
+                            help="heatmap of the saturation map (default: the output's name with .png)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from bioattn.tasks.variants.run import run_predict_variants
+
+    result = run_predict_variants(model_source(args), args.reference, args.input, args.output, offsets=args.offsets,
+                                  strands=args.strands, gene_orientation=args.gene_orientation,
+                                  skip_indels=args.skip_indels, skip_invalid=args.skip_invalid,
+                                  saturation=args.saturation, region=args.region, figure=args.figure,
+                                  device=args.device)
+    if result.written:
+        print(result.describe(args.output), file=sys.stderr)
+    return 0

@@ -1,0 +1,103 @@
+"""A variant-effect head: a sparse linear model over features of a DNA activity model (allele differences,
+in-silico mutagenesis around the variant, embedding differences, the reference activity) and of a measured release
+of variant effects (the mean measured effect at nearby positions), as fitted by ``bioattn train variants``.
+
+Its run directory holds ``config.json`` (``model_type: "VariantEffectHead"``, the feature names, how windows are
+placed, the activity model it reads: a shipped model's name, or ``activity/`` inside the folder),
+``model.safetensors`` (the standardisation and the linear coefficients), ``release.tsv`` (the measured variants the
+nearby-effect features read) and, when the activity model is stored with the head, ``activity/``.
+:meth:`VariantEffectHead.from_pretrained` loads all of it; the features themselves are computed by
+:mod:`bioattn.tasks.variants.head`.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from bioattn.errors import UserInputError
+from bioattn.models.base import PretrainedModel
+from bioattn.models.registry import load_pretrained, resolve_model_dir
+
+RELEASE_NAME = "release.tsv"
+ACTIVITY_FOLDER = "activity"
+
+
+class VariantEffectHead(PretrainedModel):
+    """``effect = intercept + Σ coef_i · (feature_i - mean_i) / scale_i``.
+
+    Args:
+        feature_names: the features, in column order (see :mod:`bioattn.tasks.variants.head`).
+        activity_model: the activity model's name (a shipped model) or where it came from.
+        activity_copy: the activity model's weights are stored in ``activity/`` of the run directory; that copy
+            (exactly the weights the head was fitted with) is loaded, else the shipped model ``activity_model``.
+        offsets, strands, reversed_contigs: how the activity model's windows are placed (see
+            :mod:`bioattn.tasks.variants.score`).
+        bandwidth, radius, block: the nearby-effect features (Gaussian weights of bandwidth nt over measured
+            variants within radius nt, leaving out the query's own block of block nt).
+    """
+
+    def __init__(self, *, feature_names: Sequence[str], activity_model: str = "", activity_copy: bool = True,
+                 offsets: Sequence[int] | None = None, strands: str = "auto",
+                 reversed_contigs: Sequence[str] = (), bandwidth: float = 6.0, radius: int = 24, block: int = 16,
+                 path_name: str = "head") -> None:
+        super().__init__()
+        self.config = {"feature_names": list(feature_names), "activity_model": activity_model,
+                       "activity_copy": bool(activity_copy),
+                       "offsets": None if offsets is None else [int(o) for o in offsets], "strands": strands,
+                       "reversed_contigs": list(reversed_contigs), "bandwidth": float(bandwidth), "radius": int(radius),
+                       "block": int(block), "path_name": path_name}
+        self.feature_names = list(feature_names)
+        self.offsets = self.config["offsets"]
+        self.strands = strands
+        self.reversed_contigs = list(reversed_contigs)
+        n = len(self.feature_names)
+        self.register_buffer("mean", torch.zeros(n, dtype=torch.float64))
+        self.register_buffer("scale", torch.ones(n, dtype=torch.float64))
+        self.register_buffer("coef", torch.zeros(n, dtype=torch.float64))
+        self.register_buffer("intercept", torch.zeros(1, dtype=torch.float64))
+        self.activity_model: Any = None
+        self.release: Any = None  # pandas.DataFrame: chrom pos ref alt effect conf
+
+    def set_linear(self, mean: np.ndarray, scale: np.ndarray, coef: np.ndarray, intercept: float) -> None:
+        for name, value in (("mean", mean), ("scale", scale), ("coef", coef)):
+            getattr(self, name).copy_(torch.as_tensor(np.asarray(value, dtype=np.float64)))
+        self.intercept.fill_(float(intercept))
+
+    def predict_features(self, features: np.ndarray) -> np.ndarray:
+        """Predicted effects ``(N,)`` of a feature matrix ``(N, F)`` in :attr:`feature_names` order."""
+        features = np.asarray(features, dtype=np.float64)
+        z = (features - self.mean.numpy()) / self.scale.numpy()
+        return z @ self.coef.numpy() + float(self.intercept)
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        return ((features.double() - self.mean) / self.scale) @ self.coef + self.intercept
+
+    def save_pretrained(self, run_dir: str | os.PathLike) -> None:
+        """config.json, model.safetensors and release.tsv (the activity model is saved by the caller when stored)."""
+        from bioattn.io import write_table
+
+        super().save_pretrained(run_dir)
+        if self.release is not None:
+            columns = ["chrom", "pos", "ref", "alt", "effect", "conf"]
+            write_table(Path(run_dir) / RELEASE_NAME, columns, self.release[columns].itertuples(index=False, name=None))
+
+    @classmethod
+    def from_pretrained(cls, run_dir: str | os.PathLike, map_location: str | torch.device = "cpu") -> "VariantEffectHead":
+        import pandas as pd
+
+        head = super().from_pretrained(run_dir, map_location="cpu")
+        folder = resolve_model_dir(run_dir)
+        local = folder / ACTIVITY_FOLDER
+        if head.config["activity_copy"] and local.is_dir():
+            head.activity_model = load_pretrained(local, map_location=str(map_location))
+        else:
+            head.activity_model = load_pretrained(head.config["activity_model"], map_location=str(map_location))
+        release = folder / RELEASE_NAME
+        if not release.is_file():
+            raise UserInputError(f"{folder}: no {RELEASE_NAME} (the measured variants of the nearby-effect features)")
+        head.release = pd.read_csv(release, sep="\t", dtype={"chrom": str})
+        return head

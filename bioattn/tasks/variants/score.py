@@ -1,0 +1,267 @@
+"""Score single-nucleotide variants with any bioattn DNA model: reference vs alternative allele in windows of the
+model's length taken from the reference genome.
+
+A *DNA model* here is anything with ``predict(sequences: list[str]) -> (N,) or (N, T)``, ``target_names`` (one name
+per output) and ``input_length`` (the window it reads), optionally ``embed(sequences) -> (N, D)``; the activity
+models are such models. A promoter classifier is wrapped by :func:`as_dna_model` so that its probability of the
+positive class is one output, ``p_promoter``.
+
+Windows (:func:`window_starts`): for each variant, one window per *placement*: the variant at 0-based offset ``o``
+of the window for every ``o`` of ``offsets`` (default :func:`default_offsets`: the centre and a quarter window
+either side). A window that would run past an end of the contig is shifted to fit inside it (so the variant
+lands elsewhere in it; repeated windows count once); a contig shorter than the model's window is read whole.
+Strands: ``forward``, or ``both`` (each window and its reverse complement, averaged); ``auto`` is ``both`` for a
+classifier trained with strand averaging and ``forward`` otherwise (an activity model's own ``predict`` applies the
+strand handling of its run). ``reverse`` contigs (e.g. minus-strand promoters, for an oriented assay) are scored
+in their reverse complement (gene orientation).
+
+Every window of a chunk of variants, reference and alternative, both strands, goes to the model in one
+``predict`` call (identical windows, e.g. the reference windows shared by the three alleles of a position, are
+scored once). Windows are cut from the reference and tokenised with numpy, one array operation per variant.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from bioattn.errors import UserInputError
+from bioattn.progress import progress_bar
+from bioattn.tasks.variants.records import Variant
+
+STRANDS = ("auto", "forward", "both")
+#: Variants per ``predict`` call.
+CHUNK = 256
+
+_COMPLEMENT = np.arange(256, dtype=np.uint8)
+for _a, _b in zip(b"ACGTNacgtn", b"TGCANtgcan"):
+    _COMPLEMENT[_a] = _b
+
+
+class ClassifierOutputs:
+    """A promoter classifier seen as a DNA model: output ``p_promoter`` (two classes named ``0``/``1``),
+    ``p_<class 1>`` (two classes with names) or ``p_<class>`` per class."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        names = [str(c) for c in model.class_names]
+        if len(names) == 2:
+            self.target_names = ["p_promoter" if names == ["0", "1"] else f"p_{names[1]}"]
+        else:
+            self.target_names = [f"p_{c}" for c in names]
+        self.input_length = int(model.max_len)
+        self.both_strands = bool(getattr(model, "rc_average", False))
+
+    def predict(self, sequences: Sequence[str]) -> np.ndarray:
+        return self.model.predict(list(sequences), rc_average=False)
+
+
+def as_dna_model(model: Any) -> Any:
+    """``model`` itself when it has ``predict``, ``target_names`` and ``input_length``; a classifier
+    (``max_len``, ``class_names``) wrapped in :class:`ClassifierOutputs`; anything else is an error."""
+    if hasattr(model, "input_length") and hasattr(model, "target_names") and hasattr(model, "predict"):
+        return model
+    if hasattr(model, "max_len") and hasattr(model, "class_names") and hasattr(model, "predict"):
+        return ClassifierOutputs(model)
+    raise UserInputError(f"a {type(model).__name__} cannot score variants: it needs predict(sequences), "
+                         "target_names and input_length (a DNA activity model or a promoter classifier)")
+
+
+def default_offsets(width: int) -> list[int]:
+    """The variant's offsets in the window: the centre and a quarter window either side (distinct, in range)."""
+    centre = width // 2
+    return sorted({max(0, min(width - 1, centre + shift)) for shift in (-(width // 4), 0, width // 4)})
+
+
+def resolve_strands(model: Any, strands: str) -> bool:
+    """Whether both strands are scored (``strands``: ``auto``, ``forward``, ``both``)."""
+    if strands not in STRANDS:
+        raise UserInputError(f"--strands must be one of {', '.join(STRANDS)}, got {strands!r}")
+    if strands == "auto":
+        return bool(getattr(model, "both_strands", False))
+    return strands == "both"
+
+
+def window_starts(pos0: np.ndarray, offsets: Sequence[int], length: int, width: int) -> np.ndarray:
+    """``(N, P)`` window starts for 0-based positions ``pos0`` (N,) on a contig of ``length`` nt: the variant at
+    each offset, shifted to lie within ``[0, length)``; ``width`` = min(model window, contig length)."""
+    starts = pos0[:, None] - np.asarray(offsets, dtype=np.int64)[None, :]
+    return np.clip(starts, 0, max(length - width, 0))
+
+
+@dataclass
+class AlleleScores:
+    """Per-placement, per-strand predictions of N variants: ``ref``, ``alt`` ``(N, P, S, T)``; ``weights`` ``(N, P)``
+    (0 for a placement repeating an earlier one of the same variant); ``offsets`` ``(N, P)`` where the variant lies
+    in each window; ``ref_embed``, ``alt_embed`` ``(N, P, S, D)`` when embeddings were asked for."""
+
+    ref: np.ndarray
+    alt: np.ndarray
+    weights: np.ndarray
+    offsets: np.ndarray
+    ref_embed: np.ndarray | None = None
+    alt_embed: np.ndarray | None = None
+
+    def mean(self, values: np.ndarray) -> np.ndarray:
+        """``values (N, P, S, ...)`` averaged over strands and the distinct placements → ``(N, ...)``."""
+        per_placement = values.mean(axis=2)
+        w = self.weights.reshape(self.weights.shape + (1,) * (per_placement.ndim - 2))
+        return (per_placement * w).sum(axis=1) / w.sum(axis=1)
+
+
+def _fetch(reference: Any, chrom: str, lo: int, hi: int) -> np.ndarray:
+    return np.frombuffer(str(reference[chrom][lo:hi]).upper().encode("ascii"), dtype=np.uint8)
+
+
+def variant_windows(reference: Any, variants: Sequence[Variant], offsets: Sequence[int], window: int,
+                    reverse: Callable[[str], bool] | None = None) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray, np.ndarray]:
+    """Reference and alternative windows (uint8 letters, ``(P, width)`` per variant), ``(N, P)`` placement weights
+    and ``(N, P)`` offsets of the variant in each window (in the forward orientation of the contig)."""
+    refs, alts = [], []
+    weights = np.zeros((len(variants), len(offsets)))
+    where = np.zeros((len(variants), len(offsets)), dtype=np.int64)
+    for i, v in enumerate(variants):
+        length = len(reference[v.chrom])
+        width = min(window, length)
+        pos0 = v.pos - 1
+        starts = window_starts(np.array([pos0]), offsets, length, width)[0]
+        lo, hi = int(starts.min()), int(starts.max()) + width
+        region = _fetch(reference, v.chrom, lo, hi)
+        ref_w = region[(starts - lo)[:, None] + np.arange(width)]
+        alt_w = ref_w.copy()
+        inside = pos0 - starts
+        alt_w[np.arange(len(starts)), inside] = ord(v.alt)
+        _, unique_index = np.unique(starts, return_index=True)
+        weights[i, unique_index] = 1.0
+        where[i] = inside
+        if reverse is not None and reverse(v.chrom):
+            ref_w, alt_w = _COMPLEMENT[ref_w[:, ::-1]], _COMPLEMENT[alt_w[:, ::-1]]
+        refs.append(ref_w)
+        alts.append(alt_w)
+    return refs, alts, weights, where
+
+
+def _strings(rows: np.ndarray) -> list[str]:
+    return [row.tobytes().decode("ascii") for row in rows]
+
+
+def _as_matrix(values: Any, n: int) -> np.ndarray:
+    values = np.asarray(values, dtype=np.float64)
+    return values.reshape(n, -1)
+
+
+def predict_and_embed(model: Any, sequences: list[str], batch_size: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    """``(values (N, T), embeddings (N, D))``: one forward pass per batch when the model has the activity models'
+    tensor API (``tokenize`` and ``forward(tokens) -> {"values", "embedding"}``) and scores one strand, else
+    ``predict`` and ``embed``."""
+    import torch
+
+    if not (hasattr(model, "tokenize") and getattr(model, "strand", None) == "forward"):
+        return np.asarray(model.predict(sequences), dtype=np.float64), np.asarray(model.embed(sequences), dtype=np.float64)
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    values, embeddings = [], []
+    try:
+        with torch.no_grad():
+            for first in range(0, len(sequences), batch_size):
+                out = model(model.tokenize(sequences[first : first + batch_size]).to(device))
+                values.append(out["values"].double().cpu().numpy())
+                embeddings.append(out["embedding"].double().cpu().numpy())
+    finally:
+        model.train(was_training)
+    return np.concatenate(values), np.concatenate(embeddings)
+
+
+def allele_scores(model: Any, reference: Any, variants: Sequence[Variant], *, offsets: Sequence[int] | None = None,
+                  strands: str = "auto", reverse: Callable[[str], bool] | None = None, embed: bool = False,
+                  chunk: int = CHUNK, progress: bool = True) -> AlleleScores:
+    """Predictions of every placement and strand of each variant's reference and alternative windows."""
+    model = as_dna_model(model)
+    window = int(model.input_length)
+    offsets = default_offsets(window) if offsets is None else [int(o) for o in offsets]
+    if not offsets or min(offsets) < 0 or max(offsets) >= window:
+        raise UserInputError(f"--offsets must lie within the model's window (0-{window - 1}), got {offsets}")
+    both = resolve_strands(model, strands)
+    if embed and not hasattr(model, "embed"):
+        raise UserInputError(f"{type(model).__name__} has no embed(); embedding features need an activity model")
+    n, p, s, t = len(variants), len(offsets), 2 if both else 1, len(model.target_names)
+    ref = np.zeros((n, p, s, t))
+    alt = np.zeros((n, p, s, t))
+    weights = np.zeros((n, p))
+    where = np.zeros((n, p), dtype=np.int64)
+    ref_e = alt_e = None
+    with progress_bar(total=n, desc="variants", unit="variant", leave=False, disable=not progress) as bar:
+        for first in range(0, n, chunk):
+            part = variants[first : first + chunk]
+            refs, alts, w, o = variant_windows(reference, part, offsets, window, reverse)
+            weights[first : first + len(part)], where[first : first + len(part)] = w, o
+            rows: list[np.ndarray] = []
+            for r, a in zip(refs, alts):
+                rows += [r, a]
+                if both:
+                    rows += [_COMPLEMENT[r[:, ::-1]], _COMPLEMENT[a[:, ::-1]]]
+            # one predict call per chunk; identical windows scored once
+            strings = [s_ for block in rows for s_ in _strings(block)]
+            unique, inverse = np.unique(np.array(strings, dtype=object), return_inverse=True)
+            if embed:
+                values, embedded = predict_and_embed(model, list(unique))
+                predicted, embedded = _as_matrix(values, len(unique))[inverse], embedded[inverse]
+            else:
+                predicted = _as_matrix(model.predict(list(unique)), len(unique))[inverse]
+            if embed:
+                if ref_e is None:
+                    ref_e = np.zeros((n, p, s, embedded.shape[1]))
+                    alt_e = np.zeros_like(ref_e)
+            # unpack: per variant [ref(P), alt(P), (ref_rc(P), alt_rc(P))]
+            step = p * (4 if both else 2)
+            for j in range(len(part)):
+                block = slice(j * step, (j + 1) * step)
+                values = predicted[block].reshape(4 if both else 2, p, t)
+                ref[first + j, :, 0], alt[first + j, :, 0] = values[0], values[1]
+                if both:
+                    ref[first + j, :, 1], alt[first + j, :, 1] = values[2], values[3]
+                if embed:
+                    e = embedded[block].reshape(4 if both else 2, p, -1)
+                    ref_e[first + j, :, 0], alt_e[first + j, :, 0] = e[0], e[1]
+                    if both:
+                        ref_e[first + j, :, 1], alt_e[first + j, :, 1] = e[2], e[3]
+            bar.update(len(part))
+    return AlleleScores(ref, alt, weights, where, ref_e, alt_e)
+
+
+def score_columns(target_names: Sequence[str]) -> list[str]:
+    """``ref_score alt_score delta`` (one output) or ``ref_score_<name> alt_score_<name> delta_<name>`` per output."""
+    if len(target_names) == 1:
+        return ["ref_score", "alt_score", "delta"]
+    return [f"{kind}_{name}" for name in target_names for kind in ("ref_score", "alt_score", "delta")]
+
+
+def score_table(variants: Sequence[Variant], scores: AlleleScores, target_names: Sequence[str]) -> Any:
+    """The output table: ``chrom pos ref alt`` and the score columns of :func:`score_columns`."""
+    import pandas as pd
+
+    ref, alt = scores.mean(scores.ref), scores.mean(scores.alt)
+    table = pd.DataFrame({"chrom": [v.chrom for v in variants], "pos": np.array([v.pos for v in variants], dtype=np.int64),
+                          "ref": [v.ref for v in variants], "alt": [v.alt for v in variants]})
+    columns = score_columns(target_names)
+    for k in range(len(target_names)):
+        table[columns[3 * k]] = ref[:, k]
+        table[columns[3 * k + 1]] = alt[:, k]
+        table[columns[3 * k + 2]] = alt[:, k] - ref[:, k]
+    return table
+
+
+def how_scored(model: Any, offsets: Sequence[int] | None, strands: str, reversed_contigs: Sequence[str] = ()) -> str:
+    """One sentence saying how the windows were placed and averaged (for headers and summaries)."""
+    model = as_dna_model(model)
+    window = int(model.input_length)
+    offsets = default_offsets(window) if offsets is None else list(offsets)
+    side = ("both strands averaged" if resolve_strands(model, strands) else
+            "forward strand (strand handling of the model's own predict)")
+    text = (f"{window}-nt windows with the variant at offsets {','.join(map(str, offsets))} (0-based; shifted to fit "
+            f"inside short contigs), averaged over the distinct placements, {side}")
+    if reversed_contigs:
+        text += f"; scored in reverse complement (gene orientation): {','.join(reversed_contigs)}"
+    return text

@@ -1,0 +1,300 @@
+"""``bioattn train variants``: fit a variant-effect head on a release of measured variant effects (the CAGI5
+supervised protocol) and cross-validate it against same-run baselines.
+
+Protocol: features of every release variant from the activity model (:mod:`bioattn.tasks.variants.head`), scored
+in gene orientation where the FASTA header says ``gene_strand=-`` (the lentiMPRA assay is oriented); folds grouped
+by blocks of ``block`` positions within each element (the CAGI5 release comes in 16-nt blocks), so neighbours
+never sit on both sides of a split; in each fold the nearby-effect features of training variants come from the
+other training blocks, those of held-out variants from the training variants only. Sparse linear model: scikit-learn
+``ElasticNetCV`` on standardised features (penalty and L1 ratio chosen by an inner grouped cross-validation), fitted
+without intercept to effects centred within each element (by the training variants' mean): the CAGI5 metric is a
+correlation within each element, and a fold-dependent intercept or between-element differences only add noise to it.
+The saved head adds the release's mean effect of the element back when it predicts a variant of a release element.
+
+Paths compared on the same folds: ``head`` (activity features + nearby effects), ``activity_only`` (activity
+features), ``delta_only`` (the activity model's allele difference alone, fitted), ``no_model`` (nearby effects alone: baseline a), ``activity_delta`` (the activity model's raw allele
+difference, nothing fitted: baseline b), ``kmer_delta`` (the allele difference of a k-mer ridge fitted on the
+activity training data in the same run: baseline c) and ``kmer_head`` (k-mer delta + nearby effects). The fitted
+path with the best mean Pearson over the elements is refitted on the whole release and saved as the head.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from bioattn.errors import UserInputError
+from bioattn.progress import progress_bar
+from bioattn.tasks.variants.evaluate import CONFIDENT, header_fields, per_element, summarise
+from bioattn.tasks.variants.head import NEARBY, model_features, nearby_features
+
+FITTED = ("head", "activity_only", "delta_only", "no_model", "kmer_head")
+RAW = ("activity_delta", "kmer_delta")
+
+
+@dataclass
+class VariantTrainOptions:
+    """What ``bioattn train variants`` takes (see its ``--help``)."""
+
+    activity_model: str
+    reference: Path
+    input: Path
+    out: Path
+    activity_name: str | None = None
+    kmer_train: Sequence[Path] = ()
+    folds: int = 5
+    block: int = 16
+    bandwidth: float = 6.0
+    radius: int = 24
+    ism_radius: int = 4
+    offsets: Sequence[int] | None = None
+    strands: str = "auto"
+    gene_orientation: bool = True
+    seed: int = 0
+    overwrite: bool = False
+    device: str = "cpu"
+    paths: Sequence[str] = field(default_factory=lambda: FITTED)
+
+    def __post_init__(self) -> None:
+        if self.folds < 2:
+            raise UserInputError(f"--folds must be >= 2, got {self.folds}")
+        unknown = [p for p in self.paths if p not in FITTED]
+        if unknown:
+            raise UserInputError(f"unknown path {unknown[0]!r}; known: {', '.join(FITTED)}")
+
+
+def _fit(x: np.ndarray, y: np.ndarray, groups: np.ndarray, seed: int) -> Any:
+    """ElasticNetCV without intercept on standardised features ``x`` and element-centred effects ``y``."""
+    from sklearn.linear_model import ElasticNetCV
+    from sklearn.model_selection import GroupKFold
+
+    inner = list(GroupKFold(n_splits=min(5, len(np.unique(groups))), shuffle=True, random_state=seed).split(x, y, groups))
+    return ElasticNetCV(l1_ratio=[0.1, 0.5, 0.9, 1.0], alphas=30, cv=inner, max_iter=20000, fit_intercept=False,
+                        random_state=seed).fit(x, y)
+
+
+def _stats(values: np.ndarray) -> tuple[float, float]:
+    sd = float(np.std(values))
+    return float(np.mean(values)), sd if sd > 0 else 1.0
+
+
+def _standardised(columns: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, tuple[float, float]]]:
+    """Each column standardised over all rows (label-free features; nearby features of one fold), and the stats."""
+    stats = {name: _stats(values) for name, values in columns.items()}
+    return {name: (values - stats[name][0]) / stats[name][1] for name, values in columns.items()}, stats
+
+
+def _centred(y: np.ndarray, elements: np.ndarray) -> np.ndarray:
+    """``y`` minus its mean within each element (the head predicts effects relative to the element's mean)."""
+    out = y.astype(np.float64).copy()
+    for name in np.unique(elements):
+        rows = elements == name
+        out[rows] -= out[rows].mean()
+    return out
+
+
+def _read_kmer_training(paths: Sequence[Path]) -> tuple[list[str], np.ndarray]:
+    """Sequences and values of activity files (TSV/CSV: a ``seq``/``sequence`` column and a numeric column), with
+    the constant flanks every sequence shares removed."""
+    import pandas as pd
+
+    sequences, values = [], []
+    for path in paths:
+        if not Path(path).is_file():
+            raise UserInputError(f"{path}: k-mer baseline training file not found")
+        table = pd.read_csv(path, sep="\t" if str(path).endswith((".tsv", ".tsv.gz")) else ",")
+        column = next((c for c in table.columns if c.lower() in ("seq", "sequence")), None)
+        numeric = [c for c in table.columns if c != column and pd.api.types.is_numeric_dtype(table[c])]
+        if column is None or not numeric:
+            raise UserInputError(f"{path}: needs a seq/sequence column and a numeric value column")
+        sequences += [s.upper() for s in table[column].astype(str)]
+        values += list(table[numeric[0]].astype(float))
+    prefix = os.path.commonprefix(sequences)
+    suffix = os.path.commonprefix([s[::-1] for s in sequences])[::-1]
+    if len(prefix) >= 10 or len(suffix) >= 10:
+        sequences = [s[len(prefix) if len(prefix) >= 10 else 0 : len(s) - (len(suffix) if len(suffix) >= 10 else 0)]
+                     for s in sequences]
+    return sequences, np.asarray(values)
+
+
+def _feature_sets(names: list[str]) -> dict[str, list[str]]:
+    return {"head": names + list(NEARBY), "activity_only": list(names), "delta_only": [names[0]], "no_model": list(NEARBY),
+            "kmer_head": ["kmer_delta", *NEARBY]}
+
+
+def cross_validate(table: Any, features: dict[str, np.ndarray], sets: dict[str, list[str]], options: VariantTrainOptions,
+                   paths: Sequence[str]) -> dict[str, np.ndarray]:
+    """Out-of-fold predictions of each fitted path in ``paths`` (``table``: chrom pos alt effect group)."""
+    from sklearn.model_selection import GroupKFold
+
+    y = table["effect"].to_numpy()
+    groups = table["group"].to_numpy()
+    oof = {p: np.full(len(table), np.nan) for p in paths}
+    splitter = GroupKFold(n_splits=options.folds, shuffle=True, random_state=options.seed)
+    folds = list(splitter.split(y, y, groups))
+    with progress_bar(total=len(folds) * len(paths), desc="cross-validation", unit="fit", leave=False) as bar:
+        for train, test in folds:
+            nearby = nearby_features(table["chrom"].to_numpy(), table["pos"].to_numpy(), table["alt"].to_numpy(),
+                                     table.iloc[train], bandwidth=options.bandwidth, radius=options.radius,
+                                     block=options.block)
+            columns = dict(features)
+            columns.update(_standardised({name: nearby[:, k] for k, name in enumerate(NEARBY)})[0])
+            target = _centred(y[train], table["chrom"].to_numpy()[train])
+            for path in paths:
+                x = np.column_stack([columns[n] for n in sets[path]])
+                model = _fit(x[train], target, groups[train], options.seed)
+                oof[path][test] = model.predict(x[test])
+                bar.update(1)
+    return oof
+
+
+def train_variant_head(options: VariantTrainOptions) -> dict[str, Any]:
+    """Run the protocol; write the head's run directory ``options.out``; return the metrics."""
+    import pandas as pd
+
+    from bioattn.io import write_json, write_table, write_text
+    from bioattn.models.registry import load_pretrained, resolve_model_dir
+    from bioattn.models.variant_head import ACTIVITY_FOLDER, VariantEffectHead
+    from bioattn.tasks.variants.kmer import KmerRidge
+    from bioattn.tasks.variants.predict import open_reference
+    from bioattn.tasks.variants.records import read_variants
+    from bioattn.tasks.variants.score import allele_scores, as_dna_model, how_scored
+
+    out = Path(options.out)
+    if out.exists() and any(out.iterdir()) and not options.overwrite:
+        raise UserInputError(f"{out}: exists and is not empty; choose another --out or pass --overwrite")
+    activity_dir = resolve_model_dir(options.activity_model)
+    activity = load_pretrained(options.activity_model, map_location=options.device)
+    dna = as_dna_model(activity)
+    with open_reference(options.reference) as fasta:
+        headers = header_fields(fasta)
+        found = read_variants(options.input, fasta)
+        variants = found.variants
+        effect = np.array([v.effect for v in variants])
+        if not np.isfinite(effect).any():
+            raise UserInputError(f"{options.input}: no measured effects (an EFFECT INFO field or an effect column)")
+        keep = np.isfinite(effect)
+        variants = [v for v, k in zip(variants, keep) if k]
+        reversed_contigs = ([n for n, h in headers.items() if h.get("gene_strand") == "-"]
+                            if options.gene_orientation else [])
+        reverse = set(reversed_contigs).__contains__
+        names, x_model, mine, _ = model_features(activity, fasta, variants, offsets=options.offsets,
+                                                 strands=options.strands, reverse=reverse,
+                                                 ism_radius=options.ism_radius, progress=True)
+        kmer_delta = None
+        if options.kmer_train:
+            sequences, values = _read_kmer_training(options.kmer_train)
+            ridge = KmerRidge(dna.input_length).fit(sequences, values)
+            k = allele_scores(ridge, fasta, variants, offsets=options.offsets, strands="forward", reverse=reverse,
+                              progress=True)
+            kmer_delta = (k.mean(k.alt) - k.mean(k.ref))[:, 0]
+    table = pd.DataFrame({"chrom": [v.chrom for v in variants], "pos": [v.pos for v in variants],
+                          "ref": [v.ref for v in variants], "alt": [v.alt for v in variants],
+                          "effect": [v.effect for v in variants], "conf": [v.conf for v in variants]})
+    table["group"] = table["chrom"] + ":" + ((table["pos"] - 1) // options.block).astype(str)
+    features = dict(zip(names, x_model.T))
+    paths = [p for p in options.paths if p != "kmer_head" or kmer_delta is not None]
+    if kmer_delta is not None:
+        features["kmer_delta"] = kmer_delta
+    sets = _feature_sets(names)
+    standard, _ = _standardised(features)  # label-free: standardised over every release variant
+    oof = cross_validate(table, standard, sets, options, paths)
+    predictions = dict(oof)
+    predictions["activity_delta"] = features["delta" if "delta" in features else names[0]]
+    if kmer_delta is not None:
+        predictions["kmer_delta"] = kmer_delta
+    elements = table["chrom"].to_numpy()
+    types = {n: h.get("type", "other") for n, h in headers.items()}
+    conf = table["conf"].fillna(1.0).to_numpy()
+    results = {}
+    for path, predicted in predictions.items():
+        per = per_element(elements, predicted, table["effect"].to_numpy(), conf)
+        results[path] = {"per_element": per, "mean": summarise(per, types)}
+    best = max(paths, key=lambda p: results[p]["mean"]["all"]["pearson"])
+    # the shipped head: the best path refitted on the whole release
+    nearby_all = nearby_features(elements, table["pos"].to_numpy(), table["alt"].to_numpy(), table,
+                                 bandwidth=options.bandwidth, radius=options.radius, block=options.block)
+    raw = dict(features)
+    raw.update({n: nearby_all[:, k] for k, n in enumerate(NEARBY)})
+    columns, stats = _standardised(raw)
+    if best == "kmer_head":  # a head needs an activity model's features; fall back to the best activity path
+        best_head = max((p for p in paths if p != "kmer_head"), key=lambda p: results[p]["mean"]["all"]["pearson"])
+    else:
+        best_head = best
+    chosen = sets[best_head]
+    net = _fit(np.column_stack([columns[n] for n in chosen]), _centred(table["effect"].to_numpy(), elements),
+               table["group"].to_numpy(), options.seed)
+    head = VariantEffectHead(feature_names=chosen, activity_model=options.activity_name or str(options.activity_model),
+                             activity_copy=True, offsets=options.offsets, strands=options.strands,
+                             reversed_contigs=reversed_contigs, bandwidth=options.bandwidth, radius=options.radius,
+                             block=options.block, path_name=best_head)
+    head.set_linear(np.array([stats[n][0] for n in chosen]), np.array([stats[n][1] for n in chosen]), net.coef_, 0.0)
+    head.release = table
+    if out.exists() and options.overwrite:
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    head.save_pretrained(out)
+    shutil.copytree(activity_dir, out / ACTIVITY_FOLDER, ignore=shutil.ignore_patterns("*.png", "events.*", "checkpoint*"))
+    how = how_scored(activity, options.offsets, options.strands, reversed_contigs)
+    metrics = {"schema_version": 1, "task": "variants", "headline_metric": "pearson", "protocol": {
+        "folds": options.folds, "grouped_by": f"blocks of {options.block} positions within each element",
+        "confident": CONFIDENT, "windows": how, "seed": options.seed},
+        "activity_model": options.activity_name or str(options.activity_model), "features": names,
+        "paths": results, "best_path": best, "saved_path": best_head,
+        "saved_coefficients": dict(zip(chosen, map(float, net.coef_))), "alpha": float(net.alpha_),
+        "l1_ratio": float(net.l1_ratio_), "variants": len(table)}
+    write_json(out / "metrics.json", metrics)
+    oof_table = table[["chrom", "pos", "ref", "alt", "effect", "conf", "group"]].copy()
+    for path, predicted in predictions.items():
+        oof_table[path] = predicted
+    write_table(out / "out_of_fold.tsv", list(oof_table.columns), oof_table.itertuples(index=False, name=None))
+    feature_table = table[["chrom", "pos", "ref", "alt", "effect", "conf", "group"]].copy()
+    for name, values in features.items():
+        feature_table[name] = values
+    write_table(out / "features.tsv", list(feature_table.columns), feature_table.itertuples(index=False, name=None))
+    write_text(out / "summary.md", summary_markdown(metrics))
+    return metrics
+
+
+def summary_markdown(metrics: dict[str, Any]) -> str:
+    """The run's results as Markdown tables: mean over promoters / enhancers per path, then per element."""
+    paths = metrics["paths"]
+    lines = [f"# Variant-effect head: {metrics['variants']} variants, {metrics['protocol']['folds']}-fold CV "
+             f"({metrics['protocol']['grouped_by']})", "", f"Windows: {metrics['protocol']['windows']}.", "",
+             f"Best cross-validated path: **{metrics['best_path']}**; saved head: {metrics['saved_path']}.", "",
+             "| path | promoters r | promoters ρ | promoters r (conf) | enhancers r | enhancers ρ | enhancers r (conf) |",
+             "|---|---|---|---|---|---|---|"]
+    for path, result in paths.items():
+        m = result["mean"]
+        p, e = m.get("promoter", {}), m.get("enhancer", {})
+        cells = [p.get("pearson"), p.get("spearman"), p.get("pearson_conf"), e.get("pearson"), e.get("spearman"),
+                 e.get("pearson_conf")]
+        lines.append(f"| {path} | " + " | ".join("—" if c is None else f"{c:.3f}" for c in cells) + " |")
+    lines += ["", "Per element (Pearson r all / confident):", "", "| element | n | " + " | ".join(paths) + " |",
+              "|---|---|" + "---|" * len(paths)]
+    first = next(iter(paths.values()))["per_element"]
+    for element, row in first.items():
+        cells = [f"{paths[p]['per_element'][element]['pearson']:.3f} / {paths[p]['per_element'][element]['pearson_conf']:.3f}"
+                 for p in paths]
+        lines.append(f"| {element} | {row['n']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def run_train_variants(options: VariantTrainOptions) -> str:
+    """:func:`train_variant_head`, then the lines the command prints: the mean Pearson of each path."""
+    from bioattn.distributed import resolve_device
+
+    options.device = str(resolve_device(options.device))
+    metrics = train_variant_head(options)
+    lines = []
+    for path, result in metrics["paths"].items():
+        m = result["mean"]
+        cells = ", ".join(f"{group} r={m[group]['pearson']:.3f} (conf {m[group]['pearson_conf']:.3f})"
+                          for group in ("promoter", "enhancer", "all") if group in m)
+        lines.append(f"{path}: {cells}")
+    lines.append(f"best path: {metrics['best_path']}; saved head ({metrics['saved_path']}) in {options.out}")
+    return "\n".join(lines)
