@@ -24,6 +24,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from monai.networks.blocks import ResidualUnit
+from monai.data import MetaTensor
 from monai.networks.utils import pixelunshuffle
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
@@ -45,6 +46,7 @@ __all__ = [
     "DistanceChannelInput",
     "with_distance_channel",
     "flip_axis_sets",
+    "in_memory_volume",
     "predict_probabilities",
     "unshuffle_3d",
     "upsample_token_map",
@@ -55,6 +57,10 @@ MAX_ATTENTION_TOKENS = 4096
 MAX_ATTENTION_BYTES = 4 * 2**30
 # distance_channel: the depth channel is the voxel distance divided by this (a mask 16 voxels thick gives 1)
 DISTANCE_UNIT = 8.0
+#: What the classifier reads: the [CLS] token alone ("cls", the model's first layout, kept by runs saved without a
+#: ``pool`` entry), or beside it each channel's maximum over the encoded grid tokens ("cls+max": a small finding in
+#: one token reaches the classifier directly, where [CLS] attention still has to learn to find it).
+POOLS = ("cls", "cls+max")
 # HybridCT3D.attention_map recomputes attention this many query tokens at a time instead (no N x N map).
 ATTENTION_MAP_CHUNK = 256
 
@@ -73,6 +79,29 @@ def with_distance_channel(volumes: Tensor) -> Tensor:
     inside the mask of channel 0 (:func:`~bioattn.data.ct.foreground_distance`, in units of ``DISTANCE_UNIT``
     voxels)."""
     return torch.cat([volumes, foreground_distance(volumes) / DISTANCE_UNIT], dim=1)
+
+
+def in_memory_volume(array: np.ndarray | Tensor, source: str, *, spacing: Sequence[float] | None = None,
+                     needs_spacing: bool = False) -> MetaTensor:
+    """An in-memory volume ``(X, Y, Z)`` or ``(C, X, Y, Z)`` (axes in RAS order) as the channel-first ``MetaTensor``
+    a file would give, float32, with an affine of ``spacing`` mm voxels (default 1 mm; a ``MetaTensor`` keeps its
+    own). ``needs_spacing``: refuse a plain array without ``spacing`` (the run resamples to a voxel size)."""
+    if isinstance(array, MetaTensor):
+        return array if array.dim() == 4 else MetaTensor(array[None], affine=array.affine)
+    if not isinstance(array, (np.ndarray, Tensor)):
+        raise UserInputError(f"{source}: expected a path, a numpy array or a torch tensor, got {type(array).__name__}")
+    values = torch.as_tensor(np.asarray(array.detach().cpu() if isinstance(array, Tensor) else array),
+                             dtype=torch.float32)
+    if values.dim() not in (3, 4):
+        raise UserInputError(f"{source}: an array of shape {tuple(values.shape)}; a volume is (X, Y, Z) or "
+                             "channel-first (C, X, Y, Z)")
+    if spacing is None and needs_spacing:
+        raise UserInputError(f"{source}: the run resamples to a voxel size, so an array needs spacing=(X, Y, Z) in mm")
+    sizes = tuple(float(v) for v in (spacing if spacing is not None else (1.0, 1.0, 1.0)))
+    if len(sizes) != 3 or min(sizes) <= 0:
+        raise UserInputError(f"{source}: spacing must be 3 positive voxel sizes in mm, got {spacing}")
+    affine = torch.diag(torch.tensor([*sizes, 1.0], dtype=torch.float64))
+    return MetaTensor(values if values.dim() == 4 else values[None], affine=affine)
 
 
 class DistanceChannelInput(nn.Module):
@@ -156,8 +185,11 @@ class HybridCT3D(PretrainedModel):
         dropout: float = 0.1,
         norm: str = "batch",
         class_names: Sequence[str] | None = None,
+        pool: str = "cls",
     ) -> None:
         super().__init__()
+        if pool not in POOLS:
+            raise ValueError(f"pool must be one of {', '.join(POOLS)}, got {pool!r}")
         if min(in_channels, num_classes, unshuffle, stem_depth) < 1:
             raise ValueError(f"in_channels, num_classes, unshuffle and stem_depth must be >= 1, got {in_channels}, "
                              f"{num_classes}, {unshuffle}, {stem_depth}")
@@ -185,7 +217,9 @@ class HybridCT3D(PretrainedModel):
             "dropout": dropout,
             "norm": norm,
             "class_names": list(class_names) if class_names is not None else None,
+            "pool": pool,
         }
+        self.pool = pool
         self.class_names = list(class_names) if class_names is not None else [f"class_{k}" for k in range(num_classes)]
         #: how :meth:`predict` prepares a NIfTI/DICOM file and whether it averages over flips; ``from_pretrained``
         #: sets both from the run's ``preprocessing.json``
@@ -209,7 +243,7 @@ class HybridCT3D(PretrainedModel):
         self.encoder = TransformerEncoder(
             embed_dim, num_heads, num_layers, dim_feedforward=dim_feedforward, dropout=dropout
         )
-        self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(embed_dim, num_classes))
+        self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(embed_dim * (2 if pool == "cls+max" else 1), num_classes))
 
     @classmethod
     def from_pretrained(cls, run_dir: str | os.PathLike, map_location: str | torch.device = "cpu") -> HybridCT3D | Ensemble:
@@ -229,31 +263,43 @@ class HybridCT3D(PretrainedModel):
                 member.input_preprocessing, member.flip_tta = saved["preprocessing"], saved["flip_tta"]
 
     def predict(
-        self, paths: str | os.PathLike | Sequence[str | os.PathLike], *, flip_tta: bool | None = None,
-        preprocessing: VolumePreprocessing | None = None,
+        self, paths: str | os.PathLike | np.ndarray | Tensor | Sequence[str | os.PathLike | np.ndarray | Tensor], *,
+        flip_tta: bool | None = None, preprocessing: VolumePreprocessing | None = None,
+        spacing: Sequence[float] | None = None,
     ) -> np.ndarray:
-        """Class probabilities of NIfTI files or DICOM series folders, as ``bioattn predict ct`` computes them:
-        ``(K,)`` for one path, ``(N, K)`` for a list, float32, classes in ``self.class_names`` order.
+        """Class probabilities of NIfTI files, DICOM series folders or in-memory volumes, as ``bioattn predict ct``
+        computes them: ``(K,)`` for one volume, ``(N, K)`` for a list, float32, classes in ``self.class_names``
+        order.
 
-        Each volume is read (:func:`~bioattn.data.ct.read_ct_volume`), prepared as the run's ``preprocessing.json``
-        says (or as ``preprocessing`` replaces it) and zero-padded to the stem stride; ``flip_tta`` (default: as the
-        run evaluated) averages over the 8 flips. On an ensemble, the members' mean probability. A file that cannot
-        be read, or has the wrong channels, is a :class:`~bioattn.errors.UserInputError` naming it. The checks of
-        inputs unlike the training volumes (``warning:`` lines) are those of ``bioattn predict ct`` /
-        :func:`bioattn.tasks.ct.predict.predict_volume`.
+        A file is read (:func:`~bioattn.data.ct.read_ct_volume`). An array or tensor is a volume as a file would
+        hold it: ``(X, Y, Z)`` or channel-first ``(C, X, Y, Z)``, axes as in a NIfTI file read into RAS+ (x
+        increasing towards the patient's right, y anterior, z superior), intensities in the units of the training
+        volumes (Hounsfield units for CT runs: the run's window is applied to them, not assumed done), voxels of
+        ``spacing`` mm (X Y Z; default 1 1 1; needed when the run resamples to a voxel size). A MONAI
+        ``MetaTensor`` keeps its own affine. Each volume is then prepared as the run's ``preprocessing.json`` says
+        (or as ``preprocessing`` replaces it) and zero-padded to the stem stride; ``flip_tta`` (default: as the
+        run evaluated) averages over the 8 flips. On an ensemble, the members' mean probability. A file that
+        cannot be read, an array of another shape, or the wrong channels is a
+        :class:`~bioattn.errors.UserInputError` naming it. The checks of inputs unlike the training volumes
+        (``warning:`` lines) are those of ``bioattn predict ct`` / :func:`bioattn.tasks.ct.predict.predict_volume`.
         """
-        single = isinstance(paths, (str, os.PathLike))
-        files = [Path(paths)] if single else [Path(p) for p in paths]
-        if not files:
+        single = isinstance(paths, (str, os.PathLike, np.ndarray, Tensor))
+        items = [paths] if single else list(paths)
+        if not items:
             raise UserInputError("no volumes given")
-        pipeline = (preprocessing or self.input_preprocessing).pipeline(divisible_by=self.stride)
+        steps = preprocessing or self.input_preprocessing
+        pipeline = steps.pipeline(divisible_by=self.stride)
         flips = self.flip_tta if flip_tta is None else flip_tta
         rows = []
-        for path in files:
-            volume = read_ct_volume(path)
-            check_volume(volume, path, in_channels=self.in_channels)
+        for number, item in enumerate(items):
+            if isinstance(item, (str, os.PathLike)):
+                source, volume = str(item), read_ct_volume(item)
+            else:
+                source = "the volume" if single else f"volume {number}"
+                volume = in_memory_volume(item, source, spacing=spacing, needs_spacing=steps.spacing is not None)
+            check_volume(volume, source, in_channels=self.in_channels)
             image = pipeline(volume).as_tensor().float()
-            self.check_attention_size(tuple(image.shape[1:]), str(path))
+            self.check_attention_size(tuple(image.shape[1:]), source)
             rows.append(predict_probabilities(self, [(image, 0)], batch_size=1, flip_tta=flips)[0])
         return rows[0] if single else np.stack(rows)
 
@@ -322,7 +368,10 @@ class HybridCT3D(PretrainedModel):
         tokens = tokens + self.positions(grid, x.device).to(tokens.dtype)
         tokens = torch.cat([self.cls_token.expand(len(tokens), -1, -1).to(tokens.dtype), tokens], dim=1)
         encoded, attentions = self.encoder(tokens, need_weights=need_weights)
-        logits = self.head(encoded[:, 0])
+        pooled = encoded[:, 0]
+        if self.pool == "cls+max":  # and the strongest response of each channel over the grid tokens
+            pooled = torch.cat([pooled, encoded[:, 1:].amax(dim=1)], dim=-1)
+        logits = self.head(pooled)
         if not need_weights:
             return logits
         return HybridCTOutput(logits=logits, attentions=attentions or [], grid=grid)

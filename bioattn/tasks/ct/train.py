@@ -60,7 +60,7 @@ from bioattn.errors import UserInputError
 from bioattn.io import save_tensors, write_json, write_text
 from bioattn.metrics import classification_metrics, mean_std, with_prefix
 from bioattn.models.ensemble import Ensemble
-from bioattn.models.hybrid_ct import DistanceChannelInput, HybridCT3D, predict_probabilities
+from bioattn.models.hybrid_ct import POOLS, DistanceChannelInput, HybridCT3D, predict_probabilities
 from bioattn.progress import progress_bar
 from bioattn.report import format_mean_sd, format_table
 from bioattn.tasks.common import (
@@ -229,6 +229,8 @@ class CTOptions(TaskOptions):
     heads: int = 4
     layers: int = 3
     dropout: float = 0.0
+    pool: str = "cls"
+    positive_class: str | None = None
     train_config: TrainConfig | None = None
 
     def __post_init__(self) -> None:
@@ -248,6 +250,8 @@ class CTOptions(TaskOptions):
                                               ("--intensity-window", self.window)) if value is not None]
             if self.fit != "resize":
                 given.append("--fit")
+            if self.positive_class is not None:
+                given.append("--positive-class")
             if given:
                 raise UserInputError(f"{', '.join(given)} apply to --manifest volumes, not to a MedMNIST dataset")
             if self.size is not None and (len(self.size) != 1 or self.size[0] not in MEDMNIST_SIZES):
@@ -255,6 +259,29 @@ class CTOptions(TaskOptions):
                 raise UserInputError(f"--size of a MedMNIST dataset must be 28 or 64, got {given}")
         elif self.size is not None and (len(self.size) not in (1, 3) or min(self.size) < 1):
             raise UserInputError(f"--size needs 1 or 3 positive sizes (X Y Z), got {' '.join(map(str, self.size))}")
+        self._check_stem()
+
+    def _check_stem(self) -> None:
+        """The model flags checked before any volume is read: one stride per stem stage, and a manifest ``--size``
+        whose X, Y and Z are each a multiple of the CNN stride."""
+        channels, strides = self.stem()
+        if len(channels) != len(strides):
+            raise UserInputError(f"--stem-channels and --stem-strides need one value per CNN stage, got "
+                                 f"{' '.join(map(str, channels))} and {' '.join(map(str, strides))}")
+        if min(*channels, *strides) < 1:
+            raise UserInputError("--stem-channels and --stem-strides must be positive")
+        if self.pool not in POOLS:
+            raise UserInputError(f"pool must be one of {', '.join(POOLS)}, got {self.pool!r}")
+        if self.manifest is None:
+            return
+        size, stride = self.input_size, self.stride
+        bad = [f"{axis} = {n}" for axis, n in zip("XYZ", size) if n % stride]
+        if bad:
+            suggestion = " ".join(str(max(stride, round(n / stride) * stride)) for n in size)
+            raise UserInputError(
+                f"--size {' '.join(map(str, size))}: each of X, Y and Z must be a multiple of the CNN stride {stride} "
+                f"({', '.join(bad)} is not); e.g. --size {suggestion} (the stride is --unshuffle times the product of "
+                "--stem-strides: 16 by default above 32 voxels, 8 up to 32)")
 
     @property
     def dataset_name(self) -> str | None:
@@ -368,6 +395,7 @@ def build_models(
             unshuffle=options.unshuffle_factor(), distance_channel=bool(options.distance_channel),
             embed_dim=24 if options.quick else options.embed_dim, num_heads=2 if options.quick else options.heads,
             num_layers=1 if options.quick else options.layers, dropout=options.dropout, class_names=class_names,
+            pool=options.pool,
         )
     except ValueError as exc:
         raise UserInputError(f"invalid model options: {exc}") from exc
@@ -395,12 +423,8 @@ def _load_data(options: CTOptions, config: TrainConfig, stride: int) -> CTData:
     if options.manifest is None:
         return load_medmnist(resolve_data_root(options.data_root), options.dataset_name or DEFAULT_DATASET,
                              options.input_size[0], divisible_by=stride)
-    size = options.input_size
-    if any(s % stride for s in size):
-        suggestion = " ".join(str(max(stride, round(s / stride) * stride)) for s in size)
-        raise UserInputError(f"--size {' '.join(map(str, size))} must be divisible by the CNN stride {stride} in every "
-                             f"axis (e.g. --size {suggestion}, or other --stem-strides or --unshuffle)")
-    return load_manifest(options.manifest, options.preprocessing(), seed=config.seed)
+    return load_manifest(options.manifest, options.preprocessing(), seed=config.seed,
+                         positive_class=options.positive_class)
 
 
 def _scores(labels: np.ndarray, probs: np.ndarray, split: str) -> dict[str, float]:
