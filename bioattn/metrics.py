@@ -28,6 +28,7 @@ __all__ = [
     "precision_at",
     "NEGATIVE_LABELS",
     "order_binary_classes",
+    "decision_threshold",
 ]
 
 CLASSIFICATION_METRICS = ("mcc", "accuracy", "f1", "auroc", "loss")
@@ -174,3 +175,27 @@ def order_binary_classes(names: Sequence[str], positive: str | None = None) -> t
         return [negatives[0], other], (f"positive class: {other} ({negatives[0]} reads as the negative label; "
                                        "--positive-class NAME chooses another)")
     return names, f"positive class: {names[1]} (the second label in sorted order; --positive-class NAME chooses another)"
+
+
+def decision_threshold(labels: Sequence[int] | np.ndarray, positive: np.ndarray, default: float = 0.5) -> float:
+    """The threshold on the positive class's probability that classifies ``labels`` (0/1) best by balanced accuracy,
+    set midway between two neighbouring probabilities; of equally good ones the closest to ``default``, which wins
+    whenever it is among them. For a model whose ranking is right but whose probabilities all sit on one side of
+    0.5 (too little training to spread them): the cut its validation split supports."""
+    labels = np.asarray(labels, dtype=np.int64)
+    positive = np.asarray(positive, dtype=np.float64)
+    if len(set(labels.tolist())) < 2:
+        return default
+    values = np.unique(positive)
+    candidates = np.concatenate([[default], (values[1:] + values[:-1]) / 2, [values[0] - 1e-6, values[-1] + 1e-6]])
+
+    def balanced(threshold: float) -> float:
+        predicted = positive >= threshold
+        return float(np.mean([np.mean(predicted[labels == 1]), np.mean(~predicted[labels == 0])]))
+
+    scores = np.array([balanced(t) for t in candidates])
+    best = scores.max()
+    if balanced(default) >= best - 1e-12:
+        return default
+    good = candidates[scores >= best - 1e-12]
+    return float(good[np.argmin(np.abs(good - default))])

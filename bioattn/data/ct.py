@@ -495,14 +495,16 @@ PREPROCESSING_NAME = "preprocessing.json"
 
 def read_saved_preprocessing(run_dir: str | os.PathLike) -> dict[str, Any] | None:
     """The parsed ``preprocessing.json`` of ``run_dir``: ``source``, ``preprocessing`` (a :class:`VolumePreprocessing`),
-    ``flip_tta`` and ``training_volumes`` (the profile of the training volumes); ``None`` when the run has none."""
+    ``flip_tta``, ``training_volumes`` (the profile of the training volumes) and ``threshold`` (the decision threshold
+    on the positive class of a binary model, 0.5 when the file names none); ``None`` when the run has none."""
     path = Path(run_dir) / PREPROCESSING_NAME
     if not path.is_file():
         return None
     try:
         values = json.loads(path.read_text())
         return {"source": values["source"], "preprocessing": VolumePreprocessing.from_dict(values["preprocessing"]),
-                "flip_tta": bool(values["flip_tta"]), "training_volumes": values.get("training_volumes", {})}
+                "flip_tta": bool(values["flip_tta"]), "training_volumes": values.get("training_volumes", {}),
+                "threshold": float(values.get("threshold", 0.5))}
     except (json.JSONDecodeError, KeyError, TypeError, UserInputError) as exc:
         raise UserInputError(f"{path}: not a valid {PREPROCESSING_NAME} ({exc})") from exc
 

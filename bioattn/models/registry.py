@@ -36,6 +36,7 @@ MODEL_TYPES = {
     "PromoterClassifier": "bioattn.models.promoter:PromoterClassifier",
     "MSAContactModel": "bioattn.models.msa_contact:MSAContactModel",
     "HybridCT3D": "bioattn.models.hybrid_ct:HybridCT3D",
+    "ResNetCT3D": "bioattn.models.ct_resnet:ResNetCT3D",
     "MSATransformer": "bioattn.models.msa_transformer:MSATransformer",
 }
 

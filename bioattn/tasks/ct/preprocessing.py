@@ -24,6 +24,7 @@ import torch
 from bioattn.data.ct import PREPROCESSING_NAME, VolumePreprocessing, read_saved_preprocessing
 from bioattn.errors import UserInputError
 from bioattn.io import write_json
+from bioattn.models.ct_classifier import predicted_index
 
 __all__ = [
     "PREPROCESSING_NAME",
@@ -31,6 +32,7 @@ __all__ = [
     "volume_statistics",
     "profile_volumes",
     "distribution_warnings",
+    "predicted_index",
 ]
 
 FORMAT = 1
@@ -48,19 +50,27 @@ class SavedPreprocessing:
 
     source: ``"medmnist"`` (a MedMNIST ``.npz``: no NIfTI preprocessing) or ``"manifest"`` (NIfTI/DICOM files);
     preprocessing: the steps that made the training volumes from the files; flip_tta: whether the run evaluated
-    with the mean over the 8 flips; profile: :func:`profile_volumes` of the training volumes.
+    with the mean over the 8 flips; profile: :func:`profile_volumes` of the training volumes; threshold: the
+    decision threshold on class 1 of a binary model (chosen on the validation split by ``bioattn train ct``).
     """
 
     source: str
     preprocessing: VolumePreprocessing = field(default_factory=VolumePreprocessing)
     flip_tta: bool = False
     profile: Mapping[str, Any] = field(default_factory=dict)
+    threshold: float = 0.5
 
     def save(self, run_dir: str | os.PathLike) -> Path:
         path = Path(run_dir) / PREPROCESSING_NAME
         write_json(path, {"format": FORMAT, "source": self.source, "preprocessing": self.preprocessing.to_dict(),
-                          "flip_tta": self.flip_tta, "training_volumes": dict(self.profile)})
+                          "flip_tta": self.flip_tta, "training_volumes": dict(self.profile),
+                          "threshold": self.threshold})
         return path
+
+    def predicted_index(self, probabilities: Sequence[float]) -> int:
+        """The class a binary model predicts: class 1 when its probability reaches :attr:`threshold`; else the most
+        probable class."""
+        return predicted_index(probabilities, self.threshold)
 
     @classmethod
     def load(cls, run_dir: str | os.PathLike) -> SavedPreprocessing | None:
@@ -69,7 +79,7 @@ class SavedPreprocessing:
         if values is None:
             return None
         return cls(source=values["source"], preprocessing=values["preprocessing"], flip_tta=values["flip_tta"],
-                   profile=values["training_volumes"])
+                   profile=values["training_volumes"], threshold=values.get("threshold", 0.5))
 
 
 def volume_statistics(image: torch.Tensor) -> dict[str, Any]:

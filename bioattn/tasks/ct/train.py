@@ -45,7 +45,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from monai.networks.nets import ResNet
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold
 from sklearn.pipeline import make_pipeline
@@ -58,9 +57,10 @@ from bioattn.data import resolve_data_root
 from bioattn.data.ct import VolumePreprocessing, apply_random_transform, foreground_distance, train_augmentation
 from bioattn.errors import UserInputError
 from bioattn.io import save_tensors, write_json, write_text
-from bioattn.metrics import classification_metrics, mean_std, with_prefix
+from bioattn.metrics import classification_metrics, decision_threshold, mean_std, order_binary_classes, with_prefix
 from bioattn.models.ensemble import Ensemble
-from bioattn.models.hybrid_ct import POOLS, DistanceChannelInput, HybridCT3D, predict_probabilities
+from bioattn.models.ct_resnet import ResNetCT3D
+from bioattn.models.hybrid_ct import POOLS, HybridCT3D, predict_probabilities
 from bioattn.progress import progress_bar
 from bioattn.report import format_mean_sd, format_table
 from bioattn.tasks.common import (
@@ -404,12 +404,12 @@ def build_models(
     if seed is not None:
         torch.manual_seed(seed)
     widths = [4, 8, 16, 32] if options.quick else [8, 16, 32, 64]
-    # its first convolution strides by the attention model's unshuffle factor: 64³ costs it about what 32³ does
-    baseline = ResNet("basic", [1, 1, 1, 1] if options.quick else [2, 2, 2, 2], widths, spatial_dims=3,
-                      n_input_channels=in_channels + bool(options.distance_channel), num_classes=num_classes,
-                      conv1_t_stride=options.unshuffle_factor())
-    # the same input as the attention model: with distance_channel, the depth inside the mask too
-    return hybrid, DistanceChannelInput(baseline) if options.distance_channel else baseline
+    # its first convolution strides by the attention model's unshuffle factor: 64³ costs it about what 32³ does;
+    # the same input as the attention model (with distance_channel, the depth inside the mask too)
+    baseline = ResNetCT3D(in_channels, num_classes, widths=widths, layers=[1, 1, 1, 1] if options.quick else [2, 2, 2, 2],
+                          conv1_stride=options.unshuffle_factor(), distance_channel=bool(options.distance_channel),
+                          input_multiple=hybrid.stride, class_names=class_names)
+    return hybrid, baseline
 
 
 def _class_names(options: CTOptions, data: CTData) -> list[str] | None:
@@ -488,8 +488,18 @@ def train_one(
                                       flip_tta=protocol.flip_tta)
         metrics.update(_scores(data.labels["test"], probs, "test"))
     kept = predict_probabilities(model, val_set, batch_size=config.batch_size, flip_tta=protocol.flip_tta)
-    metrics["trust"] = trust_report(val_labels, kept, class_names=data.class_names,
-                                    headline="auroc", split="validation", cv_hint="--cv 5")
+    binary = kept.shape[1] == 2
+    # the cut on the positive class the validation split supports (0.5 unless another one separates it better)
+    threshold = decision_threshold(val_labels, kept[:, 1]) if binary else 0.5
+    metrics["threshold"] = threshold
+    metrics["trust"] = trust_report(val_labels, kept[:, 1] if binary else kept, threshold=threshold,
+                                    class_names=data.class_names, headline="auroc", split="validation",
+                                    cv_hint="--cv 5")
+    if threshold != 0.5:
+        metrics["trust"]["warnings"].append(
+            f"note: the decision threshold is {threshold:.4g} on p({(data.class_names or ['0', '1'])[1]}), chosen on "
+            "these validation volumes (at 0.5 they separate worse); predict ct and explain ct apply it; the accuracy "
+            "above is at 0.5, and on the volumes it was chosen on the threshold's own accuracy is optimistic")
     plot_curves(run_dir)
     return metrics
 
@@ -580,9 +590,10 @@ def _train_pair(options: CTOptions, data: CTData, config: TrainConfig, protocol:
                                            dataclasses.replace(config, precision="fp32"), protocol, **common)
     if is_main_process():
         hybrid.save_pretrained(run_dir)
-        saved.save(run_dir)
-        if baseline is not None:
-            save_tensors(run_dir / BASELINE_DIR / "model.safetensors", baseline.state_dict())
+        dataclasses.replace(saved, threshold=results[HYBRID_NAME].get("threshold", 0.5)).save(run_dir)
+        if baseline is not None:  # a run directory of its own: predict ct / explain ct --model RUN/baseline_resnet
+            baseline.save_pretrained(run_dir / BASELINE_DIR)
+            dataclasses.replace(saved, threshold=results[BASELINE_NAME].get("threshold", 0.5)).save(run_dir / BASELINE_DIR)
         if select_best:
             plot_metric_per_epoch(
                 {f"{name} ({m['parameters'] / 1e6:.2f} M)":
@@ -727,22 +738,37 @@ def ensemble_table(results: dict[str, Any]) -> str:
     return format_table(header, rows)
 
 
-def trust_sections(results: dict[str, Any]) -> list[str]:
-    """The trust part of ``summary.md`` (see :mod:`bioattn.tasks.trust`): per model of a single run its warnings and
-    confusion matrix on validation, and a warning when the baseline beats the attention model's validation AUROC;
-    nothing for ensembles (their tables give mean ± sd over members)."""
+def trust_sections(results: dict[str, Any], run_dir: Path | None = None) -> list[str]:
+    """The trust part of ``summary.md`` (see :mod:`bioattn.tasks.trust`): per model of a single run its warnings
+    (each naming the model) and confusion matrix on validation, and a warning when the baseline beats the attention
+    model's validation AUROC, with the command that uses the baseline (``run_dir``); nothing for ensembles (their
+    tables give mean ± sd over members)."""
     models = results.get("models")
     if not models:
         return []
+    for name, m in models.items():
+        report = m.get("trust") or {}
+        report["warnings"] = [_naming(line, name) for line in report.get("warnings", [])]
     sections = [format_trust(m["trust"], name) for name, m in models.items() if m.get("trust")]
     hybrid = models.get(HYBRID_NAME, {})
     beaten = baseline_warning(HYBRID_NAME, hybrid.get("val_auroc"),
                               {name: m.get("val_auroc") for name, m in models.items() if name != HYBRID_NAME},
                               "validation AUROC")
+    if beaten and BASELINE_NAME in models and run_dir is not None:
+        beaten += (f"; it is saved as a run of its own: bioattn predict ct --model {run_dir / BASELINE_DIR} --input "
+                   "SCAN --output predictions.csv (explain ct --model accepts it too)")
     if beaten:
         hybrid.setdefault("trust", {}).setdefault("warnings", []).append(beaten)
         sections.insert(0, beaten)
     return sections
+
+
+def _naming(line: str, model: str) -> str:
+    """``"warning: ..."`` → ``"warning: [model] ..."`` (the same for ``note:``), once."""
+    for prefix in ("warning: ", "note: "):
+        if line.startswith(prefix) and not line.startswith(f"{prefix}[{model}]"):
+            return f"{prefix}[{model}] {line[len(prefix):]}"
+    return line
 
 
 def with_default_window(options: CTOptions, seed: int) -> CTOptions:
@@ -798,6 +824,14 @@ def train_ct(options: CTOptions) -> dict[str, Any]:
     train + val. Either way the run directory loads as the attention models' ensemble (mean probability).
     """
     check_run_dir(options.out, resume=options.resume, overwrite=options.overwrite)  # before any volume is read
+    if options.manifest is not None and options.positive_class is not None:  # the labels only, no volume yet
+        from bioattn.data.ct_manifest import class_names_of, read_manifest
+
+        manifest = read_manifest(options.manifest, require_labels=True)
+        try:
+            order_binary_classes(class_names_of([row.label for row in manifest.rows]), options.positive_class)
+        except UserInputError as exc:
+            raise UserInputError(f"{manifest.path}: {exc}") from None
     protocol = resolve_protocol(options)
     config = options.train_config or protocol_train_config(options.protocol, quick=options.quick)
     options = with_default_window(options, config.seed)
@@ -832,6 +866,7 @@ def train_ct(options: CTOptions) -> dict[str, Any]:
         "size": list(options.input_size),
         "file": str(data.path),
         "class_names": model_config["class_names"],
+        "positive_class": model_config["class_names"][1] if len(model_config["class_names"] or []) == 2 else None,
         "split_sizes": data.split_sizes,
         "test_split_present": "test" in data.splits,
         "preprocessing": data.preprocessing.to_dict() if data.preprocessing else None,
@@ -845,7 +880,10 @@ def train_ct(options: CTOptions) -> dict[str, Any]:
                                           for k, (a, c) in PUBLISHED.get(dataset or "", {}).items()},
     }
     table = comparison_table(dataset, results["models"]) if "models" in results else ensemble_table(results)
-    trust = trust_sections(results)
+    positive = order_binary_classes(data.class_names, options.positive_class)[1] if data.class_names else None
+    trust = trust_sections(results, run_dir)
+    if positive:
+        trust.insert(0, positive)
     hints = not_learned_hints(data, saved, results["models"]) if "models" in results else []
     if hints:
         trust.insert(0, "\n".join(hints))
