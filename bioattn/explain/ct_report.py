@@ -396,7 +396,8 @@ def explain_ct(
         "cls_self_share": float(1 - grid.sum()) if grid is not None else None, "peak_voxel": [int(i) for i in peak],
         "head_similarity": layer_similarities(layer_maps) if layer_maps else None, "method": method,
         "head_sharpness": sharpness_summary(sharpness) if sharpness is not None else None, "flip_tta": flip, "requested_method": requested,
-        "maps_computed": list(maps), "seconds_per_forward_pass": round(seconds_per_pass, 4), "threshold": threshold,
+        "maps_computed": [m for m in maps if m in computed or m == "rollout"],
+        "seconds_per_forward_pass": round(seconds_per_pass, 4), "threshold": threshold,
         **({"faithfulness_plan": plan.to_dict()} if plan is not None else {}),
         **({"faithfulness": results} if results is not None else {}),
     }
