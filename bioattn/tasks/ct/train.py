@@ -280,7 +280,7 @@ class CTOptions(TaskOptions):
             suggestion = " ".join(str(max(stride, round(n / stride) * stride)) for n in size)
             raise UserInputError(
                 f"--size {' '.join(map(str, size))}: each of X, Y and Z must be a multiple of the CNN stride {stride} "
-                f"({', '.join(bad)} is not); e.g. --size {suggestion} (the stride is --unshuffle times the product of "
+                f"({', '.join(bad)} {'is' if len(bad) == 1 else 'are'} not); e.g. --size {suggestion} (the stride is --unshuffle times the product of "
                 "--stem-strides: 16 by default above 32 voxels, 8 up to 32)")
 
     @property
