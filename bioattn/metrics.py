@@ -26,6 +26,9 @@ __all__ = [
     "mean_std",
     "residues_with_coordinates",
     "precision_at",
+    "NEGATIVE_LABELS",
+    "order_binary_classes",
+    "decision_threshold",
 ]
 
 CLASSIFICATION_METRICS = ("mcc", "accuracy", "f1", "auroc", "loss")
@@ -136,3 +139,63 @@ def precision_at(
         name = "P@L" if k == 1 else f"P@L/{k}"
         result[name] = float(is_contact[:top].mean()) if len(is_contact) else float("nan")
     return result
+
+
+#: Labels that read as the negative class of a binary task (compared case-insensitively): with one of them, the
+#: OTHER label is the positive class, whatever the alphabetical order.
+NEGATIVE_LABELS = ("normal", "negative", "control", "healthy", "benign", "background", "absent", "no", "false", "0")
+
+
+def order_binary_classes(names: Sequence[str], positive: str | None = None) -> tuple[list[str], str | None]:
+    """The classes of a task in the order its model uses, and why: for two classes the positive one comes second
+    (class 1: the one AUROC, F1, MCC and ``p_<class>`` thresholds are about).
+
+    ``positive`` (``--positive-class``) names it; otherwise, when exactly one of the two labels is in
+    :data:`NEGATIVE_LABELS` (``normal``, ``control``, ``0``, ...), the other one is positive; otherwise the sorted
+    order stays (the second label is positive). Returns ``(names, reason)``, ``reason`` one line saying which class is
+    positive and why (``None`` for more than two classes). A ``positive`` that is not a label, or given for more than
+    two classes, raises :class:`~bioattn.errors.UserInputError`.
+    """
+    from bioattn.errors import UserInputError
+
+    names = [str(name) for name in names]
+    if len(names) != 2:
+        if positive is not None:
+            raise UserInputError(f"--positive-class {positive} applies to two classes; the labels hold {len(names)} "
+                                 f"({', '.join(names)})")
+        return names, None
+    if positive is not None:
+        if str(positive) not in names:
+            raise UserInputError(f"--positive-class {positive!r} is not one of the labels ({', '.join(names)})")
+        negative = names[1 - names.index(str(positive))]
+        return [negative, str(positive)], f"positive class: {positive} (--positive-class)"
+    negatives = [name for name in names if name.strip().lower() in NEGATIVE_LABELS]
+    if len(negatives) == 1:
+        other = names[1 - names.index(negatives[0])]
+        return [negatives[0], other], (f"positive class: {other} ({negatives[0]} reads as the negative label; "
+                                       "--positive-class NAME chooses another)")
+    return names, f"positive class: {names[1]} (the second label in sorted order; --positive-class NAME chooses another)"
+
+
+def decision_threshold(labels: Sequence[int] | np.ndarray, positive: np.ndarray, default: float = 0.5) -> float:
+    """The threshold on the positive class's probability that classifies ``labels`` (0/1) best by balanced accuracy,
+    set midway between two neighbouring probabilities; of equally good ones the closest to ``default``, which wins
+    whenever it is among them. For a model whose ranking is right but whose probabilities all sit on one side of
+    0.5 (too little training to spread them): the cut its validation split supports."""
+    labels = np.asarray(labels, dtype=np.int64)
+    positive = np.asarray(positive, dtype=np.float64)
+    if len(set(labels.tolist())) < 2:
+        return default
+    values = np.unique(positive)
+    candidates = np.concatenate([[default], (values[1:] + values[:-1]) / 2, [values[0] - 1e-6, values[-1] + 1e-6]])
+
+    def balanced(threshold: float) -> float:
+        predicted = positive >= threshold
+        return float(np.mean([np.mean(predicted[labels == 1]), np.mean(~predicted[labels == 0])]))
+
+    scores = np.array([balanced(t) for t in candidates])
+    best = scores.max()
+    if balanced(default) >= best - 1e-12:
+        return default
+    good = candidates[scores >= best - 1e-12]
+    return float(good[np.argmin(np.abs(good - default))])

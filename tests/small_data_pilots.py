@@ -30,12 +30,15 @@ def ct_affine() -> np.ndarray:
 
 def ct_volume(rng: np.random.Generator, lesion: bool, shape: tuple[int, int, int] = CT_SHAPE, *,
               contrast: tuple[float, float] = (100.0, 300.0), radius_mm: tuple[float, float] = (3.0, 6.0),
-              noise: float = 15.0) -> np.ndarray:
+              noise: float = 15.0, spine: float | None = None,
+              radius_voxels: tuple[float, float] | None = None) -> np.ndarray:
     """``shape`` float32 in Hounsfield units, on ``CT_SPACING`` voxels: air (-1000) around an ellipsoid body of soft
     tissue (40 HU) holding a brighter organ (60 HU), with Gaussian noise of sd ``noise`` HU inside the body;
     ``lesion``: a sphere of radius ``radius_mm`` (mm, uniform in the range; spherical in world space, so about 3x
     flatter in voxels along the thick z slices) ``contrast`` HU (uniform in the range) above the tissue around it,
-    anywhere inside the body, its edge partial-volumed over one voxel."""
+    anywhere inside the body, its edge partial-volumed over one voxel. ``spine``: also a bright cylinder of this many HU
+    (bone, e.g. 700) along z behind the centre of the body, in every volume. ``radius_voxels``: the lesion is a sphere
+    of this radius in voxels instead (uniform in the range; so about 3x longer along the thick z slices in mm)."""
     spacing = np.asarray(CT_SPACING, dtype=np.float32)
     x, y, z = np.meshgrid(*(np.arange(n, dtype=np.float32) for n in shape), indexing="ij")
     cx, cy, cz = (np.array(shape) - 1) / 2 + rng.normal(0, 1.5, 3)
@@ -44,8 +47,12 @@ def ct_volume(rng: np.random.Generator, lesion: bool, shape: tuple[int, int, int
     volume[body] = 40.0
     organ = ((x - cx - 6) / 8) ** 2 + ((y - cy) / 6) ** 2 + ((z - cz) / 5) ** 2 < 1
     volume[organ & body] = 60.0
+    if spine is not None:
+        volume[(((x - cx) / 4.5) ** 2 + ((y - cy + 0.22 * shape[1]) / 4.5) ** 2 < 1) & body] = spine
     if lesion:
-        radius = rng.uniform(*radius_mm)
+        if radius_voxels is not None:
+            spacing = np.ones(3, dtype=np.float32)  # the sphere lives on the voxel grid
+        radius = rng.uniform(*(radius_voxels if radius_voxels is not None else radius_mm))
         # a centre whose whole sphere lies inside the body (the ellipsoid shrunk by the radius)
         semi = np.array([0.42 * shape[0], 0.36 * shape[1], 0.48 * shape[2]]) - radius / spacing - 1
         while True:
@@ -130,10 +137,18 @@ def main() -> None:
                         help="ct: lesion HU above the tissue around it, uniform in LOW..HIGH (default: 100 300)")
     parser.add_argument("--radius-mm", type=float, nargs=2, default=(3.0, 6.0), metavar=("LOW", "HIGH"),
                         help="ct: lesion radius in mm, uniform in LOW..HIGH (default: 3 6)")
+    parser.add_argument("--radius-voxels", type=float, nargs=2, default=None, metavar=("LOW", "HIGH"),
+                        help="ct: lesion radius in voxels (a sphere on the voxel grid) instead of --radius-mm")
+    parser.add_argument("--spine", type=float, default=None, metavar="HU",
+                        help="ct: a bright cylinder (bone) of this many HU in every volume (default: none)")
+    parser.add_argument("--shape", type=int, nargs=3, default=CT_SHAPE, metavar=("X", "Y", "Z"),
+                        help="ct: voxels per volume (default: 48 48 24)")
+    parser.add_argument("--new", type=int, default=20, help="ct: volumes in new/labels.csv (default: 20)")
     args = parser.parse_args()
     if args.kind == "ct":
-        print(*write_ct_pilot(args.folder, args.volumes, args.seed, contrast=tuple(args.contrast),
-                              radius_mm=tuple(args.radius_mm)))
+        print(*write_ct_pilot(args.folder, args.volumes, args.seed, tuple(args.shape), args.new,
+                              contrast=tuple(args.contrast), radius_mm=tuple(args.radius_mm), spine=args.spine,
+                              radius_voxels=tuple(args.radius_voxels) if args.radius_voxels else None))
     else:
         print(*write_promoter_pilot(args.folder, args.sequences, args.seed, length=args.length, mutation=args.mutation))
 

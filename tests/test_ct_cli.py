@@ -244,7 +244,7 @@ def test_train_quick_end_to_end_on_real_data(require_data, tmp_path: Path, one_t
     assert _train("--out", str(plain), "--quick", "--deterministic", "--no-distance-channel") == 0
     assert not HybridCT3D.from_pretrained(plain).config["distance_channel"]
     assert json.loads((plain / "run_config.json").read_text())["recipe"]["distance_channel"] is False
-    assert load_tensors(plain / "baseline_resnet" / "model.safetensors")["conv1.weight"].shape[1] == 1
+    assert load_tensors(plain / "baseline_resnet" / "model.safetensors")["network.conv1.weight"].shape[1] == 1
 
 
 @pytest.mark.slow

@@ -75,7 +75,8 @@ def test_faithfulness_over_a_split_covers_every_method_and_volume(ct_model, npz)
 
 def test_split_faithfulness_equals_the_single_volume_measurement_for_one_index(ct_model, npz) -> None:
     """``--indices 2`` measures exactly what explaining volume 2 alone measures (same volume, score and ranking)."""
-    alone = explain_ct(ct_model, npz, method="gradient_x_input", index=2, device="cpu").summary["faithfulness"]
+    alone = explain_ct(ct_model, npz, method="gradient_x_input", index=2, device="cpu",
+                       faithfulness_methods="all").summary["faithfulness"]
     listed = explain_ct(ct_model, npz, method="gradient_x_input", index=0, faithfulness_indices=[2],
                         device="cpu").summary["faithfulness"]
     for name in ("gradient_x_input", "gradcam", "occlusion"):

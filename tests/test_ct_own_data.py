@@ -290,12 +290,14 @@ def test_manifest_size_must_suit_the_cnn_stride(own_data: Path, tmp_path: Path, 
     code = cli_main(["train", "ct", "--manifest", str(own_data), "--out", str(out), "--quick", "--size", "20"])
     assert code == 2 and not out.exists()
     assert capsys.readouterr().err.strip() == (
-        "error: --size 20 20 20 must be divisible by the CNN stride 8 in every axis (e.g. --size 16 16 16, or other "
-        "--stem-strides or --unshuffle)")
+        "error: --size 20 20 20: each of X, Y and Z must be a multiple of the CNN stride 8 (X = 20, Y = 20, Z = 20 are "
+        "not); e.g. --size 16 16 16 (the stride is --unshuffle times the product of --stem-strides: 16 by default "
+        "above 32 voxels, 8 up to 32)")
     code = cli_main(["train", "ct", "--manifest", str(own_data), "--out", str(out), "--quick", "--size", "24",
                      "--unshuffle", "2"])
     assert code == 2 and not out.exists()
-    assert "must be divisible by the CNN stride 16 in every axis (e.g. --size 32 32 32" in capsys.readouterr().err
+    assert "must be a multiple of the CNN stride 16 (X = 24, Y = 24, Z = 24 are not); e.g. --size 32 32 32" in \
+        capsys.readouterr().err
 
 
 @pytest.mark.slow

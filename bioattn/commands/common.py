@@ -123,7 +123,9 @@ def add_explain_arguments(parser: argparse.ArgumentParser, *, input_help: str, r
     parser.add_argument("--start-layer", type=int, default=0, help="first layer included in the rollout (default: 0)")
 
 
-def add_method_arguments(parser: argparse.ArgumentParser, *, unit: str, methods: Sequence[str] | None = None) -> None:
+def add_method_arguments(parser: argparse.ArgumentParser, *, unit: str, methods: Sequence[str] | None = None,
+                         auto_help: str | None = None, steps_default: int | None = 20,
+                         steps_help: str | None = None) -> None:
     """``--method --no-faithfulness --faithfulness-steps``: which attribution the outputs show, and whether every
     method's deletion/insertion faithfulness is measured (``unit``: what one perturbation step removes; ``methods``:
     the model type's methods, default :data:`~bioattn.explain.attribution.METHODS`)."""
@@ -131,15 +133,15 @@ def add_method_arguments(parser: argparse.ArgumentParser, *, unit: str, methods:
 
     choices = tuple(methods or METHODS)
     parser.add_argument("--method", choices=("auto", *choices), default="auto",
-                        help="attribution shown in the outputs: auto (of the methods fast enough for the input, the "
-                             "one most faithful on a sample of it, measured by deletion/insertion and named on stderr "
-                             "with its AUCs), " + ", ".join(choices) + " (default: %(default)s)")
+                        help="attribution shown in the outputs: auto (" + (auto_help or "of the methods fast enough "
+                             "for the input, the one most faithful on a sample of it, measured by deletion/insertion and "
+                             "named on stderr with its AUCs") + "), " + ", ".join(choices) + " (default: %(default)s)")
     parser.add_argument("--no-faithfulness", dest="skip_faithfulness", action="store_true",
                         help=f"skip measuring every method's deletion/insertion faithfulness ({unit} removed or "
                              "revealed by rank; summary.json key 'faithfulness', faithfulness.png) (default: off, "
                              "i.e. measured)")
-    parser.add_argument("--faithfulness-steps", type=int, default=20,
-                        help="points of each deletion/insertion curve (default: %(default)s)")
+    parser.add_argument("--faithfulness-steps", type=int, default=steps_default,
+                        help="points of each deletion/insertion curve (default: " + (steps_help or "%(default)s") + ")")
 
 
 def method_options(args: argparse.Namespace) -> dict:

@@ -25,9 +25,16 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--manifest", type=Path, default=None, metavar="LABELS.csv",
                         help="your own volumes: CSV with columns image,label[,split] (default: none)")
     add_data_root_argument(parser, what="data folder for --dataset")
+    parser.add_argument("--positive-class", default=None, metavar="NAME",
+                        help="--manifest with two labels: the positive class, the one AUROC, the trust report and "
+                             "p_<class> thresholds are about (default: the label that is not normal/negative/control/"
+                             "healthy/benign/background/absent/no/false/0, else the second in sorted order; named in "
+                             "the summary and saved with the model)")
     parser.add_argument("--size", type=int, nargs="+", default=None, metavar="N",
                         help="--dataset: the volume edge, 64 or 28 (default: 64); --manifest: the model input X Y Z, "
-                             "or one value for a cube (default: 64 64 64)")
+                             "or one value for a cube; each of X, Y and Z must be a multiple of the CNN stride (16 "
+                             "when the largest exceeds 32 voxels, else 8; e.g. 48 48 32, not 48 48 24), checked "
+                             "before any volume is read (default: 64 64 64)")
     parser.add_argument("--out", type=Path, required=True, help="run directory to create")
     parser.add_argument("--quick", action="store_true", help="smoke test: tiny models, 2 epochs of 3 steps of 8")
     parser.add_argument("--baseline", choices=("resnet", "none"), default="resnet",
@@ -100,6 +107,6 @@ def train_options_from_args(args: argparse.Namespace) -> "CTOptions":
         tta=args.tta, mixup=args.mixup, quick=args.quick, stem_channels=optional_tuple(args.stem_channels),
         stem_strides=optional_tuple(args.stem_strides), stem_depth=args.stem_depth, unshuffle=args.unshuffle,
         distance_channel=args.distance_channel, embed_dim=args.embed_dim, heads=args.heads, layers=args.layers,
-        dropout=args.dropout, train_config=config,
+        dropout=args.dropout, train_config=config, positive_class=args.positive_class,
         **ensemble_options(args), resume=args.resume, overwrite=args.overwrite,
     )

@@ -40,6 +40,10 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     data.add_argument("--dev", type=Path, default=None, metavar="FILE",
                       help="dev file for early stopping (default: a stratified 10%% of --train)")
     data.add_argument("--test", type=Path, default=None, metavar="FILE", help="also score this file (default: none)")
+    data.add_argument("--positive-class", default=None, metavar="NAME",
+                      help="--train with two labels: the positive class, the one AUROC, MCC and p_<class> are about "
+                           "(default: the label that is not normal/negative/control/healthy/benign/background/absent/"
+                           "no/false/0, else the second in sorted order; named on stderr and saved with the model)")
     data.add_argument("--max-length", type=int, default=None, metavar="NT",
                       help="longest sequence the model accepts (default: the longest training sequence)")
     data.add_argument("--data-root", default=None, help="data folder of the bundled tasks (default: $BIOATTN_DATA_ROOT, else ../shared/data)")
@@ -110,6 +114,7 @@ def train_options_from_args(args: argparse.Namespace) -> tuple[PromoterOptions, 
         head_temperature=args.head_temperature, pretrain_epochs=args.pretrain_epochs, pretrain_mask=args.pretrain_mask,
         finetune_mask=args.finetune_mask,
         rc_augment=args.rc_augment, rc_average={None: None, "both": True, "forward": False}[args.strand], length_buckets=not args.no_length_buckets,
+        positive_class=args.positive_class,
         **ensemble_options(args), resume=args.resume, overwrite=args.overwrite,
     )
     return options, config_from_args(args, DEFAULTS, max_epochs=default_epochs(options.task),

@@ -131,20 +131,23 @@ class SavedPreprocessing:
     source: ``"medmnist"`` (a MedMNIST ``.npz``: no NIfTI preprocessing) or ``"manifest"`` (NIfTI/DICOM files);
     preprocessing: the steps that made the training volumes from the files; flip_tta: whether the run evaluated
     with the mean over the 8 flips; profile: the profile of the training volumes
-    (:func:`bioattn.tasks.ct.preprocessing.profile_volumes`), saved under the key ``training_volumes``.
+    (:func:`bioattn.tasks.ct.preprocessing.profile_volumes`), saved under the key ``training_volumes``;
+    threshold: the decision threshold on class 1 of a binary model (chosen on the validation split by
+    ``bioattn train ct``; 0.5 for a file that names none).
     """
 
     source: str
     preprocessing: VolumePreprocessing = dataclasses.field(default_factory=VolumePreprocessing)
     flip_tta: bool = False
     profile: dict[str, Any] = dataclasses.field(default_factory=dict)
+    threshold: float = 0.5
 
     def save(self, run_dir: str | os.PathLike) -> Path:
         """Write ``run_dir/preprocessing.json`` (atomically); returns its path."""
         path = Path(run_dir) / PREPROCESSING_NAME
         write_json(path, {"format": PREPROCESSING_FORMAT, "source": self.source,
                           "preprocessing": self.preprocessing.to_dict(), "flip_tta": self.flip_tta,
-                          "training_volumes": dict(self.profile)})
+                          "training_volumes": dict(self.profile), "threshold": self.threshold})
         return path
 
     @classmethod
@@ -156,7 +159,8 @@ class SavedPreprocessing:
         try:
             values = json.loads(path.read_text())
             return cls(source=values["source"], preprocessing=VolumePreprocessing.from_dict(values["preprocessing"]),
-                       flip_tta=bool(values["flip_tta"]), profile=dict(values.get("training_volumes", {})))
+                       flip_tta=bool(values["flip_tta"]), profile=dict(values.get("training_volumes", {})),
+                       threshold=float(values.get("threshold", 0.5)))
         except (json.JSONDecodeError, KeyError, TypeError, UserInputError) as exc:
             raise UserInputError(f"{path}: not a valid {PREPROCESSING_NAME} ({exc})") from exc
 

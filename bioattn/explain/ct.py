@@ -22,15 +22,18 @@ class VolumeExplanation:
 
 
 @torch.no_grad()
-def explain_volumes(model: torch.nn.Module, volumes: Tensor, *, head_fusion: str = "mean", start_layer: int = 0) -> VolumeExplanation:
+def explain_volumes(model: torch.nn.Module, volumes: Tensor, *, head_fusion: str = "mean", start_layer: int = 0,
+                    predict: bool = True) -> VolumeExplanation:
     """Predict with the model's normal (fused) path, then explain with a second pass that returns attention.
 
     volumes: ``(B, C, D, H, W)`` with ``D, H, W`` divisible by ``model.stride``. The model is put in eval mode.
+    ``predict=False`` skips the first pass (one forward pass less); ``probabilities`` are then the softmax of the
+    attention pass's logits (the same model, unfused attention: equal up to float rounding).
     """
     model.eval()
     volumes = volumes.to(next(model.parameters()).device)
-    probabilities = model(volumes).float().softmax(dim=-1)
     output = model(volumes, need_weights=True)
+    probabilities = model(volumes).float().softmax(dim=-1) if predict else output.logits.float().softmax(dim=-1)
     grid_map = output.cls_rollout(head_fusion=head_fusion, start_layer=start_layer)
     voxel_map = upsample_token_map(grid_map, volumes.shape[2:])
     return VolumeExplanation(probabilities=probabilities.cpu(), grid_map=grid_map.cpu(), voxel_map=voxel_map.cpu(),

@@ -46,7 +46,7 @@ def _monai_map(member: torch.nn.Module, method: str, volumes: Tensor, classes: T
     maps = []
     for volume, predicted, value in zip(volumes, classes, background(volumes)):
         if method == "gradcam":
-            stage = f"stem.{len(member.stem) - 1}"
+            stage = getattr(member, "gradcam_layer", None) or f"stem.{len(member.stem) - 1}"
             with torch.enable_grad():
                 cam = GradCAM(nn_module=member, target_layers=stage)(volume[None], class_idx=int(predicted))
             maps.append(cam[0, 0].detach())

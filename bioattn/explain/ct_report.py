@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -20,7 +19,7 @@ import torch
 
 from bioattn.errors import UserInputError
 from bioattn.explain.result import (
-    Explanation, check_out_dir, load_explained_model, resolve_method, saved_under, where,
+    Explanation, check_out_dir, load_explained_model, saved_under, where,
 )
 
 #: Every CT method, from most to least faithful on the 98 AdrenalMNIST3D validation volumes (deletion AUC,
@@ -49,7 +48,8 @@ class CTExplanation(Explanation):
     def _write_files(self, out: Path) -> None:
         from bioattn.data.ct import write_nifti
 
-        write_nifti(out / "rollout.nii.gz", self.rollout, self.affine)
+        if self.rollout is not None:  # a model without attention has none
+            write_nifti(out / "rollout.nii.gz", self.rollout, self.affine)
         if self.label is not None:
             write_nifti(out / "input.nii.gz", self.image, self.affine)
         if self.attribution is not None:
@@ -64,9 +64,18 @@ def describe(result: CTExplanation, out: Path | None = None) -> str:
 
     out = out if out is not None else result.saved_to
     names, p = list(result.summary["probabilities"]), result.probabilities
-    best = max(range(len(p)), key=p.__getitem__)
-    lines = [f"{result.description}: p({names[best]}) = {p[best]:.3f}; rollout -> {where(out, 'rollout.nii.gz')}"
-             + (f", {result.method} -> {where(out, 'attribution.nii.gz')}" if result.method != "rollout" else "")]
+    best = names.index(result.summary["predicted"])
+    flips = " (mean over the 8 flips, as predict ct)" if result.summary.get("flip_tta") else ""
+    cut = result.summary.get("threshold", 0.5)
+    rule = f", threshold {cut:.4g} on p({names[1]})" if len(names) == 2 and cut != 0.5 else ""
+    maps = ([f"rollout -> {where(out, 'rollout.nii.gz')}"] if result.rollout is not None else []) + (
+        [f"{result.method} -> {where(out, 'attribution.nii.gz')}"] if result.method != "rollout" else [])
+    lines = [f"{result.description}: p({names[best]}) = {p[best]:.3f}{flips}, predicted: {names[best]}{rule}; "
+             + ", ".join(maps)]
+    if "faithfulness_plan" in result.summary:
+        from bioattn.explain.ct_plan import FaithfulnessPlan
+
+        lines.append(FaithfulnessPlan(**result.summary["faithfulness_plan"]).describe())
     if "faithfulness" in result.summary:
         lines.append(faithfulness_table(result.summary["faithfulness"]))
     return "\n".join(lines)
@@ -181,8 +190,10 @@ def explain_ct(
     index: int = 0,
     preprocessing: Mapping[str, Any] | None = None,
     faithfulness: bool = True,
-    faithfulness_steps: int = 20,
+    faithfulness_steps: int | None = None,
     faithfulness_indices: str | Sequence[int] | None = None,
+    faithfulness_methods: str | Sequence[str] = "default",
+    flip_tta: bool | None = None,
     device: str = "auto",
     out: str | os.PathLike | None = None,
     overwrite: bool = False,
@@ -196,7 +207,19 @@ def explain_ct(
             volume), or an in-memory channel-first volume ``(C, X, Y, Z)`` (a MONAI ``MetaTensor`` keeps its affine).
         preprocessing: overrides of the saved steps (:data:`PREPROCESSING_STEPS`, e.g. ``{"window": (-160, 240)}``);
             ``.npz`` volumes get only these.
-        method, head_fusion, start_layer, faithfulness, faithfulness_steps: as :func:`explain_promoter`.
+        method: ``"auto"`` (default) computes the cheap maps (the rollout and gradient × input) and shows the more
+            faithful of them on this volume (gradient × input when faithfulness is not measured); or a method of
+            :data:`~bioattn.explain.attribution.CT_METHODS`, computed whatever it costs.
+        head_fusion, start_layer, faithfulness: as :func:`explain_promoter`.
+        faithfulness_steps: points of each deletion/insertion curve; ``None`` (default): as many as fit
+            :data:`~bioattn.explain.ct_plan.FAITHFULNESS_BUDGET_SECONDS` at the measured seconds per forward pass
+            (at most 20; none under 4), see :func:`~bioattn.explain.ct_plan.plan_faithfulness`.
+        faithfulness_methods: ``"default"`` (the maps computed, against random), ``"all"`` (every CT method,
+            Integrated Gradients and occlusion included: minutes to hours on a whole CT on a CPU) or method names.
+            What was measured, at what cost, and what was not is printed and saved (``faithfulness_plan``).
+        flip_tta: average the prediction over the 8 flips; ``None`` (default): as the run evaluated (a run
+            directory's ``preprocessing.json``, or a model from ``from_pretrained``), so the probability is the one
+            ``bioattn predict ct`` and ``HybridCT3D.predict`` give.
         faithfulness_indices: ``.npz`` input only: measure the faithfulness table over these volumes of ``split``
             (:func:`parse_indices`: ``"all"``, ``"0-19"``, ``[3, 5]``; mean ± sd over volumes) instead of the
             explained volume alone; the maps are still those of ``index``.
@@ -208,17 +231,21 @@ def explain_ct(
         ``bioattn explain ct`` writes.
     """
     check_out_dir(out, overwrite=overwrite)
-    from bioattn.data.ct import check_volume, invert_to_input_grid, world_geometry
+    from bioattn.data.ct import VolumePreprocessing, check_volume, invert_to_input_grid, world_geometry
     from bioattn.explain.attribution import CT_METHODS
     from bioattn.explain.ct import explain_volumes
     from bioattn.explain.ct_attribution import predicted_volume_classes, volume_attribution, volume_score
-    from bioattn.explain.faithfulness import compare_methods
+    from bioattn.explain.ct_plan import AUTO_CANDIDATES, MAX_STEPS, counting, flip_probabilities, plan_faithfulness
+    from bioattn.explain.faithfulness import compare_methods, most_faithful
     from bioattn.explain.outputs import layer_similarities, write_faithfulness, write_layer_figures
     from bioattn.explain.sharpness import head_sharpness, sharpness_summary
+    from bioattn.models.ct_classifier import CTClassifier
     from bioattn.models.hybrid_ct import HybridCT3D
     from bioattn.models.ensemble import ensemble_members
+    from bioattn.models.hybrid_ct import predicted_index
     from bioattn.models.registry import resolve_model_dir
-    from bioattn.tasks.ct.predict import SavedPreprocessing, resolve_preprocessing
+    from bioattn.progress import progress_bar
+    from bioattn.tasks.ct.predict import SavedPreprocessing, resolve_flip_tta, resolve_preprocessing
     from bioattn.tasks.ct.preprocessing import distribution_warnings, volume_statistics
 
     overrides = dict(preprocessing or {})
@@ -226,8 +253,20 @@ def explain_ct(
     if unknown:
         raise UserInputError(f"preprocessing: unknown step(s) {', '.join(unknown)} (known: {', '.join(PREPROCESSING_STEPS)})")
     saved = SavedPreprocessing.load(resolve_model_dir(model)) if isinstance(model, (str, os.PathLike)) else None
-    model, label_text = load_explained_model(model, HybridCT3D, device)
-    if not 0 <= start_layer < model.config["num_layers"]:
+    model, label_text = load_explained_model(model, CTClassifier, device)
+    if method != "auto" and method not in CT_METHODS:
+        raise UserInputError(f"method must be auto or one of {', '.join(CT_METHODS)}, got {method!r}")
+    first = ensemble_members(model)[0]
+    if saved is None and getattr(first, "input_preprocessing", None) not in (None, VolumePreprocessing()):
+        # a model from HybridCT3D.from_pretrained(run): the run's preprocessing and flip averaging came with it
+        saved = SavedPreprocessing(source="manifest", preprocessing=first.input_preprocessing,
+                                   flip_tta=bool(getattr(first, "flip_tta", False)),
+                                   threshold=float(getattr(first, "threshold", 0.5)))
+    attention = all(isinstance(m, HybridCT3D) for m in ensemble_members(model))
+    if not attention and method in ("rollout", "relevance"):
+        raise UserInputError(f"--method {method} needs the attention model; {type(first).__name__} has no attention "
+                             "(gradient_x_input, integrated_gradients, gradcam or occlusion work)")
+    if attention and not 0 <= start_layer < model.config["num_layers"]:
         raise UserInputError(f"--start-layer must be in [0, {model.config['num_layers'] - 1}], got {start_layer}")
     image, described, label = _read_input(inputs, split, index)
     check_volume(image, described, in_channels=model.in_channels)
@@ -252,81 +291,114 @@ def explain_ct(
     if warnings:
         print(f"warning: {described}: {'; '.join(warnings)}; the explanation may mean little", file=sys.stderr)
 
-    volumes = model_input.as_tensor()[None].float()
-    explanation = explain_volumes(ensemble_members(model)[0], volumes, head_fusion=head_fusion, start_layer=start_layer)
-    if len(ensemble_members(model)) > 1:
-        explanation.probabilities = model(volumes.to(next(model.parameters()).device)).float().softmax(-1).cpu()
-        explanation.voxel_map = volume_attribution(model, volumes, "rollout", head_fusion=head_fusion,
-                                                   start_layer=start_layer).cpu()
-
-    def timed_gradient_pass() -> float:
-        start = time.perf_counter()
-        volume_attribution(model, volumes, "gradient_x_input")
-        return time.perf_counter() - start
-
-    classes = predicted_volume_classes(model, volumes.to(next(model.parameters()).device))
+    device = next(model.parameters()).device
+    volumes = model_input.as_tensor()[None].float().to(device)
+    members = ensemble_members(model)
+    flip = flip_tta if flip_tta is not None else resolve_flip_tta(saved, None) if saved is not None else bool(
+        getattr(members[0], "flip_tta", False))
+    # the probability predict ct prints: the run's flip averaging, the same arithmetic
+    probabilities_t, seconds_per_pass = flip_probabilities(model, volumes, flip)
+    threshold = saved.threshold if saved is not None else float(getattr(first, "threshold", 0.5))
+    classes = torch.tensor([predicted_index(probabilities_t[0].tolist(), threshold)], device=device)
+    requested = method
+    computed = [m for m in dict.fromkeys(AUTO_CANDIDATES if method == "auto" else ("rollout", method))
+                if attention or m not in ("rollout", "relevance")]
+    bar = progress_bar(total=len(computed), desc="explain ct: maps", unit="map")
+    maps: dict[str, torch.Tensor] = {}
+    try:
+        explanation = explain_volumes(members[0], volumes, head_fusion=head_fusion, start_layer=start_layer,
+                                      predict=False) if attention else None
+        if explanation is not None and len(members) > 1:
+            explanation.voxel_map = volume_attribution(model, volumes, "rollout", head_fusion=head_fusion,
+                                                       start_layer=start_layer).cpu()
+        if explanation is not None:
+            maps["rollout"] = explanation.voxel_map
+            bar.update(1)
+        for name in computed:
+            if name not in maps:
+                maps[name] = volume_attribution(model, volumes, name, classes=classes, head_fusion=head_fusion,
+                                                start_layer=start_layer).cpu()
+                bar.update(1)
+    finally:
+        bar.close()
 
     def attribute(name: str) -> torch.Tensor:
-        return volume_attribution(model, volumes, name, classes=classes, head_fusion=head_fusion,
-                                  start_layer=start_layer).cpu()
+        if name not in maps:
+            maps[name] = volume_attribution(model, volumes, name, classes=classes, head_fusion=head_fusion,
+                                            start_layer=start_layer).cpu()
+        return maps[name]
 
-    score = volume_score(model, volumes[0].to(next(model.parameters()).device), int(classes[0]))
-    measured: dict = {}  # method="auto"'s measurements, reused by the faithfulness table (same volume, steps, seed)
-
-    def measure(methods) -> dict:
-        measured.update(compare_methods(lambda name: [attribute(name)[0].flatten()], [score], methods,
-                                        steps=faithfulness_steps))
-        return measured
-
-    method = resolve_method(method, FAITHFULNESS_ORDER, timed_gradient_pass, measure,
-                            faithfulness_steps=faithfulness_steps, sample="this volume")
+    score = volume_score(model, volumes[0], int(classes[0]))
+    plan = plan_faithfulness(faithfulness_methods, computed, steps=faithfulness_steps,
+                             seconds_per_pass=seconds_per_pass) if faithfulness and split_volumes is None else None
+    results = None
+    if plan is not None:
+        print(f"explain: {plan.describe()}", file=sys.stderr)
+    if plan is not None and plan.measured:
+        passes = progress_bar(total=plan.passes(), desc="explain ct: faithfulness", unit="pass")
+        try:
+            results = compare_methods(lambda name: [attribute(name)[0].flatten()], [counting(score, passes)],
+                                      plan.methods, steps=plan.steps)
+        finally:
+            passes.close()
+    if method == "auto":
+        measured = [m for m in computed if results is not None and m in results]
+        method = most_faithful({m: results[m] for m in measured}) if measured else computed[0]
+        print(f"explain: method {method} ("
+              + (f"the more faithful on this volume of {', '.join(computed)}" if measured else
+                 "the most faithful cheap method on AdrenalMNIST3D; faithfulness not measured here")
+              + "; --method to choose; integrated_gradients and occlusion only on request)", file=sys.stderr)
     # Undo every spatial preprocessing step (padding, crop, resampling, orientation): back onto the input grid.
-    voxel_map = invert_to_input_grid(pipeline, model_input, explanation.voxel_map)[0].as_tensor()
+    voxel_map = invert_to_input_grid(pipeline, model_input, maps["rollout"])[0].as_tensor() if attention else None
     affine = np.asarray(image.affine)
-    probabilities = explanation.probabilities[0].tolist()
-    predicted = int(np.argmax(probabilities))
+    probabilities = probabilities_t[0].tolist()
+    predicted = int(classes[0])
     names = model.class_names
     attribution_map = None
     if method != "rollout":
         attribution_map = invert_to_input_grid(pipeline, model_input, attribute(method))[0].as_tensor()
-    sharpness = head_sharpness(explanation.attentions)
-    results = None
+    sharpness = head_sharpness(explanation.attentions) if attention else None
     if split_volumes is not None:
         results = _split_faithfulness(model, *split_volumes, pipeline, classes_of=predicted_volume_classes,
-                                      head_fusion=head_fusion, start_layer=start_layer, steps=faithfulness_steps)
-    elif faithfulness:
-        results = compare_methods(lambda name: [attribute(name)[0].flatten()], [score], CT_METHODS, steps=faithfulness_steps,
-                                  known=measured)
-    layer_maps = [w[0] for w in explanation.attentions]
+                                      head_fusion=head_fusion, start_layer=start_layer,
+                                      steps=faithfulness_steps or MAX_STEPS)
+    layer_maps = [w[0] for w in explanation.attentions] if attention else []
     shown = image[0].as_tensor()
 
     def draw(out: Path) -> None:
         from bioattn.explain.faithfulness_figures import plot_head_sharpness
         from bioattn.explain.figures import plot_orthogonal_slices
 
-        plot_orthogonal_slices(shown, voxel_map, out / "rollout_slices.png",
-                               title=f"[CLS] rollout, p({names[predicted]}) = {probabilities[predicted]:.3f}"
-                                     + (f", label {names[label]}" if label is not None else ""))
+        if voxel_map is not None:
+            plot_orthogonal_slices(shown, voxel_map, out / "rollout_slices.png",
+                                   title=f"[CLS] rollout, p({names[predicted]}) = {probabilities[predicted]:.3f}"
+                                         + (f", label {names[label]}" if label is not None else ""))
         if attribution_map is not None:
             plot_orthogonal_slices(shown, attribution_map, out / "attribution_slices.png",
                                    center=peak_inside(shown, attribution_map),
                                    title=f"{method}, p({names[predicted]}) = {probabilities[predicted]:.3f}")
-        plot_head_sharpness(sharpness, out / "head_sharpness.png", title="CT attention: per-head sharpness")
+        if sharpness is not None:
+            plot_head_sharpness(sharpness, out / "head_sharpness.png", title="CT attention: per-head sharpness")
         if results is not None:
             write_faithfulness(results, out, unit="voxels", title=f"{described}: faithfulness (voxels → background)")
-        write_layer_figures(layer_maps, out, what="CT attention (token 0 = [CLS], then the CNN grid in raster order)")
+        if layer_maps:
+            write_layer_figures(layer_maps, out, what="CT attention (token 0 = [CLS], then the CNN grid in raster order)")
 
-    grid = explanation.grid_map[0]
-    peak = np.unravel_index(int(torch.argmax(voxel_map)), tuple(voxel_map.shape))
+    grid = explanation.grid_map[0] if explanation is not None else None
+    shown_map = voxel_map if voxel_map is not None else attribution_map
+    peak = np.unravel_index(int(torch.argmax(shown_map)), tuple(shown_map.shape))
     summary = {
         "run": label_text, "input": described, "input_shape": list(image.shape[1:]),
-        "model_input_shape": list(model_input.shape[1:]), "token_grid": list(grid.shape),
+        "model_input_shape": list(model_input.shape[1:]), "token_grid": list(grid.shape) if grid is not None else None,
         "probabilities": dict(zip(names, probabilities)), "predicted": names[predicted],
         "label": names[label] if label is not None else None,
         "head_fusion": head_fusion, "start_layer": start_layer, "warnings": warnings,
-        "cls_self_share": float(1 - grid.sum()), "peak_voxel": [int(i) for i in peak],
-        "head_similarity": layer_similarities(layer_maps), "method": method,
-        "head_sharpness": sharpness_summary(sharpness),
+        "cls_self_share": float(1 - grid.sum()) if grid is not None else None, "peak_voxel": [int(i) for i in peak],
+        "head_similarity": layer_similarities(layer_maps) if layer_maps else None, "method": method,
+        "head_sharpness": sharpness_summary(sharpness) if sharpness is not None else None, "flip_tta": flip, "requested_method": requested,
+        "maps_computed": [m for m in maps if m in computed or m == "rollout"],
+        "seconds_per_forward_pass": round(seconds_per_pass, 4), "threshold": threshold,
+        **({"faithfulness_plan": plan.to_dict()} if plan is not None else {}),
         **({"faithfulness": results} if results is not None else {}),
     }
     return saved_under(CTExplanation(summary=summary, tables={}, figures=[draw], rollout=voxel_map,

@@ -15,9 +15,7 @@ back on the token grid and on the input's voxel grid (one row of the rollout, O(
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal, Sequence, overload
 
 import numpy as np
@@ -26,22 +24,19 @@ import torch.nn.functional as F
 from monai.networks.blocks import ResidualUnit
 from monai.networks.utils import pixelunshuffle
 from torch import Tensor, nn
-from torch.utils.data import DataLoader, Dataset
 
 from bioattn.attention import SinusoidalPositionalEncoding, TransformerEncoder
 from bioattn.attention.compat import renamed_arguments
 from bioattn.errors import UserInputError
 from bioattn.attention.rollout import rollout_row_from_queries, rollout_rows
-from bioattn.data.ct import (
-    SavedPreprocessing,
-    VolumePreprocessing,
-    check_volume,
-    foreground_distance,
-    read_ct_volume,
+from bioattn.data.ct import foreground_distance
+from bioattn.models.ct_classifier import (
+    CTClassifier,
+    flip_axis_sets,
+    in_memory_volume,
+    predict_probabilities,
+    predicted_index,
 )
-from bioattn.models.base import PretrainedModel
-from bioattn.models.ensemble import ensemble_members
-from bioattn.models.registry import resolve_model_dir
 
 __all__ = [
     "MAX_ATTENTION_BYTES",
@@ -51,6 +46,8 @@ __all__ = [
     "DistanceChannelInput",
     "with_distance_channel",
     "flip_axis_sets",
+    "in_memory_volume",
+    "predicted_index",
     "predict_probabilities",
     "unshuffle_3d",
     "upsample_token_map",
@@ -61,6 +58,10 @@ MAX_ATTENTION_TOKENS = 4096
 MAX_ATTENTION_BYTES = 4 * 2**30
 # distance_channel: the depth channel is the voxel distance divided by this (a mask 16 voxels thick gives 1)
 DISTANCE_UNIT = 8.0
+#: What the classifier reads: the [CLS] token alone ("cls", the model's first layout, kept by runs saved without a
+#: ``pool`` entry), or beside it each channel's maximum over the encoded grid tokens ("cls+max": a small finding in
+#: one token reaches the classifier directly, where [CLS] attention still has to learn to find it).
+POOLS = ("cls", "cls+max")
 # HybridCT3D.attention_map recomputes attention this many query tokens at a time instead (no N x N map).
 ATTENTION_MAP_CHUNK = 256
 
@@ -120,7 +121,7 @@ class HybridCTOutput:
         return row[:, 1:].reshape(row.shape[0], *self.grid)
 
 
-class HybridCT3D(PretrainedModel):
+class HybridCT3D(CTClassifier):
     """3D CNN stem → tokens + 3D positions → [CLS] + Transformer encoder → linear classifier.
 
     Args:
@@ -162,8 +163,11 @@ class HybridCT3D(PretrainedModel):
         dropout: float = 0.1,
         norm: str = "batch",
         class_names: Sequence[str] | None = None,
+        pool: str = "cls",
     ) -> None:
         super().__init__()
+        if pool not in POOLS:
+            raise ValueError(f"pool must be one of {', '.join(POOLS)}, got {pool!r}")
         if min(in_channels, num_classes, unshuffle, stem_depth) < 1:
             raise ValueError(f"in_channels, num_classes, unshuffle and stem_depth must be >= 1, got {in_channels}, "
                              f"{num_classes}, {unshuffle}, {stem_depth}")
@@ -191,12 +195,11 @@ class HybridCT3D(PretrainedModel):
             "dropout": dropout,
             "norm": norm,
             "class_names": list(class_names) if class_names is not None else None,
+            "pool": pool,
         }
+        self.pool = pool
         self.class_names = list(class_names) if class_names is not None else [f"class_{k}" for k in range(num_classes)]
-        #: how :meth:`predict` prepares a NIfTI/DICOM file and whether it averages over flips; ``from_pretrained``
-        #: sets both from the run's ``preprocessing.json``
-        self.input_preprocessing = VolumePreprocessing()
-        self.flip_tta = False
+        self.init_run_settings()
         self.in_channels = in_channels
         self.unshuffle = unshuffle
         self.distance_channel = distance_channel
@@ -215,54 +218,7 @@ class HybridCT3D(PretrainedModel):
         self.encoder = TransformerEncoder(
             embed_dim, num_heads, num_layers, dim_feedforward=dim_feedforward, dropout=dropout
         )
-        self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(embed_dim, num_classes))
-
-    @classmethod
-    def from_pretrained(cls, run_dir: str | os.PathLike, map_location: str | torch.device = "cpu") -> HybridCT3D:
-        """:meth:`PretrainedModel.from_pretrained` (always one :class:`HybridCT3D`; an ensemble directory is an error
-        pointing to :func:`~bioattn.models.registry.load_pretrained`), with the run's ``preprocessing.json`` (its
-        window, spacing, orientation, size and flip averaging) kept for :meth:`predict`."""
-        model = super().from_pretrained(run_dir, map_location=map_location)
-        cls.attach_run_settings(model, resolve_model_dir(run_dir))
-        return model
-
-    @staticmethod
-    def attach_run_settings(model: nn.Module, model_dir: Path) -> None:
-        """Give ``model`` (one model or an ensemble's members) the preprocessing and flip averaging of the run in
-        ``model_dir`` (its ``preprocessing.json``), for :meth:`predict`; nothing when the run has none."""
-        saved = SavedPreprocessing.load(model_dir)
-        if saved is not None:
-            for member in ensemble_members(model):
-                member.input_preprocessing, member.flip_tta = saved.preprocessing, saved.flip_tta
-
-    def predict(
-        self, paths: str | os.PathLike | Sequence[str | os.PathLike], *, flip_tta: bool | None = None,
-        preprocessing: VolumePreprocessing | None = None,
-    ) -> np.ndarray:
-        """Class probabilities of NIfTI files or DICOM series folders, as ``bioattn predict ct`` computes them:
-        ``(K,)`` for one path, ``(N, K)`` for a list, float32, classes in ``self.class_names`` order.
-
-        Each volume is read (:func:`~bioattn.data.ct.read_ct_volume`), prepared as the run's ``preprocessing.json``
-        says (or as ``preprocessing`` replaces it) and zero-padded to the stem stride; ``flip_tta`` (default: as the
-        run evaluated) averages over the 8 flips. On an ensemble, the members' mean probability. A file that cannot
-        be read, or has the wrong channels, is a :class:`~bioattn.errors.UserInputError` naming it. The checks of
-        inputs unlike the training volumes (``warning:`` lines) are those of ``bioattn predict ct`` /
-        :func:`bioattn.tasks.ct.predict.predict_volume`.
-        """
-        single = isinstance(paths, (str, os.PathLike))
-        files = [Path(paths)] if single else [Path(p) for p in paths]
-        if not files:
-            raise UserInputError("no volumes given")
-        pipeline = (preprocessing or self.input_preprocessing).pipeline(divisible_by=self.stride)
-        flips = self.flip_tta if flip_tta is None else flip_tta
-        rows = []
-        for path in files:
-            volume = read_ct_volume(path)
-            check_volume(volume, path, in_channels=self.in_channels)
-            image = pipeline(volume).as_tensor().float()
-            self.check_attention_size(tuple(image.shape[1:]), str(path))
-            rows.append(predict_probabilities(self, [(image, 0)], batch_size=1, flip_tta=flips)[0])
-        return rows[0] if single else np.stack(rows)
+        self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(embed_dim * (2 if pool == "cls+max" else 1), num_classes))
 
     def channels_last_stem(self, enabled: bool = True) -> HybridCT3D:
         """Store the CNN stem's weights channels-last (``enabled``) or contiguous; returns ``self``.
@@ -329,7 +285,10 @@ class HybridCT3D(PretrainedModel):
         tokens = tokens + self.positions(grid, x.device).to(tokens.dtype)
         tokens = torch.cat([self.cls_token.expand(len(tokens), -1, -1).to(tokens.dtype), tokens], dim=1)
         encoded, attentions = self.encoder(tokens, need_weights=need_weights)
-        logits = self.head(encoded[:, 0])
+        pooled = encoded[:, 0]
+        if self.pool == "cls+max":  # and the strongest response of each channel over the grid tokens
+            pooled = torch.cat([pooled, encoded[:, 1:].amax(dim=1)], dim=-1)
+        logits = self.head(pooled)
         if not need_weights:
             return logits
         return HybridCTOutput(logits=logits, attentions=attentions or [], grid=grid)
@@ -384,37 +343,3 @@ def upsample_token_map(grid_map: Tensor, spatial_shape: Sequence[int]) -> Tensor
     return voxels[:, 0]
 
 
-def flip_axis_sets(spatial_dims: int = 3) -> list[tuple[int, ...]]:
-    """Every subset of the spatial axes of a ``(B, C, *spatial)`` batch (dims ``2 .. 1 + spatial_dims``).
-
-    ``2**spatial_dims`` tuples for :meth:`torch.Tensor.flip`; ``()`` is the identity.
-    """
-    axes = range(2, 2 + spatial_dims)
-    return [tuple(axis for bit, axis in enumerate(axes) if mask >> bit & 1) for mask in range(2**spatial_dims)]
-
-
-@torch.no_grad()
-def predict_probabilities(
-    model: nn.Module, dataset: Dataset, *, batch_size: int = 32, flip_tta: bool = False
-) -> np.ndarray:
-    """Class probabilities ``(N, num_classes)`` of any logits classifier over ``(image, label)`` items.
-
-    With ``flip_tta`` (test-time augmentation) each volume's probabilities are the mean of the softmax over
-    all ``2**3 = 8`` combinations of flips of its three spatial axes (see :func:`flip_axis_sets`): 8x the
-    compute, for models trained with random flips along every axis.
-    """
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    flips = flip_axis_sets() if flip_tta else [()]
-    chunks = []
-    for images, _ in DataLoader(dataset, batch_size=batch_size, shuffle=False):
-        images = images.to(device)
-        if flip_tta and images.dim() != 5:
-            raise UserInputError(
-                f"flip test-time augmentation needs volumes (B, C, D, H, W), got shape {tuple(images.shape)}"
-            )
-        probs = [model(images.flip(axes) if axes else images).float().softmax(dim=-1) for axes in flips]
-        chunks.append(torch.stack(probs).mean(dim=0).cpu())
-    model.train(was_training)
-    return torch.cat(chunks).numpy()

@@ -37,6 +37,7 @@ from bioattn.data.ct_manifest import (
 )
 from bioattn.errors import UserInputError
 from bioattn.io import write_table
+from bioattn.metrics import order_binary_classes
 from bioattn.progress import progress_bar
 from bioattn.tasks.ct.preprocessing import profile_volumes, volume_statistics
 
@@ -174,13 +175,22 @@ def hounsfield_window(manifest_path: str | os.PathLike, *, seed: int) -> tuple[f
     return SOFT_TISSUE_WINDOW
 
 
-def load_manifest(manifest_path: str | os.PathLike, preprocessing: VolumePreprocessing, *, seed: int) -> CTData:
+def load_manifest(manifest_path: str | os.PathLike, preprocessing: VolumePreprocessing, *, seed: int,
+                  positive_class: str | None = None) -> CTData:
     """Read, split (:func:`~bioattn.data.ct_manifest.split_rows`) and cache the manifest's volumes.
 
-    Every volume must come out of ``preprocessing`` with the same shape and channel count.
+    Every volume must come out of ``preprocessing`` with the same shape and channel count. With two labels the
+    positive class is class 1 (``positive_class``, else :func:`~bioattn.metrics.order_binary_classes`' rule: the
+    label that is not ``normal``, ``control``, ...), said on stderr.
     """
     manifest = read_manifest(manifest_path, require_labels=True)
     rows, class_names = split_rows(manifest, seed=seed)
+    try:
+        class_names, reason = order_binary_classes(class_names, positive_class)
+    except UserInputError as exc:
+        raise UserInputError(f"{manifest.path}: {exc}") from None
+    if reason:
+        print(f"{manifest.path}: {reason}", file=sys.stderr)
     class_index = {name: index for index, name in enumerate(class_names)}
     print(f"{manifest.path}: {len(class_names)} classes ({', '.join(class_names)}); "
           + ", ".join(f"{split} {len(r)}" for split, r in rows.items()) + "; reading and caching the volumes",

@@ -32,10 +32,13 @@ from bioattn.data.ct_manifest import ManifestVolumes, read_manifest
 from bioattn.errors import UserInputError
 from bioattn.io import table_writer
 from bioattn.metrics import classification_metrics
-from bioattn.models.ensemble import average_over_members
+from bioattn.models.ensemble import average_over_members, ensemble_members
+from bioattn.models.ct_classifier import CTClassifier
 from bioattn.models.hybrid_ct import HybridCT3D, predict_probabilities
 from bioattn.models.registry import load_pretrained, resolve_model_dir
-from bioattn.tasks.ct.preprocessing import SavedPreprocessing, distribution_warnings, volume_statistics
+from bioattn.tasks.ct.preprocessing import (
+    SavedPreprocessing, distribution_warnings, predicted_index, volume_statistics,
+)
 from bioattn.progress import progress_bar
 
 __all__ = [
@@ -85,7 +88,7 @@ def load_run(
 
     ``run_dir`` may also name a model shipped with bioattn (:func:`bioattn.models.registry.available_models`)."""
     run_dir = resolve_model_dir(run_dir)
-    model = load_pretrained(run_dir, map_location=map_location, expect=HybridCT3D)  # an ensemble run: an Ensemble
+    model = load_pretrained(run_dir, map_location=map_location, expect=CTClassifier)  # an ensemble run: an Ensemble
     return model, SavedPreprocessing.load(run_dir)  # type: ignore[return-value]
 
 
@@ -269,6 +272,9 @@ def predict_volume(
     volume, image, pipeline, warnings = prepare_volume(model, path, preprocessing, saved)
     batch = image.as_tensor()[None].float()
     overlay = None
+    if attention_map and not all(isinstance(m, HybridCT3D) for m in ensemble_members(model)):
+        raise UserInputError(f"{path}: --attention-map needs the attention model; {type(model).__name__} has no "
+                             "attention (explain ct gives its attribution maps)")
     if attention_map:
         voxel_map = average_over_members(model, lambda member: member.attention_map(batch, head_fusion=head_fusion)[1])
         restored = invert_to_input_grid(pipeline, image, voxel_map)[0].as_tensor()  # (X, Y, Z), input grid
@@ -278,7 +284,8 @@ def predict_volume(
 
 
 def write_predictions(
-    path: str | os.PathLike, predictions: Sequence[CTPrediction], class_names: Sequence[str], *, manifest: bool
+    path: str | os.PathLike, predictions: Sequence[CTPrediction], class_names: Sequence[str], *, manifest: bool,
+    threshold: float = 0.5,
 ) -> None:
     """The predictions as CSV/TSV, one row per volume in input order, with ``p_<class>`` per class, the predicted
     class and the warnings (``; ``-separated, empty when none). Columns: manifest input ``image,label,split,...``;
@@ -288,7 +295,7 @@ def write_predictions(
     with table_writer(path, header) as write_row:
         for p in predictions:
             start = [p.source, p.label, p.split] if manifest else [p.source, p.split, p.index, p.label]
-            write_row([*start, *map(float, p.probabilities), class_names[int(np.argmax(p.probabilities))],
+            write_row([*start, *map(float, p.probabilities), class_names[predicted_index(p.probabilities, threshold)],
                        "; ".join(p.warnings)])
 
 
@@ -304,7 +311,7 @@ def report_warnings(predictions: Sequence[CTPrediction]) -> int:
 
 
 def summarize_predictions(
-    predictions: Sequence[CTPrediction], class_names: Sequence[str]
+    predictions: Sequence[CTPrediction], class_names: Sequence[str], threshold: float = 0.5
 ) -> dict[str, dict[str, float]]:
     """``{split or "all": classification metrics + "volumes"}`` over the predictions whose label is a known class (by
     index for ``.npz`` labels, by name for manifest labels), for splits whose labels cover at least 2 classes."""
@@ -317,5 +324,9 @@ def summarize_predictions(
         labels, probs = groups.setdefault(p.split or "all", ([], []))
         labels.append(label)
         probs.append(p.probabilities)
-    return {split: {**classification_metrics(np.array(labels), np.stack(probs)), "volumes": len(labels)}
+    def scored(probs: np.ndarray) -> np.ndarray:  # binary: class 1's probability, cut at the run's threshold
+        return probs[:, 1] if probs.shape[1] == 2 else probs
+
+    return {split: {**classification_metrics(np.array(labels), scored(np.stack(probs)), threshold=threshold),
+                    "volumes": len(labels)}
             for split, (labels, probs) in groups.items() if len(set(labels)) > 1}

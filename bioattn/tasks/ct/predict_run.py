@@ -17,7 +17,8 @@ AUTO = "auto"
 
 @dataclasses.dataclass
 class CTPredictions:
-    """``predictions`` in input order, the model's ``class_names``, whether flips were averaged (``flip_tta``),
+    """``predictions`` in input order, the model's ``class_names``, whether flips were averaged (``flip_tta``), the
+    run's decision ``threshold`` on class 1 of a binary model,
     per-split ``scores`` of labelled inputs, and the ``attention_path`` written (or ``None``). Under torchrun only
     the first process holds the rows and writes them (``written``); the others return none."""
 
@@ -27,10 +28,15 @@ class CTPredictions:
     scores: dict[str, dict[str, Any]]
     attention_path: Path | None
     written: bool = True
+    threshold: float = 0.5
 
     def rows_preview(self, limit: int = 10) -> str:
         """The first ``limit`` volumes and their class probabilities, one line each (and how many more)."""
+        from bioattn.tasks.ct.preprocessing import predicted_index
+
+        cut = f" (threshold {self.threshold:.4g})" if len(self.class_names) == 2 and self.threshold != 0.5 else ""
         lines = [f"{p.describe()}: " + ", ".join(f"{name} {value:.4f}" for name, value in zip(self.class_names, p.probabilities))
+                 + f" -> {self.class_names[predicted_index(p.probabilities, self.threshold)]}{cut}"
                  for p in self.predictions[:limit]]
         if len(self.predictions) > limit:
             lines.append(f"... {len(self.predictions) - limit} more rows")
@@ -120,10 +126,11 @@ def predict_ct(
             attention_map=attention_path is not None, head_fusion=head_fusion)
         predictions = [prediction]
     names = model.class_names
-    ct_predict.write_predictions(output, predictions, names, manifest=many)
+    threshold = saved.threshold if saved is not None else 0.5
+    ct_predict.write_predictions(output, predictions, names, manifest=many, threshold=threshold)
     if overlay is not None and attention_path is not None:
         write_nifti(attention_path, *overlay)
     ct_predict.report_warnings(predictions)
     return CTPredictions(predictions=predictions, class_names=names, flip_tta=flip_tta,
-                         scores=ct_predict.summarize_predictions(predictions, names),
+                         scores=ct_predict.summarize_predictions(predictions, names, threshold), threshold=threshold,
                          attention_path=attention_path if overlay is not None else None)

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from bioattn.data.ct import PREPROCESSING_NAME, SavedPreprocessing, VolumePreprocessing
+from bioattn.models.ct_classifier import predicted_index
 
 __all__ = [
     "PREPROCESSING_NAME",
@@ -26,6 +27,7 @@ __all__ = [
     "volume_statistics",
     "profile_volumes",
     "distribution_warnings",
+    "predicted_index",
 ]
 
 QUANTILE_SAMPLE = 2**20  # voxels used for the percentiles of one volume

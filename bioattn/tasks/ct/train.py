@@ -44,7 +44,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from monai.networks.nets import ResNet
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold
 from sklearn.pipeline import make_pipeline
@@ -56,9 +55,10 @@ from bioattn.data import resolve_data_root
 from bioattn.data.ct import VolumePreprocessing, apply_random_transform, foreground_distance, train_augmentation
 from bioattn.errors import UserInputError
 from bioattn.io import save_tensors, write_json, write_text
-from bioattn.metrics import classification_metrics, mean_std, with_prefix
+from bioattn.metrics import classification_metrics, decision_threshold, mean_std, order_binary_classes, with_prefix
 from bioattn.models.ensemble import Ensemble
-from bioattn.models.hybrid_ct import DistanceChannelInput, HybridCT3D, predict_probabilities
+from bioattn.models.ct_resnet import ResNetCT3D
+from bioattn.models.hybrid_ct import POOLS, HybridCT3D, predict_probabilities
 from bioattn.progress import progress_bar
 from bioattn.report import format_mean_sd, format_table
 from bioattn.tasks.common import (
@@ -224,6 +224,8 @@ class CTOptions(TaskOptions):
     heads: int = 4
     layers: int = 3
     dropout: float = 0.0
+    pool: str = "cls"
+    positive_class: str | None = None
     train_config: TrainConfig | None = None
 
     def __post_init__(self) -> None:
@@ -243,6 +245,8 @@ class CTOptions(TaskOptions):
                                               ("--intensity-window", self.window)) if value is not None]
             if self.fit != "resize":
                 given.append("--fit")
+            if self.positive_class is not None:
+                given.append("--positive-class")
             if given:
                 raise UserInputError(f"{', '.join(given)} apply to --manifest volumes, not to a MedMNIST dataset")
             if self.size is not None and (len(self.size) != 1 or self.size[0] not in MEDMNIST_SIZES):
@@ -250,6 +254,29 @@ class CTOptions(TaskOptions):
                 raise UserInputError(f"--size of a MedMNIST dataset must be 28 or 64, got {given}")
         elif self.size is not None and (len(self.size) not in (1, 3) or min(self.size) < 1):
             raise UserInputError(f"--size needs 1 or 3 positive sizes (X Y Z), got {' '.join(map(str, self.size))}")
+        self._check_stem()
+
+    def _check_stem(self) -> None:
+        """The model flags checked before any volume is read: one stride per stem stage, and a manifest ``--size``
+        whose X, Y and Z are each a multiple of the CNN stride."""
+        channels, strides = self.stem()
+        if len(channels) != len(strides):
+            raise UserInputError(f"--stem-channels and --stem-strides need one value per CNN stage, got "
+                                 f"{' '.join(map(str, channels))} and {' '.join(map(str, strides))}")
+        if min(*channels, *strides) < 1:
+            raise UserInputError("--stem-channels and --stem-strides must be positive")
+        if self.pool not in POOLS:
+            raise UserInputError(f"pool must be one of {', '.join(POOLS)}, got {self.pool!r}")
+        if self.manifest is None:
+            return
+        size, stride = self.input_size, self.stride
+        bad = [f"{axis} = {n}" for axis, n in zip("XYZ", size) if n % stride]
+        if bad:
+            suggestion = " ".join(str(max(stride, round(n / stride) * stride)) for n in size)
+            raise UserInputError(
+                f"--size {' '.join(map(str, size))}: each of X, Y and Z must be a multiple of the CNN stride {stride} "
+                f"({', '.join(bad)} {'is' if len(bad) == 1 else 'are'} not); e.g. --size {suggestion} (the stride is --unshuffle times the product of "
+                "--stem-strides: 16 by default above 32 voxels, 8 up to 32)")
 
     @property
     def dataset_name(self) -> str | None:
@@ -354,6 +381,7 @@ def build_models(
             unshuffle=options.unshuffle_factor(), distance_channel=bool(options.distance_channel),
             embed_dim=24 if options.quick else options.embed_dim, num_heads=2 if options.quick else options.heads,
             num_layers=1 if options.quick else options.layers, dropout=options.dropout, class_names=class_names,
+            pool=options.pool,
         )
     except ValueError as exc:
         raise UserInputError(f"invalid model options: {exc}") from exc
@@ -362,12 +390,12 @@ def build_models(
     if seed is not None:
         torch.manual_seed(seed)
     widths = [4, 8, 16, 32] if options.quick else [8, 16, 32, 64]
-    # its first convolution strides by the attention model's unshuffle factor: 64³ costs it about what 32³ does
-    baseline = ResNet("basic", [1, 1, 1, 1] if options.quick else [2, 2, 2, 2], widths, spatial_dims=3,
-                      n_input_channels=in_channels + bool(options.distance_channel), num_classes=num_classes,
-                      conv1_t_stride=options.unshuffle_factor())
-    # the same input as the attention model: with distance_channel, the depth inside the mask too
-    return hybrid, DistanceChannelInput(baseline) if options.distance_channel else baseline
+    # its first convolution strides by the attention model's unshuffle factor: 64³ costs it about what 32³ does;
+    # the same input as the attention model (with distance_channel, the depth inside the mask too)
+    baseline = ResNetCT3D(in_channels, num_classes, widths=widths, layers=[1, 1, 1, 1] if options.quick else [2, 2, 2, 2],
+                          conv1_stride=options.unshuffle_factor(), distance_channel=bool(options.distance_channel),
+                          input_multiple=hybrid.stride, class_names=class_names)
+    return hybrid, baseline
 
 
 def _class_names(options: CTOptions, data: CTData) -> list[str] | None:
@@ -381,12 +409,8 @@ def _load_data(options: CTOptions, config: TrainConfig, stride: int) -> CTData:
     if options.manifest is None:
         return load_medmnist(resolve_data_root(options.data_root), options.dataset_name or DEFAULT_DATASET,
                              options.input_size[0], divisible_by=stride)
-    size = options.input_size
-    if any(s % stride for s in size):
-        suggestion = " ".join(str(max(stride, round(s / stride) * stride)) for s in size)
-        raise UserInputError(f"--size {' '.join(map(str, size))} must be divisible by the CNN stride {stride} in every "
-                             f"axis (e.g. --size {suggestion}, or other --stem-strides or --unshuffle)")
-    return load_manifest(options.manifest, options.preprocessing(), seed=config.seed)
+    return load_manifest(options.manifest, options.preprocessing(), seed=config.seed,
+                         positive_class=options.positive_class)
 
 
 def _scores(labels: np.ndarray, probs: np.ndarray, split: str) -> dict[str, float]:
@@ -450,8 +474,18 @@ def train_one(
                                       flip_tta=protocol.flip_tta)
         metrics.update(_scores(data.labels["test"], probs, "test"))
     kept = predict_probabilities(model, val_set, batch_size=config.batch_size, flip_tta=protocol.flip_tta)
-    metrics["trust"] = trust_report(val_labels, kept, class_names=data.class_names,
-                                    headline="auroc", split="validation", cv_hint="--cv 5")
+    binary = kept.shape[1] == 2
+    # the cut on the positive class the validation split supports (0.5 unless another one separates it better)
+    threshold = decision_threshold(val_labels, kept[:, 1]) if binary else 0.5
+    metrics["threshold"] = threshold
+    metrics["trust"] = trust_report(val_labels, kept[:, 1] if binary else kept, threshold=threshold,
+                                    class_names=data.class_names, headline="auroc", split="validation",
+                                    cv_hint="--cv 5")
+    if threshold != 0.5:
+        metrics["trust"]["warnings"].append(
+            f"note: the decision threshold is {threshold:.4g} on p({(data.class_names or ['0', '1'])[1]}), chosen on "
+            "these validation volumes (at 0.5 they separate worse); predict ct and explain ct apply it; the accuracy "
+            "above is at 0.5, and on the volumes it was chosen on the threshold's own accuracy is optimistic")
     plot_curves(run_dir)
     return metrics
 
@@ -542,9 +576,10 @@ def _train_pair(options: CTOptions, data: CTData, config: TrainConfig, protocol:
                                            dataclasses.replace(config, precision="fp32"), protocol, **common)
     if is_main_process():
         hybrid.save_pretrained(run_dir)
-        saved.save(run_dir)
-        if baseline is not None:
-            save_tensors(run_dir / BASELINE_DIR / "model.safetensors", baseline.state_dict())
+        dataclasses.replace(saved, threshold=results[HYBRID_NAME].get("threshold", 0.5)).save(run_dir)
+        if baseline is not None:  # a run directory of its own: predict ct / explain ct --model RUN/baseline_resnet
+            baseline.save_pretrained(run_dir / BASELINE_DIR)
+            dataclasses.replace(saved, threshold=results[BASELINE_NAME].get("threshold", 0.5)).save(run_dir / BASELINE_DIR)
         if select_best:
             plot_metric_per_epoch(
                 {f"{name} ({m['parameters'] / 1e6:.2f} M)":
@@ -689,22 +724,37 @@ def ensemble_table(results: dict[str, Any]) -> str:
     return format_table(header, rows)
 
 
-def trust_sections(results: dict[str, Any]) -> list[str]:
-    """The trust part of ``summary.md`` (see :mod:`bioattn.tasks.trust`): per model of a single run its warnings and
-    confusion matrix on validation, and a warning when the baseline beats the attention model's validation AUROC;
-    nothing for ensembles (their tables give mean ± sd over members)."""
+def trust_sections(results: dict[str, Any], run_dir: Path | None = None) -> list[str]:
+    """The trust part of ``summary.md`` (see :mod:`bioattn.tasks.trust`): per model of a single run its warnings
+    (each naming the model) and confusion matrix on validation, and a warning when the baseline beats the attention
+    model's validation AUROC, with the command that uses the baseline (``run_dir``); nothing for ensembles (their
+    tables give mean ± sd over members)."""
     models = results.get("models")
     if not models:
         return []
+    for name, m in models.items():
+        report = m.get("trust") or {}
+        report["warnings"] = [_naming(line, name) for line in report.get("warnings", [])]
     sections = [format_trust(m["trust"], name) for name, m in models.items() if m.get("trust")]
     hybrid = models.get(HYBRID_NAME, {})
     beaten = baseline_warning(HYBRID_NAME, hybrid.get("val_auroc"),
                               {name: m.get("val_auroc") for name, m in models.items() if name != HYBRID_NAME},
                               "validation AUROC")
+    if beaten and BASELINE_NAME in models and run_dir is not None:
+        beaten += (f"; it is saved as a run of its own: bioattn predict ct --model {run_dir / BASELINE_DIR} --input "
+                   "SCAN --output predictions.csv (explain ct --model accepts it too)")
     if beaten:
         hybrid.setdefault("trust", {}).setdefault("warnings", []).append(beaten)
         sections.insert(0, beaten)
     return sections
+
+
+def _naming(line: str, model: str) -> str:
+    """``"warning: ..."`` → ``"warning: [model] ..."`` (the same for ``note:``), once."""
+    for prefix in ("warning: ", "note: "):
+        if line.startswith(prefix) and not line.startswith(f"{prefix}[{model}]"):
+            return f"{prefix}[{model}] {line[len(prefix):]}"
+    return line
 
 
 def with_default_window(options: CTOptions, seed: int) -> CTOptions:
@@ -760,6 +810,14 @@ def train_ct(options: CTOptions) -> dict[str, Any]:
     train + val. Either way the run directory loads as the attention models' ensemble (mean probability).
     """
     check_run_dir(options.out, resume=options.resume, overwrite=options.overwrite)  # before any volume is read
+    if options.manifest is not None and options.positive_class is not None:  # the labels only, no volume yet
+        from bioattn.data.ct_manifest import class_names_of, read_manifest
+
+        manifest = read_manifest(options.manifest, require_labels=True)
+        try:
+            order_binary_classes(class_names_of([row.label for row in manifest.rows]), options.positive_class)
+        except UserInputError as exc:
+            raise UserInputError(f"{manifest.path}: {exc}") from None
     protocol = resolve_protocol(options)
     config = options.train_config or protocol_train_config(options.protocol, quick=options.quick)
     options = with_default_window(options, config.seed)
@@ -794,6 +852,7 @@ def train_ct(options: CTOptions) -> dict[str, Any]:
         "size": list(options.input_size),
         "file": str(data.path),
         "class_names": model_config["class_names"],
+        "positive_class": model_config["class_names"][1] if len(model_config["class_names"] or []) == 2 else None,
         "split_sizes": data.split_sizes,
         "test_split_present": "test" in data.splits,
         "preprocessing": data.preprocessing.to_dict() if data.preprocessing else None,
@@ -807,7 +866,10 @@ def train_ct(options: CTOptions) -> dict[str, Any]:
                                           for k, (a, c) in PUBLISHED.get(dataset or "", {}).items()},
     }
     table = comparison_table(dataset, results["models"]) if "models" in results else ensemble_table(results)
-    trust = trust_sections(results)
+    positive = order_binary_classes(data.class_names, options.positive_class)[1] if data.class_names else None
+    trust = trust_sections(results, run_dir)
+    if positive:
+        trust.insert(0, positive)
     hints = not_learned_hints(data, saved, results["models"]) if "models" in results else []
     if hints:
         trust.insert(0, "\n".join(hints))

@@ -7,6 +7,7 @@ label through both). Labels are mapped to class indices by :func:`class_names_of
 from __future__ import annotations
 
 import warnings
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
@@ -105,17 +106,28 @@ def cap_rows(split: Split, max_rows: int | None, seed: int) -> Split:
 
 
 # ------------------------------------------------------------------------------------------ loaders
-def load_labelled_files(files: Mapping[str, Path], max_rows: int | None, seed: int) -> tuple[dict[str, Split], list[str]]:
+def load_labelled_files(files: Mapping[str, Path], max_rows: int | None, seed: int,
+                        positive_class: str | None = None) -> tuple[dict[str, Split], list[str]]:
     """Read labelled FASTA/CSV files (``{"train": path, "dev": path, ...}``; ``train`` required).
 
-    Returns the splits (each capped at ``max_rows``) and the class names, taken from the training file. A dev
-    or test label that does not occur in the training file is an error naming the record.
+    Returns the splits (each capped at ``max_rows``) and the class names, taken from the training file; with two
+    classes the positive one second (``positive_class``, else the rule of
+    :func:`~bioattn.metrics.order_binary_classes`: ``normal``/``control``/``0``... is the negative one), said on
+    stderr. A dev or test label that does not occur in the training file is an error naming the record.
     """
+    from bioattn.metrics import order_binary_classes
+
     records = {name: list(read_records(path, labels=True)) for name, path in files.items()}
     class_names = class_names_of(record.label for record in records["train"])
     if len(class_names) < 2:
         raise UserInputError(f"{files['train']}: every record has the label {class_names[0]!r}; "
                              f"training needs at least two classes")
+    try:
+        class_names, reason = order_binary_classes(class_names, positive_class)
+    except UserInputError as exc:
+        raise UserInputError(f"{files['train']}: {exc}") from None
+    if reason:
+        print(f"{files['train']}: {reason}", file=sys.stderr)
     splits = {name: cap_rows(records_to_split(records[name], path, class_names), max_rows, seed)
               for name, path in files.items()}
     return splits, class_names

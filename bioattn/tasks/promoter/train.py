@@ -180,6 +180,8 @@ class PromoterOptions(TaskOptions):
     ``cv_repeats``: repeat it with R shuffles (R × K fold models; out-of-fold probabilities averaged over repeats).
     ``quick``: smoke test (tiny model, at most :data:`QUICK_ROWS` rows per split, 2 short epochs).
     ``max_rows``: cap per split. ``resume`` / ``overwrite``: what to do with an existing ``out``.
+    ``positive_class``: own files with two labels: the positive class (class 1; default: the label that is not
+    ``normal``/``negative``/``control``/``0``..., see :func:`~bioattn.metrics.order_binary_classes`).
     """
 
     task: str | None = None
@@ -201,10 +203,13 @@ class PromoterOptions(TaskOptions):
     rc_augment: bool | None = None
     rc_average: bool | None = None
     length_buckets: bool = True
+    positive_class: str | None = None
 
     def __post_init__(self) -> None:
         if self.train is not None and self.task is not None:
             raise UserInputError("choose a bundled --task or your own --train file, not both")
+        if self.positive_class is not None and self.train is None:
+            raise UserInputError("--positive-class applies to your own --train file (a bundled task's classes are fixed)")
         if self.train is None and (self.dev is not None or self.test is not None):
             raise UserInputError("--dev and --test need a --train file")
         if self.train is None and self.task is None:
@@ -390,7 +395,7 @@ def load_data(options: PromoterOptions, seed: int) -> PromoterData:
     else:
         files = {name: Path(path) for name, path in (("train", options.train), ("dev", options.dev), ("test", options.test))
                  if path is not None}
-        splits, class_names = load_labelled_files(files, options.max_rows, seed)
+        splits, class_names = load_labelled_files(files, options.max_rows, seed, options.positive_class)
         max_len = resolve_max_length(splits, options.max_length)
         protocol = f"train on {files['train'].name}, early stopping on "
         if "dev" in splits:
