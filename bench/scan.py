@@ -33,8 +33,8 @@ shapes, no computing), timed inside a fresh process from the call of ``scan_geno
 imports, indexing and a first scan of a 2 kb FASTA excluded), to ``.bw`` and to ``.bedGraph``; with ``--before SRC`` the older tree's pipeline
 too. The line ``null-model DEVICE .bw X windows/s, .bedGraph Y windows/s`` follows, with their ratio to the
 model-only rate (above 1: the host can keep the model fed). ``--host-only``: only that (a CPU scores
-too slowly with the real model for a genome large enough to time the host). ``--quick``: a few-second smoke run
-(0.2 Mb, no start-up run).
+too slowly with the real model for a genome large enough to time the host). ``--quick``: a short smoke run
+(0.05 Mb, no start-up run).
 
 ``--nproc N`` then times the same command under ``torchrun --standalone --nproc_per_node N`` against one process,
 each process at ``--threads`` threads (``OMP_NUM_THREADS``), ``--repeats`` times interleaved, checks that both
@@ -248,14 +248,14 @@ def main() -> None:
                         help="only the --null-model measurement (no model-only or end-to-end run: for a large genome "
                              "on a CPU, where the real model takes hours) (default: off)")
     parser.add_argument("--quick", action="store_true",
-                        help="a few-second smoke run: 0.2 Mb, no start-up measurement (default: off)")
+                        help="a smoke run: 0.05 Mb, no start-up measurement (default: off)")
     parser.add_argument("--smoke", action="store_true", help="smoke test of the benchmark itself: a 5 kb genome, "
                         "implies --quick (default: off)")
     args = parser.parse_args()
     if args.smoke:
         args.quick, args.megabases = True, 0.005
     if args.quick:
-        args.megabases = min(args.megabases, 0.2)
+        args.megabases = min(args.megabases, 0.05)
     if args.host_only:
         args.null_model = True
     sys.path.insert(0, str(ROOT))
