@@ -13,7 +13,6 @@ Patterns are named ``pos_<k>`` (their bases support the explained class) and ``n
 from __future__ import annotations
 
 import time
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -21,7 +20,7 @@ import numpy as np
 
 from bioattn.errors import UserInputError
 from bioattn.explain.motif_db import DEFAULT_Q, MotifDatabase, tomtom_matches
-from bioattn.explain.motif_scan import SCAN_THRESHOLD, scan_spacings
+from bioattn.explain.motif_scan import scan_spacings
 from bioattn.explain.motif_seqlets import run_modisco
 
 _COMPLEMENT = str.maketrans("ACGT", "TGCA")
