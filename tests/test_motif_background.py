@@ -6,10 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bioattn.explain.motif_background import background_patterns, flag_composition
+from bioattn.explain.motif_background import flag_composition
 from bioattn.explain.motif_db import MotifDatabase, tomtom_matches
 from bioattn.explain.motif_report import describe_finding, finding_rows
-from bioattn.explain.motifs import ModiscoSettings, MotifReport, Pattern, discover_patterns, report_order
+from bioattn.explain.motifs import (
+    ModiscoSettings, MotifReport, Pattern, background_patterns, discover_patterns, report_order,
+)
 
 LENGTH, TSS = 70, 34
 

@@ -84,6 +84,8 @@ def _embed(path: Path) -> str:
 
 
 def _cell(value: object) -> str:
+    if value is None:
+        return ""
     if isinstance(value, float):
         return "" if not np.isfinite(value) else (f"{value:.3g}" if abs(value) < 1e-2 and value else f"{value:.2f}")
     return html.escape(str(value))

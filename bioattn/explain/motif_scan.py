@@ -4,17 +4,17 @@ patterns found one upstream of the other (``motif_scan_spacings.tsv`` of the mot
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from bioattn.errors import UserInputError
 
-if TYPE_CHECKING:
-    from bioattn.explain.motifs import Pattern
+#: a :class:`~bioattn.explain.motifs.Pattern` (not imported: that module imports this one)
+Pattern = Any
 
 
-def scan_pattern_sites(patterns: Sequence["Pattern"], sequences: Sequence[str], *, threshold: float = 1e-4,
+def scan_pattern_sites(patterns: Sequence[Pattern], sequences: Sequence[str], *, threshold: float = 1e-4,
                        offset: int = 0) -> dict[str, list[tuple[int, int, int, str, float]]]:
     """Every match of each pattern's core in ``sequences`` (N strings, A C G T N), on both strands: FIMO (memelite)
     with the core's probability matrix, hits with p < ``threshold``.
@@ -78,7 +78,7 @@ def box_spacers(upstream: Sequence[tuple], downstream: Sequence[tuple], *, upstr
 SCAN_THRESHOLD = 1e-3
 
 
-def pattern_sense(pattern: "Pattern") -> str:
+def pattern_sense(pattern: Pattern) -> str:
     """The strand (``"+"`` or ``"-"``) on which most of ``pattern``'s seqlets read its consensus: the sense in which
     the pattern occurs on the sequences explained (``"-"`` when the consensus is reported as the reverse complement
     of what the sequences carry, as TF-MoDISco may do; ``"+"`` on a tie or without seqlets)."""
@@ -86,7 +86,7 @@ def pattern_sense(pattern: "Pattern") -> str:
     return "-" if reverse > len(pattern.sites) - reverse else "+"
 
 
-def scan_spacings(patterns: Sequence["Pattern"], sequences: Sequence[str], *, groups: Mapping[str, np.ndarray] | None = None,
+def scan_spacings(patterns: Sequence[Pattern], sequences: Sequence[str], *, groups: Mapping[str, np.ndarray] | None = None,
                   threshold: float = SCAN_THRESHOLD, gaps: tuple[int, int] = (0, 40), min_sequences: int = 5,
                   sites: Mapping[str, Sequence[tuple]] | None = None) -> list[dict]:
     """Spacers between every ordered pair of patterns from scans of their cores over all ``sequences``.

@@ -17,12 +17,9 @@ import math
 import sys
 import time
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from bioattn.explain.motifs import ModiscoSettings
 
 #: modisco-lite's defaults for the seqlet thresholds (``TFMoDISco``'s keyword arguments of the same names).
 TARGET_FDR = 0.2
@@ -149,9 +146,10 @@ def say(message: str, progress: bool) -> None:
         print(f"motifs: {message}", file=sys.stderr, flush=True)
 
 
-def run_modisco(one_hot: np.ndarray, hypothetical: np.ndarray, settings: "ModiscoSettings", pad: int = 0, *,
+def run_modisco(one_hot: np.ndarray, hypothetical: np.ndarray, settings: Any, pad: int = 0, *,
                 progress: bool = False, label: str = "TF-MoDISco") -> list[tuple[str, Any]]:
-    """TF-MoDISco on ``one_hot (N, L, 4)`` and ``hypothetical (N, L, 4)``: ``[(name, modisco pattern)]``, the
+    """TF-MoDISco on ``one_hot (N, L, 4)`` and ``hypothetical (N, L, 4)`` with ``settings`` (a
+    :class:`~bioattn.explain.motifs.ModiscoSettings`): ``[(name, modisco pattern)]``, the
     positive metacluster's patterns (``pos_<k>``) then the negative one's (``neg_<k>``).
 
     pad: columns at each end that are padding (the seqlet thresholds are computed without them). progress: say on

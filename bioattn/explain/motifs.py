@@ -13,7 +13,6 @@ Patterns are named ``pos_<k>`` (their bases support the explained class) and ``n
 from __future__ import annotations
 
 import time
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -21,7 +20,7 @@ import numpy as np
 
 from bioattn.errors import UserInputError
 from bioattn.explain.motif_db import DEFAULT_Q, MotifDatabase, tomtom_matches
-from bioattn.explain.motif_scan import SCAN_THRESHOLD, scan_spacings
+from bioattn.explain.motif_scan import scan_spacings
 from bioattn.explain.motif_seqlets import run_modisco
 
 _COMPLEMENT = str.maketrans("ACGT", "TGCA")
@@ -349,7 +348,7 @@ def explain_motifs(model: Any, sequences: Sequence[str], *, tss_index: int | Non
     seconds["modisco_tomtom"] = time.perf_counter() - start
     shuffled: list[Pattern] = []
     if background and patterns:
-        from bioattn.explain.motif_background import BACKGROUND, background_patterns, flag_composition
+        from bioattn.explain.motif_background import BACKGROUND, flag_composition
 
         start = time.perf_counter()
         say(f"background: the same pipeline on {BACKGROUND} of the {len(sequences)} sequences", progress)
@@ -392,3 +391,17 @@ def explain_motifs(model: Any, sequences: Sequence[str], *, tss_index: int | Non
 def report_order(patterns: Sequence[Pattern]) -> list[Pattern]:
     """Findings first, then composition patterns; most seqlets first within each."""
     return sorted(patterns, key=lambda p: (p.composition, -p.seqlets))
+
+
+def background_patterns(sequences: Sequence[str], attribute: Any, *, settings: ModiscoSettings | None = None,
+                        tss_index: int | None = None, seed: int = 0,
+                        progress: bool = False) -> tuple[list[str], list[Pattern]]:
+    """``(shuffles, patterns)``: one dinucleotide shuffle of each of ``sequences``
+    (:func:`~bioattn.explain.marginalize.shuffled_backgrounds`) and the patterns TF-MoDISco finds in
+    ``attribute(shuffles)`` (hypothetical contributions ``(N, L, 4)``, computed as for the sequences): the
+    composition-matched background of :mod:`bioattn.explain.motif_background`."""
+    from bioattn.explain.marginalize import shuffled_backgrounds
+
+    shuffles = shuffled_backgrounds(sequences, seed=seed)
+    return shuffles, discover_patterns(shuffles, attribute(shuffles), tss_index=tss_index, settings=settings,
+                                       progress=progress, label="background TF-MoDISco")
