@@ -161,12 +161,12 @@ def order_binary_classes(names: Sequence[str], positive: str | None = None) -> t
     names = [str(name) for name in names]
     if len(names) != 2:
         if positive is not None:
-            raise UserInputError(f"--positive-class {positive} applies to two classes; the labels hold {len(names)} "
+            raise UserInputError(f"a positive class ({positive}) applies to two classes; the labels hold {len(names)} "
                                  f"({', '.join(names)})")
         return names, None
     if positive is not None:
         if str(positive) not in names:
-            raise UserInputError(f"--positive-class {positive!r} is not one of the labels ({', '.join(names)})")
+            raise UserInputError(f"positive class {positive!r} is not one of the labels ({', '.join(names)})")
         negative = names[1 - names.index(str(positive))]
         return [negative, str(positive)], f"positive class: {positive} (--positive-class)"
     negatives = [name for name in names if name.strip().lower() in NEGATIVE_LABELS]

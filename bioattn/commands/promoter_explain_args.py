@@ -63,7 +63,7 @@ def add_promoter_explain_arguments(parser: argparse.ArgumentParser) -> None:
     motifs.add_argument("--no-motif-background", dest="motif_background", action="store_false",
                         help="skip the composition control of --motifs (by default the same pipeline also runs on a "
                              "dinucleotide shuffle of every record, and patterns it yields too are flagged as "
-                             "composition, not listed as findings; it about doubles the time)")
+                             "composition, not listed as findings; it about doubles the time) (default: motif_background=%(default)s)")
     motifs.add_argument("--known-motifs", type=int, default=0, metavar="N",
                         help="plant the JASPAR consensus of core-promoter factors (TBP, SP1, NF-Y, ETS: ELK1 and "
                              "GABPA, NRF1, YY1, CREB1, ZNF143, E2F1; CTCF as a control) centred at -30, -20, -10, 0, "

@@ -273,7 +273,7 @@ def predict_volume(
     batch = image.as_tensor()[None].float()
     overlay = None
     if attention_map and not all(isinstance(m, HybridCT3D) for m in ensemble_members(model)):
-        raise UserInputError(f"{path}: --attention-map needs the attention model; {type(model).__name__} has no "
+        raise UserInputError(f"{path}: an attention map needs the attention model; {type(model).__name__} has no "
                              "attention (explain ct gives its attribution maps)")
     if attention_map:
         voxel_map = average_over_members(model, lambda member: member.attention_map(batch, head_fusion=head_fusion)[1])
