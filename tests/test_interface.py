@@ -221,8 +221,8 @@ def _module_path(name: str) -> Path | None:
 
 
 def _reachable_modules(root: str) -> set[str]:
-    """bioattn modules ``root`` imports, transitively (the training loop's own messages excepted: explain
-    commands only reach :func:`bioattn.run_dir.prepare_run_dir`, tested below)."""
+    """bioattn modules ``root`` imports, transitively (the training loop's and the run directory's own messages
+    excepted: explain commands only reach :func:`bioattn.run_dir.prepare_run_dir`, tested below)."""
     seen, todo = set(), [root]
     while todo:
         name = todo.pop()

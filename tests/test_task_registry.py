@@ -102,3 +102,19 @@ def test_reading_the_registry_imports_no_torch() -> None:
             "print('HEAVY', sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'numpy'}))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert "HEAVY []" in done.stdout, done.stderr
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_task_module_imports_only_the_contract_at_module_level(name: str) -> None:
+    """The CLI reads every task's attributes on ``bioattn --help``: a task.py importing torch, numpy or its own
+    code at module level makes every command start slowly (the hooks import inside their bodies)."""
+    module = TASKS[name].split(":")[0]
+    tree = ast.parse((ROOT / Path(*module.split("."))).with_suffix(".py").read_text())
+    allowed = {"__future__", "typing", "collections.abc", "dataclasses", "bioattn.tasks.base"}
+    heavy = []
+    for node in tree.body:  # module level only; an `if TYPE_CHECKING:` block is not executed
+        if isinstance(node, ast.Import):
+            heavy += [alias.name for alias in node.names if alias.name not in allowed]
+        elif isinstance(node, ast.ImportFrom) and node.module not in allowed:
+            heavy.append(node.module)
+    assert not heavy, f"{module} imports {heavy} at module level; import them inside the hooks"

@@ -1,12 +1,13 @@
 """The activity task as a :class:`~bioattn.tasks.base.Task` (registry key ``"activity"``)."""
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
-from torch import nn
+from typing import TYPE_CHECKING, Any
 
 from bioattn.tasks.base import FittedMember, Task, TaskData
+
+if TYPE_CHECKING:  # the CLI reads every task.py at start-up: numpy and torch are imported by the hooks only
+    import numpy as np
+    from torch import nn
 
 
 class ActivityTask(Task):
