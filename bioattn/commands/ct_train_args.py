@@ -74,6 +74,10 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                        help="fold each U³ block of voxels into channels before the CNN (lossless; the stem then "
                             "works at 1/U of the size; default: 2 above 32 voxels, so 64³ costs about what 28³ does, "
                             "else 1)")
+    model.add_argument("--pool", choices=("cls", "cls+max"), default=None,
+                       help="what the classifier reads: the [CLS] token (cls) or, beside it, each channel's maximum over "
+                            "the grid tokens (cls+max), so a small finding reaches it directly (default: cls+max for "
+                            "--manifest, cls for --dataset)")
     model.add_argument("--distance-channel", action=argparse.BooleanOptionalAction, default=None,
                        help="also feed the CNN (and the ResNet baseline) how deep each voxel lies inside the mask "
                             "(its distance to the background), so it sees thickness directly (default: on when the "
@@ -107,6 +111,6 @@ def train_options_from_args(args: argparse.Namespace) -> "CTOptions":
         tta=args.tta, mixup=args.mixup, quick=args.quick, stem_channels=optional_tuple(args.stem_channels),
         stem_strides=optional_tuple(args.stem_strides), stem_depth=args.stem_depth, unshuffle=args.unshuffle,
         distance_channel=args.distance_channel, embed_dim=args.embed_dim, heads=args.heads, layers=args.layers,
-        dropout=args.dropout, train_config=config, positive_class=args.positive_class,
+        dropout=args.dropout, train_config=config, positive_class=args.positive_class, pool=args.pool,
         **ensemble_options(args), resume=args.resume, overwrite=args.overwrite,
     )

@@ -161,6 +161,8 @@ MEDMNIST_SIZES = (28, 64)
 DEFAULT_MEDMNIST_SIZE = 64
 #: Convolutions per CNN stage (HybridCT3D's stem_depth): 4, as deep as a ResNet-18 stage.
 DEFAULT_STEM_DEPTH = 4
+#: The classifier's input for manifest runs (see :attr:`CTOptions.pool_name`).
+DEFAULT_MANIFEST_POOL = "cls+max"
 #: Largest edge the CNN stem sees by default: bigger volumes are folded (unshuffled) down to it.
 STEM_EDGE = 32
 CLASS_NAMES = {"adrenalmnist3d": ("normal", "hyperplasia")}
@@ -224,7 +226,7 @@ class CTOptions(TaskOptions):
     heads: int = 4
     layers: int = 3
     dropout: float = 0.0
-    pool: str = "cls"
+    pool: str | None = None
     positive_class: str | None = None
     train_config: TrainConfig | None = None
 
@@ -265,8 +267,8 @@ class CTOptions(TaskOptions):
                                  f"{' '.join(map(str, channels))} and {' '.join(map(str, strides))}")
         if min(*channels, *strides) < 1:
             raise UserInputError("--stem-channels and --stem-strides must be positive")
-        if self.pool not in POOLS:
-            raise UserInputError(f"pool must be one of {', '.join(POOLS)}, got {self.pool!r}")
+        if self.pool is not None and self.pool not in POOLS:
+            raise UserInputError(f"--pool must be one of {', '.join(POOLS)}, got {self.pool!r}")
         if self.manifest is None:
             return
         size, stride = self.input_size, self.stride
@@ -316,6 +318,15 @@ class CTOptions(TaskOptions):
         channels = self.stem_channels or ([4, 8, 8, 8][:stages] if self.quick else default)
         strides = self.stem_strides or [2] * stages
         return list(channels), list(strides)
+
+    @property
+    def pool_name(self) -> str:
+        """What the classifier reads (:data:`~bioattn.models.hybrid_ct.POOLS`): ``pool``, by default ``cls+max`` for
+        your own volumes (a small finding in one token reaches the classifier directly; docs/experiments.md, issue
+        54) and ``cls`` for MedMNIST (the layout its published numbers were measured with)."""
+        if self.pool is not None:
+            return self.pool
+        return DEFAULT_MANIFEST_POOL if self.manifest is not None else "cls"
 
     @property
     def stride(self) -> int:
@@ -381,7 +392,7 @@ def build_models(
             unshuffle=options.unshuffle_factor(), distance_channel=bool(options.distance_channel),
             embed_dim=24 if options.quick else options.embed_dim, num_heads=2 if options.quick else options.heads,
             num_layers=1 if options.quick else options.layers, dropout=options.dropout, class_names=class_names,
-            pool=options.pool,
+            pool=options.pool_name,
         )
     except ValueError as exc:
         raise UserInputError(f"invalid model options: {exc}") from exc

@@ -113,7 +113,7 @@ def load_labelled_files(files: Mapping[str, Path], max_rows: int | None, seed: i
     Returns the splits (each capped at ``max_rows``) and the class names, taken from the training file; with two
     classes the positive one second (``positive_class``, else the rule of
     :func:`~bioattn.metrics.order_binary_classes`: ``normal``/``control``/``0``... is the negative one), said on
-    stderr. A dev or test label that does not occur in the training file is an error naming the record.
+    stderr when it is not the sorted order. A dev or test label that does not occur in the training file is an error naming the record.
     """
     from bioattn.metrics import order_binary_classes
 
@@ -123,11 +123,12 @@ def load_labelled_files(files: Mapping[str, Path], max_rows: int | None, seed: i
         raise UserInputError(f"{files['train']}: every record has the label {class_names[0]!r}; "
                              f"training needs at least two classes")
     try:
-        class_names, reason = order_binary_classes(class_names, positive_class)
+        ordered, reason = order_binary_classes(class_names, positive_class)
     except UserInputError as exc:
         raise UserInputError(f"{files['train']}: {exc}") from None
-    if reason:
+    if reason and (ordered != class_names or positive_class is not None):  # said when it is not the sorted order
         print(f"{files['train']}: {reason}", file=sys.stderr)
+    class_names = ordered
     splits = {name: cap_rows(records_to_split(records[name], path, class_names), max_rows, seed)
               for name, path in files.items()}
     return splits, class_names
