@@ -101,3 +101,32 @@ def test_release_ref_bases_match_elements(require_data) -> None:
     # the elements are on the + strand of hg19: HBB (a minus-strand gene) carries its TATA box reverse-complemented
     hbb = str(fasta["HBB"][:]).upper()
     assert "TTTTATG" in hbb and "CATAAAA" not in hbb
+
+
+def test_a_head_without_its_release_reads_it_from_the_data_root(tmp_path, tiny_activity, monkeypatch) -> None:
+    import json
+
+    from bioattn.errors import UserInputError
+    from bioattn.models.registry import load_pretrained
+    from bioattn.tasks.variants.train import VariantTrainOptions, train_variant_head
+
+    fasta, vcf = _synthetic_release(tmp_path)
+    out = tmp_path / "head"
+    train_variant_head(VariantTrainOptions(activity_model=str(tiny_activity), reference=fasta, input=vcf, out=out,
+                                           folds=3))
+    saved = pd.read_csv(out / "release.tsv", sep="\t")
+    root = tmp_path / "root"
+    (root / "variants" / "mine").mkdir(parents=True)
+    saved.rename(columns={"chrom": "element", "pos": "position", "effect": "effect_size", "conf": "confidence"}).to_csv(
+        root / "variants" / "mine" / "release.tsv", sep="\t", index=False)
+    (out / "release.tsv").unlink()
+    config = json.loads((out / "config.json").read_text())
+    config["release_data"] = "variants/mine/release.tsv"
+    (out / "config.json").write_text(json.dumps(config))
+    monkeypatch.setenv("BIOATTN_DATA_ROOT", str(tmp_path / "nowhere"))
+    with pytest.raises(UserInputError, match="data root"):
+        load_pretrained(out)
+    monkeypatch.setenv("BIOATTN_DATA_ROOT", str(root))
+    head = load_pretrained(out)
+    assert list(head.release[["chrom", "pos", "effect"]].itertuples(index=False, name=None)) == \
+        list(saved[["chrom", "pos", "effect"]].itertuples(index=False, name=None))

@@ -50,9 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="in-silico mutagenesis features cover this many nt either side (default: %(default)s)")
     parser.add_argument("--strands", choices=("auto", "forward", "both"), default="auto",
                         help="strands of the activity model's windows (default: %(default)s: as the model was trained)")
-    parser.add_argument("--no-gene-orientation", dest="gene_orientation", action="store_false",
-                        help="score every contig on its given strand (default: gene_orientation=%(default)s: contigs with "
-                             "gene_strand=- in the reference header are scored reverse-complemented)")
+    parser.add_argument("--gene-orientation", action=argparse.BooleanOptionalAction, default=True,
+                        help="score contigs whose FASTA header says gene_strand=- in reverse complement; "
+                             "--no-gene-orientation: every contig on its given strand (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the fold assignment (default: %(default)s)")
     add_device_argument(parser)
 

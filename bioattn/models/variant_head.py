@@ -38,18 +38,21 @@ class VariantEffectHead(PretrainedModel):
             :mod:`bioattn.tasks.variants.score`).
         bandwidth, radius, block: the nearby-effect features (Gaussian weights of bandwidth nt over measured
             variants within radius nt, leaving out the query's own block of block nt).
+        release_data: where the measured release lies under the data root (``/``-separated, e.g.
+            ``variants/cagi5/train_release.tsv``), read when the folder has no ``release.tsv`` (a shipped head does
+            not redistribute the measurements).
     """
 
     def __init__(self, *, feature_names: Sequence[str], activity_model: str = "", activity_copy: bool = True,
                  offsets: Sequence[int] | None = None, strands: str = "auto",
                  reversed_contigs: Sequence[str] = (), bandwidth: float = 6.0, radius: int = 24, block: int = 16,
-                 path_name: str = "head") -> None:
+                 path_name: str = "head", release_data: str | None = None) -> None:
         super().__init__()
         self.config = {"feature_names": list(feature_names), "activity_model": activity_model,
                        "activity_copy": bool(activity_copy),
                        "offsets": None if offsets is None else [int(o) for o in offsets], "strands": strands,
                        "reversed_contigs": list(reversed_contigs), "bandwidth": float(bandwidth), "radius": int(radius),
-                       "block": int(block), "path_name": path_name}
+                       "block": int(block), "path_name": path_name, "release_data": release_data}
         self.feature_names = list(feature_names)
         self.offsets = self.config["offsets"]
         self.strands = strands
@@ -97,7 +100,15 @@ class VariantEffectHead(PretrainedModel):
         else:
             head.activity_model = load_pretrained(head.config["activity_model"], map_location=str(map_location))
         release = folder / RELEASE_NAME
+        if not release.is_file() and head.config.get("release_data"):
+            from bioattn.data.root import resolve_data_root
+
+            release = resolve_data_root().joinpath(*head.config["release_data"].split("/"))
         if not release.is_file():
-            raise UserInputError(f"{folder}: no {RELEASE_NAME} (the measured variants of the nearby-effect features)")
-        head.release = pd.read_csv(release, sep="\t", dtype={"chrom": str})
+            where = f" or {release}" if release.name != RELEASE_NAME else ""
+            raise UserInputError(f"{folder}: the nearby-effect features need the measured release: no {RELEASE_NAME} "
+                                 f"there{where} (set BIOATTN_DATA_ROOT to the data root holding it)")
+        table = pd.read_csv(release, sep="\t", dtype={"chrom": str, "element": str})
+        head.release = table.rename(columns={"element": "chrom", "position": "pos", "effect_size": "effect",
+                                             "confidence": "conf"})
         return head

@@ -83,22 +83,9 @@ def open_reference(reference: Any) -> Iterator[Any]:
 
 def gene_strands(reference: Any) -> dict[str, str]:
     """``gene_strand=+|-`` of each FASTA header that has one (e.g. CAGI5's ``elements.fa``)."""
-    path = Path(reference.filename) if hasattr(reference, "filename") else Path(reference)
-    strands: dict[str, str] = {}
-    opener = open
-    with open(path, "rb") as handle:
-        if handle.read(2) == b"\x1f\x8b":
-            import gzip
+    from bioattn.tasks.variants.evaluate import header_fields
 
-            opener = gzip.open
-    with opener(path, "rt") as handle:
-        for line in handle:
-            if line.startswith(">"):
-                fields = line[1:].split()
-                for word in fields[1:]:
-                    if word.startswith("gene_strand="):
-                        strands[fields[0]] = word.split("=", 1)[1]
-    return strands
+    return {name: fields["gene_strand"] for name, fields in header_fields(reference).items() if "gene_strand" in fields}
 
 
 def _variant_set(variants: Any, fasta: Any, skip_indels: bool, skip_invalid: bool) -> VariantSet:
