@@ -74,7 +74,7 @@ def test_each_concept_has_one_canonical_spelling() -> None:
         assert where in used["--model"]
     for where in ("train promoter", "train ct", "train msa", "pretrain msa"):
         assert where in used["--embed-dim"]
-    assert set(used["--tta"]) == {"train ct", "predict ct"}
+    assert set(used["--tta"]) == {"train ct", "predict ct", "explain ct"}
     assert {"train ct", "predict ct", "explain ct"} <= set(used["--size"]) and {"train ct", "predict ct", "explain ct"} <= set(used["--fit"])
     assert {"train promoter", "predict promoter", "explain promoter"} <= set(used["--strand"])
     assert {"explain promoter", "explain msa", "train msa", "predict msa", "pretrain msa"} <= set(used["--max-rows"])
@@ -89,7 +89,7 @@ def test_no_canonical_flag_means_two_things() -> None:
     assert {flag: sorted(map(str, s)) for flag, s in shapes.items() if len(s) > 1} == {}
     ct = {_shape(_flags(COMMANDS[where], deprecated=False)[flag]) for where in CT_COMMANDS for flag in ("--size", "--fit")}
     assert len(ct) == 2  # --size and --fit: the same arity and type in train, predict and explain ct
-    tta = {tuple(_flags(COMMANDS[where], deprecated=False)["--tta"].choices) for where in ("train ct", "predict ct")}
+    tta = {tuple(_flags(COMMANDS[where], deprecated=False)["--tta"].choices) for where in ("train ct", "predict ct", "explain ct")}
     assert tta == {("none", "flips")}
 
 

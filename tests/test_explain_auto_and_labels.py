@@ -61,9 +61,10 @@ def test_explain_ct_auto_shows_the_method_its_own_table_stars(tmp_path: Path, ca
     summary = json.loads((out / "summary.json").read_text())
     candidates = {k: v for k, v in summary["faithfulness"].items() if k != "random"}
     assert summary["method"] == most_faithful(candidates)
-    err = capsys.readouterr().err
-    assert f"explain: method {summary['method']}, the most faithful on this volume" in err
-    assert f"random {summary['faithfulness']['random']['deletion_auc']:.3f}" in err
+    captured = capsys.readouterr()
+    err = captured.err + captured.out
+    assert f"explain: method {summary['method']} (the more faithful on this volume" in err
+    assert f"| random | {summary['faithfulness']['random']['deletion_auc']:.3f}" in err  # the table beside it
 
 
 def test_promoter_track_figures_label_the_method_used(tmp_path: Path, monkeypatch) -> None:

@@ -14,7 +14,8 @@ from test_msa_cli import COLUMNS, _write_data_root  # tiny planted alignments + 
 from bioattn.cli import main as cli_main
 from bioattn.data.msa import MSATokenizer, read_msa
 from bioattn.io import load_tensors
-from bioattn.models import Ensemble, load_pretrained
+from bioattn.models import load_pretrained
+from bioattn.models.ensemble import Ensemble
 from bioattn.models.msa_contact import MSAContactModel
 from bioattn.tasks.msa.train import SEEDS_COLUMN
 from bioattn.tasks.msa.head import ContactHead, feature_names

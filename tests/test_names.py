@@ -23,7 +23,8 @@ from bioattn.attention.axial import AxialTransformerLayer, ColumnAttention, RowA
 from bioattn.attention.compat import renamed_arguments, upgrade_config
 from bioattn.attention.encoder import FeedForward
 from bioattn.errors import UserInputError
-from bioattn.models import Ensemble, load_pretrained
+from bioattn.models import load_pretrained
+from bioattn.models.ensemble import Ensemble
 from bioattn.models.hybrid_ct import HybridCT3D
 from bioattn.models.msa_contact import MSAContactModel
 from bioattn.models.promoter import PromoterClassifier

