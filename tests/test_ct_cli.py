@@ -20,7 +20,7 @@ from bioattn.errors import UserInputError
 from bioattn.io import load_tensors
 from bioattn.metrics import classification_metrics
 from bioattn.models.hybrid_ct import HybridCT3D
-from bioattn.tasks.ct import train as ct_task
+from bioattn.tasks.ct import fit as ct_fit
 from bioattn.tasks.ct.train import resolve_protocol
 from bioattn.training.mixup import mixup_cross_entropy
 
@@ -319,7 +319,7 @@ def test_tuned_protocol_records_itself_and_the_tta_ablation(
         alphas.append(alpha)
         return mixup_cross_entropy(*args, alpha=alpha, **kwargs)
 
-    monkeypatch.setattr(ct_task, "mixup_cross_entropy", spy)
+    monkeypatch.setattr(ct_fit, "mixup_cross_entropy", spy)
     assert _train("--out", str(out), "--quick", "--protocol", "tuned", "--baseline", "none", "--mixup", "0.2") == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["protocol"]["name"] == "tuned" and metrics["protocol"]["flip_tta"]

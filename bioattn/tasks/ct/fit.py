@@ -1,0 +1,145 @@
+"""Fitting one CT model: :func:`build_models` (the attention model and the MONAI ResNet baseline, both from
+:class:`~bioattn.tasks.ct.options.CTOptions`) and :func:`train_one` (the shared Trainer under a protocol: best
+validation AUROC kept, scored on val and test, the trust report and decision threshold of the kept weights)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from bioattn.data.ct import train_augmentation
+from bioattn.errors import UserInputError
+from bioattn.metrics import classification_metrics, decision_threshold, with_prefix
+from bioattn.models.ct_resnet import ResNetCT3D
+from bioattn.models.hybrid_ct import HybridCT3D, predict_probabilities
+from bioattn.tasks.common import count_parameters, fit_timed
+from bioattn.tasks.ct.data import CTData
+from bioattn.tasks.ct.options import CLASS_NAMES, HISTORY_KEYS, CTOptions, Protocol
+from bioattn.tasks.trust import trust_report
+from bioattn.training import TrainConfig, Trainer, plot_curves
+from bioattn.distributed import is_main_process
+from bioattn.training.mixup import mixup_cross_entropy
+
+__all__ = ["build_models", "prepare_for_training", "train_one"]
+
+
+def build_models(
+    options: CTOptions, num_classes: int, in_channels: int, class_names: list[str] | None = None, *,
+    seed: int | None = None,
+) -> tuple[HybridCT3D, nn.Module | None]:
+    """The attention model and the MONAI ResNet baseline (``None`` with ``baseline="none"``); tiny with ``quick``.
+    With ``options.distance_channel`` both get the depth inside the mask as one more input channel.
+
+    With ``seed``, the baseline is initialised right after ``torch.manual_seed(seed)``, so its initial weights do
+    not depend on the attention model's options (the attention model starts from the caller's RNG state).
+    """
+    channels, strides = options.stem()
+    try:
+        hybrid = HybridCT3D(
+            in_channels, num_classes, stem_channels=channels, stem_strides=strides, stem_depth=options.stem_depth,
+            unshuffle=options.unshuffle_factor(), distance_channel=bool(options.distance_channel),
+            embed_dim=24 if options.quick else options.embed_dim, num_heads=2 if options.quick else options.heads,
+            num_layers=1 if options.quick else options.layers, dropout=options.dropout, class_names=class_names,
+            pool=options.pool_name,
+        )
+    except ValueError as exc:
+        raise UserInputError(f"invalid model options: {exc}") from exc
+    if options.baseline == "none":
+        return hybrid, None
+    if seed is not None:
+        torch.manual_seed(seed)
+    widths = [4, 8, 16, 32] if options.quick else [8, 16, 32, 64]
+    # its first convolution strides by the attention model's unshuffle factor: 64³ costs it about what 32³ does;
+    # the same input as the attention model (with distance_channel, the depth inside the mask too)
+    baseline = ResNetCT3D(in_channels, num_classes, widths=widths, layers=[1, 1, 1, 1] if options.quick else [2, 2, 2, 2],
+                          conv1_stride=options.unshuffle_factor(), distance_channel=bool(options.distance_channel),
+                          input_multiple=hybrid.stride, class_names=class_names)
+    return hybrid, baseline
+
+
+def _class_names(options: CTOptions, data: CTData) -> list[str] | None:
+    if data.class_names is not None:
+        return data.class_names
+    names = CLASS_NAMES.get(options.dataset_name or "")
+    return list(names) if names and len(names) == data.num_classes else None
+
+
+def _scores(labels: np.ndarray, probs: np.ndarray, split: str) -> dict[str, float]:
+    return with_prefix(split, classification_metrics(labels, probs))
+
+
+def prepare_for_training(model: nn.Module, config: TrainConfig) -> None:
+    """Channels-last stem weights for a :class:`HybridCT3D` trained in fp32 (faster oneDNN convolutions), contiguous
+    under bf16 autocast (where channels-last gave wrong weight gradients); see :meth:`HybridCT3D.channels_last_stem`."""
+    if isinstance(model, HybridCT3D):
+        model.channels_last_stem(config.precision == "fp32")
+
+
+def train_one(
+    name: str, model: nn.Module, run_dir: Path, data: CTData, config: TrainConfig, protocol: Protocol, *,
+    augment: bool = True, resume: bool = False, run_info: dict[str, Any] | None = None, select_best: bool = True,
+) -> dict[str, Any]:
+    """Train ``model`` with the shared Trainer (best ``val_auroc`` kept); return its metrics (rank 0; ``{}`` elsewhere).
+
+    Validation numbers use the protocol's evaluation (flip averaging under ``tuned``); ``val_auroc_no_tta`` is the
+    same weights without it, ``val_auroc_last_epoch`` the final weights; ``test_*`` when ``data`` has a test split.
+    ``select_best=False`` (cross-validation folds) never looks at the validation split: the final weights are kept
+    and the caller scores them.
+    """
+    augmentation = train_augmentation(intensity_jitter=protocol.intensity_jitter) if augment else None
+    train_set = data.augmented(augmentation) if augmentation is not None else data.splits["train"]
+    val_set, val_labels = data.splits["val"], data.labels["val"]
+
+    def loss_fn(module: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        images, labels = batch
+        return mixup_cross_entropy(module, images, labels, alpha=protocol.mixup,
+                                   label_smoothing=protocol.label_smoothing)
+
+    def evaluate(module: nn.Module) -> dict[str, float]:
+        probs = predict_probabilities(module, val_set, batch_size=config.batch_size, flip_tta=protocol.flip_tta)
+        metrics = _scores(val_labels, probs, "val")
+        if protocol.flip_tta:  # the same weights without test-time averaging, for comparison
+            plain = predict_probabilities(module, val_set, batch_size=config.batch_size)
+            metrics["val_auroc_no_tta"] = _scores(val_labels, plain, "val")["val_auroc"]
+        return metrics
+
+    print(f"[{name}] {count_parameters(model) / 1e6:.2f} M parameters, training in {run_dir}", file=sys.stderr)
+    trainer = Trainer(model, train_set, config, run_dir, loss_fn=loss_fn, evaluate=evaluate if select_best else None,
+                      resume=resume, run_info=run_info)
+    result, info = fit_timed(trainer)
+    if not is_main_process():
+        return {}
+    if not select_best:  # the caller scores the final weights
+        plot_curves(run_dir)
+        return {**info, "val_history": []}
+    history = result.history
+    metrics: dict[str, Any] = {
+        **info,
+        "val_history": [{key: h[key] for key in HISTORY_KEYS if key in h} for h in history],
+        **{k: v for k, v in result.best_metrics.items() if k.startswith("val_")},
+        # the last evaluation, free of the best-epoch selection on the validation split
+        "val_auroc_last_epoch": history[-1].get("val_auroc") if history else None,
+    }
+    if "test" in data.splits:
+        probs = predict_probabilities(model, data.splits["test"], batch_size=config.batch_size,
+                                      flip_tta=protocol.flip_tta)
+        metrics.update(_scores(data.labels["test"], probs, "test"))
+    kept = predict_probabilities(model, val_set, batch_size=config.batch_size, flip_tta=protocol.flip_tta)
+    binary = kept.shape[1] == 2
+    # the cut on the positive class the validation split supports (0.5 unless another one separates it better)
+    threshold = decision_threshold(val_labels, kept[:, 1]) if binary else 0.5
+    metrics["threshold"] = threshold
+    metrics["trust"] = trust_report(val_labels, kept[:, 1] if binary else kept, threshold=threshold,
+                                    class_names=data.class_names, headline="auroc", split="validation",
+                                    cv_hint="--cv 5")
+    if threshold != 0.5:
+        metrics["trust"]["warnings"].append(
+            f"note: the decision threshold is {threshold:.4g} on p({(data.class_names or ['0', '1'])[1]}), chosen on "
+            "these validation volumes (at 0.5 they separate worse); predict ct and explain ct apply it; the accuracy "
+            "above is at 0.5, and on the volumes it was chosen on the threshold's own accuracy is optimistic")
+    plot_curves(run_dir)
+    return metrics

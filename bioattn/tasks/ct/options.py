@@ -1,0 +1,298 @@
+"""The CT task's options and training recipes: :class:`CTOptions` (everything
+:func:`~bioattn.tasks.ct.train.train_ct` needs, checked before any volume is read), the protocols
+(:data:`PROTOCOLS`, :func:`resolve_protocol`, :func:`protocol_train_config`) and the names, folders and published
+numbers the other CT modules share. Fitting one model: :mod:`bioattn.tasks.ct.fit`; the seeds / cross-validation
+protocols: :mod:`bioattn.tasks.ct.protocols`; the tables: :mod:`bioattn.tasks.ct.report`."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from bioattn.data.ct import VolumePreprocessing
+from bioattn.errors import UserInputError
+from bioattn.models.hybrid_ct import POOLS
+from bioattn.tasks.common import Recipe, TaskOptions, recipe_for
+from bioattn.tasks.ct.preprocessing import FITS
+from bioattn.training import TrainConfig
+from bioattn.training.mixup import check_mixup_alpha
+
+__all__ = [
+    "MEDMNIST_DEFAULTS",
+    "TUNED_DEFAULTS",
+    "PROTOCOLS",
+    "PUBLISHED",
+    "DEFAULT_DATASET",
+    "DEFAULT_MANIFEST_SIZE",
+    "DEFAULT_STEM_DEPTH",
+    "HYBRID_NAME",
+    "BASELINE_NAME",
+    "DEPTH_BASELINE_NAME",
+    "Protocol",
+    "CTOptions",
+    "resolve_protocol",
+    "protocol_train_config",
+]
+
+#: Small training sets (a few dozen volumes) under the tuned protocol: at least this many batches per epoch (the
+#: batch shrinks) and this many optimizer steps (more epochs). AdrenalMNIST3D (1,188 training volumes: 38 batches of
+#: 32, 570 steps) is above both, so its runs do not change.
+SMALL_DATA_MIN_BATCHES = 4
+SMALL_DATA_MIN_STEPS = 150
+MEDMNIST_DEFAULTS = TrainConfig(
+    max_epochs=100, batch_size=32, lr=1e-3, optimizer="adam", weight_decay=0.0, schedule="multistep",
+    milestones=(50, 75), gamma=0.1, grad_clip=None, monitor="val_auroc", monitor_mode="max",
+)
+#: AdamW + weight decay, 40 steps of warm-up then cosine decay, gradient clipping, fp32 (bf16 is opt-in:
+#: ``--precision bf16``).
+TUNED_DEFAULTS = TrainConfig(
+    max_epochs=15, batch_size=32, lr=1e-3, optimizer="adamw", weight_decay=0.05, schedule="warmup_cosine",
+    warmup_steps=40, grad_clip=1.0, monitor="val_auroc", monitor_mode="max",
+    min_steps=SMALL_DATA_MIN_STEPS, min_batches_per_epoch=SMALL_DATA_MIN_BATCHES,
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Protocol(Recipe):
+    """A CT training protocol, the CT task's :class:`~bioattn.tasks.common.Recipe`: the optimisation defaults
+    (``train_config``) plus the loss, augmentation and evaluation options."""
+
+    label_smoothing: float
+    intensity_jitter: float
+    flip_tta: bool
+    mixup: float
+
+
+PROTOCOLS = {
+    "medmnist": Protocol(
+        MEDMNIST_DEFAULTS, label_smoothing=0.0, intensity_jitter=0.1, flip_tta=False, mixup=0.0,
+        description="MedMNIST v2 official: Adam lr 1e-3, batch 32, lr x0.1 at 50%/75% of the epochs, "
+                    "best val AUROC kept; flips, rotations and intensity jitter",
+    ),
+    "tuned": Protocol(
+        TUNED_DEFAULTS, label_smoothing=0.1, intensity_jitter=0.0, flip_tta=True, mixup=0.0,
+        description="AdamW (weight decay 0.05) lr 1e-3, batch 32, 40-step warm-up + cosine decay, gradient "
+                    "clipping 1.0, label smoothing 0.1, flips and rotations (no intensity jitter: the volumes are "
+                    "binary masks), 8-flip test-time averaging, best val AUROC kept",
+    ),
+}
+DEFAULT_DATASET = "adrenalmnist3d"
+DEFAULT_MANIFEST_SIZE = (64, 64, 64)
+MEDMNIST_SIZES = (28, 64)
+#: The MedMNIST edge trained on without --size: 64³, folded by 2 (see :meth:`CTOptions.unshuffle_factor`).
+DEFAULT_MEDMNIST_SIZE = 64
+#: Convolutions per CNN stage (HybridCT3D's stem_depth): 4, as deep as a ResNet-18 stage.
+DEFAULT_STEM_DEPTH = 4
+#: The classifier's input for manifest runs (see :attr:`CTOptions.pool_name`).
+DEFAULT_MANIFEST_POOL = "cls+max"
+#: Largest edge the CNN stem sees by default: bigger volumes are folded (unshuffled) down to it.
+STEM_EDGE = 32
+CLASS_NAMES = {"adrenalmnist3d": ("normal", "hyperplasia")}
+# MedMNIST v2 (Yang et al., Sci. Data 2023), benchmark table, official test split: (AUROC, accuracy).
+# See data_cards/adrenalmnist3d.md.
+PUBLISHED = {
+    "adrenalmnist3d": {
+        "ResNet-18+2.5D": (0.718, 0.772), "ResNet-18+3D": (0.827, 0.721), "ResNet-18+ACS": (0.839, 0.754),
+        "ResNet-50+3D": (0.828, 0.745), "ResNet-50+ACS": (0.828, 0.758),
+        "auto-sklearn": (0.828, 0.802), "AutoKeras": (0.804, 0.705),
+    },
+}
+HYBRID_NAME = "hybrid CNN+attention (bioattn)"
+BASELINE_NAME = "MONAI ResNet-18 layout, 1/8 width"
+DEPTH_BASELINE_NAME = "mean depth inside the mask (1 number, logistic regression)"
+# column prefixes of out_of_fold.csv
+OOF_PREFIXES = {HYBRID_NAME: "", BASELINE_NAME: "baseline_", DEPTH_BASELINE_NAME: "depth_"}
+BASELINE_DIR = "baseline_resnet"
+VAL_CURVE_NAME = "val_auc.png"
+HISTORY_KEYS = ("epoch", "val_auroc", "val_accuracy", "val_auroc_no_tta")
+
+
+@dataclass(frozen=True)
+class CTOptions(TaskOptions):
+    """Everything :func:`train_ct` needs. Give either ``dataset`` (a MedMNIST 3D name, found under ``data_root``;
+    the default when there is no ``manifest``) or ``manifest`` (a labels CSV, see :mod:`bioattn.data.ct_manifest`).
+
+    size: the MedMNIST edge ``(28,)`` or ``(64,)`` (default 64), or for a manifest the model input ``(X, Y, Z)`` (one
+    value: a cube; default 64³; divisible by the CNN stride) that every volume is resized to (``fit="resize"``) or
+    centre cropped / zero padded to (``fit="crop-pad"``). orientation (manifest default ``"RAS"``), spacing (mm)
+    and window (``(low, high)`` onto [0, 1]; ``None``: :func:`train_ct` uses the soft-tissue window when the volumes
+    are CT in Hounsfield units, see :func:`with_default_window`) are the other manifest preprocessing steps. label_smoothing,
+    intensity_jitter, tta (``"none"``/``"flips"``) and mixup (the Beta concentration α, 0: off; see
+    :mod:`bioattn.training.mixup`) default to the protocol's. unshuffle: see :meth:`unshuffle_factor` (``None``:
+    the default). distance_channel: :class:`HybridCT3D`'s (``None``: on when the training volumes are binary
+    masks). The run options (``out``, ``data_root``, ``quick``, ``seeds``, ``cv``, ``cv_repeats``, ``resume``,
+    ``overwrite``) are :class:`~bioattn.tasks.common.TaskOptions`'. ``train_config``: the full training
+    configuration (default: :func:`protocol_train_config`).
+    """
+
+    dataset: str | None = None
+    manifest: Path | None = None
+    size: tuple[int, ...] | None = None
+    orientation: str | None = None
+    spacing: tuple[float, float, float] | None = None
+    window: tuple[float, float] | None = None
+    fit: str = "resize"
+    protocol: str = "tuned"
+    baseline: str = "resnet"
+    augment: bool = True
+    label_smoothing: float | None = None
+    intensity_jitter: float | None = None
+    tta: str | None = None
+    mixup: float | None = None
+    stem_channels: tuple[int, ...] | None = None
+    stem_strides: tuple[int, ...] | None = None
+    stem_depth: int = DEFAULT_STEM_DEPTH
+    unshuffle: int | None = None
+    distance_channel: bool | None = None
+    embed_dim: int = 96
+    heads: int = 4
+    layers: int = 3
+    dropout: float = 0.0
+    pool: str | None = None
+    positive_class: str | None = None
+    train_config: TrainConfig | None = None
+
+    def __post_init__(self) -> None:
+        self.check_run_options()
+        if self.unshuffle is not None and self.unshuffle < 1:
+            raise UserInputError(f"--unshuffle must be >= 1, got {self.unshuffle}")
+        if self.stem_depth < 1:
+            raise UserInputError(f"--stem-depth must be >= 1, got {self.stem_depth}")
+        if self.dataset is not None and self.manifest is not None:
+            raise UserInputError("give either a dataset (--dataset) or your own volumes (--manifest), not both")
+        if self.protocol not in PROTOCOLS:
+            raise UserInputError(f"unknown protocol {self.protocol!r}; choose from {', '.join(PROTOCOLS)}")
+        if self.fit not in FITS:
+            raise UserInputError(f"fit must be one of {', '.join(FITS)}, got {self.fit!r}")
+        if self.manifest is None:
+            given = [flag for flag, value in (("--orientation", self.orientation), ("--spacing", self.spacing),
+                                              ("--intensity-window", self.window)) if value is not None]
+            if self.fit != "resize":
+                given.append("--fit")
+            if self.positive_class is not None:
+                given.append("--positive-class")
+            if given:
+                raise UserInputError(f"{', '.join(given)} apply to --manifest volumes, not to a MedMNIST dataset")
+            if self.size is not None and (len(self.size) != 1 or self.size[0] not in MEDMNIST_SIZES):
+                given = " ".join(map(str, self.size))
+                raise UserInputError(f"--size of a MedMNIST dataset must be 28 or 64, got {given}")
+        elif self.size is not None and (len(self.size) not in (1, 3) or min(self.size) < 1):
+            raise UserInputError(f"--size needs 1 or 3 positive sizes (X Y Z), got {' '.join(map(str, self.size))}")
+        self._check_stem()
+
+    def _check_stem(self) -> None:
+        """The model flags checked before any volume is read: one stride per stem stage, and a manifest ``--size``
+        whose X, Y and Z are each a multiple of the CNN stride."""
+        channels, strides = self.stem()
+        if len(channels) != len(strides):
+            raise UserInputError(f"--stem-channels and --stem-strides need one value per CNN stage, got "
+                                 f"{' '.join(map(str, channels))} and {' '.join(map(str, strides))}")
+        if min(*channels, *strides) < 1:
+            raise UserInputError("--stem-channels and --stem-strides must be positive")
+        if self.pool is not None and self.pool not in POOLS:
+            raise UserInputError(f"--pool must be one of {', '.join(POOLS)}, got {self.pool!r}")
+        if self.manifest is None:
+            return
+        size, stride = self.input_size, self.stride
+        bad = [f"{axis} = {n}" for axis, n in zip("XYZ", size) if n % stride]
+        if bad:
+            suggestion = " ".join(str(max(stride, round(n / stride) * stride)) for n in size)
+            raise UserInputError(
+                f"--size {' '.join(map(str, size))}: each of X, Y and Z must be a multiple of the CNN stride {stride} "
+                f"({', '.join(bad)} {'is' if len(bad) == 1 else 'are'} not); e.g. --size {suggestion} (the stride is --unshuffle times the product of "
+                "--stem-strides: 16 by default above 32 voxels, 8 up to 32)")
+
+    @property
+    def dataset_name(self) -> str | None:
+        """The MedMNIST dataset trained on, or ``None`` for a manifest."""
+        return None if self.manifest is not None else self.dataset or DEFAULT_DATASET
+
+    @property
+    def input_size(self) -> tuple[int, int, int]:
+        """Spatial size of the volumes before stride padding: the MedMNIST edge cubed, or the manifest's size."""
+        if self.manifest is None:
+            return (self.size[0] if self.size else DEFAULT_MEDMNIST_SIZE,) * 3  # type: ignore[return-value]
+        if self.size is None:
+            return DEFAULT_MANIFEST_SIZE
+        return tuple(self.size * 3 if len(self.size) == 1 else self.size)  # type: ignore[return-value]
+
+    def preprocessing(self) -> VolumePreprocessing:
+        """The NIfTI/DICOM steps of a manifest run: orientation (RAS), spacing, window, then resize or crop/pad."""
+        size = self.input_size
+        return VolumePreprocessing(orientation=self.orientation or "RAS", spacing=self.spacing, window=self.window,
+                                   resize=size if self.fit == "resize" else None,
+                                   size=size if self.fit == "crop-pad" else None)
+
+    def unshuffle_factor(self) -> int:
+        """``unshuffle``, by default 2 above :data:`STEM_EDGE` voxels (64³: the stem sees 32³ volumes of 8 channels,
+        at about the cost of 28³) and 1 (no folding) up to it."""
+        if self.unshuffle is not None:
+            return self.unshuffle
+        return 2 if max(self.input_size) > STEM_EDGE else 1
+
+    def stem(self) -> tuple[list[int], list[int]]:
+        """Channels and strides of the CNN stages: 4 stages (stride 16) when the stem sees more than 32 voxels (the
+        input size divided by :meth:`unshuffle_factor`), else 3 (stride 8).
+
+        Up to 32 voxels the first stages are narrow (8, 16, 64), which keeps small inputs cheap."""
+        stages = 4 if max(self.input_size) > STEM_EDGE * self.unshuffle_factor() else 3
+        default = [16, 32, 64, 96] if stages == 4 else [8, 16, 64]
+        channels = self.stem_channels or ([4, 8, 8, 8][:stages] if self.quick else default)
+        strides = self.stem_strides or [2] * stages
+        return list(channels), list(strides)
+
+    @property
+    def pool_name(self) -> str:
+        """What the classifier reads (:data:`~bioattn.models.hybrid_ct.POOLS`): ``pool``, by default ``cls+max`` for
+        your own volumes (a small finding in one token reaches the classifier directly; docs/experiments.md, issue
+        54) and ``cls`` for MedMNIST (the layout its published numbers were measured with)."""
+        if self.pool is not None:
+            return self.pool
+        return DEFAULT_MANIFEST_POOL if self.manifest is not None else "cls"
+
+    @property
+    def stride(self) -> int:
+        """The model's total downsampling (:meth:`unshuffle_factor` times the stem strides); volumes are padded to a
+        multiple of it."""
+        return self.unshuffle_factor() * math.prod(self.stem()[1])
+
+
+
+def resolve_protocol(options: CTOptions) -> Protocol:
+    """The protocol of ``options.protocol`` with ``label_smoothing``, ``intensity_jitter``, ``tta`` and ``mixup``
+    applied."""
+    protocol = recipe_for(PROTOCOLS, options.protocol, flag="--protocol")
+    if options.label_smoothing is not None and not 0.0 <= options.label_smoothing < 1.0:
+        raise UserInputError(f"--label-smoothing must be in [0, 1), got {options.label_smoothing}")
+    if options.intensity_jitter is not None and not 0.0 <= options.intensity_jitter < 1.0:
+        raise UserInputError(f"--intensity-jitter must be in [0, 1), got {options.intensity_jitter}")
+    if options.tta not in (None, "none", "flips"):
+        raise UserInputError(f"--tta must be none or flips, got {options.tta!r}")
+    if options.mixup is not None:
+        try:
+            check_mixup_alpha(options.mixup, name="--mixup")
+        except ValueError as exc:
+            raise UserInputError(str(exc)) from exc
+    return dataclasses.replace(
+        protocol,
+        label_smoothing=protocol.label_smoothing if options.label_smoothing is None else options.label_smoothing,
+        intensity_jitter=protocol.intensity_jitter if options.intensity_jitter is None else options.intensity_jitter,
+        flip_tta=protocol.flip_tta if options.tta is None else options.tta == "flips",
+        mixup=protocol.mixup if options.mixup is None else options.mixup,
+    )
+
+
+def protocol_train_config(
+    protocol: str, config: TrainConfig | None = None, *, quick: bool = False, keep_milestones: bool = False
+) -> TrainConfig:
+    """``config`` (default: the protocol's), shrunk to 2 epochs of 3 steps of 8 with ``quick`` (no small-data
+    minimums); the step-decay
+    milestones move to 50 % and 75 % of ``max_epochs`` unless ``keep_milestones`` (a YAML file set them)."""
+    config = config or recipe_for(PROTOCOLS, protocol, flag="--protocol").train_config
+    if quick:
+        config = dataclasses.replace(config, max_epochs=2, max_steps_per_epoch=3, batch_size=8, min_steps=0,
+                                     min_batches_per_epoch=0)
+    if not keep_milestones:
+        config = dataclasses.replace(config, milestones=(config.max_epochs // 2, config.max_epochs * 3 // 4))
+    return config
