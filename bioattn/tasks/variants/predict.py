@@ -116,7 +116,7 @@ def _variant_set(variants: Any, fasta: Any, skip_indels: bool, skip_invalid: boo
 
 
 def _shares(n: int) -> tuple[slice, int, int]:
-    from bioattn.training import distributed
+    from bioattn import distributed
 
     distributed.init_distributed()
     ranks, rank = distributed.world_size(), distributed.rank()
@@ -130,7 +130,7 @@ def _gather_rows(table: Any, ranks: int) -> Any:
         return table
     import pandas as pd
 
-    from bioattn.training import distributed
+    from bioattn import distributed
 
     payload = table.to_csv(sep="\t", index=False, float_format="%.17g").encode()
     parts = distributed.gather_bytes(payload)
