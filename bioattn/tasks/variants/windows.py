@@ -26,8 +26,14 @@ from bioattn.data.dna import PAD_ID
 COMPLEMENT = np.arange(256, dtype=np.uint8)
 for _a, _b in zip(b"ACGTNacgtn", b"TGCANtgcan"):
     COMPLEMENT[_a] = _b
-#: Rows per forward pass of one allele (the reference's and the alternative's go in the same batch).
-ROWS = 512
+#: Rows per forward pass of one allele on a CPU and on a GPU (the reference's and the alternative's go in the same
+#: batch, so a pass reads twice as many: 256 as ``predict``'s batches on a CPU, 4096 as a scan's on a GPU).
+ROWS = {"cpu": 128, "cuda": 2048}
+
+
+def rows_per_allele(device: Any) -> int:
+    """Rows of one allele per forward pass on ``device`` (a ``torch.device``)."""
+    return ROWS.get(getattr(device, "type", str(device)), ROWS["cpu"])
 #: Variants whose windows are built at once (sorted by contig and position, so each contig's span is read once).
 BLOCK = 8192
 
@@ -195,14 +201,14 @@ def score_tokens(scorer: TokenModel, reference: Any, variants: Sequence[Any], of
                  update: Callable[[int], None]) -> None:
     """Fill ``out`` (``ref``, ``alt`` ``(N, P, S, T)``, ``weights``, ``where``, and ``ref_e``/``alt_e`` when
     embedding) for ``variants``: windows built per block of variants sorted by contig and position, batches of
-    about :data:`ROWS` rows per allele scored through :func:`~bioattn.tasks.device_feed.feed`."""
+    about :func:`rows_per_allele` rows per allele scored through :func:`~bioattn.tasks.device_feed.feed`."""
     from bioattn.tasks.device_feed import feed
 
     n, p, s = len(variants), len(offsets), 2 if both else 1
     chrom = np.array([v.chrom for v in variants], dtype=object)
     pos = np.fromiter((v.pos for v in variants), dtype=np.int64, count=n)
     order = np.lexsort((pos, np.unique(chrom, return_inverse=True)[1]))
-    per_batch = max(1, ROWS // (p * s))
+    per_batch = max(1, rows_per_allele(scorer.device) // (p * s))
 
     def batches() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         for block in _blocks(n, order):
