@@ -86,8 +86,9 @@ def resolve_strands(model: Any, strands: str) -> bool:
 def window_starts(pos0: np.ndarray, offsets: Sequence[int], length: int, width: int) -> np.ndarray:
     """``(N, P)`` window starts for 0-based positions ``pos0`` (N,) on a contig of ``length`` nt: the variant at
     each offset, shifted to lie within ``[0, length)``; ``width`` = min(model window, contig length)."""
-    starts = pos0[:, None] - np.asarray(offsets, dtype=np.int64)[None, :]
-    return np.clip(starts, 0, max(length - width, 0))
+    from bioattn.tasks.variants.windows import window_starts as starts
+
+    return starts(pos0, offsets, length, width)
 
 
 @dataclass
@@ -190,7 +191,7 @@ def allele_scores(model: Any, reference: Any, variants: Sequence[Variant], *, of
         except token_path._NotTokenisable:  # a letter outside DNA (or another model): predict() on strings
             bar.reset()
             token_path.score_strings(model, reference, variants, offsets, window, both, reverse, embed, chunk, out,
-                                     bar.update)
+                                     bar.update, predict_and_embed)
     return AlleleScores(out["ref"], out["alt"], out["weights"], out["where"], out["ref_e"], out["alt_e"])
 
 

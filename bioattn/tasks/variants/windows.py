@@ -58,6 +58,13 @@ def first_occurrences(starts: np.ndarray) -> np.ndarray:
     return (~repeated).astype(np.float64)
 
 
+def window_starts(pos0: np.ndarray, offsets: Sequence[int], length: int, width: int) -> np.ndarray:
+    """``(N, P)`` window starts for 0-based positions ``pos0`` (N,) on a contig of ``length`` nt: the variant at
+    each offset, shifted to lie within ``[0, length)``; ``width`` = min(model window, contig length)."""
+    starts = pos0[:, None] - np.asarray(offsets, dtype=np.int64)[None, :]
+    return np.clip(starts, 0, max(length - width, 0))
+
+
 def _letters(reference: Any, chrom: str, lo: int, hi: int) -> np.ndarray:
     return np.frombuffer(str(reference[chrom][lo:hi]).upper().encode("ascii"), dtype=np.uint8)
 
@@ -65,9 +72,7 @@ def _letters(reference: Any, chrom: str, lo: int, hi: int) -> np.ndarray:
 def build_windows(reference: Any, variants: Sequence[Any], offsets: Sequence[int], window: int,
                   reverse: Callable[[str], bool] | None = None) -> list[WindowGroup]:
     """One :class:`WindowGroup` per contig of ``variants`` (in order of first appearance); see the module's text
-    and :func:`bioattn.tasks.variants.score.window_starts` for the placements."""
-    from bioattn.tasks.variants.score import window_starts
-
+    and :func:`window_starts` for the placements."""
     if not len(variants):
         return []
     chroms = [v.chrom for v in variants]
@@ -182,11 +187,10 @@ def token_model(model: Any, embed: bool) -> TokenModel | None:
     """The token-level scorer of ``model`` (a DNA model as ``as_dna_model`` gives it), or None: the string path."""
     from bioattn.models.activity import ActivityRegressor
     from bioattn.models.promoter import PromoterClassifier
-    from bioattn.tasks.variants.score import ClassifierOutputs
 
     if type(model) is ActivityRegressor:
         return ActivityTokens(model, embed)
-    if isinstance(model, ClassifierOutputs) and type(model.model) is PromoterClassifier and not embed:
+    if type(getattr(model, "model", None)) is PromoterClassifier and not embed:  # score.ClassifierOutputs
         return ClassifierTokens(model, embed)
     return None
 
@@ -245,11 +249,11 @@ def score_tokens(scorer: TokenModel, reference: Any, variants: Sequence[Any], of
 
 def score_strings(model: Any, reference: Any, variants: Sequence[Any], offsets: Sequence[int], window: int,
                   both: bool, reverse: Callable[[str], bool] | None, embed: bool, chunk: int,
-                  out: dict[str, np.ndarray], update: Callable[[int], None]) -> None:
+                  out: dict[str, np.ndarray], update: Callable[[int], None],
+                  predict_and_embed: Callable[[Any, list[str]], tuple[np.ndarray, np.ndarray]] | None = None) -> None:
     """The string path (any DNA model with ``predict``): per chunk of variants one ``predict`` call on the window
-    strings, identical windows scored once."""
-    from bioattn.tasks.variants.score import predict_and_embed
-
+    strings, identical windows scored once; ``predict_and_embed(model, strings) -> (values, embeddings)`` when
+    embedding."""
     n, p, s = len(variants), len(offsets), 2 if both else 1
     for first in range(0, n, chunk):
         part = variants[first : first + chunk]
