@@ -86,8 +86,9 @@ def resolve_strands(model: Any, strands: str) -> bool:
 def window_starts(pos0: np.ndarray, offsets: Sequence[int], length: int, width: int) -> np.ndarray:
     """``(N, P)`` window starts for 0-based positions ``pos0`` (N,) on a contig of ``length`` nt: the variant at
     each offset, shifted to lie within ``[0, length)``; ``width`` = min(model window, contig length)."""
-    starts = pos0[:, None] - np.asarray(offsets, dtype=np.int64)[None, :]
-    return np.clip(starts, 0, max(length - width, 0))
+    from bioattn.tasks.variants.windows import window_starts as starts
+
+    return starts(pos0, offsets, length, width)
 
 
 @dataclass
@@ -117,28 +118,18 @@ def _fetch(reference: Any, chrom: str, lo: int, hi: int) -> np.ndarray:
 def variant_windows(reference: Any, variants: Sequence[Variant], offsets: Sequence[int], window: int,
                     reverse: Callable[[str], bool] | None = None) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray, np.ndarray]:
     """Reference and alternative windows (uint8 letters, ``(P, width)`` per variant), ``(N, P)`` placement weights
-    and ``(N, P)`` offsets of the variant in each window (in the forward orientation of the contig)."""
-    refs, alts = [], []
+    and ``(N, P)`` offsets of the variant in each window (in the forward orientation of the contig); built per
+    contig with array operations (:func:`bioattn.tasks.variants.windows.build_windows`)."""
+    from bioattn.tasks.variants.windows import build_windows
+
+    refs: list[Any] = [None] * len(variants)
+    alts: list[Any] = [None] * len(variants)
     weights = np.zeros((len(variants), len(offsets)))
     where = np.zeros((len(variants), len(offsets)), dtype=np.int64)
-    for i, v in enumerate(variants):
-        length = len(reference[v.chrom])
-        width = min(window, length)
-        pos0 = v.pos - 1
-        starts = window_starts(np.array([pos0]), offsets, length, width)[0]
-        lo, hi = int(starts.min()), int(starts.max()) + width
-        region = _fetch(reference, v.chrom, lo, hi)
-        ref_w = region[(starts - lo)[:, None] + np.arange(width)]
-        alt_w = ref_w.copy()
-        inside = pos0 - starts
-        alt_w[np.arange(len(starts)), inside] = ord(v.alt)
-        _, unique_index = np.unique(starts, return_index=True)
-        weights[i, unique_index] = 1.0
-        where[i] = inside
-        if reverse is not None and reverse(v.chrom):
-            ref_w, alt_w = _COMPLEMENT[ref_w[:, ::-1]], _COMPLEMENT[alt_w[:, ::-1]]
-        refs.append(ref_w)
-        alts.append(alt_w)
+    for group in build_windows(reference, variants, offsets, window, reverse):
+        weights[group.index], where[group.index] = group.weights, group.where
+        for row, i in enumerate(group.index):
+            refs[i], alts[i] = group.ref[row], group.alt[row]
     return refs, alts, weights, where
 
 
@@ -187,48 +178,21 @@ def allele_scores(model: Any, reference: Any, variants: Sequence[Variant], *, of
     if embed and not hasattr(model, "embed"):
         raise UserInputError(f"{type(model).__name__} has no embed(); embedding features need an activity model")
     n, p, s, t = len(variants), len(offsets), 2 if both else 1, len(model.target_names)
-    ref = np.zeros((n, p, s, t))
-    alt = np.zeros((n, p, s, t))
-    weights = np.zeros((n, p))
-    where = np.zeros((n, p), dtype=np.int64)
-    ref_e = alt_e = None
+    out: dict[str, Any] = {"ref": np.zeros((n, p, s, t)), "alt": np.zeros((n, p, s, t)), "weights": np.zeros((n, p)),
+                           "where": np.zeros((n, p), dtype=np.int64), "ref_e": None, "alt_e": None}
+    from bioattn.tasks.variants import windows as token_path
+
+    scorer = token_path.token_model(model, embed)
     with progress_bar(total=n, desc="variants", unit="variant", leave=False, disable=not progress) as bar:
-        for first in range(0, n, chunk):
-            part = variants[first : first + chunk]
-            refs, alts, w, o = variant_windows(reference, part, offsets, window, reverse)
-            weights[first : first + len(part)], where[first : first + len(part)] = w, o
-            rows: list[np.ndarray] = []
-            for r, a in zip(refs, alts):
-                rows += [r, a]
-                if both:
-                    rows += [_COMPLEMENT[r[:, ::-1]], _COMPLEMENT[a[:, ::-1]]]
-            # one predict call per chunk; identical windows scored once
-            strings = [s_ for block in rows for s_ in _strings(block)]
-            unique, inverse = np.unique(np.array(strings, dtype=object), return_inverse=True)
-            if embed:
-                values, embedded = predict_and_embed(model, list(unique))
-                predicted, embedded = _as_matrix(values, len(unique))[inverse], embedded[inverse]
-            else:
-                predicted = _as_matrix(model.predict(list(unique)), len(unique))[inverse]
-            if embed:
-                if ref_e is None:
-                    ref_e = np.zeros((n, p, s, embedded.shape[1]))
-                    alt_e = np.zeros_like(ref_e)
-            # unpack: per variant [ref(P), alt(P), (ref_rc(P), alt_rc(P))]
-            step = p * (4 if both else 2)
-            for j in range(len(part)):
-                block = slice(j * step, (j + 1) * step)
-                values = predicted[block].reshape(4 if both else 2, p, t)
-                ref[first + j, :, 0], alt[first + j, :, 0] = values[0], values[1]
-                if both:
-                    ref[first + j, :, 1], alt[first + j, :, 1] = values[2], values[3]
-                if embed:
-                    e = embedded[block].reshape(4 if both else 2, p, -1)
-                    ref_e[first + j, :, 0], alt_e[first + j, :, 0] = e[0], e[1]
-                    if both:
-                        ref_e[first + j, :, 1], alt_e[first + j, :, 1] = e[2], e[3]
-            bar.update(len(part))
-    return AlleleScores(ref, alt, weights, where, ref_e, alt_e)
+        try:
+            if scorer is None:
+                raise token_path._NotTokenisable
+            token_path.score_tokens(scorer, reference, variants, offsets, window, both, reverse, out, bar.update)
+        except token_path._NotTokenisable:  # a letter outside DNA (or another model): predict() on strings
+            bar.reset()
+            token_path.score_strings(model, reference, variants, offsets, window, both, reverse, embed, chunk, out,
+                                     bar.update, predict_and_embed)
+    return AlleleScores(out["ref"], out["alt"], out["weights"], out["where"], out["ref_e"], out["alt_e"])
 
 
 def score_columns(target_names: Sequence[str]) -> list[str]:

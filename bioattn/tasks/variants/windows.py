@@ -1,0 +1,285 @@
+"""Variant windows built with array operations, and scored at the token level through the scans' host pipeline.
+
+:func:`build_windows`: the variants are grouped by contig; each contig's span that the group's windows cover is
+read once (as upper-case uint8 letters); every window of every variant is one row of a sliding-window view of it
+(fancy indexing), the alternative base is set with one scatter, and reverse-oriented contigs are
+reverse-complemented with a lookup table. No Python work per variant beyond reading its fields.
+
+:func:`token_scorer`: for the models with a tensor API (:class:`~bioattn.models.activity.ActivityRegressor`,
+:class:`~bioattn.models.promoter.PromoterClassifier`, the latter wrapped as a DNA model), letters become the
+model's token ids through a lookup table, and the reference and alternative windows of a batch of variants go
+through :func:`bioattn.tasks.device_feed.feed` together (uint8 batches prepared in a background thread, pinned
+memory and non-blocking copies on CUDA), under ``torch.inference_mode``. The numbers are those of the model's own
+``predict`` on the window strings (flank stripping, padding and strand averaging included); any other model is
+scored through its ``predict`` on strings (:func:`score_strings`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+
+from bioattn.data.dna import PAD_ID
+
+#: Letter-level complement (upper and lower case A/C/G/T/N; any other byte unchanged).
+COMPLEMENT = np.arange(256, dtype=np.uint8)
+for _a, _b in zip(b"ACGTNacgtn", b"TGCANtgcan"):
+    COMPLEMENT[_a] = _b
+#: Rows per forward pass of one allele on a CPU and on a GPU (the reference's and the alternative's go in the same
+#: batch, so a pass reads twice as many: 256 as ``predict``'s batches on a CPU, 4096 as a scan's on a GPU).
+ROWS = {"cpu": 128, "cuda": 2048}
+
+
+def rows_per_allele(device: Any) -> int:
+    """Rows of one allele per forward pass on ``device`` (a ``torch.device``)."""
+    return ROWS.get(getattr(device, "type", str(device)), ROWS["cpu"])
+#: Variants whose windows are built at once (sorted by contig and position, so each contig's span is read once).
+BLOCK = 8192
+
+
+@dataclass
+class WindowGroup:
+    """Windows of the variants ``index`` (into the caller's list), all on one contig: ``ref``, ``alt``
+    ``(n, P, W)`` uint8 letters (oriented as scored), ``weights`` and ``where`` ``(n, P)``."""
+
+    index: np.ndarray
+    ref: np.ndarray
+    alt: np.ndarray
+    weights: np.ndarray
+    where: np.ndarray
+
+
+def first_occurrences(starts: np.ndarray) -> np.ndarray:
+    """``(n, P)`` 1.0 where a placement's start does not repeat an earlier placement's of the same row, else 0."""
+    p = starts.shape[1]
+    earlier = np.tril(np.ones((p, p), dtype=bool), -1)  # [k, j]: j < k
+    repeated = ((starts[:, :, None] == starts[:, None, :]) & earlier).any(axis=2)
+    return (~repeated).astype(np.float64)
+
+
+def window_starts(pos0: np.ndarray, offsets: Sequence[int], length: int, width: int) -> np.ndarray:
+    """``(N, P)`` window starts for 0-based positions ``pos0`` (N,) on a contig of ``length`` nt: the variant at
+    each offset, shifted to lie within ``[0, length)``; ``width`` = min(model window, contig length)."""
+    starts = pos0[:, None] - np.asarray(offsets, dtype=np.int64)[None, :]
+    return np.clip(starts, 0, max(length - width, 0))
+
+
+def _letters(reference: Any, chrom: str, lo: int, hi: int) -> np.ndarray:
+    return np.frombuffer(str(reference[chrom][lo:hi]).upper().encode("ascii"), dtype=np.uint8)
+
+
+def build_windows(reference: Any, variants: Sequence[Any], offsets: Sequence[int], window: int,
+                  reverse: Callable[[str], bool] | None = None) -> list[WindowGroup]:
+    """One :class:`WindowGroup` per contig of ``variants`` (in order of first appearance); see the module's text
+    and :func:`window_starts` for the placements."""
+    if not len(variants):
+        return []
+    chroms = [v.chrom for v in variants]
+    pos0 = np.fromiter((v.pos for v in variants), dtype=np.int64, count=len(variants)) - 1
+    alt_base = np.frombuffer("".join(v.alt for v in variants).upper().encode("ascii"), dtype=np.uint8)
+    names, contig = np.unique(np.array(chroms, dtype=object), return_inverse=True)
+    order = np.argsort(contig, kind="stable")
+    bounds = np.flatnonzero(np.diff(contig[order])) + 1
+    groups = []
+    for index in sorted(np.split(order, bounds), key=lambda rows: rows[0]):
+        chrom = str(names[contig[index[0]]])
+        length = len(reference[chrom])
+        width = min(window, length)
+        starts = window_starts(pos0[index], offsets, length, width)
+        lo, hi = int(starts.min()), int(starts.max()) + width
+        view = np.lib.stride_tricks.sliding_window_view(_letters(reference, chrom, lo, hi), width)
+        ref = view[starts - lo]  # (n, P, W), a copy
+        alt = ref.copy()
+        where = pos0[index][:, None] - starts
+        rows = np.arange(len(index))[:, None]
+        alt[rows, np.arange(starts.shape[1])[None, :], where] = alt_base[index][:, None]
+        if reverse is not None and reverse(chrom):
+            ref, alt = COMPLEMENT[ref[..., ::-1]], COMPLEMENT[alt[..., ::-1]]
+        groups.append(WindowGroup(index, ref, alt, first_occurrences(starts), where))
+    return groups
+
+
+def strand_rows(letters: np.ndarray, both: bool) -> np.ndarray:
+    """``(n, P, W)`` letters → ``(n, P, S, W)``: the windows, and their reverse complements when ``both``."""
+    if not both:
+        return letters[:, :, None]
+    return np.stack([letters, COMPLEMENT[letters[..., ::-1]]], axis=2)
+
+
+# ------------------------------------------------------------------------------------------ token level
+class TokenModel:
+    """What scores letter windows at the token level: ``tokens(letters (R, W) uint8) -> (R, L) uint8`` and
+    ``score(ref_ids, alt_ids) -> (ref values (R, T), alt values (R, T)[, ref emb (R, D), alt emb (R, D)])``."""
+
+    def __init__(self, model: Any, embed: bool) -> None:
+        import torch
+
+        from bioattn.data.dna import _ENCODE_TABLE
+
+        self.model, self.embed = model, embed
+        self.table = np.where(_ENCODE_TABLE >= 0, _ENCODE_TABLE, 255).astype(np.uint8)
+        self.device = next(model.parameters()).device
+        self.torch = torch
+
+    def tokens(self, letters: np.ndarray) -> np.ndarray:
+        ids = self.table[letters]
+        if (ids == 255).any():  # a letter that is not DNA: the string path names it
+            raise _NotTokenisable
+        return ids
+
+
+class _NotTokenisable(Exception):
+    pass
+
+
+class ActivityTokens(TokenModel):
+    """:class:`~bioattn.models.activity.ActivityRegressor`: windows padded to ``input_length``, a window that
+    starts (ends) with the run's 5′ (3′) flank has it stripped, as :meth:`tokenize` does; the run's strand
+    handling (``both``: the mean with the reverse complement of the ids) as :meth:`predict` and :meth:`embed`."""
+
+    def tokens(self, letters: np.ndarray) -> np.ndarray:
+        model = self.model
+        out = np.full((len(letters), model.input_length), PAD_ID, dtype=np.uint8)
+        out[:, : letters.shape[1]] = super().tokens(letters)
+        five, three = (f.encode("ascii") for f in model.flanks)
+        flanked = np.zeros(len(letters), dtype=bool)
+        for flank, side in ((five, slice(0, len(five))), (three, slice(letters.shape[1] - len(three), None))):
+            if flank and len(flank) <= letters.shape[1]:
+                flanked |= (letters[:, side] == np.frombuffer(flank, dtype=np.uint8)).all(axis=1)
+        for row in np.flatnonzero(flanked):  # rare: the string path's tokenisation, row by row
+            out[row] = model.tokenize([letters[row].tobytes().decode("ascii")])[0].numpy()
+        return out
+
+    def score(self, ref: Any, alt: Any) -> tuple:
+        from bioattn.data.dna import reverse_complement_ids
+
+        model, torch = self.model, self.torch
+        both = model.strand == "both"
+        ids = torch.cat([ref, alt])
+        out = model(ids)
+        values, embedding = out["values"], out["embedding"]
+        if both:
+            back = model(reverse_complement_ids(ids, ids == PAD_ID))
+            values, embedding = (values + back["values"]) / 2, (embedding + back["embedding"]) / 2
+        n = ref.shape[0]
+        values = values.double()
+        if not self.embed:
+            return values[:n], values[n:]
+        embedding = embedding.double()
+        return values[:n], values[n:], embedding[:n], embedding[n:]
+
+
+class ClassifierTokens(TokenModel):
+    """:class:`~bioattn.models.promoter.PromoterClassifier` (through ``ClassifierOutputs``): one strand,
+    :meth:`predict_proba` without strand averaging, ``(R, 1)`` (two classes) or ``(R, C)``."""
+
+    def __init__(self, wrapper: Any, embed: bool) -> None:
+        super().__init__(wrapper.model, embed)
+
+    def score(self, ref: Any, alt: Any) -> tuple:
+        probs = self.model.predict_proba(self.torch.cat([ref, alt]), rc_average=False).double()
+        probs = probs.reshape(probs.shape[0], -1)
+        return probs[: ref.shape[0]], probs[ref.shape[0]:]
+
+
+def token_model(model: Any, embed: bool) -> TokenModel | None:
+    """The token-level scorer of ``model`` (a DNA model as ``as_dna_model`` gives it), or None: the string path."""
+    from bioattn.models.activity import ActivityRegressor
+    from bioattn.models.promoter import PromoterClassifier
+
+    if type(model) is ActivityRegressor:
+        return ActivityTokens(model, embed)
+    if type(getattr(model, "model", None)) is PromoterClassifier and not embed:  # score.ClassifierOutputs
+        return ClassifierTokens(model, embed)
+    return None
+
+
+def _blocks(n: int, order: np.ndarray) -> Iterator[np.ndarray]:
+    for first in range(0, n, BLOCK):
+        yield order[first : first + BLOCK]
+
+
+def score_tokens(scorer: TokenModel, reference: Any, variants: Sequence[Any], offsets: Sequence[int], window: int,
+                 both: bool, reverse: Callable[[str], bool] | None, out: dict[str, np.ndarray],
+                 update: Callable[[int], None]) -> None:
+    """Fill ``out`` (``ref``, ``alt`` ``(N, P, S, T)``, ``weights``, ``where``, and ``ref_e``/``alt_e`` when
+    embedding) for ``variants``: windows built per block of variants sorted by contig and position, batches of
+    about :func:`rows_per_allele` rows per allele scored through :func:`~bioattn.tasks.device_feed.feed`."""
+    from bioattn.tasks.device_feed import feed
+
+    n, p, s = len(variants), len(offsets), 2 if both else 1
+    chrom = np.array([v.chrom for v in variants], dtype=object)
+    pos = np.fromiter((v.pos for v in variants), dtype=np.int64, count=n)
+    order = np.lexsort((pos, np.unique(chrom, return_inverse=True)[1]))
+    per_batch = max(1, rows_per_allele(scorer.device) // (p * s))
+
+    def batches() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        for block in _blocks(n, order):
+            for group in build_windows(reference, [variants[i] for i in block], offsets, window, reverse):
+                index = block[group.index]
+                out["weights"][index], out["where"][index] = group.weights, group.where
+                ref, alt = strand_rows(group.ref, both), strand_rows(group.alt, both)
+                for first in range(0, len(index), per_batch):
+                    cut = slice(first, first + per_batch)
+                    rows = ref[cut].shape[0] * p * s
+                    yield (index[cut], scorer.tokens(ref[cut].reshape(rows, -1)),
+                           scorer.tokens(alt[cut].reshape(rows, -1)))
+
+    torch = scorer.torch
+    model = scorer.model
+    was_training = model.training
+    model.eval()
+    stream = feed(batches(), scorer.score, scorer.device, tokens=lambda batch: batch[1:])
+    try:
+        with torch.inference_mode():
+            for (index, _, _), result in stream:
+                shape = (len(index), p, s, -1)
+                out["ref"][index], out["alt"][index] = result[0].reshape(shape), result[1].reshape(shape)
+                if len(result) > 2:
+                    if out.get("ref_e") is None:
+                        out["ref_e"] = np.zeros((n, p, s, result[2].shape[1]))
+                        out["alt_e"] = np.zeros_like(out["ref_e"])
+                    out["ref_e"][index], out["alt_e"][index] = result[2].reshape(shape), result[3].reshape(shape)
+                update(len(index))
+    finally:
+        stream.close()
+        model.train(was_training)
+
+
+def score_strings(model: Any, reference: Any, variants: Sequence[Any], offsets: Sequence[int], window: int,
+                  both: bool, reverse: Callable[[str], bool] | None, embed: bool, chunk: int,
+                  out: dict[str, np.ndarray], update: Callable[[int], None],
+                  predict_and_embed: Callable[[Any, list[str]], tuple[np.ndarray, np.ndarray]] | None = None) -> None:
+    """The string path (any DNA model with ``predict``): per chunk of variants one ``predict`` call on the window
+    strings, identical windows scored once; ``predict_and_embed(model, strings) -> (values, embeddings)`` when
+    embedding."""
+    n, p, s = len(variants), len(offsets), 2 if both else 1
+    for first in range(0, n, chunk):
+        part = variants[first : first + chunk]
+        groups = build_windows(reference, part, offsets, window, reverse)
+        strings: list[str] = []
+        for group in groups:  # per variant: (2 alleles, P placements, S strands) windows
+            rows = np.stack([strand_rows(group.ref, both), strand_rows(group.alt, both)], axis=1)
+            strings += [row.tobytes().decode("ascii") for row in rows.reshape(-1, rows.shape[-1])]
+        unique, inverse = np.unique(np.array(strings, dtype=object), return_inverse=True)
+        if embed:
+            values, embedded = predict_and_embed(model, list(unique))
+            embedded = np.asarray(embedded, dtype=np.float64).reshape(len(unique), -1)[inverse]
+        else:
+            values = model.predict(list(unique))
+        values = np.asarray(values, dtype=np.float64).reshape(len(unique), -1)[inverse]
+        done = 0
+        for group in groups:
+            index, rows = first + group.index, len(group.index) * 2 * p * s
+            out["weights"][index], out["where"][index] = group.weights, group.where
+            block = values[done : done + rows].reshape(len(index), 2, p, s, -1)
+            out["ref"][index], out["alt"][index] = block[:, 0], block[:, 1]
+            if embed:
+                if out.get("ref_e") is None:
+                    out["ref_e"] = np.zeros((n, p, s, embedded.shape[1]))
+                    out["alt_e"] = np.zeros_like(out["ref_e"])
+                e = embedded[done : done + rows].reshape(len(index), 2, p, s, -1)
+                out["ref_e"][index], out["alt_e"][index] = e[:, 0], e[:, 1]
+            done += rows
+        update(len(part))
