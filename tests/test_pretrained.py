@@ -252,7 +252,7 @@ def _msa_masked_accuracy(name: str, check: dict, require_data: Callable[..., Pat
 
 
 def _variant_release_pearson(name: str, check: dict, require_data: Callable[..., Path], tmp_path: Path) -> tuple[float, float]:
-    """Mean over the elements of Pearson(predicted_effect, measured effect) on a release of measured variants, from
+    """Mean over the elements of Pearson(delta, measured effect) on a release of measured variants, from
     ``bioattn predict variants`` and from ``score_variants`` on the loaded head."""
     import pandas as pd
 
@@ -267,7 +267,7 @@ def _variant_release_pearson(name: str, check: dict, require_data: Callable[...,
 
     def mean_pearson(table: "pd.DataFrame") -> float:
         table = table.assign(effect=measured)
-        return float(np.mean([np.corrcoef(g.predicted_effect, g.effect)[0, 1] for _, g in table.groupby("chrom")]))
+        return float(np.mean([np.corrcoef(g.delta, g.effect)[0, 1] for _, g in table.groupby("chrom")]))
 
     return mean_pearson(pd.read_csv(out, sep="\t")), mean_pearson(score_variants(load_pretrained(name), reference, variants))
 

@@ -82,7 +82,7 @@ def test_head_cross_validates_and_predicts_through_the_cli(tmp_path, tiny_activi
     assert main(["predict", "variants", "--model", str(out), "--reference", str(fasta), "--input", str(vcf),
                  "--output", str(scored)]) == 0
     table = pd.read_csv(scored, sep="\t")
-    assert list(table.columns)[-1] == "predicted_effect" and len(table) == len(oof)
+    assert list(table.columns)[-1] == "activity_delta" and len(table) == len(oof)
     from bioattn.models.registry import load_pretrained
 
     head = load_pretrained(out)

@@ -6,7 +6,7 @@ saturation mutagenesis map of a region.
     bioattn predict variants --model NAME_OR_DIR --reference genome.fa --saturation --region chr1:1000-1200 --output map.tsv
 
 --model: a DNA activity model, a promoter classifier (scored as its probability, output p_promoter) or a
-variant-effect head of 'bioattn train variants' (adds predicted_effect). Windows of the model's length are cut
+variant-effect head of 'bioattn train variants' (its predicted effect is the delta column; the activity model's own difference is activity_delta). Windows of the model's length are cut
 from --reference (FASTA, indexed with pyfaidx) around each variant, with the variant at several offsets
 (--offsets; windows shifted to fit inside short contigs), and averaged; both strands where the model was trained
 so (--strands). The TSV has chrom pos ref alt ref_score alt_score delta (with _<output> suffixes for several

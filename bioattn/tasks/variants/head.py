@@ -145,7 +145,8 @@ def nearby_features(chrom: np.ndarray, pos: np.ndarray, alt: np.ndarray, release
 
 def head_table(head: Any, reference: Any, variants: Sequence[Variant], *, progress: bool = False) -> Any:
     """The score table of ``variants`` with a fitted :class:`~bioattn.models.variant_head.VariantEffectHead`: the
-    activity model's ``ref_score alt_score delta`` and the head's ``predicted_effect``."""
+    activity model's ``ref_score alt_score``, the head's predicted effect as ``delta`` (what a variant does: the
+    column every model's table has) and the activity model's own difference as ``activity_delta``."""
     from bioattn.tasks.variants.score import score_table
 
     reverse = set(head.reversed_contigs).__contains__
@@ -160,5 +161,6 @@ def head_table(head: Any, reference: Any, variants: Sequence[Variant], *, progre
     table = score_table(variants, mine, as_dna_model(head.activity_model).target_names)
     means = head.release.groupby("chrom")["effect"].mean()  # the head predicts effects relative to the element mean
     offset = np.array([means.get(v.chrom, 0.0) for v in variants])
-    table["predicted_effect"] = head.predict_features(matrix) + offset
+    table["activity_delta"] = table["delta"]
+    table["delta"] = head.predict_features(matrix) + offset
     return table

@@ -2,7 +2,8 @@
 variants, score them with a DNA model (or a fitted variant-effect head) and write a TSV or an annotated VCF.
 
 TSV output: ``chrom pos ref alt ref_score alt_score delta`` (``_<output>`` suffixes when the model has several
-outputs; a variant-effect head adds ``predicted_effect``), one row per alternative allele, in input order. VCF
+outputs; for a variant-effect head ``delta`` is its predicted effect and ``activity_delta`` the activity model's
+difference), one row per alternative allele, in input order. VCF
 output (``.vcf`` / ``.vcf.gz``): the input records unchanged, with INFO fields ``BIOATTN_REF``, ``BIOATTN_ALT``
 (Number=A) and ``BIOATTN_DELTA`` (Number=A) per output (suffix ``_<output>`` with several), ``.`` for alleles
 skipped, and a ``##bioattn_variant_scoring`` header line saying how windows were placed.
@@ -201,8 +202,8 @@ def predict_variants(model: Any, reference: Any, input: Any, output: str | os.Pa
 
 _INFO = (("ref_score", "BIOATTN_REF", "1", "model score of the reference allele"),
          ("alt_score", "BIOATTN_ALT", "A", "model score of each alternative allele"),
-         ("delta", "BIOATTN_DELTA", "A", "alternative minus reference score"),
-         ("predicted_effect", "BIOATTN_EFFECT", "A", "effect predicted by the variant-effect head"))
+         ("delta", "BIOATTN_DELTA", "A", "alternative minus reference score (a variant-effect head: its predicted effect)"),
+         ("activity_delta", "BIOATTN_ACTIVITY_DELTA", "A", "alternative minus reference score of the head's activity model"))
 
 
 def _info_fields(table: Any) -> list[tuple[str, str, str, str]]:

@@ -41,8 +41,7 @@ def run_predict_variants(model: Any, reference: Any, input: Any, output: str | o
                                   gene_orientation=gene_orientation)
         if result.written:
             table = result.extra["table"]
-            column = "predicted_effect" if "predicted_effect" in table.columns else (
-                "delta" if "delta" in table.columns else [c for c in table.columns if c.startswith("delta_")][0])
+            column = "delta" if "delta" in table.columns else [c for c in table.columns if c.startswith("delta_")][0]
             figure = Path(figure) if figure is not None else Path(output).with_suffix(".png")
             draw_saturation(table, figure, column=column)
             result.extra["figure"] = figure
