@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# GPU checks of the genome-scale work, in one short run (about 5 minutes on one H100):
-#   scan throughput (model-only vs end-to-end, fp32 and bf16, then bf16 with torch.compile + CUDA graphs) and the
-#   training-step speedups of bench/train.py on the GPU. Prints the lines to report.
+# GPU checks of the genome-scale work, in one short run (about 6 minutes on one H100):
+#   scan throughput (model-only vs end-to-end vs the null model's host ceiling, bf16 and fp32), variant scoring
+#   (projected time for one million variants) and the training-step speedups of bench/train.py on the GPU.
+#   Prints the lines to report.
 # Needs torch with CUDA and numpy; pyfaidx, biopython, monai, nibabel, pydicom, pyyaml, packaging and
 # typing_extensions are installed from wheels in WHEELS (default: .whl
 # in the repository root) into a temporary folder when they are missing.
@@ -12,7 +13,7 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" BIOATTN_NO_PROGRESS=1
 WHEELS="${WHEELS:-.whl}"
 missing=$(python - <<'PY'
 import importlib.util
-print(" ".join(m for m in ("pyfaidx", "Bio", "monai", "packaging", "nibabel", "pydicom", "yaml", "typing_extensions") if importlib.util.find_spec(m) is None))
+print(" ".join(m for m in ("pyfaidx", "Bio", "monai", "packaging", "nibabel", "pydicom", "yaml", "typing_extensions", "pyBigWig", "cyvcf2") if importlib.util.find_spec(m) is None))
 PY
 )
 if [ -n "$missing" ]; then
@@ -24,8 +25,9 @@ if [ -n "$missing" ]; then
 fi
 logs="$(mktemp -d)"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-timeout 200 python bench/scan.py --device cuda --megabases 24 --precision fp32 bf16 | tee "$logs"/gpu_scan.txt || echo "scan check failed"
+timeout 240 python bench/scan.py --device cuda --megabases 24 --precision bf16 fp32 --null-model | tee "$logs"/gpu_scan.txt || echo "scan check failed"
+timeout 120 python bench/variants.py --device cuda --variants 200000 | tee "$logs"/gpu_variants.txt || echo "variants check failed"
 timeout 150 python bench/scan.py --device cuda --megabases 24 --precision bf16 --compile | tee "$logs"/gpu_scan_compiled.txt || echo "compiled scan check failed"
 timeout 240 python bench/train.py --device cuda --warmup 3 --steps 10 | tee "$logs"/gpu_train.txt || echo "train check failed"
 echo "== lines to report =="
-grep -h "windows/s\|projected\|^speedup" "$logs"/gpu_scan.txt "$logs"/gpu_scan_compiled.txt "$logs"/gpu_train.txt
+grep -h "windows/s\|variants/s\|projected\|null-model\|^speedup" "$logs"/gpu_scan.txt "$logs"/gpu_variants.txt "$logs"/gpu_scan_compiled.txt "$logs"/gpu_train.txt
