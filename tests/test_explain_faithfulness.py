@@ -256,7 +256,8 @@ def test_explain_ct_command_writes_attribution_and_faithfulness(tmp_path: Path) 
     np.savez(tmp_path / "vols.npz", val_images=images, val_labels=np.array([[0], [1]]))
     out = tmp_path / "out"
     assert cli_main(["explain", "ct", "--model", str(tmp_path / "run"), "--input", str(tmp_path / "vols.npz"),
-                     "--out", str(out), "--method", "relevance", "--faithfulness-steps", "4"]) == 0
+                     "--out", str(out), "--method", "relevance", "--faithfulness-steps", "4",
+                     "--faithfulness-methods", "all"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["method"] == "relevance" and set(summary["faithfulness"]) == set(CT_METHODS)
     for name in ("rollout.nii.gz", "attribution.nii.gz", "faithfulness.png", "head_sharpness.png"):

@@ -197,7 +197,7 @@ def test_ct_summary_on_a_few_nifti_volumes(tmp_path: Path) -> None:
     assert "confusion matrix on validation" in summary and "bootstrap 95% interval" in summary
     metrics = json.loads((out / "metrics.json").read_text())
     trust = next(iter(metrics["models"].values()))["trust"]
-    assert trust["confusion"]["classes"] == ["lesion", "normal"]
+    assert trust["confusion"]["classes"] == ["normal", "lesion"]  # lesion is the positive class (class 1)
     with open(tmp_path / "pilot" / "labels.csv") as handle:
         assert len(list(csv.DictReader(handle))) == 12
 
