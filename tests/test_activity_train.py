@@ -13,6 +13,7 @@ import pytest
 
 from bioattn.cli import main
 from bioattn.tasks.activity.scores import MEAN_NAME, RIDGE_NAME, baseline_predictions, regression_metrics
+from bioattn.tasks.driver import check_metrics
 
 MOTIF = "TGACTCA"
 FIVE, THREE = "AGGACCGGATCAACT", "CATTGCGTGAACCGA"
@@ -61,9 +62,11 @@ def test_train_then_predict_end_to_end(tmp_path: Path) -> None:
     assert main(["train", "activity", "--train", str(train), "--dev", str(dev), "--epochs", "12", "--out", str(run),
                  *SMALL]) == 0
     metrics = json.loads((run / "metrics.json").read_text())
-    assert {"schema_version", "task", "headline_metric", "splits", "target_names", "model", "baselines",
-            "members", "flanks", "strand"} <= set(metrics)
-    assert metrics["task"] == "activity" and metrics["headline_metric"] == "pearson"
+    check_metrics(metrics)
+    assert {"model", "baselines", "members", "flanks", "strand"} <= set(metrics)
+    assert metrics["task"] == "activity" and metrics["kind"] == "regression" and metrics["protocol"]["name"] == "holdout"
+    assert metrics["headline"]["metric"] == "pearson" and metrics["headline"]["split"] == "held_out"
+    assert metrics["headline"]["value"] == metrics["model"]["pearson"]["mean"]
     assert metrics["target_names"] == ["mean_value"] and metrics["flanks"] == [FIVE, THREE]
     assert metrics["model"]["pearson"]["mean"] > 0.5, metrics["model"]
     assert set(metrics["baselines"]) == {RIDGE_NAME, MEAN_NAME}

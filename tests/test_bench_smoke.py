@@ -14,6 +14,8 @@ BENCH = Path(__file__).resolve().parents[1] / "bench"
 SCRIPTS = sorted(BENCH.glob("*.py"))
 #: the flag a benchmark's smoke mode answers to, in order of preference
 SMOKE_FLAGS = ("--smoke", "--quick")
+#: smoke modes that train several models in fresh processes (15-20 s): in the full suite, not the fast lane
+SLOW_SMOKE = {"protocol_identity"}
 
 
 def run_script(script: Path, argv: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
@@ -30,7 +32,8 @@ def test_every_benchmark_is_found():
     assert {"train", "memory", "scan", "ct", "attention"} <= {script.stem for script in SCRIPTS}
 
 
-@pytest.mark.parametrize("script", SCRIPTS, ids=lambda path: path.stem)
+@pytest.mark.parametrize("script", [pytest.param(s, marks=pytest.mark.slow) if s.stem in SLOW_SMOKE else s
+                                    for s in SCRIPTS], ids=lambda path: path.stem)
 def test_benchmark_help_and_smoke_mode_run(script: Path, monkeypatch: pytest.MonkeyPatch,
                                            capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)  # anything a benchmark writes by default lands here

@@ -202,7 +202,7 @@ def test_train_quick_end_to_end_on_real_data(require_data, tmp_path: Path, one_t
     out = tmp_path / "run"
     assert _train("--out", str(out), "--quick", "--deterministic") == 0
     metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["split_sizes"] == {"train": 1188, "val": 98} and not metrics["test_split_present"]
+    assert metrics["splits"] == {"train": 1188, "val": 98} and not metrics["test_split_present"]
     assert set(metrics["published_test_auroc_accuracy"]) >= {"ResNet-18+3D", "ResNet-50+3D", "ResNet-18+ACS"}
     models = metrics["models"]
     assert len(models) == 2
@@ -322,9 +322,9 @@ def test_tuned_protocol_records_itself_and_the_tta_ablation(
     monkeypatch.setattr(ct_fit, "mixup_cross_entropy", spy)
     assert _train("--out", str(out), "--quick", "--protocol", "tuned", "--baseline", "none", "--mixup", "0.2") == 0
     metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["protocol"]["name"] == "tuned" and metrics["protocol"]["flip_tta"]
-    assert metrics["protocol"]["mixup"] == 0.2 and alphas == [0.2] * 6  # every training step mixes (2 epochs of 3)
-    assert metrics["protocol"]["train"]["optimizer"] == "adamw"
+    assert metrics["recipe"]["name"] == "tuned" and metrics["recipe"]["flip_tta"]
+    assert metrics["recipe"]["mixup"] == 0.2 and alphas == [0.2] * 6  # every training step mixes (2 epochs of 3)
+    assert metrics["recipe"]["train"]["optimizer"] == "adamw"
     (hybrid,) = metrics["models"].values()
     assert all("val_auroc_no_tta" in h for h in hybrid["val_history"])
     assert hybrid["val_auroc_last_epoch"] == hybrid["val_history"][-1]["val_auroc"]

@@ -20,6 +20,7 @@ from bioattn.data.ct_manifest import class_names_of, read_manifest, split_rows
 from bioattn.errors import UserInputError
 from bioattn.metrics import classification_metrics
 from bioattn.models.hybrid_ct import HybridCT3D
+from bioattn.tasks.driver import check_metrics
 
 AFFINE = np.array([[-1.0, 0, 0, 10.0], [0, 1.0, 0, -5.0], [0, 0, 1.5, 3.0], [0, 0, 0, 1]])
 EDGE = 16
@@ -122,10 +123,13 @@ def test_training_reads_every_file_once_and_saves_classes_and_preprocessing(own_
     assert {"val_auroc", "val_accuracy", "val_mcc", "val_f1", "val_loss", "val_auroc_no_tta",
             "val_auroc_last_epoch"} <= set(hybrid)
     assert metrics["class_names"] == ["blob", "none"] and metrics["manifest"] == str(own_data)
+    check_metrics(metrics)
+    assert metrics["task"] == "ct" and metrics["protocol"]["name"] == "holdout"
+    assert metrics["headline"]["split"] == "val" and metrics["headline"]["value"] == hybrid["val_auroc"]
     splits = _rows(run / "splits.csv")
     assert sorted(int(r["manifest_line"]) for r in splits) == list(range(2, VOLUMES + 3))
     val = [r for r in splits if r["split"] == "val"]
-    assert metrics["split_sizes"] == {"train": VOLUMES + 1 - len(val), "val": len(val)}
+    assert metrics["splits"] == {"train": VOLUMES + 1 - len(val), "val": len(val)}
     assert {r["label"] for r in val} == {"blob", "none"}  # stratified: both classes held out
     assert (run / "val_auc.png").is_file()
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.model_selection import StratifiedKFold
 
-from bioattn.tasks.common import OutOfFold, cv_members, repeated_folds, save_members, seed_members, train_members
+from bioattn.tasks.driver import OutOfFold, cv_members, repeated_folds, save_members, seed_members, train_members
 
 
 def test_seed_members_layout(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from bioattn.models import load_pretrained
 from bioattn.models.promoter import PromoterClassifier
 from bioattn.tasks.promoter.train import MODEL_NAME
 from bioattn.models.ensemble import Ensemble, average_over_members, ensemble_members
+from bioattn.tasks.driver import check_metrics
 from tests.test_promoter_own_data import TINY, make_records, read_rows, write_csv
 
 
@@ -83,7 +84,10 @@ def test_seeds_train_one_run_per_seed_and_report_mean_sd_and_ensemble(seeds_run:
     assert members["mcc"]["sd"] == pytest.approx(np.std(per_seed, ddof=1))
     ensemble_scores = metrics["scores"]["ensemble of 2 seeds (this run)"]["test"]
     assert metrics["metrics"]["test_mcc"] == ensemble_scores["mcc"]  # the headline is the saved ensemble's
-    assert "one model per seed (3, 5)" in metrics["protocol"]
+    assert metrics["protocol"]["name"] == "seeds" and metrics["protocol"]["seeds"] == [3, 5]
+    assert "one model per seed (3, 5)" in metrics["protocol"]["description"]
+    assert metrics["headline"] == {"metric": "mcc", "model": "ensemble of 2 seeds (this run)", "split": "test",
+                                   "value": ensemble_scores["mcc"], "sd": None}
     summary = (seeds_run / "summary.md").read_text()
     assert "| ensemble of 2 seeds (this run) |" in summary and " ± " in summary
 
@@ -119,12 +123,14 @@ def test_cv_gives_out_of_fold_metrics_over_every_sequence_once_and_a_fold_ensemb
     out = tmp_path / "cv"
     assert bioattn_main(["train", "promoter", "--out", str(out), *TINY, "--train", str(data["train"]), "--cv", "3"]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["folds_k"] == 3 and sorted(p.name for p in out.iterdir() if p.is_dir()) == ["fold1", "fold2", "fold3"]
-    assert metrics["sizes"]["sequences"] == 300
+    check_metrics(metrics)
+    assert metrics["protocol"]["cv_folds"] == 3 and sorted(p.name for p in out.iterdir() if p.is_dir()) == ["fold1", "fold2", "fold3"]
+    assert metrics["splits"] == {"pool": 300} and sum(metrics["class_counts"].values()) == 300
     model_scores = metrics["scores"][MODEL_NAME]
     assert model_scores["cv"]["mcc"]["n"] == 3 and "mcc" in model_scores["oof"]
     assert metrics["metrics"]["oof_mcc"] == model_scores["oof"]["mcc"] and metrics["metrics"]["oof_mcc"] > 0.3
-    assert "3-fold stratified CV" in metrics["protocol"]
+    assert "3-fold stratified CV" in metrics["protocol"]["description"]
+    assert metrics["headline"]["split"] == "oof" and metrics["headline"]["value"] == model_scores["oof"]["mcc"]
     rows = read_rows(out / "out_of_fold.csv", ",")
     assert len(rows) == 300 and {row["fold"] for row in rows} == {"1", "2", "3"}
     assert all(str(data["train"]) in row["record"] for row in rows)
@@ -186,7 +192,9 @@ def test_ct_cv_pools_out_of_fold_predictions_and_saves_a_fold_ensemble(ct_manife
 
     out = tmp_path / "cv"
     metrics = _train_ct(ct_manifest, out, "--cv", "3")
-    assert metrics["protocol"]["cv_folds"] == 3
+    check_metrics(metrics)
+    assert metrics["protocol"]["cv_folds"] == 3 and metrics["headline"]["split"] == "oof"
+    assert metrics["headline"]["value"] == metrics["scores"][HYBRID_NAME]["oof"]["auroc"]
     held_out = []
     rows = read_rows(out / "out_of_fold.csv", ",")
     for fold in (1, 2, 3):
@@ -195,7 +203,7 @@ def test_ct_cv_pools_out_of_fold_predictions_and_saves_a_fold_ensemble(ct_manife
         assert {i for i, row in enumerate(rows) if row["fold"] == str(fold)} == set(record["held_out_index"])
         assert not set(record["train_index"]) & set(record["held_out_index"])
         assert (out / f"fold{fold}" / "baseline_resnet" / "model.safetensors").is_file()
-    pool = sum(metrics["split_sizes"].values())
+    pool = sum(metrics["splits"].values())
     assert sorted(held_out) == list(range(pool))  # every volume held out exactly once
     assert len(rows) == pool and all(Path(row["record"]).name.startswith("scan") for row in rows)
     names = metrics["class_names"]

@@ -49,7 +49,7 @@ def test_quick_run_without_data_root_uses_the_embedded_sample(tmp_path, monkeypa
     assert saved["recipe"]["max_rows"] == 120
     assert saved["training"]["max_epochs"] == 1 and saved["training"]["max_steps_per_epoch"] == 15
     metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["data_root"] == EMBEDDED_SAMPLE and metrics["sizes"] == {"train": 120, "dev": 120}
+    assert metrics["data_root"] == EMBEDDED_SAMPLE and metrics["splits"] == {"train": 120, "dev": 120}
     assert json.loads((out / "config.json").read_text())["embed_dim"] == 32
     # progress in a log: whole lines, no carriage-return redraws, not one line per step
     assert "\r" not in err

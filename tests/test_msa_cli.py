@@ -18,6 +18,7 @@ from bioattn.cli import main as cli_main
 from bioattn.data.contacts import read_contact_scores
 from bioattn.models.msa_contact import MSAContactModel
 from bioattn.tasks.msa.head import ContactHead, feature_names
+from bioattn.tasks.driver import check_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 AMINO = "ACDEFHIKLMNPQRSTVWY"  # no glycine: every residue of the toy structure has a real Cβ
@@ -140,7 +141,10 @@ def test_predict_with_a_structure_evaluates_it(family, tmp_path):
     assert cli_main(["predict", "msa", "--contact-method", "potts", "--input", str(family["msa"]), "--pdb", str(family["pdb"]),
                      "--out", str(out), "--quick"]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
+    check_metrics(metrics)
     assert set(metrics["model"]) == {"P@L/5", "P@L/2", "P@L"}
+    assert metrics["headline"] == {"metric": "P@L/5", "model": "model", "split": "structure",
+                                   "value": metrics["model"]["P@L/5"], "sd": None}
     assert {"potts_apc", "mi_apc", "gaussian_dca_apc"} <= set(metrics["baselines"])
     assert metrics["model"]["P@L/5"] >= 2 / 6  # the two planted pairs touch in the hairpin: 2 of the top L/5 = 6
     assert metrics["model"] == metrics["baselines"]["potts_apc"]  # a one-feature head keeps the Potts ranking

@@ -19,6 +19,7 @@ from bioattn.models.ensemble import Ensemble
 from bioattn.models.msa_contact import MSAContactModel
 from bioattn.tasks.msa.train import SEEDS_COLUMN
 from bioattn.tasks.msa.head import ContactHead, feature_names
+from bioattn.tasks.driver import check_metrics
 
 SEEDS = ("0", "1")
 #: What a one-seed run writes, so every seed's folder too.
@@ -63,7 +64,8 @@ def test_seed_independent_maps_are_computed_once(seeded):
 def test_metrics_give_each_seed_their_mean_sd_and_the_ensemble(seeded):
     out, printed = seeded
     metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["members"] == ["seed0", "seed1"]
+    check_metrics(metrics)
+    assert metrics["members"] == ["seed0", "seed1"] and metrics["protocol"]["seeds"] == [int(seed) for seed in SEEDS]
     per_seed = [json.loads((out / f"seed{seed}" / "metrics.json").read_text())["model"] for seed in SEEDS]
     assert [metrics["seeds"][f"seed{seed}"] for seed in SEEDS] == per_seed
     for name in ("P@L/5", "P@L/2", "P@L"):

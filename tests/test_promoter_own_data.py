@@ -16,6 +16,7 @@ from bioattn.metrics import classification_metrics
 from bioattn.models.promoter import PromoterClassifier
 from bioattn.tasks.promoter.train import MODEL_NAME
 from bioattn.tasks.promoter.data import Split, dev_split
+from bioattn.tasks.driver import check_metrics
 
 # Each class draws most letters from its own pair of nucleotides: learnable in a few dozen steps.
 ALPHABETS = {"neg": "AT", "pos": "GC", "mid": "AC", "0": "AT", "1": "GC"}
@@ -88,9 +89,10 @@ def binary_run(promoter_binary_run) -> Path:
 # ------------------------------------------------------------------------------------- end to end
 def test_own_csv_trains_and_predict_reproduces_the_run(binary_run: Path, binary_data, tmp_path):
     metrics = json.loads((binary_run / "metrics.json").read_text())
-    assert metrics["classes"] == ["neg", "pos"] and metrics["files"]["train"].endswith("train.csv")
-    assert metrics["sizes"]["train"] + metrics["sizes"]["dev"] == 600 and 50 <= metrics["sizes"]["dev"] <= 70
-    assert metrics["sizes"]["test"] == 120
+    check_metrics(metrics)
+    assert metrics["class_names"] == ["neg", "pos"] and metrics["files"]["train"].endswith("train.csv")
+    assert metrics["splits"]["train"] + metrics["splits"]["dev"] == 600 and 50 <= metrics["splits"]["dev"] <= 70
+    assert metrics["splits"]["test"] == 120 and metrics["headline"]["split"] == "test"
     assert set(metrics["scores"]) == {MODEL_NAME, "GC-content threshold (this run)",
                                       "k-mer (k=1..6) logistic regression (this run)"}
     assert metrics["metrics"]["test_mcc"] > 0.5  # the composition signal was learnt: labels reached the model
@@ -154,7 +156,7 @@ def test_three_classes_train_predict_and_explain(tmp_path):
                         columns=("sequence", "label"))
     run = train(tmp_path, "--train", str(train_fa), "--dev", str(dev_csv), "--no-rc-augment", "--no-rc-average")
     metrics = json.loads((run / "metrics.json").read_text())
-    assert metrics["classes"] == ["mid", "neg", "pos"] and metrics["sizes"] == {"train": 450, "dev": 90}
+    assert metrics["class_names"] == ["mid", "neg", "pos"] and metrics["splits"] == {"train": 450, "dev": 90}
     for method in metrics["scores"].values():
         assert {"mcc", "accuracy", "f1", "auroc", "loss"} <= set(method["dev"])
     model = PromoterClassifier.from_pretrained(run)

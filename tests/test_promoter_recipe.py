@@ -16,6 +16,7 @@ from bioattn.models.promoter import PromoterClassifier
 from bioattn.tasks.promoter.train import MODEL_NAME, score
 from bioattn.tasks.promoter.baselines import gc_threshold_baseline
 from bioattn.tasks.promoter.data import Split, load_ecoli, load_gue
+from bioattn.tasks.driver import check_metrics
 
 RECIPE = Path(__file__).resolve().parents[1] / "recipes" / "promoter.py"
 
@@ -51,8 +52,10 @@ def test_quick_run_end_to_end_then_predict(require_data, tmp_path, capsys):
                  "DNABERT (3-mer)"):
         assert name in printed
     metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["task"] == "prom_core_tata" and metrics["sizes"] == {"train": 300, "dev": 300}
-    assert metrics["classes"] == ["0", "1"] and set(metrics["metrics"]) >= {"dev_mcc", "dev_auroc", "dev_accuracy"}
+    check_metrics(metrics)
+    assert metrics["task"] == "promoter" and metrics["dataset"] == "prom_core_tata"
+    assert metrics["splits"] == {"train": 300, "dev": 300} and metrics["headline"]["split"] == "dev"
+    assert metrics["class_names"] == ["0", "1"] and set(metrics["metrics"]) >= {"dev_mcc", "dev_auroc", "dev_accuracy"}
     for method in metrics["scores"].values():
         assert {"mcc", "accuracy", "auroc", "f1"} <= set(method["dev"])
     assert metrics["published_mcc_x100"]["DNABERT (3-mer)"] == 78.15

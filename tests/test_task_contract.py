@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bioattn.tasks.common import Member
+from bioattn.tasks.driver import Member
 from bioattn.tasks.registry import get_task
 
 

@@ -12,6 +12,7 @@ import pytest
 from bioattn.cli import main
 from bioattn.models.promoter import PromoterClassifier
 from bioattn.tasks.variants.head import nearby_features
+from bioattn.tasks.driver import check_metrics
 
 BASES = "ACGT"
 
@@ -76,6 +77,8 @@ def test_head_cross_validates_and_predicts_through_the_cli(tmp_path, tiny_activi
     oof = pd.read_csv(out / "out_of_fold.tsv", sep="\t")
     assert len(oof) == metrics["variants"] and np.isfinite(oof["head"]).all()
     assert metrics["protocol"]["windows"].endswith("gene orientation): E1")
+    check_metrics(metrics)
+    assert metrics["task"] == "variants" and metrics["headline"]["model"] == metrics["saved_path"]
     # the saved head is a run directory predict variants accepts, standalone (activity weights inside)
     assert (out / "activity" / "config.json").is_file() and (out / "release.tsv").is_file()
     scored = tmp_path / "scored.tsv"

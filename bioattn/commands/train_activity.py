@@ -91,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
     from bioattn.tasks.activity.run import headline_line, run_activity
 
     metrics = run_activity(options_from_args(args))
+    for warning in metrics["warnings"]:
+        print(f"warning: {warning}", file=sys.stderr)
     print(headline_line(metrics))
     print(f"models, metrics.json and summary.md written to {args.out}", file=sys.stderr)
     return 0

@@ -44,5 +44,13 @@ __all__ = ["add_arguments", "run"]
 def run(args: argparse.Namespace) -> int:
     from bioattn.tasks.ct.train import train_ct
 
-    train_ct(train_options_from_args(args))
+    options = train_options_from_args(args)
+    metrics = train_ct(options)
+    if metrics:  # rank 0 only
+        print((options.out / "summary.md").read_text(encoding="utf-8").rstrip("\n"))
+        if not metrics["test_split_present"]:
+            print("note: no test split; this run's numbers are validation numbers"
+                  + (", the published ones are test numbers (compare with care)"
+                     if metrics["published_test_auroc_accuracy"] else ""))
+        print(f"wrote {options.out / 'metrics.json'}")
     return 0

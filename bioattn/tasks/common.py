@@ -1,29 +1,22 @@
 """What every task's training shares: timing a :class:`~bioattn.training.Trainer` run, counting parameters, the
-ensemble options (``--seeds``, ``--cv``) with the run directory layout they write, and the one driver that trains
-the members of a seed or cross-validation ensemble (:func:`seed_members`, :func:`cv_members`,
-:func:`train_members`, :class:`OutOfFold`), used by the promoter, CT and MSA tasks alike."""
+options every task has (:class:`TaskOptions`: the run directory, ``--seeds``, ``--cv``, model size) and their
+checks, and recipe lookup. The protocols (holdout, seeds, cross-validation, ensembles) and the ``metrics.json``
+schema are the driver's, :mod:`bioattn.tasks.driver`."""
 from __future__ import annotations
 
 import contextlib
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
+from typing import Any, Mapping, Sequence, TypeVar
 
-import numpy as np
 import torch
 from torch import nn
 
 from bioattn.attention import BACKENDS, use_backend
 from bioattn.errors import UserInputError
-from bioattn.io import write_json, write_table
-from bioattn.models.ensemble import ensemble_config
-from bioattn.progress import progress_bar
 from bioattn.training import FitResult, TrainConfig, Trainer
-from bioattn.distributed import is_main_process
 
-T = TypeVar("T")
 
 
 def count_parameters(model: nn.Module) -> int:
@@ -153,130 +146,3 @@ def recipe_for(recipes: Mapping[Any, R], name: Any, *, flag: str, default: Any =
         return recipes[default]
     choices = ", ".join(str(key) for key in recipes if key is not None)
     raise UserInputError(f"unknown {flag} {name!r}; choose one of {choices}")
-
-
-def member_dir_name(kind: str, index: int) -> str:
-    """Folder of an ensemble member inside the ensemble's run directory: ``seed<S>`` or ``fold<K>``."""
-    return f"{kind}{index}"
-
-
-def save_ensemble(run_dir: Path, member_type: str, member_dirs: Sequence[str]) -> None:
-    """Write the ``config.json`` that makes ``run_dir`` load as the ensemble of its ``member_dirs``."""
-    write_json(run_dir / "config.json", ensemble_config(member_type, member_dirs))
-
-
-OUT_OF_FOLD_FILE = "out_of_fold.csv"
-
-
-def write_out_of_fold(
-    run_dir: Path, records: Sequence[str], folds: np.ndarray, labels: np.ndarray, class_names: Sequence[str],
-    probabilities: Mapping[str, np.ndarray],
-) -> Path:
-    """Write ``run_dir/out_of_fold.csv``: one row per example of a cross-validation, in the order of its pool.
-
-    Columns: ``record`` (where the example came from), ``fold`` (1..K: the fold that held it out), ``label`` (class
-    name), then for each model ``<prefix>p_<class>``, the probability given by the fold model that never saw the
-    example. ``records``, ``folds`` ``(N,)`` and ``labels`` ``(N,)`` (class indices) are aligned; ``probabilities``
-    maps a column prefix (``""`` for the attention model) to ``(N,)`` probabilities of class 1 (binary models) or
-    ``(N, C)``.
-    """
-    columns = []
-    for probs in probabilities.values():
-        probs = np.asarray(probs, dtype=np.float64)
-        columns.append(np.stack([1.0 - probs, probs], axis=1) if probs.ndim == 1 else probs)
-    header = ["record", "fold", "label", *(f"{prefix}p_{name}" for prefix in probabilities for name in class_names)]
-    rows = ([record, int(fold), class_names[int(label)], *np.concatenate([c[i] for c in columns]).tolist()]
-            for i, (record, fold, label) in enumerate(zip(records, folds, labels)))
-    return write_table(run_dir / OUT_OF_FOLD_FILE, header, rows)
-
-
-# ------------------------------------------------------------------------------------------ ensemble driver
-@dataclass(frozen=True)
-class Member:
-    """One model of a run: ``kind`` ``"seed"`` or ``"fold"``, ``index`` its seed or fold number (1..K*R),
-    ``run_dir`` its complete run directory, ``number`` of ``total`` its place in the run; a fold also carries the
-    indices into the cross-validation pool it trains on (``train_index``) and predicts (``held_out_index``).
-    ``alone``: the run's only model, trained in the run directory itself (no ensemble)."""
-
-    kind: str
-    index: int
-    run_dir: Path
-    number: int
-    total: int
-    train_index: np.ndarray | None = None
-    held_out_index: np.ndarray | None = None
-    alone: bool = False
-
-    @property
-    def dir_name(self) -> str:
-        """``seed<S>`` or ``fold<K>`` (:func:`member_dir_name`)."""
-        return member_dir_name(self.kind, self.index)
-
-
-def seed_members(run_dir: Path, seeds: Sequence[int] | None, default_seed: int) -> list[Member]:
-    """One member per seed of ``seeds`` in ``run_dir/seed<S>``; without ``seeds`` the run's one model, seed
-    ``default_seed``, in ``run_dir`` itself."""
-    if seeds is None:
-        return [Member("seed", default_seed, run_dir, 1, 1, alone=True)]
-    return [Member("seed", seed, run_dir / member_dir_name("seed", seed), number, len(seeds))
-            for number, seed in enumerate(seeds, start=1)]
-
-
-def repeated_folds(
-    k: int, repeats: int, seed: int, folds: Callable[[int, int], Iterable[tuple[np.ndarray, np.ndarray]]],
-) -> list[tuple[np.ndarray, np.ndarray]]:
-    """``repeats`` × ``k`` ``(train_index, held_out_index)`` pairs: repeat r (0-based) is ``folds(k, seed + r)``,
-    its folds numbered r*K+1 .. (r+1)*K."""
-    return [fold for r in range(repeats) for fold in folds(k, seed + r)]
-
-
-def cv_members(run_dir: Path, splits: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[Member]:
-    """One member per ``(train_index, held_out_index)`` of ``splits`` in ``run_dir/fold<k>`` (k from 1)."""
-    return [Member("fold", k, run_dir / member_dir_name("fold", k), k, len(splits), np.asarray(train),
-                   np.asarray(held_out))
-            for k, (train, held_out) in enumerate(splits, start=1)]
-
-
-def train_members(members: Sequence[Member], train_member: Callable[[Member], T]) -> list[T]:
-    """``train_member(member)`` for each member in order (each announced on stderr unless it is the run's only
-    model; a progress line per fold); their results in the same order."""
-    results = []
-    folds = members and members[0].kind == "fold"
-    iterator = progress_bar(members, desc="cross-validation", unit="fold", disable=not is_main_process()) \
-        if folds else members
-    for member in iterator:
-        if member.kind == "fold":
-            print(f"fold {member.index} of {member.total}: train {len(member.train_index)}, held out "  # type: ignore[arg-type]
-                  f"{len(member.held_out_index)} → {member.run_dir}", file=sys.stderr)  # type: ignore[arg-type]
-        elif not member.alone:
-            print(f"seed {member.index} ({member.number} of {member.total}) → {member.run_dir}", file=sys.stderr,
-                  flush=True)
-        results.append(train_member(member))
-    return results
-
-
-def save_members(run_dir: Path, member_type: str, members: Sequence[Member]) -> None:
-    """Write the ``config.json`` that makes ``run_dir`` load as the ensemble of ``members`` (nothing for a run's
-    only model, which is saved in ``run_dir`` itself)."""
-    if not (len(members) == 1 and members[0].alone):
-        save_ensemble(run_dir, member_type, [member.dir_name for member in members])
-
-
-class OutOfFold:
-    """Each pooled example's out-of-fold probabilities, per model name: the mean over the repeats of the
-    probability given by the fold model that held it out; :attr:`fold_of` the fold (1..K) of the first repeat
-    that held each one out. ``size``: examples in the pool, ``k`` folds per repeat, ``repeats`` repeats."""
-
-    def __init__(self, size: int, k: int, repeats: int) -> None:
-        self.k, self.repeats = k, repeats
-        self.fold_of = np.zeros(size, dtype=np.int64)
-        self.probabilities: dict[str, np.ndarray] = {}
-
-    def add(self, member: Member, probabilities: Mapping[str, np.ndarray]) -> None:
-        """Add the held-out probabilities ``(n,)`` or ``(n, C)`` of ``member``'s models (by name)."""
-        held_out = member.held_out_index
-        if member.index <= self.k:
-            self.fold_of[held_out] = member.index
-        for name, probs in probabilities.items():
-            pooled = self.probabilities.setdefault(name, np.zeros((len(self.fold_of), *np.shape(probs)[1:])))
-            pooled[held_out] += probs / self.repeats

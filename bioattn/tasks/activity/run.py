@@ -3,30 +3,35 @@
 The run directory gets, besides each model's ``config.json`` + ``model.safetensors`` (in ``fold<k>/`` or
 ``seed<s>/`` for several models, with a top ``config.json`` naming them):
 
-- ``metrics.json``: ``schema_version``, ``task`` (``"activity"``), ``headline_metric`` (``"pearson"``),
-  ``protocol``, ``splits`` (sizes), ``target_names``, ``flanks``, ``strand``, ``model`` and ``baselines`` (per
-  metric ``{"mean", "sd", "n"}`` over the members), ``members`` (each member's scores and training summary) and
-  ``warnings``.
+- ``metrics.json``: the shared schema (:func:`bioattn.tasks.driver.metrics_document`: ``headline`` is the mean
+  Pearson on the held-out rows, ``scores`` the model and baselines on ``held_out``), then ``source``, ``flanks``,
+  ``strand``, ``model`` and ``baselines`` (per metric ``{"mean", "sd", "n"}`` over the members), ``members``
+  (each member's scores and training summary) and ``warnings``.
 - ``summary.md``: the same as a table, model beside the baselines, with any warning (a baseline that beats the
   model, a model that learned nothing on its validation rows).
 - ``out_of_fold.csv`` (cross-validation): ``record, fold, target, measured, prediction, ridge_prediction``.
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
-from bioattn.io import write_json, write_table, write_text
+from bioattn.io import write_table
 from bioattn.metrics import mean_std
 from bioattn.report import format_mean_sd, format_table
 from bioattn.tasks.activity.scores import METRICS, RIDGE_NAME
 from bioattn.tasks.activity.train import HEADLINE, ActivityOptions, load_data, run_members
-from bioattn.tasks.base import METRICS_SCHEMA_VERSION
-from bioattn.tasks.common import save_ensemble
+from bioattn.tasks.driver import RunProtocol, metrics_document, save_ensemble, write_run_report
 from bioattn.training import check_run_dir, prepare_run_dir
 
 MODEL_NAME = "ActivityRegressor (this run)"
+#: ``metrics.json`` ``protocol.description`` of each of :attr:`ActivityOptions.protocol`'s values.
+PROTOCOL_TEXT = {
+    "holdout": "train on the training file(s), early stopping and scores on the --dev file",
+    "fit_all": "train on every row (early stopping on a held-back tenth); nothing held out is scored",
+    "file_folds": "one fold per training file (the data's own folds); scores on each held-out file",
+    "cv": "K-fold cross-validation grouped by element; scores on each held-out fold",
+}
 
 
 def summarise(results: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -62,7 +67,7 @@ def format_summary(metrics: dict[str, Any]) -> str:
     for name, summary in [(MODEL_NAME, metrics["model"]), *metrics["baselines"].items()]:
         rows.append([name, *(format_mean_sd(summary.get(m)) for m in METRICS)])
     lines = [f"# Activity regression: {metrics['source']}", "",
-             f"Protocol: {metrics['protocol']}; targets: {', '.join(metrics['target_names'])}; flanks stripped: "
+             f"Protocol: {metrics['protocol']['description']}; targets: {', '.join(metrics['target_names'])}; flanks stripped: "
              f"{metrics['flanks'][0] or '-'} / {metrics['flanks'][1] or '-'}; strand: {metrics['strand']}.", ""]
     if rows and metrics["model"]:
         lines.append(format_table(["model", *METRICS], rows,
@@ -91,22 +96,22 @@ def run_activity(options: ActivityOptions) -> dict[str, Any]:
     if outcome["member_dirs"]:
         save_ensemble(run_dir, "ActivityRegressor", outcome["member_dirs"])
     model, baselines = summarise(results)
-    metrics: dict[str, Any] = {
-        "schema_version": METRICS_SCHEMA_VERSION, "task": "activity", "headline_metric": HEADLINE,
-        "protocol": options.protocol, "source": ", ".join(Path(f).name for f in data.files),
-        "splits": {"pool": len(data.pool), **({"dev": len(data.dev)} if data.dev is not None else {})},
-        "target_names": list(data.pool.target_names), "flanks": list(data.flanks), "strand": options.strand,
-        "input_length": data.input_length, "model": model, "baselines": baselines,
-        "members": results, "warnings": warnings_of(model, baselines, results),
-    }
-    write_json(run_dir / "metrics.json", metrics)
+    held_out = {name: {"held_out": summary} for name, summary in [(MODEL_NAME, model), *baselines.items()] if summary}
+    members = len(outcome["member_dirs"]) or 1
+    protocol = RunProtocol(seeds=options.seeds, cv=members if options.protocol in ("cv", "file_folds") else None,
+                           description=PROTOCOL_TEXT[options.protocol],
+                           name_override="fit_all" if options.protocol == "fit_all" else None)
+    metrics = metrics_document(
+        "activity", dataset=options.dataset or ", ".join(Path(f).name for f in data.files), protocol=protocol.to_dict(),
+        splits={"pool": len(data.pool), **({"dev": len(data.dev)} if data.dev is not None else {})},
+        scores=held_out, target_names=list(data.pool.target_names), headline_split="held_out",
+        source=", ".join(Path(f).name for f in data.files), flanks=list(data.flanks), strand=options.strand,
+        input_length=data.input_length, model=model, baselines=baselines, members=results,
+        warnings=warnings_of(model, baselines, results))
     if outcome["out_of_fold"]:
         write_table(run_dir / "out_of_fold.csv", ["record", "fold", "target", "measured", "prediction",
                                                   "ridge_prediction"], outcome["out_of_fold"])
-    summary = format_summary(metrics)
-    write_text(run_dir / "summary.md", summary)
-    for warning in metrics["warnings"]:
-        print(f"warning: {warning}", file=sys.stderr)
+    write_run_report(run_dir, metrics, format_summary(metrics))
     return metrics
 
 

@@ -49,7 +49,9 @@ from bioattn.tasks.activity.data import (
     validation_split,
 )
 from bioattn.tasks.activity.scores import RIDGE_NAME, baseline_predictions, regression_metrics
-from bioattn.tasks.common import Member, TaskOptions, cv_members, fit_timed, seed_members, train_members
+from bioattn.tasks.common import TaskOptions, fit_timed
+from bioattn.tasks.driver import Member, cv_members, seed_members
+from bioattn.tasks.driver import run_members as drive_members
 from bioattn.training import TrainConfig, Trainer, seed_everything
 
 DATASETS = {"lentimpra_wtc11": ("activity/lentimpra_wtc11", ("fold1.tsv", "fold2.tsv"))}
@@ -328,7 +330,7 @@ def run_members(options: ActivityOptions, data: ActivityData, run_dir: Path) -> 
                                             predictions["model"][i, t], ridge[i, t] if ridge is not None else ""])
         return result
 
-    return {"members": train_members(members, train_member), "out_of_fold": out_of_fold,
+    return {"members": drive_members(run_dir, members, train_member).results, "out_of_fold": out_of_fold,
             "member_dirs": [m.dir_name for m in members if not m.alone]}
 
 

@@ -1,5 +1,6 @@
-"""The CT task's ensemble protocols: one run of the attention model beside the baseline (``_train_pair``), one run
-per seed on the same split (``seeds``), and K-fold cross-validation over train + val (``cv``, with the one-number
+"""The CT task's protocols on the shared driver (:mod:`bioattn.tasks.driver`): one run of the attention model beside
+the baseline (``_train_pair``), one run per seed on the same split (``seeds``), and K-fold cross-validation over
+train + val (``cv``, with the one-number
 depth baseline on binary masks, :func:`mean_mask_depth` / :func:`depth_baseline_probabilities`). The options are in
 :mod:`bioattn.tasks.ct.options`, the fitting of one model in :mod:`bioattn.tasks.ct.fit`, and
 :func:`~bioattn.tasks.ct.train.train_ct` picks the protocol and writes the report."""
@@ -25,16 +26,7 @@ from bioattn.metrics import mean_std
 from bioattn.models.ensemble import Ensemble
 from bioattn.models.hybrid_ct import HybridCT3D, predict_probabilities
 from bioattn.progress import progress_bar
-from bioattn.tasks.common import (
-    Member,
-    OutOfFold,
-    cv_members,
-    repeated_folds,
-    save_members,
-    seed_members,
-    train_members,
-    write_out_of_fold,
-)
+from bioattn.tasks.driver import Member, RunProtocol, plan_members, run_members, write_out_of_fold
 from bioattn.tasks.ct.data import CTData, WithoutMetadata
 from bioattn.tasks.ct.fit import _class_names, _scores, build_models, prepare_for_training, train_one
 from bioattn.tasks.ct.options import (
@@ -160,12 +152,12 @@ def _train_seeds(options: CTOptions, data: CTData, config: TrainConfig, protocol
                  run_info: dict[str, Any], saved: SavedPreprocessing) -> dict[str, Any]:
     """One run per seed (``seed<S>/``) on the same split; the run directory becomes the attention models' ensemble."""
     assert options.seeds is not None
-    plan = seed_members(run_dir, options.seeds, config.seed)
-    members = train_members(plan, lambda member: _train_pair(
-        options, data, dataclasses.replace(config, seed=member.index), protocol, member.run_dir, run_info, saved))
+    plan = plan_members(run_dir, RunProtocol.of(options), config.seed)
+    members = run_members(run_dir, plan, lambda member: _train_pair(
+        options, data, dataclasses.replace(config, seed=member.index), protocol, member.run_dir, run_info, saved),
+        member_type="HybridCT3D").results
     if not is_main_process():
         return {}
-    save_members(run_dir, "HybridCT3D", plan)
     saved.save(run_dir)
     return {"ensemble": _ensemble_scores(members, data, protocol, config.batch_size), "members": _summaries(members),
             "seeds": {str(seed): m.results for seed, m in zip(options.seeds, members)}}
@@ -197,23 +189,22 @@ def _train_cv(options: CTOptions, data: CTData, config: TrainConfig, protocol: P
     out-of-fold metrics of the pooled predictions; the run directory becomes the K attention models' ensemble."""
     assert options.cv is not None
     labels = np.concatenate([data.labels["train"], data.labels["val"]])
-    repeats = options.cv_repeats
-    plan = cv_members(run_dir, repeated_folds(
-        options.cv, repeats, config.seed,
-        lambda k, seed: StratifiedKFold(k, shuffle=True, random_state=seed).split(np.zeros(len(labels)), labels)))
-    out_of_fold = OutOfFold(len(labels), options.cv, repeats)
+    plan = plan_members(run_dir, RunProtocol.of(options), config.seed, lambda k, seed: StratifiedKFold(
+        k, shuffle=True, random_state=seed).split(np.zeros(len(labels)), labels))
     folds: list[dict[str, Any]] = []
     # binary masks: how far the mean depth inside the mask goes alone, on the same folds
     depth = mean_mask_depth(ConcatDataset([data.splits["train"], data.splits["val"]])) \
         if saved.profile.get("binary") and is_main_process() else None
 
-    def train_fold(member: Member) -> _Trained:
-        train_index, held_index = member.train_index, member.held_out_index
+    def train_fold(member: Member) -> tuple[_Trained, CTData]:
+        assert member.train_index is not None and member.held_out_index is not None
+        folded = fold_data(data, member.train_index, member.held_out_index)
+        return _train_pair(options, folded, config, protocol, member.run_dir, run_info, saved,
+                           select_best=False), folded
+
+    def held_out_of(member: Member, fitted: tuple[_Trained, CTData]) -> dict[str, np.ndarray]:
+        (trained, folded), train_index, held_index = fitted, member.train_index, member.held_out_index
         assert train_index is not None and held_index is not None
-        folded = fold_data(data, train_index, held_index)
-        trained = _train_pair(options, folded, config, protocol, member.run_dir, run_info, saved, select_best=False)
-        if not is_main_process():
-            return trained
         folds.append({})
         held_out: dict[str, np.ndarray] = {}
         for name, model in _models(trained).items():
@@ -225,17 +216,18 @@ def _train_cv(options: CTOptions, data: CTData, config: TrainConfig, protocol: P
             held_out[DEPTH_BASELINE_NAME] = depth_baseline_probabilities(depth[train_index], labels[train_index],
                                                                          depth[held_index])
             folds[-1][DEPTH_BASELINE_NAME] = _scores(labels[held_index], held_out[DEPTH_BASELINE_NAME], "val")
-        out_of_fold.add(member, held_out)  # the mean over repeats of each volume's out-of-fold probability
         write_json(member.run_dir / "fold_metrics.json", {"train_index": train_index.tolist(),
                                                           "held_out_index": held_index.tolist(), "scores": folds[-1]})
-        return trained
+        return held_out  # pooled as the mean over repeats of each volume's out-of-fold probability
 
-    members = train_members(plan, train_fold)
+    fitted = run_members(run_dir, plan, train_fold, member_type="HybridCT3D", held_out=held_out_of,
+                         pool_size=len(labels))
+    members = [trained for trained, _ in fitted.results]
     if not is_main_process():
         return {}
-    save_members(run_dir, "HybridCT3D", plan)
     saved.save(run_dir)
-    oof, fold_of = out_of_fold.probabilities, out_of_fold.fold_of
+    assert fitted.out_of_fold is not None
+    oof, fold_of = fitted.out_of_fold.probabilities, fitted.out_of_fold.fold_of
     class_names = _class_names(options, data) or [str(k) for k in range(next(iter(oof.values())).shape[1])]
     write_out_of_fold(run_dir, _pool_records(data), fold_of, labels, class_names,
                       {OOF_PREFIXES[name]: probs for name, probs in oof.items()})

@@ -47,7 +47,6 @@ from typing import Any
 from bioattn.data import resolve_data_root
 from bioattn.data.ct import VolumePreprocessing
 from bioattn.errors import UserInputError
-from bioattn.io import write_json, write_text
 from bioattn.metrics import order_binary_classes
 from bioattn.tasks.ct.data import (
     CTData,
@@ -94,6 +93,7 @@ from bioattn.tasks.ct.protocols import (
     fold_data,
     mean_mask_depth,
 )
+from bioattn.tasks.driver import RunProtocol, metrics_document, write_run_report
 from bioattn.tasks.ct.report import comparison_table, ensemble_table, not_learned_hints, trust_sections
 from bioattn.training import TrainConfig, check_run_dir, prepare_run_dir
 from bioattn.distributed import is_main_process
@@ -192,25 +192,27 @@ def train_ct(options: CTOptions) -> dict[str, Any]:
     if not is_main_process():
         return {}
     dataset = options.dataset_name
-    metrics = {
-        "dataset": dataset,
+    class_names = model_config["class_names"]
+    extra = {
         "manifest": str(data.path) if data.source == "manifest" else None,
         "size": list(options.input_size),
         "file": str(data.path),
-        "class_names": model_config["class_names"],
-        "positive_class": model_config["class_names"][1] if len(model_config["class_names"] or []) == 2 else None,
-        "split_sizes": data.split_sizes,
+        "positive_class": class_names[1] if len(class_names or []) == 2 else None,
         "test_split_present": "test" in data.splits,
         "preprocessing": data.preprocessing.to_dict() if data.preprocessing else None,
-        "protocol": {"name": options.protocol, "description": PROTOCOLS[options.protocol].description,
-                     "label_smoothing": protocol.label_smoothing, "intensity_jitter": protocol.intensity_jitter,
-                     "flip_tta": protocol.flip_tta, "mixup": protocol.mixup, "augment": options.augment,
-                     "train": config.to_dict(), "seeds": list(options.seeds) if options.seeds else None,
-                     "cv_folds": options.cv, "cv_repeats": options.cv_repeats},
+        "recipe": {"name": options.protocol, "description": PROTOCOLS[options.protocol].description,
+                   "label_smoothing": protocol.label_smoothing, "intensity_jitter": protocol.intensity_jitter,
+                   "flip_tta": protocol.flip_tta, "mixup": protocol.mixup, "augment": options.augment,
+                   "train": config.to_dict()},
         **results,
         "published_test_auroc_accuracy": {k: {"auroc": a, "accuracy": c}
                                           for k, (a, c) in PUBLISHED.get(dataset or "", {}).items()},
     }
+    metrics = metrics_document(
+        "ct", dataset=dataset or (data.path.name if data.source == "manifest" else None),
+        protocol=RunProtocol.of(options, _protocol_description(options, data)).to_dict(),
+        splits=data.split_sizes, scores=unified_scores(results),
+        class_names=class_names or [str(k) for k in range(max(data.num_classes, 2))], **extra)
     table = comparison_table(dataset, results["models"]) if "models" in results else ensemble_table(results)
     positive = order_binary_classes(data.class_names, options.positive_class)[1] if data.class_names else None
     trust = trust_sections(results, run_dir)
@@ -219,13 +221,36 @@ def train_ct(options: CTOptions) -> dict[str, Any]:
     hints = not_learned_hints(data, saved, results["models"]) if "models" in results else []
     if hints:
         trust.insert(0, "\n".join(hints))
-    write_json(run_dir / "metrics.json", metrics)
-    write_text(run_dir / "summary.md", "\n\n".join([table, *trust]) + "\n")
-    print(table)
-    for section in trust:
-        print(f"\n{section}")
-    if "test" not in data.splits:
-        print("note: no test split; this run's numbers are validation numbers"
-              + (", the published ones are test numbers (compare with care)" if dataset in PUBLISHED else ""))
-    print(f"wrote {run_dir / 'metrics.json'}")
+    write_run_report(run_dir, metrics, "\n\n".join([table, *trust]) + "\n")
     return metrics
+
+
+def _protocol_description(options: CTOptions, data: CTData) -> str:
+    """One sentence for ``metrics.json`` ``protocol.description``."""
+    if options.cv is not None:
+        text = (f"{options.cv}-fold stratified CV over train + val ({sum(len(data.labels[s]) for s in ('train', 'val'))}"
+                " volumes), each fold's final weights, out-of-fold metrics")
+        return text + (f"; repeated {options.cv_repeats} times" if options.cv_repeats > 1 else "")
+    text = "train on train, keep the best validation AUROC" + (", score test" if "test" in data.splits else "")
+    return text + (f"; one run per seed ({', '.join(map(str, options.seeds))})" if options.seeds else "")
+
+
+def unified_scores(results: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{model: {split: {metric: value}}}`` of a CT run's results: a single run's ``val_*`` / ``test_*``, an
+    ensemble's (seeds; cv with a test split), the pooled out-of-fold (``oof``) and the mean ± sd over folds
+    (``cv``)."""
+    scores: dict[str, dict[str, dict[str, Any]]] = {}
+
+    def add(name: str, flat: dict[str, Any], splits: tuple[str, ...], rename: dict[str, str] | None = None) -> None:
+        for key, value in flat.items():
+            split, _, metric = key.partition("_")
+            if split in splits and metric and isinstance(value, (int, float, dict)):
+                scores.setdefault(name, {}).setdefault((rename or {}).get(split, split), {})[metric] = value
+
+    for name, flat in results.get("oof", {}).items():
+        add(name, flat, ("oof",))
+    for name, flat in results.get("cv", {}).items():
+        add(name, flat, ("val",), {"val": "cv"})
+    for name, flat in results.get("models", results.get("ensemble", {})).items():
+        add(name, flat, ("val", "test"))
+    return scores

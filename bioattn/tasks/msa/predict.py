@@ -25,7 +25,7 @@ from bioattn.report import format_table
 from bioattn.io import save_tensors, write_json
 from bioattn.tasks.msa.train import (
     PRECISION_NAMES, RR_MIN_SEPARATION, evaluate_family, member_dirs, prepare_members, score_family, score_members,
-    write_contact_outputs,
+    with_schema, write_contact_outputs,
 )
 from bioattn.tasks.msa.features import FEATURES_FILE, MSAOptions, coevolution_maps, prepare_family, training_pool
 from bioattn.tasks.msa.esm import WEIGHTS_HELP, esm_msa_prediction, load_msa_transformer
@@ -201,6 +201,7 @@ def predict_contacts_esm(
     metrics = {**info, "method": method, "calibrated": True}
     if target.distances is not None:
         metrics.update(evaluate_family(target, prediction.probabilities.numpy(), features, {}))
+    metrics = with_schema(metrics)
     write_json(out / "metrics.json", metrics)
     return metrics
 

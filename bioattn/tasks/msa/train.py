@@ -34,7 +34,16 @@ from bioattn.io import save_tensors, write_json, write_text
 from bioattn.metrics import PRECISION_NAMES, mean_std, precision_at
 from bioattn.models.msa_contact import MSAContactModel, logistic_contact_probabilities
 from bioattn.report import MISSING, format_mean_sd, format_table
-from bioattn.tasks.common import Member, member_dir_name, save_ensemble, seed_members, train_members
+from bioattn.tasks.driver import (
+    METRICS_KEYS,
+    Member,
+    RunProtocol,
+    member_dir_name,
+    metrics_document,
+    save_ensemble,
+    seed_members,
+    train_members,
+)
 from bioattn.tasks.msa.figures import plot_contact_map
 from bioattn.tasks.msa.features import (
     DEFAULTS, FEATURES_FILE, QUICK, MSAOptions, coevolution_maps, load_features, prepare_family, quick_config, training_pool,
@@ -136,8 +145,26 @@ def score_family(
     metrics = {**info, "method": method, "calibrated": calibrated}
     if target.distances is not None:
         metrics.update(evaluate_family(target, probabilities, features, variants))
+    metrics = with_schema(metrics)
     write_json(run_dir / "metrics.json", metrics)
     return metrics
+
+
+def with_schema(metrics: dict[str, Any], seeds: Sequence[int] | None = None) -> dict[str, Any]:
+    """A family's ``metrics`` in the shared ``metrics.json`` schema (:func:`bioattn.tasks.driver.metrics_document`):
+    ``scores`` holds the long-range precision of the model, the baselines and the published predictions on the
+    family's ``structure`` (empty without one), the headline its P@L/5; the family's own keys follow."""
+    metrics = {key: value for key, value in metrics.items() if key not in METRICS_KEYS}  # idempotent
+    scored = {name: {"structure": values} for name, values in [
+        ("model", metrics.get("model")), *metrics.get("baselines", {}).items(),
+        *((f"published {tool}", values) for tool, values in metrics.get("published", {}).items())] if values}
+    description = ("contacts of one family from its alignment; long-range (|i-j| >= 24) precision against its "
+                   "structure" if scored else "contacts of one family from its alignment (no structure: nothing scored)")
+    return metrics_document(
+        "msa", dataset=metrics.get("family"), protocol=RunProtocol(seeds=tuple(seeds) if seeds else None,
+                                                                  description=description).to_dict(),
+        splits={"sequences": metrics.get("depth", 0), "columns": metrics.get("length", 0)}, scores=scored,
+        headline_split="structure", **metrics)
 
 
 def _mean_precision(values: Sequence[Mapping[str, float]]) -> dict[str, float]:
@@ -173,6 +200,7 @@ def score_ensemble(
             metrics[key] = {name: _mean_precision([m[key][name] for m in members.values()]) for name in first[key]}
         if "published" in first:
             metrics["published"] = first["published"]
+    metrics = with_schema(metrics, list(members))
     write_json(family_dir / "metrics.json", metrics)
     return metrics
 

@@ -1,7 +1,8 @@
-"""The promoter task's protocols (:func:`run_promoter`): holdout (one model, or one per seed as an ensemble) and
-stratified, grouped cross-validation (the fold models as an ensemble, out-of-fold probabilities), each beside the
-same-run baselines, written as ``metrics.json`` and ``summary.md``. The options, data loading and fitting of one
-model are in :mod:`bioattn.tasks.promoter.train`; the tables in :mod:`bioattn.tasks.promoter.report`."""
+"""The promoter task's protocols (:func:`run_promoter`) on the shared driver (:mod:`bioattn.tasks.driver`):
+holdout (one model, or one per seed as an ensemble) and stratified, grouped cross-validation (the fold models as
+an ensemble, out-of-fold probabilities), each beside the same-run baselines, written as ``metrics.json`` (the
+shared schema) and ``summary.md``. The options, data loading and fitting of one model are in
+:mod:`bioattn.tasks.promoter.train`; the tables in :mod:`bioattn.tasks.promoter.report`."""
 from __future__ import annotations
 
 import dataclasses
@@ -11,19 +12,17 @@ from typing import Any, Mapping
 import numpy as np
 from torch import nn
 
-from bioattn.io import write_json, write_text
 from bioattn.metrics import classification_metrics, mean_std
 from bioattn.models.ensemble import Ensemble
 from bioattn.models.promoter import PromoterClassifier
-from bioattn.tasks.common import (
+from bioattn.tasks.driver import (
     Member,
-    OutOfFold,
-    cv_members,
-    repeated_folds,
-    save_members,
-    seed_members,
-    train_members,
+    RunProtocol,
+    metrics_document,
+    plan_members,
+    run_members,
     write_out_of_fold,
+    write_run_report,
 )
 from bioattn.tasks.promoter.composition import save_composition
 from bioattn.tasks.promoter.baselines import run_baselines
@@ -69,7 +68,7 @@ def run_holdout(data: PromoterData, options: PromoterOptions, config: TrainConfi
     evals = {name: split for name, split in splits.items() if name != "train"}
     print(f"{options.name}: " + ", ".join(f"{n} {len(s):,}" for n, s in splits.items())
           + f" sequences, {len(data.class_names)} classes, up to {data.max_len} nt", file=sys.stderr)
-    plan = seed_members(options.out, options.seeds, config.seed)
+    plan = plan_members(options.out, RunProtocol.of(options), config.seed)
     seeds = [member.index for member in plan]
 
     def train_seed(member: Member) -> tuple[nn.Module, dict[str, Any]]:
@@ -77,7 +76,7 @@ def run_holdout(data: PromoterData, options: PromoterOptions, config: TrainConfi
                            dataclasses.replace(config, seed=member.index), options, data.max_len, data.class_names,
                            options.resume and member.run_dir.exists())
 
-    trained = train_members(plan, train_seed)
+    trained = run_members(options.out, plan, train_seed, member_type="PromoterClassifier").results
     members = [model for model, _ in trained]
     member_scores = [info.pop("scores", {}) for _, info in trained]
     member_info = [info for _, info in trained]
@@ -88,14 +87,13 @@ def run_holdout(data: PromoterData, options: PromoterOptions, config: TrainConfi
     sizes = {n: len(s) for n, s in splits.items()}
     if not options.seeds:
         scores = {MODEL_NAME: member_scores[0], **baselines}
-        return {"sizes": sizes, "scores": scores, "training": member_info[0],
+        return {"splits": sizes, "scores": scores, "training": member_info[0],
                 "trust": _trust(members[0], splits["dev"], data.class_names, scores, "dev", "--cv 5")}
     ensemble = Ensemble(members).eval()
-    save_members(options.out, "PromoterClassifier", plan)
     ensemble_name = ENSEMBLE_NAME.format(n=len(seeds), kind="seeds" if len(seeds) > 1 else "seed")
     scores = {ensemble_name: {name: score(ensemble, split) for name, split in evals.items()},
               MEMBERS_NAME.format(kind="seeds"): _member_scores(member_scores), **baselines}
-    return {"sizes": sizes, "scores": scores, "seeds": dict(zip(map(str, seeds), member_scores)),
+    return {"splits": sizes, "scores": scores, "seeds": dict(zip(map(str, seeds), member_scores)),
             "training": {"seeds": dict(zip(map(str, seeds), member_info))},
             "trust": _trust(ensemble, splits["dev"], data.class_names, scores, "dev", "--cv 5")}
 
@@ -145,34 +143,36 @@ def run_cross_validation(data: PromoterData, options: PromoterOptions, config: T
           + (f", repeated {repeats} times" if repeats > 1 else ""), file=sys.stderr)
     members = folds_k * repeats
     per_run = dataclasses.replace(config, max_minutes=config.max_minutes / members if config.max_minutes else None)
-    plan = cv_members(options.out, repeated_folds(folds_k, repeats, config.seed,
-                                                  lambda k, seed: stratified_group_folds(everything, k, seed)))
-    out_of_fold = OutOfFold(len(everything), folds_k, repeats)
+    plan = plan_members(options.out, RunProtocol(cv=folds_k, cv_repeats=repeats), config.seed,
+                        lambda k, seed: stratified_group_folds(everything, k, seed))
     fold_scores: list[Scores] = []
     fold_info = []
 
     def train_fold(member: Member) -> PromoterClassifier:
         train = everything.subset(member.train_index)
         inner_train, inner_dev = dev_split(train, config.seed, f"{options.name} fold {member.index}", class_names)
-        held_out = everything.subset(member.held_out_index)
         model, info = train_model(inner_train, inner_dev, {}, member.run_dir, per_run, options, max_len, class_names,
                                   options.resume and member.run_dir.exists())
-        if is_main_process():
-            probs = model.predict_tokens(held_out.tokens, batch_size=512)
-            out_of_fold.add(member, {"": probs})
-            info.pop("scores", None)
-            scores = {MODEL_NAME: {"cv": classification_metrics(held_out.labels, probs, threshold=model.threshold)},
-                      **run_baselines(train, {"cv": held_out}, config.seed)}
-            fold_scores.append(scores)
-            fold_info.append(info)
+        info.pop("scores", None)
+        fold_info.append(info)
         return model
 
-    model = train_members(plan, train_fold)[-1]
+    def held_out(member: Member, model: PromoterClassifier) -> dict[str, np.ndarray]:
+        train, held = everything.subset(member.train_index), everything.subset(member.held_out_index)
+        probs = model.predict_tokens(held.tokens, batch_size=512)
+        fold_scores.append({MODEL_NAME: {"cv": classification_metrics(held.labels, probs, threshold=model.threshold)},
+                            **run_baselines(train, {"cv": held}, config.seed)})
+        return {"": probs}
+
+    fitted = run_members(options.out, plan, train_fold, member_type="PromoterClassifier", held_out=held_out,
+                         pool_size=len(everything))
     if not is_main_process():
         return {}
-    oof = out_of_fold.probabilities[""]
-    save_members(options.out, "PromoterClassifier", plan)
-    write_out_of_fold(options.out, everything.where, out_of_fold.fold_of, everything.labels, class_names, {"": oof})
+    model = fitted.results[-1]
+    assert fitted.out_of_fold is not None
+    oof = fitted.out_of_fold.probabilities[""]
+    write_out_of_fold(options.out, everything.where, fitted.out_of_fold.fold_of, everything.labels, class_names,
+                      {"": oof})
     scores = {method: {"cv": mean_std([fold[method]["cv"] for fold in fold_scores])} for method in fold_scores[0]}
     scores[MODEL_NAME] = {"oof": classification_metrics(everything.labels, oof, threshold=model.threshold),
                           **scores[MODEL_NAME]}
@@ -180,10 +180,8 @@ def run_cross_validation(data: PromoterData, options: PromoterOptions, config: T
                    label="out-of-fold")
     return {
         "trust": trust,
-        "sizes": {"sequences": len(everything), **{f"class {name}": int((everything.labels == i).sum())
-                                                   for i, name in enumerate(class_names)}},
-        "folds_k": folds_k,
-        "cv_repeats": repeats,
+        "splits": {"pool": len(everything)},
+        "class_counts": {name: int((everything.labels == i).sum()) for i, name in enumerate(class_names)},
         "scores": scores,
         "folds": fold_scores,
         "training": {"folds": fold_info},
@@ -218,13 +216,17 @@ def run_promoter(options: PromoterOptions, config: TrainConfig | None = None) ->
         protocol += f"; repeated {options.cv_repeats} times with different shuffles (out-of-fold probabilities averaged)"
     if options.seeds:
         protocol += f"; one model per seed ({', '.join(map(str, options.seeds))}), ensemble = mean probability"
-    source = {"task": options.name, "data_root": options.data_root}
+    source: dict[str, Any] = {"data_root": options.data_root}
     if options.train is not None:
         source["files"] = {n: str(p) for n, p in (("train", options.train), ("dev", options.dev), ("test", options.test)) if p}
-    metrics = {**source, "quick": options.quick, "protocol": protocol, "classes": data.class_names,
-               "max_length": data.max_len, **results, "metrics": model_metrics(results["scores"]),
-               "published_mcc_x100": {name: values[options.task] for name, values in PUBLISHED_GUE.items()
-                                      if options.task in values}}
-    write_json(options.out / "metrics.json", metrics)
-    write_text(options.out / "summary.md", format_report(metrics) + "\n")
+    metrics = metrics_document(
+        "promoter", dataset=options.name,
+        protocol=RunProtocol(options.seeds, (options.cv or CV_FOLDS) if cross_validate else None, options.cv_repeats,
+                             protocol).to_dict(),
+        splits=results.pop("splits"), scores=results.pop("scores"), class_names=data.class_names,
+        **source, quick=options.quick, max_length=data.max_len, **results,
+        published_mcc_x100={name: values[options.task] for name, values in PUBLISHED_GUE.items()
+                            if options.task in values})
+    metrics["metrics"] = model_metrics(metrics["scores"])
+    write_run_report(options.out, metrics, format_report(metrics))
     return metrics

@@ -47,7 +47,7 @@ def published_table(task: str | None) -> str:
 
 def format_report(metrics: Mapping[str, Any]) -> str:
     """The comparison tables of a ``metrics.json`` dict, then the published numbers where they exist."""
-    parts = [comparison_table(metrics["task"], metrics["scores"]), published_table(metrics["task"])]
+    parts = [comparison_table(metrics["dataset"], metrics["scores"]), published_table(metrics["dataset"])]
     if metrics.get("trust"):
         parts.insert(1, format_trust(metrics["trust"], next(iter(metrics["scores"]))))
     return "\n\n".join(part for part in parts if part)

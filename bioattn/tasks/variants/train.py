@@ -159,6 +159,7 @@ def train_variant_head(options: VariantTrainOptions) -> dict[str, Any]:
     from bioattn.io import write_json, write_table, write_text
     from bioattn.models.registry import load_pretrained, resolve_model_dir
     from bioattn.models.variant_head import ACTIVITY_FOLDER, VariantEffectHead
+    from bioattn.tasks.driver import RunProtocol, metrics_document
     from bioattn.tasks.variants.kmer import KmerRidge
     from bioattn.tasks.variants.predict import open_reference
     from bioattn.tasks.variants.records import read_variants
@@ -240,13 +241,21 @@ def train_variant_head(options: VariantTrainOptions) -> dict[str, Any]:
     head.save_pretrained(out)
     shutil.copytree(activity_dir, out / ACTIVITY_FOLDER, ignore=shutil.ignore_patterns("*.png", "events.*", "checkpoint*"))
     how = how_scored(activity, options.offsets, options.strands, reversed_contigs)
-    metrics = {"schema_version": 1, "task": "variants", "headline_metric": "pearson", "protocol": {
-        "folds": options.folds, "grouped_by": f"blocks of {options.block} positions within each element",
-        "confident": CONFIDENT, "windows": how, "seed": options.seed},
-        "activity_model": options.activity_name or str(options.activity_model), "features": names,
-        "paths": results, "best_path": best, "saved_path": best_head,
-        "saved_coefficients": dict(zip(chosen, map(float, net.coef_))), "alpha": float(net.alpha_),
-        "l1_ratio": float(net.l1_ratio_), "variants": len(table)}
+    order = [best_head, *(p for p in paths if p != best_head)]  # the saved head first: the run's model
+    scores = {path: {{"all": "cv"}.get(group, f"cv_{group}"): values for group, values in results[path]["mean"].items()}
+              for path in order}
+    metrics = metrics_document(
+        "variants", dataset=Path(options.input).name,
+        protocol=RunProtocol(cv=options.folds, description=(
+            f"{options.folds}-fold cross-validation within the release, grouped by blocks of {options.block} "
+            "positions within each element; Pearson per element, averaged over elements")).to_dict(
+            grouped_by=f"blocks of {options.block} positions within each element", confident=CONFIDENT, windows=how,
+            seed=options.seed),
+        splits={"variants": len(table), "elements": int(table["chrom"].nunique())}, scores=scores,
+        target_names=["effect"], headline_split="cv",
+        activity_model=options.activity_name or str(options.activity_model), features=names, paths=results,
+        best_path=best, saved_path=best_head, saved_coefficients=dict(zip(chosen, map(float, net.coef_))),
+        alpha=float(net.alpha_), l1_ratio=float(net.l1_ratio_), variants=len(table))
     write_json(out / "metrics.json", metrics)
     oof_table = table[["chrom", "pos", "ref", "alt", "effect", "conf", "group"]].copy()
     for path, predicted in predictions.items():
@@ -263,7 +272,7 @@ def train_variant_head(options: VariantTrainOptions) -> dict[str, Any]:
 def summary_markdown(metrics: dict[str, Any]) -> str:
     """The run's results as Markdown tables: mean over promoters / enhancers per path, then per element."""
     paths = metrics["paths"]
-    lines = [f"# Variant-effect head: {metrics['variants']} variants, {metrics['protocol']['folds']}-fold CV "
+    lines = [f"# Variant-effect head: {metrics['variants']} variants, {metrics['protocol']['cv_folds']}-fold CV "
              f"({metrics['protocol']['grouped_by']})", "", f"Windows: {metrics['protocol']['windows']}.", "",
              f"Best cross-validated path: **{metrics['best_path']}**; saved head: {metrics['saved_path']}.", "",
              "| path | promoters r | promoters ρ | promoters r (conf) | enhancers r | enhancers ρ | enhancers r (conf) |",
