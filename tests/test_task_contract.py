@@ -42,3 +42,39 @@ def test_promoter_hooks_load_fit_score_predict_and_baselines(tmp_path: Path) -> 
     baselines = task.fit_baselines(options, data.train, data.dev)
     assert baselines and all(task.headline_metric in metrics for metrics in baselines.values())
     assert task.reference["prom_core_all"]  # the published GUE numbers, by task
+
+
+def write_ct_manifest(folder: Path, volumes: int) -> Path:
+    """``volumes`` binary 16³ masks (a large or a small sphere) as NIfTI and their ``labels.csv``."""
+    import nibabel as nib
+
+    grid = np.stack(np.meshgrid(*[np.arange(16)] * 3, indexing="ij"))
+    lines = ["image,label"]
+    for i in range(volumes):
+        radius = 6 if i % 2 else 3
+        mask = (((grid - 8) ** 2).sum(0) <= radius ** 2).astype(np.float32)
+        nib.save(nib.Nifti1Image(mask, np.eye(4)), folder / f"v{i}.nii.gz")
+        lines.append(f"v{i}.nii.gz,{'large' if i % 2 else 'small'}")
+    (folder / "labels.csv").write_text("\n".join(lines) + "\n")
+    return folder / "labels.csv"
+
+
+@pytest.mark.slow  # about 15 CPU-s: one quick training of both CT models
+def test_ct_hooks_load_fit_score_predict_and_the_depth_baseline(tmp_path: Path) -> None:
+    from bioattn.tasks.ct.options import DEPTH_BASELINE_NAME, CTOptions
+
+    task = get_task("ct")
+    options = CTOptions(out=tmp_path / "run", manifest=write_ct_manifest(tmp_path, 16), quick=True,
+                        size=(16, 16, 16))
+    data = task.load_data(options)
+    assert len(data.train) + len(data.dev) == 16 and len(data.pool) == 16
+    assert list(data.class_names) == ["large", "small"] and data.train.binary
+    member = Member(kind="seed", index=2, run_dir=tmp_path / "run" / "seed2", number=1, total=1)
+    fitted = task.fit_member(options, data, member)
+    assert (member.run_dir / "config.json").is_file() and (member.run_dir / "baseline_resnet" / "config.json").is_file()
+    probabilities = task.predict_split(fitted.model, data.dev)
+    assert probabilities.shape == (len(data.dev), 2) and np.allclose(probabilities.sum(1), 1.0, atol=1e-5)
+    scores = task.score(fitted.model, data.dev)
+    assert task.headline_metric in scores and 0.0 <= scores[task.headline_metric] <= 1.0
+    baselines = task.fit_baselines(options, data.train, data.dev)
+    assert baselines[DEPTH_BASELINE_NAME]["auroc"] == 1.0  # the mean depth inside the mask separates the radii

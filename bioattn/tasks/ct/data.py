@@ -64,6 +64,28 @@ Transform = Callable[[torch.Tensor], torch.Tensor]
 
 
 @dataclass
+class LabelledVolumes:
+    """One split as the Task hooks see it: ``volumes`` serving ``(image (C, X, Y, Z), label)``, their integer
+    ``labels (N,)``, whether predictions average the 8 flips (``flip_tta``) and whether the volumes are binary
+    masks (``binary``: the depth baseline applies)."""
+
+    volumes: Dataset
+    labels: np.ndarray
+    flip_tta: bool = True
+    binary: bool = False
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def join(self, other: "LabelledVolumes") -> "LabelledVolumes":
+        """This split followed by ``other`` (a cross-validation pool)."""
+        from torch.utils.data import ConcatDataset
+
+        return LabelledVolumes(ConcatDataset([self.volumes, other.volumes]),
+                               np.concatenate([self.labels, other.labels]), self.flip_tta, self.binary)
+
+
+@dataclass
 class CTData:
     """Model-ready volumes of one run.
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +150,42 @@ def with_default_window(options: CTOptions, seed: int) -> CTOptions:
     return dataclasses.replace(options, window=window)
 
 
+@dataclass
+class PreparedCT:
+    """What a CT run knows before it trains (:func:`prepare_ct`): the ``options`` as they ran (window and distance
+    channel resolved), the ``data``, the training ``config`` and ``protocol``, the preprocessing saved with every
+    model (``saved``), the attention model's ``model_config`` and the ``run_info`` recorded in each run directory."""
+
+    options: CTOptions
+    data: CTData
+    config: TrainConfig
+    protocol: Protocol
+    saved: SavedPreprocessing
+    model_config: dict[str, Any]
+    run_info: dict[str, Any]
+
+
+def prepare_ct(options: CTOptions) -> PreparedCT:
+    """Read the data of ``options`` and settle what they leave open (the soft-tissue window for CT in Hounsfield
+    units, the distance channel for binary masks); writes nothing."""
+    protocol = resolve_protocol(options)
+    config = options.train_config or protocol_train_config(options.protocol, quick=options.quick)
+    options = with_default_window(options, config.seed)
+    data = _load_data(options, config, options.stride)
+    saved = SavedPreprocessing(source=data.source, preprocessing=data.preprocessing or VolumePreprocessing(),
+                               flip_tta=protocol.flip_tta, profile=data.training_profile())
+    if options.distance_channel is None:
+        options = dataclasses.replace(options, distance_channel=bool(saved.profile["binary"]))
+        if options.distance_channel and is_main_process():
+            print("the training volumes are binary masks: the attention model also sees each voxel's depth inside "
+                  "the mask (--no-distance-channel turns this off)", file=sys.stderr)
+    # what actually ran: the file read (data root resolved) and the model built (--quick sizes applied)
+    model_config = build_models(dataclasses.replace(options, baseline="none"), max(data.num_classes, 2), data.in_channels,
+                                _class_names(options, data))[0].config
+    run_info = {**_options_record(options), "data_file": str(data.path.resolve()), "model": model_config}
+    return PreparedCT(options, data, config, protocol, saved, model_config, run_info)
+
+
 def train_ct(options: CTOptions) -> dict[str, Any]:
     """Train the attention model (and the baseline) as ``options`` say; return what ``metrics.json`` holds.
 
@@ -164,25 +201,13 @@ def train_ct(options: CTOptions) -> dict[str, Any]:
             order_binary_classes(class_names_of([row.label for row in manifest.rows]), options.positive_class)
         except UserInputError as exc:
             raise UserInputError(f"{manifest.path}: {exc}") from None
-    protocol = resolve_protocol(options)
-    config = options.train_config or protocol_train_config(options.protocol, quick=options.quick)
-    options = with_default_window(options, config.seed)
-    data = _load_data(options, config, options.stride)
+    ready = prepare_ct(options)
+    options, data, config, protocol, saved = ready.options, ready.data, ready.config, ready.protocol, ready.saved
+    model_config, run_info = ready.model_config, ready.run_info
     run_dir = prepare_run_dir(options.out, resume=options.resume, overwrite=options.overwrite)
     print(f"{data.path}: " + ", ".join(f"{s} {n}" for s, n in data.split_sizes.items()), file=sys.stderr)
     if data.source == "manifest" and is_main_process():
         write_split_table(run_dir / "splits.csv", data)
-    saved = SavedPreprocessing(source=data.source, preprocessing=data.preprocessing or VolumePreprocessing(),
-                               flip_tta=protocol.flip_tta, profile=data.training_profile())
-    if options.distance_channel is None:
-        options = dataclasses.replace(options, distance_channel=bool(saved.profile["binary"]))
-        if options.distance_channel:
-            print("the training volumes are binary masks: the attention model also sees each voxel's depth inside "
-                  "the mask (--no-distance-channel turns this off)", file=sys.stderr)
-    # what actually ran: the file read (data root resolved) and the model built (--quick sizes applied)
-    model_config = build_models(dataclasses.replace(options, baseline="none"), max(data.num_classes, 2), data.in_channels,
-                                _class_names(options, data))[0].config
-    run_info = {**_options_record(options), "data_file": str(data.path.resolve()), "model": model_config}
     if options.cv is not None:
         results = _train_cv(options, data, config, protocol, run_dir, run_info, saved)
     elif options.seeds is not None:
