@@ -51,8 +51,10 @@ def run(args: argparse.Namespace) -> int:
     from bioattn.tasks.msa.train_run import train_msa
 
     options, config = options_from_args(args, seeds=ensemble_options(args)["seeds"])
-    train_msa(args.msa, args.out, options, config, fmt=args.format, query=args.query, pdb=args.pdb, chain=args.chain,
-              struct_dat=args.struct_dat, pred=args.pred, all_families=args.all, compare=args.compare_methods,
-              families=args.families, data_root=args.data_root, contact_head=args.contact_head, resume=args.resume,
-              overwrite=args.overwrite)
+    summary = train_msa(args.msa, args.out, options, config, fmt=args.format, query=args.query, pdb=args.pdb,
+                        chain=args.chain, struct_dat=args.struct_dat, pred=args.pred, all_families=args.all,
+                        compare=args.compare_methods, families=args.families, data_root=args.data_root,
+                        contact_head=args.contact_head, resume=args.resume, overwrite=args.overwrite)
+    if summary:
+        print(summary, end="")
     return 0

@@ -94,7 +94,6 @@ def compare_methods(
         select_head({f: features[f] for f in labelled}, distances, candidates, settings).save(
             out / "contact_head_combined.json")
     table = comparison_table(rows)
-    print(table)
     write_json(out / "summary.json", {"families": rows, "data_root": str(data_root), "options": options.settings()})
     write_text(out / "summary.md", table + "\n")
     return rows

@@ -253,9 +253,8 @@ def train_family(
     if head is not None:
         for run_dir in {out, *runs.values()}:
             head.save(run_dir / HEAD_FILE_NAME)
-    print(seeds_table(metrics) if options.seeds is not None else results_table([metrics]))
-    if target.distances is None:
-        print(NO_STRUCTURE_NOTE)
+    summary = seeds_table(metrics) if options.seeds is not None else results_table([metrics])
+    write_text(out / "summary.md", summary + ("\n" + NO_STRUCTURE_NOTE if target.distances is None else "") + "\n")
     return metrics
 
 
@@ -415,7 +414,6 @@ def train_families(
     if options.seeds is not None:
         note += f"; model: the ensemble of seeds {', '.join(map(str, seeds))} (mean probability)"
     table = results_table(rows, note=note)
-    print(table)
     write_json(out / "summary.json", {"families": rows, "data_root": str(data_root), "options": options.settings(),
                                       "train": config.to_dict()})
     write_text(out / "summary.md", table + "\n")

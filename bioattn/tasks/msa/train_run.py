@@ -20,13 +20,14 @@ def train_msa(
     pred: Path | None = None, all_families: bool = False, compare: bool = False, families: str | None = None,
     data_root: str | Path | None = None, contact_head: Path | None = None, resume: bool = False,
     overwrite: bool = False,
-) -> None:
+) -> str:
     """``bioattn train msa``: one family (``msa``, the alignment file, with its optional structure ``pdb`` / ``chain``
     or ``struct_dat``, ``query`` FASTA and published predictions ``pred``, default ``pred/`` beside the alignment)
     through :func:`train_family`, or every family under ``data_root`` (``all_families``; ``families``:
     comma-separated subset) through :func:`train_families`, or with ``compare`` the contact maps of
     :func:`~bioattn.tasks.msa.compare.compare_methods`. ``contact_head``: a ``contact_head.json`` for one family.
-    ``resume`` / ``overwrite``: what to do with an existing ``out`` (checked before any alignment is read)."""
+    ``resume`` / ``overwrite``: what to do with an existing ``out`` (checked before any alignment is read).
+    Returns the run's ``summary.md`` (the tables the command prints; ``""`` off rank 0)."""
     from bioattn.data import resolve_data_root
 
     check_run_dir(out, resume=resume, overwrite=overwrite)
@@ -42,7 +43,7 @@ def train_msa(
 
         names = [name.strip() for name in families.split(",") if name.strip()] if families else None
         (compare_methods if compare else train_families)(resolve_data_root(data_root), out, options, config, names)
-        return
+        return _summary(out)
     if compare:
         raise UserInputError("--compare-methods needs --all")
     if msa is None:
@@ -53,3 +54,12 @@ def train_msa(
                          predictions_dir=predictions)
     head = ContactHead.load(contact_head) if contact_head is not None else None
     train_family(target, out, options, config, head=head, head_source=contact_head or "contact head")
+    return _summary(out)
+
+
+def _summary(out: Path) -> str:
+    """``out/summary.md`` as written by this run (``""`` off rank 0, where nothing is written)."""
+    from bioattn.distributed import is_main_process
+
+    path = Path(out) / "summary.md"
+    return path.read_text(encoding="utf-8") if is_main_process() and path.is_file() else ""

@@ -15,9 +15,12 @@ classifier trained with strand averaging and ``forward`` otherwise (an activity 
 strand handling of its run). ``reverse`` contigs (e.g. minus-strand promoters, for an oriented assay) are scored
 in their reverse complement (gene orientation).
 
-Every window of a chunk of variants, reference and alternative, both strands, goes to the model in one
-``predict`` call (identical windows, e.g. the reference windows shared by the three alleles of a position, are
-scored once). Windows are cut from the reference and tokenised with numpy, one array operation per variant.
+Windows are cut per contig with array operations (:mod:`bioattn.tasks.variants.windows`). Activity models and
+promoter classifiers are scored on token batches through the scans' device feed
+(:func:`bioattn.tasks.device_feed.feed`: the reference and alternative windows of a variant in one forward pass,
+their flank stripping, padding and strand averaging done at the token level, with the numbers of their
+``predict``); any other DNA model gets the windows of a chunk of variants as strings in one ``predict`` call, where
+identical windows (the reference windows shared by the three alleles of a position) are scored once.
 """
 from __future__ import annotations
 
