@@ -1,4 +1,5 @@
-"""Shared test fixtures.
+"""Shared test fixtures; they apply to every folder under tests/. Code the tests share that is not a fixture lives
+in ``tests/helpers/``.
 
 Tests that read the real datasets ask for them through :func:`require_data`: without a data root they skip,
 unless ``BIOATTN_REQUIRE_DATA=1`` (set by ``.ci/run``), in which case a missing dataset fails the test instead
@@ -6,33 +7,13 @@ of skipping it silently.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import pytest
 
-from bioattn.data import resolve_data_root
-from bioattn.errors import UserInputError
-
-REQUIRE_DATA_ENV = "BIOATTN_REQUIRE_DATA"
-
-
-def data_path(*parts: str) -> Path:
-    """``DATA_ROOT/part/...``; skips the test when absent, fails it when ``BIOATTN_REQUIRE_DATA=1``."""
-    required = os.environ.get(REQUIRE_DATA_ENV, "") not in ("", "0")
-    try:
-        path = resolve_data_root().joinpath(*parts)
-    except UserInputError as exc:
-        problem = f"data root not found ({exc})"
-    else:
-        if path.exists():
-            return path
-        problem = f"{path} not found under the data root"
-    if required:
-        pytest.fail(f"{problem}, and {REQUIRE_DATA_ENV}=1 says the real data must be there")
-    pytest.skip(problem)
+from tests.helpers.real_data import data_path
 
 
 @pytest.fixture(autouse=True)
@@ -49,38 +30,13 @@ def require_data() -> Callable[..., Path]:
     return data_path
 
 
-def write_tiny_adrenalmnist3d(data_root: Path) -> Path:
-    """``DATA_ROOT/ct/adrenalmnist3d/adrenalmnist3d_64_trainval.npz`` (the default size) with 16 train and 8 val
-    random binary 64³ masks (labels alternate); returns the file."""
-    rng = np.random.default_rng(0)
-    folder = data_root / "ct" / "adrenalmnist3d"
-    folder.mkdir(parents=True)
-    arrays = {}
-    for split, n in (("train", 16), ("val", 8)):
-        arrays[f"{split}_images"] = (rng.random((n, 64, 64, 64)) > 0.5).astype(np.uint8) * 255
-        arrays[f"{split}_labels"] = (np.arange(n) % 2)[:, None].astype(np.uint8)
-    np.savez(folder / "adrenalmnist3d_64_trainval.npz", **arrays)
-    return folder / "adrenalmnist3d_64_trainval.npz"
-
-
-def write_fasta(path: Path, records: dict[str, str], width: int = 60) -> Path:
-    """Write ``records`` (name -> sequence) as FASTA, ``width`` letters a line and a description after each name;
-    returns ``path``."""
-    lines = []
-    for name, sequence in records.items():
-        lines.append(f">{name} assembled test sequence")
-        lines += [sequence[i : i + width] for i in range(0, len(sequence), width)]
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
 # ------------------------------------------------------------------ shared inputs and trained runs (once per session)
 # Each trained run below is made once per test session and shared by every module that asks for it, instead of each
 # module training its own; tests read these folders and write their own outputs under their own tmp_path.
 @pytest.fixture(scope="session")
 def family(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A tiny planted alignment (``msa``, 30 columns) and a hairpin structure of its query (``pdb``)."""
-    from test_msa_cli import query_of, write_alignment, write_hairpin_pdb
+    from tests.helpers.msa_family import query_of, write_alignment, write_hairpin_pdb
 
     folder = tmp_path_factory.mktemp("family")
     alignment = write_alignment(folder / "tiny.a3m")
@@ -114,7 +70,7 @@ def msa_quick_run(family: dict[str, Path], tmp_path_factory: pytest.TempPathFact
 @pytest.fixture(scope="session")
 def promoter_binary_data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     """Two-class (``neg`` / ``pos``) synthetic promoter records: 600 to train on, 120 to test, and their CSV files."""
-    from test_promoter_own_data import make_records, write_csv
+    from tests.helpers.promoter_records import make_records, write_csv
 
     folder = tmp_path_factory.mktemp("binary")
     records = make_records(("neg", "pos"), 600, seed=1)
@@ -126,7 +82,7 @@ def promoter_binary_data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
 @pytest.fixture(scope="session")
 def promoter_binary_run(promoter_binary_data: dict[str, object], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny deterministic ``bioattn train promoter`` run on :func:`promoter_binary_data` (``--train``, ``--test``)."""
-    from test_promoter_own_data import train
+    from tests.helpers.promoter_records import train
 
     return train(tmp_path_factory.mktemp("binary_run"), "--train", str(promoter_binary_data["train_csv"]),
                  "--test", str(promoter_binary_data["test_csv"]))
@@ -136,18 +92,18 @@ def promoter_binary_run(promoter_binary_data: dict[str, object], tmp_path_factor
 def ct_own_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``labels.csv`` (relative paths) beside ``scans/``: 12 NIfTI masks, alternately ``none`` / ``blob``, and one
     DICOM series (``blob``)."""
-    from test_ct_own_data import VOLUMES, _dicom_series, _mask, _nifti, _write_csv
+    from tests.helpers.ct_volumes import VOLUMES, noisy_mask, write_csv_rows, write_dicom_series, write_nifti
 
     root = tmp_path_factory.mktemp("own_data")
     rng = np.random.default_rng(0)
     rows = []
     for index in range(VOLUMES):
         label = "blob" if index % 2 else "none"
-        _nifti(root / "scans" / f"scan{index:02d}.nii.gz", _mask(rng, index % 2 == 1))
+        write_nifti(root / "scans" / f"scan{index:02d}.nii.gz", noisy_mask(rng, index % 2 == 1))
         rows.append([f"scans/scan{index:02d}.nii.gz", label])
-    _dicom_series(root / "scans" / "dicom_series", _mask(rng, True))
+    write_dicom_series(root / "scans" / "dicom_series", noisy_mask(rng, True))
     rows.append(["scans/dicom_series", "blob"])
-    return _write_csv(root / "labels.csv", ["image", "label"], rows)
+    return write_csv_rows(root / "labels.csv", ["image", "label"], rows)
 
 
 @pytest.fixture(scope="session")
@@ -156,9 +112,9 @@ def ct_own_run(ct_own_data: Path, tmp_path_factory: pytest.TempPathFactory) -> t
     times nibabel opened each NIfTI file meanwhile."""
     import nibabel as nib
     import torch
-    from test_ct_own_data import TRAIN_FLAGS
 
     from bioattn.cli import main as cli_main
+    from tests.helpers.ct_volumes import TRAIN_FLAGS
 
     reads: dict[str, int] = {}
     original = nib.load

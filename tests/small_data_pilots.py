@@ -1,7 +1,8 @@
 """Small synthetic pilots of the kind a new user brings: tens of NIfTI CT volumes in Hounsfield units with a visible
 lesion class, and a few hundred labelled FASTA sequences with a planted motif.
 
-Used by ``tests/test_small_data.py`` (tiny versions) and runnable as a script to write full-size pilots::
+Used by the tests (tiny versions: ``tests/tasks/test_trust_on_small_data.py``, ``tests/tasks/ct/``; imported as
+``tests.small_data_pilots``) and runnable as a script to write full-size pilots::
 
     python tests/small_data_pilots.py ct FOLDER [--volumes 40] [--seed 0] [--contrast 100 300] [--radius-mm 3 6]
     python tests/small_data_pilots.py promoter FOLDER [--sequences 400] [--seed 0]   # FOLDER/my.fa + new.fa
