@@ -111,6 +111,7 @@ def test_causal_outputs_ignore_future_keys():
     assert not torch.allclose(out[..., 5:, :], out2[..., 5:, :])
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_scaled_score_variance_stays_near_one_while_unscaled_grows_with_d():
     g = torch.Generator().manual_seed(0)
     for d in (16, 64, 256, 1024):

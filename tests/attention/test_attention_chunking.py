@@ -60,6 +60,7 @@ def test_sum_reduces_over_chunks():
     torch.testing.assert_close(out, (x.transpose(-1, -2) @ x))
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_tuple_outputs_with_none_and_gradients_with_checkpointing():
     x = torch.randn(2, 6, 4, dtype=torch.float64, requires_grad=True)
     scale = torch.randn(2, 6, 1, dtype=torch.float64, requires_grad=True)

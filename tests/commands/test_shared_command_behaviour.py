@@ -65,6 +65,7 @@ def test_full_run_without_data_root_is_an_error(tmp_path, monkeypatch, capsys):
     assert not out.exists()
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_quick_run_records_the_data_root_it_read(tmp_path, monkeypatch):
     rng = np.random.default_rng(0)
     task = tmp_path / "root" / "promoters" / "gue" / "prom_core_tata"
@@ -249,6 +250,7 @@ def _message_flags(path: Path) -> Iterator[str]:
 
 
 @pytest.mark.parametrize("target", ["promoter", "ct", "msa"])
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_explain_messages_only_suggest_its_own_flags(target):
     parser = dict(walk(build_parser(), ["bioattn"]))
     flags = {option for where, action in parser.items() if where.startswith(f"bioattn explain {target} ")

@@ -34,6 +34,7 @@ _WRITER = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_terminating_signals_remove_temporary_files_and_keep_finished_ones(tmp_path: Path, signum: int) -> None:
     (tmp_path / "out.txt").write_text("old\n")
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}

@@ -64,6 +64,7 @@ _PROGRAM = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_the_program_still_exits_cleanly_on_signals(tmp_path: Path, signum: int) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     script = _PROGRAM.replace("sys.argv[2]", repr(str(tmp_path)))

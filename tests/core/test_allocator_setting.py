@@ -28,6 +28,7 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator setting applies on Linux only")
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_a_scan_batch_reuses_freed_memory_instead_of_faulting_it_in_again() -> None:
     """The same fp32 batches, three times, after two: without the setting each batch's large activations
     are fresh pages from the kernel (tens of thousands of page faults per batch), with it they are reused."""

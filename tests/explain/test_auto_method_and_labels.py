@@ -2,6 +2,8 @@
 descriptions name the method used."""
 from __future__ import annotations
 
+import pytest
+
 import argparse
 import json
 from pathlib import Path
@@ -49,6 +51,7 @@ def test_auto_picks_the_method_most_faithful_on_the_input_not_the_fixed_order(ca
     assert "warning: no method deletes the prediction faster than a random ranking" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_explain_ct_auto_shows_the_method_its_own_table_stars(tmp_path: Path, capsys) -> None:
     torch.manual_seed(0)
     HybridCT3D(1, 2, stem_channels=[4, 8], stem_strides=[2, 2], embed_dim=12, num_heads=2, num_layers=2,
@@ -67,6 +70,7 @@ def test_explain_ct_auto_shows_the_method_its_own_table_stars(tmp_path: Path, ca
     assert f"| random | {summary['faithfulness']['random']['deletion_auc']:.3f}" in err  # the table beside it
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_promoter_track_figures_label_the_method_used(tmp_path: Path, monkeypatch) -> None:
     import bioattn.explain.figures as figures
 

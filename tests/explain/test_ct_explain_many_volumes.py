@@ -56,6 +56,7 @@ def test_bad_indices_name_the_input_and_the_problem(spec, message) -> None:
     assert "val.npz [val]" in str(caught.value)
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_faithfulness_over_a_split_covers_every_method_and_volume(ct_model, npz) -> None:
     """The table is measured over the listed volumes (mean ± sd over them), with GradCAM and occlusion beside the
     gradient, attention and random methods; the maps stay those of ``index``."""
@@ -85,6 +86,7 @@ def test_split_faithfulness_equals_the_single_volume_measurement_for_one_index(c
 
 
 @pytest.mark.parametrize("method", ["gradcam", "occlusion"])
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_monai_maps_are_on_the_input_grid_and_the_figure_names_the_method(ct_model, npz, method, monkeypatch,
                                                                           tmp_path) -> None:
     titles = []
@@ -113,6 +115,7 @@ def test_indices_without_faithfulness_are_refused(ct_model, npz) -> None:
         explain_ct(ct_model, npz, method="gradcam", faithfulness=False, faithfulness_indices="all", device="cpu")
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_cli_indices_end_to_end_and_a_bad_index_fails_cleanly(ct_model, npz, tmp_path, capsys) -> None:
     run = tmp_path / "run"
     ct_model.save_pretrained(run)

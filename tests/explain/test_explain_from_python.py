@@ -30,6 +30,7 @@ def _files(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_explain_promoter_from_python_matches_the_command(promoter_model: PromoterClassifier, tmp_path: Path) -> None:
     result = explain.explain_pipeline("promoter")(promoter_model, SEQUENCES, tss_index=4, plot_sequences=2, **FAST)
     lengths = [len(s) for s in SEQUENCES]
@@ -61,6 +62,7 @@ def test_explain_promoter_bad_sequence_is_a_clear_error(promoter_model: Promoter
         explain.explain_pipeline("promoter")(promoter_model, ["A" * 40], **FAST)
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_explain_ct_from_python_on_an_in_memory_volume(tmp_path: Path) -> None:
     import nibabel as nib
 
@@ -78,6 +80,7 @@ def test_explain_ct_from_python_on_an_in_memory_volume(tmp_path: Path) -> None:
         assert (out / name).stat().st_size > 0
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_explain_msa_from_python_with_a_structure(tmp_path: Path) -> None:
     length = 40
     torch.manual_seed(0)

@@ -28,6 +28,7 @@ def _files(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_one_call_writes_what_the_command_writes(tmp_path, fasta, tiny_promoter_run) -> None:
     result = explain_promoter(str(tiny_promoter_run), fasta, out=tmp_path / "python", device="cpu", **FAST)
     assert result.saved_to == tmp_path / "python"
@@ -41,6 +42,7 @@ def test_one_call_writes_what_the_command_writes(tmp_path, fasta, tiny_promoter_
     assert str(tmp_path / "python") in promoter_report.describe(result)
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_without_out_nothing_is_written_until_save(tmp_path, fasta, tiny_promoter_run, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     result = explain_promoter(str(tiny_promoter_run), fasta, device="cpu", **FAST)
@@ -76,6 +78,7 @@ def test_a_refused_folder_stops_before_the_model_is_loaded(tmp_path, fasta, fami
     assert _files(taken) == ["keep.txt"]
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_msa_one_call_without_a_structure_is_saved_too(tmp_path, family, msa_quick_run) -> None:
     """The path without a structure returns early: it must write the folder as well."""
     result = explain_msa(str(msa_quick_run), family["msa"], out=tmp_path / "out", device="cpu", faithfulness=False)

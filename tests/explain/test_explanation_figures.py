@@ -56,6 +56,7 @@ def test_head_diversity_refuses_wrong_rank() -> None:
         head_diversity(torch.rand(4, 4))
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_figures_are_written(tmp_path: Path) -> None:
     maps = torch.softmax(torch.randn(3, 8, 8), -1)
     _assert_png(plot_head_maps(maps, tmp_path / "heads.png", title="layer 0", reference=np.eye(8),
@@ -91,6 +92,7 @@ def test_bad_inputs_are_refused_and_nothing_is_written(tmp_path: Path, call, mes
     assert not path.exists()
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_importing_and_drawing_leaves_the_users_backend_alone(tmp_path: Path) -> None:
     """A notebook user's backend (e.g. inline) must survive importing bioattn and drawing figures."""
     previous = matplotlib.get_backend()

@@ -65,6 +65,7 @@ def _first_rank_rate(model: PromoterClassifier, ids: torch.Tensor, method: str) 
 
 @pytest.mark.parametrize("method, rate", [("integrated_gradients", 0.95), ("rollout", 0.95), ("gradient_x_input", 0.7),
                                           ("relevance", 0.3)])
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_each_method_ranks_the_only_informative_position_first(key_model, key_inputs, method, rate) -> None:
     random_rate = _first_rank_rate(key_model, key_inputs, "random")
     assert random_rate < 0.25, "a random map ranks position 5 first about 1 time in 12"

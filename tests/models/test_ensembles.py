@@ -72,6 +72,7 @@ def seeds_run(data, tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_seeds_train_one_run_per_seed_and_report_mean_sd_and_ensemble(seeds_run: Path):
     metrics = json.loads((seeds_run / "metrics.json").read_text())
     assert sorted(p.name for p in seeds_run.iterdir() if p.is_dir()) == ["seed3", "seed5"]
@@ -92,6 +93,7 @@ def test_seeds_train_one_run_per_seed_and_report_mean_sd_and_ensemble(seeds_run:
     assert "| ensemble of 2 seeds (this run) |" in summary and " ± " in summary
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_seed_ensemble_loads_by_path_and_predict_reproduces_its_numbers(seeds_run: Path, data, tmp_path):
     ensemble = load_pretrained(seeds_run)
     assert isinstance(ensemble, Ensemble) and len(ensemble.members) == 2

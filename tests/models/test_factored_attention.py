@@ -181,6 +181,7 @@ def test_the_selected_head_is_never_below_its_best_single_feature_leave_one_fami
         select_head({"fam0": features["fam0"]}, distances, ["good"])
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_compare_methods_scores_each_family_with_heads_fitted_on_the_others(tmp_path, capsys):
     write_family_data_root(tmp_path / "data")
     out = tmp_path / "compare"

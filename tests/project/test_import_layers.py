@@ -102,6 +102,7 @@ def path_loads(path: Path) -> list[set[str]]:
     return loads
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_only_the_notebook_builder_is_loaded_by_path() -> None:
     """Task logic lives in the package: tests and benches import it, they never load a script file by path."""
     offenders = [

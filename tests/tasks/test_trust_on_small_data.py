@@ -133,6 +133,7 @@ def test_a_model_predicting_one_class_is_named() -> None:
     assert "chance" in text and "barely learned" not in text  # 0.40 and 0.45 are not near-uniform
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_probabilities_that_barely_left_chance_are_named() -> None:
     """A 40-volume CT pilot kept a model with p(lesion) 0.470–0.483: AUROC 1.000, loss ln 2; the summary says so."""
     labels = np.array([0, 1] * 10)

@@ -40,6 +40,7 @@ def _row(rows, motif, position):
     return next(r for r in rows if r["motif"] == motif and r["position"] == position)
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_a_motif_the_model_reads_is_found_at_its_position_and_composition_is_controlled() -> None:
     rows = marginalize_known_motifs(_ReaderModel(), {"TBP": TATA, "SP1": "GGGGCGGGG"}, _backgrounds(40),
                                     positions=(-30, 0, 20), tss_index=TSS, progress=False)

@@ -51,6 +51,7 @@ def test_hypothetical_is_centred_and_differences_are_the_one_hot_gradient(tiny_m
     torch.testing.assert_close(hypothetical[0, :, 1] - hypothetical[0, :, 0], expected, atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_ensemble_hypothetical_is_the_members_mean_and_strands_average_by_reverse_complement() -> None:
     torch.manual_seed(1)
     members = [PromoterClassifier(max_len=24, embed_dim=8, num_heads=2, num_layers=1).eval() for _ in range(2)]

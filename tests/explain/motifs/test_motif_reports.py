@@ -87,6 +87,7 @@ def tiny_model() -> PromoterClassifier:
     return PromoterClassifier(max_len=16, embed_dim=8, num_heads=2, num_layers=1, conv_kernel=3, rc_average=True).eval()
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_ism_equals_every_substitution_scored_by_hand(tiny_model) -> None:
     sequences = ["ACGTTGCAAC", "GGGTTTAACC", "TTTTACGCGA"]
     ids, mask = collate_tokens([encode(s) for s in sequences])

@@ -87,6 +87,7 @@ def test_flip_tta_averages_the_eight_flips_of_the_preprocessed_volume(run_dir: P
     assert not torch.allclose(plain, got, atol=1e-6)  # the average really differs from the single pass
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_attention_map_on_real_ct_keeps_grid_and_affine(require_data, run_dir: Path, tmp_path: Path) -> None:
     scan = require_data("ct", "totalsegmentator_example", "example_ct_sm.nii.gz")
     out = tmp_path / "probs.csv"

@@ -50,6 +50,7 @@ def _predicted_row(model: Path, scan: Path, output: Path) -> dict[str, str]:
     return row
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_the_positive_class_of_lesion_and_normal_is_lesion_and_is_stored(run: tuple[Path, Path]) -> None:
     out, _ = run
     assert HybridCT3D.from_pretrained(out).class_names == ["normal", "lesion"]  # class 1: the positive one
@@ -58,6 +59,7 @@ def test_the_positive_class_of_lesion_and_normal_is_lesion_and_is_stored(run: tu
     assert "positive class: lesion" in (out / "summary.md").read_text()
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_predict_explain_and_from_pretrained_give_the_same_probability_and_class(
         run: tuple[Path, Path], tmp_path: Path) -> None:
     out, scan = run
@@ -80,6 +82,7 @@ def test_predict_explain_and_from_pretrained_give_the_same_probability_and_class
     assert float(model.predict(scan, flip_tta=False)[1]) != pytest.approx(predicted_csv, abs=1e-7)
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_a_saved_decision_threshold_is_applied_by_predict_and_explain(run: tuple[Path, Path], tmp_path: Path) -> None:
     out, scan = run
     copy = tmp_path / "run"
@@ -98,6 +101,7 @@ def test_a_saved_decision_threshold_is_applied_by_predict_and_explain(run: tuple
         assert explain_ct(str(copy), scan, faithfulness=False).summary["predicted"] == expected
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_the_baseline_is_a_run_directory_that_predict_and_explain_accept(run: tuple[Path, Path], tmp_path: Path) -> None:
     out, scan = run
     baseline = out / "baseline_resnet"

@@ -43,6 +43,7 @@ def _probabilities(row: dict[str, str]) -> np.ndarray:
 # ------------------------------------------------------------------------------------------- training
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_training_reads_every_file_once_and_saves_classes_and_preprocessing(own_data: Path, trained) -> None:
     run, reads = trained
     niftis = sorted(str(p.resolve()) for p in (own_data.parent / "scans").glob("*.nii.gz"))
@@ -71,6 +72,7 @@ def test_training_reads_every_file_once_and_saves_classes_and_preprocessing(own_
     assert (run / "val_auc.png").is_file()
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_predict_on_the_validation_rows_reproduces_the_run(trained, tmp_path: Path) -> None:
     """Preprocessing and flip averaging come from the run: the validation numbers come back without a flag."""
     run, _ = trained
@@ -87,6 +89,7 @@ def test_predict_on_the_validation_rows_reproduces_the_run(trained, tmp_path: Pa
 # ------------------------------------------------------------------------------------------ prediction
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_predict_a_manifest_in_input_order_and_a_single_scan_alike(own_data: Path, trained, tmp_path: Path) -> None:
     run, _ = trained
     order = [7, 0, 12, 3, 10]  # 12: the DICOM series
@@ -105,6 +108,7 @@ def test_predict_a_manifest_in_input_order_and_a_single_scan_alike(own_data: Pat
     assert np.allclose(_probabilities(single), _probabilities(rows[0]), atol=2e-6)
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_saved_preprocessing_is_reapplied_and_flags_replace_it(own_data: Path, trained, tmp_path: Path) -> None:
     run, _ = trained
     scan = own_data.parent / "scans" / "scan05.nii.gz"
@@ -117,6 +121,7 @@ def test_saved_preprocessing_is_reapplied_and_flags_replace_it(own_data: Path, t
     assert other_window["warning"]  # masks at a tenth of their training intensity are not what the model saw
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_inputs_unlike_the_training_volumes_are_flagged(trained, tmp_path: Path, capsys) -> None:
     run, _ = trained
     hounsfield = write_nifti(tmp_path / "ct_in_hu.nii.gz", np.random.default_rng(1).uniform(

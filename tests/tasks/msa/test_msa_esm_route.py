@@ -81,6 +81,7 @@ def test_esm_msa_without_weights_or_with_a_bad_file_is_one_error_line(family, tm
     assert err.count("\n") == 1 and str(broken) in err and not (tmp_path / "b").exists()
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_explain_shows_every_layer_and_head(family, weights, tmp_path, capsys):
     out = tmp_path / "explain"
     assert cli_main(["explain", "msa", "--weights", str(weights), "--input", str(family["msa"]), "--pdb", str(family["pdb"]),

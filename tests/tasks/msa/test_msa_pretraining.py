@@ -103,6 +103,7 @@ def test_blocks_draw_rows_and_crop_long_alignments(data_root):
     assert torch.equal(dataset[5], dataset[5])
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_init_from_starts_from_the_pretrained_weights(pretrained, data_root, tmp_path):
     family = write_alignment(tmp_path / "fam.a3m", rows=40, columns=25, seed=3)
     out = tmp_path / "no_finetune"

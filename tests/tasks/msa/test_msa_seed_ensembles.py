@@ -41,6 +41,7 @@ def seeded(family, tmp_path_factory) -> tuple[Path, str]:  # noqa: F811
     return out, printed.getvalue()
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_each_seed_is_a_complete_run_and_the_ensemble_contacts_are_their_mean(seeded):
     out, _ = seeded
     for seed in SEEDS:
@@ -53,6 +54,7 @@ def test_each_seed_is_a_complete_run_and_the_ensemble_contacts_are_their_mean(se
     assert ContactHead.load(out / "contact_head.json").features == ContactHead.load(out / "seed0" / "contact_head.json").features
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_seed_independent_maps_are_computed_once(seeded):
     out, _ = seeded
     first, second = (load_tensors(out / f"seed{seed}" / "features.safetensors") for seed in SEEDS)
@@ -62,6 +64,7 @@ def test_seed_independent_maps_are_computed_once(seeded):
     assert "potts_cpu_s" in json.loads((out / "seed0" / "prepare.json").read_text())["cpu_seconds"]
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_metrics_give_each_seed_their_mean_sd_and_the_ensemble(seeded):
     out, printed = seeded
     metrics = json.loads((out / "metrics.json").read_text())

@@ -32,6 +32,7 @@ def trained(msa_quick_run) -> Path:
     return msa_quick_run
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_train_writes_model_probabilities_and_the_head_it_used(trained):
     for name in ("config.json", "model.safetensors", "features.safetensors", "contact_map.png", "train_log.csv",
                  "contact_head.json", "metrics.json"):
@@ -45,6 +46,7 @@ def test_train_writes_model_probabilities_and_the_head_it_used(trained):
     assert MSAContactModel.from_pretrained(trained).config["num_layers"] == 2  # --quick size
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_train_without_an_applicable_head_says_its_scores_are_uncalibrated(family, tmp_path, capsys):
     out = tmp_path / "run"
     assert cli_main(["train", "msa", "--input", str(family["msa"]), "--out", str(out), "--quick", "--coevolution", "gaussian"]) == 0
@@ -59,6 +61,7 @@ def test_train_without_an_applicable_head_says_its_scores_are_uncalibrated(famil
     assert {contacts[0][:2], contacts[1][:2]} == {(i + 1, j + 1) for i, j in PLANTED}  # the Gaussian DCA ranking
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_under_torchrun_only_the_main_process_prints_the_info_lines(family, tmp_path, capsys, monkeypatch):
     import bioattn.tasks.msa.train as train_module
 
@@ -208,6 +211,7 @@ def test_recipe_script_is_a_wrapper_of_train_msa(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ real data
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_train_on_a_real_family_compares_with_the_baselines(require_data, tmp_path):
     folder = require_data("msa", "coev", "1mkcA00")
     out = tmp_path / "run"

@@ -148,6 +148,7 @@ def _python(code: str, cwd: Path) -> str:
     return done.stdout
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_a_scan_imports_no_training_logger_plotting_or_imaging_library(run_dir, genome, tmp_path):
     """The first prediction does not pay for unrelated imports (TensorBoard came in through the trainer)."""
     out = tmp_path / "scan.bedGraph"

@@ -44,6 +44,7 @@ def test_recipe_script_wraps_the_command():
         assert flag in done.stdout
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_quick_run_end_to_end_then_predict(require_data, tmp_path, capsys):
     task_dir = require_data("promoters", "gue", "prom_core_tata")
     out = tmp_path / "run"
@@ -73,6 +74,7 @@ def test_quick_run_end_to_end_then_predict(require_data, tmp_path, capsys):
     (["--rc-augment"], True),  # --rc-average follows --rc-augment
     (["--rc-augment", "--no-rc-average"], False),
 ])
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_strand_options_reach_the_saved_model(require_data, tmp_path, strand_flags, strand_averaged):
     task_dir = require_data("promoters", "gue", "prom_core_tata")
     out = tmp_path / "run"

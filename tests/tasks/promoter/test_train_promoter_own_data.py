@@ -51,6 +51,7 @@ def binary_run(promoter_binary_run) -> Path:
 
 
 # ------------------------------------------------------------------------------------- end to end
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_own_csv_trains_and_predict_reproduces_the_run(binary_run: Path, binary_data, tmp_path):
     metrics = json.loads((binary_run / "metrics.json").read_text())
     check_metrics(metrics)
@@ -94,6 +95,7 @@ def test_explain_works_on_an_own_data_model(binary_run: Path, binary_data, tmp_p
     assert sum(summary["predicted"].values()) == 20 and set(summary["predicted"]) == {"neg", "pos"}
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_fasta_labels_letter_case_and_header_text_do_not_change_the_model(binary_run: Path, binary_data, tmp_path):
     folder = binary_data["folder"]
     train_fa = write_fasta(tmp_path / "train.fa", binary_data["records"], scramble=True)

@@ -61,6 +61,7 @@ def tiny_activity(tmp_path_factory) -> Path:
     return folder
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_head_cross_validates_and_predicts_through_the_cli(tmp_path, tiny_activity) -> None:
     from bioattn.tasks.variants.train import VariantTrainOptions, train_variant_head
 
@@ -106,6 +107,7 @@ def test_release_ref_bases_match_elements(require_data) -> None:
     assert "TTTTATG" in hbb and "CATAAAA" not in hbb
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_a_head_without_its_release_reads_it_from_the_data_root(tmp_path, tiny_activity, monkeypatch) -> None:
     import json
 

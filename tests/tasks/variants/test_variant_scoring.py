@@ -199,6 +199,7 @@ def test_one_output_has_plain_columns_and_api_equals_cli(files) -> None:
     pd.testing.assert_frame_equal(written, api, check_exact=False, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_saturation_table_and_heatmap(files) -> None:
     out = files["dir"] / "sat.tsv"
     code = main(["predict", "variants", "--model", "gue-prom-core-all", "--reference", str(files["ref"]),

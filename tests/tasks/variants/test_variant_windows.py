@@ -113,6 +113,7 @@ def test_activity_model_token_path_equals_string_path(genome, activity, strands)
     _same(new, string_path(activity, fasta, variants, strands=strands, reverse=reverse, embed=True), embed=True)
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_activity_model_strand_averaging_run_at_token_level(genome, activity) -> None:
     path, variants = genome
     fasta = pyfaidx.Fasta(str(path), as_raw=True)
@@ -124,6 +125,7 @@ def test_activity_model_strand_averaging_run_at_token_level(genome, activity) ->
         activity.strand = "forward"
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_promoter_model_token_path_equals_string_path(genome, promoter) -> None:
     path, variants = genome
     fasta = pyfaidx.Fasta(str(path), as_raw=True)
