@@ -220,7 +220,8 @@ def test_promoter_cv_repeats_trains_r_times_k_fold_models(tmp_path: Path) -> Non
     assert cli_main(["train", "promoter", "--train", str(train), "--out", str(out), "--quick", "--epochs", "1",
                      "--cv", "2", "--cv-repeats", "2"]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["cv_repeats"] == 2 and sorted(p.name for p in out.glob("fold*")) == ["fold1", "fold2", "fold3", "fold4"]
+    assert metrics["protocol"]["cv_repeats"] == 2 and metrics["protocol"]["cv_folds"] == 2
+    assert sorted(p.name for p in out.glob("fold*")) == ["fold1", "fold2", "fold3", "fold4"]
     assert metrics["scores"]["PromoterClassifier (this run)"]["cv"]["mcc"]["n"] == 4
     assert metrics["trust"]["split"] == "out-of-fold" and metrics["trust"]["examples"] == 60
     with open(out / "out_of_fold.csv") as handle:
