@@ -99,7 +99,7 @@ def run_activity(options: ActivityOptions) -> dict[str, Any]:
     held_out = {name: {"held_out": summary} for name, summary in [(MODEL_NAME, model), *baselines.items()] if summary}
     members = len(outcome["member_dirs"]) or 1
     protocol = RunProtocol(seeds=options.seeds, cv=members if options.protocol in ("cv", "file_folds") else None,
-                           description=PROTOCOL_TEXT[options.protocol],
+                           description=PROTOCOL_TEXT[options.protocol].replace("K-fold", f"{members}-fold"),
                            name_override="fit_all" if options.protocol == "fit_all" else None)
     metrics = metrics_document(
         "activity", dataset=options.dataset or ", ".join(Path(f).name for f in data.files), protocol=protocol.to_dict(),
