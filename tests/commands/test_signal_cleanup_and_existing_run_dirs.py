@@ -13,6 +13,7 @@ import pytest
 
 from bioattn.cli import main as bioattn_main
 from tests.helpers import REPO_ROOT
+from tests.helpers.processes import interrupt_when_ready
 
 # writes done.txt completely, then blocks inside a second atomic write of out.txt (which already holds "old")
 _WRITER = textwrap.dedent("""
@@ -40,14 +41,11 @@ def test_terminating_signals_remove_temporary_files_and_keep_finished_ones(tmp_p
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        assert proc.stdout.readline().strip() == "ready"
+
+    def writing() -> None:
         assert any(p.name.endswith(".tmp") for p in tmp_path.iterdir())  # the write in progress
-        proc.send_signal(signum)
-        _, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+
+    stderr = interrupt_when_ready(proc, signum, writing)
     assert proc.returncode == 128 + signum, stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["done.txt", "out.txt"]  # no .out.txt.xxxx.tmp left
     assert (tmp_path / "out.txt").read_text() == "old\n"  # the previous file is intact

@@ -15,6 +15,7 @@ import bioattn.commands.models as models_command
 from bioattn.cli import main, run_user_main
 from bioattn.errors import UserInputError
 from tests.helpers import REPO_ROOT
+from tests.helpers.processes import interrupt_when_ready
 
 
 def test_ctrl_c_in_an_in_process_command_reaches_the_caller(monkeypatch) -> None:
@@ -70,12 +71,6 @@ def test_the_program_still_exits_cleanly_on_signals(tmp_path: Path, signum: int)
     script = _PROGRAM.replace("sys.argv[2]", repr(str(tmp_path)))
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env)
-    try:
-        assert proc.stdout.readline().strip() == "ready"
-        proc.send_signal(signum)
-        _, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    stderr = interrupt_when_ready(proc, signum)
     assert proc.returncode == 128 + signum, stderr
     assert list(tmp_path.iterdir()) == []  # the temporary file of the interrupted write is gone

@@ -2,13 +2,12 @@
 descriptions name the method used."""
 from __future__ import annotations
 
-import pytest
-
 import argparse
 import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 from bioattn.cli import build_parser
@@ -16,8 +15,8 @@ from bioattn.cli import main as cli_main
 from bioattn.data.dna import decode
 from bioattn.explain.faithfulness import most_faithful
 from bioattn.explain.result import resolve_method
-from bioattn.models.hybrid_ct import HybridCT3D
 from bioattn.models.promoter import PromoterClassifier
+from tests.helpers.ct_volumes import write_tiny_ct_run
 
 
 def _result(deletion: float, insertion: float) -> dict:
@@ -53,11 +52,7 @@ def test_auto_picks_the_method_most_faithful_on_the_input_not_the_fixed_order(ca
 
 @pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_explain_ct_auto_shows_the_method_its_own_table_stars(tmp_path: Path, capsys) -> None:
-    torch.manual_seed(0)
-    HybridCT3D(1, 2, stem_channels=[4, 8], stem_strides=[2, 2], embed_dim=12, num_heads=2, num_layers=2,
-               dropout=0.0).eval().save_pretrained(tmp_path / "run")
-    images = (np.random.default_rng(1).random((2, 8, 8, 8)) > 0.5).astype(np.uint8) * 255
-    np.savez(tmp_path / "vols.npz", val_images=images, val_labels=np.array([[0], [1]]))
+    write_tiny_ct_run(tmp_path)
     out = tmp_path / "out"
     assert cli_main(["explain", "ct", "--run", str(tmp_path / "run"), "--input", str(tmp_path / "vols.npz"),
                      "--out", str(out), "--faithfulness-steps", "4"]) == 0

@@ -248,13 +248,9 @@ def test_msa_column_attribution_and_command_faithfulness(tmp_path: Path) -> None
 
 @pytest.mark.slow
 def test_explain_ct_command_writes_attribution_and_faithfulness(tmp_path: Path) -> None:
-    from bioattn.models.hybrid_ct import HybridCT3D
+    from tests.helpers.ct_volumes import write_tiny_ct_run
 
-    torch.manual_seed(0)
-    HybridCT3D(1, 2, stem_channels=[4, 8], stem_strides=[2, 2], embed_dim=12, num_heads=2, num_layers=2,
-               dropout=0.0).eval().save_pretrained(tmp_path / "run")
-    images = (np.random.default_rng(1).random((2, 8, 8, 8)) > 0.5).astype(np.uint8) * 255
-    np.savez(tmp_path / "vols.npz", val_images=images, val_labels=np.array([[0], [1]]))
+    write_tiny_ct_run(tmp_path)
     out = tmp_path / "out"
     assert cli_main(["explain", "ct", "--model", str(tmp_path / "run"), "--input", str(tmp_path / "vols.npz"),
                      "--out", str(out), "--method", "relevance", "--faithfulness-steps", "4",

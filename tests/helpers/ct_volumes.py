@@ -74,3 +74,18 @@ def read_csv_rows(path: Path) -> list[dict[str, str]]:
 def predict_ct_rows(run: Path, input_: Path, output: Path, *flags: str) -> list[dict[str, str]]:
     assert cli_main(["predict", "ct", "--model", str(run), "--input", str(input_), "--output", str(output), *flags]) == 0
     return read_csv_rows(output)
+
+
+def write_tiny_ct_run(folder: Path) -> tuple[Path, Path]:
+    """An untrained two-layer ``HybridCT3D`` saved as ``folder/run`` (seed 0) and two random binary 8³ volumes as a
+    MedMNIST-shaped ``folder/vols.npz`` (labels 0 and 1): the smallest input ``explain ct`` accepts."""
+    import torch
+
+    from bioattn.models.hybrid_ct import HybridCT3D
+
+    torch.manual_seed(0)
+    HybridCT3D(1, 2, stem_channels=[4, 8], stem_strides=[2, 2], embed_dim=12, num_heads=2, num_layers=2,
+               dropout=0.0).eval().save_pretrained(folder / "run")
+    images = (np.random.default_rng(1).random((2, 8, 8, 8)) > 0.5).astype(np.uint8) * 255
+    np.savez(folder / "vols.npz", val_images=images, val_labels=np.array([[0], [1]]))
+    return folder / "run", folder / "vols.npz"

@@ -6,25 +6,15 @@ import numpy as np
 import pytest
 
 from bioattn.explain.motifs import ModiscoSettings, discover_patterns
+from tests.helpers.planted import planted_contributions
 
 LENGTH, TSS = 60, 34
 GC_BOX, CCAAT = "GGGGCGGGGC", "CCAATCAG"
 
 
 def _plant(n: int, plan, seed: int = 0) -> tuple[list[str], np.ndarray]:
-    """Random sequences with ``plan(row) -> (motif, start)`` planted; hypothetical contributions +1 on the planted
-    bases (-1/3 on the other three), small noise elsewhere."""
-    rng = np.random.default_rng(seed)
-    sequences, values = [], rng.normal(0, 0.02, (n, LENGTH, 4)).astype(np.float32)
-    for row in range(n):
-        letters = list(rng.choice(list("ACGT"), LENGTH))
-        motif, start = plan(row)
-        letters[start : start + len(motif)] = motif
-        for offset, base in enumerate(motif):
-            values[row, start + offset] = -1 / 3
-            values[row, start + offset, "ACGT".index(base)] = 1.0
-        sequences.append("".join(letters))
-    return sequences, values
+    """:func:`~tests.helpers.planted.planted_contributions` at this file's length."""
+    return planted_contributions(n, LENGTH, plan, seed)
 
 
 def _carrying(patterns, motif: str):

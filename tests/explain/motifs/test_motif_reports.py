@@ -17,6 +17,7 @@ from bioattn.explain.motifs import ModiscoSettings, discover_patterns
 from bioattn.explain.promoter_attribution import promoter_attribution
 from bioattn.explain.attribution import predicted_log_odds
 from bioattn.models.promoter import PromoterClassifier
+from tests.helpers.planted import planted_contributions
 
 LENGTH, TSS = 60, 40
 GC_BOX, CCAAT = "GGGGCGGGGC", "CCAATCAG"
@@ -25,19 +26,9 @@ FAST = ModiscoSettings(window=11, flank=3, max_seqlets=400, n_leiden_runs=2, min
 
 
 def _planted(n: int, seed: int = 0) -> tuple[list[str], np.ndarray]:
-    """Random sequences; the first half carry the GC box at 12..22, the second half CCAAT at 30..38. Hypothetical
-    contributions: +1 on the planted bases (-1/3 on the others), small noise elsewhere."""
-    rng = np.random.default_rng(seed)
-    sequences, values = [], rng.normal(0, 0.02, (n, LENGTH, 4)).astype(np.float32)
-    for row in range(n):
-        letters = list(rng.choice(list("ACGT"), LENGTH))
-        motif, start = (GC_BOX, 12) if row < n // 2 else (CCAAT, 30)
-        letters[start : start + len(motif)] = motif
-        for offset, base in enumerate(motif):
-            values[row, start + offset] = -1 / 3
-            values[row, start + offset, "ACGT".index(base)] = 1.0
-        sequences.append("".join(letters))
-    return sequences, values
+    """Random sequences; the first half carry the GC box at 12..22, the second half CCAAT at 30..38, with
+    hypothetical contributions on the planted bases (:func:`~tests.helpers.planted.planted_contributions`)."""
+    return planted_contributions(n, LENGTH, lambda row: (GC_BOX, 12) if row < n // 2 else (CCAAT, 30), seed)
 
 
 @pytest.mark.slow
