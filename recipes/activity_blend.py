@@ -1,13 +1,17 @@
-"""lentiMPRA WTC11: the 2-fold cross-validation of a deep ActivityRegressor blended with a k-mer ridge, and the
-blend of the model trained on both folds (what bioattn/pretrained/lentimpra-wtc11 ships).
+"""lentiMPRA WTC11: blend already-trained deep ActivityRegressor runs the way `bioattn train activity` now does
+(a ridge on known-motif scores, the deep weight chosen on each model's validation rows), score the 2-fold
+cross-validation beside the same-run baselines, and blend the model trained on both folds (what
+bioattn/pretrained/lentimpra-wtc11 ships).
 
-    python recipes/activity_blend.py CV_RUN FIT_ALL_RUN OUT_DIR [--data-root DIR] [--deep-weight 0.5]
+    python recipes/activity_blend.py CV_RUN FIT_ALL_RUN OUT_DIR [--data-root DIR] [--blend motifs|kmers]
+                                     [--deep-weight auto|W]
 
-CV_RUN: a 'bioattn train activity --dataset lentimpra_wtc11' run (fold1/ holds out fold1.tsv and trained on
-fold2.tsv, fold2/ the reverse); FIT_ALL_RUN: the same recipe with --fit-all. For each fold model, the k-mer ridge
-is fitted on the file that model trained on and the blend is scored on the file it held out, beside the deep model
-alone (the run's metrics.json has the same-run k-mer ridge baseline of the same rows); OUT_DIR gets blend.json
-and the blended fit-all model (config.json + model.safetensors).
+CV_RUN: a 'bioattn train activity --dataset lentimpra_wtc11 --blend none' run (fold1/ holds out fold1.tsv and
+trained on fold2.tsv, fold2/ the reverse); FIT_ALL_RUN: the same recipe with --fit-all. Each fold goes through the
+library's own steps (blend_member, score_member) with the fold's deep model in place of a new training: the
+numbers are those the default `bioattn train activity --dataset lentimpra_wtc11` gives with these deep models.
+OUT_DIR gets blend.json (per fold and mean ± sd: the blend, the deep model alone and every baseline) and the
+blended fit-all model (config.json + model.safetensors).
 """
 from __future__ import annotations
 
@@ -15,14 +19,16 @@ import argparse
 import json
 from pathlib import Path
 
-import numpy as np
-
-from bioattn.data.root import resolve_data_root
 from bioattn.io import write_json
+from bioattn.metrics import mean_std
 from bioattn.models.activity import ActivityRegressor
-from bioattn.tasks.activity.data import detect_flanks, read_activity_file, read_activity_files, strip_all
-from bioattn.tasks.activity.scores import regression_metrics
-from bioattn.tasks.activity.train import blend_with_kmer_ridge
+from bioattn.tasks.activity.train import ActivityOptions, blend_member, load_data, score_member
+from bioattn.tasks.activity.data import file_folds
+from bioattn.tasks.driver import cv_members
+
+
+def weight(text: str) -> float | None:
+    return None if text == "auto" else float(text)
 
 
 def main() -> None:
@@ -31,28 +37,31 @@ def main() -> None:
     parser.add_argument("fit_all_run", type=Path)
     parser.add_argument("out", type=Path)
     parser.add_argument("--data-root", default=None)
-    parser.add_argument("--deep-weight", type=float, default=0.5)
+    parser.add_argument("--blend", choices=["motifs", "kmers"], default="motifs")
+    parser.add_argument("--deep-weight", type=weight, default=None)
     args = parser.parse_args()
-    folder = resolve_data_root(args.data_root) / "activity" / "lentimpra_wtc11"
-    files = [folder / "fold1.tsv", folder / "fold2.tsv"]
-    splits = [read_activity_file(f) for f in files]
-    flanks = detect_flanks(splits[0].sequences + splits[1].sequences)
-    splits = [strip_all(s, flanks) for s in splits]
-    folds = {}
-    for k, (held_out, train) in enumerate([(splits[0], splits[1]), (splits[1], splits[0])], start=1):
-        deep = ActivityRegressor.from_pretrained(args.cv_run / f"fold{k}")
-        blended = blend_with_kmer_ridge(deep, train, deep_weight=args.deep_weight)
-        folds[f"fold{k}"] = {name: regression_metrics(held_out.values, values, held_out.target_names) for name, values in (
-            ("blend", blended.predict(held_out.sequences)), ("deep", deep.predict(held_out.sequences)))}
-        print(k, {name: round(m["pearson"], 4) for name, m in folds[f"fold{k}"].items()}, flush=True)
-    summary = {name: {metric: {"mean": float(np.mean([folds[f][name][metric] for f in folds])),
-                               "sd": float(np.std([folds[f][name][metric] for f in folds], ddof=1)), "n": 2}
-                      for metric in ("pearson", "spearman", "r2", "mse")} for name in folds["fold1"]}
-    everything = strip_all(read_activity_files(files), flanks)
-    shipped = blend_with_kmer_ridge(ActivityRegressor.from_pretrained(args.fit_all_run), everything,
-                                    deep_weight=args.deep_weight)
+    options = ActivityOptions(dataset="lentimpra_wtc11", out=args.out, data_root=args.data_root, blend=args.blend,
+                              deep_weight=args.deep_weight)
+    data = load_data(options)
+    folds, chosen = {}, {}
+    for member in cv_members(args.out, file_folds(data.pool.file_index)):
+        train, held_out = data.pool.subset(member.train_index), data.pool.subset(member.held_out_index)
+        features = (data.motif_features("pool", member.train_index), data.motif_features("pool", member.held_out_index))
+        deep = ActivityRegressor.from_pretrained(args.cv_run / member.dir_name).eval()
+        blended, info = blend_member(options, data, deep, train, options.seed, features[0])
+        scores, _ = score_member(blended, data, train, held_out, deep=deep, motif_features=features)
+        folds[member.dir_name] = {name: s for name, s in scores.items()}
+        chosen[member.dir_name] = info
+        print(member.dir_name, {name: round(s["pearson"], 4) for name, s in scores.items()}, info.get("deep_weight"),
+              flush=True)
+    summary = {name: mean_std([folds[f][name] for f in folds]) for name in folds["fold1"]}
+    deep_all = ActivityRegressor.from_pretrained(args.fit_all_run).eval()
+    shipped, shipped_info = blend_member(options, data, deep_all, data.pool, options.seed,
+                                         data.motif_features("pool"))
     shipped.save_pretrained(args.out)
-    write_json(args.out / "blend.json", {"deep_weight": args.deep_weight, "folds": folds, "summary": summary})
+    write_json(args.out / "blend.json", {"blend": args.blend, "deep_weight": args.deep_weight or "auto",
+                                         "folds": folds, "weights": chosen, "summary": summary,
+                                         "shipped": shipped_info})
     print(json.dumps({name: summary[name]["pearson"] for name in summary}, indent=1))
 
 

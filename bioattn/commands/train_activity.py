@@ -14,8 +14,11 @@ none); the run remembers it, so 'bioattn predict activity' accepts sequences wit
 trains on random reverse complements and averages both strands in prediction (default forward: oriented assays).
 A sequence and its reverse complement always fall on the same side of every split.
 
-Every model early-stops on 10 % of the elements of its training part (never on the rows it is scored on) and is
-compared with a k-mer ridge regression (k = 1..6) and the mean predictor fitted on the same rows. Writes into
+Every deep model early-stops on 10 % of the elements of its training part (never on the rows it is scored on);
+the saved model then blends it (--deep-weight, default chosen on those 10 %) with a ridge regression on the scores of known motif
+matrices (--motif-db, default JASPAR CORE vertebrates, shipped with pyjaspar; --blend kmers: k-mer counts; none:
+the deep model alone) fitted on its whole training part. The blend is compared with its deep part alone, a k-mer
+ridge regression (k = 1..6), the motif ridge alone and the mean predictor, fitted on the same rows. Writes into
 RUN_DIR: the model(s) (config.json + model.safetensors; fold<k>/ or seed<s>/ for several), metrics.json,
 summary.md and, for cross-validation, out_of_fold.csv. On bad input: one 'error:' line, exit status 2.
 """
@@ -64,12 +67,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         ("--kmer-branch", int, 0, "K > 0: add a linear k-mer (k=1..K) branch, fitted first by ridge regression"),
     ):
         model.add_argument(flag, type=kind, default=default, help=f"{text} (default: %(default)s)")
-    model.add_argument("--no-baselines", action="store_true", help="skip the k-mer ridge and mean baselines (slow on "
-                       "large files)")
+    model.add_argument("--blend", choices=["motifs", "kmers", "none"], default="motifs",
+                       help="ridge regression blended with the deep model in the saved model (default: %(default)s)")
+    model.add_argument("--deep-weight", type=_weight, default=None, metavar="auto|W",
+                       help="weight of the deep model in the blend, 0..1 (default: auto, chosen on the rows the deep "
+                            "model early-stopped on)")
+    model.add_argument("--motif-db", default="jaspar", metavar="SPEC",
+                       help="motifs of --blend motifs: jaspar, jaspar:COLLECTION:TAX_GROUP or a MEME file "
+                            "(default: %(default)s)")
+    model.add_argument("--motif-bins", type=int, default=2,
+                       help="parts of the element whose motif scores are separate features (default: %(default)s)")
+    model.add_argument("--no-baselines", action="store_true", help="skip the k-mer ridge, motif ridge and mean "
+                       "baselines (slow on large files)")
     model.add_argument("--quick", action="store_true", help="smoke test: tiny model, few rows, 2 short epochs")
     add_device_argument(model)
     parser.add_argument("--out", type=Path, required=True, help="run directory to create")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
+
+
+def _weight(text: str) -> float | None:
+    if text == "auto":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected auto or a number in [0, 1], got {text!r}") from None
 
 
 def options_from_args(args: argparse.Namespace):
@@ -84,7 +106,8 @@ def options_from_args(args: argparse.Namespace):
         kernel=args.kernel, stages=args.stages, embed_dim=args.embed_dim, heads=args.heads, layers=args.layers,
         dropout=args.dropout, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
         weight_decay=args.weight_decay, patience=args.patience, shift=args.shift, seed=args.seed, device=args.device,
-        baselines=not args.no_baselines, kmer_branch=args.kmer_branch)
+        baselines=not args.no_baselines, kmer_branch=args.kmer_branch, blend=args.blend, deep_weight=args.deep_weight,
+        motif_db=args.motif_db, motif_bins=args.motif_bins)
 
 
 def run(args: argparse.Namespace) -> int:

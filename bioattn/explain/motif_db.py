@@ -1,5 +1,5 @@
 """Known motifs to annotate discovered patterns with, offline: JASPAR through ``pyjaspar`` (which ships the
-database) or the user's own MEME-format file; and TOMTOM (``memelite``) to compare patterns with them.
+database) or the user's own MEME-format file (read by :mod:`bioattn.data.motif_db`); and TOMTOM (``memelite``) to compare patterns with them.
 
 A database is chosen by a spec string: ``jaspar`` (JASPAR CORE, vertebrates: the default),
 ``jaspar:<COLLECTION>:<tax group>`` (e.g. ``jaspar:CORE:insects``, ``jaspar:CORE:all`` for every taxon),
@@ -7,90 +7,14 @@ a path to a MEME-format file, or ``none`` (no annotation: patterns are listed wi
 """
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field
-from pathlib import Path
-
 import numpy as np
 
-from bioattn.errors import UserInputError
+from bioattn.data.motif_db import DEFAULT_DB, JASPAR_RELEASE, MotifDatabase, load_motif_database
 
-#: JASPAR release read by pyjaspar (shipped with the package; nothing is downloaded).
-JASPAR_RELEASE = "JASPAR2026"
-DEFAULT_DB = "jaspar"
+__all__ = ["DEFAULT_DB", "DEFAULT_Q", "JASPAR_RELEASE", "MotifDatabase", "load_motif_database", "tomtom_matches"]
+
 #: TOMTOM q-value below which a database match is reported as a match.
 DEFAULT_Q = 0.05
-
-
-@dataclass
-class MotifDatabase:
-    """Position probability matrices ``matrices[i]: (4, W_i)`` (rows A, C, G, T) with their ids, names,
-    families and classes (JASPAR TF family and structural class; '' when unknown); ``label`` names the database
-    and release."""
-
-    label: str
-    ids: list[str]
-    names: list[str]
-    families: list[str]
-    matrices: list[np.ndarray]
-    classes: list[str] = field(default_factory=list)
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-
-def _ppm(counts: np.ndarray) -> np.ndarray:
-    counts = np.asarray(counts, dtype=float) + 1e-3
-    return counts / counts.sum(0, keepdims=True)
-
-
-def load_motif_database(spec: str | os.PathLike | None = DEFAULT_DB) -> MotifDatabase | None:
-    """The database named by ``spec`` (see the module docstring); ``None`` for ``none``."""
-    spec = DEFAULT_DB if spec is None else str(spec)
-    if spec.lower() == "none":
-        return None
-    if spec.lower() == "jaspar" or spec.lower().startswith("jaspar:"):
-        parts = spec.split(":")
-        collection = parts[1].upper() if len(parts) > 1 and parts[1] else "CORE"
-        tax_group = parts[2].lower() if len(parts) > 2 and parts[2] else "vertebrates"
-        if len(parts) > 3:
-            raise UserInputError(f"--motif-db {spec!r}: expected jaspar[:COLLECTION[:TAX_GROUP]], e.g. jaspar:CORE:insects")
-        from pyjaspar import jaspardb
-
-        query = {"collection": collection}
-        if tax_group != "all":
-            query["tax_group"] = [tax_group]
-        motifs = jaspardb(release=JASPAR_RELEASE).fetch_motifs(**query)
-        if not motifs:
-            raise UserInputError(f"--motif-db {spec!r}: {JASPAR_RELEASE} has no {collection} matrices for tax group "
-                                 f"{tax_group!r} (e.g. vertebrates, plants, insects, nematodes, fungi, urochordates, all)")
-        return MotifDatabase(
-            label=f"{JASPAR_RELEASE} {collection} {tax_group}", ids=[m.matrix_id for m in motifs],
-            names=[m.name for m in motifs], families=["; ".join(m.tf_family or []) for m in motifs],
-            matrices=[_ppm([m.counts[b] for b in "ACGT"]) for m in motifs],
-            classes=["; ".join(m.tf_class or []) for m in motifs])
-    path = Path(spec)
-    if not path.is_file():
-        raise UserInputError(f"--motif-db {spec}: no such file (expected jaspar, jaspar:COLLECTION:TAX_GROUP, none "
-                             "or a MEME-format motif file)")
-    from memelite.io import read_meme
-
-    try:
-        motifs = read_meme(str(path))
-    except Exception as exc:  # the reader raises bare errors on malformed files
-        raise UserInputError(f"{path}: not a readable MEME-format motif file ({type(exc).__name__}: {exc})") from exc
-    if not motifs:
-        raise UserInputError(f"{path}: no motifs found (expected MEME format: 'MOTIF <id> [name]' + letter-probability matrix)")
-    ids, names, matrices = [], [], []
-    for key, matrix in motifs.items():
-        matrix = np.asarray(matrix, dtype=float)
-        if matrix.ndim != 2 or matrix.shape[0] != 4 or not np.isfinite(matrix).all():
-            raise UserInputError(f"{path}: motif {key!r}: expected a DNA letter-probability matrix (A C G T)")
-        ident, _, name = key.partition(" ")
-        ids.append(ident)
-        names.append(name or ident)
-        matrices.append(_ppm(matrix))
-    return MotifDatabase(label=path.name, ids=ids, names=names, families=[""] * len(ids), matrices=matrices)
 
 
 def tomtom_matches(queries: list[np.ndarray], database: MotifDatabase, *, top: int = 3) -> list[list[dict]]:

@@ -12,10 +12,16 @@ targets; :meth:`ActivityRegressor.forward` returns them in the units of the trai
 The config also remembers how a run reads raw strings: ``flanks`` (constant 5′/3′ adapters stripped before the
 model; :meth:`ActivityRegressor.predict` accepts sequences with or without them) and ``strand`` (``forward``:
 the sequence as given; ``both``: the mean of the sequence and its reverse complement).
+
+Two optional linear branches add to the head's output (a "wide and deep" model): ``kmer_branch`` reads the
+standardised counts of every k-mer (:func:`kmer_counts`), ``motifs`` the standardised best and summed log-odds
+scores of known motif matrices on either strand (:func:`motif_scores`; the matrices are saved with the weights).
+Training fits them in closed form (ridge); a blend scales the head and the branches so that the output is a
+weighted mean of the deep model and the ridge.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -27,7 +33,7 @@ from bioattn.data.dna import A_ID, PAD_ID, VOCAB_SIZE, encode, reverse_complemen
 from bioattn.errors import UserInputError
 from bioattn.models.base import PretrainedModel
 
-__all__ = ["ActivityRegressor", "STRANDS", "kmer_counts", "strip_flanks"]
+__all__ = ["ActivityRegressor", "STRANDS", "kmer_counts", "motif_scores", "strip_flanks"]
 
 STRANDS = ("forward", "both")
 
@@ -59,6 +65,70 @@ def kmer_counts(tokens: Tensor, kmax: int) -> Tensor:
             counts.scatter_add_(1, index * ok, ok.to(counts.dtype))
         features.append(counts)
     return torch.cat(features, dim=1)
+
+
+#: Motif widths are rounded up to a multiple of this to share one convolution (a matrix's extra columns are 0).
+MOTIF_WIDTH_STEP = 4
+#: Rows scored at once by :func:`motif_scores` (its per-position scores are ``rows × 2M × L`` floats).
+MOTIF_CHUNK = 64
+
+
+def one_hot(tokens: Tensor) -> Tensor:
+    """``(B, 4, L)`` float one-hot (rows A, C, G, T) of token ids ``(B, L)``; ``N`` and padding are all zero."""
+    base = tokens - A_ID
+    valid = (base >= 0) & (base < 4)
+    return (F.one_hot(base.clamp(0, 3), 4) * valid.unsqueeze(-1)).transpose(1, 2).float()
+
+
+def motif_scores(tokens: Tensor, matrices: Tensor, widths: Sequence[int], bins: int = 1) -> Tensor:
+    """Scores of ``M`` motif matrices ``matrices (M, 4, W)`` (log-odds, rows A, C, G, T; matrix i uses its first
+    ``widths[i]`` columns) on token ids ``(B, L)`` → ``(B, 2 * bins * M)``.
+
+    Each element is cut into ``bins`` equal parts by window start (bin 0 at the 5′ end); per part, per matrix:
+    ``max(0, s_max)`` with ``s_max`` the best score over the part's positions (each position's better strand),
+    then ``log(1 + Σ_p exp(s_p))`` (a soft count of sites, 0 where none scores well). Columns: part 0's M best
+    scores, its M soft counts, then part 1's, and so on. A window may run past the element's end (those columns
+    score 0); padding and ``N`` score 0.
+    """
+    widths_t = torch.as_tensor(list(widths), dtype=torch.long)
+    if matrices.dim() != 3 or matrices.shape[1] != 4 or len(widths_t) != matrices.shape[0]:
+        raise ValueError(f"matrices must be (M, 4, W) with one width each, got {tuple(matrices.shape)}")
+    if bins < 1:
+        raise ValueError(f"bins must be >= 1, got {bins}")
+    buckets: dict[int, list[int]] = {}
+    for index, width in enumerate(widths_t.tolist()):
+        padded = -(-int(width) // MOTIF_WIDTH_STEP) * MOTIF_WIDTH_STEP
+        buckets.setdefault(min(padded, matrices.shape[2]), []).append(index)
+    order = torch.tensor([i for width in sorted(buckets) for i in buckets[width]], dtype=torch.long)
+    inverse = torch.empty_like(order)
+    inverse[order] = torch.arange(len(order))
+    inverse = inverse.to(matrices.device)
+    # the reverse complement of each matrix within its own width (columns reversed, A<->T and C<->G), zero-padded
+    # on the right like the matrix itself, so both strands score the same window [p, p + width)
+    columns = torch.arange(matrices.shape[2], device=matrices.device)[None, :]
+    width_col = widths_t.to(matrices.device)[:, None]
+    source = (width_col - 1 - columns).clamp_min(0)[:, None, :].expand(-1, 4, -1)
+    reverse = matrices.flip(1).gather(2, source) * (columns < width_col)[:, None, :].to(matrices.dtype)
+    lengths = (tokens != PAD_ID).sum(1)
+    out = []
+    for start in range(0, tokens.shape[0], MOTIF_CHUNK):
+        ids = tokens[start : start + MOTIF_CHUNK]
+        x = one_hot(ids).to(matrices.dtype)
+        position = torch.arange(ids.shape[1], device=ids.device)[None, None, :]
+        part = (position * bins) // lengths[start : start + MOTIF_CHUNK, None, None].clamp_min(1)  # (b, 1, L)
+        per_bucket = []
+        for width in sorted(buckets):
+            rows = torch.tensor(buckets[width], device=matrices.device)
+            padded = F.pad(x, (0, width - 1))
+            per_bucket.append(torch.maximum(F.conv1d(padded, matrices[rows, :, :width]),
+                                            F.conv1d(padded, reverse[rows, :, :width])))
+        scores = torch.cat(per_bucket, 1)[:, inverse]  # (b, M, L), matrices in their given order
+        features = []
+        for b in range(bins):
+            masked = scores.masked_fill(part != b, float("-inf"))  # part == bins past the element's end
+            features += [masked.amax(-1).clamp_min(0.0), F.softplus(torch.logsumexp(masked, -1))]
+        out.append(torch.cat(features, 1))
+    return torch.cat(out) if out else matrices.new_zeros(0, 2 * bins * matrices.shape[0])
 
 
 class _SqueezeExcite(nn.Module):
@@ -104,6 +174,10 @@ class ActivityRegressor(PretrainedModel):
         kmer_branch: 0 (off) or K: add a linear function of the standardised counts of every k-mer, k = 1..K
             (:func:`kmer_counts`), to the head's output; training fits it first (ridge) and the deep part learns
             what it leaves (a "wide and deep" model).
+        motifs: ``None`` (off) or ``{"ids", "names", "widths", "bins", "source"}`` of M motif matrices: add a
+            linear function of their standardised :func:`motif_scores` (2 × bins × M features) to the head's output. The matrices
+            are the buffer ``motif_matrices (M, 4, max width)``, set by :meth:`set_motif_matrices` and saved with
+            the weights.
     """
 
     def __init__(
@@ -123,6 +197,7 @@ class ActivityRegressor(PretrainedModel):
         num_layers: int = 2,
         dropout: float = 0.1,
         kmer_branch: int = 0,
+        motifs: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
         target_names = [str(name) for name in target_names]
@@ -146,6 +221,16 @@ class ActivityRegressor(PretrainedModel):
             "stages": stages, "embed_dim": embed_dim, "num_heads": num_heads, "num_layers": num_layers,
             "dropout": dropout, "kmer_branch": kmer_branch,
         }
+        if motifs is not None:
+            widths = [int(w) for w in motifs["widths"]]
+            ids = [str(i) for i in motifs["ids"]]
+            if not widths or len(ids) != len(widths) or min(widths) < 1:
+                raise ValueError("motifs needs one id and one width >= 1 per matrix")
+            motifs = {"ids": ids, "names": [str(n) for n in motifs.get("names", ids)], "widths": widths,
+                      "bins": int(motifs.get("bins", 1)), "source": str(motifs.get("source", ""))}
+            if motifs["bins"] < 1:
+                raise ValueError(f"motifs['bins'] must be >= 1, got {motifs['bins']}")
+            self.config["motifs"] = motifs
         self.input_length, self.target_names, self.flanks, self.strand = input_length, target_names, flanks, strand
         self.register_buffer("target_mean", torch.tensor(target_mean), persistent=False)
         self.register_buffer("target_sd", torch.tensor(target_sd), persistent=False)
@@ -170,6 +255,16 @@ class ActivityRegressor(PretrainedModel):
             self.kmer_linear = nn.Linear(features, count)
             nn.init.zeros_(self.kmer_linear.weight)
             nn.init.zeros_(self.kmer_linear.bias)
+        self.motifs = motifs
+        if motifs is not None:
+            count_m = len(motifs["widths"])
+            features_m = 2 * motifs["bins"] * count_m
+            self.register_buffer("motif_matrices", torch.zeros(count_m, 4, max(motifs["widths"])))
+            self.register_buffer("motif_mean", torch.zeros(features_m))
+            self.register_buffer("motif_scale", torch.ones(features_m))
+            self.motif_linear = nn.Linear(features_m, count)
+            nn.init.zeros_(self.motif_linear.weight)
+            nn.init.zeros_(self.motif_linear.bias)
 
     @property
     def num_targets(self) -> int:
@@ -202,11 +297,36 @@ class ActivityRegressor(PretrainedModel):
             out = self.head(embedding.float())
             if self.kmer_branch:
                 out = out + self.kmer_linear(self.kmer_features(tokens))
+            if self.motifs is not None:
+                out = out + self.motif_linear(self.motif_features(tokens))
         return out, embedding
 
     def kmer_features(self, tokens: Tensor) -> Tensor:
         """The standardised k-mer counts ``(B, F)`` the k-mer branch reads."""
         return (kmer_counts(tokens, self.kmer_branch) - self.kmer_mean) / self.kmer_scale
+
+    def set_motif_matrices(self, matrices: Sequence[np.ndarray]) -> None:
+        """Store the log-odds matrices ``(4, W_i)`` of the motif branch, one per ``config["motifs"]`` id."""
+        if self.motifs is None:
+            raise ValueError("this model has no motif branch (motifs=None)")
+        if len(matrices) != len(self.motifs["widths"]):
+            raise ValueError(f"expected {len(self.motifs['widths'])} matrices, got {len(matrices)}")
+        with torch.no_grad():
+            self.motif_matrices.zero_()
+            for index, (matrix, width) in enumerate(zip(matrices, self.motifs["widths"])):
+                matrix = torch.as_tensor(np.asarray(matrix), dtype=self.motif_matrices.dtype)
+                if tuple(matrix.shape) != (4, width):
+                    raise ValueError(f"matrix {self.motifs['ids'][index]}: expected (4, {width}), got {tuple(matrix.shape)}")
+                self.motif_matrices[index, :, :width] = matrix
+
+    def raw_motif_scores(self, tokens: Tensor) -> Tensor:
+        """The unstandardised :func:`motif_scores` ``(B, 2 × bins × M)`` of the motif branch."""
+        with torch.autocast(tokens.device.type, enabled=False):
+            return motif_scores(tokens, self.motif_matrices.float(), self.motifs["widths"], self.motifs["bins"])
+
+    def motif_features(self, tokens: Tensor) -> Tensor:
+        """The standardised motif scores ``(B, 2 × bins × M)`` the motif branch reads."""
+        return (self.raw_motif_scores(tokens) - self.motif_mean) / self.motif_scale
 
     def forward(self, tokens: Tensor) -> dict[str, Tensor]:
         """``tokens (B, L)`` (element token ids, ``PAD`` = padding) → ``{"values": (B, T) in the training units,

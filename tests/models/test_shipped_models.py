@@ -23,7 +23,9 @@ from bioattn.models.registry import CARD_NAME, CONFIG_NAME, MODEL_TYPES, PRETRAI
 from bioattn.tasks.msa.head import SHIPPED_HEADS_DIR
 
 SHIPPED = available_models()
-MAX_FILE_BYTES = 5 * 1024 * 1024
+#: Shipped files stay small: the largest is lentimpra-wtc11's weights (5.4 MB: the deep model and its 1,019 motif
+#: matrices), stored twice (inside cagi5-release too).
+MAX_FILE_BYTES = 6 * 1024 * 1024
 TOLERANCE = 1e-4
 #: Per command that loads a model: the arguments it needs besides --run / --model.
 MODEL_COMMANDS = {

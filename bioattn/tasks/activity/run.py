@@ -19,7 +19,7 @@ from typing import Any
 from bioattn.io import write_table
 from bioattn.metrics import mean_std
 from bioattn.report import format_mean_sd, format_table
-from bioattn.tasks.activity.scores import METRICS, RIDGE_NAME
+from bioattn.tasks.activity.scores import DEEP_NAME, METRICS, MOTIF_RIDGE_NAME, RIDGE_NAME
 from bioattn.tasks.activity.train import HEADLINE, ActivityOptions, load_data, run_members
 from bioattn.tasks.driver import RunProtocol, metrics_document, save_ensemble, write_run_report
 from bioattn.training import check_run_dir, prepare_run_dir
@@ -51,15 +51,35 @@ def warnings_of(model: dict[str, Any], baselines: dict[str, Any], results: list[
     for result in results:
         validation = result["training"]["validation"].get(f"val_{HEADLINE}", 0.0)
         if validation <= 0.05:
+            weight = result["training"].get("deep_weight")
+            advice = (f"the saved blend gives it weight {weight:g}" if weight is not None else
+                      "use the k-mer ridge baseline, or give more sequences")
             out.append(f"{result['member']}: the model learned nothing usable (validation Pearson {validation:.3f} on "
-                       f"{result['training']['sizes']['validation']} sequences); use the k-mer ridge baseline, or "
-                       "give more sequences")
+                       f"{result['training']['sizes']['validation']} sequences); {advice}")
     if model:
         for name, summary in baselines.items():
             if summary[HEADLINE]["mean"] >= model[HEADLINE]["mean"]:
+                advice = "rerun with --blend none to keep it" if name == DEEP_NAME else "prefer it on this data"
                 out.append(f"{name} reaches Pearson {summary[HEADLINE]['mean']:.3f}, at least the model's "
-                           f"{model[HEADLINE]['mean']:.3f}: prefer it on this data")
+                           f"{model[HEADLINE]['mean']:.3f}: {advice}")
     return out
+
+
+def blend_of(options: ActivityOptions, data: Any) -> dict[str, Any]:
+    """``metrics.json``'s ``blend``: what the saved models add to their deep part."""
+    if options.blend == "none":
+        return {"kind": "none", "text": "the deep model alone"}
+    if options.blend == "kmers":
+        source = "k-mer counts (k=1..6)"
+    else:
+        motifs = data.motif_set.config
+        source = f"scores of {len(motifs['ids'])} motif matrices ({motifs['source']}, {motifs['bins']} parts of the element)"
+    weight = ("w × the deep model + (1 − w) × " if options.deep_weight is None else
+              f"{options.deep_weight:g} × the deep model + {1 - options.deep_weight:g} × ")
+    chosen = (", w chosen on the rows each deep model early-stopped on (per model below)"
+              if options.deep_weight is None else "")
+    return {"kind": options.blend, "deep_weight": options.deep_weight if options.deep_weight is not None else "auto",
+            "text": f"{weight}a ridge regression on {source}, fitted on the same training rows{chosen}"}
 
 
 def format_summary(metrics: dict[str, Any]) -> str:
@@ -68,7 +88,8 @@ def format_summary(metrics: dict[str, Any]) -> str:
         rows.append([name, *(format_mean_sd(summary.get(m)) for m in METRICS)])
     lines = [f"# Activity regression: {metrics['source']}", "",
              f"Protocol: {metrics['protocol']['description']}; targets: {', '.join(metrics['target_names'])}; flanks stripped: "
-             f"{metrics['flanks'][0] or '-'} / {metrics['flanks'][1] or '-'}; strand: {metrics['strand']}.", ""]
+             f"{metrics['flanks'][0] or '-'} / {metrics['flanks'][1] or '-'}; strand: {metrics['strand']}.",
+             f"Saved model: {metrics['blend']['text']}.", ""]
     if rows and metrics["model"]:
         lines.append(format_table(["model", *METRICS], rows,
                                   title="Held-out scores, mean ± sd over the models of the run"))
@@ -78,8 +99,9 @@ def format_summary(metrics: dict[str, Any]) -> str:
     for result in metrics["members"]:
         training = result["training"]
         lines.append(f"- {result['member']}: train {result['sizes']['train']}, held out {result['sizes']['held_out']}; "
-                     f"validation Pearson {training['validation'].get('val_pearson', float('nan')):.3f}; best epoch "
-                     f"{training['best_epoch']} of {training['epochs_run']} ({training['stop_reason']})")
+                     f"deep model's validation Pearson {training['validation'].get('val_pearson', float('nan')):.3f}; best epoch "
+                     f"{training['best_epoch']} of {training['epochs_run']} ({training['stop_reason']})"
+                     + (f"; deep weight {training['deep_weight']:g}" if "deep_weight" in training else ""))
     for warning in metrics["warnings"]:
         lines.append(f"\n**warning:** {warning}")
     return "\n".join(lines) + "\n"
@@ -106,7 +128,8 @@ def run_activity(options: ActivityOptions) -> dict[str, Any]:
         splits={"pool": len(data.pool), **({"dev": len(data.dev)} if data.dev is not None else {})},
         scores=held_out, target_names=list(data.pool.target_names), headline_split="held_out",
         source=", ".join(Path(f).name for f in data.files), flanks=list(data.flanks), strand=options.strand,
-        input_length=data.input_length, model=model, baselines=baselines, members=results,
+        input_length=data.input_length, blend=blend_of(options, data), model=model, baselines=baselines,
+        members=results,
         warnings=warnings_of(model, baselines, results))
     if outcome["out_of_fold"]:
         write_table(run_dir / "out_of_fold.csv", ["record", "fold", "target", "measured", "prediction",
@@ -117,9 +140,12 @@ def run_activity(options: ActivityOptions) -> dict[str, Any]:
 
 def headline_line(metrics: dict[str, Any]) -> str:
     """One line for the terminal: the model's and the ridge's Pearson."""
-    model, ridge = metrics["model"], metrics["baselines"].get(RIDGE_NAME)
+    model = metrics["model"]
     if not model:
         validation = [r["training"]["validation"].get("val_pearson") for r in metrics["members"]]
-        return f"validation Pearson {validation[0]:.3f} (no held-out rows: --fit-all)"
+        return f"deep model's validation Pearson {validation[0]:.3f} (no held-out rows: --fit-all)"
     text = f"Pearson {format_mean_sd(model[HEADLINE])}"
-    return text + (f" (k-mer ridge {format_mean_sd(ridge[HEADLINE])})" if ridge else "")
+    beside = [f"{label} {format_mean_sd(metrics['baselines'][name][HEADLINE])}"
+              for name, label in ((DEEP_NAME, "deep alone"), (RIDGE_NAME, "k-mer ridge"), (MOTIF_RIDGE_NAME, "motif ridge"))
+              if name in metrics["baselines"]]
+    return text + (f" ({', '.join(beside)})" if beside else "")

@@ -9,7 +9,11 @@ Baselines, fitted on the training part of a split and scored like the model:
 - ``k-mer ridge``: counts of every k-mer, k = 1..:data:`KMER_MAX` (scikit-learn ``CountVectorizer``), scaled to
   unit variance, ``RidgeCV`` with the penalty chosen per target by efficient leave-one-out CV over
   :data:`RIDGE_ALPHAS`.
+- ``motif ridge``: the same ridge on the scores of known motif matrices (the activity model's motif branch
+  features, :func:`~bioattn.tasks.activity.branches.motif_feature_matrix`), when the run computed them.
 - ``mean``: the training mean of each target (Pearson undefined: reported as 0).
+
+Beside them a run scores its deep model alone (:data:`DEEP_NAME`) when the saved model is a blend.
 """
 from __future__ import annotations
 
@@ -28,6 +32,8 @@ RIDGE_ALPHAS = tuple(np.logspace(0, 5, 11).tolist())
 METRICS = ("pearson", "spearman", "r2", "mse")
 RIDGE_NAME = f"k-mer (k=1..{KMER_MAX}) ridge regression (this run)"
 MEAN_NAME = "mean predictor (this run)"
+MOTIF_RIDGE_NAME = "known-motif ridge regression (this run)"
+DEEP_NAME = "deep model alone, before the blend (this run)"
 
 
 def _correlation(function, x: np.ndarray, y: np.ndarray) -> float:
@@ -67,10 +73,22 @@ def fit_kmer_ridge(sequences: Sequence[str], values: np.ndarray):
     return model.fit(list(sequences), np.asarray(values, dtype=np.float64))
 
 
-def baseline_predictions(train_sequences: Sequence[str], train_values: np.ndarray,
-                         evaluate: Sequence[str]) -> dict[str, np.ndarray]:
-    """``{baseline name: (N, T) predictions on evaluate}`` for the k-mer ridge and the mean predictor."""
+def fit_feature_ridge(features: np.ndarray, values: np.ndarray):
+    """The ridge of the module docstring on precomputed ``features (N, F)`` / ``values (N, T)``."""
+    model = make_pipeline(StandardScaler(), RidgeCV(alphas=RIDGE_ALPHAS, alpha_per_target=True))
+    return model.fit(np.asarray(features, dtype=np.float64), np.asarray(values, dtype=np.float64))
+
+
+def baseline_predictions(train_sequences: Sequence[str], train_values: np.ndarray, evaluate: Sequence[str], *,
+                         motif_features: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """``{baseline name: (N, T) predictions on evaluate}`` for the k-mer ridge, the motif ridge (when
+    ``motif_features`` gives the (train, evaluate) scores) and the mean predictor."""
     ridge = fit_kmer_ridge(train_sequences, train_values)
-    ridge_values = np.asarray(ridge.predict(list(evaluate)), dtype=np.float64).reshape(len(evaluate), -1)
+    out = {RIDGE_NAME: np.asarray(ridge.predict(list(evaluate)), dtype=np.float64).reshape(len(evaluate), -1)}
+    if motif_features is not None:
+        motif_ridge = fit_feature_ridge(motif_features[0], train_values)
+        out[MOTIF_RIDGE_NAME] = np.asarray(motif_ridge.predict(motif_features[1]), dtype=np.float64).reshape(
+            len(evaluate), -1)
     mean = np.broadcast_to(np.asarray(train_values).mean(axis=0), (len(evaluate), np.shape(train_values)[1]))
-    return {RIDGE_NAME: ridge_values, MEAN_NAME: np.array(mean)}
+    out[MEAN_NAME] = np.array(mean)
+    return out

@@ -34,7 +34,7 @@ class ActivityTask(Task):
         activity = data.extra["activity_data"]
         train = activity.pool.subset(member.train_index) if member.train_index is not None else activity.pool
         seed = member.index if member.kind == "seed" else options.seed
-        model, summary = fit_model(options, activity, train, member.run_dir, seed)
+        model, summary, _ = fit_model(options, activity, train, member.run_dir, seed)
         return FittedMember(model=model, summary=summary, saved_to=member.run_dir)
 
     def predict_split(self, model: nn.Module, split: Any) -> np.ndarray:

@@ -18,6 +18,10 @@ its whole training part (:mod:`~bioattn.tasks.activity.scores`). Loss: Huber on 
 saves the training mean / sd and predicts in the file's units). Flanks shared by every training sequence are
 detected (or given) and stripped; ``strand="both"`` trains on random reverse complements and averages both
 strands at prediction; ``shift`` moves each training sequence by up to that many nt (N fill) as augmentation.
+
+After training, each deep model is blended (``blend``, default ``"motifs"``: :func:`~bioattn.tasks.activity.
+branches.blend_with_ridge`) with a ridge regression on known-motif scores fitted on its whole training part; the
+blend is the saved model, and the deep model alone is scored beside it and the baselines.
 """
 from __future__ import annotations
 
@@ -48,7 +52,21 @@ from bioattn.tasks.activity.data import (
     strip_all,
     validation_split,
 )
-from bioattn.tasks.activity.scores import RIDGE_NAME, baseline_predictions, regression_metrics
+from bioattn.tasks.activity.branches import (
+    BLENDS,
+    DEFAULT_BLEND,
+    DEFAULT_DEEP_WEIGHT,
+    DEFAULT_MOTIF_BINS,
+    DEFAULT_MOTIF_DB,
+    MotifSet,
+    blend_features,
+    blend_with_ridge,
+    choose_deep_weight,
+    fit_kmer_branch,
+    load_motif_set,
+    motif_feature_matrix,
+)
+from bioattn.tasks.activity.scores import DEEP_NAME, RIDGE_NAME, baseline_predictions, regression_metrics
 from bioattn.tasks.common import TaskOptions, fit_timed
 from bioattn.tasks.driver import Member, cv_members, seed_members
 from bioattn.tasks.driver import run_members as drive_members
@@ -70,7 +88,8 @@ class ActivityOptions(TaskOptions):
     ``targets`` (value columns; default every numeric one), ``sequence_column``, ``flanks`` (``None``: detected;
     ``("", "")``: none), ``strand``, ``folds_from_files``, ``fit_all``, ``max_rows``. Model: ``channels``,
     ``kernel``, ``stages``, ``embed_dim``, ``heads``, ``layers``, ``dropout``. Training: ``epochs``,
-    ``batch_size``, ``lr``, ``weight_decay``, ``patience``, ``shift``, ``seed``, ``device``.
+    ``batch_size``, ``lr``, ``weight_decay``, ``patience``, ``shift``, ``seed``, ``device``. Blend: ``blend``
+    (``motifs``, ``kmers`` or ``none``), ``deep_weight``, ``motif_db``, ``motif_bins``.
     """
 
     train: tuple[Path, ...] = ()
@@ -100,6 +119,10 @@ class ActivityOptions(TaskOptions):
     device: str = "auto"
     baselines: bool = True
     kmer_branch: int = 0
+    blend: str = DEFAULT_BLEND
+    deep_weight: float | None = DEFAULT_DEEP_WEIGHT
+    motif_db: str = DEFAULT_MOTIF_DB
+    motif_bins: int = DEFAULT_MOTIF_BINS
 
     def __post_init__(self) -> None:
         if bool(self.train) == bool(self.dataset):
@@ -119,6 +142,10 @@ class ActivityOptions(TaskOptions):
             raise UserInputError(f"--embed-dim ({self.embed_dim}) must be divisible by --heads ({self.heads})")
         if self.shift < 0 or not 0 <= (self.dropout or 0.0) < 1:
             raise UserInputError("--shift must be >= 0 and --dropout in [0, 1)")
+        if self.blend not in BLENDS:
+            raise UserInputError(f"--blend must be one of {', '.join(BLENDS)}, got {self.blend!r}")
+        if (self.deep_weight is not None and not 0 <= self.deep_weight <= 1) or self.motif_bins < 1:
+            raise UserInputError("--deep-weight must be auto or in [0, 1], and --motif-bins >= 1")
         if self.seeds is not None and self.dev is None:
             raise UserInputError("--seeds trains one model per seed on a holdout split: give --dev FILE too")
         self.check_run_options()
@@ -156,6 +183,20 @@ class ActivityData:
     flanks: tuple[str, str]
     input_length: int
     files: list[str]
+    motif_set: MotifSet | None = None
+    motif_scores: dict[str, np.ndarray] | None = None
+
+    def motif_features(self, which: str = "pool", index: np.ndarray | None = None) -> np.ndarray | None:
+        """The motif scores of the rows ``index`` (default all) of ``which`` (``pool`` or ``dev``), computed once
+        per file; ``None`` without a motif set."""
+        if self.motif_set is None:
+            return None
+        if self.motif_scores is None:
+            self.motif_scores = {}
+        if which not in self.motif_scores:
+            source = self.dev if which == "dev" else self.pool
+            self.motif_scores[which] = motif_feature_matrix(tokens_of(source, self.input_length), self.motif_set)
+        return self.motif_scores[which] if index is None else self.motif_scores[which][index]
 
 
 def load_data(options: ActivityOptions) -> ActivityData:
@@ -188,7 +229,11 @@ def load_data(options: ActivityOptions) -> ActivityData:
         i = int(dev.lengths().argmax())
         raise UserInputError(f"{options.dev}: record {dev.records[i]!r}: {dev.lengths()[i]} nt, longer than every "
                              f"training sequence ({input_length} nt)")
-    return ActivityData(pool, dev, flanks, input_length, [str(f) for f in files])  # type: ignore[arg-type]
+    motif_set = None
+    if options.blend == "motifs" or (options.baselines and not options.quick):
+        motif_set = load_motif_set(options.motif_db, options.motif_bins)
+    return ActivityData(pool, dev, flanks, input_length, [str(f) for f in files],  # type: ignore[arg-type]
+                        motif_set=motif_set)
 
 
 def tokens_of(split: ActivitySplit, length: int) -> Tensor:
@@ -225,31 +270,12 @@ def build_model(options: ActivityOptions, data: ActivityData, train: ActivitySpl
         kmer_branch=options.kmer_branch)
 
 
-def fit_kmer_branch(model: ActivityRegressor, tokens: Tensor, scaled: Tensor) -> float:
-    """Fit the model's k-mer branch in closed form (scikit-learn ``RidgeCV``, penalty by leave-one-out CV) on the
-    standardised targets ``scaled (N, T)`` and freeze it; returns the chosen penalty (mean over targets)."""
-    from sklearn.linear_model import RidgeCV
-
-    from bioattn.models.activity import kmer_counts
-    from bioattn.tasks.activity.scores import RIDGE_ALPHAS
-
-    counts = kmer_counts(tokens, model.kmer_branch)
-    mean, sd = counts.mean(0), counts.std(0)
-    model.kmer_mean.copy_(mean)
-    model.kmer_scale.copy_(torch.where(sd > 0, sd, torch.ones_like(sd)))
-    features = ((counts - model.kmer_mean) / model.kmer_scale).double().numpy()
-    ridge = RidgeCV(alphas=RIDGE_ALPHAS, alpha_per_target=True).fit(features, scaled.double().numpy())
-    with torch.no_grad():
-        model.kmer_linear.weight.copy_(torch.as_tensor(ridge.coef_.reshape(scaled.shape[1], -1)))
-        model.kmer_linear.bias.copy_(torch.as_tensor(np.atleast_1d(ridge.intercept_)))
-    model.kmer_linear.requires_grad_(False)
-    return float(np.mean(ridge.alpha_))
-
-
-def fit_model(options: ActivityOptions, data: ActivityData, train: ActivitySplit, run_dir: Path,
-              seed: int) -> tuple[ActivityRegressor, dict[str, Any]]:
-    """Train one model on ``train`` (early stopping on :data:`VALIDATION_FRACTION` of its elements) into
-    ``run_dir``; returns the model (best weights, eval mode, saved) and the training summary."""
+def fit_model(options: ActivityOptions, data: ActivityData, train: ActivitySplit, run_dir: Path, seed: int,
+              motif_features: np.ndarray | None = None) -> tuple[ActivityRegressor, dict[str, Any], ActivityRegressor]:
+    """Train one model on ``train`` (early stopping on :data:`VALIDATION_FRACTION` of its elements), blend it as
+    ``options.blend`` says with a ridge fitted on all of ``train`` (``motif_features``: its rows' motif scores, when
+    already computed) and save the result into ``run_dir``; returns ``(saved model, training summary, deep model
+    alone)`` (both in eval mode; the same object without a blend)."""
     fit_index, val_index = validation_split(train, VALIDATION_FRACTION, seed)
     fit, val = train.subset(fit_index), train.subset(val_index)
     config = dataclasses.replace(train_config(options, len(fit)), seed=seed)
@@ -276,19 +302,50 @@ def fit_model(options: ActivityOptions, data: ActivityData, train: ActivitySplit
                       run_info={"protocol": options.protocol, "rows": len(fit)})
     result, info = fit_timed(trainer)
     model.eval()
-    model.save_pretrained(run_dir)
     info.update(sizes={"fit": len(fit), "validation": len(val)}, validation=evaluate(model), kmer_alpha=kmer_alpha,
-                learned=bool(info.get("best_epoch")), config=config.to_dict())
-    return model, info
+                learned=bool(info.get("best_epoch")), config=config.to_dict(), blend=options.blend)
+    final, blend_info = blend_member(options, data, model, train, seed, motif_features)
+    info.update(blend_info)
+    final.save_pretrained(run_dir)
+    return final, info, model
+
+
+def blend_member(options: ActivityOptions, data: ActivityData, deep: ActivityRegressor, train: ActivitySplit,
+                 seed: int, motif_features: np.ndarray | None = None) -> tuple[ActivityRegressor, dict[str, Any]]:
+    """``(saved model, {"deep_weight", "deep_weight_validation"})``: the trained ``deep`` model blended as
+    ``options.blend`` says with a ridge on all of ``train``, the weight chosen (``options.deep_weight`` None) on the
+    same validation rows :func:`fit_model` early-stopped on (``seed``); ``deep`` itself for ``blend="none"``."""
+    if options.blend == "none":
+        return deep, {}
+    info: dict[str, Any] = {}
+    train_tokens = tokens_of(train, data.input_length)
+    features = blend_features(train_tokens, options.blend, data.motif_set, motif_features)
+    weight = options.deep_weight
+    if weight is None:
+        fit_index, val_index = validation_split(train, VALIDATION_FRACTION, seed)
+        weight, info["deep_weight_validation"] = choose_deep_weight(
+            deep, (features[fit_index], train.values[fit_index]),
+            (train_tokens[val_index], features[val_index], train.values[val_index]))
+    final = blend_with_ridge(deep, train_tokens, train.values, blend=options.blend, deep_weight=weight,
+                             motif_set=data.motif_set, motif_features=features if options.blend == "motifs" else None)
+    info["deep_weight"] = weight
+    return final, info
 
 
 def score_member(model: ActivityRegressor, data: ActivityData, train: ActivitySplit, held_out: ActivitySplit,
-                 baselines: bool = True) -> tuple[dict[str, dict[str, float]], dict[str, np.ndarray]]:
+                 baselines: bool = True, *, deep: ActivityRegressor | None = None,
+                 motif_features: tuple[np.ndarray, np.ndarray] | None = None,
+                 ) -> tuple[dict[str, dict[str, float]], dict[str, np.ndarray]]:
     """``({"model" | baseline name: metrics on held_out}, {name: predictions})`` with the baselines fitted on
-    ``train`` (unless ``baselines`` is False)."""
-    predictions = {"model": model.predict_tokens(tokens_of(held_out, data.input_length), batch_size=512)}
+    ``train`` (unless ``baselines`` is False); ``deep``: the model's deep part alone, scored beside it when it is
+    not the model itself; ``motif_features``: (train, held_out) motif scores for the motif ridge baseline."""
+    tokens = tokens_of(held_out, data.input_length)
+    predictions = {"model": model.predict_tokens(tokens, batch_size=512)}
+    if deep is not None and deep is not model:
+        predictions[DEEP_NAME] = deep.predict_tokens(tokens, batch_size=512)
     if baselines:
-        predictions.update(baseline_predictions(train.sequences, train.values, held_out.sequences))
+        predictions.update(baseline_predictions(train.sequences, train.values, held_out.sequences,
+                                                motif_features=motif_features))
     return ({name: regression_metrics(held_out.values, values, held_out.target_names)
              for name, values in predictions.items()}, predictions)
 
@@ -313,14 +370,19 @@ def run_members(options: ActivityOptions, data: ActivityData, run_dir: Path) -> 
     def train_member(member: Member) -> dict[str, Any]:
         if member.kind == "fold":
             train, held_out = data.pool.subset(member.train_index), data.pool.subset(member.held_out_index)
+            features = (data.motif_features("pool", member.train_index),
+                        data.motif_features("pool", member.held_out_index))
         else:
             train, held_out = data.pool, data.dev
+            features = (data.motif_features("pool"), data.motif_features("dev") if held_out is not None else None)
         seed = member.index if member.kind == "seed" else options.seed
-        model, info = fit_model(options, data, train, member.run_dir, seed)
+        model, info, deep = fit_model(options, data, train, member.run_dir, seed, motif_features=features[0])
         result: dict[str, Any] = {"member": member.dir_name if not member.alone else ".", "training": info,
                                   "sizes": {"train": len(train), "held_out": len(held_out) if held_out else 0}}
         if held_out is not None:
-            scores, predictions = score_member(model, data, train, held_out, options.baselines)
+            scores, predictions = score_member(
+                model, data, train, held_out, options.baselines, deep=deep,
+                motif_features=features if features[0] is not None else None)  # type: ignore[arg-type]
             result["scores"] = scores
             if member.kind == "fold":
                 for i, record in enumerate(held_out.records):
@@ -332,30 +394,3 @@ def run_members(options: ActivityOptions, data: ActivityData, run_dir: Path) -> 
 
     return {"members": drive_members(run_dir, members, train_member).results, "out_of_fold": out_of_fold,
             "member_dirs": [m.dir_name for m in members if not m.alone]}
-
-
-# ------------------------------------------------------------------------------------------------ blending
-def blend_with_kmer_ridge(model: ActivityRegressor, train: ActivitySplit, *, kmer_max: int = 6,
-                          deep_weight: float = 0.5) -> ActivityRegressor:
-    """A copy of a trained ``model`` whose output is ``deep_weight`` × its own plus ``1 - deep_weight`` × a k-mer
-    ridge regression (k = 1..``kmer_max``, :func:`fit_kmer_branch`) fitted on ``train`` (the rows the model was
-    trained on, flanks stripped), in the model's standardised units: one self-contained ActivityRegressor with a
-    k-mer branch. ``train`` must not include rows the blend is scored on."""
-    if not 0 <= deep_weight <= 1:
-        raise UserInputError(f"deep_weight must be between 0 and 1, got {deep_weight}")
-    blended = ActivityRegressor(**{**model.config, "kmer_branch": kmer_max})
-    state = {k: v for k, v in model.state_dict().items() if not k.startswith("kmer_")}
-    missing, unexpected = blended.load_state_dict(state, strict=False)
-    if unexpected or any(not k.startswith("kmer_") for k in missing):
-        raise ValueError(f"cannot copy the weights (missing {missing}, unexpected {unexpected})")
-    tokens = tokens_of(train, blended.input_length)
-    scaled = torch.as_tensor((train.values - blended.target_mean.numpy()) / blended.target_sd.numpy(),
-                             dtype=torch.float32)
-    fit_kmer_branch(blended, tokens, scaled)
-    with torch.no_grad():
-        last = blended.head[-1]
-        last.weight.mul_(deep_weight)
-        last.bias.mul_(deep_weight)
-        blended.kmer_linear.weight.mul_(1 - deep_weight)
-        blended.kmer_linear.bias.mul_(1 - deep_weight)
-    return blended.eval()

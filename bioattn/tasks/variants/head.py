@@ -54,12 +54,20 @@ def _ism_set(reference: Any, variants: Sequence[Variant], radius: int) -> tuple[
 
 
 def model_features(model: Any, reference: Any, variants: Sequence[Variant], *, offsets: Sequence[int] | None = None,
-                   strands: str = "auto", reverse: Callable[[str], bool] | None = None, ism_radius: int = ISM_RADIUS,
+                   strands: str = "auto", reverse: Callable[[str], bool] | None = None,
+                   ism_radius: int | None = ISM_RADIUS, embed: bool = True,
                    progress: bool = False) -> tuple[list[str], np.ndarray, AlleleScores, np.ndarray]:
-    """``(names, features (N, F), the variants' AlleleScores, rows of the variants in the ISM set)``."""
+    """``(names, features (N, F), the variants' AlleleScores, rows of the variants in the ISM set)``.
+
+    ``ism_radius=None`` scores the variants alone (the ``ism_*`` columns then read only the variants' own
+    alleles), ``embed=False`` skips the embedding columns: for a head that uses neither."""
     dna = as_dna_model(model)
-    embed = hasattr(dna, "embed")
-    ism, row = _ism_set(reference, variants, ism_radius)
+    embed = embed and hasattr(dna, "embed")
+    if ism_radius is None:
+        ism = list(variants)
+        row = {(v.chrom, v.pos, v.alt): i for i, v in enumerate(variants)}
+    else:
+        ism, row = _ism_set(reference, variants, ism_radius)
     scores = allele_scores(dna, reference, ism, offsets=offsets, strands=strands, reverse=reverse, embed=embed,
                            progress=progress)
     rows = np.array([row[(v.chrom, v.pos, v.alt)] for v in variants], dtype=np.int64)
@@ -91,7 +99,7 @@ def model_features(model: Any, reference: Any, variants: Sequence[Variant], *, o
         for i, v in enumerate(variants):
             idx = position_index[(v.chrom, v.pos)]
             here[i] = sensitivity[(v.chrom, v.pos)]
-            near = [sensitivity[(v.chrom, p)] for p in range(v.pos - ism_radius, v.pos + ism_radius + 1)
+            near = [sensitivity[(v.chrom, p)] for p in range(v.pos - (ism_radius or 0), v.pos + (ism_radius or 0) + 1)
                     if (v.chrom, p) in sensitivity]
             local[i], local_max[i] = np.mean(near), np.max(near)
             allele[i] = all_delta[rows[i], t] - all_delta[idx, t].mean()
@@ -151,8 +159,12 @@ def head_table(head: Any, reference: Any, variants: Sequence[Variant], *, progre
 
     reverse = set(head.reversed_contigs).__contains__
     config = head.config
+    needs_ism = any(name.startswith("ism_") for name in head.feature_names)
+    needs_embed = any(name.startswith("embed_") for name in head.feature_names)
     names, features, mine, _ = model_features(head.activity_model, reference, variants, offsets=head.offsets,
-                                              strands=head.strands, reverse=reverse, progress=progress)
+                                              strands=head.strands, reverse=reverse,
+                                              ism_radius=ISM_RADIUS if needs_ism else None, embed=needs_embed,
+                                              progress=progress)
     nearby = nearby_features(np.array([v.chrom for v in variants]), np.array([v.pos for v in variants]),
                              np.array([v.alt for v in variants]), head.release, bandwidth=config["bandwidth"],
                              radius=config["radius"], block=config["block"])

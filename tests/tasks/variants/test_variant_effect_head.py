@@ -135,3 +135,22 @@ def test_a_head_without_its_release_reads_it_from_the_data_root(tmp_path, tiny_a
     head = load_pretrained(out)
     assert list(head.release[["chrom", "pos", "effect"]].itertuples(index=False, name=None)) == \
         list(saved[["chrom", "pos", "effect"]].itertuples(index=False, name=None))
+
+
+def test_a_head_without_ism_features_scores_the_variants_alone(tmp_path, tiny_activity) -> None:
+    import pyfaidx
+
+    from bioattn.models.registry import load_pretrained
+    from bioattn.tasks.variants.head import model_features
+    from bioattn.tasks.variants.records import read_variants
+
+    fasta, vcf = _synthetic_release(tmp_path)
+    reference = pyfaidx.Fasta(str(fasta), as_raw=True)
+    variants = read_variants(vcf, reference).variants[::97]
+    model = load_pretrained(tiny_activity)
+    names, full, _, _ = model_features(model, reference, variants)
+    alone_names, alone, _, rows = model_features(model, reference, variants, ism_radius=None, embed=False)
+    assert rows.tolist() == list(range(len(variants)))  # no neighbouring SNVs scored
+    for name in ("delta", "ref_activity", "delta_sd", "delta_p0"):
+        np.testing.assert_allclose(alone[:, alone_names.index(name)], full[:, names.index(name)], atol=1e-6)
+    assert "embed_l2" not in alone_names
