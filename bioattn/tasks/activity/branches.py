@@ -32,6 +32,8 @@ DEFAULT_BLEND = "motifs"
 #: ``None``: the deep weight is chosen on the validation rows from :data:`DEEP_WEIGHT_GRID`.
 DEFAULT_DEEP_WEIGHT: float | None = None
 DEEP_WEIGHT_GRID = tuple(round(w, 1) for w in np.linspace(0, 1, 11))
+#: Fewer validation rows than this cannot choose a weight: the deep model is kept alone (weight 1).
+MIN_BLEND_VALIDATION = 20
 DEFAULT_MOTIF_DB = "jaspar"
 #: Parts of the element scored separately by the motif branch (5′ half, 3′ half).
 DEFAULT_MOTIF_BINS = 2

@@ -58,7 +58,8 @@ def warnings_of(model: dict[str, Any], baselines: dict[str, Any], results: list[
                        f"{result['training']['sizes']['validation']} sequences); {advice}")
     if model:
         for name, summary in baselines.items():
-            if summary[HEADLINE]["mean"] >= model[HEADLINE]["mean"]:
+            better = summary[HEADLINE]["mean"] > model[HEADLINE]["mean"]
+            if better or (summary[HEADLINE]["mean"] == model[HEADLINE]["mean"] and name != DEEP_NAME):
                 advice = "rerun with --blend none to keep it" if name == DEEP_NAME else "prefer it on this data"
                 out.append(f"{name} reaches Pearson {summary[HEADLINE]['mean']:.3f}, at least the model's "
                            f"{model[HEADLINE]['mean']:.3f}: {advice}")
@@ -101,7 +102,8 @@ def format_summary(metrics: dict[str, Any]) -> str:
         lines.append(f"- {result['member']}: train {result['sizes']['train']}, held out {result['sizes']['held_out']}; "
                      f"deep model's validation Pearson {training['validation'].get('val_pearson', float('nan')):.3f}; best epoch "
                      f"{training['best_epoch']} of {training['epochs_run']} ({training['stop_reason']})"
-                     + (f"; deep weight {training['deep_weight']:g}" if "deep_weight" in training else ""))
+                     + (f"; deep weight {training['deep_weight']:g}" if "deep_weight" in training else "")
+                     + (f" ({training['blend_note']})" if "blend_note" in training else ""))
     for warning in metrics["warnings"]:
         lines.append(f"\n**warning:** {warning}")
     return "\n".join(lines) + "\n"

@@ -58,6 +58,7 @@ from bioattn.tasks.activity.branches import (
     DEFAULT_DEEP_WEIGHT,
     DEFAULT_MOTIF_BINS,
     DEFAULT_MOTIF_DB,
+    MIN_BLEND_VALIDATION,
     MotifSet,
     blend_features,
     blend_with_ridge,
@@ -323,9 +324,16 @@ def blend_member(options: ActivityOptions, data: ActivityData, deep: ActivityReg
     weight = options.deep_weight
     if weight is None:
         fit_index, val_index = validation_split(train, VALIDATION_FRACTION, seed)
+        if len(val_index) < MIN_BLEND_VALIDATION:
+            info.update(deep_weight=1.0, blend_note=f"deep model kept alone: {len(val_index)} validation rows are too "
+                                                    f"few to choose a blend (at least {MIN_BLEND_VALIDATION})")
+            return deep, info
         weight, info["deep_weight_validation"] = choose_deep_weight(
             deep, (features[fit_index], train.values[fit_index]),
             (train_tokens[val_index], features[val_index], train.values[val_index]))
+    if weight == 1.0:
+        info["deep_weight"] = 1.0
+        return deep, info
     final = blend_with_ridge(deep, train_tokens, train.values, blend=options.blend, deep_weight=weight,
                              motif_set=data.motif_set, motif_features=features if options.blend == "motifs" else None)
     info["deep_weight"] = weight
@@ -338,11 +346,12 @@ def score_member(model: ActivityRegressor, data: ActivityData, train: ActivitySp
                  ) -> tuple[dict[str, dict[str, float]], dict[str, np.ndarray]]:
     """``({"model" | baseline name: metrics on held_out}, {name: predictions})`` with the baselines fitted on
     ``train`` (unless ``baselines`` is False); ``deep``: the model's deep part alone, scored beside it when it is
-    not the model itself; ``motif_features``: (train, held_out) motif scores for the motif ridge baseline."""
+    a blend (the same numbers when the run kept it alone); ``motif_features``: (train, held_out) motif scores for the motif ridge baseline."""
     tokens = tokens_of(held_out, data.input_length)
     predictions = {"model": model.predict_tokens(tokens, batch_size=512)}
-    if deep is not None and deep is not model:
-        predictions[DEEP_NAME] = deep.predict_tokens(tokens, batch_size=512)
+    if deep is not None:
+        predictions[DEEP_NAME] = (predictions["model"] if deep is model else
+                                  deep.predict_tokens(tokens, batch_size=512))
     if baselines:
         predictions.update(baseline_predictions(train.sequences, train.values, held_out.sequences,
                                                 motif_features=motif_features))
@@ -381,7 +390,7 @@ def run_members(options: ActivityOptions, data: ActivityData, run_dir: Path) -> 
                                   "sizes": {"train": len(train), "held_out": len(held_out) if held_out else 0}}
         if held_out is not None:
             scores, predictions = score_member(
-                model, data, train, held_out, options.baselines, deep=deep,
+                model, data, train, held_out, options.baselines, deep=deep if options.blend != "none" else None,
                 motif_features=features if features[0] is not None else None)  # type: ignore[arg-type]
             result["scores"] = scores
             if member.kind == "fold":

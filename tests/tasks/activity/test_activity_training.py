@@ -122,6 +122,10 @@ def test_forty_sequences_learn_or_say_why_not(tmp_path: Path) -> None:
     (member,) = metrics["members"]
     assert member["training"]["sizes"] == {"fit": 36, "validation": 4}  # early stopping on 4 held-back sequences
     assert member["training"]["config"]["min_steps"] == 300  # the schedule is scaled up for a small set
+    # 4 validation rows cannot choose a blend weight: the deep model is saved alone, and the summary says why
+    assert member["training"]["deep_weight"] == 1.0 and "too few to choose a blend" in member["training"]["blend_note"]
+    assert "too few to choose a blend" in (run / "summary.md").read_text()
+    assert "motifs" not in json.loads((run / "config.json").read_text())
     assert metrics["model"]["pearson"]["mean"] > 0.3, metrics["model"]  # it learned the motif from 36 sequences
 
 
@@ -135,3 +139,13 @@ def test_summary_warns_when_nothing_was_learned_or_a_baseline_wins() -> None:
     assert "reaches Pearson 0.450, at least the model's 0.400: prefer it" in warnings[1]
     member["training"]["validation"]["val_pearson"] = 0.6
     assert warnings_of(model, {RIDGE_NAME: {"pearson": {"mean": 0.3, "sd": 0.0, "n": 1}}}, [member]) == []
+
+
+def test_a_deep_model_kept_alone_is_not_flagged_against_itself() -> None:
+    from bioattn.tasks.activity.run import warnings_of
+
+    member = {"member": "fold1", "training": {"validation": {"val_pearson": 0.6}, "sizes": {"validation": 4}}}
+    model = {"pearson": {"mean": 0.40, "sd": 0.0, "n": 1}}
+    assert warnings_of(model, {DEEP_NAME: {"pearson": {"mean": 0.40, "sd": 0.0, "n": 1}}}, [member]) == []
+    (warning,) = warnings_of(model, {DEEP_NAME: {"pearson": {"mean": 0.45, "sd": 0.0, "n": 1}}}, [member])
+    assert "rerun with --blend none to keep it" in warning
