@@ -24,7 +24,7 @@ from bioattn.tasks.msa.head import SHIPPED_HEADS_DIR
 
 SHIPPED = available_models()
 #: Shipped files stay small: the largest is lentimpra-wtc11's weights (5.4 MB: the deep model and its 1,019 motif
-#: matrices), stored twice (inside cagi5-release too).
+#: matrices).
 MAX_FILE_BYTES = 6 * 1024 * 1024
 TOLERANCE = 1e-4
 #: Per command that loads a model: the arguments it needs besides --run / --model.

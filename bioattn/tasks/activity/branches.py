@@ -17,7 +17,7 @@ of a trained deep model with a ridge regression (what ``bioattn train activity``
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -194,14 +194,3 @@ def top_motif_weights(model: ActivityRegressor, count: int = 10, target: int = 0
         rows.append({"id": ids[index], "name": names[index], "part": part, "of": bins,
                      "score": ("best", "soft count")[kind], "weight": float(weights[column])})
     return rows
-
-
-def describe_blend(model: ActivityRegressor) -> str:
-    """One line naming what a saved model adds to its deep part."""
-    parts: Sequence[str] = []
-    if model.motifs is not None:
-        parts = [*parts, f"a ridge on {len(model.motifs['ids'])} motif matrices ({model.motifs['source']}, "
-                         f"{model.motifs['bins']} parts)"]
-    if model.kmer_branch:
-        parts = [*parts, f"a k-mer (k=1..{model.kmer_branch}) ridge"]
-    return " and ".join(parts) if parts else "none (deep model alone)"
