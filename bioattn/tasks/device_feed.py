@@ -86,12 +86,29 @@ class _Producer(threading.Thread):
         self._put(_DONE)
 
 
+def _score_in_chunks(score: Callable[..., Any], ids: tuple, sizes: Any) -> tuple:
+    """``score`` on consecutive row chunks of ``sizes`` rows of ``ids`` (empty chunks skipped), outputs joined
+    along their last dimension."""
+    import torch
+
+    parts, at = [], 0
+    for size in sizes:
+        if size:
+            parts.append(_as_tuple(score(*(i[at : at + size] for i in ids))))
+            at += size
+    return tuple(torch.cat(column, dim=-1) for column in zip(*parts))
+
+
 def feed(batches: Iterable[B], score: Callable[..., Any], device: Any, *,
-         tokens: Callable[[B], Any] = lambda batch: batch, prefetch: int = 4) -> Iterator[tuple[B, Any]]:
+         tokens: Callable[[B], Any] = lambda batch: batch, prefetch: int = 4,
+         chunks: Callable[[B], Any] | None = None) -> Iterator[tuple[B, Any]]:
     """Yield ``(batch, outputs)`` for each of ``batches``, in order: ``score(*ids)`` on the ``(N, L)`` uint8 token
     arrays ``tokens(batch)`` (one array or a tuple) moved to ``device`` (a ``torch.device``) as long tensors,
     ``outputs`` its result as numpy arrays (a tuple when ``score`` returns a tuple; None when ``N == 0``).
-    ``prefetch``: batches prepared ahead by the background thread. See the module's text for what overlaps."""
+    ``prefetch``: batches prepared ahead by the background thread. ``chunks``: for a host batch larger than the
+    model's, ``chunks(batch)`` gives the rows of each model call (summing to ``N``); ``score`` then runs once per
+    chunk and its outputs are joined along their last dimension (so the model sees the same calls as with one
+    batch per chunk, while the host handles one batch). See the module's text for what overlaps."""
     import torch
 
     cuda = getattr(device, "type", str(device)) == "cuda"
@@ -123,7 +140,7 @@ def feed(batches: Iterable[B], score: Callable[..., Any], device: Any, *,
                 in_flight.append((batch, None, None))
             else:
                 ids = tuple(s.to(device, non_blocking=True).long() if cuda else s.to(device) for s in staged)
-                result = _as_tuple(score(*ids))
+                result = _as_tuple(score(*ids)) if chunks is None else _score_in_chunks(score, ids, chunks(batch))
                 if cuda:
                     host = tuple(torch.empty(r.shape, dtype=r.dtype, pin_memory=True) for r in result)
                     for h, r in zip(host, result):

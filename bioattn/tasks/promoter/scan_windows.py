@@ -27,6 +27,8 @@ from bioattn.tasks.promoter.tracks import ScanSummary, TargetOutput
 
 #: Bases read and tokenised at once (rounded to whole batches of windows).
 READ_BASES = 1 << 20
+#: Windows the host handles as one batch (queues, copies, writing): whole model batches, at least one.
+HOST_WINDOWS = 1 << 13
 
 
 @dataclass(frozen=True)
@@ -145,7 +147,8 @@ class WindowBatch:
     """Windows of one target ready for the model: the kept (not only-N) windows' coordinates and tiles in the
     sequence, their tokens ``(B, W)`` uint8 (and the reverse complement's when both strands are scored; strided
     views of the target's tokens where the windows are evenly spaced); ``windows``: how many windows the batch
-    covered, kept or not; ``last``: the target's last batch."""
+    covered, kept or not; ``last``: the target's last batch; ``chunks``: the kept windows of each model batch
+    within it (a host batch holds several model batches: :data:`HOST_WINDOWS`)."""
 
     target: ScanTarget
     starts: np.ndarray
@@ -156,6 +159,7 @@ class WindowBatch:
     reverse: np.ndarray | None
     windows: int
     last: bool
+    chunks: tuple[int, ...] = ()
 
 
 def _rows(windows: np.ndarray, first: np.ndarray, stride: int) -> np.ndarray:
@@ -171,7 +175,8 @@ def _rows(windows: np.ndarray, first: np.ndarray, stride: int) -> np.ndarray:
 
 def target_batches(fasta: Any, path: Path, target: ScanTarget, window: int, stride: int, batch_size: int,
                    both_strands: bool) -> Iterator[WindowBatch]:
-    """``target``'s windows in batches of ``batch_size`` (only-N windows dropped from each batch)."""
+    """``target``'s windows in host batches of whole model batches of ``batch_size`` (only-N windows dropped from
+    each; ``chunks`` says how many each model batch kept), about :data:`HOST_WINDOWS` windows per host batch."""
     grid = WindowGrid(target.length, window, stride)
     total = len(grid)
     record = fasta[target.chrom]
@@ -198,15 +203,17 @@ def target_batches(fasta: Any, path: Path, target: ScanTarget, window: int, stri
         if both_strands:  # the reverse complement of the block: window [s, s + W) is its [L - s - W, L - s)
             flipped = np.lib.stride_tricks.sliding_window_view(
                 np.frombuffer(text.translate(complement)[::-1], dtype=np.uint8), width)
-        for first in range(0, read_stop - read_first, batch_size):
-            cut = slice(first, min(first + batch_size, read_stop - read_first))
+        host = batch_size * max(1, HOST_WINDOWS // batch_size)
+        for first in range(0, read_stop - read_first, host):
+            cut = slice(first, min(first + host, read_stop - read_first))
             kept = keep[cut]
             rel = starts[cut][kept] - block_start
+            chunks = np.add.reduceat(kept, np.arange(0, len(kept), batch_size), dtype=np.int64)
             yield WindowBatch(target, starts[cut][kept] + target.start, ends[cut][kept] + target.start,
                               tile_starts[cut][kept] + target.start, tile_ends[cut][kept] + target.start,
                               _rows(forward, rel, stride),
                               None if flipped is None else _rows(flipped, len(tokens) - width - rel, stride),
-                              cut.stop - cut.start, read_first + cut.stop == total)
+                              cut.stop - cut.start, read_first + cut.stop == total, tuple(chunks.tolist()))
 
 
 def make_scorer(model: Any, class_index: int, batch_size: int, pad: bool, strands: bool) -> Callable[..., Any]:
@@ -319,7 +326,8 @@ def score_targets(model: Any, fasta: Any, path: Path, targets: Sequence[ScanTarg
     total = sum(len(WindowGrid(t.length, window, stride)) for t in targets)
     was_training = model.training
     model.eval()
-    stream = feed(batches(), score, device, tokens=lambda b: (b.ids, b.reverse) if rc_average else b.ids)
+    stream = feed(batches(), score, device, tokens=lambda b: (b.ids, b.reverse) if rc_average else b.ids,
+                  chunks=lambda b: b.chunks)
     try:
         with progress_bar(total=total, desc="scan", unit="window", leave=False) as bar, torch.inference_mode():
             for batch, scores in stream:

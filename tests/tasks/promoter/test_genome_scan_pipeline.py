@@ -138,6 +138,48 @@ def test_feed_yields_every_batch_in_order_with_its_scores():
     assert np.array_equal(pairs[0][1][1], batches[0][:, -1])
 
 
+class RecordingModel(ExactModel):
+    """:class:`ExactModel` that records the rows of every call."""
+
+    def __init__(self) -> None:
+        super().__init__(rc_average=False)
+        self.calls: list[int] = []
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        self.calls.append(ids.shape[0])
+        return super().forward(ids)
+
+
+def test_the_model_sees_the_same_batches_when_the_host_groups_them(genome, tmp_path):
+    """The host handles several model batches at once; the model is still called once per ``batch_size`` windows
+    of a sequence (only-N windows dropped from each), as a scan of one batch at a time would call it."""
+    model = RecordingModel()
+    summary = scan_genome(model, genome, tmp_path / "scan.csv", window=WINDOW, stride=STRIDE, class_index=1,
+                          batch_size=7)
+    expected = []
+    for sequence in CHROMS.values():
+        grid = WindowGrid(len(sequence), WINDOW, STRIDE)
+        kept = [not set(sequence[slice(*grid.span(i))].upper()) <= {"N"} for i in range(len(grid))]
+        expected += [sum(kept[i : i + 7]) for i in range(0, len(grid), 7) if any(kept[i : i + 7])]
+    assert len(expected) > 20 and max(expected) == 7 and min(expected) < 7
+    assert model.calls == expected and sum(model.calls) == summary.windows
+
+
+def test_feed_scores_each_chunk_of_a_host_batch_and_joins_them_in_order():
+    batches = [RNG.integers(3, 8, size=(n, 5), dtype=np.uint8) for n in (10, 3)]
+    calls = []
+
+    def score(ids):
+        calls.append(ids.shape[0])
+        return torch.stack([ids.sum(1), ids[:, 0]])  # (2, N): joined along the last dimension
+
+    sizes = {10: (4, 0, 6), 3: (3,)}
+    seen = list(feed(iter(batches), score, torch.device("cpu"), chunks=lambda b: sizes[len(b)]))
+    assert calls == [4, 6, 3]
+    for batch, scores in seen:
+        assert np.array_equal(scores, np.stack([batch.astype(np.int64).sum(1), batch[:, 0]]))
+
+
 def test_feed_raises_the_producers_error_in_the_caller_and_stops_when_closed():
     def failing():
         yield np.zeros((2, 3), dtype=np.uint8)
