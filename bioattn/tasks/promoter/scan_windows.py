@@ -27,8 +27,10 @@ from bioattn.tasks.promoter.tracks import ScanSummary, TargetOutput
 
 #: Bases read and tokenised at once (rounded to whole batches of windows).
 READ_BASES = 1 << 20
-#: Windows the host handles as one batch (queues, copies, writing): whole model batches, at least one.
+#: Windows the host handles as one batch (queues, copies, writing): whole model batches, at least one, and at most
+#: about ``HOST_TOKENS`` tokens per strand (long windows get fewer windows per host batch).
 HOST_WINDOWS = 1 << 13
+HOST_TOKENS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -203,7 +205,7 @@ def target_batches(fasta: Any, path: Path, target: ScanTarget, window: int, stri
         if both_strands:  # the reverse complement of the block: window [s, s + W) is its [L - s - W, L - s)
             flipped = np.lib.stride_tricks.sliding_window_view(
                 np.frombuffer(text.translate(complement)[::-1], dtype=np.uint8), width)
-        host = batch_size * max(1, HOST_WINDOWS // batch_size)
+        host = batch_size * max(1, min(HOST_WINDOWS, HOST_TOKENS // max(1, width)) // batch_size)
         for first in range(0, read_stop - read_first, host):
             cut = slice(first, min(first + host, read_stop - read_first))
             kept = keep[cut]
