@@ -161,7 +161,7 @@ class WindowBatch:
     reverse: np.ndarray | None
     windows: int
     last: bool
-    chunks: tuple[int, ...] = ()
+    chunks: tuple[int, ...]
 
 
 def _rows(windows: np.ndarray, first: np.ndarray, stride: int) -> np.ndarray:

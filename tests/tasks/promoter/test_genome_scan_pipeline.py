@@ -150,9 +150,15 @@ class RecordingModel(ExactModel):
         return super().forward(ids)
 
 
-def test_the_model_sees_the_same_batches_when_the_host_groups_them(genome, tmp_path):
-    """The host handles several model batches at once; the model is still called once per ``batch_size`` windows
-    of a sequence (only-N windows dropped from each), as a scan of one batch at a time would call it."""
+@pytest.mark.parametrize("host_tokens", [None, WINDOW * 7 * 3, 1])
+def test_the_model_sees_the_same_batches_when_the_host_groups_them(genome, tmp_path, monkeypatch, host_tokens):
+    """The host handles several model batches at once (all of a sequence's here; three, so that model batches meet
+    host-batch edges; or one, the token cap's floor); the model is still called once per ``batch_size`` windows of
+    a sequence (only-N windows dropped from each), as a scan of one batch at a time would call it."""
+    from bioattn.tasks.promoter import scan_windows
+
+    if host_tokens is not None:
+        monkeypatch.setattr(scan_windows, "HOST_TOKENS", host_tokens)
     model = RecordingModel()
     summary = scan_genome(model, genome, tmp_path / "scan.csv", window=WINDOW, stride=STRIDE, class_index=1,
                           batch_size=7)
