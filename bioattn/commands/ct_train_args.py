@@ -62,22 +62,26 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     add_fit_argument(own, default="resize", default_help="%(default)s")
     model = parser.add_argument_group("attention model")
     model.add_argument("--stem-channels", type=int, nargs="+", default=None,
-                       help="channels of each CNN stage (default: 8 16 64 when the CNN sees up to 32 voxels after "
-                            "--unshuffle, 16 32 64 96 above)")
+                       help="channels of each CNN stage (default: 8 16 32 with --stem resnet and 8 16 64 with --stem "
+                            "residual when the CNN sees up to 32 voxels after --unshuffle, 16 32 64 96 above)")
     model.add_argument("--stem-strides", type=int, nargs="+", default=None,
                        help="stride of each CNN stage (default: 2 2 2 when the CNN sees up to 32 voxels after "
                             "--unshuffle, 2 2 2 2 above)")
     model.add_argument("--stem-depth", type=int, default=DEFAULT_STEM_DEPTH, metavar="N",
-                       help="convolutions per CNN stage, each stage one residual unit (default: %(default)s, as deep "
-                            "as a ResNet-18 stage)")
+                       help="convolutions per CNN stage: one residual unit of N, or N/2 basic blocks with --stem resnet "
+                            "(default: %(default)s, as deep as a ResNet-18 stage)")
     model.add_argument("--unshuffle", type=int, default=None, metavar="U",
                        help="fold each U³ block of voxels into channels before the CNN (lossless; the stem then "
                             "works at 1/U of the size; default: 2 above 32 voxels, so 64³ costs about what 28³ does, "
                             "else 1)")
-    model.add_argument("--pool", choices=("cls", "cls+max"), default=None,
+    model.add_argument("--stem", choices=("residual", "resnet"), default=None, dest="stem_type",
+                       help="the CNN before attention: MONAI residual units (residual) or a MONAI ResNet's trunk, "
+                            "7³ convolution, max pooling and basic blocks (resnet) (default: resnet for --manifest, "
+                            "residual for --dataset)")
+    model.add_argument("--pool", choices=("cls", "cls+max", "cls+mean"), default=None,
                        help="what the classifier reads: the [CLS] token (cls) or, beside it, each channel's maximum over "
-                            "the grid tokens (cls+max), so a small finding reaches it directly (default: cls+max for "
-                            "--manifest, cls for --dataset)")
+                            "the grid tokens (cls+max) or the mean of the CNN's tokens before attention (cls+mean) "
+                            "(default: cls+mean for --manifest, cls for --dataset)")
     model.add_argument("--distance-channel", action=argparse.BooleanOptionalAction, default=None,
                        help="also feed the CNN (and the ResNet baseline) how deep each voxel lies inside the mask "
                             "(its distance to the background), so it sees thickness directly (default: on when the "
@@ -112,5 +116,6 @@ def train_options_from_args(args: argparse.Namespace) -> "CTOptions":
         stem_strides=optional_tuple(args.stem_strides), stem_depth=args.stem_depth, unshuffle=args.unshuffle,
         distance_channel=args.distance_channel, embed_dim=args.embed_dim, heads=args.heads, layers=args.layers,
         dropout=args.dropout, train_config=config, positive_class=args.positive_class, pool=args.pool,
+        stem_type=args.stem_type,
         **ensemble_options(args), resume=args.resume, overwrite=args.overwrite,
     )

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from monai.networks.blocks import ResidualUnit
+from monai.networks.nets import ResNet
 from monai.networks.utils import pixelunshuffle
 from torch import Tensor, nn
 
@@ -41,6 +42,8 @@ from bioattn.models.ct_classifier import (
 __all__ = [
     "MAX_ATTENTION_BYTES",
     "MAX_ATTENTION_TOKENS",
+    "POOLS",
+    "STEMS",
     "HybridCT3D",
     "HybridCTOutput",
     "DistanceChannelInput",
@@ -60,8 +63,13 @@ MAX_ATTENTION_BYTES = 4 * 2**30
 DISTANCE_UNIT = 8.0
 #: What the classifier reads: the [CLS] token alone ("cls", the model's first layout, kept by runs saved without a
 #: ``pool`` entry), or beside it each channel's maximum over the encoded grid tokens ("cls+max": a small finding in
-#: one token reaches the classifier directly, where [CLS] attention still has to learn to find it).
-POOLS = ("cls", "cls+max")
+#: one token reaches the classifier directly, where [CLS] attention still has to learn to find it), or beside it the
+#: mean of the CNN's tokens before attention ("cls+mean": a direct CNN path, as a ResNet's head reads its trunk).
+POOLS = ("cls", "cls+max", "cls+mean")
+#: The CNN stem: MONAI ``ResidualUnit`` stages ("residual", the model's first layout, kept by runs saved without a
+#: ``stem`` entry) or a MONAI ResNet's trunk ("resnet": a 7³ convolution at full resolution, max pooling, then
+#: stages of basic blocks, the first of them at the pooled resolution).
+STEMS = ("residual", "resnet")
 # HybridCT3D.attention_map recomputes attention this many query tokens at a time instead (no N x N map).
 ATTENTION_MAP_CHUNK = 256
 
@@ -131,6 +139,10 @@ class HybridCT3D(CTClassifier):
         stem_strides: stride of each stage; the input size must be divisible by ``unshuffle`` times their product.
         stem_depth: convolutions per stage (each stage is one MONAI ``ResidualUnit`` with this many conv
             subunits and a skip connection): 2 (the default) or 4, as deep as a ResNet-18 stage of two blocks.
+            With ``stem="resnet"``: ``stem_depth // 2`` basic blocks (two convolutions each) per stage, at least one.
+        stem: ``"residual"`` (the default) or ``"resnet"``: the trunk of MONAI's ``ResNet`` (``conv1`` 7³ at stride
+            1, ``bn1``, ``act``, ``maxpool``, then ``layer1 ..``), one ResNet layer per entry of ``stem_channels``;
+            the max pooling is the first stage's stride, so every ``stem_strides`` entry must be 2.
         unshuffle: fold each ``unshuffle³`` block of voxels into channels before the stem (MONAI's
             ``pixelunshuffle``): a lossless downsampling by ``unshuffle`` that lets a large volume keep its detail
             at the stem cost of a smaller one; the stem then sees ``in_channels · unshuffle³`` channels.
@@ -143,6 +155,7 @@ class HybridCT3D(CTClassifier):
         embed_dim, num_heads, num_layers, dim_feedforward, dropout: the Transformer encoder.
         norm: normalisation in the CNN stem (a MONAI name: ``"batch"``, ``"instance"``, ...).
         class_names: optional name of each class, saved with the model for ``bioattn predict ct``.
+        pool: what the classifier reads (:data:`POOLS`): ``"cls"`` (the default), ``"cls+max"`` or ``"cls+mean"``.
     """
 
     @renamed_arguments(d_model="embed_dim")
@@ -164,10 +177,16 @@ class HybridCT3D(CTClassifier):
         norm: str = "batch",
         class_names: Sequence[str] | None = None,
         pool: str = "cls",
+        stem: str = "residual",
     ) -> None:
         super().__init__()
         if pool not in POOLS:
             raise ValueError(f"pool must be one of {', '.join(POOLS)}, got {pool!r}")
+        if stem not in STEMS:
+            raise ValueError(f"stem must be one of {', '.join(STEMS)}, got {stem!r}")
+        if stem == "resnet" and (any(s != 2 for s in stem_strides) or len(stem_strides) > 4):
+            raise ValueError(f"a resnet stem has 1 to 4 stages of stride 2 (its max pooling, then ResNet layers), "
+                             f"got stem_strides {list(stem_strides)}")
         if min(in_channels, num_classes, unshuffle, stem_depth) < 1:
             raise ValueError(f"in_channels, num_classes, unshuffle and stem_depth must be >= 1, got {in_channels}, "
                              f"{num_classes}, {unshuffle}, {stem_depth}")
@@ -196,6 +215,7 @@ class HybridCT3D(CTClassifier):
             "norm": norm,
             "class_names": list(class_names) if class_names is not None else None,
             "pool": pool,
+            "stem": stem,
         }
         self.pool = pool
         self.class_names = list(class_names) if class_names is not None else [f"class_{k}" for k in range(num_classes)]
@@ -204,12 +224,16 @@ class HybridCT3D(CTClassifier):
         self.unshuffle = unshuffle
         self.distance_channel = distance_channel
         self.stride = unshuffle * math.prod(stem_strides)
-        stages, previous = [], (in_channels + distance_channel) * unshuffle**3
-        for channels, stride in zip(stem_channels, stem_strides):
-            stages.append(ResidualUnit(3, previous, channels, strides=stride, subunits=stem_depth, norm=norm))
-            previous = channels
+        stem_in = (in_channels + distance_channel) * unshuffle**3
+        if stem == "resnet":
+            self.stem, previous = _resnet_trunk(stem_in, stem_channels, max(1, stem_depth // 2), norm), stem_channels[-1]
+        else:
+            stages, previous = [], stem_in
+            for channels, stride in zip(stem_channels, stem_strides):
+                stages.append(ResidualUnit(3, previous, channels, strides=stride, subunits=stem_depth, norm=norm))
+                previous = channels
+            self.stem = nn.Sequential(*stages)
         # contiguous conv weights by default; see channels_last_stem for fp32 training
-        self.stem = nn.Sequential(*stages)
         self._channels_last_stem = False
         self.to_tokens = nn.Linear(previous, embed_dim)
         self.axis_encoding = SinusoidalPositionalEncoding(embed_dim // 3)
@@ -218,7 +242,10 @@ class HybridCT3D(CTClassifier):
         self.encoder = TransformerEncoder(
             embed_dim, num_heads, num_layers, dim_feedforward=dim_feedforward, dropout=dropout
         )
-        self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(embed_dim * (2 if pool == "cls+max" else 1), num_classes))
+        self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(embed_dim * (1 if pool == "cls" else 2), num_classes))
+        if pool == "cls+mean":  # the [CLS] half starts at zero: the model starts as its CNN alone, attention joins as it learns
+            with torch.no_grad():
+                self.head[1].weight[:, :embed_dim] = 0.0
 
     def channels_last_stem(self, enabled: bool = True) -> HybridCT3D:
         """Store the CNN stem's weights channels-last (``enabled``) or contiguous; returns ``self``.
@@ -281,13 +308,15 @@ class HybridCT3D(CTClassifier):
         if self.unshuffle > 1:
             x = unshuffle_3d(x, self.unshuffle, channels_last=self._channels_last_stem)  # (B, C·u³, D/u, H/u, W/u)
         features = self.stem(x)  # (B, C', d, h, w)
-        tokens = self.to_tokens(features.flatten(2).transpose(1, 2))  # (B, N, embed_dim)
-        tokens = tokens + self.positions(grid, x.device).to(tokens.dtype)
+        cnn_tokens = self.to_tokens(features.flatten(2).transpose(1, 2))  # (B, N, embed_dim)
+        tokens = cnn_tokens + self.positions(grid, x.device).to(cnn_tokens.dtype)
         tokens = torch.cat([self.cls_token.expand(len(tokens), -1, -1).to(tokens.dtype), tokens], dim=1)
         encoded, attentions = self.encoder(tokens, need_weights=need_weights)
         pooled = encoded[:, 0]
         if self.pool == "cls+max":  # and the strongest response of each channel over the grid tokens
             pooled = torch.cat([pooled, encoded[:, 1:].amax(dim=1)], dim=-1)
+        elif self.pool == "cls+mean":  # and the mean of the CNN's tokens, before attention
+            pooled = torch.cat([pooled, cnn_tokens.mean(dim=1).to(pooled.dtype)], dim=-1)
         logits = self.head(pooled)
         if not need_weights:
             return logits
@@ -331,6 +360,19 @@ class HybridCT3D(CTClassifier):
                                        chunk_size=chunk_size)
         grid_map = row[:, 1:].reshape(row.shape[0], *grid)
         return logits.float().softmax(dim=-1).cpu(), upsample_token_map(grid_map, x.shape[2:]).cpu()
+
+
+def _resnet_trunk(in_channels: int, channels: Sequence[int], blocks: int, norm: str) -> nn.Sequential:
+    """The trunk of MONAI's ``ResNet`` (basic blocks): ``conv1`` (7³, stride 1), ``bn1``, ``act``, ``maxpool``
+    (stride 2), then ``layer1 .. layer{len(channels)}`` of ``blocks`` blocks with ``channels`` outputs (``conv1``
+    has ``channels[0]``); total stride ``2 ** len(channels)``, ``channels[-1]`` output channels."""
+    if not 1 <= len(channels) <= 4:
+        raise ValueError(f"a resnet stem has 1 to 4 stages, got stem_channels {list(channels)}")
+    widths = list(channels) + [channels[-1]] * (4 - len(channels))  # MONAI builds four layers; the unused are dropped
+    net = ResNet("basic", [blocks] * 4, widths, spatial_dims=3, n_input_channels=in_channels, norm=norm,
+                 num_classes=1, feed_forward=False)
+    names = ["conv1", "bn1", "act", "maxpool"] + [f"layer{k + 1}" for k in range(len(channels))]
+    return nn.Sequential(*(getattr(net, name) for name in names))
 
 
 def upsample_token_map(grid_map: Tensor, spatial_shape: Sequence[int]) -> Tensor:

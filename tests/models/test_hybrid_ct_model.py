@@ -302,3 +302,73 @@ def test_channels_last_stem_with_unshuffle_keeps_outputs_and_input_gradients() -
     assert stem_inputs["contiguous"].is_contiguous()
     prepare_for_training(channels_last, TrainConfig(precision="bf16"))
     assert not channels_last._channels_last_stem
+
+
+def test_resnet_stem_is_monais_resnet_trunk_and_keeps_the_stride() -> None:
+    """``stem="resnet"`` runs exactly the trunk of MONAI's ResNet (``conv1`` .. ``layer{n}``, basic blocks) given the
+    same weights, one ResNet layer per stage, total stride ``unshuffle · 2^stages``; it saves and loads."""
+    from monai.networks.nets import ResNet
+
+    model = tiny(stem="resnet", stem_channels=(4, 8, 8), stem_strides=(2, 2, 2), stem_depth=4)
+    assert model.stride == 8 and model.config["stem"] == "resnet"
+    torch.manual_seed(1)
+    reference = ResNet("basic", [2, 2, 2, 2], [4, 8, 8, 8], spatial_dims=3, n_input_channels=1, num_classes=1).eval()
+    names = ["conv1", "bn1", "act", "maxpool", "layer1", "layer2", "layer3"]
+    for index, name in enumerate(names):
+        model.stem[index].load_state_dict(getattr(reference, name).state_dict())
+    x = torch.rand(2, 1, 16, 8, 24)
+    expected = x
+    for name in names:
+        expected = getattr(reference, name)(expected)
+    assert torch.equal(model.stem(x), expected) and expected.shape[2:] == (2, 1, 3)
+    assert model(x).shape == (2, 3) and model(x, need_weights=True).grid == (2, 1, 3)
+    blocks = [m for m in model.stem.modules() if type(m).__name__ == "ResNetBlock"]
+    assert len(blocks) == 3 * 2  # stem_depth 4 = two basic blocks of two convolutions per stage
+
+
+def test_resnet_stem_refuses_strides_other_than_two_and_more_than_four_stages() -> None:
+    with pytest.raises(ValueError, match="resnet stem has 1 to 4 stages of stride 2"):
+        HybridCT3D(stem="resnet", stem_channels=(8, 16), stem_strides=(1, 2))
+    with pytest.raises(ValueError, match="resnet stem has 1 to 4 stages"):
+        HybridCT3D(stem="resnet", stem_channels=(8,) * 5, stem_strides=(2,) * 5)
+    with pytest.raises(ValueError, match="stem must be one of residual, resnet"):
+        HybridCT3D(stem="vit")
+
+
+def test_cls_mean_pool_reads_cls_and_the_mean_of_the_cnn_tokens_before_attention() -> None:
+    """``pool="cls+mean"``: the head reads [CLS] after attention beside the mean over the grid of the CNN's tokens
+    (before position codes and attention), the two concatenated; its [CLS] half starts at zero."""
+    model = tiny(pool="cls+mean", stem="resnet", stem_channels=(4, 8), stem_strides=(2, 2))
+    x = torch.rand(2, 1, 8, 12, 8)
+    seen = {}
+    model.encoder.register_forward_hook(lambda _m, _a, out: seen.update(encoded=out[0]))
+    logits = model(x)
+    cnn_tokens = model.to_tokens(model.stem(x).flatten(2).transpose(1, 2))
+    expected = model.head(torch.cat([seen["encoded"][:, 0], cnn_tokens.mean(dim=1)], dim=-1))
+    torch.testing.assert_close(logits, expected)
+    # the [CLS] half of the head starts at zero: a new model is its CNN alone, whatever attention computes
+    assert torch.count_nonzero(tiny(pool="cls+mean").head[1].weight[:, :24]) == 0
+    before = model(x)
+    with torch.no_grad():
+        for parameter in model.encoder.parameters():
+            parameter.add_(torch.randn_like(parameter))
+    torch.testing.assert_close(model(x), before)
+    shifted = x.clone()
+    shifted[:, :, :4] += 1.0
+    assert not torch.allclose(model(x), model(shifted))  # while the CNN path does reach the logits
+    # once trained, attention counts too (the [CLS] half is an ordinary weight)
+    with torch.no_grad():
+        model.head[1].weight[:, :24] = 1.0
+    assert not torch.allclose(model(x), before)
+
+
+def test_models_saved_before_the_stem_option_load_with_the_residual_stem(tmp_path: Path) -> None:
+    model = tiny()
+    model.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["stem"] == "residual"
+    del config["stem"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    loaded = HybridCT3D.from_pretrained(tmp_path)
+    x = torch.rand(1, 1, 8, 8, 8)
+    assert loaded.config["stem"] == "residual" and torch.equal(loaded(x), model(x))

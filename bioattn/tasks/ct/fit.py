@@ -44,7 +44,7 @@ def build_models(
             unshuffle=options.unshuffle_factor(), distance_channel=bool(options.distance_channel),
             embed_dim=24 if options.quick else options.embed_dim, num_heads=2 if options.quick else options.heads,
             num_layers=1 if options.quick else options.layers, dropout=options.dropout, class_names=class_names,
-            pool=options.pool_name,
+            pool=options.pool_name, stem=options.stem_name,
         )
     except ValueError as exc:
         raise UserInputError(f"invalid model options: {exc}") from exc

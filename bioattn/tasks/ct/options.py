@@ -12,7 +12,7 @@ from pathlib import Path
 
 from bioattn.data.ct import VolumePreprocessing
 from bioattn.errors import UserInputError
-from bioattn.models.hybrid_ct import POOLS
+from bioattn.models.hybrid_ct import POOLS, STEMS
 from bioattn.tasks.common import Recipe, TaskOptions, recipe_for
 from bioattn.tasks.ct.preprocessing import FITS
 from bioattn.training import TrainConfig
@@ -85,7 +85,9 @@ DEFAULT_MEDMNIST_SIZE = 64
 #: Convolutions per CNN stage (HybridCT3D's stem_depth): 4, as deep as a ResNet-18 stage.
 DEFAULT_STEM_DEPTH = 4
 #: The classifier's input for manifest runs (see :attr:`CTOptions.pool_name`).
-DEFAULT_MANIFEST_POOL = "cls+max"
+DEFAULT_MANIFEST_POOL = "cls+mean"
+#: The CNN stem of manifest runs (see :attr:`CTOptions.stem_name`).
+DEFAULT_MANIFEST_STEM = "resnet"
 #: Largest edge the CNN stem sees by default: bigger volumes are folded (unshuffled) down to it.
 STEM_EDGE = 32
 CLASS_NAMES = {"adrenalmnist3d": ("normal", "hyperplasia")}
@@ -150,6 +152,7 @@ class CTOptions(TaskOptions):
     layers: int = 3
     dropout: float = 0.0
     pool: str | None = None
+    stem_type: str | None = None
     positive_class: str | None = None
     train_config: TrainConfig | None = None
 
@@ -192,6 +195,11 @@ class CTOptions(TaskOptions):
             raise UserInputError("--stem-channels and --stem-strides must be positive")
         if self.pool is not None and self.pool not in POOLS:
             raise UserInputError(f"--pool must be one of {', '.join(POOLS)}, got {self.pool!r}")
+        if self.stem_type is not None and self.stem_type not in STEMS:
+            raise UserInputError(f"--stem must be one of {', '.join(STEMS)}, got {self.stem_type!r}")
+        if self.stem_name == "resnet" and (any(s != 2 for s in strides) or len(strides) > 4):
+            raise UserInputError(f"--stem resnet has 1 to 4 CNN stages of stride 2 (its max pooling, then ResNet "
+                                 f"layers), got --stem-strides {' '.join(map(str, strides))}")
         if self.manifest is None:
             return
         size, stride = self.input_size, self.stride
@@ -235,9 +243,10 @@ class CTOptions(TaskOptions):
         """Channels and strides of the CNN stages: 4 stages (stride 16) when the stem sees more than 32 voxels (the
         input size divided by :meth:`unshuffle_factor`), else 3 (stride 8).
 
-        Up to 32 voxels the first stages are narrow (8, 16, 64), which keeps small inputs cheap."""
+        Up to 32 voxels the first stages are narrow (8, 16, 64; a ResNet stem 8, 16, 32, the widths of the run's
+        ResNet baseline), which keeps small inputs cheap."""
         stages = 4 if max(self.input_size) > STEM_EDGE * self.unshuffle_factor() else 3
-        default = [16, 32, 64, 96] if stages == 4 else [8, 16, 64]
+        default = [16, 32, 64, 96] if stages == 4 else [8, 16, 32] if self.stem_name == "resnet" else [8, 16, 64]
         channels = self.stem_channels or ([4, 8, 8, 8][:stages] if self.quick else default)
         strides = self.stem_strides or [2] * stages
         return list(channels), list(strides)
@@ -250,6 +259,15 @@ class CTOptions(TaskOptions):
         if self.pool is not None:
             return self.pool
         return DEFAULT_MANIFEST_POOL if self.manifest is not None else "cls"
+
+    @property
+    def stem_name(self) -> str:
+        """The CNN stem (:data:`~bioattn.models.hybrid_ct.STEMS`): ``stem_type``, by default ``resnet`` for your own
+        volumes (on small HU pilots the residual stem did not learn a lesion its ResNet baseline found; docs/
+        experiments.md, issue 54) and ``residual`` for MedMNIST (the layout its published numbers were measured with)."""
+        if self.stem_type is not None:
+            return self.stem_type
+        return DEFAULT_MANIFEST_STEM if self.manifest is not None else "residual"
 
     @property
     def stride(self) -> int:

@@ -41,3 +41,22 @@ def test_the_size_help_states_the_per_axis_rule(capsys) -> None:
         cli_main(["train", "ct", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
     assert "each of X, Y and Z must be a multiple of the CNN stride" in help_text
+
+
+def test_your_own_volumes_get_the_resnet_stem_and_medmnist_keeps_its_published_layout(tmp_path: Path) -> None:
+    """Manifest runs default to the ResNet trunk as the stem with [CLS] + the mean of the CNN tokens (the layout
+    that learned small HU lesions its ResNet baseline found); MedMNIST keeps the residual stem and [CLS]; a ResNet
+    stem refuses strides it cannot have, before any volume is read."""
+    from bioattn.tasks.ct.fit import build_models
+
+    own = CTOptions(out=tmp_path / "r", manifest=_missing_manifest(tmp_path), baseline="none")
+    assert (own.stem_name, own.pool_name, own.stem(), own.stride) == ("resnet", "cls+mean", ([8, 16, 32], [2, 2, 2]), 16)
+    model, _ = build_models(own, 2, 1)
+    assert model.config["stem"] == "resnet" and model.config["pool"] == "cls+mean"
+    assert type(model.stem[0]).__name__ == "Conv3d" and model.stem[0].kernel_size == (7, 7, 7)
+    medmnist = CTOptions(out=tmp_path / "m")
+    assert (medmnist.stem_name, medmnist.pool_name) == ("residual", "cls")
+    residual = CTOptions(out=tmp_path / "r", manifest=_missing_manifest(tmp_path), stem_type="residual")
+    assert residual.stem() == ([8, 16, 64], [2, 2, 2])
+    with pytest.raises(UserInputError, match="--stem resnet has 1 to 4 CNN stages of stride 2"):
+        CTOptions(out=tmp_path / "r", manifest=_missing_manifest(tmp_path), stem_strides=(1, 2, 2))

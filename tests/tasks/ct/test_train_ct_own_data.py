@@ -98,10 +98,11 @@ def test_predict_a_manifest_in_input_order_and_a_single_scan_alike(own_data: Pat
     rows = predict_ct_rows(run, manifest, tmp_path / "scores.csv")
     assert list(rows[0]) == ["image", "label", "split", "p_blob", "p_none", "predicted_label", "warning"]
     assert [Path(r["image"]).name for r in rows] == [Path(listed[i]).name for i in order]
+    threshold = HybridCT3D.from_pretrained(run).threshold  # the run's decision threshold on class 1 ("none")
     for row in rows:
         probabilities = _probabilities(row)
         assert probabilities.sum() == pytest.approx(1.0, abs=1e-5) and (probabilities >= 0).all()
-        assert row["predicted_label"] == ("blob" if probabilities[0] >= 0.5 else "none")
+        assert row["predicted_label"] == ("none" if probabilities[1] >= threshold else "blob")
         assert row["label"] == "" and row["warning"] == ""
     # one file through the invertible array pipeline gives what its manifest row got through the dictionary one
     [single] = predict_ct_rows(run, own_data.parent / listed[7], tmp_path / "one.csv")
@@ -268,7 +269,7 @@ def test_unshuffled_model_trains_and_predict_reproduces_it(own_data: Path, tmp_p
     """``--unshuffle 2``: the stem sees 8³ volumes of 8 channels; the saved model folds new volumes the same way."""
     run = tmp_path / "run"
     assert cli_main(["train", "ct", "--manifest", str(own_data), "--out", str(run), *TRAIN_FLAGS, "--unshuffle", "2",
-                     "--stem-channels", "8", "16", "--stem-strides", "1", "2"]) == 0
+                     "--stem", "residual", "--stem-channels", "8", "16", "--stem-strides", "1", "2"]) == 0
     model = HybridCT3D.from_pretrained(run)
     assert model.config["unshuffle"] == 2 and model.stride == 4
     (hybrid,) = json.loads((run / "metrics.json").read_text())["models"].values()
