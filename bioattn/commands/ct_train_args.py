@@ -17,6 +17,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     from bioattn.commands.common import (
         add_data_root_argument, add_ensemble_arguments, add_size_arguments, add_training_and_device_arguments,
     )
+    from bioattn.models.hybrid_ct import POOLS, STEMS
     from bioattn.tasks.ct.train import DEFAULT_DATASET, DEFAULT_STEM_DEPTH, PROTOCOLS, TUNED_DEFAULTS
 
     source = parser.add_mutually_exclusive_group()
@@ -74,11 +75,11 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                        help="fold each U³ block of voxels into channels before the CNN (lossless; the stem then "
                             "works at 1/U of the size; default: 2 above 32 voxels, so 64³ costs about what 28³ does, "
                             "else 1)")
-    model.add_argument("--stem", choices=("residual", "resnet"), default=None, dest="stem_type",
+    model.add_argument("--stem", choices=STEMS, default=None, dest="stem_type",
                        help="the CNN before attention: MONAI residual units (residual) or a MONAI ResNet's trunk, "
                             "7³ convolution, max pooling and basic blocks (resnet) (default: resnet for --manifest, "
                             "residual for --dataset)")
-    model.add_argument("--pool", choices=("cls", "cls+max", "cls+mean"), default=None,
+    model.add_argument("--pool", choices=POOLS, default=None,
                        help="what the classifier reads: the [CLS] token (cls) or, beside it, each channel's maximum over "
                             "the grid tokens (cls+max) or the mean of the CNN's tokens before attention (cls+mean) "
                             "(default: cls+mean for --manifest, cls for --dataset)")

@@ -44,6 +44,7 @@ __all__ = [
     "MAX_ATTENTION_TOKENS",
     "POOLS",
     "STEMS",
+    "resnet_stem_problem",
     "HybridCT3D",
     "HybridCTOutput",
     "DistanceChannelInput",
@@ -184,9 +185,8 @@ class HybridCT3D(CTClassifier):
             raise ValueError(f"pool must be one of {', '.join(POOLS)}, got {pool!r}")
         if stem not in STEMS:
             raise ValueError(f"stem must be one of {', '.join(STEMS)}, got {stem!r}")
-        if stem == "resnet" and (any(s != 2 for s in stem_strides) or len(stem_strides) > 4):
-            raise ValueError(f"a resnet stem has 1 to 4 stages of stride 2 (its max pooling, then ResNet layers), "
-                             f"got stem_strides {list(stem_strides)}")
+        if stem == "resnet" and (problem := resnet_stem_problem(stem_strides)):
+            raise ValueError(f"stem='resnet': {problem}, got stem_strides {list(stem_strides)}")
         if min(in_channels, num_classes, unshuffle, stem_depth) < 1:
             raise ValueError(f"in_channels, num_classes, unshuffle and stem_depth must be >= 1, got {in_channels}, "
                              f"{num_classes}, {unshuffle}, {stem_depth}")
@@ -360,6 +360,14 @@ class HybridCT3D(CTClassifier):
                                        chunk_size=chunk_size)
         grid_map = row[:, 1:].reshape(row.shape[0], *grid)
         return logits.float().softmax(dim=-1).cpu(), upsample_token_map(grid_map, x.shape[2:]).cpu()
+
+
+def resnet_stem_problem(strides: Sequence[int]) -> str | None:
+    """Why ``strides`` cannot be a ``stem="resnet"`` layout (one stride per CNN stage), or ``None`` when they can: the
+    trunk has its max pooling, then ResNet layers, so 1 to 4 stages, each of stride 2."""
+    if not 1 <= len(strides) <= 4 or any(s != 2 for s in strides):
+        return "a resnet stem has 1 to 4 stages of stride 2 (its max pooling, then ResNet layers)"
+    return None
 
 
 def _resnet_trunk(in_channels: int, channels: Sequence[int], blocks: int, norm: str) -> nn.Sequential:

@@ -164,3 +164,11 @@ def test_old_spellings_still_run_a_command(tmp_path: Path, capsys) -> None:
     assert cli_main([*common, "--model", str(tmp_path / "run"), "--strand", "forward", "--output", str(tmp_path / "new.csv")]) == 0
     assert "deprecated" not in capsys.readouterr().err
     assert (tmp_path / "old.csv").read_text() == (tmp_path / "new.csv").read_text()
+
+
+def test_train_ct_model_choices_are_the_models_own() -> None:
+    """--stem and --pool offer exactly what HybridCT3D accepts: a layout added to the model is a flag value too."""
+    from bioattn.models.hybrid_ct import POOLS, STEMS
+
+    flags = _flags(COMMANDS["train ct"], deprecated=False)
+    assert tuple(flags["--stem"].choices) == STEMS and tuple(flags["--pool"].choices) == POOLS

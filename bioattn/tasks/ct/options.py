@@ -12,7 +12,7 @@ from pathlib import Path
 
 from bioattn.data.ct import VolumePreprocessing
 from bioattn.errors import UserInputError
-from bioattn.models.hybrid_ct import POOLS, STEMS
+from bioattn.models.hybrid_ct import POOLS, STEMS, resnet_stem_problem
 from bioattn.tasks.common import Recipe, TaskOptions, recipe_for
 from bioattn.tasks.ct.preprocessing import FITS
 from bioattn.training import TrainConfig
@@ -197,9 +197,8 @@ class CTOptions(TaskOptions):
             raise UserInputError(f"--pool must be one of {', '.join(POOLS)}, got {self.pool!r}")
         if self.stem_type is not None and self.stem_type not in STEMS:
             raise UserInputError(f"--stem must be one of {', '.join(STEMS)}, got {self.stem_type!r}")
-        if self.stem_name == "resnet" and (any(s != 2 for s in strides) or len(strides) > 4):
-            raise UserInputError(f"--stem resnet has 1 to 4 CNN stages of stride 2 (its max pooling, then ResNet "
-                                 f"layers), got --stem-strides {' '.join(map(str, strides))}")
+        if self.stem_name == "resnet" and (problem := resnet_stem_problem(strides)):
+            raise UserInputError(f"--stem resnet: {problem}, got --stem-strides {' '.join(map(str, strides))}")
         if self.manifest is None:
             return
         size, stride = self.input_size, self.stride

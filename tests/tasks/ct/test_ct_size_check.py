@@ -58,5 +58,5 @@ def test_your_own_volumes_get_the_resnet_stem_and_medmnist_keeps_its_published_l
     assert (medmnist.stem_name, medmnist.pool_name) == ("residual", "cls")
     residual = CTOptions(out=tmp_path / "r", manifest=_missing_manifest(tmp_path), stem_type="residual")
     assert residual.stem() == ([8, 16, 64], [2, 2, 2])
-    with pytest.raises(UserInputError, match="--stem resnet has 1 to 4 CNN stages of stride 2"):
+    with pytest.raises(UserInputError, match="--stem resnet: a resnet stem has 1 to 4 stages of stride 2"):
         CTOptions(out=tmp_path / "r", manifest=_missing_manifest(tmp_path), stem_strides=(1, 2, 2))
