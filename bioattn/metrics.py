@@ -179,9 +179,10 @@ def order_binary_classes(names: Sequence[str], positive: str | None = None) -> t
 
 def decision_threshold(labels: Sequence[int] | np.ndarray, positive: np.ndarray, default: float = 0.5) -> float:
     """The threshold on the positive class's probability that classifies ``labels`` (0/1) best by balanced accuracy,
-    set midway between two neighbouring probabilities; of equally good ones the closest to ``default``, which wins
-    whenever it is among them. For a model whose ranking is right but whose probabilities all sit on one side of
-    0.5 (too little training to spread them): the cut its validation split supports."""
+    set midway between two neighbouring probabilities; of equally good ones the closest to ``default``. ``default``
+    stays unless another cut is better by more than one example of the smaller class could make it: on a few
+    validation volumes a cut that only fixes one of them is noise, while a model whose ranking is right but whose probabilities all sit on one side of 0.5 (too
+    little training to spread them) gets the cut its validation split supports."""
     labels = np.asarray(labels, dtype=np.int64)
     positive = np.asarray(positive, dtype=np.float64)
     if len(set(labels.tolist())) < 2:
@@ -195,7 +196,8 @@ def decision_threshold(labels: Sequence[int] | np.ndarray, positive: np.ndarray,
 
     scores = np.array([balanced(t) for t in candidates])
     best = scores.max()
-    if balanced(default) >= best - 1e-12:
+    one_example = 0.5 / min(int((labels == 1).sum()), int((labels == 0).sum()))
+    if best - balanced(default) <= one_example + 1e-12:
         return default
     good = candidates[scores >= best - 1e-12]
     return float(good[np.argmin(np.abs(good - default))])

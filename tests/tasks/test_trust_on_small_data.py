@@ -121,6 +121,22 @@ def test_min_steps_raises_the_epochs_of_a_small_run(tmp_path: Path, capsys: pyte
     assert "training up to 4 epochs" in capsys.readouterr().err
 
 
+def test_the_decision_threshold_moves_only_for_more_than_one_validation_example() -> None:
+    """A model whose probabilities all sit below 0.5 gets the cut its validation split supports (midway between the
+    classes); one that is wrong at 0.5 on a single volume keeps 0.5 (a cut fitted to one volume is noise); two
+    wrong volumes move it."""
+    from bioattn.metrics import decision_threshold
+
+    labels = np.array([0] * 5 + [1] * 5)
+    one_side = np.array([0.10, 0.12, 0.14, 0.16, 0.18, 0.30, 0.32, 0.34, 0.36, 0.38])
+    assert decision_threshold(labels, one_side) == pytest.approx(0.24)
+    one_wrong = np.array([0.10, 0.12, 0.14, 0.16, 0.18, 0.40, 0.62, 0.74, 0.86, 0.98])
+    assert decision_threshold(labels, one_wrong) == 0.5
+    two_wrong = np.array([0.10, 0.12, 0.14, 0.16, 0.18, 0.40, 0.45, 0.74, 0.86, 0.98])
+    assert decision_threshold(labels, two_wrong) == pytest.approx(0.29)
+    assert decision_threshold(np.array([1] * 4), np.full(4, 0.2)) == 0.5  # one class: nothing to choose
+
+
 # ------------------------------------------------------------------------------------------------ trust report
 def test_a_model_predicting_one_class_is_named() -> None:
     labels = np.array([0, 1] * 10)
