@@ -181,8 +181,9 @@ def decision_threshold(labels: Sequence[int] | np.ndarray, positive: np.ndarray,
     """The threshold on the positive class's probability that classifies ``labels`` (0/1) best by balanced accuracy,
     set midway between two neighbouring probabilities; of equally good ones the closest to ``default``. ``default``
     stays unless another cut is better by more than one example of the smaller class could make it: on a few
-    validation volumes a cut that only fixes one of them is noise, while a model whose ranking is right but whose probabilities all sit on one side of 0.5 (too
-    little training to spread them) gets the cut its validation split supports."""
+    validation volumes a cut that only fixes one of them is noise, while a model whose ranking is right but whose
+    probabilities all sit on one side of 0.5 (too little training to spread them) gets the cut its validation split
+    supports."""
     labels = np.asarray(labels, dtype=np.int64)
     positive = np.asarray(positive, dtype=np.float64)
     if len(set(labels.tolist())) < 2:
