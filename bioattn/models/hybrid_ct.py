@@ -373,9 +373,8 @@ def resnet_stem_problem(strides: Sequence[int]) -> str | None:
 def _resnet_trunk(in_channels: int, channels: Sequence[int], blocks: int, norm: str) -> nn.Sequential:
     """The trunk of MONAI's ``ResNet`` (basic blocks): ``conv1`` (7³, stride 1), ``bn1``, ``act``, ``maxpool``
     (stride 2), then ``layer1 .. layer{len(channels)}`` of ``blocks`` blocks with ``channels`` outputs (``conv1``
-    has ``channels[0]``); total stride ``2 ** len(channels)``, ``channels[-1]`` output channels."""
-    if not 1 <= len(channels) <= 4:
-        raise ValueError(f"a resnet stem has 1 to 4 stages, got stem_channels {list(channels)}")
+    has ``channels[0]``); total stride ``2 ** len(channels)``, ``channels[-1]`` output channels. The layout is
+    checked by :func:`resnet_stem_problem` first."""
     widths = list(channels) + [channels[-1]] * (4 - len(channels))  # MONAI builds four layers; the unused are dropped
     net = ResNet("basic", [blocks] * 4, widths, spatial_dims=3, n_input_channels=in_channels, norm=norm,
                  num_classes=1, feed_forward=False)
