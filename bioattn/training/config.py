@@ -51,7 +51,8 @@ class TrainConfig:
     the later evaluation. ``warmup_steps`` is capped at :data:`~bioattn.training.schedules.WARMUP_FRACTION` of the
     run's optimizer steps. ``min_steps``: a run with fewer optimizer steps than this over ``max_epochs`` trains
     more epochs until it has them (small data sets; 0: never). ``min_batches_per_epoch``: a training set smaller than
-    this many batches gets a smaller batch, so an epoch has that many optimizer steps (0: never). ``device``: ``auto`` (the GPU when there is one), ``cpu`` or ``cuda``.
+    this many batches gets a smaller batch, so an epoch has that many optimizer steps, and a last batch of fewer than
+    half of it is left for a later epoch (``drop_last``; each shuffle leaves out other samples) (0: never). ``device``: ``auto`` (the GPU when there is one), ``cpu`` or ``cuda``.
     ``attention_backend``: the name of the attention kernel the run's model uses while training and evaluating;
     the trainer only carries it: the task that runs the trainer applies it around the whole fit
     (:func:`bioattn.tasks.common.fit_timed`, which also says what ``auto`` means). ``ema_decay``: evaluate,

@@ -124,9 +124,15 @@ class Trainer:
         wanted = config.min_batches_per_epoch
         if wanted and samples < wanted * config.batch_size and samples // wanted >= per_step:
             smaller = samples // wanted // per_step * per_step
+            ragged = samples % smaller
+            # a last batch of a few samples gives batch normalisation statistics of a few samples, and a noisy step
+            drop = 0 < ragged < smaller / 2 and not config.drop_last
             self._note(f"note: the training set ({samples} samples) is smaller than {wanted} batches of "
-                       f"{config.batch_size}; using batches of {smaller}")
-            config = self.config = dataclasses.replace(config, batch_size=smaller)
+                       f"{config.batch_size}; using batches of {smaller}"
+                       + (f" (the {ragged} left over of each shuffled epoch wait for a later one: a batch of "
+                          f"{ragged} would set the normalisation statistics of that step)" if drop else ""))
+            config = self.config = dataclasses.replace(config, batch_size=smaller,
+                                                       drop_last=config.drop_last or drop)
         if config.batch_size > samples and samples >= per_step:
             reduced = samples // per_step * per_step
             self._note(f"note: batch size {config.batch_size} is larger than the training set ({samples} samples); "

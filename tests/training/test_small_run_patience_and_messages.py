@@ -76,3 +76,29 @@ def test_an_unknown_flag_is_reported_with_the_commands_own_usage(tmp_path: Path,
     assert exit_info.value.code == 2 and not (tmp_path / "run").exists()
     assert err.startswith("usage: bioattn train promoter ") and "--train FILE" in err  # the flags it does take
     assert err.splitlines()[-1] == "bioattn train promoter: error: unrecognized arguments: --input mine.csv"
+
+
+@pytest.mark.parametrize("samples, batch, steps, dropped", [(38, 9, 4, 2), (36, 9, 4, 0), (23, 5, 5, 0)])
+def test_a_small_set_never_trains_on_a_batch_of_a_few_left_over_samples(
+    tmp_path: Path, capsys: pytest.CaptureFixture, samples: int, batch: int, steps: int, dropped: int
+) -> None:
+    # 38 volumes in batches of 9 leave 2: a batch of 2 sets batch normalisation's statistics of that step (and its
+    # running averages just before each evaluation), so those 2 wait for a later epoch; 23 in batches of 5 leave
+    # 3, more than half a batch, which train as a batch of their own
+    sizes: list[int] = []
+    x = torch.randn(samples, 4, generator=torch.Generator().manual_seed(0))
+    config = TrainConfig(max_epochs=3, batch_size=32, min_batches_per_epoch=4, lr=0.01, device="cpu", warmup_steps=0)
+
+    def loss_fn(model: nn.Module, batch_: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        sizes.append(len(batch_[0]))
+        return nn.functional.cross_entropy(model(batch_[0]), batch_[1])
+
+    trainer = Trainer(nn.Sequential(nn.Linear(4, 2)), TensorDataset(x, (x[:, 0] > 0).long()), config,
+                      tmp_path / "run", loss_fn=loss_fn)
+    trainer.fit()
+    assert trainer.config.batch_size == batch and trainer.steps_per_epoch == steps
+    expected = [batch] * steps if dropped else [batch] * (samples // batch) + [samples % batch] * bool(samples % batch)
+    assert sizes == expected * 3
+    err = capsys.readouterr().err
+    assert f"using batches of {batch}" in err
+    assert (f"the {dropped} left over of each shuffled epoch wait for a later one" in err) == bool(dropped)

@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+from torch.optim.swa_utils import update_bn
+from torch.utils.data import DataLoader
 
 from bioattn.data.ct import train_augmentation
 from bioattn.errors import UserInputError
@@ -24,7 +26,7 @@ from bioattn.training import TrainConfig, Trainer, plot_curves
 from bioattn.distributed import is_main_process
 from bioattn.training.mixup import mixup_cross_entropy
 
-__all__ = ["build_models", "prepare_for_training", "train_one"]
+__all__ = ["build_models", "prepare_for_training", "recalibrates_batch_norm", "train_one"]
 
 
 def build_models(
@@ -59,6 +61,18 @@ def build_models(
                           conv1_stride=options.unshuffle_factor(), distance_channel=bool(options.distance_channel),
                           input_multiple=hybrid.stride, class_names=class_names)
     return hybrid, baseline
+
+
+def recalibrates_batch_norm(model: nn.Module, train_size: int, config: TrainConfig) -> bool:
+    """Whether :func:`train_one` re-estimates ``model``'s batch-normalisation statistics on the training volumes
+    before each evaluation (``torch.optim.swa_utils.update_bn``, "precise BN"): for a model with batch
+    normalisation on a training set smaller than ``config.min_batches_per_epoch`` batches (the small sets whose
+    batches the trainer shrinks). There, a few steps of a few volumes move the weights faster than the running
+    averages (momentum 0.1) follow, so the evaluation-mode model can put every volume on one side at 0.5 while
+    the batches train well, and selection on the validation split keeps such a step."""
+    norms = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
+    has_batch_norm = any(isinstance(m, norms) for m in model.modules())
+    return has_batch_norm and 0 < train_size < config.min_batches_per_epoch * config.batch_size
 
 
 def _class_names(options: CTOptions, data: CTData) -> list[str] | None:
@@ -100,6 +114,9 @@ def train_one(
                                    label_smoothing=protocol.label_smoothing)
 
     def evaluate(module: nn.Module) -> dict[str, float]:
+        if recalibrate:  # statistics of these weights, not running averages of the earlier ones
+            update_bn(DataLoader(data.splits["train"], batch_size=trainer.micro_batch, shuffle=False), module,
+                      device=next(module.parameters()).device)
         probs = predict_probabilities(module, val_set, batch_size=config.batch_size, flip_tta=protocol.flip_tta)
         metrics = _scores(val_labels, probs, "val")
         if protocol.flip_tta:  # the same weights without test-time averaging, for comparison
@@ -108,6 +125,11 @@ def train_one(
         return metrics
 
     print(f"[{name}] {count_parameters(model) / 1e6:.2f} M parameters, training in {run_dir}", file=sys.stderr)
+    recalibrate = select_best and recalibrates_batch_norm(model, len(data.splits["train"]), config)
+    if recalibrate:
+        print(f"[{name}] note: small training set: batch normalisation's statistics are re-estimated on the "
+              f"{len(data.splits['train'])} training volumes before each evaluation, so each step is judged and "
+              f"kept with statistics of its own weights", file=sys.stderr)
     trainer = Trainer(model, train_set, config, run_dir, loss_fn=loss_fn, evaluate=evaluate if select_best else None,
                       resume=resume, run_info=run_info)
     result, info = fit_timed(trainer)
