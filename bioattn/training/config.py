@@ -52,7 +52,8 @@ class TrainConfig:
     run's optimizer steps. ``min_steps``: a run with fewer optimizer steps than this over ``max_epochs`` trains
     more epochs until it has them (small data sets; 0: never). ``min_batches_per_epoch``: a training set smaller than
     this many batches gets a smaller batch, so an epoch has that many optimizer steps, and a last batch of fewer than
-    half of it is left for a later epoch (``drop_last``; each shuffle leaves out other samples) (0: never). ``device``: ``auto`` (the GPU when there is one), ``cpu`` or ``cuda``.
+    half of it is left for a later epoch (``drop_last``; each shuffle leaves out other samples) (0: never); see
+    :meth:`small_set_batch`. ``device``: ``auto`` (the GPU when there is one), ``cpu`` or ``cuda``.
     ``attention_backend``: the name of the attention kernel the run's model uses while training and evaluating;
     the trainer only carries it: the task that runs the trainer applies it around the whole fit
     (:func:`bioattn.tasks.common.fit_timed`, which also says what ``auto`` means). ``ema_decay``: evaluate,
@@ -124,6 +125,15 @@ class TrainConfig:
     def maximize(self) -> bool:
         """Whether a larger ``monitor`` value is better."""
         return monitor_maximizes(self.monitor, self.monitor_mode)
+
+    def small_set_batch(self, samples: int, per_step: int = 1) -> int | None:
+        """The smaller batch a training set of ``samples`` gets so an epoch has ``min_batches_per_epoch`` optimizer
+        steps (a multiple of ``per_step``, the processes times gradient accumulation), or ``None`` when it keeps
+        ``batch_size`` (a large enough set, ``min_batches_per_epoch`` 0, or too few samples to split)."""
+        wanted = self.min_batches_per_epoch
+        if wanted and samples < wanted * self.batch_size and samples // wanted >= per_step:
+            return samples // wanted // per_step * per_step
+        return None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable view (tuples become lists)."""

@@ -121,13 +121,13 @@ class Trainer:
                 f"gradient accumulation ({config.grad_accum})"
             )
         samples = len(train_dataset)  # type: ignore[arg-type]
-        wanted = config.min_batches_per_epoch
-        if wanted and samples < wanted * config.batch_size and samples // wanted >= per_step:
-            smaller = samples // wanted // per_step * per_step
+        smaller = config.small_set_batch(samples, per_step)
+        if smaller is not None:
             ragged = samples % smaller
             # a last batch of a few samples gives batch normalisation statistics of a few samples, and a noisy step
             drop = 0 < ragged < smaller / 2 and not config.drop_last
-            self._note(f"note: the training set ({samples} samples) is smaller than {wanted} batches of "
+            self._note(f"note: the training set ({samples} samples) is smaller than "
+                       f"{config.min_batches_per_epoch} batches of "
                        f"{config.batch_size}; using batches of {smaller}"
                        + (f" (the {ragged} left over of each shuffled epoch wait for a later one: a batch of "
                           f"{ragged} would set the normalisation statistics of that step)" if drop else ""))

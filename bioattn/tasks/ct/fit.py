@@ -66,13 +66,13 @@ def build_models(
 def recalibrates_batch_norm(model: nn.Module, train_size: int, config: TrainConfig) -> bool:
     """Whether :func:`train_one` re-estimates ``model``'s batch-normalisation statistics on the training volumes
     before each evaluation (``torch.optim.swa_utils.update_bn``, "precise BN"): for a model with batch
-    normalisation on a training set smaller than ``config.min_batches_per_epoch`` batches (the small sets whose
-    batches the trainer shrinks). There, a few steps of a few volumes move the weights faster than the running
-    averages (momentum 0.1) follow, so the evaluation-mode model can put every volume on one side at 0.5 while
-    the batches train well, and selection on the validation split keeps such a step."""
+    normalisation on a training set whose batch the trainer shrinks (:meth:`TrainConfig.small_set_batch`).
+    There, a few steps of a few volumes move the weights faster than the running averages (momentum 0.1) follow,
+    so the evaluation-mode model can put every volume on one side at 0.5 while the batches train well, and
+    selection on the validation split keeps such a step."""
     norms = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
     has_batch_norm = any(isinstance(m, norms) for m in model.modules())
-    return has_batch_norm and 0 < train_size < config.min_batches_per_epoch * config.batch_size
+    return has_batch_norm and config.small_set_batch(train_size) is not None
 
 
 def _class_names(options: CTOptions, data: CTData) -> list[str] | None:

@@ -26,7 +26,7 @@ def _volumes(count: int, seed: int) -> TensorDataset:
     return TensorDataset(images, labels)
 
 
-def _fit(tmp_path: Path, min_batches: int) -> tuple[nn.Sequential, TensorDataset, str]:
+def _fit(tmp_path: Path, min_batches: int) -> tuple[nn.Sequential, TensorDataset]:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv3d(1, 4, 3, padding=1), nn.BatchNorm3d(4), nn.ReLU(), nn.AdaptiveAvgPool3d(1),
                           nn.Flatten(), nn.Linear(4, 2))
@@ -37,14 +37,14 @@ def _fit(tmp_path: Path, min_batches: int) -> tuple[nn.Sequential, TensorDataset
     config = TrainConfig(max_epochs=3, batch_size=32, min_batches_per_epoch=min_batches, lr=0.05, device="cpu",
                          warmup_steps=0, monitor="val_auroc")
     train_one("hybrid", model, tmp_path / f"run{min_batches}", data, config, PROTOCOLS["tuned"], augment=False)
-    return model, train, str(min_batches)
+    return model, train
 
 
 @pytest.mark.slow
 def test_the_kept_weights_of_a_small_set_carry_statistics_of_their_own(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    model, train, _ = _fit(tmp_path, min_batches=4)  # 12 volumes < 4 batches of 32: batches of 3
+    model, train = _fit(tmp_path, min_batches=4)  # 12 volumes < 4 batches of 32: batches of 3
     err = capsys.readouterr().err
     assert "batch normalisation's statistics are re-estimated on the 12 training volumes before each evaluation" in err
     expected = copy.deepcopy(model)
@@ -53,7 +53,7 @@ def test_the_kept_weights_of_a_small_set_carry_statistics_of_their_own(
     assert torch.allclose(model[1].running_var, expected[1].running_var, atol=1e-6)
 
     # a training set of full batches keeps the running averages of training (which do not match)
-    plain, train, _ = _fit(tmp_path, min_batches=0)
+    plain, train = _fit(tmp_path, min_batches=0)
     assert "re-estimated" not in capsys.readouterr().err
     expected = copy.deepcopy(plain)
     update_bn(DataLoader(train, batch_size=12, shuffle=False), expected)
