@@ -29,6 +29,7 @@ __all__ = [
     "NEGATIVE_LABELS",
     "order_binary_classes",
     "decision_threshold",
+    "margin_threshold",
 ]
 
 CLASSIFICATION_METRICS = ("mcc", "accuracy", "f1", "auroc", "loss")
@@ -202,3 +203,32 @@ def decision_threshold(labels: Sequence[int] | np.ndarray, positive: np.ndarray,
         return default
     good = candidates[scores >= best - 1e-12]
     return float(good[np.argmin(np.abs(good - default))])
+
+
+def margin_threshold(labels: Sequence[int] | np.ndarray, positive: np.ndarray, default: float = 0.5) -> float:
+    """The cut on the positive class's probability in the middle of the widest gap between two neighbouring
+    probabilities, among the cuts that classify ``labels`` (0/1) within one example of the smaller class as well as
+    the best one does (by balanced accuracy): the largest margin on both sides, where one example alone (an outlier
+    of either class) cannot pin the cut into a narrow gap. ``default`` when there is one class or no cut beats
+    predicting a single class.
+
+    Meant for the training examples of a small set: they usually separate, and where the gap between the classes
+    sits (a model unsure of its smallest positives puts them at 0.2-0.4) says more about new examples than a
+    handful of validation examples can, which stay free to measure the cut."""
+    labels = np.asarray(labels, dtype=np.int64)
+    positive = np.asarray(positive, dtype=np.float64)
+    if len(set(labels.tolist())) < 2:
+        return default
+    values = np.unique(positive)
+    if len(values) < 2:
+        return default
+    cuts = (values[1:] + values[:-1]) / 2
+    predicted = positive[None, :] >= cuts[:, None]
+    balanced = (predicted[:, labels == 1].mean(1) + (~predicted[:, labels == 0]).mean(1)) / 2
+    best = balanced.max()
+    if best <= 0.5 + 1e-12:
+        return default
+    one_example = 0.5 / min(int((labels == 1).sum()), int((labels == 0).sum()))
+    good = np.flatnonzero((balanced >= best - one_example - 1e-12) & (balanced > 0.5 + 1e-12))
+    widest = good[np.argmax(values[good + 1] - values[good])]
+    return float(cuts[widest])

@@ -132,8 +132,8 @@ class SavedPreprocessing:
     preprocessing: the steps that made the training volumes from the files; flip_tta: whether the run evaluated
     with the mean over the 8 flips; profile: the profile of the training volumes
     (:func:`bioattn.tasks.ct.preprocessing.profile_volumes`), saved under the key ``training_volumes``;
-    threshold: the decision threshold on class 1 of a binary model (chosen on the validation split by
-    ``bioattn train ct``; 0.5 for a file that names none).
+    threshold: the decision threshold on class 1 of a binary model (placed by ``bioattn train ct``: on the training
+    volumes of a small set, on the validation split otherwise; 0.5 for a file that names none).
     """
 
     source: str

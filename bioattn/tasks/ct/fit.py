@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader
 
 from bioattn.data.ct import train_augmentation
 from bioattn.errors import UserInputError
-from bioattn.metrics import classification_metrics, decision_threshold, with_prefix
+from bioattn.metrics import classification_metrics, decision_threshold, margin_threshold, with_prefix
 from bioattn.models.ct_resnet import ResNetCT3D
 from bioattn.models.hybrid_ct import HybridCT3D, predict_probabilities
 from bioattn.tasks.common import count_parameters, fit_timed
@@ -26,7 +26,8 @@ from bioattn.training import TrainConfig, Trainer, plot_curves
 from bioattn.distributed import is_main_process
 from bioattn.training.mixup import mixup_cross_entropy
 
-__all__ = ["build_models", "prepare_for_training", "recalibrates_batch_norm", "train_one"]
+__all__ = ["build_models", "prepare_for_training", "recalibrates_batch_norm", "thresholds_on_training_volumes",
+           "train_one"]
 
 
 def build_models(
@@ -75,6 +76,16 @@ def recalibrates_batch_norm(model: nn.Module, train_size: int, config: TrainConf
     return has_batch_norm and config.small_set_batch(train_size) is not None
 
 
+def thresholds_on_training_volumes(train_size: int, config: TrainConfig) -> bool:
+    """Whether :func:`train_one` places a binary model's decision threshold on the training volumes
+    (:func:`bioattn.metrics.margin_threshold` of the kept weights' probabilities) rather than on the validation
+    split: on a training set whose batch the trainer shrinks (:meth:`TrainConfig.small_set_batch`). There the
+    validation split holds a handful of volumes, too few to place a cut, while the training volumes (tens, usually
+    separated by the kept weights) show where the gap between the classes lies; a model unsure of its smallest
+    lesions puts them at 0.2-0.4, below 0.5."""
+    return config.small_set_batch(train_size) is not None
+
+
 def _class_names(options: CTOptions, data: CTData) -> list[str] | None:
     if data.class_names is not None:
         return data.class_names
@@ -82,8 +93,8 @@ def _class_names(options: CTOptions, data: CTData) -> list[str] | None:
     return list(names) if names and len(names) == data.num_classes else None
 
 
-def _scores(labels: np.ndarray, probs: np.ndarray, split: str) -> dict[str, float]:
-    return with_prefix(split, classification_metrics(labels, probs))
+def _scores(labels: np.ndarray, probs: np.ndarray, split: str, threshold: float = 0.5) -> dict[str, float]:
+    return with_prefix(split, classification_metrics(labels, probs, threshold=threshold))
 
 
 def prepare_for_training(model: nn.Module, config: TrainConfig) -> None:
@@ -146,21 +157,36 @@ def train_one(
         # the last evaluation, free of the best-epoch selection on the validation split
         "val_auroc_last_epoch": history[-1].get("val_auroc") if history else None,
     }
-    if "test" in data.splits:
-        probs = predict_probabilities(model, data.splits["test"], batch_size=config.batch_size,
-                                      flip_tta=protocol.flip_tta)
-        metrics.update(_scores(data.labels["test"], probs, "test"))
     kept = predict_probabilities(model, val_set, batch_size=config.batch_size, flip_tta=protocol.flip_tta)
     binary = kept.shape[1] == 2
-    # the cut on the positive class the validation split supports (0.5 unless another one separates it better)
-    threshold = decision_threshold(val_labels, kept[:, 1]) if binary else 0.5
+    positive = (data.class_names or ["0", "1"])[1]
+    threshold, from_training = 0.5, binary and thresholds_on_training_volumes(len(data.splits["train"]), config)
+    if from_training:
+        train_probs = predict_probabilities(model, data.splits["train"], batch_size=config.batch_size,
+                                            flip_tta=protocol.flip_tta)
+        threshold = margin_threshold(data.labels["train"], train_probs[:, 1])
+        # the validation volumes did not choose it: their scores at it are an honest estimate
+        at_threshold = _scores(val_labels, kept, "val", threshold=threshold)
+        metrics.update({key: at_threshold[key] for key in ("val_mcc", "val_accuracy", "val_f1")})
+    elif binary:  # the cut the validation split supports (0.5 unless another one separates it better)
+        threshold = decision_threshold(val_labels, kept[:, 1])
     metrics["threshold"] = threshold
+    if "test" in data.splits:  # at 0.5 unless the threshold came from the training volumes
+        probs = predict_probabilities(model, data.splits["test"], batch_size=config.batch_size,
+                                      flip_tta=protocol.flip_tta)
+        metrics.update(_scores(data.labels["test"], probs, "test", threshold=threshold if from_training else 0.5))
     metrics["trust"] = trust_report(val_labels, kept[:, 1] if binary else kept, threshold=threshold,
                                     class_names=data.class_names, headline="auroc", split="validation",
                                     cv_hint="--cv 5")
-    if threshold != 0.5:
+    if from_training:
         metrics["trust"]["warnings"].append(
-            f"note: the decision threshold is {threshold:.4g} on p({(data.class_names or ['0', '1'])[1]}), chosen on "
+            f"note: small training set: the decision threshold is {threshold:.4g} on p({positive}), the middle of the "
+            f"widest gap between the {len(data.splits['train'])} training volumes' probabilities of the two classes; "
+            "predict ct and explain ct apply it; the validation volumes did not choose it, and the accuracies above are "
+            "measured at it")
+    elif threshold != 0.5:
+        metrics["trust"]["warnings"].append(
+            f"note: the decision threshold is {threshold:.4g} on p({positive}), chosen on "
             "these validation volumes (at 0.5 they separate worse); predict ct and explain ct apply it; the accuracy "
             "above is at 0.5, and on the volumes it was chosen on the threshold's own accuracy is optimistic")
     plot_curves(run_dir)
