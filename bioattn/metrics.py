@@ -178,6 +178,14 @@ def order_binary_classes(names: Sequence[str], positive: str | None = None) -> t
     return names, f"positive class: {names[1]} (the second label in sorted order; --positive-class NAME chooses another)"
 
 
+def _balanced_accuracy_of_cuts(labels: np.ndarray, positive: np.ndarray, cuts: np.ndarray) -> tuple[np.ndarray, float]:
+    """``(K,)`` balanced accuracy of predicting class 1 at ``positive >= cut`` for each of the ``(K,)`` ``cuts``, and
+    what one example of the smaller class is worth on that scale (the tolerance of both threshold rules)."""
+    predicted = positive[None, :] >= cuts[:, None]
+    balanced = (predicted[:, labels == 1].mean(1) + (~predicted[:, labels == 0]).mean(1)) / 2
+    return balanced, 0.5 / min(int((labels == 1).sum()), int((labels == 0).sum()))
+
+
 def decision_threshold(labels: Sequence[int] | np.ndarray, positive: np.ndarray, default: float = 0.5) -> float:
     """The threshold on the positive class's probability that classifies ``labels`` (0/1) best by balanced accuracy,
     set midway between two neighbouring probabilities; of equally good ones the closest to ``default``. ``default``
@@ -191,15 +199,9 @@ def decision_threshold(labels: Sequence[int] | np.ndarray, positive: np.ndarray,
         return default
     values = np.unique(positive)
     candidates = np.concatenate([[default], (values[1:] + values[:-1]) / 2, [values[0] - 1e-6, values[-1] + 1e-6]])
-
-    def balanced(threshold: float) -> float:
-        predicted = positive >= threshold
-        return float(np.mean([np.mean(predicted[labels == 1]), np.mean(~predicted[labels == 0])]))
-
-    scores = np.array([balanced(t) for t in candidates])
+    scores, one_example = _balanced_accuracy_of_cuts(labels, positive, candidates)
     best = scores.max()
-    one_example = 0.5 / min(int((labels == 1).sum()), int((labels == 0).sum()))
-    if best - balanced(default) <= one_example + 1e-12:
+    if best - scores[0] <= one_example + 1e-12:  # candidates[0] is the default
         return default
     good = candidates[scores >= best - 1e-12]
     return float(good[np.argmin(np.abs(good - default))])
@@ -223,12 +225,10 @@ def margin_threshold(labels: Sequence[int] | np.ndarray, positive: np.ndarray, d
     if len(values) < 2:
         return default
     cuts = (values[1:] + values[:-1]) / 2
-    predicted = positive[None, :] >= cuts[:, None]
-    balanced = (predicted[:, labels == 1].mean(1) + (~predicted[:, labels == 0]).mean(1)) / 2
+    balanced, one_example = _balanced_accuracy_of_cuts(labels, positive, cuts)
     best = balanced.max()
     if best <= 0.5 + 1e-12:
         return default
-    one_example = 0.5 / min(int((labels == 1).sum()), int((labels == 0).sum()))
     good = np.flatnonzero((balanced >= best - one_example - 1e-12) & (balanced > 0.5 + 1e-12))
     widest = good[np.argmax(values[good + 1] - values[good])]
     return float(cuts[widest])
