@@ -31,7 +31,9 @@ the end-to-end rate. ``--compile`` adds ``--compile`` to the command (the model-
 device and back, writing) with the model replaced by a constant (a module returning fixed logits of the model's
 shapes, no computing), timed inside a fresh process from the call of ``scan_genome`` to its return (start-up,
 imports, indexing and a first scan of a 2 kb FASTA excluded), to ``.bw`` and to ``.bedGraph``; with ``--before SRC`` the older tree's pipeline
-too. The line ``null-model DEVICE .bw X windows/s, .bedGraph Y windows/s`` follows, with their ratio to the
+too. Then ``pyBigWig alone``: the entries of this tree's null-model ``.bw`` read back and written again by the
+scan's own bigWig writer in the benchmark's process (same header, chunks and ``close``; the bytes compared), the
+floor a scan to ``.bw`` cannot go below. The line ``null-model DEVICE .bw X windows/s, .bedGraph Y windows/s`` follows, with their ratio to the
 model-only rate (above 1: the host can keep the model fed). ``--host-only``: only that (a CPU scores
 too slowly with the real model for a genome large enough to time the host). ``--quick``: a short smoke run
 (0.05 Mb, no start-up run).
@@ -345,6 +347,27 @@ def main() -> None:
             sharded(args, model_dir, fasta, folder, precisions[0])
 
 
+def writer_alone(scanned: Path, rewritten: Path) -> tuple[int, float, float, bool]:
+    """pyBigWig alone on the entries of the bigWig ``scanned``: read back (before the clock), written again to
+    ``rewritten`` through the scan's own writer (:func:`~bioattn.tasks.promoter.tracks.write_bigwig`: the same
+    header, chunks and ``close``) in this process. Returns the entries, their wall and CPU seconds, and whether the
+    bytes equal ``scanned``'s (the same records: the writer's own cost is what a scan to .bw cannot go below)."""
+    import pyBigWig
+
+    from bioattn.tasks.promoter.tracks import write_bigwig
+
+    with pyBigWig.open(str(scanned)) as bw:
+        header = list(bw.chroms().items())
+        tiles = []
+        for chrom, _ in header:
+            rows = np.array(bw.intervals(chrom) or [], dtype=np.float64).reshape(-1, 3)
+            tiles.append((chrom, (rows[:, 0].astype(np.int64), rows[:, 1].astype(np.int64), rows[:, 2])))
+    start, cpu = time.perf_counter(), time.process_time()
+    write_bigwig(rewritten, header, iter(tiles))
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return sum(len(t[0]) for _, t in tiles), wall, cpu, rewritten.read_bytes() == scanned.read_bytes()
+
+
 def host_ceiling(args: argparse.Namespace, fasta: Path, folder: Path, resolved: str, precision: str,
                  rate: float | None = None, e2e: float | None = None) -> None:
     """The scan pipeline with a constant for the model (this tree and ``--before``), to .bw and .bedGraph; prints
@@ -359,6 +382,11 @@ def host_ceiling(args: argparse.Namespace, fasta: Path, folder: Path, resolved: 
                                                                                if rate else "")
             for suffix, (wall, per_cpu) in found[name].items()) + f"; load average {os.getloadavg()[0]:.2f}",
             flush=True)
+        if name == "now":
+            entries, wall, cpu, same = writer_alone(folder / "null.bw", folder / "alone.bw")
+            print(f"  pyBigWig alone (the same {entries:,} entries written again by the scan's writer, this process):"
+                  f" {entries / wall:,.0f} entries/s ({entries / cpu:,.0f} per CPU-s), same bytes: "
+                  f"{'yes' if same else 'NO'}; a scan to .bw cannot go faster", flush=True)
     now = found["now"]
     line = (f"null-model {args.device} {precision}: .bw {now['.bw'][0]:.0f} windows/s, .bedGraph "
             f"{now['.bedGraph'][0]:.0f} windows/s (per CPU second {now['.bw'][1]:.0f}, {now['.bedGraph'][1]:.0f})")

@@ -15,6 +15,9 @@ strand handling), three placements per variant (the default offsets). Measured i
 - ``scan``: the model-only measure of ``bench/scan.py``, repeated here (gue-prom-core-all averaging both strands,
   its batch size, fp32), as windows (each two forward passes) per CPU second; the target of the variant
   pipeline is ``scan windows/CPU-s x 2 / windows/variant`` variants per CPU second;
+- ``paired ratio`` (``--repeats R``, default 3): the end-to-end variant measure and the scan's model-only measure
+  alternated R times in the same process, the ratio of each pair (variants per CPU-s over the target) and their
+  median: on a shared machine the rates of separate measures move by more than the ratio differs from 1;
 - ``string path`` (``--string-path N``, default 500 variants): the former implementation's way of scoring (window
   strings through ``predict``), for comparison.
 
@@ -114,8 +117,9 @@ def host_only(scorer, dna, fasta, variants, both: bool) -> tuple[float, float]:
 
     class Null(type(scorer)):
         def score(self, ref, alt):
-            zeros = torch.zeros(ref.shape[0], len(dna.target_names), dtype=torch.float64, device=ref.device)
-            return zeros, zeros
+            width = len(dna.target_names)
+            return (torch.zeros(ref.shape[0], width, dtype=torch.float64, device=ref.device),
+                    torch.zeros(alt.shape[0], width, dtype=torch.float64, device=alt.device))
 
     null = Null.__new__(Null)
     null.__dict__.update(scorer.__dict__)
@@ -154,6 +158,19 @@ def scan_model_only(device, windows: int) -> tuple[float, float]:
     return done / wall, done / cpu
 
 
+def paired_ratios(model, fasta, variants, device, per_variant: int, repeats: int, scan_windows: int) -> list[float]:
+    """``repeats`` ratios of end-to-end variants per CPU-s to the target (the scan's model-only windows per CPU-s x 2
+    / ``per_variant``), each from one variant measure followed by one scan measure."""
+    from bioattn.tasks.variants.score import allele_scores
+
+    ratios = []
+    for _ in range(repeats):
+        _, cpu, _ = timed(lambda: allele_scores(model, fasta, variants, progress=False))
+        _, scan_cpu = scan_model_only(device, scan_windows)
+        ratios.append(len(variants) / cpu / (scan_cpu * 2 / per_variant))
+    return ratios
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -164,11 +181,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", nargs="+", default=list(MODELS), help="shipped models (default: both)")
     parser.add_argument("--string-path", type=int, default=500,
                         help="variants scored by the string path for comparison, 0: skip (default: %(default)s)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="alternated variant / scan measures for the paired ratio, 0: skip (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0, help="(default: %(default)s)")
     parser.add_argument("--smoke", "--quick", action="store_true", help="a few seconds: tiny sizes, checks it runs")
     args = parser.parse_args(argv)
     if args.smoke:
-        args.variants, args.megabases, args.string_path = 30, 0.02, 10
+        args.variants, args.megabases, args.string_path, args.repeats = 30, 0.02, 10, min(args.repeats, 2)
     import pyfaidx
     import torch
 
@@ -224,6 +243,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"scan model-only (both strands, fp32): {scan_wall:.0f} windows/s, {scan_cpu:.0f} per CPU-s; "
                       f"target {target:.0f} variants per CPU-s, measured {n / cpu:.0f} "
                       f"(ratio {n / cpu / target:.2f})")
+                if args.repeats:
+                    ratios = paired_ratios(model, fasta, variants, device, per_variant, args.repeats,
+                                           512 if args.smoke else max(2048, n * 2))
+                    print(f"paired ratio (variants per CPU-s / target, {args.repeats} alternated pairs): median "
+                          f"{float(np.median(ratios)):.2f}, range {min(ratios):.2f}-{max(ratios):.2f}")
     return 0
 
 

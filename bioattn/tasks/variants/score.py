@@ -17,9 +17,10 @@ in their reverse complement (gene orientation).
 
 Windows are cut per contig with array operations (:mod:`bioattn.tasks.variants.windows`). Activity models and
 promoter classifiers are scored on token batches through the scans' device feed
-(:func:`bioattn.tasks.device_feed.feed`: the reference and alternative windows of a variant in one forward pass,
-their flank stripping, padding and strand averaging done at the token level, with the numbers of their
-``predict``); any other DNA model gets the windows of a chunk of variants as strings in one ``predict`` call, where
+(:func:`bioattn.tasks.device_feed.feed`: the alternative windows of a variant and the reference windows it is
+the first to use in one forward pass, each distinct reference window of a contig's block scored once; their flank
+stripping, padding and strand averaging done at the token level, with the numbers of their ``predict``); any
+other DNA model gets the windows of a chunk of variants as strings in one ``predict`` call, where
 identical windows (the reference windows shared by the three alleles of a position) are scored once.
 """
 from __future__ import annotations

@@ -200,48 +200,97 @@ def _blocks(n: int, order: np.ndarray) -> Iterator[np.ndarray]:
         yield order[first : first + BLOCK]
 
 
+@dataclass
+class _TokenBatch:
+    """One forward pass of :func:`score_tokens`: the variants ``index`` (into the caller's list), the reference
+    window id of each of their rows ``ids`` ``(b, P * S)`` into ``store`` (their contig group's scores, filled as
+    passes return), the ids ``first``.. of the reference windows scored in this pass ``ref`` ``(r, L)`` (the
+    group's windows not scored by an earlier pass), and the alternative windows ``alt`` ``(b * P * S, L)``."""
+
+    index: np.ndarray
+    ids: np.ndarray
+    first: int
+    store: dict
+    ref: np.ndarray
+    alt: np.ndarray
+
+
+def unique_windows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For ``rows`` ``(R, W)`` uint8: ``(ids (R,), first (U,))``, each row's window id, numbered in order of first
+    occurrence, and the row where each id first occurs (increasing)."""
+    rows = np.ascontiguousarray(rows)
+    keys = rows.view(np.dtype((np.void, rows.shape[1]))).ravel()
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.argsort(first)] = np.arange(len(first))
+    return rank[inverse.ravel()], np.sort(first)
+
+
 def score_tokens(scorer: TokenModel, reference: Any, variants: Sequence[Any], offsets: Sequence[int], window: int,
                  both: bool, reverse: Callable[[str], bool] | None, out: dict[str, np.ndarray],
                  update: Callable[[int], None]) -> None:
     """Fill ``out`` (``ref``, ``alt`` ``(N, P, S, T)``, ``weights``, ``where``, and ``ref_e``/``alt_e`` when
-    embedding) for ``variants``: windows built per block of variants sorted by contig and position, batches of
-    about :func:`rows_per_allele` rows per allele scored through :func:`~bioattn.tasks.device_feed.feed`."""
+    embedding) for ``variants``: windows built per block of variants sorted by contig and position, scored through
+    :func:`~bioattn.tasks.device_feed.feed` in passes of about twice :func:`rows_per_allele` rows. Each distinct
+    reference window of a contig's group is scored once, in the pass of the first variant that uses it (the
+    alleles at one position, and nearby positions at other placements, share them: a saturation map scores about
+    half the windows), every alternative window in its variant's pass."""
     from bioattn.tasks.device_feed import feed
 
     n, p, s = len(variants), len(offsets), 2 if both else 1
     chrom = np.array([v.chrom for v in variants], dtype=object)
     pos = np.fromiter((v.pos for v in variants), dtype=np.int64, count=n)
     order = np.lexsort((pos, np.unique(chrom, return_inverse=True)[1]))
-    per_batch = max(1, rows_per_allele(scorer.device) // (p * s))
+    budget = 2 * rows_per_allele(scorer.device)
 
-    def batches() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    def batches() -> Iterator[_TokenBatch]:
         for block in _blocks(n, order):
             for group in build_windows(reference, [variants[i] for i in block], offsets, window, reverse):
                 index = block[group.index]
                 out["weights"][index], out["where"][index] = group.weights, group.where
                 ref, alt = strand_rows(group.ref, both), strand_rows(group.alt, both)
-                for first in range(0, len(index), per_batch):
-                    cut = slice(first, first + per_batch)
-                    rows = ref[cut].shape[0] * p * s
-                    yield (index[cut], scorer.tokens(ref[cut].reshape(rows, -1)),
-                           scorer.tokens(alt[cut].reshape(rows, -1)))
+                rows = ref.reshape(len(index) * p * s, -1)
+                ids, first = unique_windows(rows)
+                ids = ids.reshape(len(index), p * s)
+                new_end = np.cumsum(np.bincount(first // (p * s), minlength=len(index)))  # ids scored by v's pass
+                cost = np.arange(1, len(index) + 1) * (p * s) + new_end  # rows through variant v
+                store: dict = {"size": len(first)}  # the group's scores, filled as its passes return
+                a = 0
+                while a < len(index):
+                    b = max(a + 1, min(len(index), int(np.searchsorted(cost, (cost[a - 1] if a else 0) + budget,
+                                                                       side="right"))))
+                    lo, hi = (int(new_end[a - 1]) if a else 0), int(new_end[b - 1])
+                    yield _TokenBatch(index[a:b], ids[a:b], lo, store, scorer.tokens(rows[first[lo:hi]]),
+                                      scorer.tokens(alt[a:b].reshape((b - a) * p * s, -1)))
+                    a = b
+
+    def filled(store: dict, name: str, first: int, values: np.ndarray) -> np.ndarray:
+        if name not in store:
+            store[name] = np.zeros((store["size"], values.shape[1]), dtype=values.dtype)
+        store[name][first : first + len(values)] = values
+        return store[name]
 
     torch = scorer.torch
     model = scorer.model
     was_training = model.training
     model.eval()
-    stream = feed(batches(), scorer.score, scorer.device, tokens=lambda batch: batch[1:])
+    stream = feed(batches(), lambda alt, ref: scorer.score(ref, alt), scorer.device,
+                  tokens=lambda batch: (batch.alt, batch.ref))
     try:
         with torch.inference_mode():
-            for (index, _, _), result in stream:
-                shape = (len(index), p, s, -1)
-                out["ref"][index], out["alt"][index] = result[0].reshape(shape), result[1].reshape(shape)
+            for batch, result in stream:
+                shape = (len(batch.index), p, s, -1)
+                values = filled(batch.store, "ref", batch.first, result[0])
+                out["ref"][batch.index] = values[batch.ids].reshape(shape)
+                out["alt"][batch.index] = result[1].reshape(shape)
                 if len(result) > 2:
                     if out.get("ref_e") is None:
                         out["ref_e"] = np.zeros((n, p, s, result[2].shape[1]))
                         out["alt_e"] = np.zeros_like(out["ref_e"])
-                    out["ref_e"][index], out["alt_e"][index] = result[2].reshape(shape), result[3].reshape(shape)
-                update(len(index))
+                    embedded = filled(batch.store, "ref_e", batch.first, result[2])
+                    out["ref_e"][batch.index] = embedded[batch.ids].reshape(shape)
+                    out["alt_e"][batch.index] = result[3].reshape(shape)
+                update(len(batch.index))
     finally:
         stream.close()
         model.train(was_training)

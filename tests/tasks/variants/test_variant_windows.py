@@ -16,6 +16,7 @@ from bioattn.models import load_pretrained
 from bioattn.tasks.variants.records import Variant
 from bioattn.tasks.variants.score import (AlleleScores, allele_scores, as_dna_model, default_offsets, resolve_strands,
                                           score_table, window_starts)
+from bioattn.tasks.variants.windows import build_windows
 
 RNG = np.random.default_rng(3)
 COMPLEMENT = np.arange(256, dtype=np.uint8)
@@ -145,7 +146,11 @@ def test_ref_and_alt_windows_share_one_forward_pass(genome, promoter) -> None:
         allele_scores(promoter, fasta, c1, strands="forward", progress=False)
     finally:
         hook.remove()
-    assert shapes == [(2 * 40 * len(default_offsets(70)), 70)]  # 40 variants, ref and alt windows together
+    (group,) = build_windows(fasta, c1, default_offsets(70), 70)
+    distinct_refs = len({row.tobytes() for row in group.ref.reshape(-1, 70)})
+    assert distinct_refs < 40 * len(default_offsets(70))  # alleles of one position share their reference windows
+    # 40 variants in one pass: every alternative window and each distinct reference window once
+    assert shapes == [(40 * len(default_offsets(70)) + distinct_refs, 70)]
 
 
 def test_cli_writes_the_string_paths_table(genome, promoter, tmp_path) -> None:
