@@ -176,3 +176,23 @@ def test_non_dna_letter_falls_back_to_the_string_paths_error(tmp_path, promoter)
     fasta = pyfaidx.Fasta(str(path), as_raw=True)
     with pytest.raises(UserInputError, match="X"):
         allele_scores(promoter, fasta, [Variant("c1", 70, "G", "A", 0, 0, "x")], progress=False)
+
+
+def test_passes_that_reuse_every_reference_window_score_the_same(genome, promoter, monkeypatch) -> None:
+    """With passes of one variant, the second and third alleles of a position bring no new reference window (a
+    pass with an empty reference part): the scores equal those of the default passes."""
+    from bioattn.tasks.variants import windows
+
+    path, variants = genome
+    fasta = pyfaidx.Fasta(str(path), as_raw=True)
+    c1 = [v for v in variants if v.chrom == "c1"][:30]  # ten positions, three alleles each
+    default = allele_scores(promoter, fasta, c1, strands="forward", progress=False)
+    monkeypatch.setitem(windows.ROWS, "cpu", 2)  # a budget of 4 rows: one variant (3 alternative rows) per pass
+    shapes = []
+    hook = promoter.register_forward_hook(lambda module, args, output: shapes.append(args[0].shape[0]))
+    try:
+        single = allele_scores(promoter, fasta, c1, strands="forward", progress=False)
+    finally:
+        hook.remove()
+    assert len(shapes) == len(c1) and 3 in shapes  # one pass per variant, some with no reference window
+    _same(single, default)
