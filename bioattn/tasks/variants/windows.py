@@ -26,13 +26,14 @@ from bioattn.data.dna import PAD_ID
 COMPLEMENT = np.arange(256, dtype=np.uint8)
 for _a, _b in zip(b"ACGTNacgtn", b"TGCANtgcan"):
     COMPLEMENT[_a] = _b
-#: Rows per forward pass of one allele on a CPU and on a GPU (the reference's and the alternative's go in the same
-#: batch, so a pass reads twice as many: 256 as ``predict``'s batches on a CPU, 4096 as a scan's on a GPU).
+#: Half the rows of one forward pass on a CPU and on a GPU: a pass holds its variants' alternative windows and the
+#: reference windows they are the first to use, about 256 rows on a CPU (``predict``'s batches) and 4096 on a GPU
+#: (a scan's); with no shared reference windows, this many rows of each allele.
 ROWS = {"cpu": 128, "cuda": 2048}
 
 
 def rows_per_allele(device: Any) -> int:
-    """Rows of one allele per forward pass on ``device`` (a ``torch.device``)."""
+    """Half the rows of a forward pass on ``device`` (a ``torch.device``): see :data:`ROWS`."""
     return ROWS.get(getattr(device, "type", str(device)), ROWS["cpu"])
 #: Variants whose windows are built at once (sorted by contig and position, so each contig's span is read once).
 BLOCK = 8192
