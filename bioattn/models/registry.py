@@ -144,7 +144,8 @@ class ModelCard:
     """What ``card.json`` of a shipped model says: its task, headline metric (``metric`` key such as ``dev_mcc``
     or ``cv_mcc``, ``value``, and ``sd`` over folds when cross-validated) and the whole card as ``data``;
     ``size_bytes`` is the folder's size on disk; ``members``: how many models an ensemble averages (1: a single
-    model of ``model_type``)."""
+    model of ``model_type``); ``builds_on``: the shipped model it loads by name and does not ship itself (card.json's
+    ``builds_on``; ``None``: none)."""
 
     name: str
     model_type: str
@@ -155,6 +156,7 @@ class ModelCard:
     size_bytes: int
     data: dict[str, Any]
     members: int = 1
+    builds_on: str | None = None
 
     def headline(self) -> str:
         """``"dev_mcc = 0.6984"`` or ``"cv_mcc = 0.7710 ± 0.0120"``."""
@@ -173,7 +175,7 @@ def model_card(name: str) -> ModelCard:
         return ModelCard(name=model_dir.name, model_type=model_type, task=card["task"],
                          metric=headline["metric"], value=float(headline["value"]), sd=headline.get("sd"),
                          size_bytes=sum(p.stat().st_size for p in model_dir.rglob("*") if p.is_file()), data=card,
-                         members=len(config.get("members", [])) or 1)
+                         members=len(config.get("members", [])) or 1, builds_on=card.get("builds_on"))
     except (OSError, json.JSONDecodeError, KeyError) as exc:
         raise UserInputError(f"{card_path}: unreadable model card ({exc!r})") from exc
 
@@ -184,10 +186,21 @@ MODEL_TABLE_HEADER = ["name", "model type", "task", "headline metric", "size"]
 
 def model_table() -> tuple[list[str], list[list[str]]]:
     """``(header, rows)`` of the shipped models, as ``bioattn models`` prints them: one row per model with its name,
-    model type (``ensemble of 3 PromoterClassifier``), task, headline metric (``metric = value``) and size in MB."""
+    model type (``ensemble of 3 PromoterClassifier``), task, headline metric (``metric = value``) and size: what its
+    folder ships (``5.7 MB``, ``8 kB``), and for a model that loads another by name, that one too
+    (``8 kB, builds on lentimpra-wtc11 (5.7 MB)``)."""
     rows = []
     for name in available_models():
         card = model_card(name)
         kind = card.model_type if card.members == 1 else f"ensemble of {card.members} {card.model_type}"
-        rows.append([name, kind, card.task, card.headline(), f"{card.size_bytes / 1e6:.1f} MB"])
+        size = _size(card.size_bytes)
+        if card.builds_on:
+            size += f", builds on {card.builds_on}" + (f" ({_size(model_card(card.builds_on).size_bytes)})"
+                                                       if card.builds_on in available_models() else "")
+        rows.append([name, kind, card.task, card.headline(), size])
     return MODEL_TABLE_HEADER, rows
+
+
+def _size(size_bytes: int) -> str:
+    """``"5.7 MB"``; under 0.1 MB in kB (``"8 kB"``), not ``"0.0 MB"``."""
+    return f"{size_bytes / 1e6:.1f} MB" if size_bytes >= 1e5 else f"{max(size_bytes / 1e3, 1):.0f} kB"
