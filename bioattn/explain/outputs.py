@@ -64,7 +64,8 @@ def write_faithfulness(results: dict[str, dict], out_dir: Path, *, title: str, u
 
 
 def faithfulness_table(results: dict[str, dict]) -> str:
-    """A text table of ``results`` (method → summary): areas ± sd and seconds, most faithful first."""
+    """A text table of ``results`` (method → summary): areas ± sd and the seconds the maps took, most faithful
+    first, then what the areas are (:data:`FAITHFULNESS_NOTE`)."""
     from bioattn.explain.faithfulness import most_faithful
     from bioattn.report import format_table
 
@@ -73,9 +74,28 @@ def faithfulness_table(results: dict[str, dict]) -> str:
     rows = [[name + (" *" if name == best else ""),
              f"{results[name]['deletion_auc']:.3f} ± {results[name]['deletion_auc_sd']:.3f}",
              f"{results[name]['insertion_auc']:.3f} ± {results[name]['insertion_auc_sd']:.3f}",
-             f"{results[name]['seconds']:.2f}"] for name in ordered]
-    return format_table(["method", "deletion AUC (lower = better)", "insertion AUC (higher = better)", "seconds"], rows,
-                        title=f"faithfulness over {_count(results[best]['examples'], 'example')} (* most faithful)")
+             _seconds(results[name]["seconds"])] for name in ordered]
+    table = format_table(["method", "deletion AUC (lower = better)", "insertion AUC (higher = better)",
+                          "seconds (maps)"], rows,
+                         title=f"faithfulness over {_count(results[best]['examples'], 'example')} (* most faithful)")
+    return f"{table}\n\n{FAITHFULNESS_NOTE}"
+
+
+#: What :func:`faithfulness_table` prints under the table.
+FAITHFULNESS_NOTE = (
+    "AUCs: area under the model's probability of the class it predicted on the intact input, divided by that "
+    "probability, over the fraction of units perturbed (0 to 1); deletion perturbs the top-ranked units first, "
+    "insertion reveals them first. Insertion can exceed 1: the top-ranked units alone can give that class a higher "
+    "probability than the whole input (the rest of the input works against it).\n"
+    "seconds (maps): time to compute each method's maps, not the curves.")
+
+
+def _seconds(seconds: float) -> str:
+    """``"0.012"``, ``"3.457"``, ``"123.5"``; ``"< 0.001"`` for a time that rounds to 0 (summaries keep 3
+    decimals), never ``"0.00"``."""
+    if seconds < 0.0005:
+        return "< 0.001"
+    return f"{seconds:.3f}" if seconds < 100 else f"{seconds:.1f}"
 
 
 def _count(number: int, noun: str) -> str:
