@@ -58,6 +58,15 @@ def _member_scores(per_member: list[dict[str, dict[str, float]]]) -> dict[str, d
     return {split: mean_std([member[split] for member in per_member]) for split in per_member[0]}
 
 
+def row_cap(options: PromoterOptions) -> str:
+    """What the split sizes printed before training were capped by: ``" (at most 1,500 per split: --quick)"``, or
+    ``""`` when every row was read."""
+    if options.max_rows is None:
+        return ""
+    by = "--quick" if options.quick and options.max_rows == QUICK_ROWS else "--max-rows"
+    return f" (at most {options.max_rows:,} per split, a seeded random subset: {by})"
+
+
 def run_holdout(data: PromoterData, options: PromoterOptions, config: TrainConfig) -> dict[str, Any]:
     """Train on ``train``, early-stop on ``dev``, score every split but ``train``; fit the baselines the same way.
 
@@ -67,7 +76,7 @@ def run_holdout(data: PromoterData, options: PromoterOptions, config: TrainConfi
     splits = data.splits
     evals = {name: split for name, split in splits.items() if name != "train"}
     print(f"{options.name}: " + ", ".join(f"{n} {len(s):,}" for n, s in splits.items())
-          + f" sequences, {len(data.class_names)} classes, up to {data.max_len} nt", file=sys.stderr)
+          + f" sequences{row_cap(options)}, {len(data.class_names)} classes, up to {data.max_len} nt", file=sys.stderr)
     plan = plan_members(options.out, RunProtocol.of(options), config.seed)
     seeds = [member.index for member in plan]
 
@@ -139,7 +148,7 @@ def run_cross_validation(data: PromoterData, options: PromoterOptions, config: T
     """
     folds_k, repeats = options.cv or CV_FOLDS, options.cv_repeats
     everything, class_names, max_len = cross_validation_pool(data), data.class_names, data.max_len
-    print(f"{options.name}: {len(everything):,} sequences, {folds_k}-fold CV grouped by sequence"
+    print(f"{options.name}: {len(everything):,} sequences{row_cap(options)}, {folds_k}-fold CV grouped by sequence"
           + (f", repeated {repeats} times" if repeats > 1 else ""), file=sys.stderr)
     members = folds_k * repeats
     per_run = dataclasses.replace(config, max_minutes=config.max_minutes / members if config.max_minutes else None)

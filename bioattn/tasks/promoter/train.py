@@ -374,8 +374,10 @@ def gue_task_dir(options: PromoterOptions) -> tuple[Path, str]:
         if task_dir.is_dir() or not may_use_sample:
             return task_dir, str(root)
         missing = f"{task_dir}: task folder not found"
+    capped = f"; --quick trains on a seeded random {options.max_rows:,} of its 2,000 train sequences" if (
+        options.max_rows is not None and options.max_rows < 2000) else ""
     print(f"{missing}\n--quick: using the {EMBEDDED_SAMPLE} of GUE {options.task} shipped with bioattn "
-          "(2,000 train + 500 dev sequences), not the full benchmark", file=sys.stderr)
+          f"(2,000 train + 500 dev sequences), not the full benchmark{capped}", file=sys.stderr)
     return embedded_sample_dir(options.task), EMBEDDED_SAMPLE
 
 
