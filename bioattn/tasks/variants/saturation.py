@@ -5,6 +5,7 @@ letter standing up supports the model's output, one hanging down works against i
 """
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 from typing import Any
@@ -72,42 +73,118 @@ def effect_matrix(table: Any, chrom: str, column: str = "delta") -> tuple[np.nda
 
 def draw_saturation(table: Any, path: str | Path, *, column: str = "delta", title: str = "") -> Path:
     """The heatmap(s) of a saturation table (one logo + heatmap pair per contig, at most :data:`MAX_DRAWN`), written
-    atomically as PNG."""
+    atomically as PNG (:func:`saturation_figure`)."""
+    from bioattn.io import save_figure
+
+    return save_figure(saturation_figure(table, column=column, title=title), path)
+
+
+#: How the cells without an SNV are drawn: the reference base's own cell (grey; white is a neutral SNV) and, hatched
+#: over it, positions whose base is N (or any non-ACGT letter), which a saturation map does not mutate.
+REFERENCE_COLOUR = "0.72"
+UNMUTATED_HATCH = "////"
+
+
+def saturation_figure(table: Any, *, column: str = "delta", title: str = "") -> Any:
+    """The matplotlib ``Figure`` of :func:`draw_saturation`.
+
+    Each record spans its first to last scored position: columns at genomic positions (ticks at round ones),
+    reference cells grey, positions never mutated (N) hatched and counted in the record's title; one colour scale
+    and one logo scale for every record drawn, so records compare by eye.
+    """
     import logomaker
     import matplotlib
 
     matplotlib.use("Agg")
     import pandas as pd
     from matplotlib.figure import Figure
-
-    from bioattn.io import save_figure
+    from matplotlib.patches import Patch, Rectangle
 
     chroms = list(dict.fromkeys(table["chrom"]))[:MAX_DRAWN]
-    widest = max(len(table[table["chrom"] == c]["pos"].unique()) for c in chroms)
+    records = [_record_cells(table, chrom, column) for chrom in chroms]
+    widest = max(len(span) for span, _, _, _ in records)
     figure = Figure(figsize=(min(4 + widest * 0.06, 40), 3.2 * len(chroms)), constrained_layout=True)
     grids = figure.add_gridspec(2 * len(chroms), 2, height_ratios=[1, 1.4] * len(chroms), width_ratios=[40, 1])
     limit = float(np.nanmax(np.abs(table[column].to_numpy()))) or 1.0
-    for k, chrom in enumerate(chroms):
-        positions, matrix, letters = effect_matrix(table, chrom, column)
+    heights = [np.where(np.isnan(m).all(axis=0), 0.0, -np.nansum(m, axis=0) / 3.0) for _, m, _, _ in records]
+    low, high = min(0.0, *(h.min() for h in heights)), max(0.0, *(h.max() for h in heights))
+    pad = 0.05 * ((high - low) or 1.0)  # one logo scale for every record
+    cmap = matplotlib.colormaps["RdBu_r"].with_extremes(bad=REFERENCE_COLOUR)
+    if len(chroms) > 1:
+        figure.suptitle(f"{len(chroms)} records on one logo scale and one colour scale", x=0.99, ha="right",
+                        fontsize="small")
+    for k, (chrom, (span, matrix, letters, unmutated)) in enumerate(zip(chroms, records)):
+        first, last = int(span[0]), int(span[-1])
         logo_ax = figure.add_subplot(grids[2 * k, 0])
-        heights = -matrix.sum(axis=0) / 3.0  # mean effect of mutating the base, sign flipped
-        logo = pd.DataFrame(0.0, index=np.arange(len(letters)), columns=list(BASES))
-        for i, letter in enumerate(letters):
+        logo = pd.DataFrame(0.0, index=span, columns=list(BASES))  # mean effect of mutating the base, sign flipped
+        for position, letter, height in zip(span, letters, heights[k]):
             if letter in BASES:
-                logo.loc[i, letter] = heights[i]
+                logo.loc[position, letter] = height
         logomaker.Logo(logo, ax=logo_ax, color_scheme="classic")
-        logo_ax.set_xlim(-0.5, len(letters) - 0.5)
+        logo_ax.set_xlim(first - 0.5, last + 0.5)
+        logo_ax.set_ylim(low - pad, high + pad)
         logo_ax.set_xticks([])
         logo_ax.set_ylabel("-mean Δ")
-        logo_ax.set_title(f"{title + ': ' if title else ''}{chrom}:{positions[0]}-{positions[-1]}", loc="left")
+        note = f" ({len(unmutated)} N position{'s' if len(unmutated) != 1 else ''} not mutated, hatched)" if len(
+            unmutated) else ""
+        logo_ax.set_title(f"{title + ': ' if title else ''}{chrom}:{first}-{last}{note}", loc="left")
         heat_ax = figure.add_subplot(grids[2 * k + 1, 0])
-        image = heat_ax.imshow(matrix, aspect="auto", cmap="RdBu_r", vmin=-limit, vmax=limit, interpolation="nearest")
+        image = heat_ax.imshow(np.ma.masked_invalid(matrix), aspect="auto", cmap=cmap, vmin=-limit, vmax=limit,
+                               interpolation="nearest", extent=(first - 0.5, last + 0.5, 3.5, -0.5))
+        for ax, bottom, height in ((heat_ax, -0.5, 4.0), (logo_ax, low - pad, high - low + 2 * pad)):
+            for start, length in _runs(unmutated):
+                ax.add_patch(Rectangle((start - 0.5, bottom), length, height, fill=False, hatch=UNMUTATED_HATCH,
+                                       edgecolor="0.35", linewidth=0))
         heat_ax.set_yticks(range(4), list(BASES))
-        ticks = np.linspace(0, len(positions) - 1, min(10, len(positions))).astype(int)
-        heat_ax.set_xticks(ticks, [str(positions[t]) for t in ticks])
+        ticks = _round_ticks(first, last)
+        heat_ax.set_xticks(ticks, [str(t) for t in ticks])
+        heat_ax.set_xlim(first - 0.5, last + 0.5)
         heat_ax.set_xlabel(f"position on {chrom} (1-based)")
         heat_ax.set_ylabel("alt base")
+        handles = [Patch(facecolor=REFERENCE_COLOUR, edgecolor="none", label="reference base (no SNV)")]
+        if len(unmutated):
+            handles.append(Patch(facecolor=REFERENCE_COLOUR, edgecolor="0.35", linewidth=0, hatch=UNMUTATED_HATCH,
+                                 label="N: not mutated"))
+        heat_ax.legend(handles=handles, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=len(handles),
+                       fontsize="small", frameon=False, borderaxespad=0.1)
         colour_ax = figure.add_subplot(grids[2 * k + 1, 1])
         figure.colorbar(image, cax=colour_ax, label=f"{column} (alt - ref)")
-    return save_figure(figure, path)
+    return figure
 
+
+def _record_cells(table: Any, chrom: str, column: str) -> tuple[np.ndarray, np.ndarray, str, np.ndarray]:
+    """``(span (L,), matrix (4, L), letters, unmutated positions)`` of one contig of a saturation table: every
+    position from its first to its last scored one; NaN where there is no SNV (the reference base's own cell, and every
+    cell of a position not mutated, lettered N)."""
+    rows = table[table["chrom"] == chrom]
+    scored = np.sort(rows["pos"].unique()).astype(int)
+    span = np.arange(scored[0], scored[-1] + 1)
+    matrix = np.full((4, len(span)), np.nan)
+    matrix[rows["alt"].map(BASES.index).to_numpy(), rows["pos"].to_numpy().astype(int) - span[0]] = rows[column].to_numpy()
+    letters = ["N"] * len(span)
+    for position, ref in zip(rows["pos"], rows["ref"]):
+        letters[int(position) - span[0]] = ref
+    return span, matrix, "".join(letters), np.setdiff1d(span, scored)
+
+
+def _round_ticks(first: int, last: int, most: int = 10) -> list[int]:
+    """At most ``most`` positions in ``[first, last]``, the multiples of the smallest step of 1, 2, 5, 10, 20, 50, ...
+    that keeps them that few."""
+    for exponent in itertools.count():
+        for mantissa in (1, 2, 5):
+            step = mantissa * 10**exponent
+            ticks = list(range(-(-first // step) * step, last + 1, step))  # from the first multiple >= first
+            if len(ticks) <= most:
+                return ticks
+    raise AssertionError("unreachable")
+
+
+def _runs(positions: np.ndarray) -> list[tuple[int, int]]:
+    """``(start, length)`` of each run of consecutive ``positions`` (sorted)."""
+    runs: list[tuple[int, int]] = []
+    for position in positions:
+        if runs and runs[-1][0] + runs[-1][1] == position:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((int(position), 1))
+    return runs
