@@ -10,6 +10,7 @@ the observed base supports the class.
 
 ``hypothetical=True`` returns, for every position, the centred effect of each of the four bases (``(B, L, 4)``,
 TF-MoDISco's "hypothetical contributions"); otherwise the value of the observed base (``(B, L)``).
+:func:`saturation_scores` does the same for any model with one output per sequence (e.g. a measured activity).
 """
 from __future__ import annotations
 
@@ -60,23 +61,32 @@ def ism_attribution(model: nn.Module, ids: Tensor, padding_mask: Tensor, classes
     Sequences run in groups of one length (the edits of a padded batch would score padding). Each value is the
     change in log-odds when the position holds that base, minus the mean over the four bases.
     """
+    model.eval()
+    return saturation_scores(_OneHotLogOdds(model, rc_average), ids, padding_mask, classes.cpu().float(),
+                             hypothetical=hypothetical, batch_size=batch_size, device=next(model.parameters()).device)
+
+
+@torch.no_grad()
+def saturation_scores(scorer: nn.Module, ids: Tensor, padding_mask: Tensor, *rows: Tensor, hypothetical: bool = False,
+                      batch_size: int = ISM_BATCH, device: torch.device | str = "cpu") -> Tensor:
+    """ISM of any one-output model: ``scorer(one_hot (b, 4, L), *rows[chosen]) -> (b, 1)`` (``rows``: per-sequence
+    tensors ``(B, ...)``, e.g. the class each sequence explains) scored by tangermeme for every substitution of
+    ``ids (B, L)`` (``padding_mask`` True = PAD) → ``(B, L)`` (observed base) or, with ``hypothetical``,
+    ``(B, L, 4)`` (A C G T; the output with that base minus the mean over the four), 0 at padding."""
     from tangermeme.saturation_mutagenesis import saturation_mutagenesis
 
-    model.eval()
-    device = next(model.parameters()).device
-    wrapper = _OneHotLogOdds(model, rc_average)
-    lengths = (~padding_mask).sum(1)
+    lengths = (~padding_mask).sum(1).cpu()
     out = torch.zeros((*ids.shape, 4), dtype=torch.float32)
     for length in lengths.unique().tolist():
-        rows = (lengths == length).nonzero()[:, 0]
-        one_hot = one_hot_ids(ids[rows, :length].cpu())
+        chosen = (lengths == length).nonzero()[:, 0]
+        one_hot = one_hot_ids(ids[chosen, :length].cpu())
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            values = saturation_mutagenesis(wrapper, one_hot, args=(classes[rows].cpu().float(),), batch_size=batch_size,
-                                            hypothetical=True, device=device, fast=False, verbose=False)
-        out[rows, :length] = values.float().cpu().transpose(1, 2)
+            values = saturation_mutagenesis(scorer, one_hot, args=tuple(r[chosen] for r in rows) or None,
+                                            batch_size=batch_size, hypothetical=True, device=device, fast=False,
+                                            verbose=False)
+        out[chosen, :length] = values.float().cpu().transpose(1, 2)
     if hypothetical:
         return out
     observed = one_hot_ids(ids.masked_fill(padding_mask, PAD_ID).cpu()).transpose(1, 2)
     return (out * observed).sum(-1)
-

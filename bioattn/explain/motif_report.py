@@ -111,6 +111,16 @@ def finding_rows(report: MotifReport) -> list[dict]:
     return rows
 
 
+def motif_summary(report: MotifReport) -> dict:
+    """The ``summary.json`` entry of a motif report: pattern and finding counts, the findings (:func:`finding_rows`),
+    how many match the database, the composition patterns, the background, the threshold, timings, TF families."""
+    findings = finding_rows(report)
+    return {"patterns": len(report.patterns), "findings": findings, "matched": sum(row["significant"] for row in findings),
+            "database": report.database, "composition": [p.name for p in report.patterns if p.composition],
+            "background": report.background, "q_threshold": report.q_threshold, "seconds": report.seconds,
+            "families": len(report.matched_families())}
+
+
 def describe_finding(row: dict, q_threshold: float) -> str:
     """``TATAAA (pos_0), 242 seqlets at +32 (median): best match TBP MA0108.3, rank 1 of 879, q = 0.35 (not
     significant at q < 0.05)`` for a row of :func:`finding_rows`."""

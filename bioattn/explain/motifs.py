@@ -5,7 +5,8 @@ bioattn: in-silico mutagenesis of the predicted class, :mod:`bioattn.explain.ism
 informative core, places every seqlet's core on the sequences (mean and sd position relative to the TSS), counts
 the sequences of each predicted class carrying it and matches the core against a motif database with TOMTOM
 (:mod:`bioattn.explain.motif_db`). :func:`explain_motifs` does the whole pipeline for a promoter model,
-including which attention head reads each pattern (:mod:`bioattn.explain.head_motifs`);
+including which attention head reads each pattern (:mod:`bioattn.explain.head_motifs`); :func:`report_motifs` is its
+output-generic part (any model's contributions, e.g. an activity regressor's);
 :func:`~bioattn.explain.motif_report.write_motif_report` writes the files.
 
 Patterns are named ``pos_<k>`` (their bases support the explained class) and ``neg_<k>`` (they argue against it).
@@ -306,7 +307,6 @@ def explain_motifs(model: Any, sequences: Sequence[str], *, tss_index: int | Non
     background, TOMTOM, scans, heads)."""
     from bioattn.data.dna import collate_tokens, encode
     from bioattn.explain.head_motifs import cls_attention, head_motif_enrichment
-    from bioattn.explain.motif_seqlets import say
 
     if not sequences:
         raise UserInputError("motif discovery needs at least one sequence")
@@ -342,6 +342,41 @@ def explain_motifs(model: Any, sequences: Sequence[str], *, tss_index: int | Non
         groups = {"predicted_positive": classes.numpy() == 1, "predicted_negative": classes.numpy() == 0}
     else:
         groups = {f"predicted_{name}": classes.numpy() == k for k, name in enumerate(names)}
+    two_class_positive = target == "positive" and len(names) == 2
+    label = ("given hypothetical contributions" if given else
+             {"ism": "in-silico mutagenesis", "integrated_gradients": "Integrated Gradients (all-N baseline) "
+              "path gradients read for every base"}[attribution]
+             + ", log-odds of the " + ("positive class" if two_class_positive else "predicted class")
+             + " (hypothetical contributions"
+             + (", mean of the ensemble's members)" if len(getattr(model, "members", [])) > 1 else ")"))
+
+    def heads(patterns: Sequence[Pattern]) -> Any:
+        ids, padding_mask = collate_tokens([encode(s) for s in sequences])
+        attention = cls_attention(model, ids, padding_mask, batch_size=batch_size)
+        lengths = (~padding_mask).sum(1).numpy()
+        return head_motif_enrichment(attention, lengths, {p.name: [s[:3] for s in p.sites] for p in patterns})
+
+    return report_motifs(sequences, hypothetical, attribute, groups=groups, attribution=label, tss_index=tss_index,
+                         database=database, q_threshold=q_threshold, settings=settings, background=background,
+                         heads=heads, seconds=seconds, progress=progress)
+
+
+def report_motifs(sequences: Sequence[str], hypothetical: np.ndarray, attribute: Any, *,
+                  groups: Mapping[str, np.ndarray], attribution: str, tss_index: int | None = None,
+                  database: MotifDatabase | None = None, q_threshold: float = DEFAULT_Q,
+                  settings: ModiscoSettings | None = None, background: bool = True, heads: Any = None,
+                  seconds: dict[str, float] | None = None, progress: bool = True) -> MotifReport:
+    """The motif report of any model's hypothetical contributions ``(N, L, 4)`` on ``sequences`` (one length, upper
+    case): TF-MoDISco and TOMTOM (:func:`discover_patterns`), with ``background`` the same pipeline on a dinucleotide
+    shuffle of every sequence (``attribute(shuffles, label) -> (N, L, 4)`` computes their contributions as for the
+    sequences; :func:`background_patterns`), the spacers from scans of the cores (:func:`scan_spacings`) and, when
+    ``heads(patterns)`` is given, its heads × patterns table. ``groups``: name → ``(N,)`` bool (the carriers
+    columns); ``attribution``: how the contributions were made, as the report says it; ``seconds``: timings so
+    far, completed here. What :func:`explain_motifs` runs for a classifier, and any other output's pipeline too."""
+    from bioattn.explain.motif_seqlets import say
+
+    settings = settings or ModiscoSettings()
+    seconds = {} if seconds is None else seconds
     start = time.perf_counter()
     patterns = discover_patterns(sequences, hypothetical, groups=groups, tss_index=tss_index, database=database,
                                  settings=settings, progress=progress)
@@ -361,29 +396,22 @@ def explain_motifs(model: Any, sequences: Sequence[str], *, tss_index: int | Non
         say(f"background: {len(shuffled)} patterns; {sum(p.composition for p in patterns)} of the "
              f"{len(patterns)} patterns are composition ({seconds['background']:.0f} s)", progress)
     start = time.perf_counter()
-    say("scanning pattern cores and reading [CLS] attention on the seqlets", progress and bool(patterns))
+    say("scanning pattern cores and reading [CLS] attention on the seqlets" if heads is not None
+        else "scanning pattern cores", progress and bool(patterns))
     scanned = scan_spacings(patterns, sequences, groups=groups) if patterns else []
     seconds["scan_spacings"] = time.perf_counter() - start
-    start = time.perf_counter()
     head_table = None
-    if patterns:
-        ids, padding_mask = collate_tokens([encode(s) for s in sequences])
-        attention = cls_attention(model, ids, padding_mask, batch_size=batch_size)
-        lengths = (~padding_mask).sum(1).numpy()
-        head_table = head_motif_enrichment(attention, lengths, {p.name: [s[:3] for s in p.sites] for p in patterns})
-    seconds["heads"] = time.perf_counter() - start
-    two_class_positive = target == "positive" and len(names) == 2
+    if heads is not None:
+        start = time.perf_counter()
+        if patterns:
+            head_table = heads(patterns)
+        seconds["heads"] = time.perf_counter() - start
     return MotifReport(
         patterns=patterns, sequences=len(sequences), length=len(sequences[0]), tss_index=tss_index,
         database=database.label if database is not None else "none", q_threshold=q_threshold,
-        attribution=("given hypothetical contributions" if given else
-                     {"ism": "in-silico mutagenesis", "integrated_gradients": "Integrated Gradients (all-N baseline) "
-                      "path gradients read for every base"}[attribution]
-                     + ", log-odds of the " + ("positive class" if two_class_positive else "predicted class")
-                     + " (hypothetical contributions"
-                     + (", mean of the ensemble's members)" if len(getattr(model, "members", [])) > 1 else ")")),
-        groups={name: int(chosen.sum()) for name, chosen in groups.items()}, head_table=head_table,
-        spacings=pattern_spacings(patterns), scan_spacings=scanned, seconds=seconds, settings=vars(settings),
+        attribution=attribution, groups={name: int(chosen.sum()) for name, chosen in groups.items()},
+        head_table=head_table, spacings=pattern_spacings(patterns), scan_spacings=scanned, seconds=seconds,
+        settings=vars(settings),
         background=(f"{BACKGROUND} of the {len(sequences)} sequences (one each), same pipeline"
                     if background and patterns else ""), background_patterns=shuffled)
 

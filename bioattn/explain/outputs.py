@@ -63,9 +63,9 @@ def write_faithfulness(results: dict[str, dict], out_dir: Path, *, title: str, u
     return results
 
 
-def faithfulness_table(results: dict[str, dict]) -> str:
+def faithfulness_table(results: dict[str, dict], note: str | None = None) -> str:
     """A text table of ``results`` (method → summary): areas ± sd and the seconds the maps took, most faithful
-    first, then what the areas are (:data:`FAITHFULNESS_NOTE`)."""
+    first, then what the areas are (``note``, default :data:`FAITHFULNESS_NOTE`: a classifier's)."""
     from bioattn.explain.faithfulness import most_faithful
     from bioattn.report import format_table
 
@@ -78,7 +78,7 @@ def faithfulness_table(results: dict[str, dict]) -> str:
     table = format_table(["method", "deletion AUC (lower = better)", "insertion AUC (higher = better)",
                           "seconds (maps)"], rows,
                          title=f"faithfulness over {_count(results[best]['examples'], 'example')} (* most faithful)")
-    return f"{table}\n\n{FAITHFULNESS_NOTE}"
+    return f"{table}\n\n{note or FAITHFULNESS_NOTE}"
 
 
 #: What :func:`faithfulness_table` prints under the table.

@@ -67,7 +67,8 @@ def test_each_concept_has_one_canonical_spelling() -> None:
     for old in set(OLD_SPELLINGS) - STILL_CANONICAL:
         assert not [where for where, flags in canonical.items() if old in flags], f"{old} is still a canonical flag"
     assert not [where for where in CT_COMMANDS if "--window" in canonical[where]], "CT's intensity window is --intensity-window"
-    assert sorted(where for where, flags in canonical.items() if "--method" in flags) == ["explain ct", "explain msa", "explain promoter"]
+    assert sorted(where for where, flags in canonical.items() if "--method" in flags) == [
+        "explain activity", "explain ct", "explain msa", "explain promoter"]
     assert used["--contact-method"] == ["predict msa"]
     # The concepts are spelt the canonical way where they occur.
     for where in ("predict promoter", "predict ct", "predict msa", "explain promoter", "explain ct", "explain msa"):

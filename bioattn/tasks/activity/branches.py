@@ -180,17 +180,66 @@ def blend_with_ridge(model: ActivityRegressor, tokens: Tensor, values: np.ndarra
     return blended.eval()
 
 
-def top_motif_weights(model: ActivityRegressor, count: int = 10, target: int = 0) -> list[dict[str, Any]]:
-    """The ``count`` motif-branch features with the largest weights (in sd of the target per sd of the score):
-    ``{"id", "name", "part", "score", "weight"}``; part 0 is the 5′ end."""
+def _motif_weights(model: ActivityRegressor, target: int) -> dict[tuple[str, int, int, str], tuple[str, float]]:
+    """``{(id, part, bins, score kind): (name, weight)}`` of one model's motif branch (``{}`` without one)."""
     if model.motifs is None:
-        return []
+        return {}
     ids, names, bins = model.motifs["ids"], model.motifs["names"], model.motifs["bins"]
-    weights = model.motif_linear.weight[target].detach().double().numpy()
-    rows = []
-    for column in np.argsort(-np.abs(weights))[:count]:
-        part, rest = divmod(int(column), 2 * len(ids))
+    weights = model.motif_linear.weight[target].detach().double().cpu().numpy()
+    table = {}
+    for column, weight in enumerate(weights):
+        part, rest = divmod(column, 2 * len(ids))
         kind, index = divmod(rest, len(ids))
-        rows.append({"id": ids[index], "name": names[index], "part": part, "of": bins,
-                     "score": ("best", "soft count")[kind], "weight": float(weights[column])})
+        table[(ids[index], part, bins, ("best", "soft count")[kind])] = (names[index], float(weight))
+    return table
+
+
+def choose_kept(fold_scores: Sequence[Mapping[str, float]], parts: Sequence[str]) -> tuple[str, dict[str, float]]:
+    """``(kept, {candidate: mean score})``: ``"blend"`` when the blend's mean over the members (``fold_scores``: per
+    member, the held-out headline of ``"blend"`` and of each of ``parts``, larger is better) beats every part's,
+    otherwise the part with the best mean (the earlier part on ties): a blend that does not beat each of its parts
+    on the same rows is never kept."""
+    means = {name: float(np.mean([scores[name] for scores in fold_scores])) for name in ("blend", *parts)}
+    best = max(parts, key=lambda name: (means[name], -list(parts).index(name)))
+    return ("blend" if means["blend"] > means[best] else best), means
+
+
+def top_motif_weights(model: Any, count: int = 10, target: int | str = 0) -> list[dict[str, Any]]:
+    """The ``count`` motif-branch features with the largest weights (in sd of the target per sd of the score):
+    ``{"id", "name", "part", "of", "score", "weight"}``; part 0 is the 5′ end. ``target``: an output's index or name.
+
+    ``model``: an :class:`~bioattn.models.activity.ActivityRegressor`, or an ensemble of them (an
+    :class:`~bioattn.models.ensemble.Ensemble`, or the list of its members, as
+    :func:`~bioattn.tasks.activity.predict.load_activity_models` returns): then ``weight`` is the mean over the
+    members (a member without a motif branch counts 0: the ensemble averages the members' outputs), ranked by its
+    size, with ``weight_sd`` (over the members), ``member_weights`` (one per member) and ``members_with_branch``.
+    ``[]`` only when no member has a motif branch (a run with ``--blend none`` or ``kmers``, or whose deep model
+    was kept alone)."""
+    from bioattn.models.ensemble import ensemble_members
+
+    members = list(model) if isinstance(model, (list, tuple)) else ensemble_members(model)
+    if not members:
+        raise UserInputError("top_motif_weights: no model given")
+    if isinstance(target, str):
+        if target not in members[0].target_names:
+            raise UserInputError(f"target {target!r}: the model predicts {', '.join(members[0].target_names)}")
+        target = members[0].target_names.index(target)
+    if not 0 <= target < members[0].num_targets:
+        raise UserInputError(f"target {target}: the model has {members[0].num_targets} output(s)")
+    tables = [_motif_weights(member, target) for member in members]
+    keys = list(dict.fromkeys(key for table in tables for key in table))
+    if not keys:
+        return []
+    names = {key: table[key][0] for table in tables for key in table}
+    per_member = np.array([[table[key][1] if key in table else 0.0 for table in tables] for key in keys])  # (F, M)
+    mean = per_member.mean(1)
+    rows = []
+    for row in np.argsort(-np.abs(mean), kind="stable")[:count]:
+        motif_id, part, bins, kind = keys[row]
+        entry = {"id": motif_id, "name": names[keys[row]], "part": part, "of": bins, "score": kind,
+                 "weight": float(mean[row])}
+        if len(members) > 1:
+            entry.update(weight_sd=float(per_member[row].std()), member_weights=[float(w) for w in per_member[row]],
+                         members_with_branch=sum(bool(table) for table in tables))
+        rows.append(entry)
     return rows

@@ -18,7 +18,10 @@ class ActivityTask(Task):
     kind = "regression"
     headline_metric = "pearson"
     model_types = {"ActivityRegressor": "bioattn.models.activity:ActivityRegressor"}
-    commands = {"train": "bioattn.commands.train_activity", "predict": "bioattn.commands.predict_activity"}
+    commands = {"train": "bioattn.commands.train_activity", "predict": "bioattn.commands.predict_activity",
+                "explain": "bioattn.commands.explain_activity"}
+    explain = "bioattn.tasks.activity.explain:explain_activity"
+    attribution = "bioattn.tasks.activity.explain:attribute_tokens"
     reference: dict[str, dict[str, float]] = {}
 
     def load_data(self, options: Any) -> TaskData:

@@ -1,0 +1,62 @@
+"""Attributions of an activity model on a planted-motif table (the value is 2 where a TATA box sits, 0 elsewhere):
+in-silico mutagenesis is highest on the planted box, an ensemble is explained as it predicts (the mean of its
+members), and an ensemble's known-motif weights are its members' combined, never an empty list."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from bioattn.tasks.activity.branches import top_motif_weights
+from bioattn.tasks.activity.explain import activity_attribution, activity_members
+from tests.helpers.activity_models import TATA, fitted_model, save_cv, tata_table
+
+
+@pytest.fixture(scope="module")
+def table() -> tuple[list[str], np.ndarray, np.ndarray]:
+    return tata_table(32, seed=0)
+
+
+@pytest.mark.slow  # over two seconds with the one-time tangermeme start-up
+def test_ism_is_highest_on_the_planted_tata_box(table) -> None:
+    sequences, values, starts = table
+    model = fitted_model(sequences, values)
+    assert np.corrcoef(model.predict(sequences)[:, 0], values)[0, 1] > 0.9  # the model reads the box
+    carriers = np.flatnonzero(starts >= 0)
+    ism = activity_attribution([model], model.tokenize([sequences[k] for k in carriers]), "ism").numpy()
+    assert ism.shape == (len(carriers), 40)
+    for values_row, start in zip(ism, starts[carriers]):
+        assert start <= int(np.argmax(values_row)) < start + len(TATA), start
+        outside = np.delete(values_row, np.arange(start, start + len(TATA)))
+        assert values_row[start : start + len(TATA)].mean() > 10 * np.abs(outside).mean(), start
+
+
+def test_an_ensemble_is_explained_as_it_predicts(table, tmp_path: Path) -> None:
+    sequences, values, _ = table
+    members, _ = activity_members(save_cv(tmp_path / "cv", sequences, values), device="cpu")
+    assert len(members) == 2
+    tokens = members[0].tokenize(sequences[:4])
+    for method in ("ism", "gradient_x_input"):
+        together = activity_attribution(members, tokens, method)
+        alone = torch.stack([activity_attribution([m], tokens, method) for m in members]).mean(0)
+        assert torch.allclose(together, alone, atol=1e-5), method
+    hypothetical = activity_attribution(members, tokens, "ism", hypothetical=True)
+    assert hypothetical.shape == (4, 40, 4) and torch.allclose(hypothetical.sum(-1), torch.zeros(4, 40), atol=1e-5)
+
+
+def test_known_motif_weights_of_an_ensemble_combine_its_members(table, tmp_path: Path) -> None:
+    from bioattn.models import load_pretrained
+
+    sequences, values, _ = table
+    folder = save_cv(tmp_path / "cv", sequences, values, deep_weights=(0.2, None))  # fold2: deep model kept alone
+    members, _ = activity_members(folder, device="cpu")
+    rows = top_motif_weights(members)
+    assert rows and rows == top_motif_weights(load_pretrained(folder))  # the list and the loaded Ensemble agree
+    (alone,) = [w for w in top_motif_weights(members[0]) if (w["id"], w["score"]) == (rows[0]["id"], rows[0]["score"])]
+    top = rows[0]
+    assert top["name"] == "TATA box" and top["members_with_branch"] == 1
+    assert top["member_weights"] == [pytest.approx(alone["weight"]), 0.0]
+    assert top["weight"] == pytest.approx(alone["weight"] / 2) and top["weight_sd"] == pytest.approx(abs(alone["weight"]) / 2)
+    assert top_motif_weights(members[1]) == []  # a model without a motif branch has no such weights
