@@ -7,13 +7,20 @@ of skipping it silently.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import pytest
+import torch
 
 from tests.helpers.real_data import data_path
+from tests.helpers.shared_runs import shared_run
+
+# One torch thread per test process: the suite runs on one pytest-xdist worker per core (README, pyproject.toml), so
+# intra-op threads would only oversubscribe the cores. Tests that measure threading set their own count.
+torch.set_num_threads(1)
 
 
 @pytest.fixture(autouse=True)
@@ -38,9 +45,11 @@ def family(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A tiny planted alignment (``msa``, 30 columns) and a hairpin structure of its query (``pdb``)."""
     from tests.helpers.msa_family import query_of, write_alignment, write_hairpin_pdb
 
-    folder = tmp_path_factory.mktemp("family")
-    alignment = write_alignment(folder / "tiny.a3m")
-    return {"msa": alignment, "pdb": write_hairpin_pdb(folder / "tiny.pdb", query_of(alignment))}
+    def build(folder: Path) -> None:
+        write_hairpin_pdb(folder / "tiny.pdb", query_of(write_alignment(folder / "tiny.a3m")))
+
+    folder = shared_run(tmp_path_factory, "family", "tiny", build)
+    return {"msa": folder / "tiny.a3m", "pdb": folder / "tiny.pdb"}
 
 
 @pytest.fixture(scope="session")
@@ -62,9 +71,12 @@ def msa_quick_run(family: dict[str, Path], tmp_path_factory: pytest.TempPathFact
     """``bioattn train msa --msa <family> --quick``: a one-seed run directory."""
     from bioattn.cli import main as cli_main
 
-    out = tmp_path_factory.mktemp("msa_quick_run") / "run"
-    assert cli_main(["train", "msa", "--input", str(family["msa"]), "--out", str(out), "--quick"]) == 0
-    return out
+    flags = ["train", "msa", "--input", str(family["msa"]), "--quick"]
+
+    def build(folder: Path) -> None:
+        assert cli_main([*flags, "--out", str(folder / "run")]) == 0
+
+    return shared_run(tmp_path_factory, "msa_quick_run", flags, build) / "run"
 
 
 @pytest.fixture(scope="session")
@@ -72,11 +84,16 @@ def promoter_binary_data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     """Two-class (``neg`` / ``pos``) synthetic promoter records: 600 to train on, 120 to test, and their CSV files."""
     from tests.helpers.promoter_records import make_records, write_csv
 
-    folder = tmp_path_factory.mktemp("binary")
     records = make_records(("neg", "pos"), 600, seed=1)
     test = make_records(("neg", "pos"), 120, seed=2)
+
+    def build(folder: Path) -> None:
+        write_csv(folder / "train.csv", records)
+        write_csv(folder / "test.csv", test)
+
+    folder = shared_run(tmp_path_factory, "binary", [600, 1, 120, 2], build)
     return {"folder": folder, "records": records, "test": test,
-            "train_csv": write_csv(folder / "train.csv", records), "test_csv": write_csv(folder / "test.csv", test)}
+            "train_csv": folder / "train.csv", "test_csv": folder / "test.csv"}
 
 
 @pytest.fixture(scope="session")
@@ -84,8 +101,8 @@ def promoter_binary_run(promoter_binary_data: dict[str, object], tmp_path_factor
     """A tiny deterministic ``bioattn train promoter`` run on :func:`promoter_binary_data` (``--train``, ``--test``)."""
     from tests.helpers.promoter_records import train
 
-    return train(tmp_path_factory.mktemp("binary_run"), "--train", str(promoter_binary_data["train_csv"]),
-                 "--test", str(promoter_binary_data["test_csv"]))
+    flags = ("--train", str(promoter_binary_data["train_csv"]), "--test", str(promoter_binary_data["test_csv"]))
+    return shared_run(tmp_path_factory, "binary_run", flags, lambda folder: train(folder, *flags)) / "run"
 
 
 @pytest.fixture(scope="session")
@@ -94,16 +111,18 @@ def ct_own_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     DICOM series (``blob``)."""
     from tests.helpers.ct_volumes import VOLUMES, noisy_mask, write_csv_rows, write_dicom_series, write_nifti
 
-    root = tmp_path_factory.mktemp("own_data")
-    rng = np.random.default_rng(0)
-    rows = []
-    for index in range(VOLUMES):
-        label = "blob" if index % 2 else "none"
-        write_nifti(root / "scans" / f"scan{index:02d}.nii.gz", noisy_mask(rng, index % 2 == 1))
-        rows.append([f"scans/scan{index:02d}.nii.gz", label])
-    write_dicom_series(root / "scans" / "dicom_series", noisy_mask(rng, True))
-    rows.append(["scans/dicom_series", "blob"])
-    return write_csv_rows(root / "labels.csv", ["image", "label"], rows)
+    def build(root: Path) -> None:
+        rng = np.random.default_rng(0)
+        rows = []
+        for index in range(VOLUMES):
+            label = "blob" if index % 2 else "none"
+            write_nifti(root / "scans" / f"scan{index:02d}.nii.gz", noisy_mask(rng, index % 2 == 1))
+            rows.append([f"scans/scan{index:02d}.nii.gz", label])
+        write_dicom_series(root / "scans" / "dicom_series", noisy_mask(rng, True))
+        rows.append(["scans/dicom_series", "blob"])
+        write_csv_rows(root / "labels.csv", ["image", "label"], rows)
+
+    return shared_run(tmp_path_factory, "own_data", VOLUMES, build) / "labels.csv"
 
 
 @pytest.fixture(scope="session")
@@ -111,26 +130,53 @@ def ct_own_run(ct_own_data: Path, tmp_path_factory: pytest.TempPathFactory) -> t
     """A quick tuned-protocol ``bioattn train ct`` run on :func:`ct_own_data` (3 epochs, one thread), and how many
     times nibabel opened each NIfTI file meanwhile."""
     import nibabel as nib
-    import torch
 
     from bioattn.cli import main as cli_main
     from tests.helpers.ct_volumes import TRAIN_FLAGS
 
-    reads: dict[str, int] = {}
-    original = nib.load
+    flags = ["train", "ct", "--manifest", str(ct_own_data), "--epochs", "3", *TRAIN_FLAGS]
 
-    def counting_load(filename, *args, **kwargs):
-        reads[str(Path(filename).resolve())] = reads.get(str(Path(filename).resolve()), 0) + 1
-        return original(filename, *args, **kwargs)
+    def build(folder: Path) -> None:
+        reads: dict[str, int] = {}
+        original = nib.load
 
-    out = tmp_path_factory.mktemp("runs") / "run"
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+        def counting_load(filename, *args, **kwargs):
+            reads[str(Path(filename).resolve())] = reads.get(str(Path(filename).resolve()), 0) + 1
+            return original(filename, *args, **kwargs)
+
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(nib, "load", counting_load)
-            assert cli_main(["train", "ct", "--manifest", str(ct_own_data), "--out", str(out), "--epochs", "3",
-                             *TRAIN_FLAGS]) == 0
-    finally:
-        torch.set_num_threads(threads)
-    return out, reads
+            assert cli_main([*flags, "--out", str(folder / "run")]) == 0
+        (folder / "reads.json").write_text(json.dumps(reads))
+
+    folder = shared_run(tmp_path_factory, "ct_own_run", flags, build)
+    return folder / "run", json.loads((folder / "reads.json").read_text())
+
+
+# ------------------------------------------------------------------ scheduling: the longest work starts first
+# pytest-xdist (``--dist loadgroup``, in pyproject.toml) keeps each test file on one worker, so that its module fixtures
+# run once, except the files in SPREAD: their tests share no module fixture and each is long (a notebook, a shipped
+# model's card), so they are handed out one by one. Work is handed out in collection order, and starting the longest
+# first keeps both workers busy to the end: ``tests/durations.json`` holds each file's measured seconds (update it with
+# ``python -m tests.helpers.durations LOG`` from a run with ``--durations=0``); a file it does not know counts as 1 s.
+DURATIONS = Path(__file__).with_name("durations.json")
+SPREAD = {"tests/project/test_notebooks.py", "tests/models/test_shipped_models.py", "tests/project/test_docs.py"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist turns the groups into node ids
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    seconds = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
+    order: dict[str, int] = {}
+    count: dict[str, int] = {}
+    for item in items:
+        path = item.location[0]
+        order.setdefault(path, len(order))
+        count[path] = count.get(path, 0) + 1
+        if path not in SPREAD:
+            item.add_marker(pytest.mark.xdist_group(path))
+
+    def unit_seconds(path: str) -> float:
+        total = seconds.get(path, 1.0)
+        return total / count[path] if path in SPREAD else total
+
+    items.sort(key=lambda item: (-unit_seconds(item.location[0]), order[item.location[0]]))

@@ -27,6 +27,10 @@ SHIPPED = available_models()
 #: matrices).
 MAX_FILE_BYTES = 6 * 1024 * 1024
 TOLERANCE = 1e-4
+#: The card's number is scored once, through the command, on the card's full set; the Python loader must give the same
+#: rows on the first SUBSET inputs (to ROW_TOLERANCE), which tests it without scoring the whole set again.
+SUBSET = 128
+ROW_TOLERANCE = 1e-6
 #: Per command that loads a model: the arguments it needs besides --run / --model.
 MODEL_COMMANDS = {
     ("predict", "promoter"): ["--input", "x.fa", "--output", "out.csv"],
@@ -173,16 +177,16 @@ def _labelled_csv(check: dict, require_data: Callable[..., Path], tmp_path: Path
     return path, [row["label"] for row in _read_csv(path)]
 
 
-def _out_of_fold_mcc(name: str, check: dict, require_data: Callable[..., Path], tmp_path: Path) -> tuple[float, float]:
-    """A cross-validated ensemble: each fold model predicts the fold it never saw (``predict --run MEMBER`` and its
-    loader); the pooled out-of-fold MCC of the run that saved it."""
+def _out_of_fold_mcc(name: str, check: dict, require_data: Callable[..., Path], tmp_path: Path) -> float:
+    """A cross-validated ensemble: each fold model predicts the fold it never saw (``predict --run MEMBER``); the
+    pooled out-of-fold MCC of the run that saved it. Each member's loader gives the command's rows on a subset."""
     from bioattn.tasks.promoter.data import BINARY_CLASSES, load_ecoli, stratified_group_folds
 
     everything = load_ecoli(require_data(*check["data"]), None, check["seed"])
     folder = resolve_model_dir(name)
     members = json.loads((folder / CONFIG_NAME).read_text())["members"]
     folds = stratified_group_folds(everything, len(members), check["seed"])
-    labels, from_cli, probabilities = [], [], []
+    labels, from_cli = [], []
     for member, (_, held_out) in zip(members, folds, strict=True):
         part = everything.subset(held_out)
         labels += [BINARY_CLASSES[k] for k in part.labels]
@@ -190,12 +194,25 @@ def _out_of_fold_mcc(name: str, check: dict, require_data: Callable[..., Path], 
         write_table(source, ["id", "sequence"], zip(range(len(part)), part.sequences))
         assert main(["predict", "promoter", "--model", str(folder / member), "--input", str(source),
                      "--output", str(output)]) == 0
-        from_cli += [row["predicted_label"] for row in _read_csv(output)]
+        rows = _read_csv(output)
+        from_cli += [row["predicted_label"] for row in rows]
         model = PromoterClassifier.from_pretrained(folder / member)
-        probabilities.append(model.predict_tokens(part.tokens, batch_size=512))
-    targets = np.array([BINARY_CLASSES.index(label) for label in labels])
-    from_loader = classification_metrics(targets, np.concatenate(probabilities), threshold=model.threshold)["mcc"]
-    return matthews_corrcoef(labels, from_cli), from_loader
+        _assert_loader_gives_the_rows(model.predict_tokens(part.tokens[:SUBSET], batch_size=512), rows, model)
+    return matthews_corrcoef(labels, from_cli)
+
+
+def _assert_loader_gives_the_rows(probabilities: np.ndarray, rows: list[dict[str, str]], model) -> None:
+    """The loader's class probabilities equal the first rows of ``bioattn predict promoter`` (its probability columns
+    and its predicted labels)."""
+    names = list(model.class_names)
+    if len(names) == 2:
+        from_rows = np.array([[float(row["promoter_probability"])] for row in rows[:len(probabilities)]])
+        ours = probabilities[:, 1:]
+    else:
+        from_rows = np.array([[float(row[f"p_{c}"]) for c in names] for row in rows[:len(probabilities)]])
+        ours = probabilities
+    assert len(probabilities) == min(SUBSET, len(rows))
+    np.testing.assert_allclose(ours, from_rows, atol=ROW_TOLERANCE, rtol=0)
 
 
 #: ``check.kind`` of a promoter card -> the input file and its labels (CT cards: ``medmnist_npz``, see _ct_scores).
@@ -203,20 +220,17 @@ PROMOTER_INPUTS = {"labelled_csv": _labelled_csv}
 
 
 def _promoter_score_from_cli(name: str, metric: str, source: Path, labels: list[str], tmp_path: Path) -> float:
+    """The card's MCC from ``bioattn predict promoter --model NAME``; the loader gives the same first rows."""
+    from bioattn.data.dna import read_records
+
     assert metric.endswith("_mcc")
     output = tmp_path / "predictions.csv"
     assert main(["predict", "promoter", "--model", name, "--input", str(source), "--output", str(output)]) == 0
-    return matthews_corrcoef(labels, [row["predicted_label"] for row in _read_csv(output)])
-
-
-def _promoter_score_from_loader(name: str, metric: str, source: Path, labels: list[str]) -> float:
-    from bioattn.data.dna import read_records
-
+    rows = _read_csv(output)
     model = load_pretrained(name)
-    tokens = [record.tokens(source) for record in read_records(source)]
-    targets = np.array([model.class_names.index(label) for label in labels])
-    probabilities = model.predict_tokens(tokens, batch_size=512)
-    return classification_metrics(targets, probabilities, threshold=model.threshold)[metric.split("_", 1)[1]]
+    tokens = [record.tokens(source) for record in read_records(source)][:SUBSET]
+    _assert_loader_gives_the_rows(model.predict_tokens(tokens, batch_size=512), rows, model)
+    return matthews_corrcoef(labels, [row["predicted_label"] for row in rows])
 
 
 def _ct_scores(name: str, check: dict, require_data: Callable[..., Path], tmp_path: Path) -> tuple[float, float]:
@@ -253,9 +267,9 @@ def _msa_masked_accuracy(name: str, check: dict, require_data: Callable[..., Pat
                  for load in (load_pretrained, MSAContactModel.from_pretrained))
 
 
-def _variant_release_pearson(name: str, check: dict, require_data: Callable[..., Path], tmp_path: Path) -> tuple[float, float]:
+def _variant_release_pearson(name: str, check: dict, require_data: Callable[..., Path], tmp_path: Path) -> float:
     """Mean over the elements of Pearson(delta, measured effect) on a release of measured variants, from
-    ``bioattn predict variants`` and from ``score_variants`` on the loaded head."""
+    ``bioattn predict variants``; ``score_variants`` on the loaded head gives the same deltas on a subset."""
     import pandas as pd
 
     from bioattn.tasks.variants.predict import score_variants
@@ -266,12 +280,13 @@ def _variant_release_pearson(name: str, check: dict, require_data: Callable[...,
     assert main(["predict", "variants", "--model", name, "--reference", str(reference), "--input", str(variants),
                  "--output", str(out), "--device", "cpu"]) == 0
     measured = pd.read_csv(folder / check["labels"], sep="\t")["effect_size"].to_numpy()
-
-    def mean_pearson(table: "pd.DataFrame") -> float:
-        table = table.assign(effect=measured)
-        return float(np.mean([np.corrcoef(g.delta, g.effect)[0, 1] for _, g in table.groupby("chrom")]))
-
-    return mean_pearson(pd.read_csv(out, sep="\t")), mean_pearson(score_variants(load_pretrained(name), reference, variants))
+    table = pd.read_csv(out, sep="\t", comment="#").assign(effect=measured)
+    subset = tmp_path / "subset.tsv"
+    table[["chrom", "pos", "ref", "alt"]].head(SUBSET).to_csv(subset, sep="\t", index=False)
+    from_loader = score_variants(load_pretrained(name), reference, subset)
+    np.testing.assert_allclose(from_loader["delta"].to_numpy(), table["delta"].head(SUBSET).to_numpy(),
+                               atol=ROW_TOLERANCE, rtol=0)
+    return float(np.mean([np.corrcoef(g.delta, g.effect)[0, 1] for _, g in table.groupby("chrom")]))
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -284,16 +299,15 @@ def test_shipped_model_reproduces_its_card(name: str, require_data: Callable[...
     elif check["kind"] == "msa_masked_tokens":
         from_cli, from_loader = _msa_masked_accuracy(name, check, require_data)
     elif check["kind"] == "cv_out_of_fold":
-        from_cli, from_loader = _out_of_fold_mcc(name, check, require_data, tmp_path)
+        from_cli = from_loader = _out_of_fold_mcc(name, check, require_data, tmp_path)
     elif check["kind"] == "activity_tsv":
         from tests.helpers.activity_card import activity_scores
 
-        from_cli, from_loader = activity_scores(name, check, require_data, tmp_path)
+        from_cli = from_loader = activity_scores(name, check, require_data, tmp_path, subset=SUBSET)
     elif check["kind"] == "variant_release":
-        from_cli, from_loader = _variant_release_pearson(name, check, require_data, tmp_path)
+        from_cli = from_loader = _variant_release_pearson(name, check, require_data, tmp_path)
     else:
         source, labels = PROMOTER_INPUTS[check["kind"]](check, require_data, tmp_path)
-        from_cli = _promoter_score_from_cli(name, metric, source, labels, tmp_path)
-        from_loader = _promoter_score_from_loader(name, metric, source, labels)
+        from_cli = from_loader = _promoter_score_from_cli(name, metric, source, labels, tmp_path)
     assert from_cli == pytest.approx(expected, abs=TOLERANCE), f"{name}: bioattn predict gives {metric} {from_cli}"
     assert from_loader == pytest.approx(expected, abs=TOLERANCE), f"{name}: load_pretrained gives {metric} {from_loader}"
