@@ -181,7 +181,7 @@ def explain_activity(
     batch_size: int = 64,
     plot_sequences: int = 6,
     faithfulness: bool = True,
-    faithfulness_sequences: int = 100,
+    faithfulness_sequences: int = 32,
     faithfulness_steps: int = 20,
     motifs: bool = False,
     motif_db: str = "jaspar",
