@@ -14,11 +14,18 @@ none); the run remembers it, so 'bioattn predict activity' accepts sequences wit
 trains on random reverse complements and averages both strands in prediction (default forward: oriented assays).
 A sequence and its reverse complement always fall on the same side of every split.
 
+Before training the run prints its plan, and after the first model's first two epochs how long it expects to
+take (models x seconds per model). The model's width, attention layers and batch follow the table's size unless
+given (32 channels and 1 attention layer under 1,000 sequences, 64 and 2 under 5,000, else 128 and 2).
+
 Every deep model early-stops on 10 % of the elements of its training part (never on the rows it is scored on);
-the saved model then blends it (--deep-weight, default chosen on those 10 %) with a ridge regression on the scores of known motif
-matrices (--motif-db, default JASPAR CORE vertebrates, shipped with pyjaspar; --blend kmers: k-mer counts; none:
-the deep model alone) fitted on its whole training part. The blend is compared with its deep part alone, a k-mer
-ridge regression (k = 1..6), the motif ridge alone and the mean predictor, fitted on the same rows. Writes into
+the saved model then blends it (weights chosen on those 10 %; --deep-weight W fixes the deep one) with ridge
+regressions fitted on its whole training part, on k-mer counts (k = 1..6) and on the scores of known motif
+matrices (--motif-db, default JASPAR CORE vertebrates, shipped with pyjaspar; --blend motifs or kmers: one of
+them; none: the deep model alone). Every ridge has its penalty chosen by leave-one-out CV on its training rows and
+clips its features to their training range, so a sequence unlike the training rows cannot send it far. The blend
+is kept only when it beats each of its parts on the same held-out rows; otherwise every model of the run is the
+best part, and the summary names it. Beside them: the mean predictor, fitted on the same rows. Writes into
 RUN_DIR: the model(s) (config.json + model.safetensors; fold<k>/ or seed<s>/ for several), metrics.json,
 summary.md and, for cross-validation, out_of_fold.csv. On bad input: one 'error:' line, exit status 2.
 """
@@ -56,22 +63,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     protocol.add_argument("--fit-all", action="store_true", help="one model on every row, no held-out scores")
     protocol.add_argument("--seeds", nargs="+", type=int, default=None, help="with --dev: one model per seed")
     model = parser.add_argument_group("model and training")
+    by_size = "by the table's size: 32 / 64 / 128 under 1,000 / 5,000 / more sequences"
     for flag, kind, default, text in (
-        ("--channels", int, 128, "conv stem width"), ("--kernel", int, 7, "conv kernel"),
-        ("--stages", int, 3, "residual conv blocks, each pooling by 2"), ("--embed-dim", int, 128, "attention width"),
-        ("--heads", int, 4, "attention heads"), ("--layers", int, 2, "attention layers"),
+        ("--channels", int, None, f"conv stem width ({by_size})"), ("--kernel", int, 7, "conv kernel"),
+        ("--stages", int, 3, "residual conv blocks, each pooling by 2"),
+        ("--embed-dim", int, None, f"attention width ({by_size})"),
+        ("--heads", int, None, "attention heads (2 under 1,000 sequences, else 4)"),
+        ("--layers", int, None, "attention layers (1 under 1,000 sequences, else 2)"),
         ("--dropout", float, 0.2, "dropout"), ("--epochs", int, 40, "maximum epochs"),
-        ("--batch-size", int, 64, "batch size"), ("--lr", float, 1e-3, "peak learning rate (AdamW, warm-up + cosine)"),
+        ("--batch-size", int, None, "batch size (32 under 1,000 sequences, else 64)"),
+        ("--lr", float, 1e-3, "peak learning rate (AdamW, warm-up + cosine)"),
         ("--weight-decay", float, 0.01, "AdamW weight decay"), ("--patience", int, 8, "early-stopping patience (epochs)"),
         ("--shift", int, 3, "random shift augmentation (nt)"), ("--seed", int, 0, "random seed"),
         ("--kmer-branch", int, 0, "K > 0: add a linear k-mer (k=1..K) branch, fitted first by ridge regression"),
     ):
-        model.add_argument(flag, type=kind, default=default, help=f"{text} (default: %(default)s)")
-    model.add_argument("--blend", choices=["motifs", "kmers", "none"], default="motifs",
-                       help="ridge regression blended with the deep model in the saved model (default: %(default)s)")
+        model.add_argument(flag, type=kind, default=default,
+                           help=text if default is None else f"{text} (default: %(default)s)")
+    model.add_argument("--blend", choices=["auto", "motifs", "kmers", "none"], default="auto",
+                       help="ridge regressions blended with the deep model: auto (k-mer and known-motif ridges), "
+                            "motifs, kmers or none; the blend is kept only if it beats each part on the held-out "
+                            "rows (default: %(default)s)")
     model.add_argument("--deep-weight", type=_weight, default=None, metavar="auto|W",
-                       help="weight of the deep model in the blend, 0..1 (default: auto, chosen on the rows the deep "
-                            "model early-stopped on)")
+                       help="weight of the deep model in the blend, 0..1, the rest shared equally by the ridges "
+                            "(default: auto, every weight chosen on the rows the deep model early-stopped on)")
     model.add_argument("--motif-db", default="jaspar", metavar="SPEC",
                        help="motifs of --blend motifs: jaspar, jaspar:COLLECTION:TAX_GROUP or a MEME file "
                             "(default: %(default)s)")
@@ -79,7 +93,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="parts of the element whose motif scores are separate features (default: %(default)s)")
     model.add_argument("--no-baselines", action="store_true", help="skip the k-mer ridge, motif ridge and mean "
                        "baselines (slow on large files)")
-    model.add_argument("--quick", action="store_true", help="smoke test: tiny model, few rows, 2 short epochs")
+    model.add_argument("--quick", action="store_true", help="smoke run: tiny model, at most 400 rows, 2 short epochs (the summary says so; not a "
+                       "model to use)")
     add_device_argument(model)
     parser.add_argument("--out", type=Path, required=True, help="run directory to create")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing run directory")

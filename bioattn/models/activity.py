@@ -17,7 +17,11 @@ Two optional linear branches add to the head's output (a "wide and deep" model):
 standardised counts of every k-mer (:func:`kmer_counts`), ``motifs`` the standardised best and summed log-odds
 scores of known motif matrices on either strand (:func:`motif_scores`; the matrices are saved with the weights).
 Training fits them in closed form (ridge); a blend scales the head and the branches so that the output is a
-weighted mean of the deep model and the ridge.
+weighted mean of the deep model and the ridge. With ``clip_features`` (what training sets) each branch's raw
+features are clipped to the range they took on the training rows (the buffers ``kmer_low`` / ``kmer_high``,
+``motif_low`` / ``motif_high``, saved with the weights) before the branch reads them, so a sequence unlike every
+training row cannot push a linear branch beyond what those rows support; a model saved without them (``clip_features``
+absent from its config) reads its features unclipped, as it was trained.
 """
 from __future__ import annotations
 
@@ -178,6 +182,8 @@ class ActivityRegressor(PretrainedModel):
             linear function of their standardised :func:`motif_scores` (2 × bins × M features) to the head's output. The matrices
             are the buffer ``motif_matrices (M, 4, max width)``, set by :meth:`set_motif_matrices` and saved with
             the weights.
+        clip_features: clip each branch's raw features to their training range (buffers ``*_low`` / ``*_high``,
+            ±inf until a branch is fitted: :meth:`set_feature_range`).
     """
 
     def __init__(
@@ -198,6 +204,7 @@ class ActivityRegressor(PretrainedModel):
         dropout: float = 0.1,
         kmer_branch: int = 0,
         motifs: Mapping[str, Any] | None = None,
+        clip_features: bool = False,
     ) -> None:
         super().__init__()
         target_names = [str(name) for name in target_names]
@@ -231,6 +238,9 @@ class ActivityRegressor(PretrainedModel):
             if motifs["bins"] < 1:
                 raise ValueError(f"motifs['bins'] must be >= 1, got {motifs['bins']}")
             self.config["motifs"] = motifs
+        self.clip_features = bool(clip_features)
+        if self.clip_features:  # absent from the config of a model saved before the ranges existed
+            self.config["clip_features"] = True
         self.input_length, self.target_names, self.flanks, self.strand = input_length, target_names, flanks, strand
         self.register_buffer("target_mean", torch.tensor(target_mean), persistent=False)
         self.register_buffer("target_sd", torch.tensor(target_sd), persistent=False)
@@ -252,6 +262,7 @@ class ActivityRegressor(PretrainedModel):
             features = sum(4**k for k in range(1, kmer_branch + 1))
             self.register_buffer("kmer_mean", torch.zeros(features))
             self.register_buffer("kmer_scale", torch.ones(features))
+            self._range_buffers("kmer", features)
             self.kmer_linear = nn.Linear(features, count)
             nn.init.zeros_(self.kmer_linear.weight)
             nn.init.zeros_(self.kmer_linear.bias)
@@ -262,9 +273,29 @@ class ActivityRegressor(PretrainedModel):
             self.register_buffer("motif_matrices", torch.zeros(count_m, 4, max(motifs["widths"])))
             self.register_buffer("motif_mean", torch.zeros(features_m))
             self.register_buffer("motif_scale", torch.ones(features_m))
+            self._range_buffers("motif", features_m)
             self.motif_linear = nn.Linear(features_m, count)
             nn.init.zeros_(self.motif_linear.weight)
             nn.init.zeros_(self.motif_linear.bias)
+
+    def _range_buffers(self, branch: str, features: int) -> None:
+        if self.clip_features:
+            self.register_buffer(f"{branch}_low", torch.full((features,), -torch.inf))
+            self.register_buffer(f"{branch}_high", torch.full((features,), torch.inf))
+
+    def set_feature_range(self, branch: str, low: Tensor | np.ndarray, high: Tensor | np.ndarray) -> None:
+        """Store the training range ``(F,)`` of the raw features of ``branch`` (``"kmer"`` or ``"motif"``); the
+        branch clips to it from then on. A model without ``clip_features`` has nowhere to store it."""
+        if not self.clip_features:
+            raise ValueError("this model has no feature ranges (built without clip_features)")
+        with torch.no_grad():
+            getattr(self, f"{branch}_low").copy_(torch.as_tensor(np.asarray(low)))
+            getattr(self, f"{branch}_high").copy_(torch.as_tensor(np.asarray(high)))
+
+    def _clip(self, branch: str, features: Tensor) -> Tensor:
+        if not self.clip_features:
+            return features
+        return torch.minimum(torch.maximum(features, getattr(self, f"{branch}_low")), getattr(self, f"{branch}_high"))
 
     @property
     def num_targets(self) -> int:
@@ -302,8 +333,9 @@ class ActivityRegressor(PretrainedModel):
         return out, embedding
 
     def kmer_features(self, tokens: Tensor) -> Tensor:
-        """The standardised k-mer counts ``(B, F)`` the k-mer branch reads."""
-        return (kmer_counts(tokens, self.kmer_branch) - self.kmer_mean) / self.kmer_scale
+        """The standardised k-mer counts ``(B, F)`` the k-mer branch reads (clipped to their training range first
+        with ``clip_features``)."""
+        return (self._clip("kmer", kmer_counts(tokens, self.kmer_branch)) - self.kmer_mean) / self.kmer_scale
 
     def set_motif_matrices(self, matrices: Sequence[np.ndarray]) -> None:
         """Store the log-odds matrices ``(4, W_i)`` of the motif branch, one per ``config["motifs"]`` id."""
@@ -325,8 +357,9 @@ class ActivityRegressor(PretrainedModel):
             return motif_scores(tokens, self.motif_matrices.float(), self.motifs["widths"], self.motifs["bins"])
 
     def motif_features(self, tokens: Tensor) -> Tensor:
-        """The standardised motif scores ``(B, 2 × bins × M)`` the motif branch reads."""
-        return (self.raw_motif_scores(tokens) - self.motif_mean) / self.motif_scale
+        """The standardised motif scores ``(B, 2 × bins × M)`` the motif branch reads (clipped to their training
+        range first with ``clip_features``)."""
+        return (self._clip("motif", self.raw_motif_scores(tokens)) - self.motif_mean) / self.motif_scale
 
     def forward(self, tokens: Tensor) -> dict[str, Tensor]:
         """``tokens (B, L)`` (element token ids, ``PAD`` = padding) → ``{"values": (B, T) in the training units,

@@ -5,19 +5,23 @@ of a trained deep model with a ridge regression (what ``bioattn train activity``
   default, or a MEME file) and the model config that names them.
 - :func:`motif_feature_matrix`: their :func:`~bioattn.models.activity.motif_scores` on sequences, the features of
   the motif branch and of the same-run motif ridge baseline.
-- :func:`fit_kmer_branch`, :func:`fit_motif_branch`: scikit-learn ``RidgeCV`` (penalty by efficient leave-one-out
-  CV over :data:`~bioattn.tasks.activity.scores.RIDGE_ALPHAS`) on standardised features and targets, copied into
-  the model's branch and frozen.
-- :func:`blend_with_ridge`: a copy of a trained model whose output is ``deep_weight`` × its own plus
-  ``1 - deep_weight`` × a ridge fitted on the model's training rows, in the model's standardised units.
-- :func:`choose_deep_weight`: that weight, chosen on the rows the deep model early-stopped on (a ridge fitted on
-  the other training rows), from :data:`DEEP_WEIGHT_GRID`: a deep model that learned what the ridge cannot keeps
-  most of the weight, one that learned little gives it to the ridge.
+- :func:`fit_kmer_branch`, :func:`fit_motif_branch`: the tuned ridge of the same-run baselines
+  (:func:`~bioattn.tasks.activity.scores.fit_linear`: penalty by efficient leave-one-out CV over a wide log grid,
+  features raw or standardised, whichever leaves the smaller leave-one-out error) on the standardised targets,
+  copied into the model's branch with the features' training range (the branch clips to it) and frozen.
+- :func:`blend_parts`: a copy of a trained model whose output is a weighted sum of its own and of ridges on
+  k-mer counts and / or motif scores fitted on the model's training rows, in the model's standardised units
+  (:func:`blend_with_ridge`: one ridge).
+- :func:`choose_weights`: those weights (multiples of 0.1 summing to 1, :func:`weight_grid`), chosen on the rows
+  the deep model early-stopped on (the ridges fitted on the other training rows); :func:`choose_deep_weight`: the
+  same with one ridge.
+- :func:`choose_kept`: the run's final choice: the blend only when it beats each of its parts on the members'
+  held-out rows, otherwise the best part.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -26,9 +30,11 @@ from torch import Tensor
 from bioattn.errors import UserInputError
 from bioattn.models.activity import ActivityRegressor, kmer_counts, motif_scores
 
-#: What a blend adds to the deep model (``none``: keep the deep model alone).
-BLENDS = ("motifs", "kmers", "none")
-DEFAULT_BLEND = "motifs"
+#: What a blend adds to the deep model (``auto``: both ridges; ``none``: keep the deep model alone).
+BLENDS = ("auto", "motifs", "kmers", "none")
+DEFAULT_BLEND = "auto"
+#: The ridge parts of each blend.
+BLEND_PARTS = {"auto": ("kmers", "motifs"), "motifs": ("motifs",), "kmers": ("kmers",), "none": ()}
 #: ``None``: the deep weight is chosen on the validation rows from :data:`DEEP_WEIGHT_GRID`.
 DEFAULT_DEEP_WEIGHT: float | None = None
 DEEP_WEIGHT_GRID = tuple(round(w, 1) for w in np.linspace(0, 1, 11))
@@ -77,29 +83,31 @@ def motif_feature_matrix(tokens: Tensor, motif_set: MotifSet) -> np.ndarray:
                         motif_set.config["bins"]).double().numpy()
 
 
-def _ridge_into(linear: torch.nn.Linear, mean_buffer: Tensor, scale_buffer: Tensor, features: np.ndarray,
-                scaled: np.ndarray, ddof: int = 0) -> float:
-    from sklearn.linear_model import RidgeCV
+def _ridge_into(model: ActivityRegressor, branch: str, features: np.ndarray, scaled: np.ndarray,
+                ddof: int = 0) -> float:
+    """Fit the tuned, clipped ridge (:func:`~bioattn.tasks.activity.scores.fit_linear`) of ``features`` on
+    ``scaled`` and copy it into the model's ``branch`` (``"kmer"`` or ``"motif"``): its centre and scale, its
+    weights, and (a model with ``clip_features``) the features' training range; the branch is frozen."""
+    from bioattn.tasks.activity.scores import fit_linear
 
-    from bioattn.tasks.activity.scores import RIDGE_ALPHAS
-
-    mean, sd = features.mean(0), features.std(0, ddof=ddof)
-    sd = np.where(sd > 0, sd, 1.0)
-    ridge = RidgeCV(alphas=RIDGE_ALPHAS, alpha_per_target=True).fit((features - mean) / sd, scaled)
+    fitted = fit_linear(features, scaled, ddof=ddof)
+    linear = getattr(model, f"{branch}_linear")
     with torch.no_grad():
-        mean_buffer.copy_(torch.as_tensor(mean))
-        scale_buffer.copy_(torch.as_tensor(sd))
-        linear.weight.copy_(torch.as_tensor(ridge.coef_.reshape(scaled.shape[1], -1)))
-        linear.bias.copy_(torch.as_tensor(np.atleast_1d(ridge.intercept_)))
+        getattr(model, f"{branch}_mean").copy_(torch.as_tensor(fitted.mean))
+        getattr(model, f"{branch}_scale").copy_(torch.as_tensor(fitted.scale))
+        linear.weight.copy_(torch.as_tensor(fitted.coef))
+        linear.bias.copy_(torch.as_tensor(fitted.intercept))
+    if model.clip_features:
+        model.set_feature_range(branch, fitted.low, fitted.high)
     linear.requires_grad_(False)
-    return float(np.mean(ridge.alpha_))
+    return float(np.mean(fitted.alpha))
 
 
 def fit_kmer_branch(model: ActivityRegressor, tokens: Tensor, scaled: Tensor) -> float:
     """Fit the model's k-mer branch on the standardised targets ``scaled (N, T)`` and freeze it; returns the chosen
     penalty (mean over targets)."""
     counts = kmer_counts(tokens, model.kmer_branch).double().numpy()
-    return _ridge_into(model.kmer_linear, model.kmer_mean, model.kmer_scale, counts, scaled.double().numpy(), ddof=1)
+    return _ridge_into(model, "kmer", counts, scaled.double().numpy(), ddof=1)
 
 
 def fit_motif_branch(model: ActivityRegressor, tokens: Tensor, scaled: Tensor,
@@ -109,12 +117,13 @@ def fit_motif_branch(model: ActivityRegressor, tokens: Tensor, scaled: Tensor,
     if features is None:
         with torch.no_grad():
             features = model.raw_motif_scores(tokens).double().numpy()
-    return _ridge_into(model.motif_linear, model.motif_mean, model.motif_scale, features, scaled.double().numpy())
+    return _ridge_into(model, "motif", features, scaled.double().numpy())
 
 
 def blend_features(tokens: Tensor, blend: str, motif_set: MotifSet | None,
                    motif_features: np.ndarray | None = None, kmer_max: int = KMER_BLEND_MAX) -> np.ndarray:
-    """The ridge features of a ``blend`` (motif scores or k-mer counts) of token ids ``(N, L)``."""
+    """The ridge features of one part (``"motifs"``: motif scores, ``"kmers"``: k-mer counts) of token ids
+    ``(N, L)``."""
     if blend == "kmers":
         return kmer_counts(tokens, kmer_max).double().numpy()
     if motif_features is not None:
@@ -122,41 +131,77 @@ def blend_features(tokens: Tensor, blend: str, motif_set: MotifSet | None,
     return motif_feature_matrix(tokens, motif_set or load_motif_set())
 
 
+def weight_grid(parts: int, step: float = 0.1) -> list[tuple[float, ...]]:
+    """Every ``(deep weight, part weights...)`` of multiples of ``step`` that sum to 1, the deep weight first
+    (largest first)."""
+    units = int(round(1 / step))
+
+    def split(total: int, slots: int) -> list[tuple[int, ...]]:
+        if slots == 1:
+            return [(total,)]
+        return [(first, *rest) for first in range(total, -1, -1) for rest in split(total - first, slots - 1)]
+
+    return [tuple(round(u * step, 10) for u in combo) for combo in split(units, parts + 1)]
+
+
+def weights_label(weights: tuple[float, ...]) -> str:
+    return "/".join(f"{w:.1f}" for w in weights)
+
+
+def choose_weights(deep: ActivityRegressor, parts: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]],
+                   validation: tuple[Tensor, np.ndarray]) -> tuple[dict[str, float], dict[str, float]]:
+    """``({"deep": w, part: w...}, {weights label: validation Pearson})``: the weights of :func:`weight_grid` whose
+    blend of the deep model and one ridge per part (``parts[name] = (fit features, fit values, validation
+    features)``, the ridge fitted on the fit rows) correlates best with the validation rows ``(tokens, values)``
+    (mean Pearson over targets; on ties the larger deep weight, then the earlier part)."""
+    from bioattn.tasks.activity.scores import fit_linear, regression_metrics
+
+    tokens, values = validation
+    names = [str(i) for i in range(values.shape[1])]
+    columns = [deep.predict_tokens(tokens, batch_size=512)]
+    for fit_features, fit_values, val_features in parts.values():
+        columns.append(fit_linear(fit_features, fit_values).predict(val_features).reshape(len(values), -1))
+    table, best, best_score = {}, None, -np.inf
+    for combo in weight_grid(len(parts)):
+        predicted = sum(w * c for w, c in zip(combo, columns))
+        score = regression_metrics(values, predicted, names)["pearson"]
+        table[weights_label(combo)] = score
+        if round(score, 12) > round(best_score, 12):
+            best, best_score = combo, score
+    assert best is not None
+    return dict(zip(["deep", *parts], best)), table
+
+
 def choose_deep_weight(deep: ActivityRegressor, fit: tuple[np.ndarray, np.ndarray],
                        validation: tuple[Tensor, np.ndarray, np.ndarray]) -> tuple[float, dict[str, float]]:
-    """``(deep weight, {weight: validation Pearson})``: the weight of :data:`DEEP_WEIGHT_GRID` whose blend of the deep
-    model and a ridge (fitted on ``fit = (features, values)``) correlates best with the validation rows
-    ``(tokens, features, values)`` (mean Pearson over targets; the larger weight on ties)."""
-    from bioattn.tasks.activity.scores import fit_feature_ridge, regression_metrics
-
-    ridge = fit_feature_ridge(fit[0], fit[1])
+    """``(deep weight, {weight: validation Pearson})`` of a blend with one ridge (fitted on ``fit = (features,
+    values)``), chosen on the validation rows ``(tokens, features, values)``: :func:`choose_weights` with one
+    part."""
     tokens, features, values = validation
-    ridge_values = np.asarray(ridge.predict(features), dtype=np.float64).reshape(len(values), -1)
-    deep_values = deep.predict_tokens(tokens, batch_size=512)
-    names = [str(i) for i in range(values.shape[1])]
-    table = {f"{w:.1f}": regression_metrics(values, w * deep_values + (1 - w) * ridge_values, names)["pearson"]
-             for w in DEEP_WEIGHT_GRID}
-    best = max(DEEP_WEIGHT_GRID, key=lambda w: (round(table[f"{w:.1f}"], 12), w))
-    return float(best), table
+    weights, table = choose_weights(deep, {"ridge": (fit[0], fit[1], features)}, (tokens, values))
+    return weights["deep"], {label.split("/")[0]: score for label, score in table.items()}
 
 
-def blend_with_ridge(model: ActivityRegressor, tokens: Tensor, values: np.ndarray, *, blend: str = DEFAULT_BLEND,
-                     deep_weight: float = 0.5, motif_set: MotifSet | None = None,
-                     motif_features: np.ndarray | None = None, kmer_max: int = KMER_BLEND_MAX) -> ActivityRegressor:
-    """A copy of the trained ``model`` whose output is ``deep_weight`` × its own plus ``1 - deep_weight`` × a ridge
-    regression on motif scores (``blend="motifs"``, the matrices of ``motif_set``, default
-    :func:`load_motif_set`) or k-mer counts (``"kmers"``, k = 1..``kmer_max``) fitted on ``tokens (N, L)`` /
+def blend_parts(model: ActivityRegressor, tokens: Tensor, values: np.ndarray, weights: dict[str, float], *,
+                motif_set: MotifSet | None = None, motif_features: np.ndarray | None = None,
+                kmer_max: int = KMER_BLEND_MAX) -> ActivityRegressor:
+    """A copy of the trained ``model`` whose output is ``weights["deep"]`` × its own plus, per part,
+    ``weights["motifs"]`` × a ridge regression on motif scores (the matrices of ``motif_set``, default
+    :func:`load_motif_set`; ``motif_features``: their scores of ``tokens`` when already computed) and
+    ``weights["kmers"]`` × one on k-mer counts (k = 1..``kmer_max``), the ridges fitted on ``tokens (N, L)`` /
     ``values (N, T)`` (the rows the model trained on, flanks stripped; never rows the blend is scored on), in the
-    model's standardised units: one self-contained ActivityRegressor."""
-    if blend not in ("motifs", "kmers"):
-        raise UserInputError(f"blend must be 'motifs' or 'kmers', got {blend!r}")
-    if not 0 <= deep_weight <= 1:
-        raise UserInputError(f"the deep weight must be between 0 and 1, got {deep_weight}")
-    if blend == "motifs":
+    model's standardised units, with their features clipped to the training range: one self-contained
+    ActivityRegressor (a part of weight 0 is left out)."""
+    unknown = set(weights) - {"deep", "motifs", "kmers"}
+    if unknown:
+        raise UserInputError(f"blend parts must be deep, motifs or kmers, got {sorted(unknown)}")
+    if any(not 0 <= w <= 1 for w in weights.values()) or abs(sum(weights.values()) - 1) > 1e-6:
+        raise UserInputError(f"blend weights must be in [0, 1] and sum to 1, got {weights}")
+    use_motifs, use_kmers = weights.get("motifs", 0) > 0, weights.get("kmers", 0) > 0
+    if use_motifs:
         motif_set = motif_set or load_motif_set()
-        config = {**model.config, "kmer_branch": 0, "motifs": motif_set.config}
-    else:
-        config = {**model.config, "kmer_branch": kmer_max, "motifs": None}
+    config = {**model.config, "kmer_branch": kmer_max if use_kmers else 0,
+              "motifs": motif_set.config if use_motifs else None, "clip_features": True}  # type: ignore[union-attr]
     blended = ActivityRegressor(**config)
     state = {k: v for k, v in model.state_dict().items() if not k.startswith(("kmer_", "motif_"))}
     missing, unexpected = blended.load_state_dict(state, strict=False)
@@ -164,20 +209,35 @@ def blend_with_ridge(model: ActivityRegressor, tokens: Tensor, values: np.ndarra
         raise ValueError(f"cannot copy the weights (missing {missing}, unexpected {unexpected})")
     scaled = torch.as_tensor((np.asarray(values) - blended.target_mean.numpy()) / blended.target_sd.numpy(),
                              dtype=torch.float32)
-    if blend == "motifs":
-        blended.set_motif_matrices(motif_set.matrices)  # type: ignore[union-attr]
-        fit_motif_branch(blended, tokens, scaled, motif_features)
-        branch = blended.motif_linear
-    else:
-        fit_kmer_branch(blended, tokens, scaled)
-        branch = blended.kmer_linear
     with torch.no_grad():
         last = blended.head[-1]
-        last.weight.mul_(deep_weight)
-        last.bias.mul_(deep_weight)
-        branch.weight.mul_(1 - deep_weight)
-        branch.bias.mul_(1 - deep_weight)
+        last.weight.mul_(weights.get("deep", 0.0))
+        last.bias.mul_(weights.get("deep", 0.0))
+    if use_motifs:
+        blended.set_motif_matrices(motif_set.matrices)  # type: ignore[union-attr]
+        fit_motif_branch(blended, tokens, scaled, motif_features)
+        with torch.no_grad():
+            blended.motif_linear.weight.mul_(weights["motifs"])
+            blended.motif_linear.bias.mul_(weights["motifs"])
+    if use_kmers:
+        fit_kmer_branch(blended, tokens, scaled)
+        with torch.no_grad():
+            blended.kmer_linear.weight.mul_(weights["kmers"])
+            blended.kmer_linear.bias.mul_(weights["kmers"])
     return blended.eval()
+
+
+def blend_with_ridge(model: ActivityRegressor, tokens: Tensor, values: np.ndarray, *, blend: str = "motifs",
+                     deep_weight: float = 0.5, motif_set: MotifSet | None = None,
+                     motif_features: np.ndarray | None = None, kmer_max: int = KMER_BLEND_MAX) -> ActivityRegressor:
+    """:func:`blend_parts` with one ridge (``blend``: ``"motifs"`` or ``"kmers"``): ``deep_weight`` × the model
+    plus ``1 - deep_weight`` × the ridge."""
+    if blend not in ("motifs", "kmers"):
+        raise UserInputError(f"blend must be 'motifs' or 'kmers', got {blend!r}")
+    if not 0 <= deep_weight <= 1:
+        raise UserInputError(f"the deep weight must be between 0 and 1, got {deep_weight}")
+    return blend_parts(model, tokens, values, {"deep": deep_weight, blend: 1 - deep_weight}, motif_set=motif_set,
+                       motif_features=motif_features, kmer_max=kmer_max)
 
 
 def _motif_weights(model: ActivityRegressor, target: int) -> dict[tuple[str, int, int, str], tuple[str, float]]:

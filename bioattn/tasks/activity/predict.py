@@ -2,11 +2,16 @@
 
 :func:`load_activity_models` returns the list of :class:`~bioattn.models.activity.ActivityRegressor` of a run (one,
 or the members of a cross-validation / seed run); :func:`predict_values` averages their predictions;
-:func:`predict_activity` is ``bioattn predict activity``.
+:func:`predict_activity` is ``bioattn predict activity``: every sequence is checked (bases A/C/G/T/N only, as in
+training files) before anything is written, the output is CSV or TSV by its name (standard output, ``-``: TSV),
+and a prediction beyond :data:`FAR_SD` standard deviations of the training values is named in a warning
+(:func:`far_predictions`): the model extrapolates there.
 """
 from __future__ import annotations
 
 import os
+import re
+import sys
 from pathlib import Path
 from typing import Sequence
 
@@ -18,6 +23,10 @@ from bioattn.models.activity import ActivityRegressor
 from bioattn.models.ensemble import ENSEMBLE_TYPE
 from bioattn.models.registry import read_config, resolve_model_dir
 from bioattn.distributed import resolve_device
+
+#: A prediction further than this many training standard deviations from the training mean is flagged.
+FAR_SD = 5.0
+_BASES = re.compile(r"[ACGTN]+", re.IGNORECASE)
 
 
 def load_activity_models(source: str | os.PathLike, device: str = "cpu") -> list[ActivityRegressor]:
@@ -69,13 +78,38 @@ def read_sequences(path: Path) -> tuple[list[str], list[str]]:
     return ids, sequences
 
 
+def check_bases(source: str | os.PathLike, ids: Sequence[str], sequences: Sequence[str]) -> None:
+    """A base other than A/C/G/T/N (any case; IUPAC ambiguity codes included) is a :class:`UserInputError`
+    naming the file, the record and the position, as for a training file."""
+    for name, sequence in zip(ids, sequences):
+        if not _BASES.fullmatch(sequence):
+            bad = next(i for i, c in enumerate(sequence) if c.upper() not in "ACGTN")
+            raise UserInputError(f"{source}: record {name!r}: invalid base {sequence[bad]!r} at position {bad + 1}; "
+                                 "expected A, C, G, T or N")
+
+
+def far_predictions(models: Sequence[ActivityRegressor], values: np.ndarray, limit: float = FAR_SD) -> np.ndarray:
+    """Row indices whose prediction of some target lies more than ``limit`` training standard deviations from the
+    training mean (the first model's ``target_mean`` / ``target_sd``)."""
+    mean, sd = models[0].target_mean.double().numpy(), models[0].target_sd.double().numpy()
+    return np.flatnonzero((np.abs(np.asarray(values) - mean) / sd > limit).any(axis=1))
+
+
 def predict_activity(source: str | os.PathLike, input_path: str | os.PathLike, output: str | os.PathLike, *,
                      strand: str | None = None, batch_size: int = 256, device: str = "auto") -> int:
-    """Write ``output`` (CSV/TSV: id, one column per target) for the sequences of ``input_path``; returns the row
-    count. Every sequence is checked before anything is written."""
+    """Write ``output`` (CSV/TSV: id, one column per target; ``-``: TSV on standard output) for the sequences of
+    ``input_path``; returns the row count. Every sequence is checked before anything is written; predictions
+    beyond :data:`FAR_SD` training standard deviations are named in a warning on standard error."""
     models = load_activity_models(source, device=str(resolve_device(device)))
     ids, sequences = read_sequences(Path(input_path))
+    check_bases(input_path, ids, sequences)
     records = [f"{input_path}: record {name!r}" for name in ids]
     values = predict_values(models, sequences, records=records, strand=strand, batch_size=batch_size)
-    write_table(output, ["id", *models[0].target_names], ([name, *row] for name, row in zip(ids, values.tolist())))
+    write_table(output, ["id", *models[0].target_names], ([name, *row] for name, row in zip(ids, values.tolist())),
+                delimiter="\t" if str(output) == "-" else None)
+    far = far_predictions(models, values)
+    if len(far):
+        shown = ", ".join(repr(ids[i]) for i in far[:10]) + (f" and {len(far) - 10} more" if len(far) > 10 else "")
+        print(f"warning: {len(far)} of {len(ids)} predictions lie beyond {FAR_SD:g} standard deviations of the "
+              f"training values ({shown}): the model extrapolates there; do not trust those rows", file=sys.stderr)
     return len(ids)

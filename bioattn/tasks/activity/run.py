@@ -7,8 +7,10 @@ The run directory gets, besides each model's ``config.json`` + ``model.safetenso
   Pearson on the held-out rows, ``scores`` the model and baselines on ``held_out``), then ``source``, ``flanks``,
   ``strand``, ``model`` and ``baselines`` (per metric ``{"mean", "sd", "n"}`` over the members), ``members``
   (each member's scores and training summary) and ``warnings``.
-- ``summary.md``: the same as a table, model beside the baselines, with any warning (a baseline that beats the
-  model, a model that learned nothing on its validation rows).
+- ``summary.md``: the run's plan, what it saved (the blend, or the part of it that beat it on the held-out rows),
+  the same scores as a table, model beside the blend, its parts and the baselines, with any warning (a baseline
+  that beats the model, a model that learned nothing on its validation rows); a ``--quick`` run says first that it
+  is a smoke run.
 - ``out_of_fold.csv`` (cross-validation): ``record, fold, target, measured, prediction, ridge_prediction``.
 """
 from __future__ import annotations
@@ -19,12 +21,19 @@ from typing import Any
 from bioattn.io import write_table
 from bioattn.metrics import mean_std
 from bioattn.report import format_mean_sd, format_table
-from bioattn.tasks.activity.scores import DEEP_NAME, METRICS, MOTIF_RIDGE_NAME, RIDGE_NAME
-from bioattn.tasks.activity.train import HEADLINE, ActivityOptions, load_data, run_members
+from bioattn.tasks.activity.scores import BLEND_NAME, DEEP_NAME, METRICS, MOTIF_RIDGE_NAME, RIDGE_NAME
+from bioattn.tasks.activity.protocols import run_members
+from bioattn.tasks.activity.train import CANDIDATE_NAMES, HEADLINE, QUICK_ROWS, ActivityOptions, load_data
 from bioattn.tasks.driver import RunProtocol, metrics_document, save_ensemble, write_run_report
 from bioattn.training import check_run_dir, prepare_run_dir
 
 MODEL_NAME = "ActivityRegressor (this run)"
+#: The first line of a ``--quick`` run's summary and of its terminal headline.
+SMOKE_TEXT = (f"smoke run (--quick): a tiny model, 2 short epochs, at most {QUICK_ROWS} rows; these numbers only show "
+              "that the pipeline runs, not what a model reaches on this data: rerun without --quick")
+#: How the summary names each candidate the run may keep.
+KEPT_TEXT = {"blend": "the blend", "deep": "the deep model alone", "kmers": "the k-mer ridge alone",
+             "motifs": "the known-motif ridge alone"}
 #: ``metrics.json`` ``protocol.description`` of each of :attr:`ActivityOptions.protocol`'s values.
 PROTOCOL_TEXT = {
     "holdout": "train on the training file(s), early stopping and scores on the --dev file",
@@ -58,6 +67,8 @@ def warnings_of(model: dict[str, Any], baselines: dict[str, Any], results: list[
                        f"{result['training']['sizes']['validation']} sequences); {advice}")
     if model:
         for name, summary in baselines.items():
+            if name in CANDIDATE_NAMES.values():  # the run itself kept the best of these
+                continue
             better = summary[HEADLINE]["mean"] > model[HEADLINE]["mean"]
             if better or (summary[HEADLINE]["mean"] == model[HEADLINE]["mean"] and name != DEEP_NAME):
                 advice = "rerun with --blend none to keep it" if name == DEEP_NAME else "prefer it on this data"
@@ -70,27 +81,52 @@ def blend_of(options: ActivityOptions, data: Any) -> dict[str, Any]:
     """``metrics.json``'s ``blend``: what the saved models add to their deep part."""
     if options.blend == "none":
         return {"kind": "none", "text": "the deep model alone"}
-    if options.blend == "kmers":
-        source = "k-mer counts (k=1..6)"
-    else:
+    sources = []
+    if options.blend in ("auto", "kmers"):
+        sources.append("k-mer counts (k=1..6)")
+    if options.blend in ("auto", "motifs"):
         motifs = data.motif_set.config
-        source = f"scores of {len(motifs['ids'])} motif matrices ({motifs['source']}, {motifs['bins']} parts of the element)"
-    weight = ("w × the deep model + (1 − w) × " if options.deep_weight is None else
-              f"{options.deep_weight:g} × the deep model + {1 - options.deep_weight:g} × ")
-    chosen = (", w chosen on the rows each deep model early-stopped on (per model below)"
-              if options.deep_weight is None else "")
+        sources.append(f"scores of {len(motifs['ids'])} motif matrices ({motifs['source']}, {motifs['bins']} parts "
+                       "of the element)")
+    ridges = " and ".join(f"a ridge regression on {source}" for source in sources)
+    if options.deep_weight is None:
+        text = (f"the deep model blended with {ridges} (penalties by leave-one-out CV, features clipped to their "
+                "training range), fitted on the same training rows, the weights chosen on the rows each deep model "
+                "early-stopped on (per model below)")
+    else:
+        text = (f"{options.deep_weight:g} × the deep model + {1 - options.deep_weight:g} × {ridges} (shared "
+                "equally), fitted on the same training rows")
     return {"kind": options.blend, "deep_weight": options.deep_weight if options.deep_weight is not None else "auto",
-            "text": f"{weight}a ridge regression on {source}, fitted on the same training rows{chosen}"}
+            "text": text}
+
+
+def kept_text(blend: dict[str, Any], kept: dict[str, Any]) -> str:
+    """The summary's "Saved model:" sentence: the blend (and that it beat each part), or the part that beat it."""
+    means = kept.get("means") or {}
+    if not means:
+        return blend["text"]
+    others = ", ".join(f"{KEPT_TEXT[name].replace(' alone', '')} {value:.3f}" for name, value in means.items()
+                       if name not in ("blend", kept["kept"]))
+    if kept["kept"] == "blend":
+        return (f"{blend['text']}; kept because it beat each of its parts on the held-out rows of the same models "
+                f"(mean {HEADLINE} {means['blend']:.3f}; {others})")
+    return (f"{KEPT_TEXT[kept['kept']]} (mean {HEADLINE} {means[kept['kept']]:.3f} on the held-out rows), because "
+            f"the blend did not beat it on the same rows (blend {means['blend']:.3f}; {others}); the blend was "
+            f"{blend['text']}")
 
 
 def format_summary(metrics: dict[str, Any]) -> str:
     rows = []
     for name, summary in [(MODEL_NAME, metrics["model"]), *metrics["baselines"].items()]:
         rows.append([name, *(format_mean_sd(summary.get(m)) for m in METRICS)])
-    lines = [f"# Activity regression: {metrics['source']}", "",
+    lines = [f"# Activity regression: {metrics['source']}", ""]
+    if metrics.get("quick"):
+        lines += [f"**{SMOKE_TEXT[0].upper() + SMOKE_TEXT[1:]}.**", ""]
+    lines += [*(f"{line[0].upper()}{line[1:]}" for line in metrics.get("plan", [])), ""] if metrics.get("plan") else []
+    lines += [
              f"Protocol: {metrics['protocol']['description']}; targets: {', '.join(metrics['target_names'])}; flanks stripped: "
              f"{metrics['flanks'][0] or '-'} / {metrics['flanks'][1] or '-'}; strand: {metrics['strand']}.",
-             f"Saved model: {metrics['blend']['text']}.", ""]
+             f"Saved model: {kept_text(metrics['blend'], metrics.get('kept', {}))}.", ""]
     if rows and metrics["model"]:
         lines.append(format_table(["model", *METRICS], rows,
                                   title="Held-out scores, mean ± sd over the models of the run"))
@@ -102,11 +138,17 @@ def format_summary(metrics: dict[str, Any]) -> str:
         lines.append(f"- {result['member']}: train {result['sizes']['train']}, held out {result['sizes']['held_out']}; "
                      f"deep model's validation Pearson {training['validation'].get('val_pearson', float('nan')):.3f}; best epoch "
                      f"{training['best_epoch']} of {training['epochs_run']} ({training['stop_reason']})"
-                     + (f"; deep weight {training['deep_weight']:g}" if "deep_weight" in training else "")
+                     + (f"; blend weights {weights_text(training['blend_weights'])}" if "blend_weights" in training
+                        else f"; deep weight {training['deep_weight']:g}" if "deep_weight" in training else "")
                      + (f" ({training['blend_note']})" if "blend_note" in training else ""))
     for warning in metrics["warnings"]:
         lines.append(f"\n**warning:** {warning}")
     return "\n".join(lines) + "\n"
+
+
+def weights_text(weights: dict[str, float]) -> str:
+    names = {"deep": "deep", "kmers": "k-mer ridge", "motifs": "motif ridge"}
+    return ", ".join(f"{names[name]} {value:g}" for name, value in weights.items())
 
 
 def run_activity(options: ActivityOptions) -> dict[str, Any]:
@@ -131,7 +173,7 @@ def run_activity(options: ActivityOptions) -> dict[str, Any]:
         scores=held_out, target_names=list(data.pool.target_names), headline_split="held_out",
         source=", ".join(Path(f).name for f in data.files), flanks=list(data.flanks), strand=options.strand,
         input_length=data.input_length, blend=blend_of(options, data), model=model, baselines=baselines,
-        members=results,
+        members=results, kept=outcome["kept"], plan=outcome["plan"], quick=options.quick,
         warnings=warnings_of(model, baselines, results))
     if outcome["out_of_fold"]:
         write_table(run_dir / "out_of_fold.csv", ["record", "fold", "target", "measured", "prediction",
@@ -146,8 +188,11 @@ def headline_line(metrics: dict[str, Any]) -> str:
     if not model:
         validation = [r["training"]["validation"].get("val_pearson") for r in metrics["members"]]
         return f"deep model's validation Pearson {validation[0]:.3f} (no held-out rows: --fit-all)"
-    text = f"Pearson {format_mean_sd(model[HEADLINE])}"
+    kept = (metrics.get("kept") or {}).get("kept", "blend")
+    text = ("smoke run (--quick), not a model to use: " if metrics.get("quick") else "") + \
+        f"Pearson {format_mean_sd(model[HEADLINE])}" + (f", {KEPT_TEXT[kept]}" if kept != "blend" else "")
     beside = [f"{label} {format_mean_sd(metrics['baselines'][name][HEADLINE])}"
-              for name, label in ((DEEP_NAME, "deep alone"), (RIDGE_NAME, "k-mer ridge"), (MOTIF_RIDGE_NAME, "motif ridge"))
-              if name in metrics["baselines"]]
+              for name, label in ((BLEND_NAME, "blend"), (DEEP_NAME, "deep alone"), (RIDGE_NAME, "k-mer ridge"),
+                                  (MOTIF_RIDGE_NAME, "motif ridge"))
+              if name in metrics["baselines"] and not (name == BLEND_NAME and kept == "blend")]
     return text + (f" ({', '.join(beside)})" if beside else "")

@@ -4,16 +4,19 @@
 (``pearson``, ``spearman``, ``r2``, ``mse``) are the means over targets, and with several targets each one's own
 as ``pearson:<target>`` etc.
 
-Baselines, fitted on the training part of a split and scored like the model:
+Baselines, fitted on the training part of a split and scored like the model, each tuned as a careful
+scikit-learn user would tune it (:func:`fit_linear`): ``RidgeCV`` with the penalty chosen per target by efficient
+leave-one-out CV over the wide log grid :data:`RIDGE_ALPHAS`, on the features as they are and standardised, the
+one with the lower leave-one-out error kept; at prediction every feature is clipped to the range it took on the
+training rows (a new sequence cannot push the ridge beyond what those rows support).
 
-- ``k-mer ridge``: counts of every k-mer, k = 1..:data:`KMER_MAX` (scikit-learn ``CountVectorizer``), scaled to
-  unit variance, ``RidgeCV`` with the penalty chosen per target by efficient leave-one-out CV over
-  :data:`RIDGE_ALPHAS`.
-- ``motif ridge``: the same ridge on the scores of known motif matrices (the activity model's motif branch
-  features, :func:`~bioattn.tasks.activity.branches.motif_feature_matrix`), when the run computed them.
+- ``k-mer ridge``: counts of every k-mer, k = 1..:data:`KMER_MAX` (scikit-learn ``CountVectorizer``).
+- ``motif ridge``: the scores of known motif matrices (the activity model's motif branch features,
+  :func:`~bioattn.tasks.activity.branches.motif_feature_matrix`), when the run computed them.
 - ``mean``: the training mean of each target (Pearson undefined: reported as 0).
 
-Beside them a run scores its deep model alone (:data:`DEEP_NAME`) when the saved model is a blend.
+Beside them a run scores its deep model alone (:data:`DEEP_NAME`) when the saved model is a blend. The linear
+branches of the model are fitted by the same :func:`fit_linear`, so a branch alone predicts what its baseline does.
 """
 from __future__ import annotations
 
@@ -21,19 +24,21 @@ from typing import Sequence
 
 import numpy as np
 from scipy.stats import pearsonr, spearmanr
+from dataclasses import dataclass
+
 from sklearn.feature_extraction.text import CountVectorizer
 from sklearn.linear_model import RidgeCV
 from sklearn.metrics import mean_squared_error, r2_score
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
 
 KMER_MAX = 6
-RIDGE_ALPHAS = tuple(np.logspace(0, 5, 11).tolist())
+#: Ridge penalties tried (on features as they are and standardised): 10^-3 .. 10^7, four per decade.
+RIDGE_ALPHAS = tuple(np.logspace(-3, 7, 41).tolist())
 METRICS = ("pearson", "spearman", "r2", "mse")
 RIDGE_NAME = f"k-mer (k=1..{KMER_MAX}) ridge regression (this run)"
 MEAN_NAME = "mean predictor (this run)"
 MOTIF_RIDGE_NAME = "known-motif ridge regression (this run)"
 DEEP_NAME = "deep model alone, before the blend (this run)"
+BLEND_NAME = "blend of the deep model and the ridges (this run)"
 
 
 def _correlation(function, x: np.ndarray, y: np.ndarray) -> float:
@@ -62,30 +67,87 @@ def regression_metrics(measured: np.ndarray, predicted: np.ndarray, target_names
     return out
 
 
-def fit_kmer_ridge(sequences: Sequence[str], values: np.ndarray):
+@dataclass(frozen=True)
+class LinearFit:
+    """A ridge regression on clipped, centred (and, when ``standardised``, scaled) features: ``predict(X)`` is
+    ``((clip(X, low, high) - mean) / scale) @ coef.T + intercept``, ``(N, T)``. ``alpha``: the penalty chosen per
+    target; ``loo_mse``: its mean leave-one-out squared error (in the units of the values it was fitted on)."""
+
+    low: np.ndarray
+    high: np.ndarray
+    mean: np.ndarray
+    scale: np.ndarray
+    coef: np.ndarray
+    intercept: np.ndarray
+    alpha: np.ndarray
+    standardised: bool
+    loo_mse: float
+
+    def transform(self, features: np.ndarray) -> np.ndarray:
+        return (np.clip(np.asarray(features, dtype=np.float64), self.low, self.high) - self.mean) / self.scale
+
+    def predict(self, features: np.ndarray) -> np.ndarray:
+        return self.transform(features) @ self.coef.T + self.intercept
+
+
+def fit_linear(features: np.ndarray, values: np.ndarray, ddof: int = 0) -> LinearFit:
+    """The tuned ridge of the module docstring on ``features (N, F)`` / ``values (N, T)``: ``RidgeCV`` over
+    :data:`RIDGE_ALPHAS` (per target) on the raw and on the standardised features (sd with ``ddof``), the lower
+    leave-one-out error kept (raw on ties); the training range of every feature is stored for clipping."""
+    features = np.asarray(features, dtype=np.float64)
+    values = np.asarray(values, dtype=np.float64).reshape(len(features), -1)
+    mean, sd = features.mean(0), features.std(0, ddof=ddof) if len(features) > ddof else np.ones(features.shape[1])
+    best = None
+    for standardised, scale in ((False, np.ones_like(mean)), (True, np.where(sd > 0, sd, 1.0))):
+        ridge = RidgeCV(alphas=RIDGE_ALPHAS, alpha_per_target=True).fit((features - mean) / scale, values)
+        loo = float(np.mean(-np.asarray(ridge.best_score_)))
+        if best is None or loo < best.loo_mse - 1e-12 * abs(best.loo_mse):
+            best = LinearFit(features.min(0), features.max(0), mean, scale, ridge.coef_.reshape(values.shape[1], -1),
+                             np.atleast_1d(ridge.intercept_).astype(np.float64), np.atleast_1d(ridge.alpha_),
+                             standardised, loo)
+    assert best is not None
+    return best
+
+
+class KmerRidge:
+    """The k-mer ridge baseline: ``CountVectorizer`` k-mer counts (k = 1..``kmax``) → :func:`fit_linear`."""
+
+    def __init__(self, kmax: int = KMER_MAX) -> None:
+        self.vectorizer = CountVectorizer(analyzer="char", ngram_range=(1, kmax), lowercase=False, dtype=np.float64)
+        self.linear: LinearFit | None = None
+
+    def fit(self, sequences: Sequence[str], values: np.ndarray) -> "KmerRidge":
+        counts = self.vectorizer.fit_transform(list(sequences)).toarray()
+        self.linear = fit_linear(counts, values)
+        return self
+
+    def predict(self, sequences: Sequence[str]) -> np.ndarray:
+        assert self.linear is not None, "fit first"
+        return self.linear.predict(self.vectorizer.transform(list(sequences)).toarray())
+
+
+def fit_kmer_ridge(sequences: Sequence[str], values: np.ndarray) -> KmerRidge:
     """The k-mer ridge of the module docstring fitted on ``sequences`` / ``values (N, T)``; ``.predict(seqs)``
     gives ``(N, T)``."""
-    model = make_pipeline(
-        CountVectorizer(analyzer="char", ngram_range=(1, KMER_MAX), lowercase=False, dtype=np.float64),
-        StandardScaler(with_mean=False),
-        RidgeCV(alphas=RIDGE_ALPHAS, alpha_per_target=True),
-    )
-    return model.fit(list(sequences), np.asarray(values, dtype=np.float64))
+    return KmerRidge().fit(sequences, values)
 
 
-def fit_feature_ridge(features: np.ndarray, values: np.ndarray):
+def fit_feature_ridge(features: np.ndarray, values: np.ndarray) -> LinearFit:
     """The ridge of the module docstring on precomputed ``features (N, F)`` / ``values (N, T)``."""
-    model = make_pipeline(StandardScaler(), RidgeCV(alphas=RIDGE_ALPHAS, alpha_per_target=True))
-    return model.fit(np.asarray(features, dtype=np.float64), np.asarray(values, dtype=np.float64))
+    return fit_linear(features, values)
 
 
 def baseline_predictions(train_sequences: Sequence[str], train_values: np.ndarray, evaluate: Sequence[str], *,
-                         motif_features: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+                         motif_features: tuple[np.ndarray, np.ndarray] | None = None,
+                         skip: Sequence[str] = ()) -> dict[str, np.ndarray]:
     """``{baseline name: (N, T) predictions on evaluate}`` for the k-mer ridge, the motif ridge (when
-    ``motif_features`` gives the (train, evaluate) scores) and the mean predictor."""
-    ridge = fit_kmer_ridge(train_sequences, train_values)
-    out = {RIDGE_NAME: np.asarray(ridge.predict(list(evaluate)), dtype=np.float64).reshape(len(evaluate), -1)}
-    if motif_features is not None:
+    ``motif_features`` gives the (train, evaluate) scores) and the mean predictor; ``skip``: names not to fit
+    (the run has them already)."""
+    out = {}
+    if RIDGE_NAME not in skip:
+        ridge = fit_kmer_ridge(train_sequences, train_values)
+        out[RIDGE_NAME] = np.asarray(ridge.predict(list(evaluate)), dtype=np.float64).reshape(len(evaluate), -1)
+    if motif_features is not None and MOTIF_RIDGE_NAME not in skip:
         motif_ridge = fit_feature_ridge(motif_features[0], train_values)
         out[MOTIF_RIDGE_NAME] = np.asarray(motif_ridge.predict(motif_features[1]), dtype=np.float64).reshape(
             len(evaluate), -1)

@@ -13,15 +13,21 @@ Protocols (:func:`run_activity`), chosen from the options:
 
 Every model early-stops on :data:`VALIDATION_FRACTION` of the elements of its training part (never on the rows
 it is scored on), with a schedule scaled to the run (at least :data:`MIN_STEPS` optimizer steps, so ~40
-sequences still train), and is compared on the same rows with the k-mer ridge and the mean predictor fitted on
+sequences still train; the model's width, attention layers and batch by the table's size, :data:`SIZE_SCHEDULE`,
+unless given), and is compared on the same rows with the k-mer ridge and the mean predictor fitted on
 its whole training part (:mod:`~bioattn.tasks.activity.scores`). Loss: Huber on standardised targets (the model
 saves the training mean / sd and predicts in the file's units). Flanks shared by every training sequence are
 detected (or given) and stripped; ``strand="both"`` trains on random reverse complements and averages both
 strands at prediction; ``shift`` moves each training sequence by up to that many nt (N fill) as augmentation.
 
-After training, each deep model is blended (``blend``, default ``"motifs"``: :func:`~bioattn.tasks.activity.
-branches.blend_with_ridge`) with a ridge regression on known-motif scores fitted on its whole training part; the
-blend is the saved model, and the deep model alone is scored beside it and the baselines.
+After training, each deep model is blended (``blend``, default ``"auto"``: :func:`~bioattn.tasks.activity.
+branches.blend_parts`) with ridge regressions on k-mer counts and on known-motif scores fitted on its whole
+training part (their features clipped to the training range, their penalties chosen by leave-one-out CV on those
+rows), the weights chosen on the rows it early-stopped on. Each part alone is scored beside the blend on the same
+held-out rows, and the run keeps the blend only when it beats every part there (mean headline over the models of
+the run: :func:`~bioattn.tasks.activity.branches.choose_kept`); otherwise every model of the run is replaced by the
+best part, and the summary says which. Before training the run prints its plan, and once the first model has
+trained two epochs the time it expects (:mod:`~bioattn.tasks.activity.protocols`).
 """
 from __future__ import annotations
 
@@ -44,15 +50,13 @@ from bioattn.models.activity import STRANDS, ActivityRegressor
 from bioattn.tasks.activity.data import (
     ActivitySplit,
     detect_flanks,
-    element_groups,
-    file_folds,
-    group_folds,
     read_activity_file,
     read_activity_files,
     strip_all,
     validation_split,
 )
 from bioattn.tasks.activity.branches import (
+    BLEND_PARTS,
     BLENDS,
     DEFAULT_BLEND,
     DEFAULT_DEEP_WEIGHT,
@@ -61,16 +65,21 @@ from bioattn.tasks.activity.branches import (
     MIN_BLEND_VALIDATION,
     MotifSet,
     blend_features,
-    blend_with_ridge,
-    choose_deep_weight,
+    blend_parts,
+    choose_weights,
     fit_kmer_branch,
     load_motif_set,
     motif_feature_matrix,
 )
-from bioattn.tasks.activity.scores import DEEP_NAME, RIDGE_NAME, baseline_predictions, regression_metrics
+from bioattn.tasks.activity.scores import (
+    BLEND_NAME,
+    DEEP_NAME,
+    MOTIF_RIDGE_NAME,
+    RIDGE_NAME,
+    baseline_predictions,
+    regression_metrics,
+)
 from bioattn.tasks.common import TaskOptions, fit_timed
-from bioattn.tasks.driver import Member, cv_members, seed_members
-from bioattn.tasks.driver import run_members as drive_members
 from bioattn.training import TrainConfig, Trainer, seed_everything
 
 DATASETS = {"lentimpra_wtc11": ("activity/lentimpra_wtc11", ("fold1.tsv", "fold2.tsv"))}
@@ -79,6 +88,13 @@ VALIDATION_FRACTION = 0.1
 MIN_STEPS = 300
 QUICK_ROWS = 400
 HEADLINE = "pearson"
+#: Model width, attention and batch by the number of rows of the table (``rows below``: channels, embed_dim,
+#: heads, layers, batch_size); flags given by the user win. A few hundred sequences train a small model for
+#: about as many optimizer steps as a large table's epoch (:data:`MIN_STEPS`), in seconds per fold on a CPU.
+SIZE_SCHEDULE = ((1_000, (32, 32, 2, 1, 32)), (5_000, (64, 64, 4, 2, 64)), (None, (128, 128, 4, 2, 64)))
+SIZED = ("channels", "embed_dim", "heads", "layers", "batch_size")
+#: Each candidate a run may keep, as the scores table names it.
+CANDIDATE_NAMES = {"blend": BLEND_NAME, "deep": DEEP_NAME, "kmers": RIDGE_NAME, "motifs": MOTIF_RIDGE_NAME}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,7 +104,8 @@ class ActivityOptions(TaskOptions):
     Data: ``train`` (one or more CSV/TSV/FASTA files) or ``dataset`` (bundled, under ``data_root``), ``dev``,
     ``targets`` (value columns; default every numeric one), ``sequence_column``, ``flanks`` (``None``: detected;
     ``("", "")``: none), ``strand``, ``folds_from_files``, ``fit_all``, ``max_rows``. Model: ``channels``,
-    ``kernel``, ``stages``, ``embed_dim``, ``heads``, ``layers``, ``dropout``. Training: ``epochs``,
+    ``kernel``, ``stages``, ``embed_dim``, ``heads``, ``layers``, ``dropout`` (``None``: by the table's size,
+    :data:`SIZE_SCHEDULE`, as is ``batch_size``). Training: ``epochs``,
     ``batch_size``, ``lr``, ``weight_decay``, ``patience``, ``shift``, ``seed``, ``device``. Blend: ``blend``
     (``motifs``, ``kmers`` or ``none``), ``deep_weight``, ``motif_db``, ``motif_bins``.
     """
@@ -103,15 +120,15 @@ class ActivityOptions(TaskOptions):
     folds_from_files: bool = False
     fit_all: bool = False
     max_rows: int | None = None
-    channels: int = 128
+    channels: int | None = None
     kernel: int = 7
     stages: int = 3
-    embed_dim: int = 128
-    heads: int = 4
-    layers: int = 2
+    embed_dim: int | None = None
+    heads: int | None = None
+    layers: int | None = None
     dropout: float | None = 0.2
     epochs: int = 40
-    batch_size: int = 64
+    batch_size: int | None = None
     lr: float = 1e-3
     weight_decay: float = 0.01
     patience: int | None = 8
@@ -137,9 +154,9 @@ class ActivityOptions(TaskOptions):
         if self.folds_from_files and len(self.train) == 1:
             raise UserInputError("--folds-from-files needs two or more --train files (one fold each)")
         for name in ("epochs", "batch_size", "channels", "embed_dim", "heads", "layers"):
-            if getattr(self, name) < 1:
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise UserInputError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
-        if self.embed_dim % self.heads:
+        if self.embed_dim is not None and self.heads is not None and self.embed_dim % self.heads:
             raise UserInputError(f"--embed-dim ({self.embed_dim}) must be divisible by --heads ({self.heads})")
         if self.shift < 0 or not 0 <= (self.dropout or 0.0) < 1:
             raise UserInputError("--shift must be >= 0 and --dropout in [0, 1)")
@@ -161,11 +178,25 @@ class ActivityOptions(TaskOptions):
             return "file_folds"
         return "cv"
 
+    def sized(self, rows: int) -> "ActivityOptions":
+        """These options with every size left to the data (``None``) set from :data:`SIZE_SCHEDULE` for a table of
+        ``rows`` sequences (``quick``: the smoke run's tiny model)."""
+        chosen = next(sizes for below, sizes in SIZE_SCHEDULE if below is None or rows < below)
+        if self.quick:
+            chosen = (32, 32, 2, 1, chosen[4])
+        values = {name: value for name, value in zip(SIZED, chosen) if getattr(self, name) is None}
+        if "heads" in values and (self.embed_dim or chosen[1]) % values["heads"]:
+            values["heads"] = 1
+        if "embed_dim" in values and self.heads is not None and values["embed_dim"] % self.heads:
+            values["embed_dim"] = self.heads * max(1, values["embed_dim"] // self.heads)
+        return dataclasses.replace(self, **values) if values else self
+
 
 def train_config(options: ActivityOptions, rows: int) -> TrainConfig:
-    """The training schedule of ``options`` for ``rows`` training sequences: AdamW, warm-up + cosine, early stopping
-    on validation Pearson, at least :data:`MIN_STEPS` steps (a small set trains more epochs)."""
-    batch = max(2, min(options.batch_size, rows // 4 or 2))
+    """The training schedule of ``options`` (sized: :meth:`ActivityOptions.sized`) for ``rows`` training
+    sequences: AdamW, warm-up + cosine, early stopping on validation Pearson, at least :data:`MIN_STEPS` steps (a
+    small set trains more epochs)."""
+    batch = max(2, min(options.batch_size or 64, rows // 4 or 2))
     epochs = 2 if options.quick else options.epochs
     return TrainConfig(max_epochs=epochs, batch_size=batch, lr=options.lr, weight_decay=options.weight_decay,
                        schedule="warmup_cosine", warmup_steps=max(1, (rows // batch) * epochs // 10),
@@ -231,7 +262,7 @@ def load_data(options: ActivityOptions) -> ActivityData:
         raise UserInputError(f"{options.dev}: record {dev.records[i]!r}: {dev.lengths()[i]} nt, longer than every "
                              f"training sequence ({input_length} nt)")
     motif_set = None
-    if options.blend == "motifs" or (options.baselines and not options.quick):
+    if "motifs" in BLEND_PARTS[options.blend] or (options.baselines and not options.quick):
         motif_set = load_motif_set(options.motif_db, options.motif_bins)
     return ActivityData(pool, dev, flanks, input_length, [str(f) for f in files],  # type: ignore[arg-type]
                         motif_set=motif_set)
@@ -261,22 +292,46 @@ def shift_tokens(ids: Tensor, max_shift: int) -> Tensor:
 
 # ------------------------------------------------------------------------------------------------ one model
 def build_model(options: ActivityOptions, data: ActivityData, train: ActivitySplit) -> ActivityRegressor:
+    options = options.sized(len(data.pool))
     sd = train.values.std(axis=0)
     return ActivityRegressor(
         input_length=data.input_length, target_names=train.target_names, target_mean=train.values.mean(axis=0).tolist(),
         target_sd=np.where(sd > 0, sd, 1.0).tolist(), flanks=data.flanks, strand=options.strand,
-        channels=32 if options.quick else options.channels, kernel=options.kernel, stages=options.stages,
-        embed_dim=32 if options.quick else options.embed_dim, num_heads=2 if options.quick else options.heads,
-        num_layers=1 if options.quick else options.layers, dropout=options.dropout or 0.0,
-        kmer_branch=options.kmer_branch)
+        channels=options.channels, kernel=options.kernel, stages=options.stages, embed_dim=options.embed_dim,
+        num_heads=options.heads, num_layers=options.layers, dropout=options.dropout or 0.0,
+        kmer_branch=options.kmer_branch, clip_features=True)
+
+
+@dataclass
+class Candidates:
+    """One member's models: ``deep`` (trained), ``blend`` (what :func:`blend_member` chose; ``deep`` itself
+    without a blend), ``parts`` (each ridge part alone, by part name), and the training summary ``info``."""
+
+    deep: ActivityRegressor
+    blend: ActivityRegressor
+    parts: dict[str, ActivityRegressor]
+    info: dict[str, Any]
+
+    def model(self, name: str) -> ActivityRegressor:
+        return {"blend": self.blend, "deep": self.deep, **self.parts}[name]
 
 
 def fit_model(options: ActivityOptions, data: ActivityData, train: ActivitySplit, run_dir: Path, seed: int,
               motif_features: np.ndarray | None = None) -> tuple[ActivityRegressor, dict[str, Any], ActivityRegressor]:
     """Train one model on ``train`` (early stopping on :data:`VALIDATION_FRACTION` of its elements), blend it as
-    ``options.blend`` says with a ridge fitted on all of ``train`` (``motif_features``: its rows' motif scores, when
+    ``options.blend`` says with ridges fitted on all of ``train`` (``motif_features``: its rows' motif scores, when
     already computed) and save the result into ``run_dir``; returns ``(saved model, training summary, deep model
     alone)`` (both in eval mode; the same object without a blend)."""
+    fitted = fit_candidates(options, data, train, run_dir, seed, motif_features)
+    return fitted.blend, fitted.info, fitted.deep
+
+
+def fit_candidates(options: ActivityOptions, data: ActivityData, train: ActivitySplit, run_dir: Path, seed: int,
+                   motif_features: np.ndarray | None = None, plan: Any = None) -> Candidates:
+    """:func:`fit_model`, keeping every candidate of the run's final choice (:class:`Candidates`); the blend is
+    saved into ``run_dir`` (the run may replace it by a part later); ``plan``
+    (:class:`~bioattn.tasks.activity.protocols.Plan`) is told when training starts and of each epoch."""
+    options = options.sized(len(data.pool))
     fit_index, val_index = validation_split(train, VALIDATION_FRACTION, seed)
     fit, val = train.subset(fit_index), train.subset(val_index)
     config = dataclasses.replace(train_config(options, len(fit)), seed=seed)
@@ -297,109 +352,86 @@ def fit_model(options: ActivityOptions, data: ActivityData, train: ActivitySplit
 
     def evaluate(module: nn.Module) -> dict[str, float]:
         predicted = module.predict_tokens(val_tokens, batch_size=512)  # type: ignore[operator]
+        if plan is not None:
+            plan.epoch_done()
         return {f"val_{k}": v for k, v in regression_metrics(val.values, predicted, val.target_names).items()}
 
     trainer = Trainer(model, TensorDataset(fit_tokens, scaled), config, run_dir, loss_fn=loss_fn, evaluate=evaluate,
                       run_info={"protocol": options.protocol, "rows": len(fit)})
+    if plan is not None:
+        plan.start(trainer.config.max_epochs)
     result, info = fit_timed(trainer)
+    if plan is not None:
+        plan.stop()  # only the first model is timed
     model.eval()
     info.update(sizes={"fit": len(fit), "validation": len(val)}, validation=evaluate(model), kmer_alpha=kmer_alpha,
                 learned=bool(info.get("best_epoch")), config=config.to_dict(), blend=options.blend)
-    final, blend_info = blend_member(options, data, model, train, seed, motif_features)
+    final, blend_info, parts = blend_member(options, data, model, train, seed, motif_features, with_parts=True)
     info.update(blend_info)
     final.save_pretrained(run_dir)
-    return final, info, model
+    return Candidates(model, final, parts, info)
 
 
 def blend_member(options: ActivityOptions, data: ActivityData, deep: ActivityRegressor, train: ActivitySplit,
-                 seed: int, motif_features: np.ndarray | None = None) -> tuple[ActivityRegressor, dict[str, Any]]:
-    """``(saved model, {"deep_weight", "deep_weight_validation"})``: the trained ``deep`` model blended as
-    ``options.blend`` says with a ridge on all of ``train``, the weight chosen (``options.deep_weight`` None) on the
-    same validation rows :func:`fit_model` early-stopped on (``seed``); ``deep`` itself for ``blend="none"``."""
-    if options.blend == "none":
-        return deep, {}
+                 seed: int, motif_features: np.ndarray | None = None, *, with_parts: bool = False) -> Any:
+    """``(saved model, {"blend_weights", "deep_weight", "deep_weight_validation"})``: the trained ``deep`` model
+    blended as ``options.blend`` says with a ridge per part on all of ``train``, the weights chosen
+    (``options.deep_weight`` None) on the same validation rows :func:`fit_model` early-stopped on (``seed``),
+    or ``options.deep_weight`` for the deep model and the rest shared equally by the parts; ``deep`` itself for
+    ``blend="none"``. ``with_parts``: a third item, ``{part: that ridge alone}`` (as a model)."""
+    part_names = BLEND_PARTS[options.blend]
     info: dict[str, Any] = {}
+    if not part_names:
+        return (deep, info, {}) if with_parts else (deep, info)
     train_tokens = tokens_of(train, data.input_length)
-    features = blend_features(train_tokens, options.blend, data.motif_set, motif_features)
-    weight = options.deep_weight
-    if weight is None:
+    features = {name: blend_features(train_tokens, name, data.motif_set, motif_features) for name in part_names}
+    motif_scores = features.get("motifs")
+
+    def blended(weights: dict[str, float]) -> ActivityRegressor:
+        return blend_parts(deep, train_tokens, train.values, weights, motif_set=data.motif_set,
+                           motif_features=motif_scores)
+
+    parts = {name: blended({name: 1.0}) for name in part_names} if with_parts else {}
+    if options.deep_weight is not None:
+        rest = (1 - options.deep_weight) / len(part_names)
+        weights = {"deep": options.deep_weight, **{name: rest for name in part_names}}
+    else:
         fit_index, val_index = validation_split(train, VALIDATION_FRACTION, seed)
         if len(val_index) < MIN_BLEND_VALIDATION:
             info.update(deep_weight=1.0, blend_note=f"deep model kept alone: {len(val_index)} validation rows are too "
                                                     f"few to choose a blend (at least {MIN_BLEND_VALIDATION})")
-            return deep, info
-        weight, info["deep_weight_validation"] = choose_deep_weight(
-            deep, (features[fit_index], train.values[fit_index]),
-            (train_tokens[val_index], features[val_index], train.values[val_index]))
-    if weight == 1.0:
-        info["deep_weight"] = 1.0
-        return deep, info
-    final = blend_with_ridge(deep, train_tokens, train.values, blend=options.blend, deep_weight=weight,
-                             motif_set=data.motif_set, motif_features=features if options.blend == "motifs" else None)
-    info["deep_weight"] = weight
-    return final, info
+            return (deep, info, parts) if with_parts else (deep, info)
+        weights, info["deep_weight_validation"] = choose_weights(
+            deep, {name: (features[name][fit_index], train.values[fit_index], features[name][val_index])
+                   for name in part_names}, (train_tokens[val_index], train.values[val_index]))
+    info.update(deep_weight=weights["deep"], blend_weights=weights)
+    if weights["deep"] == 1.0:
+        return (deep, info, parts) if with_parts else (deep, info)
+    final = blended(weights)
+    return (final, info, parts) if with_parts else (final, info)
 
 
 def score_member(model: ActivityRegressor, data: ActivityData, train: ActivitySplit, held_out: ActivitySplit,
                  baselines: bool = True, *, deep: ActivityRegressor | None = None,
                  motif_features: tuple[np.ndarray, np.ndarray] | None = None,
+                 parts: dict[str, ActivityRegressor] | None = None,
                  ) -> tuple[dict[str, dict[str, float]], dict[str, np.ndarray]]:
     """``({"model" | baseline name: metrics on held_out}, {name: predictions})`` with the baselines fitted on
     ``train`` (unless ``baselines`` is False); ``deep``: the model's deep part alone, scored beside it when it is
-    a blend (the same numbers when the run kept it alone); ``motif_features``: (train, held_out) motif scores for the motif ridge baseline."""
+    a blend (the same numbers when the run kept it alone); ``motif_features``: (train, held_out) motif scores for
+    the motif ridge baseline; ``parts``: the blend's ridges alone (by part name), scored under their baseline's
+    name (the same tuned ridge on the same rows) instead of fitting that baseline again."""
     tokens = tokens_of(held_out, data.input_length)
     predictions = {"model": model.predict_tokens(tokens, batch_size=512)}
     if deep is not None:
         predictions[DEEP_NAME] = (predictions["model"] if deep is model else
                                   deep.predict_tokens(tokens, batch_size=512))
+    for name, part in (parts or {}).items():
+        predictions[CANDIDATE_NAMES[name]] = part.predict_tokens(tokens, batch_size=512)
     if baselines:
-        predictions.update(baseline_predictions(train.sequences, train.values, held_out.sequences,
-                                                motif_features=motif_features))
+        for name, values in baseline_predictions(
+                train.sequences, train.values, held_out.sequences, motif_features=motif_features,
+                skip=tuple(CANDIDATE_NAMES[p] for p in parts or {})).items():
+            predictions.setdefault(name, values)
     return ({name: regression_metrics(held_out.values, values, held_out.target_names)
              for name, values in predictions.items()}, predictions)
-
-
-# ------------------------------------------------------------------------------------------------ protocols
-def members_of(options: ActivityOptions, data: ActivityData, run_dir: Path) -> list[Member]:
-    if options.protocol == "holdout":
-        return seed_members(run_dir, options.seeds, options.seed)
-    if options.protocol == "fit_all":
-        return [Member("seed", options.seed, run_dir, 1, 1, alone=True)]
-    if options.protocol == "file_folds":
-        return cv_members(run_dir, file_folds(data.pool.file_index))
-    return cv_members(run_dir, group_folds(element_groups(data.pool.sequences), options.cv or DEFAULT_CV,
-                                           options.seed))
-
-
-def run_members(options: ActivityOptions, data: ActivityData, run_dir: Path) -> dict[str, Any]:
-    """Train and score every member of the run; returns the per-member results and the out-of-fold rows."""
-    members = members_of(options, data, run_dir)
-    out_of_fold: list[list[Any]] = []
-
-    def train_member(member: Member) -> dict[str, Any]:
-        if member.kind == "fold":
-            train, held_out = data.pool.subset(member.train_index), data.pool.subset(member.held_out_index)
-            features = (data.motif_features("pool", member.train_index),
-                        data.motif_features("pool", member.held_out_index))
-        else:
-            train, held_out = data.pool, data.dev
-            features = (data.motif_features("pool"), data.motif_features("dev") if held_out is not None else None)
-        seed = member.index if member.kind == "seed" else options.seed
-        model, info, deep = fit_model(options, data, train, member.run_dir, seed, motif_features=features[0])
-        result: dict[str, Any] = {"member": member.dir_name if not member.alone else ".", "training": info,
-                                  "sizes": {"train": len(train), "held_out": len(held_out) if held_out else 0}}
-        if held_out is not None:
-            scores, predictions = score_member(
-                model, data, train, held_out, options.baselines, deep=deep if options.blend != "none" else None,
-                motif_features=features if features[0] is not None else None)  # type: ignore[arg-type]
-            result["scores"] = scores
-            if member.kind == "fold":
-                for i, record in enumerate(held_out.records):
-                    for t, target in enumerate(held_out.target_names):
-                        ridge = predictions.get(RIDGE_NAME)
-                        out_of_fold.append([record, member.index, target, held_out.values[i, t],
-                                            predictions["model"][i, t], ridge[i, t] if ridge is not None else ""])
-        return result
-
-    return {"members": drive_members(run_dir, members, train_member).results, "out_of_fold": out_of_fold,
-            "member_dirs": [m.dir_name for m in members if not m.alone]}

@@ -141,11 +141,11 @@ def test_summary_warns_when_nothing_was_learned_or_a_baseline_wins() -> None:
     assert warnings_of(model, {RIDGE_NAME: {"pearson": {"mean": 0.3, "sd": 0.0, "n": 1}}}, [member]) == []
 
 
-def test_a_deep_model_kept_alone_is_not_flagged_against_itself() -> None:
+def test_the_parts_the_run_chose_among_are_not_flagged_against_the_saved_model() -> None:
     from bioattn.tasks.activity.run import warnings_of
 
     member = {"member": "fold1", "training": {"validation": {"val_pearson": 0.6}, "sizes": {"validation": 4}}}
     model = {"pearson": {"mean": 0.40, "sd": 0.0, "n": 1}}
     assert warnings_of(model, {DEEP_NAME: {"pearson": {"mean": 0.40, "sd": 0.0, "n": 1}}}, [member]) == []
-    (warning,) = warnings_of(model, {DEEP_NAME: {"pearson": {"mean": 0.45, "sd": 0.0, "n": 1}}}, [member])
-    assert "rerun with --blend none to keep it" in warning
+    # the run itself keeps the best of the blend and its parts: nothing to rerun
+    assert warnings_of(model, {DEEP_NAME: {"pearson": {"mean": 0.45, "sd": 0.0, "n": 1}}}, [member]) == []

@@ -1,0 +1,192 @@
+"""The protocols of an activity run: its members (folds, seeds, one model), the plan it states before training,
+training and scoring each member (:func:`run_members`), and the choice of the saved model among the blend and its
+parts on the members' held-out rows (:func:`keep_best`).
+
+:class:`Plan` prints what the run will train before anything trains, then, once the first model has trained
+:data:`PLAN_EPOCHS` epochs, the time it expects: models × (seconds per epoch × the most epochs a model may run).
+"""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bioattn.tasks.activity.branches import BLEND_PARTS
+from bioattn.tasks.activity.data import ActivitySplit, element_groups, file_folds, group_folds
+from bioattn.tasks.activity.scores import BLEND_NAME, DEEP_NAME, RIDGE_NAME
+from bioattn.tasks.activity.train import (
+    CANDIDATE_NAMES,
+    DEFAULT_CV,
+    HEADLINE,
+    MIN_STEPS,
+    ActivityData,
+    ActivityOptions,
+    Candidates,
+    fit_candidates,
+    score_member,
+)
+from bioattn.tasks.driver import Member, cv_members, seed_members
+from bioattn.tasks.driver import run_members as drive_members
+
+#: Epochs timed on the first model before the run says how long it expects to take.
+PLAN_EPOCHS = 2
+
+
+@dataclass
+class Plan:
+    """What a run will do, said before it trains (:meth:`announce`), and the time it expects, measured on
+    :data:`PLAN_EPOCHS` epochs of its first model after the first one (which carries the start-up costs)
+    (:meth:`epoch_done`); ``out`` receives the lines (default standard error), ``lines`` keeps them."""
+
+    models: int
+    what: str
+    out: Any = None
+    max_epochs: int = 0
+    timing: bool = False
+    epochs: int = 0
+    clock: float | None = None
+    said: str | None = None
+    lines: list[str] = field(default_factory=list)
+
+    def say(self, line: str) -> None:
+        self.lines.append(line)
+        print(line, file=self.out or sys.stderr, flush=True)
+
+    def announce(self) -> None:
+        self.say(f"plan: {self.what}; the expected time follows once the first model has trained "
+                 f"{PLAN_EPOCHS + 1} epochs")
+
+    def start(self, max_epochs: int) -> None:
+        """The first model starts training (later models are not timed)."""
+        if self.said is None and not self.timing:
+            self.timing, self.max_epochs, self.epochs, self.clock = True, max_epochs, 0, None
+
+    def stop(self) -> None:
+        self.timing = False
+
+    def epoch_done(self) -> None:
+        if not self.timing or self.said is not None:
+            return
+        now = time.monotonic()
+        if self.clock is None:
+            self.clock = now
+            return
+        self.epochs += 1
+        if self.epochs == PLAN_EPOCHS:
+            self.said = expected_time_line(self.models, (now - self.clock) / self.epochs, self.max_epochs,
+                                           self.epochs)
+            self.say(self.said)
+
+
+def expected_time_line(models: int, per_epoch: float, max_epochs: int, timed: int) -> str:
+    """The plan's time line: ``models`` × at most ``max_epochs`` epochs of ``per_epoch`` seconds."""
+    per_model = per_epoch * max_epochs
+    total = models * per_model
+    return (f"plan: {models} model{'s' if models > 1 else ''} × at most {per_model:.0f} s "
+            f"({max_epochs} epochs of {per_epoch:.1f} s, measured on {timed} epochs) ≈ at most "
+            f"{total / 60:.1f} min of training (early stopping usually ends sooner), plus the ridges and scores")
+
+
+def members_of(options: ActivityOptions, data: ActivityData, run_dir: Path) -> list[Member]:
+    if options.protocol == "holdout":
+        return seed_members(run_dir, options.seeds, options.seed)
+    if options.protocol == "fit_all":
+        return [Member("seed", options.seed, run_dir, 1, 1, alone=True)]
+    if options.protocol == "file_folds":
+        return cv_members(run_dir, file_folds(data.pool.file_index))
+    return cv_members(run_dir, group_folds(element_groups(data.pool.sequences), options.cv or DEFAULT_CV,
+                                           options.seed))
+
+
+def plan_text(options: ActivityOptions, data: ActivityData, members: list[Member]) -> str:
+    """What the run will train, in one line (the plan's first line)."""
+    sized = options.sized(len(data.pool))
+    kinds = {"cv": f"{len(members)}-fold cross-validation", "file_folds": f"{len(members)} folds, one per file",
+             "holdout": f"{len(members)} model{'s' if len(members) > 1 else ''} scored on the --dev file",
+             "fit_all": "one model on every row"}
+    parts = BLEND_PARTS[options.blend]
+    names = {"kmers": "the k-mer ridge", "motifs": "the known-motif ridge"}
+    blend = ("the deep model alone" if not parts else
+             f"the deep model blended with {' and '.join(names[p] for p in parts)}"
+             + (", kept only if it beats each part on the held-out rows" if options.protocol != "fit_all" else ""))
+    smoke = "smoke run (--quick): " if options.quick else ""
+    return (f"{smoke}{kinds[options.protocol]} of {len(data.pool)} sequences; deep model {sized.channels} channels, "
+            f"{sized.layers} attention layer{'s' if sized.layers > 1 else ''}, batch {sized.batch_size}, "
+            f"{'2 short' if options.quick else f'up to {options.epochs} (at least {MIN_STEPS} steps)'} epochs; "
+            f"{blend}")
+
+
+def run_members(options: ActivityOptions, data: ActivityData, run_dir: Path, *, out: Any = None) -> dict[str, Any]:
+    """Train and score every member of the run, then keep the blend or its best part (:func:`keep_best`); returns
+    the per-member results, the out-of-fold rows and what was kept."""
+    members = members_of(options, data, run_dir)
+    plan = Plan(len(members), plan_text(options, data, members), out=out)
+    plan.announce()
+    kept_models: list[tuple[Member, Candidates, ActivitySplit | None, dict[str, np.ndarray]]] = []
+
+    def train_member(member: Member) -> dict[str, Any]:
+        if member.kind == "fold":
+            train, held_out = data.pool.subset(member.train_index), data.pool.subset(member.held_out_index)
+            features = (data.motif_features("pool", member.train_index),
+                        data.motif_features("pool", member.held_out_index))
+        else:
+            train, held_out = data.pool, data.dev
+            features = (data.motif_features("pool"), data.motif_features("dev") if held_out is not None else None)
+        seed = member.index if member.kind == "seed" else options.seed
+        fitted = fit_candidates(options, data, train, member.run_dir, seed, motif_features=features[0], plan=plan)
+        result: dict[str, Any] = {"member": member.dir_name if not member.alone else ".", "training": fitted.info,
+                                  "sizes": {"train": len(train), "held_out": len(held_out) if held_out else 0}}
+        predictions: dict[str, np.ndarray] = {}
+        if held_out is not None:
+            scores, predictions = score_member(
+                fitted.blend, data, train, held_out, options.baselines,
+                deep=fitted.deep if options.blend != "none" else None, parts=fitted.parts,
+                motif_features=features if features[0] is not None else None)  # type: ignore[arg-type]
+            result["scores"] = scores
+        kept_models.append((member, fitted, held_out, predictions))
+        return result
+
+    results = drive_members(run_dir, members, train_member).results
+    kept = keep_best(options, results, kept_models)
+    out_of_fold: list[list[Any]] = []
+    for member, _fitted, held_out, predictions in kept_models:
+        if member.kind != "fold" or held_out is None:
+            continue
+        saved, ridge = predictions[CANDIDATE_NAMES[kept["kept"]] if kept["kept"] != "blend" else "model"], \
+            predictions.get(RIDGE_NAME)
+        for i, record in enumerate(held_out.records):
+            for t, target in enumerate(held_out.target_names):
+                out_of_fold.append([record, member.index, target, held_out.values[i, t], saved[i, t],
+                                    ridge[i, t] if ridge is not None else ""])
+    return {"members": results, "out_of_fold": out_of_fold, "kept": kept, "plan": plan.lines,
+            "member_dirs": [m.dir_name for m in members if not m.alone]}
+
+
+def keep_best(options: ActivityOptions, results: list[dict[str, Any]],
+              fitted: list[tuple[Member, Candidates, Any, Any]]) -> dict[str, Any]:
+    """Choose the saved model among the blend and its parts on the members' held-out scores
+    (:func:`~bioattn.tasks.activity.branches.choose_kept`); when a part wins, save it in every member's
+    directory and make it each member's ``"model"`` score (the blend's stay as :data:`BLEND_NAME`). Returns
+    ``{"kept", "means", "reason"}``."""
+    from bioattn.tasks.activity.branches import choose_kept
+
+    parts = BLEND_PARTS[options.blend]
+    scored = [r for r in results if "scores" in r]
+    if not parts or not scored or len(scored) != len(results):
+        return {"kept": "blend", "means": {}, "reason": "no held-out rows to compare the blend with its parts"
+                if parts else "no blend"}
+    fold_scores = [{"blend": r["scores"]["model"][HEADLINE], "deep": r["scores"][DEEP_NAME][HEADLINE],
+                    **{p: r["scores"][CANDIDATE_NAMES[p]][HEADLINE] for p in parts}} for r in scored]
+    kept, means = choose_kept(fold_scores, ("deep", *parts))
+    for result, (member, candidates, _held_out, _predictions) in zip(results, fitted):
+        scores = result["scores"]
+        scores[BLEND_NAME] = scores["model"]
+        if kept != "blend":
+            scores["model"] = scores[CANDIDATE_NAMES[kept]]
+            candidates.model(kept).save_pretrained(member.run_dir)
+            result["training"]["kept"] = kept
+    return {"kept": kept, "means": means}
