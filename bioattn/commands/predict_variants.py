@@ -5,16 +5,23 @@ saturation mutagenesis map of a region.
     bioattn predict variants --model NAME_OR_DIR --reference genome.fa --input calls.vcf --output annotated.vcf
     bioattn predict variants --model NAME_OR_DIR --reference genome.fa --saturation --region chr1:1000-1200 --output map.tsv
 
---model: a DNA activity model, a promoter classifier (scored as its probability, output p_promoter) or a
-variant-effect head of 'bioattn train variants' (its predicted effect is the delta column; the activity model's own difference is activity_delta). Windows of the model's length are cut
-from --reference (FASTA, indexed with pyfaidx) around each variant, with the variant at several offsets
-(--offsets; windows shifted to fit inside short contigs), and averaged; both strands where the model was trained
-so (--strands). The TSV has chrom pos ref alt ref_score alt_score delta (with _<output> suffixes for several
-outputs); a .vcf output copies the input VCF and adds BIOATTN_REF/ALT/DELTA INFO fields. Multi-allelic records
-are split; indels are refused by name (--skip-indels counts and skips them); a REF that differs from the
-reference, a contig not in it or a position outside it stops the command with one 'error:' line naming the
-record (--skip-invalid counts and skips them). --gene-orientation scores contigs whose FASTA header says
-gene_strand=- in reverse complement (for oriented assays, e.g. MPRA promoters).
+--model: a DNA activity model (any run directory of 'bioattn train activity': one model, or the fold / seed
+models of a --cv / --seeds run, scored as their mean with delta_sd, the sample sd of the members' deltas), a
+promoter classifier (scored as its probability, output p_promoter) or a variant-effect head of 'bioattn train
+variants' (its predicted effect is the delta column; the activity model's own difference is activity_delta).
+Windows of the model's length are cut from --reference (plain or bgzip FASTA, indexed with pyfaidx) around each
+variant, with the variant at several offsets (--offsets; windows shifted to fit inside short contigs), and
+averaged; both strands where the model was trained so (--strands). The TSV has chrom pos id ref alt ref_score
+alt_score delta (id: the VCF's ID, else chrom:pos:ref:alt; _<output> suffixes for several outputs). ref_score is
+the reference allele scored in the same windows as that variant's alt_score, so it moves with the variant's
+position; delta = alt_score - ref_score. A .vcf output copies the input VCF and adds BIOATTN_REF/ALT/DELTA INFO
+fields. Multi-allelic records are split; indels are refused by name (--skip-indels skips them); an N or IUPAC
+allele (G>R), a REF that differs from the reference, a contig not in it or a position outside it stops the command
+with one 'error:' line naming the record (--skip-invalid skips them); a repeated record is scored once. Every
+allele not scored is listed with its reason in OUTPUT.skipped.tsv beside the output (scores.tsv:
+scores.skipped.tsv) and, in a .vcf output, in its BIOATTN_SKIPPED INFO field. The output paths are checked
+before anything is scored. --gene-orientation scores contigs whose FASTA header says gene_strand=- in reverse
+complement (for oriented assays, e.g. MPRA promoters).
 
 --saturation scores every possible SNV of --region (or of every FASTA record) and also draws the map as a
 heatmap (position x alternative base, reference logo above) into --figure (default: the output with .png).
@@ -39,15 +46,16 @@ def _offsets(text: str) -> list[int]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_model_and_device_arguments(parser, trained_by="bioattn train variants")
+    add_model_and_device_arguments(parser, trained_by="bioattn train activity, promoter or variants")
     parser.add_argument("--reference", type=Path, required=True, metavar="FASTA",
                         help="reference sequences (FASTA, plain or bgzip; the variants' contigs) (default: none)")
     parser.add_argument("--input", type=Path, default=None, metavar="VCF_OR_TSV",
                         help="variants: VCF (.vcf, .vcf.gz) or TSV with chrom, pos, ref, alt columns (default: none; "
                              "required unless --saturation)")
     parser.add_argument("--output", type=Path, required=True,
-                        help="scores: .tsv ('-': standard output) or .vcf / .vcf.gz (annotated copy of a VCF input) "
-                             "(default: none)")
+                        help="scores: .tsv ('-': standard output) or .vcf / .vcf.gz (annotated copy of a VCF input); "
+                             "columns chrom pos id ref alt ref_score alt_score delta, ref_score being the reference "
+                             "allele in the variant's own windows (default: none)")
     parser.add_argument("--offsets", type=_offsets, default=None, metavar="O1,O2,...",
                         help="0-based offsets of the variant in the model's window, one placement each (default: the "
                              "centre and a quarter window either side)")
@@ -55,10 +63,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="average both strands, forward only, or as the model was trained (default: %(default)s)")
     parser.add_argument("--gene-orientation", action="store_true",
                         help="score contigs whose FASTA header says gene_strand=- in reverse complement (default: off)")
-    parser.add_argument("--skip-indels", action="store_true", help="count and skip indels instead of stopping (default: off)")
+    parser.add_argument("--skip-indels", action="store_true",
+                        help="skip indels instead of stopping, listed in OUTPUT.skipped.tsv (default: off)")
     parser.add_argument("--skip-invalid", action="store_true",
-                        help="count and skip records whose REF, contig or position does not fit the reference "
-                             "(default: off)")
+                        help="skip records whose REF, contig or position does not fit the reference, and N / IUPAC "
+                             "alleles, listed in OUTPUT.skipped.tsv (default: off)")
     saturation = parser.add_argument_group("saturation mutagenesis")
     saturation.add_argument("--saturation", action="store_true",
                             help="score every possible SNV of --region (or of every FASTA record) (default: off)")

@@ -14,6 +14,14 @@ the member class's methods and settings (``class_names``, ``threshold``, ``predi
 first member, run with the ensemble as ``self``. What is not an average of outputs (attention maps, per-layer
 weights) has no single value on an ensemble: explanations run per member (:func:`ensemble_members`) and are
 averaged by the caller.
+
+Regressors (members whose forward returns a dict with ``"values"``, e.g.
+:class:`~bioattn.models.activity.ActivityRegressor`) are averaged as values: the forward returns
+``{"values": the members' mean (B, T), "member_values": each member's (M, B, T)}``, so the member class's
+``predict`` gives the mean of the members' predictions and a caller that wants their spread reads
+``member_values``. The members' other outputs (an embedding of each member's own space) have no mean; asking the
+ensemble's output for one is a ``KeyError`` that says so. :meth:`Ensemble.member_outputs` returns every member's
+own output.
 """
 from __future__ import annotations
 
@@ -21,7 +29,7 @@ import inspect
 import os
 import types
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -39,7 +47,8 @@ class Ensemble(nn.Module):
     item) are averaged as sigmoid probabilities and returned as logits ``(B,)``; outputs ``(B, ..., C)`` as
     softmax probabilities over ``C``, returned as log-probabilities (whose softmax is the average). Members
     returning ``(logits, None, ...)`` (:class:`~bioattn.models.MSAContactModel` without attention maps) give
-    ``(averaged logits, None, ...)``.
+    ``(averaged logits, None, ...)``. Members returning a dict with ``"values"`` (regressors) give
+    :class:`EnsembleValues`: the mean of the values and each member's.
     """
 
     def __init__(self, members: Sequence[nn.Module]) -> None:
@@ -56,8 +65,14 @@ class Ensemble(nn.Module):
         """Class name of the members."""
         return type(self.members[0]).__name__
 
-    def forward(self, *args: Any, **kwargs: Any) -> Tensor | tuple[Tensor | None, ...]:
-        outputs = [member(*args, **kwargs) for member in self.members]
+    def member_outputs(self, *args: Any, **kwargs: Any) -> list[Any]:
+        """Every member's own output for the same arguments (in member order)."""
+        return [member(*args, **kwargs) for member in self.members]
+
+    def forward(self, *args: Any, **kwargs: Any) -> Tensor | tuple[Tensor | None, ...] | "EnsembleValues":
+        outputs = self.member_outputs(*args, **kwargs)
+        if all(isinstance(out, Mapping) and isinstance(out.get("values"), Tensor) for out in outputs):
+            return EnsembleValues.of(outputs, self.member_type)
         if all(isinstance(out, tuple) and isinstance(out[0], Tensor) and all(v is None for v in out[1:]) for out in outputs):
             return (_average_logits([out[0] for out in outputs]), *outputs[0][1:])
         if not all(isinstance(out, Tensor) for out in outputs):
@@ -95,6 +110,26 @@ class Ensemble(nn.Module):
         members = [member_class.from_pretrained(run_dir / name, map_location=map_location)  # type: ignore[attr-defined]
                    for name in names]
         return cls(members).eval()
+
+
+class EnsembleValues(dict):
+    """What an :class:`Ensemble` of regressors returns: ``"values"`` ``(B, T)``, the mean of the members' values
+    (float32), and ``"member_values"`` ``(M, B, T)``, each member's. Any other key the members return (an
+    embedding) has no mean over separately trained members: asking for it is a ``KeyError`` saying so."""
+
+    member_type = ""
+
+    @classmethod
+    def of(cls, outputs: Sequence[Mapping[str, Tensor]], member_type: str) -> "EnsembleValues":
+        members = torch.stack([out["values"].float() for out in outputs])
+        out = cls(values=members.mean(dim=0), member_values=members)
+        out.member_type = member_type
+        return out
+
+    def __missing__(self, key: str) -> Any:
+        raise KeyError(f"an Ensemble of {self.member_type or 'regressors'} has no single {key!r}: only 'values' (the "
+                       "members' mean) and 'member_values' average over separately trained members; each member's "
+                       "own outputs: Ensemble.member_outputs(...) or bioattn.models.ensemble.ensemble_members")
 
 
 def _average_logits(outputs: Sequence[Tensor]) -> Tensor:

@@ -1,12 +1,19 @@
 """``score_variants`` (the Python API) and ``predict_variants`` (what ``bioattn predict variants`` runs): read the
 variants, score them with a DNA model (or a fitted variant-effect head) and write a TSV or an annotated VCF.
 
-TSV output: ``chrom pos ref alt ref_score alt_score delta`` (``_<output>`` suffixes when the model has several
-outputs; for a variant-effect head ``delta`` is its predicted effect and ``activity_delta`` the activity model's
-difference), one row per alternative allele, in input order. VCF
-output (``.vcf`` / ``.vcf.gz``): the input records unchanged, with INFO fields ``BIOATTN_REF``, ``BIOATTN_ALT``
-(Number=A) and ``BIOATTN_DELTA`` (Number=A) per output (suffix ``_<output>`` with several), ``.`` for alleles
-skipped, and a ``##bioattn_variant_scoring`` header line saying how windows were placed.
+TSV output: ``chrom pos id ref alt ref_score alt_score delta`` (``id``: the VCF's ID, else ``chrom:pos:ref:alt``;
+``_<output>`` suffixes when the model has several outputs; for a variant-effect head ``delta`` is its predicted
+effect and ``activity_delta`` the activity model's difference; for an ensemble the scores are the members' mean and
+``delta_sd`` the sample sd of their deltas), one row per alternative allele, in input order. ``ref_score`` is the
+reference allele's score in the variant's own windows (they move with the variant), so it differs between the
+variants of one element. VCF output (``.vcf`` / ``.vcf.gz``): the input records unchanged, with INFO fields
+``BIOATTN_REF``, ``BIOATTN_ALT`` (Number=A) and ``BIOATTN_DELTA`` (Number=A) per output (suffix ``_<output>`` with
+several), ``BIOATTN_SKIPPED`` (Number=A: why an allele was not scored, ``.`` for those scored), and a
+``##bioattn_variant_scoring`` header line saying how windows were placed.
+
+Alleles not scored (indels and ambiguous or invalid records skipped on request, later copies of a duplicate) are
+listed in ``<output name>.skipped.tsv`` beside the output (:func:`skipped_path`): ``id chrom pos ref alt reason
+detail record``. Every output path is checked before the model is loaded or anything scored.
 
 Under ``torchrun`` each process scores a contiguous share of the variants and the first process writes the output
 (the same file as one process writes).
@@ -26,7 +33,8 @@ import numpy as np
 
 from bioattn.errors import UserInputError
 from bioattn.io import STDOUT, atomic_write, write_table
-from bioattn.tasks.variants.records import VariantSet, is_vcf, read_variants, variants_from_table
+from bioattn.tasks.variants.records import (SKIPPED_COLUMNS, VariantSet, is_vcf, read_variants, skipped_rows,
+                                            variants_from_table)
 from bioattn.tasks.variants.score import allele_scores, as_dna_model, how_scored, score_table
 
 HEAD_TYPE = "VariantEffectHead"
@@ -47,9 +55,60 @@ class VariantPredictions:
     def describe(self, output: str | os.PathLike) -> str:
         skipped = ", ".join(f"{n} {reason}" for reason, n in self.skipped.items() if n)
         figure = f" and {self.extra['figure']}" if "figure" in self.extra else ""
+        listed = ""
+        if "skipped_file" in self.extra:
+            listed = f"; skipped alleles listed in {self.extra['skipped_file']}"
+        elif skipped:
+            names = [s.id for s in self.extra["variant_set"].skipped_records]
+            listed = f"; skipped: {', '.join(names[:10])}{f' and {len(names) - 10} more' if len(names) > 10 else ''}"
         return (f"{self.variants} variant allele{'s' if self.variants != 1 else ''} of {self.records} record"
                 f"{'s' if self.records != 1 else ''} scored{f' (skipped: {skipped})' if skipped else ''}; "
-                f"{self.how}; wrote {output}{figure}")
+                f"{self.how}; wrote {output}{figure}{listed}")
+
+
+def skipped_path(output: str | os.PathLike) -> Path | None:
+    """Where the alleles not scored are listed: ``<output without its extensions>.skipped.tsv`` beside ``output``
+    (``scores.tsv`` → ``scores.skipped.tsv``, ``calls.vcf.gz`` → ``calls.skipped.tsv``); None for standard
+    output."""
+    if str(output) == STDOUT:
+        return None
+    path = Path(output)
+    name = path.name
+    for suffix in (".gz", ".bgz", ".vcf", ".bcf", ".tsv", ".txt", ".csv"):
+        if name.lower().endswith(suffix) and len(name) > len(suffix):
+            name = name[: -len(suffix)]
+    return path.with_name(f"{name}.skipped.tsv")
+
+
+def check_outputs(output: str | os.PathLike, *more: str | os.PathLike | None) -> None:
+    """Refuse, before anything is loaded or scored, an ``output`` (and its skipped list, and ``more`` paths such as a
+    figure) that cannot be written: one ``error:`` line naming the path."""
+    from bioattn.io import prepare_output
+
+    for path in (output, skipped_path(output), *more):
+        if path is not None:
+            prepare_output(path)
+
+
+def check_reference(path: Path) -> None:
+    """The reference FASTA of variant scoring, checked before it is indexed: present, FASTA, plain or bgzip."""
+    import gzip
+
+    if not path.is_file():
+        raise UserInputError(f"{path}: reference FASTA not found" if not path.exists() else f"{path}: is not a file")
+    with open(path, "rb") as handle:
+        head = handle.read(4)
+    first = head[:1]
+    if head[:2] == b"\x1f\x8b":
+        if len(head) < 4 or not head[3] & 0x04:  # the FEXTRA flag: bgzip sets it, plain gzip does not
+            raise UserInputError(
+                f"{path}: --reference is gzip-compressed; variant scoring reads the windows around each variant "
+                f"through a FASTA index, which needs plain or bgzip-compressed FASTA: recompress it with "
+                f"'gunzip {path.name} && bgzip {path.stem}' (or give the uncompressed file)")
+        with gzip.open(path, "rb") as handle:
+            first = handle.read(1)
+    if first != b">":
+        raise UserInputError(f"{path}: --reference must be a FASTA file (its first line a '>' header)")
 
 
 def load_scoring_model(model: Any, device: str = "cpu") -> Any:
@@ -74,6 +133,7 @@ def open_reference(reference: Any) -> Iterator[Any]:
         return
     from bioattn.tasks.promoter.scan import open_indexed_fasta
 
+    check_reference(Path(reference))
     with tempfile.TemporaryDirectory(prefix="bioattn-faidx-") as folder:
         fasta = open_indexed_fasta(Path(reference), folder)
         try:
@@ -124,7 +184,8 @@ def _gather_rows(table: Any, ranks: int) -> Any:
     parts = distributed.gather_bytes(payload)
     if parts is None:
         return None
-    return pd.concat([pd.read_csv(io.BytesIO(p), sep="\t", dtype={"chrom": str}) for p in parts], ignore_index=True)
+    return pd.concat([pd.read_csv(io.BytesIO(p), sep="\t", dtype={"chrom": str, "id": str}) for p in parts],
+                     ignore_index=True)
 
 
 def score_variants(model: Any, reference: Any, variants: Any, *, offsets: Sequence[int] | None = None,
@@ -167,7 +228,9 @@ def _score(model: Any, reference: Any, variants: Any, *, offsets: Sequence[int] 
 
             table = head_table(model, fasta, mine, progress=progress)
             scorer = model.activity_model
-            offsets, strands, reverse_used = model.offsets, model.strands, model.reversed_contigs
+            offsets, strands = model.offsets, model.strands
+            present = set(fasta.keys())  # the head's own contigs (CAGI5's) are named only where this FASTA has them
+            reverse_used = [name for name in model.reversed_contigs if name in present]
             how = how_scored(scorer, offsets, strands, reverse_used) + "; effect predicted by the variant-effect head"
         else:
             scores = allele_scores(model, fasta, mine, offsets=offsets, strands=strands, reverse=reverse,
@@ -183,25 +246,33 @@ def _score(model: Any, reference: Any, variants: Any, *, offsets: Sequence[int] 
 def predict_variants(model: Any, reference: Any, input: Any, output: str | os.PathLike, *,
                      offsets: Sequence[int] | None = None, strands: str = "auto", gene_orientation: bool = False,
                      skip_indels: bool = False, skip_invalid: bool = False, device: str = "cpu") -> VariantPredictions:
-    """Score the variants of ``input`` and write ``output`` (TSV, ``-`` for standard output, or VCF)."""
+    """Score the variants of ``input`` and write ``output`` (TSV, ``-`` for standard output, or VCF), and the alleles
+    not scored into :func:`skipped_path` when there are any. The outputs are checked first."""
     vcf_out = is_vcf(output)
     if vcf_out and not is_vcf(input):
         raise UserInputError(f"{output}: a VCF output annotates a VCF input; {input} is not a VCF (write a .tsv)")
+    check_outputs(output)
     table, summary = _score(model, reference, input, offsets=offsets, strands=strands,
                             gene_orientation=gene_orientation, skip_indels=skip_indels, skip_invalid=skip_invalid,
                             device=device, progress=True, shard=True)
     if table is None:
         return summary
     summary.extra["table"] = table
+    found = summary.extra["variant_set"]
     if vcf_out:
-        write_annotated_vcf(Path(input), Path(output), table, summary.extra["variant_set"], summary.how)
+        write_annotated_vcf(Path(input), Path(output), table, found, summary.how)
     else:
         write_table(output, list(table.columns), table.itertuples(index=False, name=None))
+    listing = skipped_path(output)
+    if found.skipped_records and listing is not None:
+        write_table(listing, list(SKIPPED_COLUMNS), skipped_rows(found))
+        summary.extra["skipped_file"] = listing
     return summary
 
 
-_INFO = (("ref_score", "BIOATTN_REF", "1", "model score of the reference allele"),
+_INFO = (("ref_score", "BIOATTN_REF", "1", "model score of the reference allele in the variant's own windows"),
          ("alt_score", "BIOATTN_ALT", "A", "model score of each alternative allele"),
+         ("delta_sd", "BIOATTN_DELTA_SD", "A", "sample sd of the ensemble members' deltas"),
          ("delta", "BIOATTN_DELTA", "A", "alternative minus reference score (a variant-effect head: its predicted effect)"),
          ("activity_delta", "BIOATTN_ACTIVITY_DELTA", "A", "alternative minus reference score of the head's activity model"))
 
@@ -210,32 +281,71 @@ def _info_fields(table: Any) -> list[tuple[str, str, str, str]]:
     """``(INFO id, column, Number, description)`` of the score columns."""
     import re
 
+    from bioattn.tasks.variants.score import ID_COLUMNS
+
     fields = []
-    for column in table.columns[4:]:
+    columns = set(table.columns)
+    for column in table.columns:
+        if column in ID_COLUMNS:
+            continue
         for prefix, base, number, what in _INFO:
             if column == prefix or column.startswith(prefix + "_"):
+                if prefix == "delta" and column.startswith("delta_sd") and "ref_score" + column[5:] not in columns:
+                    continue  # an ensemble's delta_sd[_<output>], not the delta of an output named sd...
                 suffix = re.sub(r"[^A-Za-z0-9_.]", "_", column[len(prefix) + 1:])
                 fields.append((f"{base}_{suffix}" if suffix else base, column, number,
                                what + (f" (output {column[len(prefix) + 1:]})" if suffix else "")))
+                break
     return fields
 
 
+def _header_gaps(source: Path) -> list[str]:
+    """The header lines htslib adds while reading ``source``: the contigs, FILTER and INFO tags its records use but
+    its header does not define (their description says so)."""
+    from cyvcf2 import VCF
+
+    reader = VCF(str(source), lazy=True)
+    try:
+        before = set(reader.raw_header.splitlines())
+        for _ in reader:
+            pass
+        added = [line for line in reader.raw_header.splitlines() if line.startswith("##") and line not in before]
+    finally:
+        reader.close()
+    return [line.replace('Description="Dummy"', 'Description="not defined in the input VCF\'s header"')
+            for line in added]
+
+
+#: The INFO field of the alleles not scored: their reason (:data:`~bioattn.tasks.variants.records.REASONS`).
+SKIPPED_INFO = "BIOATTN_SKIPPED"
+
+
 def write_annotated_vcf(source: Path, output: Path, table: Any, found: VariantSet, how: str) -> None:
-    """Copy the VCF ``source`` to ``output`` with the scores of ``table`` (rows = ``found.variants``) in INFO."""
+    """Copy the VCF ``source`` to ``output`` with the scores of ``table`` (rows = ``found.variants``) in INFO, and
+    the reason of each allele not scored in ``BIOATTN_SKIPPED``; htslib's messages are kept off the terminal."""
     from cyvcf2 import VCF, Writer
 
     from bioattn.io import format_cell
+    from bioattn.tasks.variants.vcf import htslib_messages
 
     by_record: dict[int, dict[int, int]] = {}
     for row, v in enumerate(found.variants):
         by_record.setdefault(v.record, {})[v.allele] = row
+    reasons: dict[int, dict[int, str]] = {}
+    for item in found.skipped_records:
+        reasons.setdefault(item.record, {})[item.allele] = item.reason
     fields = _info_fields(table)
     values = {column: table[column].to_numpy() for _, column, _, _ in fields}
-    reader = VCF(str(source))
-    for ident, _, number, what in fields:
-        reader.add_info_to_header({"ID": ident, "Number": number, "Type": "Float", "Description": what})
-    reader.add_to_header(f"##bioattn_variant_scoring={how}")
-    with tempfile.TemporaryDirectory(prefix="bioattn-vcf-") as folder:
+    with tempfile.TemporaryDirectory(prefix="bioattn-vcf-") as folder, htslib_messages():
+        reader = VCF(str(source))
+        for line in _header_gaps(source):  # htslib cannot write a record whose contig or tag the header lacks
+            reader.add_to_header(line)
+        for ident, _, number, what in fields:
+            reader.add_info_to_header({"ID": ident, "Number": number, "Type": "Float", "Description": what})
+        reader.add_info_to_header({"ID": SKIPPED_INFO, "Number": "A", "Type": "String", "Description":
+                                   "why bioattn did not score this allele (indel, ambiguous, invalid, duplicate; "
+                                   "details in the .skipped.tsv beside this file); . for alleles scored"})
+        reader.add_to_header(f"##bioattn_variant_scoring={how}")
         temporary = Path(folder) / ("out.vcf.gz" if str(output).endswith((".gz", ".bgz")) else "out.vcf")
         writer = Writer(str(temporary), reader, mode="wz" if temporary.suffix == ".gz" else "w")
         try:
@@ -249,6 +359,9 @@ def write_annotated_vcf(source: Path, output: Path, table: Any, found: VariantSe
                             record.INFO[ident] = ",".join(
                                 str(format_cell(values[column][rows[a]])) if a in rows else "."
                                 for a in range(len(record.ALT)))
+                why = reasons.get(index)
+                if why:
+                    record.INFO[SKIPPED_INFO] = ",".join(why.get(a, ".") for a in range(len(record.ALT)))
                 writer.write_record(record)
         finally:
             writer.close()

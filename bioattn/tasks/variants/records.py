@@ -2,14 +2,25 @@
 reference FASTA (pyfaidx).
 
 Every record is named in errors as ``FILE:LINE`` (the line of the file, 1-based, header lines included) and
-``CHROM:POS``. A multi-allelic record becomes one :class:`Variant` per alternative allele. Indels (REF or ALT longer
-than one base, symbolic ``<DEL>``, ``*``) are refused by name, or counted and skipped with ``skip_indels``. A REF
-that differs from the reference, a contig missing from the FASTA or a position outside it is an error naming the
-record, or counted and skipped with ``skip_invalid``.
+``CHROM:POS``. A multi-allelic record becomes one :class:`Variant` per alternative allele; its ``id`` is the VCF's
+ID (a TSV's ``id`` column), else ``chrom:pos:ref:alt``. What is not scored, by reason (:data:`REASONS`):
+
+- ``indel``: REF or ALT longer than one base, symbolic ``<DEL>``, ``*``: refused by name, or skipped with
+  ``skip_indels``;
+- ``ambiguous``: a one-base REF or ALT that is not A/C/G/T (``N``, an IUPAC code such as ``R``);
+- ``invalid``: a REF that differs from the reference, a contig missing from the FASTA or a position outside it;
+  these two are errors naming the record, or skipped with ``skip_invalid``;
+- ``duplicate``: the same chrom, pos, ref and alt as an earlier record: scored once (the first), the later ones
+  skipped and listed.
+
+Every skipped allele is kept as a :class:`Skipped` (in :attr:`VariantSet.skipped_records`), with its reason and the
+record's line. VCFs are read through :mod:`bioattn.tasks.variants.vcf` (htslib's own messages caught, a malformed
+header or record reported in our words).
 
 TSV input: a header with the columns ``chrom pos ref alt`` (also accepted: ``#CHROM``/``element``,
-``POS``/``position``, ``REF``, ``ALT``; positions 1-based; ``alt`` may list alleles separated by commas); other
-columns are ignored (``effect`` / ``effect_size`` and ``conf`` / ``confidence`` are kept as measured labels).
+``POS``/``position``, ``REF``, ``ALT``; positions 1-based; ``alt`` may list alleles separated by commas); an ``id``
+column names the rows; other columns are ignored (``effect`` / ``effect_size`` and ``conf`` / ``confidence`` are
+kept as measured labels).
 """
 from __future__ import annotations
 
@@ -30,10 +41,13 @@ _ALIASES = {
     "pos": ("pos", "position"),
     "ref": ("ref",),
     "alt": ("alt",),
+    "id": ("id", "variant_id"),
     "effect": ("effect", "effect_size"),
     "conf": ("conf", "confidence"),
 }
 _BASES = frozenset("ACGT")
+#: Why an allele is not scored (the keys of :attr:`VariantSet.skipped`).
+REASONS = ("indel", "ambiguous", "invalid", "duplicate")
 
 
 @dataclass(frozen=True)
@@ -51,31 +65,84 @@ class Variant:
     where: str
     effect: float = float("nan")
     conf: float = float("nan")
+    vcf_id: str = ""
+
+    @property
+    def id(self) -> str:
+        """The VCF's ID (a TSV's ``id``), else ``chrom:pos:ref:alt``."""
+        return self.vcf_id or f"{self.chrom}:{self.pos}:{self.ref}:{self.alt}"
 
     @property
     def is_snv(self) -> bool:
         return len(self.ref) == 1 and len(self.alt) == 1 and self.ref in _BASES and self.alt in _BASES
 
 
+def unscorable(ref: str, alt: str) -> tuple[str, str] | None:
+    """``(reason, detail)`` when ``ref>alt`` is not a single-nucleotide variant of A/C/G/T (None when it is):
+    ``indel`` for a length change, a multi-base or symbolic allele, ``ambiguous`` for a one-base N / IUPAC code."""
+    if len(ref) == 1 and len(alt) == 1 and ref in _BASES and alt in _BASES:
+        return None
+    if len(ref) == 1 and len(alt) == 1 and ref.isalpha() and alt.isalpha():
+        odd = " and ".join(f"{what} {base}" for what, base in (("REF", ref), ("ALT", alt)) if base not in _BASES)
+        return "ambiguous", f"{odd} is not a base A, C, G or T (an N or IUPAC ambiguity code cannot be scored)"
+    return "indel", f"{ref}>{alt} is not a single-nucleotide variant (indels and symbolic alleles are not scored)"
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """An allele not scored: ``reason`` one of :data:`REASONS`, ``detail`` the problem in words, ``where`` the
+    record (``FILE:LINE (CHROM:POS)``), ``record``/``allele`` as in :class:`Variant`."""
+
+    chrom: str
+    pos: int
+    ref: str
+    alt: str
+    reason: str
+    detail: str
+    where: str
+    record: int
+    allele: int
+    vcf_id: str = ""
+
+    @property
+    def id(self) -> str:
+        return self.vcf_id or f"{self.chrom}:{self.pos}:{self.ref}:{self.alt}"
+
+
+#: Columns of a skipped-records table (:func:`skipped_rows`).
+SKIPPED_COLUMNS = ("id", "chrom", "pos", "ref", "alt", "reason", "detail", "record")
+
+
 @dataclass
 class VariantSet:
-    """The variants read from one file, and what was skipped (by reason: ``indel``, ``invalid``)."""
+    """The variants read from one file, and what was skipped: counts by reason (``skipped``, keys
+    :data:`REASONS`) and each skipped allele (``skipped_records``, :class:`Skipped`)."""
 
     variants: list[Variant]
     source: str
     records: int = 0
-    skipped: dict[str, int] = field(default_factory=lambda: {"indel": 0, "invalid": 0})
+    skipped: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REASONS, 0))
+    skipped_records: list[Skipped] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.variants)
+
+    def skip(self, item: Skipped) -> None:
+        self.skipped[item.reason] = self.skipped.get(item.reason, 0) + 1
+        self.skipped_records.append(item)
+
+
+def skipped_rows(found: VariantSet) -> list[tuple[Any, ...]]:
+    """One row per skipped allele, the columns of :data:`SKIPPED_COLUMNS`."""
+    return [(s.id, s.chrom, s.pos, s.ref, s.alt, s.reason, s.detail, s.where) for s in found.skipped_records]
 
 
 def is_vcf(path: str | os.PathLike) -> bool:
     return str(path).lower().endswith(VCF_SUFFIXES)
 
 
-def _raw_records(path: Path) -> Iterator[tuple[int, str, int, str, list[str], dict[str, Any]]]:
-    """``(line, chrom, pos, ref, alts, labels)`` of every record of a VCF (cyvcf2) or TSV."""
+def _raw_records(path: Path) -> Iterator[tuple[int, str, int, str, list[str], dict[str, Any], str]]:
+    """``(line, chrom, pos, ref, alts, labels, id)`` of every record of a VCF (cyvcf2) or TSV."""
     if is_vcf(path):
         yield from _vcf_records(path)
     else:
@@ -87,36 +154,18 @@ def _opener(path: Path) -> Any:
         return gzip.open if handle.read(2) == b"\x1f\x8b" else open
 
 
-def _header_lines(path: Path) -> int:
-    opener = _opener(path)
-    count = 0
-    with opener(path, "rt") as handle:
-        for line in handle:
-            if not line.startswith("#"):
-                break
-            count += 1
-    return count
+def _vcf_records(path: Path) -> Iterator[tuple[int, str, int, str, list[str], dict[str, Any], str]]:
+    from bioattn.tasks.variants.vcf import vcf_rows
 
-
-def _vcf_records(path: Path) -> Iterator[tuple[int, str, int, str, list[str], dict[str, Any]]]:
-    from cyvcf2 import VCF
-
-    first_line = _header_lines(path) + 1
-    try:
-        reader = VCF(str(path), lazy=True)
-    except (OSError, Exception) as exc:  # cyvcf2 raises OSError / Exception for unreadable files
-        raise UserInputError(f"{path}: not a readable VCF ({exc})") from exc
-    try:
-        known = {line.info().get("ID") for line in reader.header_iter() if line.type == "INFO"}
-        for index, record in enumerate(reader):
-            labels = {}
-            for key, name in (("EFFECT", "effect"), ("CONF", "conf")):
-                if key in known:
-                    value = record.INFO.get(key)
-                    labels[name] = float(value) if value is not None else float("nan")
-            yield first_line + index, record.CHROM, int(record.POS), str(record.REF), list(record.ALT), labels
-    finally:
-        reader.close()
+    known: set[str] = set()
+    on_open = lambda reader: known.update(line.info().get("ID") for line in reader.header_iter() if line.type == "INFO")
+    for line, record in vcf_rows(path, on_open):
+        labels = {}
+        for key, name in (("EFFECT", "effect"), ("CONF", "conf")):
+            if key in known:
+                value = record.INFO.get(key)
+                labels[name] = float(value) if value is not None else float("nan")
+        yield line, record.CHROM, int(record.POS), str(record.REF), list(record.ALT), labels, record.ID or ""
 
 
 def _column(header: list[str], name: str, path: Path, required: bool = True) -> int | None:
@@ -153,35 +202,48 @@ def _tsv_records(path: Path) -> Iterator[tuple[int, str, int, str, list[str], di
                         labels[name] = float(row[cols[name]])
                     except ValueError:
                         raise UserInputError(f"{path}:{line}: {header[cols[name]]} {row[cols[name]]!r} is not a number") from None
-            yield line, row[cols["chrom"]], pos, row[cols["ref"]], row[cols["alt"]].split(","), labels
+            name = row[cols["id"]].strip() if cols["id"] is not None else ""
+            yield line, row[cols["chrom"]], pos, row[cols["ref"]], row[cols["alt"]].split(","), labels, name
 
 
 def read_variants(path: str | os.PathLike, reference: Any, *, skip_indels: bool = False,
-                  skip_invalid: bool = False) -> VariantSet:
-    """The variants of ``path`` (VCF or TSV), checked against ``reference`` (a :class:`pyfaidx.Fasta`)."""
+                  skip_invalid: bool = False, keep_duplicates: bool = False) -> VariantSet:
+    """The variants of ``path`` (VCF or TSV), checked against ``reference`` (a :class:`pyfaidx.Fasta`); a repeated
+    chrom/pos/ref/alt is scored once (the first) unless ``keep_duplicates`` (measured replicates of a release)."""
     path = Path(path)
     if not path.is_file():
         raise UserInputError(f"{path}: file not found" if not path.exists() else f"{path}: is not a file")
     lengths = {name: len(reference[name]) for name in reference.keys()}
     out = VariantSet([], str(path))
-    for index, (line, chrom, pos, ref, alts, labels) in enumerate(_raw_records(path)):
+    first: dict[tuple[str, int, str, str], str] = {}
+    for index, (line, chrom, pos, ref, alts, labels, name) in enumerate(_raw_records(path)):
         out.records += 1
         where = f"{path.name}:{line} ({chrom}:{pos})"
         ref = ref.upper()
         problem = check_position(chrom, pos, ref, lengths, reference)
         if problem is not None:
             if skip_invalid:
-                out.skipped["invalid"] += len(alts)
+                for allele, alt in enumerate(alts):
+                    out.skip(Skipped(chrom, pos, ref, str(alt).upper(), "invalid", problem, where, index, allele, name))
                 continue
             raise UserInputError(f"{where}: {problem}; pass --skip-invalid to count and skip such records")
         for allele, alt in enumerate(alts):
-            variant = Variant(chrom, pos, ref, str(alt).upper(), index, allele, where, **labels)
-            if not variant.is_snv:
-                if skip_indels:
-                    out.skipped["indel"] += 1
+            variant = Variant(chrom, pos, ref, str(alt).upper(), index, allele, where, **labels, vcf_id=name)
+            why = unscorable(variant.ref, variant.alt)
+            if why is not None:
+                reason, detail = why
+                if (skip_indels if reason == "indel" else skip_invalid):
+                    out.skip(Skipped(chrom, pos, ref, variant.alt, reason, detail, where, index, allele, name))
                     continue
-                raise UserInputError(f"{where}: {ref}>{alt} is not a single-nucleotide variant (indels and symbolic "
-                                     "alleles are not scored); pass --skip-indels to count and skip them")
+                flag = "--skip-indels" if reason == "indel" else "--skip-invalid"
+                what = "them" if reason == "indel" else "such records"
+                raise UserInputError(f"{where}: {detail}; pass {flag} to count and skip {what}")
+            key = (chrom, pos, variant.ref, variant.alt)
+            if key in first and not keep_duplicates:
+                out.skip(Skipped(chrom, pos, ref, variant.alt, "duplicate", f"the same variant as {first[key]} "
+                                 "(scored once)", where, index, allele, name))
+                continue
+            first.setdefault(key, where)
             out.variants.append(variant)
     if out.records == 0:
         raise UserInputError(f"{path}: no variant records")
@@ -214,8 +276,9 @@ def variants_from_table(rows: Sequence[tuple[str, int, str, str]], reference: An
             raise UserInputError(f"{where}: {problem}")
         for allele, one in enumerate(str(alt).split(",")):
             variant = Variant(str(chrom), int(pos), str(ref).upper(), one.upper(), index, allele, where)
-            if not variant.is_snv:
-                raise UserInputError(f"{where}: {ref}>{one} is not a single-nucleotide variant")
+            why = unscorable(variant.ref, variant.alt)
+            if why is not None:
+                raise UserInputError(f"{where}: {why[1]}")
             out.variants.append(variant)
     return out
 

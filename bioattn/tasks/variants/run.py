@@ -25,24 +25,34 @@ def run_predict_variants(model: Any, reference: Any, input: Any, output: str | o
                              if saturation else "--input VCF_OR_TSV is required (or --saturation)")
     if region is not None and not saturation:
         raise UserInputError("--region selects the region of a saturation map; add --saturation")
+    from bioattn.io import STDOUT
+    from bioattn.tasks.variants.predict import check_outputs, check_reference, is_vcf, open_reference
+
+    if saturation and str(output) == STDOUT and figure is None:
+        raise UserInputError("a saturation map written to standard output needs --figure PNG for its heatmap")
+    if saturation:
+        figure = Path(figure) if figure is not None else Path(output).with_suffix(".png")
+    if not saturation and is_vcf(output) and not is_vcf(input):
+        raise UserInputError(f"{output}: a VCF output annotates a VCF input; {input} is not a VCF (write a .tsv)")
+    check_outputs(output, figure)  # before the model is loaded or anything scored
+    if isinstance(reference, (str, os.PathLike)):
+        check_reference(Path(reference))
+    if input is not None and isinstance(input, (str, os.PathLike)) and not Path(input).is_file():
+        raise UserInputError(f"{input}: file not found" if not Path(input).exists() else f"{input}: is not a file")
     loaded = load_scoring_model(model, str(resolve_device(device)))
     if not saturation:
         return predict_variants(loaded, reference, input, output, offsets=offsets, strands=strands,
                                 gene_orientation=gene_orientation, skip_indels=skip_indels, skip_invalid=skip_invalid)
-    from bioattn.io import STDOUT
-    from bioattn.tasks.variants.predict import open_reference
     from bioattn.tasks.variants.saturation import draw_saturation, saturation_variants
 
-    if str(output) == STDOUT and figure is None:
-        raise UserInputError("a saturation map written to standard output needs --figure PNG for its heatmap")
     with open_reference(reference) as fasta:
         found = saturation_variants(fasta, region)
         result = predict_variants(loaded, fasta, found, output, offsets=offsets, strands=strands,
                                   gene_orientation=gene_orientation)
         if result.written:
             table = result.extra["table"]
-            column = "delta" if "delta" in table.columns else [c for c in table.columns if c.startswith("delta_")][0]
-            figure = Path(figure) if figure is not None else Path(output).with_suffix(".png")
+            deltas = [c for c in table.columns if c.startswith("delta_") and not c.startswith("delta_sd")]
+            column = "delta" if "delta" in table.columns else deltas[0]
             draw_saturation(table, figure, column=column)
             result.extra["figure"] = figure
     return result

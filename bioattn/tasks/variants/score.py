@@ -61,9 +61,49 @@ class ClassifierOutputs:
         return self.model.predict(list(sequences), rc_average=False)
 
 
+class MemberOutputs:
+    """An :class:`~bioattn.models.ensemble.Ensemble` of activity models (a ``--cv`` or ``--seeds`` run of ``bioattn
+    train activity``) seen as a DNA model whose ``predict`` returns every member's predictions side by side,
+    ``(N, M × T)`` member-major: :func:`allele_scores` reports their mean and keeps each member's, so that a table
+    gives the members' spread beside the mean. ``target_names``, ``input_length`` and the strand handling are the
+    members' (which must agree)."""
+
+    def __init__(self, ensemble: Any) -> None:
+        members = list(ensemble.members)
+        first = members[0]
+        for name in ("input_length", "target_names", "flanks", "strand"):
+            values = {repr(getattr(m, name, None)) for m in members}
+            if len(values) > 1:
+                raise UserInputError(f"the ensemble's members differ in {name} ({', '.join(sorted(values))}); "
+                                     "score variants with one member's folder")
+        self.ensemble = ensemble
+        self.members = len(members)
+        self.target_names = list(first.target_names)
+        self.input_length = int(first.input_length)
+
+    def predict(self, sequences: Sequence[str]) -> np.ndarray:
+        return np.concatenate([np.asarray(m.predict(list(sequences)), dtype=np.float64).reshape(len(sequences), -1)
+                               for m in self.ensemble.members], axis=1)
+
+
+def _is_value_ensemble(model: Any) -> bool:
+    """Whether ``model`` is an Ensemble of DNA models with values (activity regressors), not of classifiers."""
+    from bioattn.models.ensemble import Ensemble
+
+    if not isinstance(model, Ensemble):
+        return False
+    first = model.members[0]
+    return all(hasattr(first, a) for a in ("input_length", "target_names", "predict")) and not hasattr(first, "max_len")
+
+
 def as_dna_model(model: Any) -> Any:
-    """``model`` itself when it has ``predict``, ``target_names`` and ``input_length``; a classifier
-    (``max_len``, ``class_names``) wrapped in :class:`ClassifierOutputs`; anything else is an error."""
+    """``model`` itself when it has ``predict``, ``target_names`` and ``input_length``; an ensemble of activity
+    models wrapped in :class:`MemberOutputs`; a classifier (``max_len``, ``class_names``, also an ensemble of
+    classifiers: their mean probability) wrapped in :class:`ClassifierOutputs`; anything else is an error."""
+    if isinstance(model, (MemberOutputs, ClassifierOutputs)):
+        return model
+    if _is_value_ensemble(model):
+        return MemberOutputs(model)
     if hasattr(model, "input_length") and hasattr(model, "target_names") and hasattr(model, "predict"):
         return model
     if hasattr(model, "max_len") and hasattr(model, "class_names") and hasattr(model, "predict"):
@@ -99,7 +139,9 @@ def window_starts(pos0: np.ndarray, offsets: Sequence[int], length: int, width: 
 class AlleleScores:
     """Per-placement, per-strand predictions of N variants: ``ref``, ``alt`` ``(N, P, S, T)``; ``weights`` ``(N, P)``
     (0 for a placement repeating an earlier one of the same variant); ``offsets`` ``(N, P)`` where the variant lies
-    in each window; ``ref_embed``, ``alt_embed`` ``(N, P, S, D)`` when embeddings were asked for."""
+    in each window; ``ref_embed``, ``alt_embed`` ``(N, P, S, D)`` when embeddings were asked for. For an ensemble
+    (:class:`MemberOutputs`) ``ref`` and ``alt`` are the members' mean and ``ref_members``, ``alt_members``
+    ``(N, P, S, M, T)`` each member's."""
 
     ref: np.ndarray
     alt: np.ndarray
@@ -107,6 +149,14 @@ class AlleleScores:
     offsets: np.ndarray
     ref_embed: np.ndarray | None = None
     alt_embed: np.ndarray | None = None
+    ref_members: np.ndarray | None = None
+    alt_members: np.ndarray | None = None
+
+    def select(self, rows: np.ndarray) -> "AlleleScores":
+        """The scores of the variants ``rows`` (an index array)."""
+        pick = (lambda a: None if a is None else a[rows])
+        return AlleleScores(self.ref[rows], self.alt[rows], self.weights[rows], self.offsets[rows],
+                            pick(self.ref_embed), pick(self.alt_embed), pick(self.ref_members), pick(self.alt_members))
 
     def mean(self, values: np.ndarray) -> np.ndarray:
         """``values (N, P, S, ...)`` averaged over strands and the distinct placements → ``(N, ...)``."""
@@ -181,7 +231,8 @@ def allele_scores(model: Any, reference: Any, variants: Sequence[Variant], *, of
     both = resolve_strands(model, strands)
     if embed and not hasattr(model, "embed"):
         raise UserInputError(f"{type(model).__name__} has no embed(); embedding features need an activity model")
-    n, p, s, t = len(variants), len(offsets), 2 if both else 1, len(model.target_names)
+    members = getattr(model, "members", 1) if isinstance(model, MemberOutputs) else 1
+    n, p, s, t = len(variants), len(offsets), 2 if both else 1, len(model.target_names) * members
     out: dict[str, Any] = {"ref": np.zeros((n, p, s, t)), "alt": np.zeros((n, p, s, t)), "weights": np.zeros((n, p)),
                            "where": np.zeros((n, p), dtype=np.int64), "ref_e": None, "alt_e": None}
     from bioattn.tasks.variants import windows as token_path
@@ -196,28 +247,48 @@ def allele_scores(model: Any, reference: Any, variants: Sequence[Variant], *, of
             bar.reset()
             token_path.score_strings(model, reference, variants, offsets, window, both, reverse, embed, chunk, out,
                                      bar.update, predict_and_embed)
-    return AlleleScores(out["ref"], out["alt"], out["weights"], out["where"], out["ref_e"], out["alt_e"])
+    if members == 1:
+        return AlleleScores(out["ref"], out["alt"], out["weights"], out["where"], out["ref_e"], out["alt_e"])
+    ref, alt = (out[k].reshape(n, p, s, members, -1) for k in ("ref", "alt"))
+    return AlleleScores(ref.mean(axis=3), alt.mean(axis=3), out["weights"], out["where"], out["ref_e"], out["alt_e"],
+                        ref, alt)
 
 
-def score_columns(target_names: Sequence[str]) -> list[str]:
-    """``ref_score alt_score delta`` (one output) or ``ref_score_<name> alt_score_<name> delta_<name>`` per output."""
+#: The columns naming a variant in every score table, before the scores.
+ID_COLUMNS = ("chrom", "pos", "id", "ref", "alt")
+
+
+def score_columns(target_names: Sequence[str], members: int = 1) -> list[str]:
+    """``ref_score alt_score delta`` (one output) or ``ref_score_<name> alt_score_<name> delta_<name>`` per output;
+    for an ensemble (``members`` > 1) each output's ``delta`` is followed by ``delta_sd`` (``delta_sd_<name>``):
+    the sample sd of the members' deltas."""
+    kinds = ("ref_score", "alt_score", "delta") + (("delta_sd",) if members > 1 else ())
     if len(target_names) == 1:
-        return ["ref_score", "alt_score", "delta"]
-    return [f"{kind}_{name}" for name in target_names for kind in ("ref_score", "alt_score", "delta")]
+        return list(kinds)
+    return [f"{kind}_{name}" for name in target_names for kind in kinds]
 
 
 def score_table(variants: Sequence[Variant], scores: AlleleScores, target_names: Sequence[str]) -> Any:
-    """The output table: ``chrom pos ref alt`` and the score columns of :func:`score_columns`."""
+    """The output table: ``chrom pos id ref alt`` (``id``: the VCF's ID, else ``chrom:pos:ref:alt``) and the score
+    columns of :func:`score_columns`. ``ref_score`` is the reference allele's score in this variant's own windows
+    (the same placements as ``alt_score``), so it differs between variants of one element."""
     import pandas as pd
 
     ref, alt = scores.mean(scores.ref), scores.mean(scores.alt)
+    members = 1 if scores.ref_members is None else scores.ref_members.shape[3]
     table = pd.DataFrame({"chrom": [v.chrom for v in variants], "pos": np.array([v.pos for v in variants], dtype=np.int64),
-                          "ref": [v.ref for v in variants], "alt": [v.alt for v in variants]})
-    columns = score_columns(target_names)
+                          "id": [v.id for v in variants], "ref": [v.ref for v in variants],
+                          "alt": [v.alt for v in variants]})
+    columns = iter(score_columns(target_names, members))
+    spread = None
+    if members > 1:  # (N, M, T): each member's delta over its distinct placements and strands
+        spread = (scores.mean(scores.alt_members) - scores.mean(scores.ref_members)).std(axis=1, ddof=1)
     for k in range(len(target_names)):
-        table[columns[3 * k]] = ref[:, k]
-        table[columns[3 * k + 1]] = alt[:, k]
-        table[columns[3 * k + 2]] = alt[:, k] - ref[:, k]
+        table[next(columns)] = ref[:, k]
+        table[next(columns)] = alt[:, k]
+        table[next(columns)] = alt[:, k] - ref[:, k]
+        if spread is not None:
+            table[next(columns)] = spread[:, k]
     return table
 
 
@@ -229,7 +300,10 @@ def how_scored(model: Any, offsets: Sequence[int] | None, strands: str, reversed
     side = ("both strands averaged" if resolve_strands(model, strands) else
             "forward strand (strand handling of the model's own predict)")
     text = (f"{window}-nt windows with the variant at offsets {','.join(map(str, offsets))} (0-based; shifted to fit "
-            f"inside short contigs), averaged over the distinct placements, {side}")
+            f"inside short contigs), averaged over the distinct placements, {side}; ref_score is the reference "
+            "allele in each variant's own windows")
+    if isinstance(model, MemberOutputs):
+        text += f"; scores are the mean of the ensemble's {model.members} members, delta_sd the sd of their deltas"
     if reversed_contigs:
         text += f"; scored in reverse complement (gene orientation): {','.join(reversed_contigs)}"
     return text

@@ -173,7 +173,7 @@ def train_variant_head(options: VariantTrainOptions) -> dict[str, Any]:
     dna = as_dna_model(activity)
     with open_reference(options.reference) as fasta:
         headers = header_fields(fasta)
-        found = read_variants(options.input, fasta)
+        found = read_variants(options.input, fasta, keep_duplicates=True)  # measured replicates are data
         variants = found.variants
         effect = np.array([v.effect for v in variants])
         if not np.isfinite(effect).any():

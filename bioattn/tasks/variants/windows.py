@@ -152,18 +152,31 @@ class ActivityTokens(TokenModel):
             out[row] = model.tokenize([letters[row].tobytes().decode("ascii")])[0].numpy()
         return out
 
+    #: Set for an :class:`~bioattn.models.ensemble.Ensemble` of activity models (``score.MemberOutputs``): the
+    #: values are every member's, ``(R, M × T)``, as ``MemberOutputs.predict`` gives them.
+    members = False
+
+    def _member_values(self, ids: Any) -> Any:
+        member = self.model(ids)["member_values"].double()  # (M, R, T)
+        return member.permute(1, 0, 2).reshape(member.shape[1], -1)
+
     def score(self, ref: Any, alt: Any) -> tuple:
         from bioattn.data.dna import reverse_complement_ids
 
         model, torch = self.model, self.torch
         both = model.strand == "both"
         ids = torch.cat([ref, alt])
+        n = ref.shape[0]
+        if self.members:  # an Ensemble: each member's values side by side, (R, M * T) member-major
+            values = self._member_values(ids)
+            if both:
+                values = (values + self._member_values(reverse_complement_ids(ids, ids == PAD_ID))) / 2
+            return values[:n], values[n:]
         out = model(ids)
         values, embedding = out["values"], out["embedding"]
         if both:
             back = model(reverse_complement_ids(ids, ids == PAD_ID))
             values, embedding = (values + back["values"]) / 2, (embedding + back["embedding"]) / 2
-        n = ref.shape[0]
         values = values.double()
         if not self.embed:
             return values[:n], values[n:]
@@ -187,10 +200,16 @@ class ClassifierTokens(TokenModel):
 def token_model(model: Any, embed: bool) -> TokenModel | None:
     """The token-level scorer of ``model`` (a DNA model as ``as_dna_model`` gives it), or None: the string path."""
     from bioattn.models.activity import ActivityRegressor
+    from bioattn.models.ensemble import Ensemble
     from bioattn.models.promoter import PromoterClassifier
 
     if type(model) is ActivityRegressor:
         return ActivityTokens(model, embed)
+    ensemble = getattr(model, "ensemble", None)  # score.MemberOutputs: an ensemble's members side by side
+    if isinstance(ensemble, Ensemble) and ensemble.member_type == "ActivityRegressor" and not embed:
+        scorer = ActivityTokens(ensemble, embed)
+        scorer.members = True
+        return scorer
     if type(getattr(model, "model", None)) is PromoterClassifier and not embed:  # score.ClassifierOutputs
         return ClassifierTokens(model, embed)
     return None

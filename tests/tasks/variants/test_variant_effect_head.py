@@ -101,7 +101,7 @@ def test_release_ref_bases_match_elements(require_data) -> None:
     folder = require_data("variants", "cagi5")
     fasta = pyfaidx.Fasta(str(folder / "elements.fa"), as_raw=True)
     found = read_variants(folder / "train_release.vcf", fasta)  # raises on any REF mismatch
-    assert len(found) == 4650 and found.skipped == {"indel": 0, "invalid": 0}
+    assert len(found) == 4650 and not any(found.skipped.values())
     # the elements are on the + strand of hg19: HBB (a minus-strand gene) carries its TATA box reverse-complemented
     hbb = str(fasta["HBB"][:]).upper()
     assert "TTTTATG" in hbb and "CATAAAA" not in hbb

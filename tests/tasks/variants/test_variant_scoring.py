@@ -105,7 +105,7 @@ def test_bad_records_name_the_record(files, tmp_path, line, problem) -> None:
 
 def test_tsv_input_matches_vcf_input(files) -> None:
     tsv = files["dir"] / "calls.tsv"
-    pd.DataFrame({"chrom": ["c1", "c1", "c2"], "pos": [50, 3, 6],
+    pd.DataFrame({"chrom": ["c1", "c1", "c2"], "pos": [50, 3, 6], "id": ["rs1", "rs2", "rs3"],
                   "ref": [C1[49], C1[2], C2[5]],
                   "alt": [f"{'A' if C1[49] != 'A' else 'C'},{'G' if C1[49] != 'G' else 'T'}",
                           "T" if C1[2] != "T" else "A", "C" if C2[5] != "C" else "G"]}).to_csv(tsv, sep="\t", index=False)
@@ -172,7 +172,7 @@ def test_tsv_columns_and_vcf_info(files) -> None:
 
     predict_variants(StandIn(), files["ref"], files["vcf"], out)
     table = pd.read_csv(out, sep="\t")
-    assert list(table.columns) == ["chrom", "pos", "ref", "alt", "ref_score_gata", "alt_score_gata", "delta_gata",
+    assert list(table.columns) == ["chrom", "pos", "id", "ref", "alt", "ref_score_gata", "alt_score_gata", "delta_gata",
                                    "ref_score_gc_left", "alt_score_gc_left", "delta_gc_left"]
     np.testing.assert_allclose(table["delta_gata"], table["alt_score_gata"] - table["ref_score_gata"], atol=1e-5)
     annotated = files["dir"] / "scores.vcf"
@@ -194,7 +194,7 @@ def test_one_output_has_plain_columns_and_api_equals_cli(files) -> None:
                  "--input", str(files["vcf"]), "--output", str(out), "--device", "cpu"])
     assert code == 0
     written = pd.read_csv(out, sep="\t")
-    assert list(written.columns) == ["chrom", "pos", "ref", "alt", "ref_score", "alt_score", "delta"]
+    assert list(written.columns) == ["chrom", "pos", "id", "ref", "alt", "ref_score", "alt_score", "delta"]
     api = score_variants("gue-prom-core-all", files["ref"], files["vcf"])
     pd.testing.assert_frame_equal(written, api, check_exact=False, rtol=1e-5, atol=1e-6)
 
