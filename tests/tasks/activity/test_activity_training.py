@@ -13,6 +13,7 @@ import pytest
 
 from bioattn.cli import main
 from bioattn.tasks.activity.scores import (
+    BLEND_NAME,
     DEEP_NAME,
     MEAN_NAME,
     MOTIF_RIDGE_NAME,
@@ -76,7 +77,7 @@ def test_train_then_predict_end_to_end(tmp_path: Path) -> None:
     assert metrics["headline"]["value"] == metrics["model"]["pearson"]["mean"]
     assert metrics["target_names"] == ["mean_value"] and metrics["flanks"] == [FIVE, THREE]
     assert metrics["model"]["pearson"]["mean"] > 0.5, metrics["model"]
-    assert set(metrics["baselines"]) == {RIDGE_NAME, MEAN_NAME, MOTIF_RIDGE_NAME, DEEP_NAME}
+    assert set(metrics["baselines"]) == {RIDGE_NAME, MEAN_NAME, MOTIF_RIDGE_NAME, DEEP_NAME, BLEND_NAME}
     assert "k-mer (k=1..6) ridge regression" in (run / "summary.md").read_text()
     config = json.loads((run / "config.json").read_text())
     assert config["model_type"] == "ActivityRegressor" and config["flanks"] == [FIVE, THREE]
