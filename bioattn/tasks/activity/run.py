@@ -22,6 +22,7 @@ from bioattn.io import write_table
 from bioattn.metrics import mean_std
 from bioattn.report import format_mean_sd, format_table
 from bioattn.tasks.activity.scores import BLEND_NAME, DEEP_NAME, METRICS, MOTIF_RIDGE_NAME, RIDGE_NAME
+from bioattn.tasks.activity.branches import BLEND_PARTS
 from bioattn.tasks.activity.protocols import run_members
 from bioattn.tasks.activity.train import CANDIDATE_NAMES, HEADLINE, QUICK_ROWS, ActivityOptions, load_data
 from bioattn.tasks.driver import RunProtocol, metrics_document, save_ensemble, write_run_report
@@ -53,9 +54,11 @@ def summarise(results: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, 
     return summaries.pop("model"), summaries
 
 
-def warnings_of(model: dict[str, Any], baselines: dict[str, Any], results: list[dict[str, Any]]) -> list[str]:
-    """What the summary must say about the numbers: a baseline at least as good as the model, a model that
-    learned nothing on its validation rows."""
+def warnings_of(model: dict[str, Any], baselines: dict[str, Any], results: list[dict[str, Any]],
+                candidates: tuple[str, ...] = ()) -> list[str]:
+    """What the summary must say about the numbers: a baseline at least as good as the model (not one of the
+    ``candidates``, the names the run itself chose the saved model among), a model that learned nothing on its
+    validation rows."""
     out = []
     for result in results:
         validation = result["training"]["validation"].get(f"val_{HEADLINE}", 0.0)
@@ -67,7 +70,7 @@ def warnings_of(model: dict[str, Any], baselines: dict[str, Any], results: list[
                        f"{result['training']['sizes']['validation']} sequences); {advice}")
     if model:
         for name, summary in baselines.items():
-            if name in CANDIDATE_NAMES.values():  # the run itself kept the best of these
+            if name in candidates:  # the run itself kept the best of these
                 continue
             better = summary[HEADLINE]["mean"] > model[HEADLINE]["mean"]
             if better or (summary[HEADLINE]["mean"] == model[HEADLINE]["mean"] and name != DEEP_NAME):
@@ -146,6 +149,12 @@ def format_summary(metrics: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def candidates_of(options: ActivityOptions) -> tuple[str, ...]:
+    """The scores-table names of what the run chose its saved model among (none without a blend)."""
+    parts = BLEND_PARTS[options.blend]
+    return tuple(CANDIDATE_NAMES[name] for name in ("blend", "deep", *parts)) if parts else ()
+
+
 def weights_text(weights: dict[str, float]) -> str:
     names = {"deep": "deep", "kmers": "k-mer ridge", "motifs": "motif ridge"}
     return ", ".join(f"{names[name]} {value:g}" for name, value in weights.items())
@@ -174,7 +183,7 @@ def run_activity(options: ActivityOptions) -> dict[str, Any]:
         source=", ".join(Path(f).name for f in data.files), flanks=list(data.flanks), strand=options.strand,
         input_length=data.input_length, blend=blend_of(options, data), model=model, baselines=baselines,
         members=results, kept=outcome["kept"], plan=outcome["plan"], quick=options.quick,
-        warnings=warnings_of(model, baselines, results))
+        warnings=warnings_of(model, baselines, results, candidates=candidates_of(options)))
     if outcome["out_of_fold"]:
         write_table(run_dir / "out_of_fold.csv", ["record", "fold", "target", "measured", "prediction",
                                                   "ridge_prediction"], outcome["out_of_fold"])

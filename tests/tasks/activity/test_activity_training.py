@@ -147,6 +147,10 @@ def test_the_parts_the_run_chose_among_are_not_flagged_against_the_saved_model()
 
     member = {"member": "fold1", "training": {"validation": {"val_pearson": 0.6}, "sizes": {"validation": 4}}}
     model = {"pearson": {"mean": 0.40, "sd": 0.0, "n": 1}}
-    assert warnings_of(model, {DEEP_NAME: {"pearson": {"mean": 0.40, "sd": 0.0, "n": 1}}}, [member]) == []
+    candidates = (BLEND_NAME, DEEP_NAME, RIDGE_NAME)
+    assert warnings_of(model, {DEEP_NAME: {"pearson": {"mean": 0.40, "sd": 0.0, "n": 1}}}, [member], candidates) == []
     # the run itself keeps the best of the blend and its parts: nothing to rerun
-    assert warnings_of(model, {DEEP_NAME: {"pearson": {"mean": 0.45, "sd": 0.0, "n": 1}}}, [member]) == []
+    assert warnings_of(model, {DEEP_NAME: {"pearson": {"mean": 0.45, "sd": 0.0, "n": 1}}}, [member], candidates) == []
+    # a baseline the run did not choose among is still named
+    assert "prefer it" in warnings_of(model, {MOTIF_RIDGE_NAME: {"pearson": {"mean": 0.45, "sd": 0.0, "n": 1}}},
+                                      [member], candidates)[0]
