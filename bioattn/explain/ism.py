@@ -62,7 +62,8 @@ def ism_attribution(model: nn.Module, ids: Tensor, padding_mask: Tensor, classes
     change in log-odds when the position holds that base, minus the mean over the four bases.
     """
     model.eval()
-    return saturation_scores(_OneHotLogOdds(model, rc_average), ids, padding_mask, classes.cpu().float(),
+    # tangermeme restores the scorer's training mode afterwards: built in eval mode, it leaves the model in eval mode
+    return saturation_scores(_OneHotLogOdds(model, rc_average).eval(), ids, padding_mask, classes.cpu().float(),
                              hypothetical=hypothetical, batch_size=batch_size, device=next(model.parameters()).device)
 
 

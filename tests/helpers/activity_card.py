@@ -15,7 +15,7 @@ from bioattn.models import load_pretrained
 def activity_scores(name: str, check: dict, require_data: Callable[..., Path], tmp_path: Path, *,
                     subset: int) -> float:
     """Pearson of the card's check file from ``bioattn predict activity --model NAME``; the loader's values on the
-    first ``subset`` sequences equal the command's rows (to 1e-6)."""
+    first ``subset`` sequences equal the command's rows (to 1e-6 beyond the table's six significant digits)."""
     source = require_data(*check["data"])
     with open(source, newline="") as handle:
         rows = list(csv.DictReader(handle, delimiter="\t"))
@@ -26,5 +26,5 @@ def activity_scores(name: str, check: dict, require_data: Callable[..., Path], t
         from_cli = np.array([float(row[check["column"]]) for row in csv.DictReader(handle, delimiter="\t")])
     model = load_pretrained(name)
     from_loader = model.predict([row["seq"] for row in rows[:subset]])[:, model.target_names.index(check["column"])]
-    np.testing.assert_allclose(from_loader, from_cli[:subset], atol=1e-6, rtol=0)
+    np.testing.assert_allclose(from_loader, from_cli[:subset], atol=1e-6, rtol=5e-6)
     return float(pearsonr(from_cli, measured)[0])
