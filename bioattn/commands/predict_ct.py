@@ -6,9 +6,9 @@
 - ``INPUT`` is a manifest (``.csv`` with an ``image`` column, optional ``label`` and ``split``, as for
   ``bioattn train ct --manifest``: many scans in one call), a NIfTI file (``.nii``/``.nii.gz``), a DICOM file or a
   folder holding one DICOM series, or a MedMNIST-style ``.npz`` (every volume of every split, or ``--split``).
-- ``OUT.csv`` gets one row per volume, in input order: for a manifest ``image,label,split``, otherwise
-  ``input,split,index,label`` (index and label for ``.npz`` only); then one ``p_<class>`` per class,
-  ``predicted_label`` and ``warning``.
+- ``OUT.csv`` gets one row per volume, in input order, with the same columns for every kind of input:
+  ``image,label,split,index`` (a manifest's own columns, empty where the input has none; ``index`` for ``.npz``
+  volumes only), then one ``p_<class>`` per class, ``predicted_label`` and ``warning``.
 - NIfTI/DICOM volumes are prepared as the run's ``preprocessing.json`` says (orientation, spacing, intensity
   window, ``--size`` reached by ``--fit``, as in training); each preprocessing flag replaces its saved step.
   Predictions are averaged over the 8 flips when the run evaluated that way (``--protocol tuned``); ``--tta

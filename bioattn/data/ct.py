@@ -10,7 +10,7 @@
   the MONAI steps (orientation, spacing, HU window, resize, crop/pad) as array transforms (invertible:
   :func:`invert_to_input_grid` maps a model output back onto the input's grid) or as the identical
   dictionary transforms for cached training data (:func:`ct_preprocessing` is the array shortcut).
-- :func:`write_nifti` writes a volume atomically with a given affine.
+- :func:`write_nifti` writes a volume atomically with a given affine (and a NIfTI input's sform / qform codes).
 
 Every problem with a file is a :class:`~bioattn.errors.UserInputError` naming the file: unreadable,
 NaN/inf voxels, a 2D image where a 3D volume is needed, no voxels, the wrong channel count, missing keys.
@@ -25,7 +25,7 @@ import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import nibabel as nib
 import numpy as np
@@ -396,16 +396,35 @@ def world_geometry(volume: MetaTensor) -> dict[str, list[float]]:
             "shape": [int(v) for v in shape[order]]}
 
 
-def write_nifti(path: str | os.PathLike, volume: np.ndarray | torch.Tensor, affine: np.ndarray | torch.Tensor) -> None:
-    """Write ``volume (X, Y, Z)`` float32 with ``affine (4, 4)`` as NIfTI, atomically (``.nii`` or ``.nii.gz``)."""
+def write_nifti(path: str | os.PathLike, volume: np.ndarray | torch.Tensor, affine: np.ndarray | torch.Tensor,
+                like: Mapping[str, Any] | None = None) -> None:
+    """Write ``volume (X, Y, Z)`` float32 with ``affine (4, 4)`` as NIfTI, atomically (``.nii`` or ``.nii.gz``).
+
+    ``like``: the metadata of the NIfTI volume the map lies on (``MetaTensor.meta`` of :func:`read_ct_volume`); the
+    file then keeps that input's sform and qform codes and its qform, so a viewer puts both in the same space (without
+    it, or for a DICOM or ``.npz`` input: nibabel's sform code 2, "aligned", and no qform).
+    """
     path = Path(path)
     if not _is_nifti(path):
         raise UserInputError(f"{path}: output must end in .nii or .nii.gz")
     array = np.asarray(torch.as_tensor(volume).detach().cpu(), dtype=np.float32)
-    image = nib.Nifti1Image(array, np.asarray(torch.as_tensor(affine).cpu(), dtype=np.float64))
+    matrix = np.asarray(torch.as_tensor(affine).cpu(), dtype=np.float64)
+    image = nib.Nifti1Image(array, matrix)
+    if like is not None and "sform_code" in like and "qform_code" in like:
+        source = nib.Nifti1Header()  # the input's own qform: its quaternion, offsets and voxel sizes
+        for key in ("sform_code", "qform_code", *_QFORM_FIELDS):
+            if key in like:
+                source[key] = np.asarray(like[key])
+        qform_code = int(source["qform_code"])
+        image.set_sform(matrix, code=int(source["sform_code"]))
+        image.set_qform(source.get_qform() if qform_code else None, code=qform_code)
     image.header.set_xyzt_units("mm")
     payload = image.to_bytes()
     if path.name.lower().endswith(".gz"):
         payload = gzip.compress(payload, compresslevel=6)
     with atomic_write(path, "wb") as handle:
         handle.write(payload)
+
+
+#: The NIfTI header fields of a qform (besides its code), kept by :func:`write_nifti` from its ``like``.
+_QFORM_FIELDS = ("quatern_b", "quatern_c", "quatern_d", "qoffset_x", "qoffset_y", "qoffset_z", "pixdim")

@@ -34,7 +34,8 @@ PREPROCESSING_STEPS = ("window", "spacing", "orientation", "resize", "size")
 class CTExplanation(Explanation):
     """``rollout (X, Y, Z)`` and ``attribution (X, Y, Z)`` (``None`` when the method is rollout) on the input's
     voxel grid with ``affine (4, 4)``; ``image (X, Y, Z)`` the input's first channel; ``probabilities`` per class;
-    ``label`` (``.npz`` input only); ``method``; ``description`` of the input."""
+    ``label`` (``.npz`` input only); ``method``; ``description`` of the input; ``input_meta``: the input's metadata
+    as read (a NIfTI input's sform/qform codes, which the written maps keep: :func:`~bioattn.data.ct.write_nifti`)."""
 
     rollout: torch.Tensor = None
     attribution: torch.Tensor | None = None
@@ -44,16 +45,17 @@ class CTExplanation(Explanation):
     label: int | None = None
     method: str = ""
     description: str = ""
+    input_meta: dict | None = None
 
     def _write_files(self, out: Path) -> None:
         from bioattn.data.ct import write_nifti
 
         if self.rollout is not None:  # a model without attention has none
-            write_nifti(out / "rollout.nii.gz", self.rollout, self.affine)
+            write_nifti(out / "rollout.nii.gz", self.rollout, self.affine, self.input_meta)
         if self.label is not None:
-            write_nifti(out / "input.nii.gz", self.image, self.affine)
+            write_nifti(out / "input.nii.gz", self.image, self.affine, self.input_meta)
         if self.attribution is not None:
-            write_nifti(out / "attribution.nii.gz", self.attribution, self.affine)
+            write_nifti(out / "attribution.nii.gz", self.attribution, self.affine, self.input_meta)
 
 
 def describe(result: CTExplanation, out: Path | None = None) -> str:
@@ -403,5 +405,6 @@ def explain_ct(
     }
     return saved_under(CTExplanation(summary=summary, tables={}, figures=[draw], rollout=voxel_map,
                                      attribution=attribution_map, affine=affine, image=image[0],
-                                     probabilities=probabilities, label=label, method=method, description=described),
+                                     probabilities=probabilities, label=label, method=method, description=described,
+                                     input_meta=dict(getattr(image, "meta", {}))),
                        out, overwrite)

@@ -266,9 +266,10 @@ def predict_manifest(
 def predict_volume(
     model: HybridCT3D, path: str | os.PathLike, preprocessing: VolumePreprocessing, saved: SavedPreprocessing | None,
     *, flip_tta: bool = False, attention_map: bool = False, head_fusion: str = "mean",
-) -> tuple[CTPrediction, tuple[torch.Tensor, torch.Tensor] | None]:
+) -> tuple[CTPrediction, tuple[torch.Tensor, torch.Tensor, dict] | None]:
     """One NIfTI/DICOM volume → its prediction and, with ``attention_map``, ``(map (X, Y, Z) on the input grid,
-    scaled so its maximum is 1, the input's affine)``."""
+    scaled so its maximum is 1, the input's affine, the input's metadata)``: the arguments of
+    :func:`~bioattn.data.ct.write_nifti`, which keeps a NIfTI input's sform/qform codes."""
     volume, image, pipeline, warnings = prepare_volume(model, path, preprocessing, saved)
     batch = image.as_tensor()[None].float()
     overlay = None
@@ -278,25 +279,28 @@ def predict_volume(
     if attention_map:
         voxel_map = average_over_members(model, lambda member: member.attention_map(batch, head_fusion=head_fusion)[1])
         restored = invert_to_input_grid(pipeline, image, voxel_map)[0].as_tensor()  # (X, Y, Z), input grid
-        overlay = (restored / restored.max().clamp_min(torch.finfo(restored.dtype).tiny), volume.affine)
+        overlay = (restored / restored.max().clamp_min(torch.finfo(restored.dtype).tiny), volume.affine, volume.meta)
     probs = predict_probabilities(model, [(batch[0], 0)], batch_size=1, flip_tta=flip_tta)[0]
     return CTPrediction(str(path), probs, warnings=warnings), overlay
 
 
 def write_predictions(
-    path: str | os.PathLike, predictions: Sequence[CTPrediction], class_names: Sequence[str], *, manifest: bool,
+    path: str | os.PathLike, predictions: Sequence[CTPrediction], class_names: Sequence[str], *,
     threshold: float = 0.5,
 ) -> None:
     """The predictions as CSV/TSV, one row per volume in input order, with ``p_<class>`` per class, the predicted
-    class and the warnings (``; ``-separated, empty when none). Columns: manifest input ``image,label,split,...``;
-    other inputs ``input,split,index,label,...``."""
-    first = ["image", "label", "split"] if manifest else ["input", "split", "index", "label"]
-    header = [*first, *(f"p_{name}" for name in class_names), "predicted_label", "warning"]
+    class and the warnings (``; ``-separated, empty when none). The same columns for every input (:data:`FIRST_COLUMNS`,
+    a manifest's own first): ``image,label,split,index,p_<class>...,predicted_label,warning``; ``label`` and ``split``
+    are empty when the input has none, ``index`` (the volume's index in its ``.npz`` split) for ``.npz`` rows only."""
+    header = [*FIRST_COLUMNS, *(f"p_{name}" for name in class_names), "predicted_label", "warning"]
     with table_writer(path, header) as write_row:
         for p in predictions:
-            start = [p.source, p.label, p.split] if manifest else [p.source, p.split, p.index, p.label]
-            write_row([*start, *map(float, p.probabilities), class_names[predicted_index(p.probabilities, threshold)],
-                       "; ".join(p.warnings)])
+            write_row([p.source, p.label, p.split, p.index, *map(float, p.probabilities),
+                       class_names[predicted_index(p.probabilities, threshold)], "; ".join(p.warnings)])
+
+
+#: The first columns of :func:`write_predictions` for every input: a manifest's own, then the ``.npz`` index.
+FIRST_COLUMNS = ["image", "label", "split", "index"]
 
 
 def report_warnings(predictions: Sequence[CTPrediction]) -> int:

@@ -127,7 +127,7 @@ def predict_ct(
         predictions = [prediction]
     names = model.class_names
     threshold = saved.threshold if saved is not None else 0.5
-    ct_predict.write_predictions(output, predictions, names, manifest=many, threshold=threshold)
+    ct_predict.write_predictions(output, predictions, names, threshold=threshold)
     if overlay is not None and attention_path is not None:
         write_nifti(attention_path, *overlay)
     ct_predict.report_warnings(predictions)

@@ -100,7 +100,7 @@ def test_predict_a_manifest_in_input_order_and_a_single_scan_alike(own_data: Pat
     listed = [line.split(",")[0] for line in own_data.read_text().splitlines()[1:]]
     manifest = write_csv_rows(own_data.parent / "to_score.csv", ["image"], [[listed[i]] for i in order])
     rows = predict_ct_rows(run, manifest, tmp_path / "scores.csv")
-    assert list(rows[0]) == ["image", "label", "split", "p_blob", "p_none", "predicted_label", "warning"]
+    assert list(rows[0]) == ["image", "label", "split", "index", "p_blob", "p_none", "predicted_label", "warning"]
     assert [Path(r["image"]).name for r in rows] == [Path(listed[i]).name for i in order]
     threshold = HybridCT3D.from_pretrained(run).threshold  # the run's decision threshold on class 1 ("none")
     for row in rows:
