@@ -36,7 +36,6 @@ def test_a_manifest_row_a_single_volume_and_an_npz_volume_get_the_same_columns(t
     assert [rows["npz"][0][c] for c in ("image", "label", "split", "index")] == ["vols.npz", "1", "test", "4"]
 
 
-@pytest.mark.slow  # over two seconds: the full suite runs it, the fast lane does not
 def test_the_command_writes_one_header_for_a_manifest_and_for_its_one_scan(tmp_path: Path) -> None:
     run, npz = write_tiny_ct_run(tmp_path)
     scan = tmp_path / "scan.nii.gz"
