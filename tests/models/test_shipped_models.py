@@ -205,14 +205,13 @@ def _out_of_fold_mcc(name: str, check: dict, require_data: Callable[..., Path], 
 
 def _assert_loader_gives_the_rows(probabilities: np.ndarray, rows: list[dict[str, str]], model) -> None:
     """The loader's class probabilities equal the first rows of ``bioattn predict promoter`` (its probability columns
-    and its predicted labels)."""
+    on the same inputs)."""
     names = list(model.class_names)
-    if len(names) == 2:
-        from_rows = np.array([[float(row["promoter_probability"])] for row in rows[:len(probabilities)]])
-        ours = probabilities[:, 1:]
+    if probabilities.ndim == 1:  # two classes: the probability of the positive class
+        from_rows = np.array([float(row["promoter_probability"]) for row in rows[:len(probabilities)]])
     else:
         from_rows = np.array([[float(row[f"p_{c}"]) for c in names] for row in rows[:len(probabilities)]])
-        ours = probabilities
+    ours = probabilities
     assert len(probabilities) == min(SUBSET, len(rows))
     np.testing.assert_allclose(ours, from_rows, atol=ROW_TOLERANCE, rtol=ROW_RTOL)
 

@@ -23,7 +23,7 @@ DOCS = REPO_ROOT / "docs"
 RUNNABLE = re.compile(r"^<!-- runnable -->\n```(python|bash)[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 # pages that must keep runnable examples (a page that lost them would pass the example test vacuously)
 MUST_RUN = ["getting-started.md", "guides/dna.md", "guides/ct.md", "guides/msa.md", "guides/attention.md",
-            "guides/explanations.md"]
+            "guides/explanations.md", "guides/activity-and-variants.md"]
 
 
 def _pages_with_examples() -> list[Path]:
