@@ -6,7 +6,7 @@ fraction of a second). Each model lives in its own module and is imported from t
 bioattn.models.promoter import PromoterClassifier``, ``from bioattn.models.ensemble import Ensemble``,
 ``from bioattn.models.base import PretrainedModel``, ``from bioattn.models.factored_attention import
 FactoredAttention``; :func:`load_pretrained` picks the class a saved ``config.json`` names from the tasks'
-``model_types`` (:mod:`bioattn.tasks.registry`).
+model classes (:data:`bioattn.plugins.TASKS`, a table of strings below this package).
 """
 from __future__ import annotations
 

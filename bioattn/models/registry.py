@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bioattn import plugins
 from bioattn.errors import UserInputError
 
 if TYPE_CHECKING:
@@ -44,15 +45,13 @@ PRETRAINED_ROOT = Path(__file__).resolve().parent.parent / "pretrained"
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 CARD_NAME = "card.json"
-#: The task registry (:data:`bioattn.tasks.registry.TASKS`), read as a table of plugins: each task names the model
-#: classes it saves (``Task.model_types``). It sits in a higher layer, so it is looked up by name, never imported.
-TASK_REGISTRY = "bioattn.tasks.registry"
 
 
 def registered_model_types() -> dict[str, str]:
-    """``model_type`` saved in config.json → ``module:class``: the union of the registered tasks' ``model_types``
-    (an :class:`~bioattn.models.ensemble.Ensemble` is recognised by its own ``model_type``)."""
-    return importlib.import_module(TASK_REGISTRY).task_model_types()
+    """``model_type`` saved in config.json → ``module:class``: the model classes of every registered task
+    (:data:`bioattn.plugins.TASKS`, a table of strings below this layer; an :class:`~bioattn.models.ensemble.Ensemble`
+    is recognised by its own ``model_type``)."""
+    return plugins.model_types()
 
 
 #: ``model_type`` saved in config.json → ``module:class`` (imported only when such a model is loaded).

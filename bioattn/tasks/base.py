@@ -33,6 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
+from bioattn import plugins
+
 if TYPE_CHECKING:  # the registry reads Task attributes on every ``bioattn --help``: no torch / numpy here
     import numpy as np
     from torch import nn
@@ -76,7 +78,8 @@ class Task:
     Class attributes: ``name`` (CLI target and registry key), ``description`` (one line for help texts),
     ``kind`` (one of :data:`KINDS`), ``headline_metric`` (key of :meth:`score` the summary leads with; higher is
     better unless ``lower_is_better``), ``model_types`` (``config.json`` ``model_type`` → ``"module:Class"``,
-    imported only when such a model is loaded), ``commands`` (verb → command module, e.g.
+    imported only when such a model is loaded; read from the task's line in :data:`bioattn.plugins.TASKS`),
+    ``commands`` (verb → command module, e.g.
     ``{"train": "bioattn.commands.train_activity"}``; the CLI reads this table), ``explain`` (``"module:function"``
     of the explain pipeline, or ``None``), ``attribution`` (``"module:function"`` computing an attribution map for
     :func:`bioattn.explain.attribute`, or ``None``), ``reference`` (published numbers).
@@ -87,11 +90,16 @@ class Task:
     kind: ClassVar[str] = "classification"
     headline_metric: ClassVar[str] = ""
     lower_is_better: ClassVar[bool] = False
-    model_types: ClassVar[Mapping[str, str]] = {}
     commands: ClassVar[Mapping[str, str]] = {}
     explain: ClassVar[str | None] = None
     attribution: ClassVar[str | None] = None
     reference: ClassVar[Mapping[str, Mapping[str, float]]] = {}
+
+    @property
+    def model_types(self) -> Mapping[str, str]:
+        """``config.json`` ``model_type`` → ``"module:Class"`` of the models this task saves (its line in
+        :data:`bioattn.plugins.TASKS`)."""
+        return plugins.model_types(self.name)
 
     # -- training hooks (see the module docstring) ------------------------------------------------------------
     def load_data(self, options: Any) -> TaskData:

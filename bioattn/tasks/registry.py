@@ -1,22 +1,19 @@
-"""The one list of tasks: registry key → ``"module:attribute"`` of its :class:`~bioattn.tasks.base.Task`.
+"""The registered tasks: registry key → ``"module:attribute"`` of its :class:`~bioattn.tasks.base.Task`.
 
-Adding a task is one line here (plus its model file and its folder ``bioattn/tasks/<name>/``); the command line,
-the model loader and the explain dispatch read this table. Each entry is imported only when used, and a task's
-``task.py`` imports only :mod:`bioattn.tasks.base` at module level, so reading the tasks imports no torch.
+The one line per task is in :data:`bioattn.plugins.TASKS` (a table of strings below the models, which the model
+loader reads too); this module reads it for the command line and the explain dispatch. Each entry is imported only
+when used, and a task's ``task.py`` imports only :mod:`bioattn.tasks.base` at module level, so reading the tasks
+imports no torch.
 """
 from __future__ import annotations
 
 import importlib
 
+from bioattn import plugins
 from bioattn.tasks.base import Task
 
-TASKS: dict[str, str] = {
-    "promoter": "bioattn.tasks.promoter.task:TASK",
-    "ct": "bioattn.tasks.ct.task:TASK",
-    "msa": "bioattn.tasks.msa.task:TASK",
-    "activity": "bioattn.tasks.activity.task:TASK",
-    "variants": "bioattn.tasks.variants.task:TASK",
-}
+#: Registry key → ``"module:attribute"`` of the task's Task object (from :data:`bioattn.plugins.TASKS`).
+TASKS: dict[str, str] = {name: plugins.task_target(name) for name in plugins.TASKS}
 
 
 def get_task(name: str) -> Task:
@@ -43,12 +40,7 @@ def task_commands() -> dict[str, dict[str, str]]:
 
 def task_model_types() -> dict[str, str]:
     """``{config.json model_type: "module:Class"}``, the union of the tasks' ``model_types``."""
-    types: dict[str, str] = {}
-    for task in all_tasks():
-        for model_type, target in task.model_types.items():
-            if types.setdefault(model_type, target) != target:
-                raise ValueError(f"model_type {model_type!r} is claimed by two tasks")
-    return types
+    return plugins.model_types()
 
 
 def task_of_model(model_class: type) -> Task | None:

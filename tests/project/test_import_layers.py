@@ -18,7 +18,7 @@ PACKAGE = REPO_ROOT / "bioattn"
 #: Rank of each part of the package (first component after ``bioattn.``); lower ranks never import higher ones.
 LAYERS: dict[str, int] = {
     "__init__": 0, "errors": 0, "io": 0, "metrics": 0, "report": 0, "progress": 0, "precision": 0, "runtime": 0,
-    "distributed": 0, "run_dir": 0, "plots": 0,
+    "distributed": 0, "run_dir": 0, "plots": 0, "plugins": 0,
     "attention": 1,
     "data": 2,
     "models": 3, "coevolution": 3, "training": 3,
@@ -36,9 +36,15 @@ def module_name(path: Path) -> str:
 
 
 def imported_modules(path: Path) -> set[str]:
-    """Every ``bioattn...`` module ``path`` imports (``from bioattn.x import y`` counts y when it is a module)."""
+    """Every ``bioattn...`` module ``path`` imports (``from bioattn.x import y`` counts y when it is a module), and
+    every one it loads with ``importlib.import_module`` by a string constant, given in the call or bound to a
+    module-level name (``ROUTE = "bioattn.x"`` ... ``import_module(ROUTE)``)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    constants = {target.id: node.value.value for node in tree.body if isinstance(node, ast.Assign)
+                 and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+                 for target in node.targets if isinstance(target, ast.Name)}
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names if alias.name.startswith("bioattn"))
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("bioattn"):
@@ -47,7 +53,13 @@ def imported_modules(path: Path) -> set[str]:
                 candidate = f"{node.module}.{alias.name}"
                 if (PACKAGE.parent / Path(*candidate.split("."))).with_suffix(".py").is_file():
                     found.add(candidate)
-    # importlib.import_module("bioattn....") strings (the CLI's routing table, lazy re-exports) are not edges.
+        elif (isinstance(node, ast.Call) and node.args
+              and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module"):
+            argument = node.args[0]
+            name = (argument.value if isinstance(argument, ast.Constant)
+                    else constants.get(argument.id) if isinstance(argument, ast.Name) else None)
+            if isinstance(name, str) and name.startswith("bioattn"):
+                found.add(name)
     return found
 
 
@@ -68,6 +80,15 @@ GRAPH = {module_name(p): imported_modules(p) for p in sorted(PACKAGE.rglob("*.py
 def test_no_import_from_a_higher_layer(module: str) -> None:
     upward = sorted(target for target in GRAPH[module] if layer_of(target) > layer_of(module))
     assert not upward, f"{module} (layer {layer_of(module)}) imports from a higher layer: {upward}"
+
+
+def test_importlib_loads_are_edges(tmp_path: Path) -> None:
+    """A module loaded through ``importlib.import_module`` by a constant name is an import like any other (the model
+    loader once reached the task registry that way, unseen)."""
+    path = tmp_path / "loader.py"
+    path.write_text('import importlib\nREGISTRY = "bioattn.tasks.registry"\n\n\ndef load():\n'
+                    '    importlib.import_module(REGISTRY)\n    return importlib.import_module("bioattn.tasks.base")\n')
+    assert imported_modules(path) == {"bioattn.tasks.registry", "bioattn.tasks.base"}
 
 
 def test_no_import_cycle() -> None:

@@ -83,6 +83,16 @@ def test_the_model_loader_knows_every_task_model_type() -> None:
     assert {t for task in all_tasks() for t in task.model_types} == set(MODEL_TYPES)
 
 
+def test_the_model_loader_reads_the_table_without_the_task_layer() -> None:
+    """``bioattn.models`` sits below the tasks: it reads the model classes from :data:`bioattn.plugins.TASKS` and
+    loading a shipped model imports nothing from ``bioattn.tasks``."""
+    code = ("import sys\nfrom bioattn.models.registry import MODEL_TYPES, load_pretrained\n"
+            "load_pretrained('gue-prom-core-all')\n"
+            "print('TASKS', sorted(m for m in sys.modules if m.startswith('bioattn.tasks')), len(MODEL_TYPES))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT)
+    assert f"TASKS [] {len(task_model_types())}" in done.stdout, done.stderr
+
+
 def test_attribute_dispatches_through_the_model_task() -> None:
     import torch
 

@@ -17,7 +17,6 @@ class ActivityTask(Task):
     description = "quantitative activity regression (MPRA / expression) from DNA sequence"
     kind = "regression"
     headline_metric = "pearson"
-    model_types = {"ActivityRegressor": "bioattn.models.activity:ActivityRegressor"}
     commands = {"train": "bioattn.commands.train_activity", "predict": "bioattn.commands.predict_activity",
                 "explain": "bioattn.commands.explain_activity"}
     explain = "bioattn.tasks.activity.explain:explain_activity"

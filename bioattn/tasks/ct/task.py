@@ -14,7 +14,6 @@ class CTTask(Task):
     description = "3D volume classification (MedMNIST 3D or your own NIfTI/DICOM volumes + labels CSV)"
     kind = "classification"
     headline_metric = "auroc"
-    model_types = {"HybridCT3D": "bioattn.models.hybrid_ct:HybridCT3D", "ResNetCT3D": "bioattn.models.ct_resnet:ResNetCT3D"}
     commands = {
         "train": "bioattn.commands.train_ct",
         "predict": "bioattn.commands.predict_ct",

@@ -14,10 +14,6 @@ class MSATask(Task):
     description = "contact prediction from a protein alignment (one family, every family of a data root)"
     kind = "contacts"
     headline_metric = "P@L/5"
-    model_types = {
-        "MSAContactModel": "bioattn.models.msa_contact:MSAContactModel",
-        "MSATransformer": "bioattn.models.msa_transformer:MSATransformer",
-    }
     commands = {
         "train": "bioattn.commands.train_msa",
         "predict": "bioattn.commands.predict_msa",

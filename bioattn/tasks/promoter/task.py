@@ -14,7 +14,6 @@ class PromoterTask(Task):
     description = "DNA sequence classification (GUE / E. coli promoters or your own labelled FASTA/CSV)"
     kind = "classification"
     headline_metric = "mcc"
-    model_types = {"PromoterClassifier": "bioattn.models.promoter:PromoterClassifier"}
     commands = {
         "train": "bioattn.commands.train_promoter",
         "predict": "bioattn.commands.predict_promoter",

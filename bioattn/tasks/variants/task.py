@@ -14,7 +14,6 @@ class VariantsTask(Task):
     description = "variant-effect scoring (ref vs alt allele, saturation maps) and the CAGI5 variant-effect head"
     kind = "regression"
     headline_metric = "pearson"
-    model_types = {"VariantEffectHead": "bioattn.models.variant_head:VariantEffectHead"}
     commands = {"predict": "bioattn.commands.predict_variants", "train": "bioattn.commands.train_variants"}
     explain = None
     attribution = None
