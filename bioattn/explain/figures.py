@@ -10,8 +10,8 @@ user's matplotlib backend (inline figures in a notebook keep working).
 - :func:`plot_rollout_track`: a per-token influence track for 1D inputs (DNA), optionally with a spread
   band (when aggregated over many inputs), the sequence letters and highlighted spans.
 - :func:`plot_orthogonal_slices`: three orthogonal slices of a 3D volume with an influence overlay.
-- :func:`plot_contact_map` (from :mod:`bioattn.tasks.msa.figures`, which MSA training also writes with): the top
-  predicted residue–residue contacts over the native contact map.
+
+A task's own figures live in its folder (the MSA contact map: :func:`bioattn.tasks.msa.figures.plot_contact_map`).
 """
 from __future__ import annotations
 
@@ -27,7 +27,6 @@ from matplotlib.figure import Figure
 
 from bioattn.errors import UserInputError
 from bioattn.io import save_figure
-from bioattn.tasks.msa.figures import plot_contact_map
 from bioattn.plots import plot_metric_per_epoch
 
 ArrayLike = np.ndarray | torch.Tensor | Sequence[float]

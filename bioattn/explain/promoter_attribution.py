@@ -117,7 +117,7 @@ def promoter_score(model: torch.nn.Module, ids: Tensor, predicted: int, *, rc_av
 
 def attribute_tokens(model: torch.nn.Module, ids: Tensor, method: str, **options) -> Tensor:
     """:func:`promoter_attribution` of token ids ``(B, L)`` whose padding is ``PAD`` (the promoter task's entry for
-    :func:`bioattn.explain.attribute`)."""
+    :func:`bioattn.tasks.explain_dispatch.attribute`)."""
     from bioattn.data.dna import PAD_ID
 
     return promoter_attribution(model, ids, ids == PAD_ID, method, **options)

@@ -4,7 +4,7 @@ model loader and the explain dispatch can serve it without naming it.
 A task lives in one folder, ``bioattn/tasks/<name>/``, whose ``task.py`` defines one :class:`Task` instance
 ``TASK``; :data:`bioattn.tasks.registry.TASKS` holds one line per task naming that object. Nothing else in bioattn
 names a task: the command line (``bioattn train|predict|explain <name>``), :func:`bioattn.models.load_pretrained`
-(``config.json``'s ``model_type``) and :func:`bioattn.explain.attribute` are derived from the registry.
+(``config.json``'s ``model_type``) and :func:`bioattn.tasks.explain_dispatch.attribute` are derived from the registry.
 
 Hooks, in the order a training run calls them (the driver in :mod:`bioattn.tasks.driver` runs holdout, seeds,
 cross-validation and ensembles the same way for every task):
@@ -82,7 +82,7 @@ class Task:
     ``commands`` (verb → command module, e.g.
     ``{"train": "bioattn.commands.train_activity"}``; the CLI reads this table), ``explain`` (``"module:function"``
     of the explain pipeline, or ``None``), ``attribution`` (``"module:function"`` computing an attribution map for
-    :func:`bioattn.explain.attribute`, or ``None``), ``reference`` (published numbers).
+    :func:`bioattn.tasks.explain_dispatch.attribute`, or ``None``), ``reference`` (published numbers).
     """
 
     name: ClassVar[str] = ""

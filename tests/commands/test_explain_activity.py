@@ -67,10 +67,10 @@ def test_explain_activity_on_a_single_run_and_a_cv_ensemble(planted: dict[str, P
 
 @pytest.mark.slow  # over two seconds: the full suite runs it, the fast lane does not
 def test_explain_activity_from_python_matches_the_command(planted: dict[str, Path], tmp_path: Path) -> None:
-    from bioattn import explain
+    from bioattn.tasks.explain_dispatch import explain_pipeline
 
-    result = explain.explain_pipeline("activity")(planted["cv"], planted["table"], method="gradient_x_input",
-                                                  faithfulness=False, max_rows=4, plot_sequences=0, device="cpu")
+    result = explain_pipeline("activity")(planted["cv"], planted["table"], method="gradient_x_input",
+                                          faithfulness=False, max_rows=4, plot_sequences=0, device="cpu")
     assert result.attribution.shape == (4, 40) and result.member_values.shape == (2, 4, 1)
     assert result.motif_weights[0]["members_with_branch"] == 1
     saved = result.save(tmp_path / "lib")

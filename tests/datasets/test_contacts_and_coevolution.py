@@ -10,7 +10,7 @@ from Bio.PDB import MMCIFIO, PDBParser
 
 from bioattn.coevolution import apc, mi_apc, mutual_information, potts_couplings, pseudo_likelihood
 from bioattn.data.contacts import load_target, read_contact_scores, tool_name, write_rr
-from bioattn.explain.figures import plot_contact_map
+from bioattn.tasks.msa.figures import plot_contact_map
 from bioattn.metrics import precision_at
 from bioattn.data.msa import MSATokenizer
 from bioattn.data.structure import native_distances, read_chain, read_struct_dat, virtual_cb

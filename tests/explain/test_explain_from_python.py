@@ -1,5 +1,6 @@
-"""``bioattn.explain.explain_promoter`` / ``explain_ct`` / ``explain_msa`` from Python on tiny models and synthetic
-inputs: the result holds the maps, ``save`` writes what the command writes, and bad input is one clear error."""
+"""Each task's ``explain`` pipeline (``explain_promoter`` / ``explain_ct`` / ``explain_msa``, by task name through
+``explain_pipeline``) from Python on tiny models and synthetic inputs: the result holds the maps, ``save`` writes
+what the command writes, and bad input is one clear error."""
 from __future__ import annotations
 
 import json
@@ -9,12 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from bioattn import explain
 from bioattn.cli import main as cli_main
 from bioattn.errors import UserInputError
 from bioattn.models.hybrid_ct import HybridCT3D
 from bioattn.models.msa_contact import MSAContactModel
 from bioattn.models.promoter import PromoterClassifier
+from bioattn.tasks.explain_dispatch import explain_pipeline
 
 SEQUENCES = ["ACGTATAAAAGGCGCGTACGATCGA", "TTGACATATAAAGCGC", "GGGCCCATATATCCGGAATTCCG"]
 FAST = {"method": "rollout", "faithfulness": False, "device": "cpu"}
@@ -32,7 +33,7 @@ def _files(folder: Path) -> list[str]:
 
 @pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_explain_promoter_from_python_matches_the_command(promoter_model: PromoterClassifier, tmp_path: Path) -> None:
-    result = explain.explain_pipeline("promoter")(promoter_model, SEQUENCES, tss_index=4, plot_sequences=2, **FAST)
+    result = explain_pipeline("promoter")(promoter_model, SEQUENCES, tss_index=4, plot_sequences=2, **FAST)
     lengths = [len(s) for s in SEQUENCES]
     assert result.influence.shape == (3, max(lengths)) and list(result.lengths) == lengths
     assert (result.influence[1, lengths[1]:] == 0).all() and (result.influence[1, : lengths[1]] > 0).all()
@@ -57,9 +58,9 @@ def test_explain_promoter_from_python_matches_the_command(promoter_model: Promot
 
 def test_explain_promoter_bad_sequence_is_a_clear_error(promoter_model: PromoterClassifier) -> None:
     with pytest.raises(UserInputError, match="'U'"):
-        explain.explain_pipeline("promoter")(promoter_model, ["ACGUACGT"], **FAST)
+        explain_pipeline("promoter")(promoter_model, ["ACGUACGT"], **FAST)
     with pytest.raises(UserInputError, match="at most 32"):
-        explain.explain_pipeline("promoter")(promoter_model, ["A" * 40], **FAST)
+        explain_pipeline("promoter")(promoter_model, ["A" * 40], **FAST)
 
 
 @pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
@@ -70,7 +71,7 @@ def test_explain_ct_from_python_on_an_in_memory_volume(tmp_path: Path) -> None:
     model = HybridCT3D(1, 2, stem_channels=[4, 8], stem_strides=[2, 2], embed_dim=12, num_heads=2, num_layers=2,
                        dropout=0.0).eval()
     volume = torch.rand(1, 10, 13, 9, generator=torch.Generator().manual_seed(0))  # (C, X, Y, Z), not divisible by 4
-    result = explain.explain_pipeline("ct")(model, volume, method="gradient_x_input", faithfulness=False, device="cpu")
+    result = explain_pipeline("ct")(model, volume, method="gradient_x_input", faithfulness=False, device="cpu")
     assert result.rollout.shape == (10, 13, 9) and result.attribution.shape == (10, 13, 9)
     assert result.summary["model_input_shape"] == [12, 16, 12] and result.summary["token_grid"] == [3, 4, 3]
     assert sum(result.probabilities) == pytest.approx(1.0)
@@ -92,7 +93,7 @@ def test_explain_msa_from_python_with_a_structure(tmp_path: Path) -> None:
     i, j = np.triu_indices(length, k=1)
     (tmp_path / "fam_struct.dat").write_text("".join(f"{a + 1} {b + 1} 0.0 {5.0 if b - a == 20 else 20.0}\n"
                                                      for a, b in zip(i, j)))
-    result = explain.explain_pipeline("msa")(model, tmp_path / "fam.fasta", struct_dat=tmp_path / "fam_struct.dat", max_rows=6, **FAST)
+    result = explain_pipeline("msa")(model, tmp_path / "fam.fasta", struct_dat=tmp_path / "fam_struct.dat", max_rows=6, **FAST)
     assert result.row_attention.shape == (2, 2, length, length) and result.head_precision.shape == (2, 2, 3)
     torch.testing.assert_close(result.row_attention.sum(-1), torch.ones(2, 2, length))
     assert result.columns.shape == (length,) and result.summary["rows_used"] == 6

@@ -14,7 +14,7 @@ import torch
 from bioattn.attention import MultiHeadAttention
 from bioattn.cli import main as cli_main
 from bioattn.data.dna import A_ID, C_ID, T_ID, decode
-from bioattn.explain import attribute
+from bioattn.tasks.explain_dispatch import attribute
 from bioattn.explain.attribution import CT_METHODS, METHODS, PROMOTER_METHODS
 from bioattn.explain.faithfulness import area_under_curve, deletion_insertion, evaluate_faithfulness, rank_units
 from bioattn.explain.result import resolve_method

@@ -105,8 +105,8 @@ def activity_attribution(members: Sequence[ActivityRegressor], tokens: Tensor, m
 
 def attribute_tokens(model: nn.Module, ids: Tensor, method: str, **options: Any) -> Tensor:
     """:func:`activity_attribution` of an ActivityRegressor or an ensemble of them on token ids ``(B, L)`` (PAD =
-    padding): the activity task's entry for :func:`bioattn.explain.attribute` (``options``: ``target``,
-    ``strand``, ``seed``)."""
+    padding): the activity task's entry for :func:`bioattn.tasks.explain_dispatch.attribute` (``options``:
+    ``target``, ``strand``, ``seed``)."""
     from bioattn.models.ensemble import ensemble_members
 
     return activity_attribution([m.eval() for m in ensemble_members(model)], ids, method, **options)
