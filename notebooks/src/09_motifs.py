@@ -41,7 +41,7 @@ torch.manual_seed(0)
 torch.set_num_threads(1)
 QUICK = os.environ.get("BIOATTN_QUICK") == "1"
 PROMOTERS = 400 if QUICK else 1500
-PLANTED = 150  # sequences whose shuffles receive the planted motifs
+PLANTED = 40 if QUICK else 150  # sequences whose shuffles receive the planted motifs
 TSS = 34  # GUE's 70-nt core-promoter windows: the TSS is index 34
 REPORT = Path("runs") / "09_motifs"  # inside notebooks/, ignored by git
 
