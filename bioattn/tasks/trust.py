@@ -121,7 +121,9 @@ def trust_report(labels: Sequence[int] | np.ndarray, probs: np.ndarray, *, thres
     Returns a JSON-ready dict: ``split``, ``examples``, ``class_counts`` ({class: n}), ``threshold`` (``None`` for a
     multi-class argmax), ``confusion`` ({"classes", "matrix": rows = true class, columns = predicted}),
     ``predicted_counts``, ``headline`` and its ``value``, ``interval`` (bootstrap 95 % ``[low, high]`` when the
-    split is small, else ``None``), ``small`` and ``warnings`` (``warning: ...`` lines).
+    split is small, else ``None``), ``small`` and ``warnings`` (``warning: ...`` lines); ``chance_distance`` (how far
+    the farthest probability lies from chance), ``barely_learned`` (it is under :data:`NEAR_CHANCE`: the "barely
+    learned" warning) and ``single_class`` (the "predicts one class" warning).
     """
     labels = np.asarray(labels, dtype=np.int64)
     probs = np.asarray(probs, dtype=np.float64)
@@ -168,6 +170,9 @@ def trust_report(labels: Sequence[int] | np.ndarray, probs: np.ndarray, *, thres
         "predicted_counts": {names[c]: int((predicted == c).sum()) for c in range(num_classes)},
         "headline": headline, "value": metrics.get(headline),
         "interval": list(interval) if interval else None, "small": bool(small), "warnings": found,
+        # what the warnings say, for code that acts on them (e.g. the CT run's choice of model)
+        "chance_distance": distance, "barely_learned": bool(distance < NEAR_CHANCE),
+        "single_class": bool(len(present) > 1 and len(predicted_set) == 1),
     }
 
 

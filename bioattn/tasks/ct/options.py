@@ -107,6 +107,8 @@ DEPTH_BASELINE_NAME = "mean depth inside the mask (1 number, logistic regression
 # column prefixes of out_of_fold.csv
 OOF_PREFIXES = {HYBRID_NAME: "", BASELINE_NAME: "baseline_", DEPTH_BASELINE_NAME: "depth_"}
 BASELINE_DIR = "baseline_resnet"
+#: Where a single run saves the attention model when it keeps the baseline instead (see :mod:`~bioattn.tasks.ct.selection`).
+HYBRID_DIR = "hybrid_attention"
 VAL_CURVE_NAME = "val_auc.png"
 HISTORY_KEYS = ("epoch", "val_auroc", "val_accuracy", "val_auroc_no_tta")
 

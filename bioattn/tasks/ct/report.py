@@ -12,6 +12,7 @@ from bioattn.report import format_mean_sd, format_table
 from bioattn.tasks.ct.data import CTData
 from bioattn.tasks.ct.options import BASELINE_DIR, BASELINE_NAME, HYBRID_NAME, PUBLISHED
 from bioattn.tasks.ct.preprocessing import SavedPreprocessing
+from bioattn.tasks.ct.selection import ModelChoice
 from bioattn.tasks.trust import baseline_warning, format_trust
 
 __all__ = ["comparison_table", "ensemble_table", "trust_sections", "not_learned_hints"]
@@ -51,11 +52,13 @@ def ensemble_table(results: dict[str, Any]) -> str:
     return format_table(header, rows)
 
 
-def trust_sections(results: dict[str, Any], run_dir: Path | None = None) -> list[str]:
+def trust_sections(results: dict[str, Any], run_dir: Path | None = None, *,
+                   choice: ModelChoice | None = None) -> list[str]:
     """The trust part of ``summary.md`` (see :mod:`bioattn.tasks.trust`): per model of a single run its warnings
     (each naming the model) and confusion matrix on validation, and a warning when the baseline beats the attention
-    model's validation AUROC, with the command that uses the baseline (``run_dir``); nothing for ensembles (their
-    tables give mean ± sd over members)."""
+    model's validation AUROC, with the command that uses the baseline (``run_dir``), unless the run kept the
+    baseline (``choice``, :func:`~bioattn.tasks.ct.selection.choose_model`: its statement says so); nothing for
+    ensembles (their tables give mean ± sd over members)."""
     models = results.get("models")
     if not models:
         return []
@@ -67,6 +70,8 @@ def trust_sections(results: dict[str, Any], run_dir: Path | None = None) -> list
     beaten = baseline_warning(HYBRID_NAME, hybrid.get("val_auroc"),
                               {name: m.get("val_auroc") for name, m in models.items() if name != HYBRID_NAME},
                               "validation AUROC")
+    if choice is not None and choice.baseline_kept:
+        beaten = None
     if beaten and BASELINE_NAME in models and run_dir is not None:
         beaten += (f"; it is saved as a run of its own: bioattn predict ct --model {run_dir / BASELINE_DIR} --input "
                    "SCAN --output predictions.csv (explain ct --model accepts it too)")

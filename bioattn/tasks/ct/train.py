@@ -35,7 +35,7 @@ also get each voxel's depth inside the mask as a second input channel (``distanc
 
 The options and protocols are in :mod:`~bioattn.tasks.ct.options`, the fitting of one model in
 :mod:`~bioattn.tasks.ct.fit`, the seeds / cross-validation protocols in :mod:`~bioattn.tasks.ct.protocols` and the
-tables and trust sections in :mod:`~bioattn.tasks.ct.report`; their public names are importable from here too.
+tables and trust sections in :mod:`~bioattn.tasks.ct.report`.
 """
 from __future__ import annotations
 
@@ -56,69 +56,25 @@ from bioattn.tasks.ct.data import (
     load_medmnist,
     write_split_table,
 )
-# every public name these modules took from this one stays importable from here
-from bioattn.tasks.ct.fit import _class_names, build_models, prepare_for_training, train_one
+from bioattn.tasks.ct.fit import _class_names, build_models
 from bioattn.tasks.ct.options import (
-    BASELINE_DIR,
-    BASELINE_NAME,
-    CLASS_NAMES,
     DEFAULT_DATASET,
-    DEFAULT_MANIFEST_POOL,
-    DEFAULT_MANIFEST_SIZE,
-    DEFAULT_MEDMNIST_SIZE,
-    DEFAULT_STEM_DEPTH,
-    DEPTH_BASELINE_NAME,
-    HISTORY_KEYS,
-    HYBRID_NAME,
-    MEDMNIST_DEFAULTS,
-    MEDMNIST_SIZES,
-    OOF_PREFIXES,
     PROTOCOLS,
     PUBLISHED,
-    SMALL_DATA_MIN_BATCHES,
-    SMALL_DATA_MIN_STEPS,
-    STEM_EDGE,
-    TUNED_DEFAULTS,
-    VAL_CURVE_NAME,
     CTOptions,
     Protocol,
     protocol_train_config,
     resolve_protocol,
 )
 from bioattn.tasks.ct.preprocessing import SavedPreprocessing
-from bioattn.tasks.ct.protocols import (
-    _train_cv,
-    _train_pair,
-    _train_seeds,
-    depth_baseline_probabilities,
-    fold_data,
-    mean_mask_depth,
-)
+from bioattn.tasks.ct.protocols import _train_cv, _train_pair, _train_seeds
 from bioattn.tasks.driver import RunProtocol, metrics_document, write_run_report
 from bioattn.tasks.ct.report import comparison_table, ensemble_table, not_learned_hints, trust_sections
+from bioattn.tasks.ct.selection import ModelChoice, choose_model, save_kept_model
 from bioattn.training import TrainConfig, check_run_dir, prepare_run_dir
 from bioattn.distributed import is_main_process
 
-__all__ = [
-    "MEDMNIST_DEFAULTS",
-    "TUNED_DEFAULTS",
-    "PROTOCOLS",
-    "PUBLISHED",
-    "DEFAULT_DATASET",
-    "DEFAULT_MANIFEST_SIZE",
-    "DEFAULT_STEM_DEPTH",
-    "Protocol",
-    "CTOptions",
-    "resolve_protocol",
-    "protocol_train_config",
-    "build_models",
-    "mean_mask_depth",
-    "depth_baseline_probabilities",
-    "train_one",
-    "with_default_window",
-    "not_learned_hints",
-    "train_ct",
-]
+__all__ = ["PreparedCT", "prepare_ct", "train_ct", "unified_scores", "with_default_window"]
 
 
 def _load_data(options: CTOptions, config: TrainConfig, stride: int) -> CTData:
@@ -208,12 +164,21 @@ def train_ct(options: CTOptions) -> dict[str, Any]:
     print(f"{data.path}: " + ", ".join(f"{s} {n}" for s, n in data.split_sizes.items()), file=sys.stderr)
     if data.source == "manifest" and is_main_process():
         write_split_table(run_dir / "splits.csv", data)
+    choice: ModelChoice | None = None  # a single run's choice between the attention model and its baseline
     if options.cv is not None:
         results = _train_cv(options, data, config, protocol, run_dir, run_info, saved)
     elif options.seeds is not None:
         results = _train_seeds(options, data, config, protocol, run_dir, run_info, saved)
     else:
-        results = {"models": _train_pair(options, data, config, protocol, run_dir, run_info, saved).results}
+        trained = _train_pair(options, data, config, protocol, run_dir, run_info, saved)
+        choice = choose_model(trained.results)  # the attention model, unless it did not learn and the baseline did
+        if is_main_process():
+            save_kept_model(run_dir, choice, trained.hybrid, trained.baseline, saved,
+                            {name: m.get("threshold", 0.5) for name, m in trained.results.items()})
+        # the kept model first: the table's first row and metrics.json's headline
+        results = {"models": {name: trained.results[name]
+                              for name in sorted(trained.results, key=lambda name: name != choice.kept)},
+                   "kept_model": choice.to_dict(run_dir)}
     if not is_main_process():
         return {}
     dataset = options.dataset_name
@@ -240,12 +205,14 @@ def train_ct(options: CTOptions) -> dict[str, Any]:
         class_names=class_names or [str(k) for k in range(max(data.num_classes, 2))], **extra)
     table = comparison_table(dataset, results["models"]) if "models" in results else ensemble_table(results)
     positive = order_binary_classes(data.class_names, options.positive_class)[1] if data.class_names else None
-    trust = trust_sections(results, run_dir)
+    trust = trust_sections(results, run_dir, choice=choice)
     if positive:
         trust.insert(0, positive)
     hints = not_learned_hints(data, saved, results["models"]) if "models" in results else []
     if hints:
         trust.insert(0, "\n".join(hints))
+    if choice is not None:  # right under the table: which model RUN holds, why, and the command of the other
+        trust.insert(0, choice.statement(run_dir))
     write_run_report(run_dir, metrics, "\n\n".join([table, *trust]) + "\n")
     return metrics
 
