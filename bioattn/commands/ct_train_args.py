@@ -81,7 +81,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                             "residual for --dataset)")
     model.add_argument("--pool", choices=POOLS, default=None,
                        help="what the classifier reads: the [CLS] token (cls) or, beside it, each channel's maximum over "
-                            "the grid tokens (cls+max) or the mean of the CNN's tokens before attention (cls+mean) "
+                            "the grid tokens (cls+max) or the mean of the CNN's tokens before attention (cls+mean); or a "
+                            "ResNet's readout of the CNN (average pooling, a linear layer) plus the [CLS] head behind a "
+                            "learnable gate that starts at 0 (trunk+gate: the model starts as a ResNet) "
                             "(default: cls+mean for --manifest, cls for --dataset)")
     model.add_argument("--distance-channel", action=argparse.BooleanOptionalAction, default=None,
                        help="also feed the CNN (and the ResNet baseline) how deep each voxel lies inside the mask "

@@ -65,8 +65,11 @@ DISTANCE_UNIT = 8.0
 #: What the classifier reads: the [CLS] token alone ("cls", the model's first layout, kept by runs saved without a
 #: ``pool`` entry), or beside it each channel's maximum over the encoded grid tokens ("cls+max": a small finding in
 #: one token reaches the classifier directly, where [CLS] attention still has to learn to find it), or beside it the
-#: mean of the CNN's tokens before attention ("cls+mean": a direct CNN path, as a ResNet's head reads its trunk).
-POOLS = ("cls", "cls+max", "cls+mean")
+#: mean of the CNN's tokens before attention ("cls+mean": a direct CNN path, as a ResNet's head reads its trunk), or
+#: a ResNet's readout plus a gated attention branch ("trunk+gate": ``fc(mean of the CNN's output grid) + g ·
+#: head([CLS])`` with the scalar gate ``g`` starting at 0, so that at initialisation the model computes what a ResNet
+#: with its trunk computes and attention adds only as far as the gate learns to open).
+POOLS = ("cls", "cls+max", "cls+mean", "trunk+gate")
 #: The CNN stem: MONAI ``ResidualUnit`` stages ("residual", the model's first layout, kept by runs saved without a
 #: ``stem`` entry) or a MONAI ResNet's trunk ("resnet": a 7³ convolution at full resolution, max pooling, then
 #: stages of basic blocks, the first of them at the pooled resolution).
@@ -156,7 +159,10 @@ class HybridCT3D(CTClassifier):
         embed_dim, num_heads, num_layers, dim_feedforward, dropout: the Transformer encoder.
         norm: normalisation in the CNN stem (a MONAI name: ``"batch"``, ``"instance"``, ...).
         class_names: optional name of each class, saved with the model for ``bioattn predict ct``.
-        pool: what the classifier reads (:data:`POOLS`): ``"cls"`` (the default), ``"cls+max"`` or ``"cls+mean"``.
+        pool: what the classifier reads (:data:`POOLS`): ``"cls"`` (the default), ``"cls+max"``, ``"cls+mean"`` or
+            ``"trunk+gate"`` (``trunk_head``, a linear layer on the mean of the stem's output grid as a ResNet's
+            ``fc`` reads its average pooling, plus ``attention_gate`` times the [CLS] head; the gate, a learnable
+            scalar, starts at 0).
     """
 
     @renamed_arguments(d_model="embed_dim")
@@ -242,7 +248,11 @@ class HybridCT3D(CTClassifier):
         self.encoder = TransformerEncoder(
             embed_dim, num_heads, num_layers, dim_feedforward=dim_feedforward, dropout=dropout
         )
-        self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(embed_dim * (1 if pool == "cls" else 2), num_classes))
+        self.head = nn.Sequential(nn.Dropout(dropout),
+                                  nn.Linear(embed_dim * (1 if pool in ("cls", "trunk+gate") else 2), num_classes))
+        if pool == "trunk+gate":  # a ResNet's readout of the trunk, and attention's [CLS] head behind a closed gate
+            self.trunk_head = nn.Linear(previous, num_classes)
+            self.attention_gate = nn.Parameter(torch.zeros(()))
         if pool == "cls+mean":  # the [CLS] half starts at zero: the model starts as its CNN alone, attention joins as it learns
             with torch.no_grad():
                 self.head[1].weight[:, :embed_dim] = 0.0
@@ -313,6 +323,9 @@ class HybridCT3D(CTClassifier):
         tokens = torch.cat([self.cls_token.expand(len(tokens), -1, -1).to(tokens.dtype), tokens], dim=1)
         encoded, attentions = self.encoder(tokens, need_weights=need_weights)
         pooled = encoded[:, 0]
+        if self.pool == "trunk+gate":  # what a ResNet with this trunk computes, plus the gated attention branch
+            logits = self.trunk_head(features.mean(dim=(2, 3, 4))) + self.attention_gate * self.head(pooled)
+            return logits if not need_weights else HybridCTOutput(logits=logits, attentions=attentions or [], grid=grid)
         if self.pool == "cls+max":  # and the strongest response of each channel over the grid tokens
             pooled = torch.cat([pooled, encoded[:, 1:].amax(dim=1)], dim=-1)
         elif self.pool == "cls+mean":  # and the mean of the CNN's tokens, before attention
