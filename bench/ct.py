@@ -29,7 +29,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from bioattn.tasks.ct.train import CTOptions, build_models
+from bioattn.tasks.ct.fit import build_models
+from bioattn.tasks.ct.options import CTOptions
 
 MODELS = ("hybrid (bioattn)", "MONAI ViT", "MONAI ResNet-18 1/8 width")
 

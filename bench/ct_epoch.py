@@ -37,13 +37,8 @@ from bioattn.data.ct import (
 )
 from bioattn.models.hybrid_ct import predict_probabilities
 from bioattn.report import format_table
-from bioattn.tasks.ct.train import (
-    CTOptions,
-    build_models,
-    protocol_train_config,
-    resolve_protocol,
-    train_one,
-)
+from bioattn.tasks.ct.fit import build_models, train_one
+from bioattn.tasks.ct.options import CTOptions, protocol_train_config, resolve_protocol
 from bioattn.tasks.ct.data import CTData, load_medmnist
 from bioattn.training import Trainer
 from bioattn.training.schedules import build_optimizer

@@ -65,7 +65,8 @@ def _ct(mode: str, batch: int, side: int) -> None:
     import torch.nn.functional as F
 
     from bioattn.attention import use_backend
-    from bioattn.tasks.ct.train import PROTOCOLS, CTOptions, build_models
+    from bioattn.tasks.ct.fit import build_models
+    from bioattn.tasks.ct.options import PROTOCOLS, CTOptions
     from bioattn.training.schedules import build_optimizer
     from bioattn.tasks.common import training_attention_backend
 

@@ -118,7 +118,7 @@ def main() -> int:
         fasta = Path(folder) / "in.fa"
         fasta.write_text("".join(f">s{i}\n{s}\n" for i, s in enumerate(sequences)))
         for precision in args.precisions:
-            argv = ["predict", "promoter", "--run", str(run_dir), "--input", str(fasta), "--output",
+            argv = ["predict", "promoter", "--model", str(run_dir), "--input", str(fasta), "--output",
                     str(Path(folder) / "out.csv"), "--batch-size", str(max(args.batch_sizes)), "--precision", precision]
             seconds = timed(lambda: bioattn_main(argv), args.repeats)
             results.append({"path": "bioattn predict promoter (FASTA in, CSV out)", "precision": precision,
@@ -128,7 +128,7 @@ def main() -> int:
         chromosome.write_text(">chrBench\n" + "".join(rng.choice(list("ACGT"), size=args.scan_kb * 1000)) + "\n")
         stride = max(1, model.max_len // 2)
         windows = (args.scan_kb * 1000 - model.max_len) // stride + 2
-        argv = ["predict", "promoter", "--run", str(run_dir), "--input", str(chromosome), "--window",
+        argv = ["predict", "promoter", "--model", str(run_dir), "--input", str(chromosome), "--window",
                 "--output", str(Path(folder) / "scan.bedGraph"), "--batch-size", str(max(args.batch_sizes)),
                 "--precision", args.precisions[-1]]
         seconds = timed(lambda: bioattn_main(argv), args.repeats)

@@ -49,7 +49,8 @@ from bioattn.data.dna import collate_tokens, reverse_complement_ids
 from bioattn.models.msa_contact import masked_lm_loss
 from bioattn.report import format_table
 from bioattn.tasks.common import training_attention_backend
-from bioattn.tasks.ct.train import PROTOCOLS, CTOptions, build_models, prepare_for_training
+from bioattn.tasks.ct.fit import build_models, prepare_for_training
+from bioattn.tasks.ct.options import PROTOCOLS, CTOptions
 from bioattn.tasks.msa.features import DEFAULTS as MSA_DEFAULTS
 from bioattn.tasks.msa.features import MSAOptions
 from bioattn.tasks.promoter.train import DEFAULTS as PROMOTER_DEFAULTS

@@ -5,4 +5,4 @@ MSA contact and CT models), :mod:`bioattn.data` (readers), :mod:`bioattn.trainin
 loop), :mod:`bioattn.explain` (attention rollout and figures).
 """
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"

@@ -5,8 +5,9 @@ temporary file in the destination folder and renamed over the target only once i
 interrupted or failed write never leaves a half-written file and never destroys the previous one.
 
 A ``SIGTERM`` or ``SIGHUP`` (a scheduler's time limit, ``timeout``, a closed terminal) inside
-:func:`interrupt_on_signals` raises :class:`Terminated`, a :class:`KeyboardInterrupt`, so it unwinds like Ctrl-C:
-temporary files are removed, finished files stay, and the command exits with ``128 + signal number``.
+:func:`~bioattn.errors.interrupt_on_signals` raises :class:`~bioattn.errors.Terminated`, a
+:class:`KeyboardInterrupt`, so it unwinds like Ctrl-C: temporary files are removed, finished files stay, and the
+command exits with ``128 + signal number``.
 
 Tables (CSV, TSV, bedGraph, BED) go through :func:`table_writer` / :func:`write_table`: ``\n`` line endings on
 every platform, floats as ``{:.6g}`` (:data:`FLOAT_FORMAT`), and ``-`` as the path for standard output.
@@ -62,9 +63,6 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs: Any) -
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-
-
-from bioattn.errors import TERMINATING_SIGNALS, Terminated, interrupt_on_signals  # noqa: E402,F401  (re-exported)
 
 
 def prepare_output(path: str | os.PathLike, *, folder: bool = False) -> Path | str:

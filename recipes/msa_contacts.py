@@ -1,6 +1,6 @@
 """Predict residue–residue contacts from a protein alignment with an axial-attention MSA model.
 
-    python recipes/msa_contacts.py --msa FILE [--pdb FILE --chain ID | --struct-dat FILE] --out RUN_DIR
+    python recipes/msa_contacts.py --input FILE [--pdb FILE --chain ID | --struct-dat FILE] --out RUN_DIR
                                    [--contact-head FILE] [--max-minutes M] [--quick]
     python recipes/msa_contacts.py --all [--data-root DIR] --out RUN_DIR [--max-minutes M] [--quick]
 

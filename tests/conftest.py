@@ -68,7 +68,7 @@ def tiny_promoter_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def msa_quick_run(family: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``bioattn train msa --msa <family> --quick``: a one-seed run directory."""
+    """``bioattn train msa --input <family> --quick``: a one-seed run directory."""
     from bioattn.cli import main as cli_main
 
     flags = ["train", "msa", "--input", str(family["msa"]), "--quick"]

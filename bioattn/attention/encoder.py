@@ -6,7 +6,6 @@ from typing import Callable
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from bioattn.attention.compat import renamed_arguments
 from bioattn.attention.inputs import check_embeddings, check_padding_mask
 from bioattn.attention.mha import MultiHeadAttention
 
@@ -25,7 +24,6 @@ class FeedForward(nn.Module):
         activation: ``"gelu"``, ``"relu"`` or ``"silu"``.
     """
 
-    @renamed_arguments(d_model="embed_dim")
     def __init__(self, embed_dim: int, dim_feedforward: int, dropout: float = 0.0, activation: str = "gelu") -> None:
         super().__init__()
         if activation not in _ACTIVATIONS:
@@ -69,7 +67,6 @@ class TransformerEncoderLayer(nn.Module):
             :class:`~bioattn.attention.MultiHeadAttention`); off by default.
     """
 
-    @renamed_arguments(d_model="embed_dim")
     def __init__(
         self,
         embed_dim: int,
@@ -161,7 +158,6 @@ class TransformerEncoder(nn.Module):
         layer_norm_eps, head_temperature: as in :class:`TransformerEncoderLayer`, the same for every layer.
     """
 
-    @renamed_arguments(d_model="embed_dim")
     def __init__(
         self,
         embed_dim: int,

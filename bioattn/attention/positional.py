@@ -6,7 +6,6 @@ import math
 import torch
 from torch import Tensor, nn
 
-from bioattn.attention.compat import renamed_arguments
 from bioattn.attention.inputs import BATCH_FIRST_HINT
 
 __all__ = ["SinusoidalPositionalEncoding", "LearnedPositionalEncoding"]
@@ -32,7 +31,6 @@ class SinusoidalPositionalEncoding(nn.Module):
         base: wavelength base of the frequencies.
     """
 
-    @renamed_arguments(d_model="embed_dim")
     def __init__(self, embed_dim: int, max_len: int = 10000, base: float = 10000.0) -> None:
         super().__init__()
         if embed_dim <= 0 or embed_dim % 2:
@@ -61,7 +59,6 @@ class LearnedPositionalEncoding(nn.Module):
         embed_dim: width D.
     """
 
-    @renamed_arguments(d_model="embed_dim")
     def __init__(self, max_len: int, embed_dim: int) -> None:
         super().__init__()
         self.max_len, self.embed_dim = max_len, embed_dim

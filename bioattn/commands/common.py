@@ -6,24 +6,21 @@ import argparse
 from typing import Sequence
 
 from bioattn.models.registry import available_models
-from bioattn.commands.vocabulary import add_alias
 from bioattn.distributed import DEVICES
 
 
 def add_model_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, trained_by: str,
                         required: bool = True) -> argparse._MutuallyExclusiveGroup:
-    """Add ``--model NAME_OR_DIR`` (a shipped model's name or a run directory; required when ``required``) and its
-    deprecated spelling ``--run``.
+    """Add ``--model NAME_OR_DIR`` (a shipped model's name or a run directory; required when ``required``).
 
     ``trained_by`` names the command whose run directories fit, e.g. ``"bioattn train promoter"``. Returns the
     mutually exclusive group, so a command can add further alternatives to it.
     """
     group = parser.add_mutually_exclusive_group(required=required)
     shipped = ", ".join(available_models()) or "none"
-    model = group.add_argument("--model", default=None, metavar="NAME_OR_DIR",
+    group.add_argument("--model", default=None, metavar="NAME_OR_DIR",
                                help=f"a model shipped with bioattn by name ({shipped}; see 'bioattn models') or a run "
                                     f"directory of '{trained_by}' (config.json + model.safetensors) (default: none)")
-    add_alias(group, model, "--run")
     return group
 
 
@@ -61,16 +58,12 @@ def add_training_and_device_arguments(parser: argparse.ArgumentParser, defaults,
 
 def add_size_arguments(group: argparse.ArgumentParser | argparse._ArgumentGroup, *, embed_dim: int | None, heads: int,
                        layers: int, width_help: str = "model width (token size)", heads_help: str = "attention heads",
-                       layers_help: str = "transformer layers", d_model_alias: bool = True,
+                       layers_help: str = "transformer layers",
                        dropout: float | None = None, dropout_help: str | None = None) -> None:
-    """The size of a transformer: ``--embed-dim`` (unless ``embed_dim`` is None; with ``d_model_alias`` its old
-    spelling ``--d-model``), ``--heads``, ``--layers`` and, when ``dropout_help`` is given, ``--dropout``; each help
+    """The size of a transformer: ``--embed-dim`` (unless ``embed_dim`` is None), ``--heads``, ``--layers`` and, when ``dropout_help`` is given, ``--dropout``; each help
     text ends with its default."""
     if embed_dim is not None:
-        width = group.add_argument("--embed-dim", type=int, default=embed_dim,
-                                   help=f"{width_help} (default: %(default)s)")
-        if d_model_alias:
-            add_alias(group, width, "--d-model")
+        group.add_argument("--embed-dim", type=int, default=embed_dim, help=f"{width_help} (default: %(default)s)")
     group.add_argument("--heads", type=int, default=heads, help=f"{heads_help} (default: %(default)s)")
     group.add_argument("--layers", type=int, default=layers, help=f"{layers_help} (default: %(default)s)")
     if dropout_help is not None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bioattn.commands.vocabulary import add_alias
 
 #: preprocessing flag destination -> (library keyword, canonical flag)
 PREPROCESSING_FLAGS = {"intensity_window": ("window", "--intensity-window"), "spacing": ("spacing", "--spacing"),
@@ -14,11 +13,10 @@ PREPROCESSING_FLAGS = {"intensity_window": ("window", "--intensity-window"), "sp
 
 
 def add_intensity_window_argument(group, *, default_help: str) -> None:
-    """``--intensity-window LOW HIGH`` (deprecated spelling: ``--window``, which names a DNA scan length)."""
-    window = group.add_argument("--intensity-window", type=float, nargs=2, default=None, metavar=("LOW", "HIGH"),
+    """``--intensity-window LOW HIGH``."""
+    group.add_argument("--intensity-window", type=float, nargs=2, default=None, metavar=("LOW", "HIGH"),
                                 help="map intensities LOW..HIGH (e.g. HU -160 240 for abdomen) onto 0..1, clipped "
                                      f"(default: {default_help})")
-    add_alias(group, window, "--window")
 
 
 def add_fit_argument(group, *, default, default_help: str) -> None:
@@ -31,12 +29,10 @@ def add_fit_argument(group, *, default, default_help: str) -> None:
 
 
 def add_tta_argument(parser, *, default_help: str) -> None:
-    """``--tta none|flips`` (deprecated spellings: ``--flip-tta`` / ``--no-flip-tta``)."""
-    tta = parser.add_argument("--tta", choices=("none", "flips"), default=None,
+    """``--tta none|flips``."""
+    parser.add_argument("--tta", choices=("none", "flips"), default=None,
                               help="test-time augmentation: flips averages the probabilities over the 8 flips of the "
                                    f"three axes (8x the compute) (default: {default_help})")
-    add_alias(parser, tta, "--flip-tta", value="flips")
-    add_alias(parser, tta, "--no-flip-tta", value="none")
 
 
 def add_preprocessing_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,11 +44,10 @@ def add_preprocessing_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--spacing", type=float, nargs=3, default=None, metavar=("X", "Y", "Z"),
                        help="resample to this voxel size in mm (default: the run's)")
     group.add_argument("--orientation", default=None, metavar="CODES", help="reorient, e.g. RAS (default: the run's)")
-    size = group.add_argument("--size", type=int, nargs="+", default=None, metavar="N",
+    group.add_argument("--size", type=int, nargs="+", default=None, metavar="N",
                               help="the model input X Y Z, or one value for a cube, reached as --fit says "
                                    "(default: the run's)")
     add_fit_argument(group, default=None, default_help="the run's")
-    add_alias(group, size, "--resize", replacement="--size X Y Z --fit resize", also={"fit": "resize"})
 
 
 def preprocessing_overrides(args: argparse.Namespace) -> dict:

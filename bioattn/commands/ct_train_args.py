@@ -18,7 +18,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         add_data_root_argument, add_ensemble_arguments, add_size_arguments, add_training_and_device_arguments,
     )
     from bioattn.models.hybrid_ct import POOLS, STEMS
-    from bioattn.tasks.ct.train import DEFAULT_DATASET, DEFAULT_STEM_DEPTH, PROTOCOLS, TUNED_DEFAULTS
+    from bioattn.tasks.ct.options import DEFAULT_DATASET, DEFAULT_STEM_DEPTH, PROTOCOLS, TUNED_DEFAULTS
 
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--dataset", default=None,

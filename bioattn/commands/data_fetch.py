@@ -19,16 +19,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bioattn.commands.vocabulary import add_alias
 from bioattn.data.fetch import ALL, DEFAULT_FETCH_DIR, fetch_datasets, load_registry
 from bioattn.data.root import DATA_ROOT_ENV
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", choices=[*load_registry(), ALL], help="dataset to download, or 'all' (required)")
-    out = parser.add_argument("--out", type=Path, default=None, metavar="DIR",
+    parser.add_argument("--out", type=Path, default=None, metavar="DIR",
                               help=f"data root to download into (default: ${DATA_ROOT_ENV}, else ./{DEFAULT_FETCH_DIR})")
-    add_alias(parser, out, "--to")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars (default: show them on stderr)")
 
 

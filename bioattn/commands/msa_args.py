@@ -6,8 +6,6 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from bioattn.commands.vocabulary import add_alias
-
 
 def add_input_arguments(parser: argparse.ArgumentParser, *, msa_required: bool = False) -> argparse._ArgumentGroup:
     """``--input --format --query --pdb --chain --struct-dat --out``: the alignment, its optional structure, the output.
@@ -16,10 +14,8 @@ def add_input_arguments(parser: argparse.ArgumentParser, *, msa_required: bool =
     from bioattn.data.msa import FORMATS
 
     data = parser.add_argument_group("data")
-    given = data.add_mutually_exclusive_group(required=msa_required)  # --input or its old spelling --msa
-    alignment = given.add_argument("--input", dest="msa", type=Path, default=None, metavar="FILE",
-                                   help="alignment file (.a3m .a2m .fasta .sto .aln; .gz accepted)")
-    add_alias(given, alignment, "--msa")
+    data.add_argument("--input", dest="msa", type=Path, default=None, metavar="FILE", required=msa_required,
+                      help="alignment file (.a3m .a2m .fasta .sto .aln; .gz accepted)")
     data.add_argument("--format", choices=FORMATS, default=None, help="alignment format (default: from the file name)")
     data.add_argument("--query", type=Path, default=None,
                       help="FASTA with the query sequence (default: the --pdb chain's row, else row 0)")
@@ -39,9 +35,8 @@ def add_fit_arguments(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--embed-dim", type=int, default=64, help="model width (default: %(default)s)")
     group.add_argument("--dropout", type=float, default=0.1, help="dropout of the model (default: %(default)s)")
     group.add_argument("--rows", type=int, default=32, help="alignment rows per training block (default: %(default)s)")
-    rows = group.add_argument("--max-rows", dest="max_seqs", type=int, default=4096,
+    group.add_argument("--max-rows", dest="max_seqs", type=int, default=4096,
                        help="random subsample of the alignment used for the model and MI / Gaussian DCA (default: %(default)s)")
-    add_alias(group, rows, "--max-seqs", "--max-sequences")
     group.add_argument("--feature-blocks", type=int, default=4,
                        help="row blocks whose attention maps are averaged (default: %(default)s)")
     group.add_argument("--potts-iterations", type=int, default=50,
@@ -157,10 +152,9 @@ def add_predict_arguments(parser: argparse.ArgumentParser) -> None:
     head = add_model_arguments(parser.add_argument_group("contact head"), trained_by="bioattn train msa", required=False)
     head.add_argument("--contact-head", type=Path, default=None,
                       help="contact_head.json to use (default: the head shipped for --contact-method)")
-    method = head.add_argument("--contact-method", dest="method", choices=(*SHIPPED_HEADS, ESM_METHOD), default=None,
+    head.add_argument("--contact-method", dest="method", choices=(*SHIPPED_HEADS, ESM_METHOD), default=None,
                                help="which shipped head: factored attention only, Potts only, or both; or esm-msa, the "
                                     f"MSA Transformer with --weights (default: {DEFAULT_METHOD})")
-    add_alias(head, method, "--method")
     output = parser.add_argument_group("output")
     output.add_argument("--top", type=int, default=None,
                         help=f"pairs written to contacts.rr (default: {RR_TOP_PER_RESIDUE}L)")
@@ -189,16 +183,15 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     data.add_argument("--exclude", default=EXCLUDE_STRUCTURES,
                       help="families never read: 'structures' (every msa/coev and msa/pfam family, i.e. every evaluated "
                            "one), 'none', or comma-separated family names / Pfam accessions (default: %(default)s)")
-    rows = data.add_argument("--max-rows", dest="max_seqs", type=int, default=defaults.max_seqs,
+    data.add_argument("--max-rows", dest="max_seqs", type=int, default=defaults.max_seqs,
                              help="random rows kept per alignment (default: %(default)s)")
-    add_alias(data, rows, "--max-seqs", "--max-sequences")
     data.add_argument("--rows", type=int, default=defaults.rows, help="alignment rows per training block (default: %(default)s)")
     data.add_argument("--max-columns", type=int, default=defaults.max_columns,
                       help="longer alignments are cropped to a random window of this many columns (default: %(default)s)")
     model = parser.add_argument_group("model")
     add_size_arguments(model, embed_dim=defaults.embed_dim, heads=defaults.heads, layers=defaults.layers,
                        width_help="model width", heads_help="attention heads per layer", layers_help="axial layers",
-                       d_model_alias=False, dropout=defaults.dropout, dropout_help="dropout")
+                       dropout=defaults.dropout, dropout_help="dropout")
     model.add_argument("--positional", choices=POSITIONAL_ENCODINGS, default=defaults.positional,
                        help="column positions: sinusoidal (defined beyond the training crops) or learned (default: %(default)s)")
     model.add_argument("--quick", action="store_true", help="tiny settings for a smoke test (seconds) (default: off)")

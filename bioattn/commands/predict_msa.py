@@ -25,7 +25,7 @@ axial model is also trained on the alignment (--max-minutes and the training fla
 --seed; for the run of an ensemble trained with --seeds S1 S2 ..., one model per seed in --out/seed<S>/ and
 their mean in --out, as train msa --seeds writes it). A run whose head was fitted on a pretrained model
 starts from the same model here, fine-tuned or not as its contact_head.json settings (init_from, finetune) say;
---model msa-axial-pfam is such a model: its shipped head reads its attention without fine-tuning. A --run or
+--model msa-axial-pfam is such a model: its shipped head reads its attention without fine-tuning. A
 --model holding another model type (a promoter or CT model) is an error naming that type.
 
 Writes, under --out: contacts.npy (L×L contact probabilities, L = the query's residues), contacts.rr (CASP

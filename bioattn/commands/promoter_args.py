@@ -16,7 +16,6 @@ from bioattn.commands.common import (
     ensemble_options,
 )
 from bioattn.commands.training_args import config_from_args
-from bioattn.commands.vocabulary import add_alias
 
 if TYPE_CHECKING:
     from bioattn.tasks.promoter.train import PromoterOptions
@@ -75,11 +74,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--rc-augment", action=argparse.BooleanOptionalAction, default=None,
                        help="train on random reverse complements (default: off for the GUE tasks, whose sequences are "
                             "oriented on the TSS; on otherwise)")
-    strand = model.add_argument("--strand", choices=("both", "forward"), default=None,
+    model.add_argument("--strand", choices=("both", "forward"), default=None,
                                 help="what the model predicts from: the mean of both strands, or the forward strand "
                                      "(default: both with --rc-augment, else forward)")
-    add_alias(model, strand, "--rc-average", value="both")
-    add_alias(model, strand, "--no-rc-average", value="forward")
     add_ensemble_arguments(parser, cv_pool="train + dev (grouped by sequence)", cv_default="off; ecoli_sigma70: 5")
     model.add_argument("--no-length-buckets", action="store_true",
                        help="shuffle training batches without grouping similar lengths (default: group them when lengths vary)")
@@ -149,10 +146,9 @@ def add_predict_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threshold", type=float, default=None,
                         help="probability from which a two-class model predicts its positive class, and the BED cut-off "
                              "of a scan (default: the model's, normally 0.5)")
-    strand = parser.add_argument("--strand", choices=("model", "both", "forward"), default="model",
+    parser.add_argument("--strand", choices=("model", "both", "forward"), default="model",
                                  help="score as the model was trained (normally the mean of both strands), the mean of "
                                       "both strands, or the given strand only (default: %(default)s)")
-    add_alias(parser, strand, "--single-strand", value="forward")
     scan = parser.add_argument_group("genome scan")
     scan.add_argument("--window", type=_window_length, nargs="?", const=MODEL_WINDOW, default=None, metavar="NT",
                       help="scan long sequences in windows of NT nt, at most the model's max_len; '--window' alone: "

@@ -7,7 +7,6 @@ import argparse
 from bioattn.commands.common import (
     add_explain_arguments as add_common_explain_arguments, add_method_arguments, add_model_and_device_arguments,
 )
-from bioattn.commands.vocabulary import add_alias
 
 
 def add_promoter_explain_arguments(parser: argparse.ArgumentParser) -> None:
@@ -18,8 +17,7 @@ def add_promoter_explain_arguments(parser: argparse.ArgumentParser) -> None:
 
     add_model_and_device_arguments(parser, trained_by="bioattn train promoter")
     add_common_explain_arguments(parser, input_help="FASTA or CSV (column 'sequence', optional 'id'), plain or gzip")
-    rows = parser.add_argument("--max-rows", type=int, default=1000, help="explain at most this many records (default: 1000)")
-    add_alias(parser, rows, "--max-sequences", "--max-seqs")
+    parser.add_argument("--max-rows", type=int, default=1000, help="explain at most this many records (default: 1000)")
     parser.add_argument("--plot-sequences", type=int, default=6, help="write a track PNG for the first N records (default: 6)")
     parser.add_argument("--batch-size", type=int, default=64, help="sequences per forward pass (default: %(default)s)")
     parser.add_argument("--tss-index", type=int, default=None,

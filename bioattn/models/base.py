@@ -13,7 +13,6 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
-from bioattn.attention.compat import renamed_arguments_of, upgrade_config
 from bioattn.errors import UserInputError
 from bioattn.io import load_tensors, save_tensors, write_json
 from bioattn.models.ensemble import ENSEMBLE_TYPE
@@ -42,7 +41,6 @@ class PretrainedModel(nn.Module):
         ``run_dir`` is a run directory or, when no such folder exists, the name of a shipped model
         (:func:`~bioattn.models.registry.available_models`); an unknown name is an error listing them.
         ``map_location``: the device the model ends on; a CUDA device where PyTorch sees no GPU is an error.
-        Configs saved with a renamed argument (``d_model`` before ``embed_dim``) load as the new name.
         An ensemble run directory (``--seeds`` / ``--cv``) is an error pointing to
         :func:`~bioattn.models.registry.load_pretrained`, which loads it as an
         :class:`~bioattn.models.ensemble.Ensemble` (and loads a single model too).
@@ -64,10 +62,10 @@ class PretrainedModel(nn.Module):
         if model_type != cls.__name__:
             raise UserInputError(f"{run_dir / CONFIG_NAME}: holds a {model_type}, not a {cls.__name__}")
         try:
-            config = upgrade_config(config, renamed_arguments_of(cls.__init__), str(run_dir / CONFIG_NAME))
-        except ValueError as exc:
-            raise UserInputError(str(exc)) from exc
-        model = cls(**config)
+            model = cls(**config)
+        except TypeError as exc:  # a key the class does not take, e.g. d_model of a run saved before 0.5.0
+            renamed = "; bioattn 0.5.0 names it embed_dim (rename the key)" if "d_model" in config else ""
+            raise UserInputError(f"{run_dir / CONFIG_NAME}: does not fit {cls.__name__} ({exc}){renamed}") from exc
         state = load_tensors(run_dir / WEIGHTS_NAME)
         missing, unexpected = model.load_state_dict(state, strict=False)
         if missing or unexpected:

@@ -27,7 +27,6 @@ from monai.networks.utils import pixelunshuffle
 from torch import Tensor, nn
 
 from bioattn.attention import SinusoidalPositionalEncoding, TransformerEncoder
-from bioattn.attention.compat import renamed_arguments
 from bioattn.errors import UserInputError
 from bioattn.attention.rollout import rollout_row_from_queries, rollout_rows
 from bioattn.data.ct import foreground_distance
@@ -165,7 +164,6 @@ class HybridCT3D(CTClassifier):
             scalar, starts at 0).
     """
 
-    @renamed_arguments(d_model="embed_dim")
     def __init__(
         self,
         in_channels: int = 1,
@@ -292,7 +290,7 @@ class HybridCT3D(CTClassifier):
                 f"{source}: the model input is {tuple(spatial_shape)}, {grid_tokens} tokens at stride {self.stride}, "
                 f"whose attention maps need about {needed / 2**30:.1f} GiB; attention maps are limited to "
                 f"{MAX_ATTENTION_TOKENS} tokens and {MAX_ATTENTION_BYTES / 2**30:.0f} GiB: shrink the input with "
-                "--resize (e.g. --resize 64 64 64), a coarser --spacing, or --size"
+                "--size and --fit resize (e.g. --size 64 64 64 --fit resize) or a coarser --spacing"
             )
 
     def positions(self, grid: Sequence[int], device: torch.device) -> Tensor:

@@ -27,7 +27,6 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bioattn.attention import LearnedPositionalEncoding, TransformerEncoder
-from bioattn.attention.compat import renamed_arguments
 from bioattn.attention.inputs import check_token_ids
 from bioattn.data.dna import CLS_ID, PAD_ID, VOCAB_SIZE, collate_tokens, encode_sequences, strand_average
 from bioattn.models.base import PretrainedModel
@@ -76,7 +75,6 @@ class PromoterClassifier(PretrainedModel):
             :class:`~bioattn.attention.MultiHeadAttention`); off by default.
     """
 
-    @renamed_arguments(d_model="embed_dim")
     def __init__(
         self,
         *,

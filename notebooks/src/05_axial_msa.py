@@ -153,7 +153,7 @@ display(Image(filename=RUN_DIR / "scaling.png"))
 DATA_ROOT = resolve_data_root()  # --data-root flag → $BIOATTN_DATA_ROOT → ../shared/data
 FAMILY = "1atzA"
 family = discover_families(DATA_ROOT)[FAMILY]
-command = [sys.executable, "../recipes/msa_contacts.py", "--msa", str(family["msa_path"]), "--pdb", str(family["pdb"]),
+command = [sys.executable, "../recipes/msa_contacts.py", "--input", str(family["msa_path"]), "--pdb", str(family["pdb"]),
            "--out", str(RUN_DIR / FAMILY), "--overwrite", "--seed", "0"]  # fmt: skip
 command += ["--quick"] if QUICK else ["--max-minutes", "6"]
 finished = subprocess.run(command, capture_output=True, text=True)

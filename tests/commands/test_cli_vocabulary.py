@@ -1,17 +1,15 @@
 """One CLI vocabulary: every subcommand of ``bioattn`` spells each concept one way, no canonical flag means two
-things, and every old spelling still works for this release, warns once on stderr and names its replacement."""
+things, and the old spellings (removed in 0.5.0) are argparse's usual unrecognized-argument error."""
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
 import pytest
-import torch
+from bioattn.cli import build_parser
+from bioattn.commands.vocabulary import CANONICAL
 
-from bioattn.cli import build_parser, main as cli_main
-from bioattn.commands.vocabulary import CANONICAL, DeprecatedAlias
-
-#: old spelling -> what replaces it (the aliases this release keeps working).
+#: old spelling (accepted until 0.5.0) -> what replaced it.
 OLD_SPELLINGS = {
     "--run": "--model", "--msa": "--input", "--to": "--out", "--d-model": "--embed-dim",
     "--rc-average": "--strand", "--no-rc-average": "--strand", "--single-strand": "--strand",
@@ -45,9 +43,9 @@ def _commands() -> dict[str, argparse.ArgumentParser]:
 COMMANDS = _commands()
 
 
-def _flags(parser: argparse.ArgumentParser, *, deprecated: bool) -> dict[str, argparse.Action]:
+def _flags(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
     return {option: action for action in parser._actions for option in action.option_strings
-            if isinstance(action, DeprecatedAlias) == deprecated and option.startswith("--") and option != "--help"}
+            if option.startswith("--") and option != "--help"}
 
 
 def _shape(action: argparse.Action) -> tuple:
@@ -62,7 +60,7 @@ def test_every_subcommand_is_walked() -> None:
 
 
 def test_each_concept_has_one_canonical_spelling() -> None:
-    canonical = {where: _flags(parser, deprecated=False) for where, parser in COMMANDS.items()}
+    canonical = {where: _flags(parser) for where, parser in COMMANDS.items()}
     used = {flag: sorted(where for where, flags in canonical.items() if flag in flags) for flag in CANONICAL.values()}
     for old in set(OLD_SPELLINGS) - STILL_CANONICAL:
         assert not [where for where, flags in canonical.items() if old in flags], f"{old} is still a canonical flag"
@@ -85,12 +83,12 @@ def test_each_concept_has_one_canonical_spelling() -> None:
 def test_no_canonical_flag_means_two_things() -> None:
     shapes: dict[str, set] = {}
     for where, parser in COMMANDS.items():
-        for flag, action in _flags(parser, deprecated=False).items():
+        for flag, action in _flags(parser).items():
             shapes.setdefault(flag, set()).add(_shape(action))
     assert {flag: sorted(map(str, s)) for flag, s in shapes.items() if len(s) > 1} == {}
-    ct = {_shape(_flags(COMMANDS[where], deprecated=False)[flag]) for where in CT_COMMANDS for flag in ("--size", "--fit")}
+    ct = {_shape(_flags(COMMANDS[where])[flag]) for where in CT_COMMANDS for flag in ("--size", "--fit")}
     assert len(ct) == 2  # --size and --fit: the same arity and type in train, predict and explain ct
-    tta = {tuple(_flags(COMMANDS[where], deprecated=False)["--tta"].choices) for where in ("train ct", "predict ct", "explain ct")}
+    tta = {tuple(_flags(COMMANDS[where])["--tta"].choices) for where in ("train ct", "predict ct", "explain ct")}
     assert tta == {("none", "flips")}
 
 
@@ -99,7 +97,7 @@ def test_a_flag_with_choices_offers_the_same_kind_of_thing_everywhere() -> None:
     the attribution ``--method`` of explain is not predict msa's contact method, which is ``--contact-method``)."""
     choices: dict[str, dict[str, set]] = {}
     for where, parser in COMMANDS.items():
-        for flag, action in _flags(parser, deprecated=False).items():
+        for flag, action in _flags(parser).items():
             if action.choices:
                 choices.setdefault(flag, {})[where] = set(map(str, action.choices))
     for flag, by_command in choices.items():
@@ -109,67 +107,38 @@ def test_a_flag_with_choices_offers_the_same_kind_of_thing_everywhere() -> None:
     assert {"attention", "potts", "combined", "esm-msa"} <= choices["--contact-method"]["predict msa"]
 
 
-def test_predict_msa_method_still_works_and_says_what_replaces_it(capsys) -> None:
-    args = build_parser().parse_args(["predict", "msa", "--input", "a.a3m", "--out", "o", "--method", "attention"])
-    assert args.method == "attention"
-    assert "deprecated: --method will be removed in the next release; use --contact-method" in capsys.readouterr().err
-
-
 def test_predict_commands_take_no_training_flags() -> None:
     for where in ("predict promoter", "predict ct", "predict msa"):
-        assert not TRAINING_ONLY & set(_flags(COMMANDS[where], deprecated=False)), where
+        assert not TRAINING_ONLY & set(_flags(COMMANDS[where])), where
 
 
-def _sample(action: argparse.Action) -> list[str]:
-    if action.nargs == 0:
-        return []
-    one = str(action.choices[0]) if action.choices else "3"
-    return [one] * (action.nargs if isinstance(action.nargs, int) else 1)
+#: old spelling -> the commands that took it until 0.5.0.
+OLD_SPELLING_COMMANDS = {
+    "--run": ("predict promoter", "predict ct", "predict msa", "predict activity", "predict variants",
+              "explain promoter", "explain ct", "explain msa", "explain activity"),
+    "--msa": ("train msa", "predict msa"), "--to": ("data fetch",), "--d-model": ("train promoter", "train ct"),
+    "--rc-average": ("train promoter",), "--no-rc-average": ("train promoter",), "--single-strand": ("predict promoter",),
+    "--flip-tta": CT_COMMANDS, "--no-flip-tta": CT_COMMANDS, "--resize": ("predict ct", "explain ct"),
+    "--max-seqs": ("explain promoter", "train msa", "predict msa", "pretrain msa"),
+    "--max-sequences": ("explain promoter", "train msa", "predict msa", "pretrain msa"),
+    "--window": CT_COMMANDS, "--method": ("predict msa",),
+}
 
 
-@pytest.mark.parametrize("where", sorted(COMMANDS))
-def test_every_old_spelling_sets_what_its_replacement_sets_and_warns(where: str, capsys) -> None:
-    parser = COMMANDS[where]
-    canonical_actions = {id(a) for a in parser._actions if not isinstance(a, DeprecatedAlias)}
-    for old, alias in _flags(parser, deprecated=True).items():
-        assert OLD_SPELLINGS.get(old) == alias.canonical.option_strings[0], f"{where}: {old}"
-        assert id(alias.canonical) in canonical_actions and alias.help == argparse.SUPPRESS
-        values = parser._get_values(alias, _sample(alias))
-        through_alias, directly = argparse.Namespace(), argparse.Namespace()
-        alias(parser, through_alias, values, old)
-        err = capsys.readouterr().err.splitlines()
-        assert len(err) == 1 and err[0].startswith(f"deprecated: {old} will be removed") and alias.replacement in err[0]
-        if alias.nargs == 0 and alias.canonical.choices:  # a switch that sets one of the canonical flag's values
-            assert getattr(through_alias, alias.canonical.dest) in alias.canonical.choices
-        else:
-            alias.canonical(parser, directly, parser._get_values(alias.canonical, _sample(alias.canonical)))
-            assert getattr(through_alias, alias.canonical.dest) == getattr(directly, alias.canonical.dest)
-
-
-def test_every_old_spelling_is_covered() -> None:
-    seen = {old for parser in COMMANDS.values() for old in _flags(parser, deprecated=True)}
-    assert seen == set(OLD_SPELLINGS)
-
-
-def test_old_spellings_still_run_a_command(tmp_path: Path, capsys) -> None:
-    """``--run`` and ``--single-strand`` give what ``--model`` and ``--strand forward`` give, with the warnings."""
-    from bioattn.models.promoter import PromoterClassifier
-
-    torch.manual_seed(0)
-    PromoterClassifier(max_len=32, embed_dim=16, num_heads=2, num_layers=1, dropout=0.0).eval().save_pretrained(tmp_path / "run")
-    (tmp_path / "in.fa").write_text(">a\nACGTATAAAAGGCGCG\n>b\nTTGACATATAAAGCGC\n")
-    common = ["predict", "promoter", "--input", str(tmp_path / "in.fa")]
-    assert cli_main([*common, "--run", str(tmp_path / "run"), "--single-strand", "--output", str(tmp_path / "old.csv")]) == 0
-    err = capsys.readouterr().err
-    assert "deprecated: --run" in err and "use --model" in err and "use --strand forward" in err
-    assert cli_main([*common, "--model", str(tmp_path / "run"), "--strand", "forward", "--output", str(tmp_path / "new.csv")]) == 0
-    assert "deprecated" not in capsys.readouterr().err
-    assert (tmp_path / "old.csv").read_text() == (tmp_path / "new.csv").read_text()
+@pytest.mark.parametrize("old", sorted(OLD_SPELLING_COMMANDS))
+def test_an_old_spelling_is_an_unrecognized_argument(old: str) -> None:
+    assert set(OLD_SPELLING_COMMANDS) == set(OLD_SPELLINGS)
+    for where in OLD_SPELLING_COMMANDS[old]:
+        parser = COMMANDS[where]
+        assert old not in parser._option_string_actions, f"{where}: {old}"
+        found = parser._parse_optional(old)  # (action, ...); a list of them on newer Pythons
+        action = found[0][0] if isinstance(found, list) else found[0]
+        assert action is None, f"{where}: {old} abbreviates {action.option_strings}"  # a prefix of no other flag
 
 
 def test_train_ct_model_choices_are_the_models_own() -> None:
     """--stem and --pool offer exactly what HybridCT3D accepts: a layout added to the model is a flag value too."""
     from bioattn.models.hybrid_ct import POOLS, STEMS
 
-    flags = _flags(COMMANDS["train ct"], deprecated=False)
+    flags = _flags(COMMANDS["train ct"])
     assert tuple(flags["--stem"].choices) == STEMS and tuple(flags["--pool"].choices) == POOLS

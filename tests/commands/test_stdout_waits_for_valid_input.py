@@ -23,7 +23,7 @@ def run(tmp_path_factory) -> Path:
 def test_predict_to_stdout_writes_nothing_when_a_later_record_is_bad(run: Path, tmp_path: Path, capsys) -> None:
     fasta = tmp_path / "in.fa"
     fasta.write_text(">ok1\nACGTACGTAC\n>ok2\nTTTTACGT\n>long\n" + "A" * 25 + "\n")
-    assert cli_main(["predict", "promoter", "--run", str(run), "--input", str(fasta), "--output", "-",
+    assert cli_main(["predict", "promoter", "--model", str(run), "--input", str(fasta), "--output", "-",
                      "--batch-size", "1"]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""  # not even the header
@@ -33,7 +33,7 @@ def test_predict_to_stdout_writes_nothing_when_a_later_record_is_bad(run: Path, 
 def test_predict_to_stdout_writes_the_whole_table_when_the_input_is_valid(run: Path, tmp_path: Path, capsys) -> None:
     fasta = tmp_path / "in.fa"
     fasta.write_text(">ok1\nACGTACGTAC\n>ok2\nTTTTACGT\n")
-    assert cli_main(["predict", "promoter", "--run", str(run), "--input", str(fasta), "--output", "-"]) == 0
+    assert cli_main(["predict", "promoter", "--model", str(run), "--input", str(fasta), "--output", "-"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "id,promoter_probability,predicted_label"
     assert [line.split(",")[0] for line in lines[1:]] == ["ok1", "ok2"]

@@ -167,12 +167,12 @@ def test_fetch_command_downloads_a_dataset_and_reports_unverified(server, tmp_pa
     registry_path.write_text(json.dumps(registry))
     monkeypatch.setattr("bioattn.data.fetch.REGISTRY_PATH", registry_path)
     root = tmp_path / "root"
-    assert main(["data", "fetch", "toy", "--to", str(root), "--no-progress"]) == 0
+    assert main(["data", "fetch", "toy", "--out", str(root), "--no-progress"]) == 0
     out = capsys.readouterr()
     assert (root / "toy" / "a.bin").read_bytes() == PAYLOAD == (root / "toy" / "b.bin").read_bytes()
     assert not (root / "toy" / "c.bin").exists()
     assert "UNVERIFIED" in out.out and "toy/b.bin" in out.out and "ask the authors" in out.err
-    assert main(["data", "fetch", "toy", "--to", str(root), "--no-progress"]) == 0
+    assert main(["data", "fetch", "toy", "--out", str(root), "--no-progress"]) == 0
     assert "0 downloaded, 2 already present" in capsys.readouterr().out
 
 
@@ -181,6 +181,6 @@ def test_fetch_command_checksum_error_exits_2(server, tmp_path, monkeypatch, cap
     registry_path.write_text(json.dumps({"toy": {"description": "toy", "license": "CC0", "card": "x.md", "files": [
         {"path": "toy/a.bin", "url": f"{server}/corrupt", "sha256": SHA256}]}}))
     monkeypatch.setattr("bioattn.data.fetch.REGISTRY_PATH", registry_path)
-    assert main(["data", "fetch", "toy", "--to", str(tmp_path / "root"), "--no-progress"]) == 2
+    assert main(["data", "fetch", "toy", "--out", str(tmp_path / "root"), "--no-progress"]) == 2
     assert "checksum mismatch" in capsys.readouterr().err
     assert not any(p.is_file() for p in (tmp_path / "root").rglob("*"))

@@ -54,7 +54,7 @@ def test_auto_picks_the_method_most_faithful_on_the_input_not_the_fixed_order(ca
 def test_explain_ct_auto_shows_the_method_its_own_table_stars(tmp_path: Path, capsys) -> None:
     write_tiny_ct_run(tmp_path)
     out = tmp_path / "out"
-    assert cli_main(["explain", "ct", "--run", str(tmp_path / "run"), "--input", str(tmp_path / "vols.npz"),
+    assert cli_main(["explain", "ct", "--model", str(tmp_path / "run"), "--input", str(tmp_path / "vols.npz"),
                      "--out", str(out), "--faithfulness-steps", "4"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     candidates = {k: v for k, v in summary["faithfulness"].items() if k != "random"}
@@ -77,7 +77,7 @@ def test_promoter_track_figures_label_the_method_used(tmp_path: Path, monkeypatc
     labels = []
     real = figures.plot_rollout_track
     monkeypatch.setattr(figures, "plot_rollout_track", lambda *a, **k: labels.append(k.get("ylabel")) or real(*a, **k))
-    assert cli_main(["explain", "promoter", "--run", str(tmp_path / "run"), "--input", str(fasta), "--out",
+    assert cli_main(["explain", "promoter", "--model", str(tmp_path / "run"), "--input", str(fasta), "--out",
                      str(tmp_path / "out"), "--motif", "", "--plot-sequences", "2", "--method", "gradient_x_input",
                      "--no-faithfulness"]) == 0
     assert len(labels) == 3  # two tracks and the profile

@@ -111,7 +111,7 @@ def test_explain_promoter_command(tmp_path: Path, promoter_model: PromoterClassi
     promoter_model.save_pretrained(tmp_path / "run")
     fasta = _fasta(tmp_path / "in.fa", SEQUENCES)
     out = tmp_path / "out"
-    argv = ["explain", "promoter", "--run", str(tmp_path / "run"), "--input", str(fasta), "--out", str(out),
+    argv = ["explain", "promoter", "--model", str(tmp_path / "run"), "--input", str(fasta), "--out", str(out),
             "--tss-index", "4", "--mark", "TATA box=-1..6", "--plot-sequences", "2"]
     assert cli_main(argv) == 0
     rows = (out / "influence.tsv").read_text().splitlines()
@@ -133,12 +133,12 @@ def test_explain_promoter_command(tmp_path: Path, promoter_model: PromoterClassi
 def test_explain_promoter_command_reports_bad_input(tmp_path: Path, promoter_model: PromoterClassifier, capsys) -> None:
     promoter_model.save_pretrained(tmp_path / "run")
     fasta = _fasta(tmp_path / "bad.fa", ["ACGT", "ACGUACGT"])
-    code = cli_main(["explain", "promoter", "--run", str(tmp_path / "run"), "--input", str(fasta), "--out", str(tmp_path / "o")])
+    code = cli_main(["explain", "promoter", "--model", str(tmp_path / "run"), "--input", str(fasta), "--out", str(tmp_path / "o")])
     assert code == 2
     err = capsys.readouterr().err
     assert "bad.fa" in err and "'U'" in err and "position 4" in err
     too_long = _fasta(tmp_path / "long.fa", ["A" * 40])
-    code = cli_main(["explain", "promoter", "--run", str(tmp_path / "run"), "--input", str(too_long), "--out", str(tmp_path / "o")])
+    code = cli_main(["explain", "promoter", "--model", str(tmp_path / "run"), "--input", str(too_long), "--out", str(tmp_path / "o")])
     assert code == 2 and "at most 32" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
@@ -150,8 +150,8 @@ def test_explain_ct_command_keeps_the_nifti_grid_and_affine(tmp_path: Path, ct_m
     volume = np.random.default_rng(0).normal(40, 50, size=(10, 13, 9)).astype(np.float32)  # not divisible by 4
     nib.save(nib.Nifti1Image(volume, affine), tmp_path / "ct.nii.gz")
     out = tmp_path / "out"
-    code = cli_main(["explain", "ct", "--run", str(tmp_path / "run"), "--input", str(tmp_path / "ct.nii.gz"),
-                     "--out", str(out), "--window", "-100", "200"])
+    code = cli_main(["explain", "ct", "--model", str(tmp_path / "run"), "--input", str(tmp_path / "ct.nii.gz"),
+                     "--out", str(out), "--intensity-window", "-100", "200"])
     assert code == 0
     rollout = nib.load(out / "rollout.nii.gz")
     assert rollout.shape == volume.shape
@@ -168,7 +168,7 @@ def test_explain_ct_command_on_medmnist_npz(tmp_path: Path, ct_model: HybridCT3D
     images = (np.random.default_rng(1).random((3, 6, 8, 10)) > 0.5).astype(np.uint8) * 255  # padded to 8x8x12
     np.savez(tmp_path / "vols.npz", val_images=images, val_labels=np.array([[0], [1], [0]]))
     out = tmp_path / "out"
-    argv = ["explain", "ct", "--run", str(tmp_path / "run"), "--input", str(tmp_path / "vols.npz"), "--out", str(out), "--index", "1"]
+    argv = ["explain", "ct", "--model", str(tmp_path / "run"), "--input", str(tmp_path / "vols.npz"), "--out", str(out), "--index", "1"]
     assert cli_main(argv) == 0
     rollout = nib.load(out / "rollout.nii.gz").get_fdata()
     assert rollout.shape == (6, 8, 10) and rollout.min() > 0

@@ -17,7 +17,7 @@ AFFINE = np.array([[-1.0, 0, 0, 10.0], [0, 1.0, 0, -5.0], [0, 0, 1.5, 3.0], [0, 
 EDGE = 16
 VOLUMES = 12
 MASK_VALUE = 100.0
-TRAIN_FLAGS = ["--quick", "--baseline", "none", "--protocol", "tuned", "--size", str(EDGE), "--window", "0", "100"]
+TRAIN_FLAGS = ["--quick", "--baseline", "none", "--protocol", "tuned", "--size", str(EDGE), "--intensity-window", "0", "100"]
 
 
 def noisy_mask(rng: np.random.Generator, blob: bool) -> np.ndarray:

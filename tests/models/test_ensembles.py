@@ -115,7 +115,7 @@ def test_seed_ensemble_loads_by_path_and_predict_reproduces_its_numbers(seeds_ru
 def test_explain_accepts_a_seed_ensemble(seeds_run: Path, data, tmp_path):
     out = tmp_path / "explain"
     assert bioattn_main(["explain", "promoter", "--model", str(seeds_run), "--input", str(data["test"]),
-                         "--out", str(out), "--max-sequences", "10", "--plot-sequences", "1"]) == 0
+                         "--out", str(out), "--max-rows", "10", "--plot-sequences", "1"]) == 0
     assert len(read_rows(out / "predictions.tsv", "\t")) == 10
 
 
@@ -190,7 +190,7 @@ def _train_ct(manifest: Path, out: Path, *flags: str) -> dict:
 @pytest.mark.slow
 def test_ct_cv_pools_out_of_fold_predictions_and_saves_a_fold_ensemble(ct_manifest, tmp_path):
     from bioattn.models.hybrid_ct import HybridCT3D
-    from bioattn.tasks.ct.train import BASELINE_NAME, DEPTH_BASELINE_NAME, HYBRID_NAME
+    from bioattn.tasks.ct.options import BASELINE_NAME, DEPTH_BASELINE_NAME, HYBRID_NAME
 
     out = tmp_path / "cv"
     metrics = _train_ct(ct_manifest, out, "--cv", "3")
@@ -225,7 +225,7 @@ def test_ct_cv_pools_out_of_fold_predictions_and_saves_a_fold_ensemble(ct_manife
 @pytest.mark.slow
 def test_ct_seed_ensemble_predicts_the_mean_of_its_members(ct_manifest, tmp_path):
     from bioattn.models.hybrid_ct import HybridCT3D
-    from bioattn.tasks.ct.train import HYBRID_NAME
+    from bioattn.tasks.ct.options import HYBRID_NAME
 
     out = tmp_path / "seeds"
     metrics = _train_ct(ct_manifest, out, "--seeds", "0", "1", "--baseline", "none")

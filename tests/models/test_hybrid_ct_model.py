@@ -238,7 +238,7 @@ def test_stem_weights_are_contiguous_and_bf16_gradients_stay_close_to_fp32() -> 
 def test_channels_last_stem_is_the_same_function_and_saves_contiguous_weights(tmp_path: Path) -> None:
     """fp32 training keeps the stem channels-last (faster oneDNN convolutions): same outputs and gradients up to
     float rounding, and the saved file is the contiguous model's."""
-    from bioattn.tasks.ct.train import prepare_for_training
+    from bioattn.tasks.ct.fit import prepare_for_training
     from bioattn.training import TrainConfig
 
     x = torch.rand(2, 1, 8, 8, 12)
@@ -279,7 +279,7 @@ def test_unshuffle_3d_is_monais_pixelunshuffle_in_either_layout(channels: int) -
 def test_channels_last_stem_with_unshuffle_keeps_outputs_and_input_gradients() -> None:
     """An unshuffling model trained channels-last computes what the contiguous one does, input gradients included
     (gradient attributions of ``explain ct`` read them)."""
-    from bioattn.tasks.ct.train import prepare_for_training
+    from bioattn.tasks.ct.fit import prepare_for_training
     from bioattn.training import TrainConfig
 
     contiguous, channels_last = tiny(unshuffle=2), tiny(unshuffle=2)

@@ -193,7 +193,7 @@ def test_a_baseline_ahead_by_more_than_the_margin_is_named() -> None:
 def test_promoter_summary_on_a_small_file(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     train, _ = write_promoter_pilot(tmp_path / "pilot", sequences=120, new=0, length=40)
     out = tmp_path / "run"
-    assert cli_main(["train", "promoter", "--train", str(train), "--out", str(out), "--d-model", "16", "--heads", "2",
+    assert cli_main(["train", "promoter", "--train", str(train), "--out", str(out), "--embed-dim", "16", "--heads", "2",
                      "--layers", "1", "--epochs", "1", "--min-steps", "4", "--batch-size", "64"]) == 0
     summary = (out / "summary.md").read_text()
     assert "confusion matrix on dev" in summary and "probability is >= 0.5" in summary

@@ -79,7 +79,7 @@ def run_head(run_dir: Path) -> tuple[ContactHead, dict[str, Any]]:
         if model_type == MSA_MODEL_TYPE:
             raise UserInputError(f"{run_dir}: an {MSA_MODEL_TYPE} without a {HEAD_FILE_NAME} (a 'bioattn pretrain msa' "
                                  "run): fit a head on its attention with 'bioattn train msa --all --init-from "
-                                 f"{run_dir} --no-finetune --coevolution none --out RUN_DIR' and predict with --run RUN_DIR")
+                                 f"{run_dir} --no-finetune --coevolution none --out RUN_DIR' and predict with --model RUN_DIR")
         raise UserInputError(f"{run_dir}: no {HEAD_FILE_NAME} (not a bioattn train msa run, or a one-family run "
                              "without a contact head); give --contact-head FILE instead")
     head = ContactHead.load(head_file)

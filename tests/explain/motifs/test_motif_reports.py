@@ -141,7 +141,7 @@ def test_explain_promoter_motifs_writes_a_self_contained_report(tmp_path, tiny_m
     fasta = tmp_path / "in.fa"
     fasta.write_text("".join(f">s{i}\n{''.join(rng.choice(list('ACGT'), 16))}\n" for i in range(40)))
     out = tmp_path / "out"
-    argv = ["explain", "promoter", "--run", str(tmp_path / "run"), "--input", str(fasta), "--out", str(out), "--motif", "",
+    argv = ["explain", "promoter", "--model", str(tmp_path / "run"), "--input", str(fasta), "--out", str(out), "--motif", "",
             "--plot-sequences", "0", "--no-faithfulness", "--method", "rollout", "--motifs", "--motif-db", "none",
             "--tss-index", "8"]
     assert cli_main(argv) == 0
@@ -160,7 +160,7 @@ def test_explain_promoter_motifs_rejects_bad_input_before_writing(tmp_path, tiny
     tiny_model.save_pretrained(tmp_path / "run")
     fasta = tmp_path / "in.fa"
     fasta.write_text(">a\nACGTACGTAC\n>b\nACGTACGTACGT\n")
-    base = ["explain", "promoter", "--run", str(tmp_path / "run"), "--input", str(fasta), "--motifs"]
+    base = ["explain", "promoter", "--model", str(tmp_path / "run"), "--input", str(fasta), "--motifs"]
     assert cli_main([*base, "--out", str(tmp_path / "o1")]) == 2
     assert "one length" in capsys.readouterr().err and not (tmp_path / "o1").exists()
     assert cli_main([*base, "--out", str(tmp_path / "o2"), "--motif-db", str(tmp_path / "absent.meme")]) == 2

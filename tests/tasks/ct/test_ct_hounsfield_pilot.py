@@ -94,7 +94,7 @@ def test_the_default_run_on_a_small_hu_pilot_learns_and_predict_is_right_on_most
     assert VolumePreprocessing.from_dict(saved["preprocessing"]).window == SOFT_TISSUE_WINDOW
 
     predictions = tmp_path / "new.csv"
-    assert cli_main(["predict", "ct", "--run", str(out), "--input", str(new), "--output", str(predictions)]) == 0
+    assert cli_main(["predict", "ct", "--model", str(out), "--input", str(new), "--output", str(predictions)]) == 0
     with open(new) as handle:
         truth = [row["label"] for row in csv.DictReader(handle)]
     with open(predictions) as handle:
@@ -104,7 +104,8 @@ def test_the_default_run_on_a_small_hu_pilot_learns_and_predict_is_right_on_most
 
 
 def test_a_manifest_run_that_did_not_learn_gets_hints_naming_its_likely_causes() -> None:
-    from bioattn.tasks.ct.train import HYBRID_NAME, not_learned_hints
+    from bioattn.tasks.ct.options import HYBRID_NAME
+    from bioattn.tasks.ct.report import not_learned_hints
     from bioattn.tasks.ct.data import CTData
     from bioattn.tasks.ct.preprocessing import SavedPreprocessing
 

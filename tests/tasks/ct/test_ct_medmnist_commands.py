@@ -75,7 +75,7 @@ def test_flip_tta_averages_the_eight_flips_of_the_preprocessed_volume(run_dir: P
     out_plain, out_tta = tmp_path / "plain.csv", tmp_path / "tta.csv"
     common = ["predict", "ct", "--model", str(run_dir), "--input", str(scan), "--intensity-window", "-1000", "1000"]
     assert cli_main([*common, "--output", str(out_plain)]) == 0
-    assert cli_main([*common, "--output", str(out_tta), "--flip-tta"]) == 0
+    assert cli_main([*common, "--output", str(out_tta), "--tta", "flips"]) == 0
     got = torch.tensor([float(_rows(out_tta)[0][k]) for k in ("p_normal", "p_hyperplasia")])
     plain = torch.tensor([float(_rows(out_plain)[0][k]) for k in ("p_normal", "p_hyperplasia")])
     x = torch.from_numpy(np.clip((hu + 1000) / 2000, 0, 1))[None, None]  # 8³ is already a multiple of the stride
@@ -95,7 +95,7 @@ def test_attention_map_on_real_ct_keeps_grid_and_affine(require_data, run_dir: P
             "--intensity-window", "-160", "240"]
     reference = nib.load(scan)
     # 122x101x30 at stride 4 is 6448 tokens, more than a full N x N map per layer allows: the map is computed in chunks
-    for resize in ([], ["--resize", "32", "32", "16"]):
+    for resize in ([], ["--size", "32", "32", "16", "--fit", "resize"]):
         assert cli_main([*args, *resize]) == 0
         overlay = nib.load(tmp_path / "probs.attention.nii.gz")
         assert overlay.shape == reference.shape == (122, 101, 30)
@@ -348,8 +348,8 @@ def test_tuned_protocol_records_itself_and_the_tta_ablation(
     assert default["auroc"] == pytest.approx(hybrid["val_auroc"], abs=1e-3)
     assert default["loss"] == pytest.approx(hybrid["val_loss"], rel=1e-4)
     assert not any(r["warning"] for r in rows)  # the validation volumes look like the training volumes
-    assert scores("--flip-tta")[0]["loss"] == pytest.approx(default["loss"], rel=1e-6)
-    plain, _ = scores("--no-flip-tta")
+    assert scores("--tta", "flips")[0]["loss"] == pytest.approx(default["loss"], rel=1e-6)
+    plain, _ = scores("--tta", "none")
     best = hybrid["val_history"][hybrid["best_epoch"] - 1]
     assert plain["auroc"] == pytest.approx(best["val_auroc_no_tta"], abs=1e-3)
     assert plain["auroc"] != pytest.approx(default["auroc"], abs=1e-3)  # so the default really is the flip average

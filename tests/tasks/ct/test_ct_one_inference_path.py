@@ -118,7 +118,8 @@ def test_the_baseline_is_a_run_directory_that_predict_and_explain_accept(run: tu
 
 
 def test_summary_warnings_name_their_model_and_a_winning_baseline_prints_its_command(tmp_path: Path) -> None:
-    from bioattn.tasks.ct.train import BASELINE_NAME, HYBRID_NAME, trust_sections
+    from bioattn.tasks.ct.options import BASELINE_NAME, HYBRID_NAME
+    from bioattn.tasks.ct.report import trust_sections
 
     stuck = {"warnings": ["warning: the kept model predicts one class (normal) for all 10 validation examples"],
              "confusion": {"classes": ["normal", "lesion"], "matrix": [[5, 0], [5, 0]]}, "threshold": 0.5,

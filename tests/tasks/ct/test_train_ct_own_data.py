@@ -86,7 +86,7 @@ def test_predict_on_the_validation_rows_reproduces_the_run(trained, tmp_path: Pa
     scores = classification_metrics(labels, np.stack([_probabilities(r) for r in rows]), threshold=threshold)
     assert scores["loss"] == pytest.approx(hybrid["val_loss"], rel=1e-4)
     assert scores["accuracy"] == hybrid["val_accuracy"]
-    plain = predict_ct_rows(run, run / "splits.csv", tmp_path / "plain.csv", "--split", "val", "--no-flip-tta")
+    plain = predict_ct_rows(run, run / "splits.csv", tmp_path / "plain.csv", "--split", "val", "--tta", "none")
     assert not np.allclose([_probabilities(r) for r in plain], [_probabilities(r) for r in rows], atol=1e-6)
 
 
@@ -118,10 +118,10 @@ def test_saved_preprocessing_is_reapplied_and_flags_replace_it(own_data: Path, t
     run, _ = trained
     scan = own_data.parent / "scans" / "scan05.nii.gz"
     [saved] = predict_ct_rows(run, scan, tmp_path / "saved.csv")
-    [explicit] = predict_ct_rows(run, scan, tmp_path / "explicit.csv", "--window", "0", "100", "--orientation", "RAS",
-                          "--resize", str(EDGE), str(EDGE), str(EDGE), "--flip-tta")
+    [explicit] = predict_ct_rows(run, scan, tmp_path / "explicit.csv", "--intensity-window", "0", "100", "--orientation",
+                          "RAS", "--size", str(EDGE), str(EDGE), str(EDGE), "--fit", "resize", "--tta", "flips")
     assert saved == explicit
-    [other_window] = predict_ct_rows(run, scan, tmp_path / "other.csv", "--window", "0", "1000")
+    [other_window] = predict_ct_rows(run, scan, tmp_path / "other.csv", "--intensity-window", "0", "1000")
     assert not np.allclose(_probabilities(other_window), _probabilities(saved), atol=1e-6)
     assert other_window["warning"]  # masks at a tenth of their training intensity are not what the model saw
 
@@ -261,7 +261,7 @@ def test_intensity_volumes_get_no_distance_channel_unless_asked(tmp_path: Path) 
         write_nifti(tmp_path / f"ct{index}.nii.gz", volume)
         rows.append([f"ct{index}.nii.gz", str(index % 2)])
     manifest = write_csv_rows(tmp_path / "labels.csv", ["image", "label"], rows)
-    flags = ["--quick", "--baseline", "none", "--size", str(EDGE), "--window", "-100", "200"]
+    flags = ["--quick", "--baseline", "none", "--size", str(EDGE), "--intensity-window", "-100", "200"]
     for extra, expected in (([], False), (["--distance-channel"], True)):
         run = tmp_path / f"run{expected}"
         assert cli_main(["train", "ct", "--manifest", str(manifest), "--out", str(run), *flags, *extra]) == 0

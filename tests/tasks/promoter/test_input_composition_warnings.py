@@ -60,7 +60,7 @@ def test_train_saves_the_profile_and_predict_warns_with_a_column(tmp_path: Path,
                      f"{'ACGT' * 4 + 'N' * 24 + 'ACGT' * 2}\n")
     out = tmp_path / "pred.csv"
     capsys.readouterr()
-    assert bioattn_main(["predict", "promoter", "--run", str(run), "--input", str(fasta), "--output", str(out)]) == 0
+    assert bioattn_main(["predict", "promoter", "--model", str(run), "--input", str(fasta), "--output", str(out)]) == 0
     rows = {row["id"]: row for row in _rows(out)}
     assert list(next(iter(rows.values()))) == ["id", "promoter_probability", "predicted_label", "warning"]
     assert rows["usual"]["warning"] == ""
@@ -81,7 +81,7 @@ def test_a_run_without_a_profile_is_not_checked(tmp_path: Path, capsys) -> None:
     PromoterClassifier(max_len=60, embed_dim=16, num_heads=2, num_layers=1, conv_kernel=0).save_pretrained(tmp_path / "old")
     fasta = tmp_path / "in.fa"
     fasta.write_text(">gc_rich\n" + "GCGGCCGCGGCGCCGC" * 3 + "\n")
-    assert bioattn_main(["predict", "promoter", "--run", str(tmp_path / "old"), "--input", str(fasta), "--output",
+    assert bioattn_main(["predict", "promoter", "--model", str(tmp_path / "old"), "--input", str(fasta), "--output",
                          str(tmp_path / "o.csv")]) == 0
     assert list(_rows(tmp_path / "o.csv")[0]) == ["id", "promoter_probability", "predicted_label"]
     assert "warning:" not in capsys.readouterr().err

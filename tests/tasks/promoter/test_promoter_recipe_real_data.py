@@ -71,8 +71,8 @@ def test_quick_run_end_to_end_then_predict(require_data, tmp_path, capsys):
 
 @pytest.mark.parametrize("strand_flags, strand_averaged", [
     ([], False),  # GUE sequences are TSS-oriented: strand-aware by default
-    (["--rc-augment"], True),  # --rc-average follows --rc-augment
-    (["--rc-augment", "--no-rc-average"], False),
+    (["--rc-augment"], True),  # --strand follows --rc-augment
+    (["--rc-augment", "--strand", "forward"], False),
 ])
 @pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_strand_options_reach_the_saved_model(require_data, tmp_path, strand_flags, strand_averaged):

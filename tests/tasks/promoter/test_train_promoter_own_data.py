@@ -85,7 +85,7 @@ def test_own_csv_trains_and_predict_reproduces_the_run(binary_run: Path, binary_
 def test_explain_works_on_an_own_data_model(binary_run: Path, binary_data, tmp_path):
     out = tmp_path / "explain"
     assert bioattn_main(["explain", "promoter", "--model", str(binary_run), "--input", str(binary_data["test_csv"]),
-                         "--out", str(out), "--plot-sequences", "1", "--max-sequences", "20"]) == 0
+                         "--out", str(out), "--plot-sequences", "1", "--max-rows", "20"]) == 0
     rows = read_rows(out / "predictions.tsv", "\t")
     assert list(rows[0]) == ["id", "length", "probability", "predicted_label"] and len(rows) == 20
     assert {r["predicted_label"] for r in rows} <= {"neg", "pos"}
@@ -120,7 +120,7 @@ def test_three_classes_train_predict_and_explain(tmp_path):
     train_fa = write_fasta(tmp_path / "train.fasta", records)
     dev_csv = write_csv(tmp_path / "dev.csv", make_records(("neg", "pos", "mid"), 90, seed=4, lengths=(20, 40)),
                         columns=("sequence", "label"))
-    run = train(tmp_path, "--train", str(train_fa), "--dev", str(dev_csv), "--no-rc-augment", "--no-rc-average")
+    run = train(tmp_path, "--train", str(train_fa), "--dev", str(dev_csv), "--no-rc-augment", "--strand", "forward")
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["class_names"] == ["mid", "neg", "pos"] and metrics["splits"] == {"train": 450, "dev": 90}
     for method in metrics["scores"].values():
@@ -139,7 +139,7 @@ def test_three_classes_train_predict_and_explain(tmp_path):
     assert classification_metrics(labels, probs)["mcc"] == pytest.approx(metrics["metrics"]["dev_mcc"], abs=1e-9)
     explained = tmp_path / "explain"
     assert bioattn_main(["explain", "promoter", "--model", str(run), "--input", str(dev_csv), "--out", str(explained),
-                         "--plot-sequences", "1", "--max-sequences", "12"]) == 0
+                         "--plot-sequences", "1", "--max-rows", "12"]) == 0
     header = (explained / "predictions.tsv").read_text().splitlines()[0].split("\t")
     assert header == ["id", "length", "p_mid", "p_neg", "p_pos", "predicted_label"]
 
