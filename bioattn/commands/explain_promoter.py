@@ -30,7 +30,7 @@ __all__ = ["add_arguments", "run"]
 
 
 def run(args: argparse.Namespace) -> int:
-    from bioattn.explain.promoter_report import describe, explain_promoter
+    from bioattn.tasks.promoter.explain import describe, explain_promoter
 
     result = explain_promoter(
         model_source(args), args.input, strand=args.strand, head_fusion=args.head_fusion, start_layer=args.start_layer,

@@ -11,9 +11,9 @@ from bioattn.commands.common import (
 
 def add_promoter_explain_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of ``bioattn explain promoter``."""
-    from bioattn.explain.attribution import PROMOTER_METHODS
     from bioattn.explain.motif_db import DEFAULT_DB, DEFAULT_Q
     from bioattn.explain.motifs import DEFAULT_ATTRIBUTION, DEFAULT_USE, MOTIF_ATTRIBUTIONS, MOTIF_USES
+    from bioattn.tasks.promoter.attribution import PROMOTER_METHODS
 
     add_model_and_device_arguments(parser, trained_by="bioattn train promoter")
     add_common_explain_arguments(parser, input_help="FASTA or CSV (column 'sequence', optional 'id'), plain or gzip")

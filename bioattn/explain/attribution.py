@@ -1,6 +1,8 @@
-"""The attribution methods every model explains with, by name, and the Captum calls behind the gradient ones.
+"""The method-generic attribution methods, by name, their costs, and the Captum calls behind the gradient ones.
 
-Methods (``bioattn explain ... --method NAME``):
+Each task declares the methods its models explain with and their costs (e.g.
+:data:`bioattn.tasks.promoter.attribution.PROMOTER_METHODS`, built from these); the generic code takes them as
+arguments. Methods (``bioattn explain ... --method NAME``):
 
 - ``rollout``: [CLS] attention rollout (attention only; a hypothesis generator).
 - ``relevance``: gradient-weighted attention relevance (Chefer et al. 2021, :mod:`bioattn.explain.relevance`).
@@ -8,7 +10,7 @@ Methods (``bioattn explain ... --method NAME``):
   voxels, masked MSA), on the token embeddings (DNA, MSA) or on the voxels (CT).
 - ``gradient_x_input``: Captum's gradient × input on the same tensors (one backward pass).
 - ``random``: uniform random values, the floor every faithful method must beat.
-- ``ism`` (DNA models only, :data:`PROMOTER_METHODS`): in-silico
+- ``ism`` (DNA models only, :mod:`bioattn.explain.ism`): in-silico
   saturation mutagenesis, the log-odds change of every single-nucleotide substitution (tangermeme).
 - ``gradcam``, ``occlusion`` (CT model only, :data:`CT_METHODS`): MONAI's ``GradCAM`` on the last CNN stage
   (upsampled to the voxels) and ``OcclusionSensitivity`` (patches set to the background value; the map is the
@@ -27,8 +29,6 @@ from torch import Tensor, nn
 from bioattn.errors import UserInputError
 
 METHODS = ("integrated_gradients", "relevance", "gradient_x_input", "rollout", "random")
-#: Methods of a DNA model: every method of :data:`METHODS`, and in-silico mutagenesis.
-PROMOTER_METHODS = (*METHODS, "ism")
 #: Methods of the CT model: every method of :data:`METHODS`, MONAI's GradCAM (on the CNN stem) and occlusion.
 CT_METHODS = (*METHODS, "gradcam", "occlusion")
 #: Every method of some model type.
@@ -37,10 +37,13 @@ ALL_METHODS = (*METHODS, "ism", "gradcam", "occlusion")
 IG_STEPS = 32
 #: Interpolated inputs per Captum forward pass.
 IG_BATCH = 64
-#: Cost of each method in gradient × input passes over the input (Integrated Gradients: measured about 65× on the
-#: promoter model, Captum batching included; rollout and random: a forward pass or less).
-RELATIVE_COST = {"integrated_gradients": 2 * IG_STEPS, "relevance": 1, "gradient_x_input": 1, "rollout": 0.5, "random": 0.0,
-                 "ism": 70.0, "gradcam": 1, "occlusion": 100.0}
+#: Cost of each method-generic method (:data:`METHODS` and ``ism``) in gradient × input passes over the input
+#: (Integrated Gradients: measured about 65× on the promoter model, Captum batching included; rollout and random: a
+#: forward pass or less). A task's costs (e.g. :data:`bioattn.tasks.promoter.attribution.RELATIVE_COST`) take these.
+METHOD_COST = {"integrated_gradients": 2 * IG_STEPS, "relevance": 1, "gradient_x_input": 1, "rollout": 0.5, "random": 0.0,
+               "ism": 70.0}
+#: Cost of every method of some model type (the CT methods' own costs included).
+RELATIVE_COST = {**METHOD_COST, "gradcam": 1, "occlusion": 100.0}
 
 
 #: How figures name each method's values (axis labels, colour bars).

@@ -11,6 +11,8 @@ the observed base supports the class.
 ``hypothetical=True`` returns, for every position, the centred effect of each of the four bases (``(B, L, 4)``,
 TF-MoDISco's "hypothetical contributions"); otherwise the value of the observed base (``(B, L)``).
 :func:`saturation_scores` does the same for any model with one output per sequence (e.g. a measured activity).
+:func:`predicted_classes` is the class a DNA classifier predicts, with its own strand handling (what ISM, the
+hypothetical contributions and the attribution maps explain by default).
 """
 from __future__ import annotations
 
@@ -27,6 +29,17 @@ from bioattn.explain.attribution import predicted_log_odds
 ALPHABET = "ACGT"
 #: Edited sequences per forward pass.
 ISM_BATCH = 256
+
+
+def _uses_rc(model: torch.nn.Module, rc_average: bool | None) -> bool:
+    return bool(model.rc_average if rc_average is None else rc_average)
+
+
+@torch.no_grad()
+def predicted_classes(model: torch.nn.Module, ids: Tensor, padding_mask: Tensor, *, rc_average: bool | None = None) -> Tensor:
+    """The class the model predicts for each sequence: ``(B,)`` long (a two-class model: probability ≥ threshold)."""
+    probabilities = model.predict_proba(ids, padding_mask, rc_average=_uses_rc(model, rc_average))
+    return torch.as_tensor(model.predicted_classes(probabilities.cpu().numpy()), device=ids.device)
 
 
 class _OneHotLogOdds(nn.Module):

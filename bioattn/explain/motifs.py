@@ -245,8 +245,7 @@ def _attributor(model: Any, attribution: str, target: str, rc_average: bool | No
 
     from bioattn.data.dna import collate_tokens, encode
     from bioattn.explain.hypothetical import gradient_hypothetical
-    from bioattn.explain.ism import ism_attribution
-    from bioattn.explain.promoter_attribution import _uses_rc, predicted_classes
+    from bioattn.explain.ism import _uses_rc, ism_attribution, predicted_classes
     from bioattn.progress import progress_bar
 
     device = next(model.parameters()).device

@@ -7,7 +7,7 @@ import dataclasses
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from bioattn.errors import UserInputError
 
@@ -107,34 +107,36 @@ AUTO_SAMPLE = 16
 def resolve_method(method: str, order: Sequence[str], probe: Callable[[], float],
                    measure: Callable[[Sequence[str]], dict[str, dict]] | None = None, *,
                    faithfulness_steps: int = 20, budget_seconds: float = AUTO_BUDGET_SECONDS,
-                   sample: str = "the input") -> str:
+                   sample: str = "the input", costs: Mapping[str, float] | None = None) -> str:
     """``method``, or with ``auto`` the most faithful method on (a sample of) this input among those of ``order``
     whose estimated time fits ``budget_seconds``.
 
     ``probe()`` returns the estimated seconds of one gradient pass over the whole input; a method costs
-    :data:`~bioattn.explain.attribution.RELATIVE_COST` times that. The probe runs twice and the second time is the
+    ``costs[method]`` times that (the task's methods and costs; default
+    :data:`~bioattn.explain.attribution.RELATIVE_COST`), and ``method`` must be one of ``costs``. The probe runs twice and the second time is the
     estimate: the first pays one-off costs (a GPU's context and kernel selection, lazy imports) that would make a
     64-pass method look too slow. ``measure(methods)`` returns each method's faithfulness on ``sample`` (method →
     :meth:`~bioattn.explain.faithfulness.FaithfulnessResult.summary`); the candidates and ``random`` are measured
     and the largest insertion − deletion AUC wins (:func:`~bioattn.explain.faithfulness.most_faithful`, the method
     the faithfulness table stars). Says on stderr which method it used and the AUCs it measured; a warning when no
     candidate deletes better than random. Without ``measure``, the first fitting method of ``order``."""
-    from bioattn.explain.attribution import ALL_METHODS, RELATIVE_COST
+    from bioattn.explain.attribution import RELATIVE_COST
     from bioattn.explain.faithfulness import most_faithful
 
+    costs = RELATIVE_COST if costs is None else costs
     if faithfulness_steps < 1:
         raise UserInputError(f"--faithfulness-steps must be >= 1, got {faithfulness_steps}")
     if method != "auto":
-        if method not in ALL_METHODS:
-            raise UserInputError(f"method must be auto or one of {', '.join(ALL_METHODS)}, got {method!r}")
+        if method not in costs:
+            raise UserInputError(f"method must be auto or one of {', '.join(costs)}, got {method!r}")
         return method
     probe()  # warm-up, not timed
     one_pass = probe()
-    candidates = [m for m in order if one_pass * RELATIVE_COST[m] <= budget_seconds] or [order[-1]]
+    candidates = [m for m in order if one_pass * costs[m] <= budget_seconds] or [order[-1]]
     if measure is None or len(candidates) == 1:
         chosen = candidates[0]
         print(f"explain: method {chosen} (the most faithful measured for this model type that fits "
-              f"{budget_seconds:.0f} s here, about {one_pass * RELATIVE_COST[chosen]:.1f} s; --method to choose)",
+              f"{budget_seconds:.0f} s here, about {one_pass * costs[chosen]:.1f} s; --method to choose)",
               file=sys.stderr)
         return chosen
     results = measure((*candidates, "random"))

@@ -29,7 +29,7 @@ from IPython.display import Image, display
 from bioattn.data import resolve_data_root
 from bioattn.data.dna import collate_tokens, read_records
 from bioattn.explain import head_diversity, plot_head_maps, plot_rollout_track
-from bioattn.explain.promoter import explain_promoters, influence_profile, motif_enrichment
+from bioattn.tasks.promoter.influence import explain_promoters, influence_profile, motif_enrichment
 from bioattn.models.promoter import PromoterClassifier
 
 torch.manual_seed(0)

@@ -32,7 +32,8 @@ from bioattn.explain.attribution import METHODS
 from bioattn.explain.faithfulness import compare_methods, most_faithful
 from bioattn.explain.faithfulness_figures import plot_faithfulness_curves, plot_head_sharpness
 from bioattn.explain.outputs import faithfulness_table
-from bioattn.explain.promoter_attribution import predicted_classes, promoter_attribution, promoter_score
+from bioattn.explain.ism import predicted_classes
+from bioattn.tasks.promoter.attribution import promoter_attribution, promoter_score
 from bioattn.explain.sharpness import head_sharpness
 from bioattn.models.promoter import PromoterClassifier
 from bioattn.data.root import embedded_sample_dir

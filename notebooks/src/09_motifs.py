@@ -34,7 +34,7 @@ import torch
 from IPython.display import Image, display
 
 from bioattn.data import resolve_data_root
-from bioattn.explain.promoter_report import explain_promoter
+from bioattn.tasks.promoter.explain import explain_promoter
 
 warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm in a kernel without ipywidgets
 torch.manual_seed(0)

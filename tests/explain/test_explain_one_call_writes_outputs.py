@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 import bioattn.explain.msa_report as msa_report
-import bioattn.explain.promoter_report as promoter_report
+import bioattn.tasks.promoter.explain as promoter_report
 from bioattn.cli import main as cli_main
 from bioattn.errors import UserInputError
 from bioattn.explain.msa_report import explain_msa
-from bioattn.explain.promoter_report import explain_promoter
+from bioattn.tasks.promoter.explain import explain_promoter
 from tests.helpers.files import write_fasta
 
 FAST = {"method": "rollout", "faithfulness": False, "plot_sequences": 1}

@@ -15,10 +15,10 @@ from bioattn.attention import MultiHeadAttention
 from bioattn.cli import main as cli_main
 from bioattn.data.dna import A_ID, C_ID, T_ID, decode
 from bioattn.tasks.explain_dispatch import attribute
-from bioattn.explain.attribution import CT_METHODS, METHODS, PROMOTER_METHODS
+from bioattn.explain.attribution import CT_METHODS, METHODS
 from bioattn.explain.faithfulness import area_under_curve, deletion_insertion, evaluate_faithfulness, rank_units
 from bioattn.explain.result import resolve_method
-from bioattn.explain.promoter_attribution import promoter_attribution, promoter_score
+from bioattn.tasks.promoter.attribution import PROMOTER_METHODS, promoter_attribution, promoter_score
 from bioattn.explain.relevance import relevance_from_attention
 from bioattn.explain.sharpness import head_sharpness
 from bioattn.models.promoter import PromoterClassifier

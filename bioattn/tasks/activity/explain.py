@@ -214,10 +214,10 @@ def explain_activity(
     """
     check_out_dir(out, overwrite=overwrite)
     from bioattn.explain.attribution import check_method, method_label
-    from bioattn.explain.promoter import influence_profile
     from bioattn.models.activity import STRANDS, strip_flanks
     from bioattn.progress import progress_bar
     from bioattn.tasks.activity.branches import top_motif_weights
+    from bioattn.tasks.promoter.influence import influence_profile
 
     check_method(method, ("auto", *ACTIVITY_METHODS))
     for name, value, least in (("max_rows", max_rows, 1), ("batch_size", batch_size, 1), ("plot_sequences", plot_sequences, 0),
@@ -391,7 +391,7 @@ def describe(result: ActivityExplanation, out: Path | None = None) -> str:
     """What ``bioattn explain activity`` prints once ``result`` is saved (default: where it was saved): what was
     explained, the motifs found (with ``motifs``), the known-motif weights and the faithfulness table."""
     from bioattn.explain.outputs import faithfulness_table
-    from bioattn.explain.promoter_report import _describe_motifs
+    from bioattn.tasks.promoter.explain import _describe_motifs
 
     summary, out = result.summary, out if out is not None else result.saved_to
     members = f", the mean of {summary['members']} members" if summary["members"] > 1 else ""

@@ -19,8 +19,8 @@ class PromoterTask(Task):
         "predict": "bioattn.commands.predict_promoter",
         "explain": "bioattn.commands.explain_promoter",
     }
-    explain = "bioattn.explain.promoter_report:explain_promoter"
-    attribution = "bioattn.explain.promoter_attribution:attribute_tokens"
+    explain = "bioattn.tasks.promoter.explain:explain_promoter"
+    attribution = "bioattn.tasks.promoter.attribution:attribute_tokens"
 
     @property
     def reference(self) -> Mapping[str, Mapping[str, float]]:  # type: ignore[override]

@@ -14,9 +14,9 @@ from bioattn.explain.head_motifs import cls_attention, head_motif_enrichment
 from bioattn.explain.ism import ism_attribution
 from bioattn.explain.motif_db import load_motif_database
 from bioattn.explain.motifs import ModiscoSettings, discover_patterns
-from bioattn.explain.promoter_attribution import promoter_attribution
 from bioattn.explain.attribution import predicted_log_odds
 from bioattn.models.promoter import PromoterClassifier
+from bioattn.tasks.promoter.attribution import promoter_attribution
 from tests.helpers.planted import planted_contributions
 
 LENGTH, TSS = 60, 40

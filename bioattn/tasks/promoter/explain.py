@@ -132,10 +132,10 @@ def _sharpness(model, batch):
 def _faithfulness(model, tokens, batch_size, rc_average, head_fusion, start_layer, steps, methods=None) -> dict:
     """Deletion/insertion AUC of ``methods`` (default: every method) on ``tokens`` (nucleotides → N)."""
     from bioattn.data.dna import collate_tokens
-    from bioattn.explain.attribution import PROMOTER_METHODS
     from bioattn.explain.faithfulness import compare_methods
-    from bioattn.explain.promoter_attribution import predicted_classes, promoter_attribution, promoter_score
+    from bioattn.explain.ism import predicted_classes
     from bioattn.progress import progress_bar
+    from bioattn.tasks.promoter.attribution import PROMOTER_METHODS, promoter_attribution, promoter_score
 
     device = next(model.parameters()).device
     batches = [collate_tokens(tokens[start : start + batch_size]) for start in range(0, len(tokens), batch_size)]
@@ -200,7 +200,7 @@ def explain_promoter(
             (strings, ids ``seq0, seq1, ...``, or :class:`~bioattn.data.dna.DNARecord`); at most ``max_rows`` are read.
         method: ``auto`` (of the methods that fit about a minute, the most faithful on the first 16 sequences,
             named on stderr with its deletion/insertion AUCs) or one of
-            :data:`~bioattn.explain.attribution.PROMOTER_METHODS` (``ism``: in-silico mutagenesis).
+            :data:`~bioattn.tasks.promoter.attribution.PROMOTER_METHODS` (``ism``: in-silico mutagenesis).
         strand: ``model`` (as the model predicts), ``both`` (strands averaged) or ``forward``.
         head_fusion, start_layer: how rollout fuses a layer's heads and the first layer it includes.
         tss_index: 0-based TSS index; positions are then reported relative to it.
@@ -236,12 +236,12 @@ def explain_promoter(
     from bioattn.data.dna import collate_tokens
     from bioattn.explain.figures import plot_rollout_track
     from bioattn.explain.outputs import layer_similarities, write_faithfulness, write_layer_figures
-    from bioattn.explain.promoter import explain_promoters, influence_profile, motif_enrichment
-    from bioattn.explain.promoter_attribution import promoter_attribution
     from bioattn.explain.sharpness import sharpness_summary
     from bioattn.models.promoter import PromoterClassifier
     from bioattn.models.ensemble import ensemble_members
     from bioattn.progress import progress_bar
+    from bioattn.tasks.promoter.attribution import RELATIVE_COST, promoter_attribution
+    from bioattn.tasks.promoter.influence import explain_promoters, influence_profile, motif_enrichment
 
     if strand not in STRANDS:
         raise UserInputError(f"strand must be one of {', '.join(STRANDS)}, got {strand!r}")
@@ -287,7 +287,8 @@ def explain_promoter(
     method = resolve_method(method, FAITHFULNESS_ORDER, probe,
                             lambda methods: _faithfulness(model, sample, batch_size, rc_average, head_fusion,
                                                           start_layer, faithfulness_steps, methods),
-                            faithfulness_steps=faithfulness_steps, sample=f"the first {len(sample)} sequences")
+                            faithfulness_steps=faithfulness_steps, sample=f"the first {len(sample)} sequences",
+                            costs=RELATIVE_COST)
     ylabel = method_label(method)
     probabilities = []
     lengths = np.array([len(t) for t in tokens])

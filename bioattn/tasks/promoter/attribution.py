@@ -1,5 +1,6 @@
 """Per-nucleotide attributions of a :class:`~bioattn.models.promoter.PromoterClassifier` (or an ensemble of them)
-by every method of :mod:`bioattn.explain.attribution`, and the scores their faithfulness is measured with.
+by every method of :data:`PROMOTER_METHODS` (the method-generic ones of :mod:`bioattn.explain.attribution` and
+in-silico mutagenesis, :data:`RELATIVE_COST` what each costs), and the scores their faithfulness is measured with.
 
 Like the model's prediction, an attribution with ``rc_average`` is the mean of the forward strand's map and of
 the reverse complement's map put back on forward positions. An ensemble's map is the mean of its members' maps,
@@ -13,22 +14,17 @@ from torch import Tensor
 from bioattn.attention.rollout import rollout_rows
 from bioattn.data.dna import N_ID, strand_average
 from bioattn.explain.attribution import (
-    PROMOTER_METHODS, check_method, class_probability, layer_attribution, predicted_log_odds, random_map,
+    METHOD_COST, METHODS, check_method, class_probability, layer_attribution, predicted_log_odds, random_map,
 )
 from bioattn.explain.faithfulness import ScoreMasked
+from bioattn.explain.ism import _uses_rc, predicted_classes
 from bioattn.explain.relevance import attention_gradients, relevance_from_attention
 from bioattn.models.ensemble import average_over_members
 
-
-def _uses_rc(model: torch.nn.Module, rc_average: bool | None) -> bool:
-    return bool(model.rc_average if rc_average is None else rc_average)
-
-
-@torch.no_grad()
-def predicted_classes(model: torch.nn.Module, ids: Tensor, padding_mask: Tensor, *, rc_average: bool | None = None) -> Tensor:
-    """The class the model predicts for each sequence: ``(B,)`` long (a two-class model: probability ≥ threshold)."""
-    probabilities = model.predict_proba(ids, padding_mask, rc_average=_uses_rc(model, rc_average))
-    return torch.as_tensor(model.predicted_classes(probabilities.cpu().numpy()), device=ids.device)
+#: Methods of a DNA model: every method of :data:`~bioattn.explain.attribution.METHODS`, and in-silico mutagenesis.
+PROMOTER_METHODS = (*METHODS, "ism")
+#: What each of :data:`PROMOTER_METHODS` costs, in gradient × input passes (``explain promoter --method auto``).
+RELATIVE_COST = {method: METHOD_COST[method] for method in PROMOTER_METHODS}
 
 
 def _log_odds(member: torch.nn.Module, ids: Tensor, padding_mask: Tensor | None, classes: Tensor) -> Tensor:
