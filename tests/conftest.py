@@ -161,6 +161,21 @@ def ct_own_run(ct_own_data: Path, tmp_path_factory: pytest.TempPathFactory) -> t
 # ``python -m tests.helpers.durations LOG`` from a run with ``--durations=0``); a file it does not know counts as 1 s.
 DURATIONS = Path(__file__).with_name("durations.json")
 SPREAD = {"tests/project/test_notebooks.py", "tests/models/test_shipped_models.py", "tests/project/test_docs.py"}
+# TF-MoDISco (modisco-lite) compiles its numba code in every process that calls it, and TOMTOM (memelite) compiles
+# its code on first use until numba's on-disk cache holds it (minutes on a fresh install): the files that run either
+# share one worker, so neither compilation runs twice at once.
+NUMBA_GROUP = "numba: TF-MoDISco and TOMTOM"
+NUMBA_FILES = {"tests/explain/test_explain_one_call_writes_outputs.py"}
+NUMBA_FOLDERS = ("tests/explain/motifs/",)
+
+
+def xdist_group_of(path: str) -> str | None:
+    """The group a test file's tests share (None: handed out one by one)."""
+    if path in SPREAD:
+        return None
+    if path in NUMBA_FILES or path.startswith(NUMBA_FOLDERS):
+        return NUMBA_GROUP
+    return path
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist turns the groups into node ids
@@ -168,15 +183,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     seconds = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
     order: dict[str, int] = {}
     count: dict[str, int] = {}
+    group_seconds: dict[str, float] = {}
     for item in items:
         path = item.location[0]
-        order.setdefault(path, len(order))
+        if path not in order:
+            order[path] = len(order)
+            group = xdist_group_of(path)
+            if group is not None:
+                group_seconds[group] = group_seconds.get(group, 0.0) + seconds.get(path, 1.0)
         count[path] = count.get(path, 0) + 1
-        if path not in SPREAD:
-            item.add_marker(pytest.mark.xdist_group(path))
+        group = xdist_group_of(path)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
-    def unit_seconds(path: str) -> float:
-        total = seconds.get(path, 1.0)
-        return total / count[path] if path in SPREAD else total
+    def unit_seconds(item: pytest.Item) -> float:
+        path = item.location[0]
+        group = xdist_group_of(path)
+        if group is None:  # a test of its own: its measured seconds (durations.json keys it by node id), else its share
+            return seconds.get(item.nodeid, seconds.get(path, 1.0) / count[path])
+        return group_seconds[group]
 
-    items.sort(key=lambda item: (-unit_seconds(item.location[0]), order[item.location[0]]))
+    items.sort(key=lambda item: (-unit_seconds(item), order[item.location[0]]))

@@ -4,7 +4,8 @@
     python -m tests.helpers.durations run.log      # rewrites tests/durations.json
 
 Each line ``12.34s call     tests/x/test_y.py::test_z`` of pytest's durations table adds its seconds (setup, call
-and teardown) to the file's total.
+and teardown) to the file's total; a test of at least :data:`OWN_ENTRY` seconds also gets an entry of its own, keyed
+by its node id (the scheduler reads those for the files whose tests are handed out one by one).
 """
 from __future__ import annotations
 
@@ -14,18 +15,22 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-LINE = re.compile(r"^\s*([0-9.]+)s\s+(setup|call|teardown)\s+(\S+?\.py)::")
+LINE = re.compile(r"^\s*([0-9.]+)s\s+(setup|call|teardown)\s+((\S+?\.py)::\S+)")
+OWN_ENTRY = 10.0
 TARGET = Path(__file__).resolve().parents[1] / "durations.json"
 
 
 def per_file(lines: list[str]) -> dict[str, float]:
-    """Seconds per test file, summed over the durations table's lines."""
+    """Seconds per test file, summed over the durations table's lines, and per test for the long ones."""
     totals: dict[str, float] = defaultdict(float)
+    tests: dict[str, float] = defaultdict(float)
     for line in lines:
         match = LINE.match(line)
         if match:
-            totals[match.group(3)] += float(match.group(1))
-    return {path: round(total, 1) for path, total in sorted(totals.items(), key=lambda kv: -kv[1])}
+            totals[match.group(4)] += float(match.group(1))
+            tests[match.group(3)] += float(match.group(1))
+    totals.update({node: total for node, total in tests.items() if total >= OWN_ENTRY})
+    return {key: round(total, 1) for key, total in sorted(totals.items(), key=lambda kv: -kv[1])}
 
 
 def main(argv: list[str]) -> int:
