@@ -26,7 +26,7 @@ from bioattn.commands.common import (
     add_explain_arguments, add_method_arguments, add_model_and_device_arguments, method_options, model_source,
 )
 from bioattn.commands.ct_args import add_preprocessing_arguments, add_tta_argument, preprocessing_overrides
-from bioattn.explain.attribution import CT_METHODS
+from bioattn.tasks.ct.methods import CT_METHODS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bioattn.explain.ct_report import describe, explain_ct
+    from bioattn.tasks.ct.explain import describe, explain_ct
 
     result = explain_ct(model_source(args), args.input, head_fusion=args.head_fusion, start_layer=args.start_layer,
                         split=args.split, index=args.index, faithfulness_indices=args.indices, preprocessing=preprocessing_overrides(args),

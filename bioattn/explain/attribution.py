@@ -12,16 +12,15 @@ arguments. Methods (``bioattn explain ... --method NAME``):
 - ``random``: uniform random values, the floor every faithful method must beat.
 - ``ism`` (DNA models only, :mod:`bioattn.explain.ism`): in-silico
   saturation mutagenesis, the log-odds change of every single-nucleotide substitution (tangermeme).
-- ``gradcam``, ``occlusion`` (CT model only, :data:`CT_METHODS`): MONAI's ``GradCAM`` on the last CNN stage
-  (upsampled to the voxels) and ``OcclusionSensitivity`` (patches set to the background value; the map is the
-  drop in the predicted class's probability).
+
+A task adds its own (the CT task's MONAI ``gradcam`` and ``occlusion``) with their costs and labels.
 
 Signed attributions (the two Captum methods) rank units by their signed value: positive = supports the
 predicted class.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import torch
 from torch import Tensor, nn
@@ -29,10 +28,6 @@ from torch import Tensor, nn
 from bioattn.errors import UserInputError
 
 METHODS = ("integrated_gradients", "relevance", "gradient_x_input", "rollout", "random")
-#: Methods of the CT model: every method of :data:`METHODS`, MONAI's GradCAM (on the CNN stem) and occlusion.
-CT_METHODS = (*METHODS, "gradcam", "occlusion")
-#: Every method of some model type.
-ALL_METHODS = (*METHODS, "ism", "gradcam", "occlusion")
 #: Riemann steps of Integrated Gradients (Captum's Gauss-Legendre rule).
 IG_STEPS = 32
 #: Interpolated inputs per Captum forward pass.
@@ -42,22 +37,20 @@ IG_BATCH = 64
 #: forward pass or less). A task's costs (e.g. :data:`bioattn.tasks.promoter.attribution.RELATIVE_COST`) take these.
 METHOD_COST = {"integrated_gradients": 2 * IG_STEPS, "relevance": 1, "gradient_x_input": 1, "rollout": 0.5, "random": 0.0,
                "ism": 70.0}
-#: Cost of every method of some model type (the CT methods' own costs included).
-RELATIVE_COST = {**METHOD_COST, "gradcam": 1, "occlusion": 100.0}
 
 
-#: How figures name each method's values (axis labels, colour bars).
+#: How figures name each method-generic method's values (axis labels, colour bars).
 METHOD_LABELS = {
     "integrated_gradients": "Integrated Gradients attribution", "relevance": "attention relevance (Chefer)",
     "gradient_x_input": "gradient × input attribution", "rollout": "rollout influence", "random": "random ranking (floor)",
-    "ism": "in-silico mutagenesis (log-odds change)", "gradcam": "Grad-CAM (MONAI)",
-    "occlusion": "occlusion sensitivity (MONAI)",
+    "ism": "in-silico mutagenesis (log-odds change)",
 }
 
 
-def method_label(method: str) -> str:
-    """The axis label of ``method``'s values, e.g. ``"gradient × input attribution"``."""
-    return METHOD_LABELS[check_method(method, ALL_METHODS)]
+def method_label(method: str, labels: Mapping[str, str] = METHOD_LABELS) -> str:
+    """The axis label of ``method``'s values, e.g. ``"gradient × input attribution"`` (``labels``: the task's
+    labels, default the method-generic :data:`METHOD_LABELS`)."""
+    return labels[check_method(method, tuple(labels))]
 
 
 def check_method(method: str, methods: tuple[str, ...] = METHODS) -> str:

@@ -112,18 +112,18 @@ def resolve_method(method: str, order: Sequence[str], probe: Callable[[], float]
     whose estimated time fits ``budget_seconds``.
 
     ``probe()`` returns the estimated seconds of one gradient pass over the whole input; a method costs
-    ``costs[method]`` times that (the task's methods and costs; default
-    :data:`~bioattn.explain.attribution.RELATIVE_COST`), and ``method`` must be one of ``costs``. The probe runs twice and the second time is the
-    estimate: the first pays one-off costs (a GPU's context and kernel selection, lazy imports) that would make a
-    64-pass method look too slow. ``measure(methods)`` returns each method's faithfulness on ``sample`` (method →
+    ``costs[method]`` times that (``costs``: the task's methods and their costs, default the method-generic
+    :data:`~bioattn.explain.attribution.METHOD_COST`; ``method`` must be one of them). The probe runs twice and the
+    second time is the estimate: the first pays one-off costs (a GPU's context and kernel selection, lazy imports)
+    that would make a 64-pass method look too slow. ``measure(methods)`` returns each method's faithfulness on ``sample`` (method →
     :meth:`~bioattn.explain.faithfulness.FaithfulnessResult.summary`); the candidates and ``random`` are measured
     and the largest insertion − deletion AUC wins (:func:`~bioattn.explain.faithfulness.most_faithful`, the method
     the faithfulness table stars). Says on stderr which method it used and the AUCs it measured; a warning when no
     candidate deletes better than random. Without ``measure``, the first fitting method of ``order``."""
-    from bioattn.explain.attribution import RELATIVE_COST
+    from bioattn.explain.attribution import METHOD_COST
     from bioattn.explain.faithfulness import most_faithful
 
-    costs = RELATIVE_COST if costs is None else costs
+    costs = METHOD_COST if costs is None else costs
     if faithfulness_steps < 1:
         raise UserInputError(f"--faithfulness-steps must be >= 1, got {faithfulness_steps}")
     if method != "auto":

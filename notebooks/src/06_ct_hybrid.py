@@ -30,7 +30,7 @@ from monai.transforms import DivisiblePad
 from bioattn.data import resolve_data_root
 from bioattn.data.ct import VolumeDataset, load_medmnist3d_npz, medmnist_npz_path
 from bioattn.explain import plot_orthogonal_slices
-from bioattn.explain.ct import explain_volumes
+from bioattn.tasks.ct.rollout import explain_volumes
 from bioattn.models.hybrid_ct import HybridCT3D
 
 torch.manual_seed(0)

@@ -10,9 +10,9 @@ import torch
 
 from bioattn.cli import main as cli_main
 from bioattn.errors import UserInputError
-from bioattn.explain.attribution import CT_METHODS
 from bioattn.models.hybrid_ct import HybridCT3D
-from bioattn.explain.ct_report import explain_ct, parse_indices, peak_inside
+from bioattn.tasks.ct.explain import explain_ct, parse_indices, peak_inside
+from bioattn.tasks.ct.methods import CT_METHODS
 
 SIZE = 16
 

@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from bioattn.errors import UserInputError
-from bioattn.explain.ct_plan import (
+from bioattn.models.hybrid_ct import HybridCT3D
+from bioattn.tasks.ct.explain_plan import (
     FAITHFULNESS_BUDGET_SECONDS, MAX_STEPS, MIN_STEPS, FaithfulnessPlan, plan_faithfulness,
 )
-from bioattn.models.hybrid_ct import HybridCT3D
 
 
 def test_the_default_plan_fits_the_budget_and_leaves_the_expensive_methods_out() -> None:
@@ -47,8 +47,7 @@ def _model() -> HybridCT3D:
 
 
 def test_explain_ct_computes_the_cheap_maps_and_measures_only_them_by_default(capsys) -> None:
-    from bioattn.explain.ct_report import explain_ct
-    from bioattn.explain.ct_report import describe
+    from bioattn.tasks.ct.explain import describe, explain_ct
 
     volume = np.random.default_rng(0).random((1, 16, 16, 16)).astype(np.float32)
     result = explain_ct(_model(), volume)

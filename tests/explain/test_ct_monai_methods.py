@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from bioattn.errors import UserInputError
-from bioattn.explain.ct_attribution import volume_attribution
+from bioattn.tasks.ct.attribution import volume_attribution
 from bioattn.models.hybrid_ct import HybridCT3D
 
 
@@ -43,7 +43,7 @@ def test_unknown_ct_method_is_refused(ct_model) -> None:
 def test_auto_chooses_among_every_method_the_faithfulness_table_ranks() -> None:
     """``--method auto`` and the starred row of the table pick from the same methods (GradCAM and occlusion
     included), so the command cannot name one method the most faithful and star another."""
-    from bioattn.explain.attribution import CT_METHODS
-    from bioattn.explain.ct_report import FAITHFULNESS_ORDER
+    from bioattn.tasks.ct.explain import FAITHFULNESS_ORDER
+    from bioattn.tasks.ct.methods import CT_METHODS
 
     assert set(FAITHFULNESS_ORDER) == set(CT_METHODS) - {"random"}

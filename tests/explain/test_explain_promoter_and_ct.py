@@ -12,9 +12,9 @@ import torch
 
 from bioattn.cli import main as cli_main
 from bioattn.data.dna import collate_tokens, encode
-from bioattn.explain.ct import explain_volumes
 from bioattn.models.hybrid_ct import HybridCT3D
 from bioattn.models.promoter import PromoterClassifier
+from bioattn.tasks.ct.rollout import explain_volumes
 from bioattn.tasks.promoter.influence import explain_promoters, influence_profile, motif_enrichment
 
 SEQUENCES = ["ACGTATAAAAGGCGCGTACGATCGA", "TTGACATATAAAGCGC", "GGGCCCATATATCCGGAATTCCG"]

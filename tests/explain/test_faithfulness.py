@@ -14,14 +14,15 @@ import torch
 from bioattn.attention import MultiHeadAttention
 from bioattn.cli import main as cli_main
 from bioattn.data.dna import A_ID, C_ID, T_ID, decode
-from bioattn.tasks.explain_dispatch import attribute
-from bioattn.explain.attribution import CT_METHODS, METHODS
+from bioattn.explain.attribution import METHODS
 from bioattn.explain.faithfulness import area_under_curve, deletion_insertion, evaluate_faithfulness, rank_units
-from bioattn.explain.result import resolve_method
-from bioattn.tasks.promoter.attribution import PROMOTER_METHODS, promoter_attribution, promoter_score
 from bioattn.explain.relevance import relevance_from_attention
+from bioattn.explain.result import resolve_method
 from bioattn.explain.sharpness import head_sharpness
 from bioattn.models.promoter import PromoterClassifier
+from bioattn.tasks.ct.methods import CT_METHODS
+from bioattn.tasks.explain_dispatch import attribute
+from bioattn.tasks.promoter.attribution import PROMOTER_METHODS, promoter_attribution, promoter_score
 
 KEY, LENGTH = 5, 12
 
@@ -200,7 +201,7 @@ class _OneVoxel(torch.nn.Module):
 
 @pytest.mark.parametrize("method", ["integrated_gradients", "gradient_x_input"])
 def test_voxel_attribution_finds_the_voxel_the_model_reads(method: str) -> None:
-    from bioattn.explain.ct_attribution import volume_attribution, volume_score
+    from bioattn.tasks.ct.attribution import volume_attribution, volume_score
 
     model = _OneVoxel((2, 3, 1)).eval()
     volumes = torch.rand(3, 1, 4, 5, 6, generator=torch.Generator().manual_seed(0)) + 0.5

@@ -19,8 +19,8 @@ class CTTask(Task):
         "predict": "bioattn.commands.predict_ct",
         "explain": "bioattn.commands.explain_ct",
     }
-    explain = "bioattn.explain.ct_report:explain_ct"
-    attribution = "bioattn.explain.ct_attribution:volume_attribution"
+    explain = "bioattn.tasks.ct.explain:explain_ct"
+    attribution = "bioattn.tasks.ct.attribution:volume_attribution"
 
     @property
     def reference(self) -> Mapping[str, Mapping[str, float]]:  # type: ignore[override]

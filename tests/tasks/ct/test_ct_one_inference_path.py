@@ -71,7 +71,7 @@ def test_predict_explain_and_from_pretrained_give_the_same_probability_and_class
     assert cli_main(["explain", "ct", "--model", str(out), "--input", str(scan), "--out", str(tmp_path / "e"),
                      "--no-faithfulness"]) == 0
     summary = json.loads((tmp_path / "e" / "summary.json").read_text())
-    from bioattn.explain.ct_report import explain_ct
+    from bioattn.tasks.ct.explain import explain_ct
 
     in_python = explain_ct(model, scan, faithfulness=False)
     for value in (from_pretrained, summary["probabilities"]["lesion"], in_python.summary["probabilities"]["lesion"]):
@@ -96,7 +96,7 @@ def test_a_saved_decision_threshold_is_applied_by_predict_and_explain(run: tuple
         assert _predicted_row(copy, scan, tmp_path / f"{expected}.csv")["predicted_label"] == expected
         model = HybridCT3D.from_pretrained(copy)
         assert model.predict_classes(scan) == expected
-        from bioattn.explain.ct_report import explain_ct
+        from bioattn.tasks.ct.explain import explain_ct
 
         assert explain_ct(str(copy), scan, faithfulness=False).summary["predicted"] == expected
 

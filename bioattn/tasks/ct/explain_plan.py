@@ -19,9 +19,9 @@ import torch
 from torch import Tensor
 
 from bioattn.errors import UserInputError
-from bioattn.explain.attribution import CT_METHODS
 from bioattn.models.hybrid_ct import flip_axis_sets
 from bioattn.progress import progress_bar
+from bioattn.tasks.ct.methods import CT_METHODS
 
 __all__ = [
     "AUTO_CANDIDATES",

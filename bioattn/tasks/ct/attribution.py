@@ -1,5 +1,7 @@
 """Per-voxel attributions of a :class:`~bioattn.models.hybrid_ct.HybridCT3D` (or an ensemble of them) by every
-method of :mod:`bioattn.explain.attribution`, and the score their faithfulness is measured with.
+method of :data:`~bioattn.tasks.ct.methods.CT_METHODS` (the method-generic ones of
+:mod:`bioattn.explain.attribution` and MONAI's GradCAM and occlusion), and the score their faithfulness is
+measured with.
 
 Token-level maps (rollout, relevance) are put on the voxel grid by trilinear upsampling
 (:func:`~bioattn.models.hybrid_ct.upsample_token_map`); Captum's methods attribute the voxels directly, from a
@@ -12,13 +14,12 @@ import warnings
 import torch
 from torch import Tensor
 
-from bioattn.explain.attribution import (
-    CT_METHODS, check_method, class_probability, input_attribution, predicted_log_odds, random_map,
-)
+from bioattn.explain.attribution import check_method, class_probability, input_attribution, predicted_log_odds, random_map
 from bioattn.explain.faithfulness import ScoreMasked
 from bioattn.explain.relevance import attention_gradients, relevance_from_attention
 from bioattn.models.ensemble import average_over_members
 from bioattn.models.hybrid_ct import upsample_token_map
+from bioattn.tasks.ct.methods import CT_METHODS
 
 
 def background(volumes: Tensor) -> Tensor:

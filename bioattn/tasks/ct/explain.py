@@ -4,7 +4,9 @@ The pipeline of ``bioattn explain ct``: the input prepared as the run's ``prepro
 replaces its step), the rollout and the chosen attribution mapped back through every spatial step onto the input
 grid, per-layer head maps and diversity, head sharpness and every method's faithfulness. The result holds the maps
 and summary; :meth:`~bioattn.explain.result.Explanation.save` writes the command's files. It reads a run's saved
-preprocessing from the CT task (:mod:`bioattn.tasks.ct.predict`); :func:`bioattn.explain.explain_ct` re-exports it.
+preprocessing as prediction does (:mod:`bioattn.tasks.ct.predict`); the maps are :mod:`bioattn.tasks.ct.rollout`'s
+and :mod:`bioattn.tasks.ct.attribution`'s (methods: :mod:`bioattn.tasks.ct.methods`), the faithfulness budget
+:mod:`bioattn.tasks.ct.explain_plan`'s.
 """
 from __future__ import annotations
 
@@ -75,7 +77,7 @@ def describe(result: CTExplanation, out: Path | None = None) -> str:
     lines = [f"{result.description}: p({names[best]}) = {p[best]:.3f}{flips}, predicted: {names[best]}{rule}; "
              + ", ".join(maps)]
     if "faithfulness_plan" in result.summary:
-        from bioattn.explain.ct_plan import FaithfulnessPlan
+        from bioattn.tasks.ct.explain_plan import FaithfulnessPlan
 
         lines.append(FaithfulnessPlan(**result.summary["faithfulness_plan"]).describe())
     if "faithfulness" in result.summary:
@@ -111,10 +113,10 @@ def _split_faithfulness(model: torch.nn.Module, dataset: Any, indices: list[int]
     a ``.npz``): method → summary, with ``seconds_per_example`` and ``indices``."""
     from monai.data import MetaTensor
 
-    from bioattn.explain.attribution import CT_METHODS
-    from bioattn.explain.ct_attribution import volume_attribution, volume_score
     from bioattn.explain.faithfulness import compare_methods
     from bioattn.progress import progress_bar
+    from bioattn.tasks.ct.attribution import volume_attribution, volume_score
+    from bioattn.tasks.ct.methods import CT_METHODS
 
     device = next(model.parameters()).device
     identity = torch.eye(4, dtype=torch.float64)
@@ -211,11 +213,11 @@ def explain_ct(
             ``.npz`` volumes get only these.
         method: ``"auto"`` (default) computes the cheap maps (the rollout and gradient × input) and shows the more
             faithful of them on this volume (gradient × input when faithfulness is not measured); or a method of
-            :data:`~bioattn.explain.attribution.CT_METHODS`, computed whatever it costs.
+            :data:`~bioattn.tasks.ct.methods.CT_METHODS`, computed whatever it costs.
         head_fusion, start_layer, faithfulness: as :func:`explain_promoter`.
         faithfulness_steps: points of each deletion/insertion curve; ``None`` (default): as many as fit
-            :data:`~bioattn.explain.ct_plan.FAITHFULNESS_BUDGET_SECONDS` at the measured seconds per forward pass
-            (at most 20; none under 4), see :func:`~bioattn.explain.ct_plan.plan_faithfulness`.
+            :data:`~bioattn.tasks.ct.explain_plan.FAITHFULNESS_BUDGET_SECONDS` at the measured seconds per forward
+            pass (at most 20; none under 4), see :func:`~bioattn.tasks.ct.explain_plan.plan_faithfulness`.
         faithfulness_methods: ``"default"`` (the maps computed, against random), ``"all"`` (every CT method,
             Integrated Gradients and occlusion included: minutes to hours on a whole CT on a CPU) or method names.
             What was measured, at what cost, and what was not is printed and saved (``faithfulness_plan``).
@@ -234,10 +236,6 @@ def explain_ct(
     """
     check_out_dir(out, overwrite=overwrite)
     from bioattn.data.ct import VolumePreprocessing, check_volume, invert_to_input_grid, world_geometry
-    from bioattn.explain.attribution import CT_METHODS
-    from bioattn.explain.ct import explain_volumes
-    from bioattn.explain.ct_attribution import predicted_volume_classes, volume_attribution, volume_score
-    from bioattn.explain.ct_plan import AUTO_CANDIDATES, MAX_STEPS, counting, flip_probabilities, plan_faithfulness
     from bioattn.explain.faithfulness import compare_methods, most_faithful
     from bioattn.explain.outputs import layer_similarities, write_faithfulness, write_layer_figures
     from bioattn.explain.sharpness import head_sharpness, sharpness_summary
@@ -247,8 +245,12 @@ def explain_ct(
     from bioattn.models.hybrid_ct import predicted_index
     from bioattn.models.registry import resolve_model_dir
     from bioattn.progress import progress_bar
+    from bioattn.tasks.ct.attribution import predicted_volume_classes, volume_attribution, volume_score
+    from bioattn.tasks.ct.explain_plan import AUTO_CANDIDATES, MAX_STEPS, counting, flip_probabilities, plan_faithfulness
+    from bioattn.tasks.ct.methods import CT_METHODS
     from bioattn.tasks.ct.predict import SavedPreprocessing, resolve_flip_tta, resolve_preprocessing
     from bioattn.tasks.ct.preprocessing import distribution_warnings, volume_statistics
+    from bioattn.tasks.ct.rollout import explain_volumes
 
     overrides = dict(preprocessing or {})
     unknown = sorted(set(overrides) - set(PREPROCESSING_STEPS))
