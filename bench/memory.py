@@ -12,7 +12,7 @@ Probes (the task defaults: promoter width 64, 2 layers; CT stem 16-32-64(-96) + 
 layers of 64):
 
 - promoter: sequence length L, one training step at batch 64 (forward + backward + AdamW) and inference
-  (``predict_proba``, both strands) at batch 1 and 256;
+  (``proba_from_ids``, both strands) at batch 1 and 256;
 - CT: cube side S, training step at batch 32 (the recipe's precision: bf16 autocast), inference (one forward) at batch 1, and the full-resolution
   explanation (``HybridCT3D.attention_map``: probabilities + [CLS] rollout on the voxel grid) at batch 1;
 - MSA: alignment columns L at 32 rows (the training block) and rows N at 256 columns, a masked-LM training step
@@ -57,7 +57,7 @@ def _promoter(mode: str, batch: int, length: int) -> None:
         optimizer.step()
     else:
         model.eval()
-        model.predict_proba(ids, rc_average=True)
+        model.proba_from_ids(ids, rc_average=True)
 
 
 def _ct(mode: str, batch: int, side: int) -> None:

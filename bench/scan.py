@@ -5,7 +5,7 @@ shipped ``gue-prom-core-all`` model (70 nt windows every ``--stride`` nt) set to
 is scored on both strands, two forward passes, as a model trained with strand averaging scores). Measured in the
 same run, in wall seconds:
 
-- ``model-only``: :meth:`PromoterClassifier.predict_proba` on ready batches of random windows at the scan's batch
+- ``model-only``: :meth:`PromoterClassifier.proba_from_ids` on ready batches of random windows at the scan's batch
   size (``--batch-size``; default: the scan's for the device), the same precision, in this process with the
   allocator setting the command makes (:func:`bioattn.runtime.keep_freed_memory`);
 - ``end-to-end``: the command ``bioattn predict promoter --window 70 --stride S --output scan.bedGraph`` run as a
@@ -117,11 +117,11 @@ def model_only(model_dir: Path, device: str, precision: str, batch_size: int, wi
             torch.cuda.synchronize(dev)
 
     with torch.inference_mode(), inference_autocast(precision, dev):
-        model.predict_proba(batches[0]).cpu()
+        model.proba_from_ids(batches[0]).cpu()
         sync()
         start, cpu, done = time.perf_counter(), time.process_time(), 0
         while done < windows:
-            model.predict_proba(batches[done // batch_size % len(batches)]).cpu()
+            model.proba_from_ids(batches[done // batch_size % len(batches)]).cpu()
             done += batch_size
         sync()
         return done / (time.perf_counter() - start), done / (time.process_time() - cpu)

@@ -148,12 +148,12 @@ def scan_model_only(device, windows: int) -> tuple[float, float]:
     def run() -> int:
         done = 0
         while done < windows:
-            model.predict_proba(batches[done // batch % len(batches)], rc_average=True).cpu()
+            model.proba_from_ids(batches[done // batch % len(batches)], rc_average=True).cpu()
             done += batch
         return done
 
     with torch.inference_mode():
-        model.predict_proba(batches[0], rc_average=True).cpu()
+        model.proba_from_ids(batches[0], rc_average=True).cpu()
         wall, cpu, done = timed(run)
     return done / wall, done / cpu
 

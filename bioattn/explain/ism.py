@@ -38,7 +38,7 @@ def _uses_rc(model: torch.nn.Module, rc_average: bool | None) -> bool:
 @torch.no_grad()
 def predicted_classes(model: torch.nn.Module, ids: Tensor, padding_mask: Tensor, *, rc_average: bool | None = None) -> Tensor:
     """The class the model predicts for each sequence: ``(B,)`` long (a two-class model: probability ≥ threshold)."""
-    probabilities = model.predict_proba(ids, padding_mask, rc_average=_uses_rc(model, rc_average))
+    probabilities = model.proba_from_ids(ids, padding_mask, rc_average=_uses_rc(model, rc_average))
     return torch.as_tensor(model.predicted_classes(probabilities.cpu().numpy()), device=ids.device)
 
 

@@ -13,6 +13,11 @@ convolution sees the same zeros past the end of a sequence whether or not the ba
 are masked in attention. With ``rc_average=True`` :meth:`PromoterClassifier.predict_logits` averages the
 logits of the sequence and of its reverse complement, so ``p(seq) == p(revcomp(seq))`` exactly.
 
+Predictions follow scikit-learn's meanings: :meth:`PromoterClassifier.predict_proba` gives the ``(N, C)`` class
+probabilities of DNA strings, :meth:`PromoterClassifier.predict` their class labels (:attr:`classes_`);
+:meth:`~PromoterClassifier.proba_from_ids` and :meth:`~PromoterClassifier.predict_tokens` are the same numbers
+from token ids (one batch) and token arrays.
+
 The saved config remembers how the model evaluates: ``max_len``, ``rc_average``, ``class_names`` (the labels
 of the training file, in class-index order) and the decision ``threshold`` of a two-class model. A config
 saved before multi-class support (no ``num_classes``) loads as the binary model it is.
@@ -215,11 +220,17 @@ class PromoterClassifier(PretrainedModel):
         return self(ids, padding_mask)
 
     @torch.no_grad()
-    def predict_proba(self, ids: Tensor, padding_mask: Tensor | None = None, *, rc_average: bool | None = None) -> Tensor:
-        """Probability of class 1 ``(B,)`` (two classes) or of each class ``(B, C)`` (eval mode is the caller's
-        business; see :meth:`predict_logits`)."""
+    def proba_from_ids(self, ids: Tensor, padding_mask: Tensor | None = None, *, rc_average: bool | None = None) -> Tensor:
+        """The tensor-level batched call: probability of class 1 ``(B,)`` (two classes) or of each class ``(B, C)``
+        for token ids ``(B, L)`` (eval mode is the caller's business; see :meth:`predict_logits`)."""
         logits = self.predict_logits(ids, padding_mask, rc_average=rc_average)
         return torch.sigmoid(logits) if self.binary else torch.softmax(logits, dim=-1)
+
+    @property
+    def classes_(self) -> np.ndarray:
+        """The class labels :meth:`predict` returns, in the column order of :meth:`predict_proba` (scikit-learn's
+        name): ``class_names`` as an array of strings."""
+        return np.asarray(self.class_names)
 
     def class_probabilities(self, probs: np.ndarray) -> np.ndarray:
         """``(N, C)`` probability of every class from this model's outputs ``(N,)`` (two classes) or ``(N, C)``."""
@@ -231,29 +242,39 @@ class PromoterClassifier(PretrainedModel):
         probs = np.asarray(probs)
         return (probs >= self.threshold).astype(np.int64) if probs.ndim == 1 else probs.argmax(axis=1)
 
-    def predict(
+    def predict_proba(
         self, sequences: str | Sequence[str], *, batch_size: int = 256, rc_average: bool | None = None
     ) -> np.ndarray:
-        """Probabilities of DNA strings, as ``bioattn predict promoter`` writes them: ``(N,)`` probability of the
-        positive class (two classes) or ``(N, C)`` per class, float64, in input order (one string: ``N = 1``).
+        """Class probabilities ``(N, C)`` float64 of DNA strings, rows summing to 1, columns in :attr:`classes_`
+        order, in input order (one string: ``N = 1``); column 1 of a two-class model is the probability ``bioattn
+        predict promoter`` writes.
 
         Strings are encoded as the training files were (:func:`bioattn.data.dna.encode`: A/C/G/T and IUPAC codes,
         any case) and padded per batch; padding and batching never change a prediction. ``rc_average`` (default:
         the run's setting, saved in its config) averages both strands. On an ensemble of them
         (``bioattn.models.load_pretrained(ensemble_dir)``; ``from_pretrained`` refuses an ensemble directory) the
-        members' mean probability. A string longer than
-        the model's ``max_len`` or with a character outside DNA is a :class:`~bioattn.errors.UserInputError`
-        naming its index. Class names: ``self.class_names``; labels: :meth:`predicted_classes`.
+        members' mean probability. A string longer than the model's ``max_len`` or with a character outside DNA is
+        a :class:`~bioattn.errors.UserInputError` naming its index.
         """
-        return self.predict_tokens(encode_sequences(sequences, max_len=self.max_len), batch_size=batch_size,
-                                   rc_average=rc_average)
+        return self.class_probabilities(self.predict_tokens(encode_sequences(sequences, max_len=self.max_len),
+                                                            batch_size=batch_size, rc_average=rc_average))
+
+    def predict(
+        self, sequences: str | Sequence[str], *, batch_size: int = 256, rc_average: bool | None = None
+    ) -> np.ndarray:
+        """Class labels ``(N,)`` of DNA strings (:attr:`classes_` values, strings), as ``bioattn predict promoter``
+        writes ``predicted_label``: class 1 of a two-class model when its probability is at least the run's
+        ``threshold``, else the most probable class. Inputs and keywords as :meth:`predict_proba`."""
+        probs = self.predict_tokens(encode_sequences(sequences, max_len=self.max_len), batch_size=batch_size,
+                                    rc_average=rc_average)
+        return self.classes_[self.predicted_classes(probs)]
 
     @torch.no_grad()
     def predict_tokens(
         self, token_arrays: Sequence[np.ndarray], *, batch_size: int = 256, rc_average: bool | None = None
     ) -> np.ndarray:
-        """Probabilities ``(N,)`` (two classes) or ``(N, C)`` float64 for N token arrays (see
-        :func:`bioattn.data.dna.encode`), in input order.
+        """The token-level call of :meth:`predict_proba`: probability of class 1 ``(N,)`` (two classes) or of each
+        class ``(N, C)`` float64 for N token arrays (see :func:`bioattn.data.dna.encode`), in input order.
 
         Runs in eval mode (the mode is restored afterwards) in batches of ``batch_size`` sequences of similar
         length (sorted by length, so little padding is computed); padding does not change a prediction, so the
@@ -268,7 +289,7 @@ class PromoterClassifier(PretrainedModel):
             for start in range(0, len(order), batch_size):
                 chosen = order[start : start + batch_size]
                 ids, padding_mask = collate_tokens([token_arrays[i] for i in chosen])
-                probs = self.predict_proba(ids.to(device), padding_mask.to(device), rc_average=rc_average)
+                probs = self.proba_from_ids(ids.to(device), padding_mask.to(device), rc_average=rc_average)
                 out[chosen] = probs.double().cpu().numpy()
         finally:
             self.train(was_training)

@@ -25,7 +25,7 @@ Example (variant scoring)::
     from bioattn.tasks.device_feed import feed
 
     batches = ((ref, alt) for ref, alt in pairs)             # (N, L) uint8 arrays
-    for (ref, alt), (p_ref, p_alt) in feed(batches, lambda r, a: (model.predict_proba(r), model.predict_proba(a)),
+    for (ref, alt), (p_ref, p_alt) in feed(batches, lambda r, a: (model.proba_from_ids(r), model.proba_from_ids(a)),
                                            device, tokens=lambda pair: pair):
         ...
 """

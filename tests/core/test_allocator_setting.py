@@ -19,10 +19,10 @@ torch.set_num_threads(1)
 model = PromoterClassifier.from_pretrained("gue-prom-core-all").eval()
 ids = torch.randint(0, 4, (512, 70))  # a genome scan's batch on a CPU
 for _ in range(2):  # warm-up: the heap grows to its working size
-    model.predict_proba(ids)
+    model.proba_from_ids(ids)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 for _ in range(3):
-    model.predict_proba(ids)
+    model.proba_from_ids(ids)
 print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 """
 

@@ -32,8 +32,8 @@ def test_ensemble_probabilities_are_the_mean_of_the_members(num_classes):
     ensemble = Ensemble(members).eval()
     ids = torch.randint(1, 5, (4, 20))
     with torch.no_grad():
-        got = ensemble.predict_proba(ids, rc_average=False)
-        expected = torch.stack([m.predict_proba(ids, rc_average=False) for m in members]).mean(dim=0)
+        got = ensemble.proba_from_ids(ids, rc_average=False)
+        expected = torch.stack([m.proba_from_ids(ids, rc_average=False) for m in members]).mean(dim=0)
     torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-5)
     tokens = [np.random.default_rng(i).integers(1, 5, size=n) for i, n in enumerate((10, 20, 32))]
     np.testing.assert_allclose(ensemble.predict_tokens(tokens, rc_average=False),

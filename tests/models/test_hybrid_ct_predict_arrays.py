@@ -1,6 +1,6 @@
-"""``HybridCT3D.predict`` takes in-memory volumes (numpy arrays, torch tensors) as well as files: the same
-probabilities as the NIfTI file holding them, a clear error for other shapes; the CT guide uses the current flag
-names."""
+"""``HybridCT3D.predict_proba`` takes in-memory volumes (numpy arrays, torch tensors; the CT task reads files): the
+same probabilities as the NIfTI file holding them, a clear error for other shapes; the CT guide uses the current
+flag names."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,6 +13,7 @@ import torch
 from bioattn.data.ct import VolumePreprocessing
 from bioattn.errors import UserInputError
 from bioattn.models.hybrid_ct import HybridCT3D
+from bioattn.tasks.ct.volumes import predict_proba_files, read_volumes
 from tests.helpers import REPO_ROOT
 
 
@@ -28,23 +29,26 @@ def test_an_array_in_hounsfield_units_predicts_like_the_nifti_file_holding_it(tm
     volume = np.random.default_rng(0).normal(40, 60, (20, 18, 10)).astype(np.float32)
     spacing = (0.8, 0.8, 2.5)
     nib.save(nib.Nifti1Image(volume, np.diag([*spacing, 1.0])), tmp_path / "v.nii.gz")
-    from_file = model.predict(tmp_path / "v.nii.gz")
-    assert np.allclose(model.predict(volume, spacing=spacing), from_file, atol=1e-6)
-    assert np.allclose(model.predict(torch.from_numpy(volume)[None], spacing=spacing), from_file, atol=1e-6)
-    both = model.predict([volume, tmp_path / "v.nii.gz"], spacing=spacing)
+    from_file = predict_proba_files(model, tmp_path / "v.nii.gz")
+    assert from_file.shape == (1, 2)
+    assert np.allclose(model.predict_proba(volume, spacing=spacing), from_file, atol=1e-6)
+    assert np.allclose(model.predict_proba(torch.from_numpy(volume)[None], spacing=spacing), from_file, atol=1e-6)
+    both = model.predict_proba([volume, *read_volumes(tmp_path / "v.nii.gz")], spacing=spacing)
     assert both.shape == (2, 2) and np.allclose(both[0], both[1], atol=1e-6)
-    assert model.predict_classes(volume, spacing=spacing) in model.class_names
+    batch = model.predict_proba(np.stack([volume, volume])[:, None], spacing=spacing)  # (N, C, X, Y, Z): N volumes
+    assert batch.shape == (2, 2) and np.allclose(batch, from_file, atol=1e-6)
+    assert model.predict(volume, spacing=spacing).tolist()[0] in model.class_names
 
 
 def test_other_shapes_and_missing_spacing_are_clear_errors() -> None:
     model = _model()
     with pytest.raises(UserInputError, match=r"an array of shape \(4, 4\)"):
-        model.predict(np.zeros((4, 4), dtype=np.float32))
-    with pytest.raises(UserInputError, match="expected a path, a numpy array or a torch tensor"):
-        model.predict([[1.0, 2.0]])
+        model.predict_proba(np.zeros((4, 4), dtype=np.float32))
+    with pytest.raises(UserInputError, match="expected a numpy array or a torch tensor"):
+        model.predict_proba([[1.0, 2.0]])
     model.input_preprocessing = VolumePreprocessing(spacing=(1.0, 1.0, 1.0), resize=(16, 16, 16))
     with pytest.raises(UserInputError, match="needs spacing="):
-        model.predict(np.zeros((8, 8, 8), dtype=np.float32))
+        model.predict_proba(np.zeros((8, 8, 8), dtype=np.float32))
 
 
 def test_the_ct_guide_uses_intensity_window_not_the_deprecated_window() -> None:

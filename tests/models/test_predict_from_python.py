@@ -1,5 +1,6 @@
-"""The Python API for strings and files: ``model.predict(["ACGT...", ...])`` on a promoter model or
-ensemble, ``HybridCT3D.predict(path)`` with the run's saved preprocessing, both equal to what the CLI computes."""
+"""The Python API for strings and files: ``model.predict_proba(["ACGT...", ...])`` on a promoter model or
+ensemble, ``predict_proba_files(model, path)`` (:mod:`bioattn.tasks.ct.volumes`) with the run's saved
+preprocessing, both equal to what the CLI computes."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,6 +19,7 @@ from bioattn.models.promoter import PromoterClassifier
 from bioattn.models.ensemble import Ensemble
 from bioattn.tasks.ct import predict as ct_predict
 from bioattn.tasks.ct.preprocessing import SavedPreprocessing
+from bioattn.tasks.ct.volumes import predict_proba_files
 
 SEQUENCES = ["ACGTTATAAAGGCGCGCTAGCTAGGATCCGATCGATCGTAGCTAGCTAGGGGCCCATATATATGCGCAT",
              "ttgacaNNNNtataatgcgcgcgatcgatcga", "GCGCGCGCGCGCRYACGT", "A" * 70]
@@ -35,11 +37,11 @@ def _cli_probabilities(model: str, tmp_path: Path, capsys) -> np.ndarray:
 def test_promoter_predict_on_strings_equals_the_command(name: str, tmp_path: Path, capsys) -> None:
     model = load_pretrained(name, expect=PromoterClassifier)
     assert isinstance(model, Ensemble) == name.endswith("ensemble")
-    probabilities = model.predict(SEQUENCES)
-    assert probabilities.shape == (len(SEQUENCES),)
-    np.testing.assert_allclose(probabilities, _cli_probabilities(name, tmp_path, capsys), atol=1e-5)
+    probabilities = model.predict_proba(SEQUENCES)
+    assert probabilities.shape == (len(SEQUENCES), 2)
+    np.testing.assert_allclose(probabilities[:, 1], _cli_probabilities(name, tmp_path, capsys), atol=1e-5)
     # one at a time (no padding) equals the padded batch; one string is a list of one
-    alone = np.concatenate([model.predict(s) for s in SEQUENCES])
+    alone = np.concatenate([model.predict_proba(s) for s in SEQUENCES])
     np.testing.assert_allclose(alone, probabilities, atol=1e-5)
 
 
@@ -47,16 +49,16 @@ def test_promoter_predict_uses_the_runs_strand_handling(tmp_path: Path) -> None:
     torch.manual_seed(0)
     PromoterClassifier(max_len=40, embed_dim=16, num_heads=2, num_layers=1, rc_average=True).save_pretrained(tmp_path / "both")
     both = load_pretrained(tmp_path / "both")
-    forward, backward = both.predict(SEQUENCES[1]), both.predict(reverse_complement(SEQUENCES[1]))
+    forward, backward = both.predict_proba(SEQUENCES[1]), both.predict_proba(reverse_complement(SEQUENCES[1]))
     np.testing.assert_allclose(forward, backward, atol=1e-6)  # the mean of both strands, as the run evaluated
-    assert not np.allclose(both.predict(SEQUENCES[1], rc_average=False), both.predict(reverse_complement(SEQUENCES[1]),
-                                                                                       rc_average=False), atol=1e-6)
+    assert not np.allclose(both.predict_proba(SEQUENCES[1], rc_average=False),
+                           both.predict_proba(reverse_complement(SEQUENCES[1]), rc_average=False), atol=1e-6)
 
 
 def test_promoter_predict_names_the_bad_sequence() -> None:
     model = PromoterClassifier.from_pretrained("gue-prom-core-all")
     with pytest.raises(UserInputError, match="sequence 1: 71 nt long; this model accepts at most 70"):
-        model.predict(["ACGT", "A" * 71])
+        model.predict_proba(["ACGT", "A" * 71])
     with pytest.raises(UserInputError, match="sequence 0: invalid character 'U' at position 3"):
         model.predict(["ACUG"])
 
@@ -84,7 +86,7 @@ def test_ct_predict_on_nifti_paths_applies_the_saved_preprocessing(tmp_path: Pat
 
     model = HybridCT3D.from_pretrained(run)
     assert model.input_preprocessing == steps and model.flip_tta
-    many = model.predict(paths)
+    many = predict_proba_files(model, paths)
     assert many.shape == (3, 2)
     np.testing.assert_allclose(many.sum(1), 1.0, atol=1e-5)
     loaded, saved = ct_predict.load_run(run)
@@ -92,12 +94,14 @@ def test_ct_predict_on_nifti_paths_applies_the_saved_preprocessing(tmp_path: Pat
         expected, _ = ct_predict.predict_volume(loaded, path, ct_predict.resolve_preprocessing(saved), saved,
                                                 flip_tta=ct_predict.resolve_flip_tta(saved, None))
         np.testing.assert_allclose(row, expected.probabilities, atol=1e-5)
-    np.testing.assert_allclose(model.predict(str(paths[1])), many[1], atol=1e-6)  # one path: (K,)
+    np.testing.assert_allclose(predict_proba_files(model, str(paths[1])), many[1:2], atol=1e-6)  # one path: (1, K)
     # the saved window matters: raw Hounsfield units give other numbers
-    raw = model.predict(paths, preprocessing=VolumePreprocessing(orientation="RAS", size=(16, 16, 16)))
+    raw = predict_proba_files(model, paths, preprocessing=VolumePreprocessing(orientation="RAS", size=(16, 16, 16)))
     assert not np.allclose(raw, many, atol=1e-4)
     with pytest.raises(UserInputError, match="missing.nii.gz"):
-        model.predict([paths[0], tmp_path / "missing.nii.gz"])
+        predict_proba_files(model, [paths[0], tmp_path / "missing.nii.gz"])
+    with pytest.raises(UserInputError, match="a model reads no files"):
+        model.predict_proba(paths)
 
 
 def test_ct_ensemble_and_shipped_model_predict_paths(tmp_path: Path) -> None:
@@ -110,7 +114,7 @@ def test_ct_ensemble_and_shipped_model_predict_paths(tmp_path: Path) -> None:
     assert model.flip_tta  # from the shipped preprocessing.json
     loaded, saved = ct_predict.load_run("adrenalmnist3d-28")
     expected, _ = ct_predict.predict_volume(loaded, path, ct_predict.resolve_preprocessing(saved), saved, flip_tta=True)
-    np.testing.assert_allclose(model.predict(path), expected.probabilities, atol=1e-5)
+    np.testing.assert_allclose(predict_proba_files(model, path)[0], expected.probabilities, atol=1e-5)
 
     torch.manual_seed(0)
     ensemble_dir = tmp_path / "ensemble"
@@ -125,6 +129,6 @@ def test_ct_ensemble_and_shipped_model_predict_paths(tmp_path: Path) -> None:
     ensemble = load_pretrained(ensemble_dir, expect=HybridCT3D)
     members = [HybridCT3D.from_pretrained(ensemble_dir / f"seed{seed}") for seed in (0, 1)]
     steps = VolumePreprocessing(size=(16, 16, 16))
-    mean = np.mean([m.predict(path, preprocessing=steps) for m in members], axis=0)
-    np.testing.assert_allclose(ensemble.predict(path), mean, atol=1e-5)
+    mean = np.mean([predict_proba_files(m, path, preprocessing=steps) for m in members], axis=0)
+    np.testing.assert_allclose(predict_proba_files(ensemble, path), mean, atol=1e-5)
     del rng

@@ -41,8 +41,8 @@ def batch(sequences):
 
 
 def test_prediction_alone_equals_prediction_in_padded_batch(model):
-    alone = torch.cat([model.predict_proba(*batch([s])) for s in SEQUENCES])
-    together = model.predict_proba(*batch(SEQUENCES))
+    alone = torch.cat([model.proba_from_ids(*batch([s])) for s in SEQUENCES])
+    together = model.proba_from_ids(*batch(SEQUENCES))
     torch.testing.assert_close(together, alone, rtol=0, atol=1e-6)
     assert alone.std() > 1e-4  # the sequences really get different scores
 
@@ -106,11 +106,11 @@ def test_unpadded_batch_attends_without_a_mask_and_padded_batch_with_one(model, 
 
 
 def test_reverse_complement_average_is_exactly_strand_symmetric(model):
-    forward = model.predict_proba(*batch(SEQUENCES))
-    reverse = model.predict_proba(*batch([reverse_complement(s) for s in SEQUENCES]))
+    forward = model.proba_from_ids(*batch(SEQUENCES))
+    reverse = model.proba_from_ids(*batch([reverse_complement(s) for s in SEQUENCES]))
     assert torch.equal(forward, reverse)
-    single = model.predict_proba(*batch(SEQUENCES), rc_average=False)
-    single_rc = model.predict_proba(*batch([reverse_complement(s) for s in SEQUENCES]), rc_average=False)
+    single = model.proba_from_ids(*batch(SEQUENCES), rc_average=False)
+    single_rc = model.proba_from_ids(*batch([reverse_complement(s) for s in SEQUENCES]), rc_average=False)
     assert not torch.allclose(single, single_rc)  # one strand alone is not symmetric
 
 
@@ -118,7 +118,7 @@ def test_from_pretrained_round_trip_gives_equal_outputs(model, run_dir):
     loaded = PromoterClassifier.from_pretrained(run_dir)
     assert loaded.config == model.config and not loaded.training
     ids, mask = batch(SEQUENCES)
-    assert torch.equal(loaded.predict_proba(ids, mask), model.predict_proba(ids, mask))
+    assert torch.equal(loaded.proba_from_ids(ids, mask), model.proba_from_ids(ids, mask))
     assert json.loads((run_dir / "config.json").read_text())["model_type"] == "PromoterClassifier"
     assert (run_dir / WEIGHTS_NAME).read_bytes()[8:9] == b"{"  # safetensors header, not a pickle
 
@@ -131,17 +131,17 @@ def test_config_saved_before_multiclass_support_loads_as_binary(model, run_dir, 
     (tmp_path / WEIGHTS_NAME).write_bytes((run_dir / WEIGHTS_NAME).read_bytes())
     loaded = PromoterClassifier.from_pretrained(tmp_path)
     assert loaded.binary and loaded.class_names == ["0", "1"] and loaded.threshold == 0.5
-    assert torch.equal(loaded.predict_proba(*batch(SEQUENCES)), model.predict_proba(*batch(SEQUENCES)))
+    assert torch.equal(loaded.proba_from_ids(*batch(SEQUENCES)), model.proba_from_ids(*batch(SEQUENCES)))
 
 
 def test_multiclass_head_gives_strand_symmetric_class_distributions():
     torch.manual_seed(2)
     net = PromoterClassifier(max_len=48, embed_dim=16, num_heads=2, num_layers=1, num_classes=3,
                              class_names=["x", "y", "z"]).eval()
-    probs = net.predict_proba(*batch(SEQUENCES))
+    probs = net.proba_from_ids(*batch(SEQUENCES))
     assert probs.shape == (len(SEQUENCES), 3)
     torch.testing.assert_close(probs.sum(-1), torch.ones(len(SEQUENCES)))
-    assert torch.equal(probs, net.predict_proba(*batch([reverse_complement(s) for s in SEQUENCES])))
+    assert torch.equal(probs, net.proba_from_ids(*batch([reverse_complement(s) for s in SEQUENCES])))
     tokens = [encode(s) for s in SEQUENCES]
     np.testing.assert_array_equal(net.predicted_classes(net.predict_tokens(tokens)), probs.argmax(-1).numpy())
     with pytest.raises(ValueError, match="3 distinct names"):

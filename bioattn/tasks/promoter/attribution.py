@@ -105,7 +105,7 @@ def promoter_score(model: torch.nn.Module, ids: Tensor, predicted: int, *, rc_av
     @torch.no_grad()
     def score(masks: Tensor) -> Tensor:
         batch = ids[None].expand(len(masks), -1).masked_fill(masks.to(ids.device), N_ID)
-        probabilities = model.predict_proba(batch, None, rc_average=use_rc)
+        probabilities = model.proba_from_ids(batch, None, rc_average=use_rc)
         return class_probability(probabilities, torch.full((len(masks),), predicted, device=batch.device))
 
     return score

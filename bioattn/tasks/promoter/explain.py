@@ -295,7 +295,7 @@ def explain_promoter(
     influence = np.zeros((len(tokens), int(lengths.max())))  # (N, L_max), zero past each sequence's end
     for start, (ids, padding_mask) in zip(range(0, len(tokens), batch_size),
                                           progress_bar(batches, desc=f"explain promoter ({method})", unit="batch")):
-        probabilities.append(model.predict_proba(ids.to(device_), padding_mask.to(device_), rc_average=rc_average).cpu())
+        probabilities.append(model.proba_from_ids(ids.to(device_), padding_mask.to(device_), rc_average=rc_average).cpu())
         influence[start : start + len(ids), : ids.shape[1]] = promoter_attribution(
             model, ids, padding_mask, method, rc_average=rc_average, head_fusion=head_fusion,
             start_layer=start_layer, seed=start).cpu().numpy()

@@ -55,7 +55,7 @@ def explain_promoters(
     device = model.embedding.weight.device
     ids, padding_mask = ids.to(device), padding_mask.to(device)
     use_rc = model.rc_average if rc_average is None else rc_average
-    probabilities = model.predict_proba(ids, padding_mask, rc_average=use_rc)
+    probabilities = model.proba_from_ids(ids, padding_mask, rc_average=use_rc)
     _, key_padding_mask, weights = model.encode(ids, padding_mask, need_weights=True)
 
     def strand_influence(strand: Tensor) -> Tensor:

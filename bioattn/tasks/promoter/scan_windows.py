@@ -220,7 +220,7 @@ def target_batches(fasta: Any, path: Path, target: ScanTarget, window: int, stri
 
 def make_scorer(model: Any, class_index: int, batch_size: int, pad: bool, strands: bool) -> Callable[..., Any]:
     """``score(ids[, reverse])`` -> ``(B,)`` float64: the scored class's probability (both strands averaged in
-    logits when ``reverse`` is given: the numbers of :meth:`PromoterClassifier.predict_proba`); with ``strands``
+    logits when ``reverse`` is given: the numbers of :meth:`PromoterClassifier.proba_from_ids`); with ``strands``
     ``(2, B)``: and the strand code (+1 / -1: the strand scoring higher, 0 on a tie; +1 with one strand).
     ``pad``: run full ``batch_size`` batches (static shapes for a compiled model)."""
     import torch

@@ -57,8 +57,9 @@ class ClassifierOutputs:
         self.input_length = int(model.max_len)
         self.both_strands = bool(getattr(model, "rc_average", False))
 
-    def predict(self, sequences: Sequence[str]) -> np.ndarray:
-        return self.model.predict(list(sequences), rc_average=False)
+    def predict(self, sequences: Sequence[str]) -> np.ndarray:  # (N,) p(class 1) of two classes, else (N, C)
+        probabilities = self.model.predict_proba(list(sequences), rc_average=False)
+        return probabilities[:, 1] if probabilities.shape[1] == 2 else probabilities
 
 
 class MemberOutputs:

@@ -186,13 +186,13 @@ class ActivityTokens(TokenModel):
 
 class ClassifierTokens(TokenModel):
     """:class:`~bioattn.models.promoter.PromoterClassifier` (through ``ClassifierOutputs``): one strand,
-    :meth:`predict_proba` without strand averaging, ``(R, 1)`` (two classes) or ``(R, C)``."""
+    :meth:`proba_from_ids` without strand averaging, ``(R, 1)`` (two classes) or ``(R, C)``."""
 
     def __init__(self, wrapper: Any, embed: bool) -> None:
         super().__init__(wrapper.model, embed)
 
     def score(self, ref: Any, alt: Any) -> tuple:
-        probs = self.model.predict_proba(self.torch.cat([ref, alt]), rc_average=False).double()
+        probs = self.model.proba_from_ids(self.torch.cat([ref, alt]), rc_average=False).double()
         probs = probs.reshape(probs.shape[0], -1)
         return probs[: ref.shape[0]], probs[ref.shape[0]:]
 

@@ -18,6 +18,7 @@ from bioattn.tasks.ct import selection
 from bioattn.tasks.ct.options import BASELINE_DIR, BASELINE_NAME, HYBRID_DIR, HYBRID_NAME
 from bioattn.tasks.ct.report import trust_sections
 from bioattn.tasks.ct.selection import ModelChoice, choose_model, not_learned
+from bioattn.tasks.ct.volumes import predict_proba_files
 from bioattn.tasks.trust import trust_report
 
 LABELS = np.array([0, 1] * 5)
@@ -125,4 +126,4 @@ def test_a_run_that_keeps_its_baseline_serves_it_from_the_run_directory(
 
 
 def _p_blob(model, scan: Path) -> float:
-    return float(model.predict(scan)[model.class_names.index("blob")])
+    return float(predict_proba_files(model, scan)[0, model.class_names.index("blob")])

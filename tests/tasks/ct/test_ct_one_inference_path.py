@@ -16,6 +16,7 @@ import pytest
 from bioattn.cli import main as cli_main
 from bioattn.models import load_pretrained
 from bioattn.models.hybrid_ct import HybridCT3D
+from bioattn.tasks.ct.volumes import predict_files, predict_proba_files
 from tests.small_data_pilots import ct_affine, ct_volume
 
 SHAPE = (24, 24, 12)
@@ -67,7 +68,7 @@ def test_predict_explain_and_from_pretrained_give_the_same_probability_and_class
     row = _predicted_row(out, scan, tmp_path / "p.csv")
     predicted_csv = float(row["p_lesion"])
     model = HybridCT3D.from_pretrained(out)
-    from_pretrained = float(model.predict(scan)[model.class_names.index("lesion")])
+    from_pretrained = float(predict_proba_files(model, scan)[0, model.class_names.index("lesion")])
     assert cli_main(["explain", "ct", "--model", str(out), "--input", str(scan), "--out", str(tmp_path / "e"),
                      "--no-faithfulness"]) == 0
     summary = json.loads((tmp_path / "e" / "summary.json").read_text())
@@ -77,9 +78,9 @@ def test_predict_explain_and_from_pretrained_give_the_same_probability_and_class
     for value in (from_pretrained, summary["probabilities"]["lesion"], in_python.summary["probabilities"]["lesion"]):
         assert value == pytest.approx(predicted_csv, abs=1e-5)
     assert summary["flip_tta"] and in_python.summary["flip_tta"]
-    assert summary["predicted"] == in_python.summary["predicted"] == row["predicted_label"] == model.predict_classes(scan)
+    assert summary["predicted"] == in_python.summary["predicted"] == row["predicted_label"] == predict_files(model, scan)[0]
     # without the flips the probability differs (the run averaged them): the test would see a forgotten average
-    assert float(model.predict(scan, flip_tta=False)[1]) != pytest.approx(predicted_csv, abs=1e-7)
+    assert float(predict_proba_files(model, scan, flip_tta=False)[0, 1]) != pytest.approx(predicted_csv, abs=1e-7)
 
 
 @pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
@@ -95,7 +96,7 @@ def test_a_saved_decision_threshold_is_applied_by_predict_and_explain(run: tuple
         (copy / "preprocessing.json").write_text(json.dumps({**saved, "threshold": threshold}))
         assert _predicted_row(copy, scan, tmp_path / f"{expected}.csv")["predicted_label"] == expected
         model = HybridCT3D.from_pretrained(copy)
-        assert model.predict_classes(scan) == expected
+        assert predict_files(model, scan)[0] == expected
         from bioattn.tasks.ct.explain import explain_ct
 
         assert explain_ct(str(copy), scan, faithfulness=False).summary["predicted"] == expected
@@ -109,7 +110,7 @@ def test_the_baseline_is_a_run_directory_that_predict_and_explain_accept(run: tu
     assert (baseline / "preprocessing.json").is_file()
     row = _predicted_row(baseline, scan, tmp_path / "b.csv")
     model = load_pretrained(baseline)
-    assert float(row["p_lesion"]) == pytest.approx(float(model.predict(scan)[1]), abs=1e-5)
+    assert float(row["p_lesion"]) == pytest.approx(float(predict_proba_files(model, scan)[0, 1]), abs=1e-5)
     assert cli_main(["explain", "ct", "--model", str(baseline), "--input", str(scan), "--out", str(tmp_path / "e"),
                      "--no-faithfulness"]) == 0
     assert (tmp_path / "e" / "attribution.nii.gz").is_file() and not (tmp_path / "e" / "rollout.nii.gz").exists()
