@@ -35,7 +35,7 @@ from bioattn.data.ct import (
     medmnist_npz_path,
     train_augmentation,
 )
-from bioattn.models.hybrid_ct import predict_probabilities
+from bioattn.models.ct_classifier import predict_probabilities
 from bioattn.report import format_table
 from bioattn.tasks.ct.fit import build_models, train_one
 from bioattn.tasks.ct.options import CTOptions, protocol_train_config, resolve_protocol

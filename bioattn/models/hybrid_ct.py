@@ -30,13 +30,7 @@ from bioattn.attention import SinusoidalPositionalEncoding, TransformerEncoder
 from bioattn.errors import UserInputError
 from bioattn.attention.rollout import rollout_row_from_queries, rollout_rows
 from bioattn.data.ct import foreground_distance
-from bioattn.models.ct_classifier import (
-    CTClassifier,
-    flip_axis_sets,
-    in_memory_volume,
-    predict_probabilities,
-    predicted_index,
-)
+from bioattn.models.ct_classifier import CTClassifier
 
 __all__ = [
     "MAX_ATTENTION_BYTES",
@@ -48,10 +42,6 @@ __all__ = [
     "HybridCTOutput",
     "DistanceChannelInput",
     "with_distance_channel",
-    "flip_axis_sets",
-    "in_memory_volume",
-    "predicted_index",
-    "predict_probabilities",
     "unshuffle_3d",
     "upsample_token_map",
 ]

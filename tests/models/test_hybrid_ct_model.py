@@ -196,7 +196,7 @@ def test_invalid_configuration_is_refused() -> None:
 def test_flip_tta_is_the_mean_over_the_eight_flips_and_makes_predictions_flip_invariant() -> None:
     from torch.utils.data import TensorDataset
 
-    from bioattn.models.hybrid_ct import flip_axis_sets, predict_probabilities
+    from bioattn.models.ct_classifier import flip_axis_sets, predict_probabilities
 
     flips = flip_axis_sets()
     assert len(flips) == 8 and len(set(flips)) == 8 and () in flips and (2, 3, 4) in flips

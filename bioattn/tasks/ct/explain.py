@@ -242,7 +242,7 @@ def explain_ct(
     from bioattn.models.ct_classifier import CTClassifier
     from bioattn.models.hybrid_ct import HybridCT3D
     from bioattn.models.ensemble import ensemble_members
-    from bioattn.models.hybrid_ct import predicted_index
+    from bioattn.models.ct_classifier import predicted_index
     from bioattn.models.registry import resolve_model_dir
     from bioattn.progress import progress_bar
     from bioattn.tasks.ct.attribution import predicted_volume_classes, volume_attribution, volume_score

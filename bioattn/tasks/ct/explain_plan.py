@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from bioattn.errors import UserInputError
-from bioattn.models.hybrid_ct import flip_axis_sets
+from bioattn.models.ct_classifier import flip_axis_sets
 from bioattn.progress import progress_bar
 from bioattn.tasks.ct.methods import CT_METHODS
 
@@ -50,7 +50,7 @@ EXPENSIVE_METHODS = ("integrated_gradients", "occlusion")
 def flip_probabilities(model: torch.nn.Module, volumes: Tensor, flip_tta: bool) -> tuple[Tensor, float]:
     """``(probabilities (B, K) on the CPU, seconds per forward pass)``: the softmax of ``model`` on ``volumes``,
     averaged over the 8 flips with ``flip_tta``, computed exactly as
-    :func:`~bioattn.models.hybrid_ct.predict_probabilities` does (so ``explain ct`` and ``predict ct`` print the same
+    :func:`~bioattn.models.ct_classifier.predict_probabilities` does (so ``explain ct`` and ``predict ct`` print the same
     probability), with a progress bar over the passes."""
     model.eval()
     flips = flip_axis_sets() if flip_tta else [()]

@@ -17,7 +17,8 @@ from bioattn.data.ct import train_augmentation
 from bioattn.errors import UserInputError
 from bioattn.metrics import classification_metrics, decision_threshold, margin_threshold, with_prefix
 from bioattn.models.ct_resnet import ResNetCT3D
-from bioattn.models.hybrid_ct import HybridCT3D, predict_probabilities
+from bioattn.models.ct_classifier import predict_probabilities
+from bioattn.models.hybrid_ct import HybridCT3D
 from bioattn.tasks.common import count_parameters, fit_timed
 from bioattn.tasks.ct.data import CTData
 from bioattn.tasks.ct.options import CLASS_NAMES, HISTORY_KEYS, CTOptions, Protocol

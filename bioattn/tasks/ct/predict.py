@@ -33,8 +33,8 @@ from bioattn.errors import UserInputError
 from bioattn.io import table_writer
 from bioattn.metrics import classification_metrics
 from bioattn.models.ensemble import average_over_members, ensemble_members
-from bioattn.models.ct_classifier import CTClassifier
-from bioattn.models.hybrid_ct import HybridCT3D, predict_probabilities
+from bioattn.models.ct_classifier import CTClassifier, predict_probabilities
+from bioattn.models.hybrid_ct import HybridCT3D
 from bioattn.models.registry import load_pretrained, resolve_model_dir
 from bioattn.tasks.ct.preprocessing import (
     SavedPreprocessing, distribution_warnings, predicted_index, volume_statistics,

@@ -24,7 +24,8 @@ from bioattn.data.ct import apply_random_transform, foreground_distance
 from bioattn.io import write_json
 from bioattn.metrics import mean_std
 from bioattn.models.ensemble import Ensemble
-from bioattn.models.hybrid_ct import HybridCT3D, predict_probabilities
+from bioattn.models.ct_classifier import predict_probabilities
+from bioattn.models.hybrid_ct import HybridCT3D
 from bioattn.progress import progress_bar
 from bioattn.tasks.driver import Member, RunProtocol, plan_members, run_members, write_out_of_fold
 from bioattn.tasks.ct.data import CTData, WithoutMetadata

@@ -14,7 +14,7 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 from bioattn.metrics import decision_threshold, margin_threshold
-from bioattn.models.hybrid_ct import predict_probabilities
+from bioattn.models.ct_classifier import predict_probabilities
 from bioattn.tasks.ct.data import CTData
 from bioattn.tasks.ct.fit import thresholds_on_training_volumes, train_one
 from bioattn.tasks.ct.options import PROTOCOLS
