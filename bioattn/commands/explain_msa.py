@@ -31,10 +31,10 @@ __all__ = ["add_arguments", "run"]
 
 
 def run(args: argparse.Namespace) -> int:
-    from bioattn.explain.msa_report import describe, explain_msa
+    from bioattn.tasks.msa.explain import describe, explain_msa
 
     if args.weights is not None:
-        from bioattn.explain.esm_msa import describe_weights_explanation, explain_with_weights
+        from bioattn.tasks.msa.explain_esm import describe_weights_explanation, explain_with_weights
 
         print(describe_weights_explanation(*explain_with_weights(
             args.weights, args.input, args.out, fmt=args.format, query=args.query, pdb=args.pdb, chain=args.chain,

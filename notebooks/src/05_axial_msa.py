@@ -30,7 +30,7 @@ from bioattn.metrics import CONTACT_CUTOFF, LONG_RANGE
 from bioattn.data import resolve_data_root
 from bioattn.data.msa import MSATokenizer, subsample
 from bioattn.explain import plot_head_maps
-from bioattn.explain.msa import PRECISION_NAMES, head_contact_precision, row_attention_maps
+from bioattn.tasks.msa.head_contacts import PRECISION_NAMES, head_contact_precision, row_attention_maps
 from bioattn.models.msa_contact import MSAContactModel
 
 torch.manual_seed(0)

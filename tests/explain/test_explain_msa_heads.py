@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from bioattn.cli import main as cli_main
-from bioattn.explain.msa import PRECISION_NAMES, head_contact_precision, row_attention_maps
 from bioattn.models.msa_contact import MSAContactModel
+from bioattn.tasks.msa.head_contacts import PRECISION_NAMES, head_contact_precision, row_attention_maps
 
 LENGTH = 60
 

@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import bioattn.explain.msa_report as msa_report
+import bioattn.tasks.msa.explain as msa_report
 import bioattn.tasks.promoter.explain as promoter_report
 from bioattn.cli import main as cli_main
 from bioattn.errors import UserInputError
-from bioattn.explain.msa_report import explain_msa
+from bioattn.tasks.msa.explain import explain_msa
 from bioattn.tasks.promoter.explain import explain_promoter
 from tests.helpers.files import write_fasta
 

@@ -219,7 +219,7 @@ def test_voxel_attribution_finds_the_voxel_the_model_reads(method: str) -> None:
 @pytest.mark.slow
 def test_msa_column_attribution_and_command_faithfulness(tmp_path: Path) -> None:
     from bioattn.data.msa import MSATokenizer
-    from bioattn.explain.msa_attribution import msa_attribution, msa_score, predicted_residues
+    from bioattn.tasks.msa.attribution import msa_attribution, msa_score, predicted_residues
     from bioattn.models.msa_contact import MSAContactModel
 
     torch.manual_seed(0)

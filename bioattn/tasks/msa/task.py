@@ -20,8 +20,8 @@ class MSATask(Task):
         "explain": "bioattn.commands.explain_msa",
         "pretrain": "bioattn.commands.pretrain_msa",
     }
-    explain = "bioattn.explain.msa_report:explain_msa"
-    attribution = "bioattn.explain.msa_attribution:msa_attribution"
+    explain = "bioattn.tasks.msa.explain:explain_msa"
+    attribution = "bioattn.tasks.msa.attribution:msa_attribution"
 
     def run(self, options: Any, config: Any = None, **inputs: Any) -> dict[str, Any]:
         """:func:`~bioattn.tasks.msa.train_run.train_msa` into ``options.out``; ``inputs``: its keyword arguments

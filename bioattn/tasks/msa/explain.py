@@ -98,14 +98,13 @@ def explain_msa(
     check_out_dir(out, overwrite=overwrite)
     from bioattn.data.contacts import ContactTarget, load_target
     from bioattn.data.msa import ALPHABET, MSATokenizer, subsample
-    from bioattn.explain.attribution import METHODS
     from bioattn.explain.faithfulness import compare_methods
-    from bioattn.explain.msa import PRECISION_NAMES, head_contact_precision, row_attention_maps
-    from bioattn.explain.msa_attribution import msa_attribution, msa_score, predicted_residues
     from bioattn.explain.outputs import layer_similarities, write_faithfulness, write_layer_figures
     from bioattn.explain.sharpness import head_sharpness, sharpness_summary
     from bioattn.metrics import CONTACT_CUTOFF, LONG_RANGE, residues_with_coordinates
     from bioattn.models.msa_contact import MSAContactModel
+    from bioattn.tasks.msa.attribution import MSA_METHODS, RELATIVE_COST, msa_attribution, msa_score, predicted_residues
+    from bioattn.tasks.msa.head_contacts import PRECISION_NAMES, head_contact_precision, row_attention_maps
 
     if max_rows < 1:
         raise UserInputError(f"--max-rows must be >= 1, got {max_rows}")
@@ -146,7 +145,7 @@ def explain_msa(
         return measured
 
     method = resolve_method(method, FAITHFULNESS_ORDER, timed_gradient_pass, measure,
-                            faithfulness_steps=faithfulness_steps, sample="this alignment")
+                            faithfulness_steps=faithfulness_steps, sample="this alignment", costs=RELATIVE_COST)
 
     values = attribute(method)[0]
     query_row = rows[0].tolist()
@@ -157,7 +156,7 @@ def explain_msa(
     summary.update({"method": method, "head_sharpness": sharpness_summary(sharpness)})
     results = None
     if faithfulness:
-        results = compare_methods(attribute, [score], METHODS, steps=faithfulness_steps, known=measured)
+        results = compare_methods(attribute, [score], MSA_METHODS, steps=faithfulness_steps, known=measured)
         summary["faithfulness"] = results
     family = target.name
 
@@ -210,8 +209,8 @@ def explain_msa(
 
 def describe(result: MSAExplanation, out: Path | None = None) -> str:
     """What ``bioattn explain msa`` prints after saving to ``out`` (default: ``result.saved_to``)."""
-    from bioattn.explain.msa import PRECISION_NAMES
     from bioattn.explain.outputs import faithfulness_table
+    from bioattn.tasks.msa.head_contacts import PRECISION_NAMES
 
     summary, lines, out = result.summary, [], out if out is not None else result.saved_to
     if "faithfulness" in summary:

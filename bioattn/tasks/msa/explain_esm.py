@@ -18,11 +18,11 @@ import torch
 
 from bioattn.data.contacts import ContactTarget
 from bioattn.errors import UserInputError
-from bioattn.explain.msa import PRECISION_NAMES, head_contact_precision
 from bioattn.explain.outputs import write_layer_figures
 from bioattn.io import save_tensors, write_json, write_table
 from bioattn.metrics import CONTACT_CUTOFF, LONG_RANGE, precision_at
 from bioattn.models.msa_transformer import DEFAULT_MAX_ROWS, MSATransformer
+from bioattn.tasks.msa.head_contacts import PRECISION_NAMES, head_contact_precision
 
 __all__ = ["explain_esm_msa", "explain_with_weights", "describe_weights_explanation"]
 

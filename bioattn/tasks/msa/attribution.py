@@ -1,5 +1,6 @@
 """Per-column attributions of a :class:`~bioattn.models.msa_contact.MSAContactModel` by every method of
-:mod:`bioattn.explain.attribution`, and the score their faithfulness is measured with.
+:data:`MSA_METHODS` (the method-generic ones of :mod:`bioattn.explain.attribution`; :data:`RELATIVE_COST` what each
+costs), and the score their faithfulness is measured with.
 
 What is explained is the model's own prediction, its masked-language-model output on the query row (row 0): at
 each column where the query has a residue, the residue the model predicts there on the intact alignment. The
@@ -16,9 +17,16 @@ from torch import Tensor
 
 from bioattn.attention.rollout import attention_rollout
 from bioattn.data.msa import MSATokenizer
-from bioattn.explain.attribution import check_method, layer_attribution, predicted_log_odds, random_map
+from bioattn.explain.attribution import (
+    METHOD_COST, METHODS, check_method, layer_attribution, predicted_log_odds, random_map,
+)
 from bioattn.explain.faithfulness import ScoreMasked
 from bioattn.explain.relevance import attention_gradients, relevance_from_attention
+
+#: Methods of an MSA model: the method-generic :data:`~bioattn.explain.attribution.METHODS`.
+MSA_METHODS = METHODS
+#: What each of :data:`MSA_METHODS` costs, in gradient × input passes (``explain msa --method auto``).
+RELATIVE_COST = {method: METHOD_COST[method] for method in MSA_METHODS}
 
 _TOKENS = MSATokenizer()
 #: Alignment cells per forward pass of Integrated Gradients (bounds its memory).
@@ -66,7 +74,7 @@ def msa_attribution(model: torch.nn.Module, tokens: Tensor, method: str, *, resi
     """Attribution of every column of one alignment ``tokens (N, L)`` (query first) → ``(L,)`` float, higher =
     more important for the model's query-row prediction (``residues (L,)``, default: its own on ``tokens``).
     The model is put in eval mode."""
-    check_method(method)
+    check_method(method, MSA_METHODS)
     model.eval()
     tokens = tokens.to(next(model.parameters()).device)
     length = tokens.shape[1]
