@@ -1,5 +1,5 @@
-"""Score single-nucleotide variants (VCF or TSV) with a DNA model: reference vs alternative allele, or a
-saturation mutagenesis map of a region.
+"""Score variants (VCF or TSV: SNVs, multi-base substitutions, deletions and insertions of up to 20 nt) with a DNA
+model: reference vs alternative allele, or a saturation mutagenesis map of a region.
 
     bioattn predict variants --model NAME_OR_DIR --reference genome.fa --input calls.vcf.gz --output scores.tsv
     bioattn predict variants --model NAME_OR_DIR --reference genome.fa --input calls.vcf --output annotated.vcf
@@ -15,9 +15,15 @@ averaged; both strands where the model was trained so (--strands). The TSV has c
 alt_score delta (id: the VCF's ID, else chrom:pos:ref:alt; _<output> suffixes for several outputs). ref_score is
 the reference allele scored in the same windows as that variant's alt_score, so it moves with the variant's
 position; delta = alt_score - ref_score. A .vcf output copies the input VCF and adds BIOATTN_REF/ALT/DELTA INFO
-fields. Multi-allelic records are split; indels are refused by name (--skip-indels skips them); an N or IUPAC
-allele (G>R), a REF that differs from the reference, a contig not in it or a position outside it stops the command
-with one 'error:' line naming the record (--skip-invalid skips them); a repeated record is scored once. Every
+fields. Multi-allelic records are split. A deletion, insertion or multi-base substitution (REF and ALT of one
+length) is scored with POS at the offsets like an SNV; its alternative window keeps the model's length and the
+reference window's bases up to the variant: the flank after REF (the right flank; for a contig scored in gene
+orientation, the left one, 3' in that orientation) is read further by a deletion's length and cut short by an
+insertion's (where the contig ends, the window is shifted back inside it). Such records get a kind column after
+alt (snv, mnv, deletion, insertion); --skip-indels skips deletions and insertions instead. A symbolic allele
+(<DEL>, *, .), a breakend, an allele of more than 20 nt beyond the VCF's padding base, an N or IUPAC allele (G>R),
+a REF that differs from the reference, a contig not in it or a position outside it stops the command with one
+'error:' line naming the record (--skip-invalid skips them); a repeated record is scored once. Every
 allele not scored is listed with its reason in OUTPUT.skipped.tsv beside the output (scores.tsv:
 scores.skipped.tsv) and, in a .vcf output, in its BIOATTN_SKIPPED INFO field. The output paths are checked
 before anything is scored. --gene-orientation scores contigs whose FASTA header says gene_strand=- in reverse
@@ -55,7 +61,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", type=Path, required=True,
                         help="scores: .tsv ('-': standard output) or .vcf / .vcf.gz (annotated copy of a VCF input); "
                              "columns chrom pos id ref alt ref_score alt_score delta, ref_score being the reference "
-                             "allele in the variant's own windows (default: none)")
+                             "allele in the variant's own windows; with indels or multi-base substitutions in the "
+                             "input, a kind column after alt (snv, mnv, deletion, insertion: their alternative window "
+                             "keeps the model's length, the flank after REF read further for a deletion, cut short "
+                             "for an insertion) (default: none)")
     parser.add_argument("--offsets", type=_offsets, default=None, metavar="O1,O2,...",
                         help="0-based offsets of the variant in the model's window, one placement each (default: the "
                              "centre and a quarter window either side)")
@@ -64,10 +73,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gene-orientation", action="store_true",
                         help="score contigs whose FASTA header says gene_strand=- in reverse complement (default: off)")
     parser.add_argument("--skip-indels", action="store_true",
-                        help="skip indels instead of stopping, listed in OUTPUT.skipped.tsv (default: off)")
+                        help="skip deletions and insertions (scored by default) and symbolic or too long alleles, "
+                             "listed in OUTPUT.skipped.tsv (default: off)")
     parser.add_argument("--skip-invalid", action="store_true",
-                        help="skip records whose REF, contig or position does not fit the reference, and N / IUPAC "
-                             "alleles, listed in OUTPUT.skipped.tsv (default: off)")
+                        help="skip records whose REF, contig or position does not fit the reference, N / IUPAC "
+                             "alleles, symbolic alleles (<DEL>, *, .), breakends and alleles of more than 20 nt, "
+                             "listed in OUTPUT.skipped.tsv (default: off)")
     saturation = parser.add_argument_group("saturation mutagenesis")
     saturation.add_argument("--saturation", action="store_true",
                             help="score every possible SNV of --region (or of every FASTA record) (default: off)")

@@ -3,7 +3,9 @@
     bioattn train variants --activity-model NAME_OR_DIR --reference elements.fa --input train_release.vcf --out runs/cagi5
 
 Features of each measured variant come from the activity model (allele differences over window placements and
-strands, in-silico mutagenesis around the variant, embedding differences, the reference activity) plus the mean
+strands, in-silico mutagenesis around the variant, embedding differences, the reference activity; a deletion,
+insertion or multi-base substitution of up to 20 nt is scored in the windows 'bioattn predict variants' cuts for
+it, its in-silico mutagenesis read from the SNVs at its POS) plus the mean
 measured effect of other release variants nearby (leaving out the variant's own block of positions). A sparse
 linear model (ElasticNetCV) is cross-validated within the release, folds grouped by blocks of positions within
 each element, beside same-run baselines: the nearby effects alone, the activity model's raw allele difference and

@@ -7,7 +7,8 @@ Model features (no labels), from a DNA activity model, for each output ``t`` (su
   ``delta_fwd`` / ``delta_rev`` when both strands are scored;
 - in-silico mutagenesis around the variant (every SNV within ``ism_radius`` nt scored the same way):
   ``ism_here`` (mean |Δ| of the three alleles at the variant's position), ``ism_local`` (mean of that over the
-  positions within the radius), ``ism_local_max``, ``ism_allele`` (this allele's Δ minus the mean Δ at its position);
+  positions within the radius), ``ism_local_max``, ``ism_allele`` (this allele's Δ minus the mean Δ at its position;
+  for a deletion, insertion or multi-base substitution, the SNVs at its POS);
 - embedding summaries when the model has ``embed``: ``embed_l2`` (norm of alt - ref pooled embedding) and
   ``embed_cos`` (1 - cosine similarity).
 
@@ -32,14 +33,15 @@ ISM_RADIUS = 4
 NEARBY = ("nearby_effect", "nearby_same_alt", "nearby_weight")
 
 
-def _ism_set(reference: Any, variants: Sequence[Variant], radius: int) -> tuple[list[Variant], dict[tuple[str, int, str], int]]:
-    """Every SNV at the positions within ``radius`` of a variant; and the row of each (chrom, pos, alt)."""
+def _ism_set(reference: Any, variants: Sequence[Variant],
+             radius: int) -> tuple[list[Variant], dict[tuple[str, int, str, str], int]]:
+    """Every SNV at the positions within ``radius`` of a variant; and the row of each (chrom, pos, ref, alt)."""
     wanted: dict[str, set[int]] = {}
     for v in variants:
         length = len(reference[v.chrom])
         wanted.setdefault(v.chrom, set()).update(range(max(1, v.pos - radius), min(length, v.pos + radius) + 1))
     out: list[Variant] = []
-    row: dict[tuple[str, int, str], int] = {}
+    row: dict[tuple[str, int, str, str], int] = {}
     for chrom, positions in wanted.items():
         ordered = sorted(positions)
         record = reference[chrom]
@@ -48,7 +50,7 @@ def _ism_set(reference: Any, variants: Sequence[Variant], radius: int) -> tuple[
             if ref not in BASES:
                 continue
             for allele, alt in enumerate(b for b in BASES if b != ref):
-                row[(chrom, pos, alt)] = len(out)
+                row[(chrom, pos, ref, alt)] = len(out)
                 out.append(Variant(chrom, pos, ref, alt, len(out), allele, f"{chrom}:{pos}"))
     return out, row
 
@@ -65,18 +67,23 @@ def model_features(model: Any, reference: Any, variants: Sequence[Variant], *, o
     embed = embed and hasattr(dna, "embed")
     if ism_radius is None:
         ism = list(variants)
-        row = {(v.chrom, v.pos, v.alt): i for i, v in enumerate(variants)}
+        row = {(v.chrom, v.pos, v.ref, v.alt): i for i, v in enumerate(variants)}
     else:
         ism, row = _ism_set(reference, variants, ism_radius)
+    snvs = len(ism)  # the ISM set's SNVs; an MNV or indel is scored after them and its position read from them
+    for v in variants:
+        if (v.chrom, v.pos, v.ref, v.alt) not in row:
+            row[(v.chrom, v.pos, v.ref, v.alt)] = len(ism)
+            ism.append(v)
     scores = allele_scores(dna, reference, ism, offsets=offsets, strands=strands, reverse=reverse, embed=embed,
                            progress=progress)
-    rows = np.array([row[(v.chrom, v.pos, v.alt)] for v in variants], dtype=np.int64)
+    rows = np.array([row[(v.chrom, v.pos, v.ref, v.alt)] for v in variants], dtype=np.int64)
     mine = AlleleScores(scores.ref[rows], scores.alt[rows], scores.weights[rows], scores.offsets[rows],
                         None if scores.ref_embed is None else scores.ref_embed[rows],
                         None if scores.alt_embed is None else scores.alt_embed[rows])
     all_delta = scores.mean(scores.alt) - scores.mean(scores.ref)  # (M, T)
     position_index: dict[tuple[str, int], list[int]] = {}
-    for i, v in enumerate(ism):
+    for i, v in enumerate(ism[:snvs]):
         position_index.setdefault((v.chrom, v.pos), []).append(i)
     names: list[str] = []
     columns: list[np.ndarray] = []

@@ -2,18 +2,20 @@
 variants, score them with a DNA model (or a fitted variant-effect head) and write a TSV or an annotated VCF.
 
 TSV output: ``chrom pos id ref alt ref_score alt_score delta`` (``id``: the VCF's ID, else ``chrom:pos:ref:alt``;
-``_<output>`` suffixes when the model has several outputs; for a variant-effect head ``delta`` is its predicted
-effect and ``activity_delta`` the activity model's difference; for an ensemble the scores are the members' mean and
-``delta_sd`` the sample sd of their deltas), one row per alternative allele, in input order. ``ref_score`` is the
-reference allele's score in the variant's own windows (they move with the variant), so it differs between the
-variants of one element. VCF output (``.vcf`` / ``.vcf.gz``): the input records unchanged, with INFO fields
-``BIOATTN_REF``, ``BIOATTN_ALT`` (Number=A) and ``BIOATTN_DELTA`` (Number=A) per output (suffix ``_<output>`` with
-several), ``BIOATTN_SKIPPED`` (Number=A: why an allele was not scored, ``.`` for those scored), and a
-``##bioattn_variant_scoring`` header line saying how windows were placed.
+``kind`` after ``alt`` when the input has alleles other than SNVs: ``snv``, ``mnv``, ``deletion``, ``insertion``,
+see :mod:`bioattn.tasks.variants.windows` for their windows; ``_<output>`` suffixes when the model has several
+outputs; for a variant-effect head ``delta`` is its predicted effect and ``activity_delta`` the activity model's
+difference; for an ensemble the scores are the members' mean and ``delta_sd`` the sample sd of their deltas), one
+row per alternative allele, in input order. ``ref_score`` is the reference allele's score in the variant's own
+windows (they move with the variant), so it differs between the variants of one element. VCF output (``.vcf`` /
+``.vcf.gz``): the input records unchanged, with INFO fields ``BIOATTN_REF``, ``BIOATTN_ALT`` (Number=A) and
+``BIOATTN_DELTA`` (Number=A) per output (suffix ``_<output>`` with several), ``BIOATTN_SKIPPED`` (Number=A: why an
+allele was not scored, ``.`` for those scored), and a ``##bioattn_variant_scoring`` header line saying how windows
+were placed.
 
-Alleles not scored (indels and ambiguous or invalid records skipped on request, later copies of a duplicate) are
-listed in ``<output name>.skipped.tsv`` beside the output (:func:`skipped_path`): ``id chrom pos ref alt reason
-detail record``. Every output path is checked before the model is loaded or anything scored.
+Alleles not scored (symbolic, too long, ambiguous or invalid records and indels skipped on request, later copies of
+a duplicate) are listed in ``<output name>.skipped.tsv`` beside the output (:func:`skipped_path`): ``id chrom pos
+ref alt reason detail record``. Every output path is checked before the model is loaded or anything scored.
 
 Under ``torchrun`` each process scores a contiguous share of the variants and the first process writes the output
 (the same file as one process writes).
@@ -35,7 +37,7 @@ from bioattn.errors import UserInputError
 from bioattn.io import STDOUT, atomic_write, write_table
 from bioattn.tasks.variants.records import (SKIPPED_COLUMNS, VariantSet, is_vcf, read_variants, skipped_rows,
                                             variants_from_table)
-from bioattn.tasks.variants.score import allele_scores, as_dna_model, how_scored, score_table
+from bioattn.tasks.variants.score import INDEL_WINDOWS, allele_scores, as_dna_model, how_scored, score_table
 
 HEAD_TYPE = "VariantEffectHead"
 
@@ -237,6 +239,10 @@ def _score(model: Any, reference: Any, variants: Any, *, offsets: Sequence[int] 
                                    progress=progress)
             table = score_table(mine, scores, as_dna_model(model).target_names)
             how = how_scored(model, offsets, strands, reversed_contigs)
+        kinds = not all(v.is_snv for v in found.variants)  # the same columns on every torchrun process
+        if kinds:
+            table.insert(list(table.columns).index("alt") + 1, "kind", [v.kind for v in mine])
+            how += "; " + INDEL_WINDOWS
     table = _gather_rows(table, ranks)
     summary = VariantPredictions(len(found), found.records, dict(found.skipped), how, written=table is not None)
     summary.extra["variant_set"] = found
@@ -343,7 +349,8 @@ def write_annotated_vcf(source: Path, output: Path, table: Any, found: VariantSe
         for ident, _, number, what in fields:
             reader.add_info_to_header({"ID": ident, "Number": number, "Type": "Float", "Description": what})
         reader.add_info_to_header({"ID": SKIPPED_INFO, "Number": "A", "Type": "String", "Description":
-                                   "why bioattn did not score this allele (indel, ambiguous, invalid, duplicate; "
+                                   "why bioattn did not score this allele (indel, ambiguous, symbolic, too_long, "
+                                   "invalid, duplicate; "
                                    "details in the .skipped.tsv beside this file); . for alleles scored"})
         reader.add_to_header(f"##bioattn_variant_scoring={how}")
         temporary = Path(folder) / ("out.vcf.gz" if str(output).endswith((".gz", ".bgz")) else "out.vcf")

@@ -3,13 +3,18 @@ reference FASTA (pyfaidx).
 
 Every record is named in errors as ``FILE:LINE`` (the line of the file, 1-based, header lines included) and
 ``CHROM:POS``. A multi-allelic record becomes one :class:`Variant` per alternative allele; its ``id`` is the VCF's
-ID (a TSV's ``id`` column), else ``chrom:pos:ref:alt``. What is not scored, by reason (:data:`REASONS`):
+ID (a TSV's ``id`` column), else ``chrom:pos:ref:alt``. Scored: SNVs, multi-nucleotide substitutions (REF and ALT of
+one length) and deletions and insertions of up to :data:`MAX_INDEL` nt (the bases beyond the VCF's shared padding
+base; :attr:`Variant.kind`). What is not scored, by reason (:data:`REASONS`):
 
-- ``indel``: REF or ALT longer than one base, symbolic ``<DEL>``, ``*``: refused by name, or skipped with
-  ``skip_indels``;
-- ``ambiguous``: a one-base REF or ALT that is not A/C/G/T (``N``, an IUPAC code such as ``R``);
+- ``indel``: an allele that changes the length, skipped on request (``skip_indels``);
+- ``ambiguous``: a REF or ALT with a letter that is not A/C/G/T (``N``, an IUPAC code such as ``R``);
+- ``symbolic``: a symbolic allele (``<DEL>``, ``<INS>``), ``*`` (a deletion overlapping this site), ``.`` (no
+  alternative allele), a breakend (``G]17:198982]``, ``.A``) or anything else that is not a sequence of bases;
+- ``too_long``: a REF or ALT of more than :data:`MAX_INDEL` nt beyond the padding base;
 - ``invalid``: a REF that differs from the reference, a contig missing from the FASTA or a position outside it;
-  these two are errors naming the record, or skipped with ``skip_invalid``;
+  these four are errors naming the record, or skipped with ``skip_invalid`` (``symbolic`` and ``too_long`` also
+  with ``skip_indels``, which skipped them before indels were scored);
 - ``duplicate``: the same chrom, pos, ref and alt as an earlier record: scored once (the first), the later ones
   skipped and listed.
 
@@ -47,7 +52,12 @@ _ALIASES = {
 }
 _BASES = frozenset("ACGT")
 #: Why an allele is not scored (the keys of :attr:`VariantSet.skipped`).
-REASONS = ("indel", "ambiguous", "invalid", "duplicate")
+REASONS = ("indel", "ambiguous", "symbolic", "too_long", "invalid", "duplicate")
+#: The longest deletion, insertion or substitution scored, in nt beyond the VCF's padding base (the first base,
+#: shared by REF and ALT when their lengths differ).
+MAX_INDEL = 20
+#: Reasons of :func:`unscorable` that ``skip_indels`` also skips (before indels were scored, it skipped them).
+INDEL_LIKE = ("symbolic", "too_long")
 
 
 @dataclass(frozen=True)
@@ -76,16 +86,65 @@ class Variant:
     def is_snv(self) -> bool:
         return len(self.ref) == 1 and len(self.alt) == 1 and self.ref in _BASES and self.alt in _BASES
 
+    @property
+    def is_indel(self) -> bool:
+        """Whether the allele changes the length (a deletion or an insertion)."""
+        return len(self.ref) != len(self.alt)
+
+    @property
+    def kind(self) -> str:
+        """``snv``, ``mnv`` (REF and ALT of one length > 1), ``deletion`` (ALT shorter) or ``insertion``."""
+        if len(self.ref) == len(self.alt):
+            return "snv" if len(self.ref) == 1 else "mnv"
+        return "deletion" if len(self.alt) < len(self.ref) else "insertion"
+
+
+def _symbolic(alt: str) -> str | None:
+    """Why ``alt`` is not a sequence of bases (None when it is)."""
+    if alt in ("", "."):
+        return "ALT . names no alternative allele to score"
+    if alt == "*":
+        return "ALT * stands for a deletion overlapping this position (score that deletion's own record)"
+    if alt.startswith("<"):
+        return f"ALT {alt} is a symbolic allele, its sequence not in the VCF"
+    if "[" in alt or "]" in alt or alt.startswith(".") or alt.endswith("."):
+        return f"ALT {alt} is a breakend (a structural variant's junction), not a sequence to score"
+    if not alt.isalpha():
+        return f"ALT {alt!r} is not a sequence of bases"
+    return None
+
+
+def changed_length(ref: str, alt: str) -> int:
+    """The longer of REF and ALT in nt, less the VCF's padding base (the first base, when REF and ALT differ in
+    length and share it)."""
+    padded = len(ref) != len(alt) and ref[:1] == alt[:1]
+    return max(len(ref), len(alt)) - padded
+
 
 def unscorable(ref: str, alt: str) -> tuple[str, str] | None:
-    """``(reason, detail)`` when ``ref>alt`` is not a single-nucleotide variant of A/C/G/T (None when it is):
-    ``indel`` for a length change, a multi-base or symbolic allele, ``ambiguous`` for a one-base N / IUPAC code."""
+    """``(reason, detail)`` when ``ref>alt`` cannot be scored (None when it can: an SNV, a substitution of several
+    bases, or a deletion or insertion of up to :data:`MAX_INDEL` nt, of A/C/G/T): ``symbolic`` for an ALT that is
+    not bases (:func:`_symbolic`), ``ambiguous`` for an N / IUPAC letter, ``too_long`` past :data:`MAX_INDEL`."""
     if len(ref) == 1 and len(alt) == 1 and ref in _BASES and alt in _BASES:
         return None
-    if len(ref) == 1 and len(alt) == 1 and ref.isalpha() and alt.isalpha():
-        odd = " and ".join(f"{what} {base}" for what, base in (("REF", ref), ("ALT", alt)) if base not in _BASES)
-        return "ambiguous", f"{odd} is not a base A, C, G or T (an N or IUPAC ambiguity code cannot be scored)"
-    return "indel", f"{ref}>{alt} is not a single-nucleotide variant (indels and symbolic alleles are not scored)"
+    symbolic = _symbolic(alt) if ref.isalpha() else f"REF {ref!r} is not a sequence of bases"
+    if symbolic is not None:
+        return "symbolic", symbolic
+    if not (set(ref) <= _BASES and set(alt) <= _BASES):
+        if len(ref) == 1 and len(alt) == 1:
+            odd = " and ".join(f"{what} {base}" for what, base in (("REF", ref), ("ALT", alt)) if base not in _BASES)
+            return "ambiguous", f"{odd} is not a base A, C, G or T (an N or IUPAC ambiguity code cannot be scored)"
+        odd = " and ".join(f"{what} {allele}" for what, allele in (("REF", ref), ("ALT", alt))
+                           if not set(allele) <= _BASES)
+        letters = "".join(sorted(set(ref + alt) - _BASES))
+        return "ambiguous", (f"{odd} has a letter that is not a base A, C, G or T ({letters}: an N or IUPAC "
+                             "ambiguity code cannot be scored)")
+    size = changed_length(ref, alt)
+    if size > MAX_INDEL:
+        what = ("deletion" if len(alt) < len(ref) else "insertion") if len(ref) != len(alt) else "substitution"
+        return "too_long", (f"{ref}>{alt} is a {size}-nt {what}; deletions, insertions and substitutions of up to "
+                            f"{MAX_INDEL} nt are scored")
+    return None
 
 
 @dataclass(frozen=True)
@@ -227,17 +286,17 @@ def read_variants(path: str | os.PathLike, reference: Any, *, skip_indels: bool 
                     out.skip(Skipped(chrom, pos, ref, str(alt).upper(), "invalid", problem, where, index, allele, name))
                 continue
             raise UserInputError(f"{where}: {problem}; pass --skip-invalid to count and skip such records")
-        for allele, alt in enumerate(alts):
+        for allele, alt in enumerate(alts or ["."]):  # cyvcf2 reads ALT . as no alleles
             variant = Variant(chrom, pos, ref, str(alt).upper(), index, allele, where, **labels, vcf_id=name)
             why = unscorable(variant.ref, variant.alt)
+            if why is None and skip_indels and variant.is_indel:
+                why = ("indel", f"{variant.ref}>{variant.alt} is an indel (--skip-indels skips them)")
             if why is not None:
                 reason, detail = why
-                if (skip_indels if reason == "indel" else skip_invalid):
+                if reason == "indel" or skip_invalid or (skip_indels and reason in INDEL_LIKE):
                     out.skip(Skipped(chrom, pos, ref, variant.alt, reason, detail, where, index, allele, name))
                     continue
-                flag = "--skip-indels" if reason == "indel" else "--skip-invalid"
-                what = "them" if reason == "indel" else "such records"
-                raise UserInputError(f"{where}: {detail}; pass {flag} to count and skip {what}")
+                raise UserInputError(f"{where}: {detail}; pass --skip-invalid to count and skip such records")
             key = (chrom, pos, variant.ref, variant.alt)
             if key in first and not keep_duplicates:
                 out.skip(Skipped(chrom, pos, ref, variant.alt, "duplicate", f"the same variant as {first[key]} "

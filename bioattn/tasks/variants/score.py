@@ -1,5 +1,6 @@
-"""Score single-nucleotide variants with any bioattn DNA model: reference vs alternative allele in windows of the
-model's length taken from the reference genome.
+"""Score variants with any bioattn DNA model: reference vs alternative allele in windows of the model's length taken
+from the reference genome. SNVs, substitutions of several bases, and deletions and insertions of up to
+:data:`~bioattn.tasks.variants.records.MAX_INDEL` nt are scored.
 
 A *DNA model* here is anything with ``predict(sequences: list[str]) -> (N,) or (N, T)``, ``target_names`` (one name
 per output) and ``input_length`` (the window it reads), optionally ``embed(sequences) -> (N, D)``; the activity
@@ -10,6 +11,11 @@ Windows (:func:`window_starts`): for each variant, one window per *placement*: t
 of the window for every ``o`` of ``offsets`` (default :func:`default_offsets`: the centre and a quarter window
 either side). A window that would run past an end of the contig is shifted to fit inside it (so the variant
 lands elsewhere in it; repeated windows count once); a contig shorter than the model's window is read whole.
+A deletion's, insertion's or multi-base substitution's window has POS (its first REF base) at the offset; its
+alternative window keeps the window's length and the reference window's bases before the variant, and reads the
+3′ flank (after REF: to the right on a forward contig) further by a deletion's length or shorter by an
+insertion's (:func:`bioattn.tasks.variants.windows.changed_windows`; on a ``reverse`` contig, the left flank,
+3′ in its scored orientation).
 Strands: ``forward``, or ``both`` (each window and its reverse complement, averaged); ``auto`` is ``both`` for a
 classifier trained with strand averaging and ``forward`` otherwise (an activity model's own ``predict`` applies the
 strand handling of its run). ``reverse`` contigs (e.g. minus-strand promoters, for an oriented assay) are scored
@@ -255,8 +261,8 @@ def allele_scores(model: Any, reference: Any, variants: Sequence[Variant], *, of
                         ref, alt)
 
 
-#: The columns naming a variant in every score table, before the scores.
-ID_COLUMNS = ("chrom", "pos", "id", "ref", "alt")
+#: The columns naming a variant in every score table, before the scores (and ``kind``, where a table has it).
+ID_COLUMNS = ("chrom", "pos", "id", "ref", "alt", "kind")
 
 
 def score_columns(target_names: Sequence[str], members: int = 1) -> list[str]:
@@ -291,6 +297,12 @@ def score_table(variants: Sequence[Variant], scores: AlleleScores, target_names:
         if spread is not None:
             table[next(columns)] = spread[:, k]
     return table
+
+
+#: How the alternative window of a deletion or insertion is cut (said after :func:`how_scored`'s sentence).
+INDEL_WINDOWS = ("a deletion's or insertion's alternative window keeps the model's length and the reference window's "
+                 "bases up to the variant, the flank after REF (3' of it in the orientation scored) read further by "
+                 "the deletion's length or cut short by the insertion's")
 
 
 def how_scored(model: Any, offsets: Sequence[int] | None, strands: str, reversed_contigs: Sequence[str] = ()) -> str:

@@ -5,6 +5,16 @@ read once (as upper-case uint8 letters); every window of every variant is one ro
 (fancy indexing), the alternative base is set with one scatter, and reverse-oriented contigs are
 reverse-complemented with a lookup table. No Python work per variant beyond reading its fields.
 
+Substitutions of several bases, deletions and insertions (:func:`changed_windows`, also array operations): the
+alternative window keeps the window's length and shares the reference window's bases up to the variant, in the
+orientation the window is scored: on a forward contig it starts where the reference window starts (POS at the
+placement's offset, as for an SNV), then ALT, then the reference after REF, so the **3′ flank (right, after REF)**
+is read further by a deletion's length and cut shorter by an insertion's; on a contig scored in reverse
+complement it ends where the reference window ends and the left flank (3′ in gene orientation) is extended or
+cut. Where the alternative sequence runs out (a deletion near the contig's end) the window is shifted back
+inside it, as the reference windows are; only where the contig with the deletion is shorter than the window is
+the missing far end filled with ``N``.
+
 :func:`token_scorer`: for the models with a tensor API (:class:`~bioattn.models.activity.ActivityRegressor`,
 :class:`~bioattn.models.promoter.PromoterClassifier`, the latter wrapped as a DNA model), letters become the
 model's token ids through a lookup table, and the reference and alternative windows of a batch of variants go
@@ -70,15 +80,49 @@ def _letters(reference: Any, chrom: str, lo: int, hi: int) -> np.ndarray:
     return np.frombuffer(str(reference[chrom][lo:hi]).upper().encode("ascii"), dtype=np.uint8)
 
 
+def changed_windows(span: np.ndarray, lo: int, length: int, starts: np.ndarray, pos0: np.ndarray, ref_len: np.ndarray,
+                    alts: Sequence[str], width: int, reverse: bool) -> np.ndarray:
+    """``(m, P, width)`` alternative windows of ``m`` substitutions, deletions or insertions (0-based ``pos0``, REF
+    lengths ``ref_len``, ``alts``) whose reference windows start at ``starts`` ``(m, P)`` on a contig of ``length``
+    nt, of which ``span`` holds the letters from ``lo`` on (enough of them: the windows' span, widened by the
+    longest REF either side). See the module's text for which flank moves; ``reverse``: the contig is scored in
+    reverse complement (the window's end is kept, not its start)."""
+    alt_len = np.fromiter((len(a) for a in alts), dtype=np.int64, count=len(alts))
+    letters = np.full((len(alts), max(int(alt_len.max()), 1)), ord("N"), dtype=np.uint8)
+    for row, alt in enumerate(alts):
+        letters[row, : len(alt)] = np.frombuffer(alt.encode("ascii"), dtype=np.uint8)
+    shift = (alt_len - ref_len)[:, None]  # how much longer the alternative sequence is
+    new_length = length + shift  # (m, 1)
+    if reverse:  # keep the end (its base after REF, when REF runs past it), trim or extend the left flank
+        end = np.maximum(starts + width, (pos0 + ref_len)[:, None]) + shift
+        first = np.minimum(np.maximum(end - width, 0), new_length - width)
+    else:  # keep the start, trim or extend the right flank
+        first = np.maximum(np.minimum(starts, new_length - width), 0)
+    a = first[:, :, None] + np.arange(width)[None, None, :]  # (m, P, W) positions on the alternative sequence
+    p0, la = pos0[:, None, None], alt_len[:, None, None]
+    on_ref = np.where(a < p0, a, a - shift[:, :, None])  # the reference position of a flank letter
+    flank = span[np.clip(on_ref - lo, 0, len(span) - 1)]
+    inside = letters[np.arange(len(alts))[:, None, None], np.clip(a - p0, 0, letters.shape[1] - 1)]
+    out = np.where((a >= p0) & (a < p0 + la), inside, flank)
+    out[(a < 0) | (a >= new_length[:, :, None])] = ord("N")
+    return out
+
+
 def build_windows(reference: Any, variants: Sequence[Any], offsets: Sequence[int], window: int,
                   reverse: Callable[[str], bool] | None = None) -> list[WindowGroup]:
     """One :class:`WindowGroup` per contig of ``variants`` (in order of first appearance); see the module's text
-    and :func:`window_starts` for the placements."""
+    and :func:`window_starts` for the placements, :func:`changed_windows` for alleles that are not one base."""
     if not len(variants):
         return []
     chroms = [v.chrom for v in variants]
     pos0 = np.fromiter((v.pos for v in variants), dtype=np.int64, count=len(variants)) - 1
-    alt_base = np.frombuffer("".join(v.alt for v in variants).upper().encode("ascii"), dtype=np.uint8)
+    alts = "".join(v.alt for v in variants).upper()
+    single = None  # every allele one base: one scatter; else a mask of those that are
+    if len(alts) != len(variants) or len("".join(v.ref for v in variants)) != len(variants):
+        ref_len = np.fromiter((len(v.ref) for v in variants), dtype=np.int64, count=len(variants))
+        single = (ref_len == 1) & np.fromiter((len(v.alt) == 1 for v in variants), dtype=bool, count=len(variants))
+        alts = "".join(v.alt.upper() if one else "N" for v, one in zip(variants, single))
+    alt_base = np.frombuffer(alts.encode("ascii"), dtype=np.uint8)
     names, contig = np.unique(np.array(chroms, dtype=object), return_inverse=True)
     order = np.argsort(contig, kind="stable")
     bounds = np.flatnonzero(np.diff(contig[order])) + 1
@@ -89,12 +133,24 @@ def build_windows(reference: Any, variants: Sequence[Any], offsets: Sequence[int
         width = min(window, length)
         starts = window_starts(pos0[index], offsets, length, width)
         lo, hi = int(starts.min()), int(starts.max()) + width
-        view = np.lib.stride_tricks.sliding_window_view(_letters(reference, chrom, lo, hi), width)
+        changed = None if single is None else np.flatnonzero(~single[index])
+        if changed is not None and len(changed):  # room for the flanks that deletions read further
+            wider = int(ref_len[index[changed]].max())
+            lo_span, hi_span = max(lo - wider, 0), min(hi + wider, length)
+            span = _letters(reference, chrom, lo_span, hi_span)
+            view = np.lib.stride_tricks.sliding_window_view(span[lo - lo_span : hi - lo_span], width)
+        else:
+            view = np.lib.stride_tricks.sliding_window_view(_letters(reference, chrom, lo, hi), width)
         ref = view[starts - lo]  # (n, P, W), a copy
         alt = ref.copy()
         where = pos0[index][:, None] - starts
         rows = np.arange(len(index))[:, None]
         alt[rows, np.arange(starts.shape[1])[None, :], where] = alt_base[index][:, None]
+        if changed is not None and len(changed):
+            pick = index[changed]
+            alt[changed] = changed_windows(span, lo_span, length, starts[changed], pos0[pick], ref_len[pick],
+                                           [variants[i].alt.upper() for i in pick], width,
+                                           reverse is not None and reverse(chrom))
         if reverse is not None and reverse(chrom):
             ref, alt = COMPLEMENT[ref[..., ::-1]], COMPLEMENT[alt[..., ::-1]]
         groups.append(WindowGroup(index, ref, alt, first_occurrences(starts), where))

@@ -70,10 +70,9 @@ def test_multi_allelic_records_are_split(files) -> None:
     assert (table["ref"].iloc[:2] == C1[49]).all()
 
 
-def test_indels_are_refused_by_name_or_counted(files, tmp_path) -> None:
+def test_indels_are_scored_or_skipped_by_choice(files, tmp_path) -> None:
     path = _vcf(tmp_path, f"c1\t10\t.\t{C1[9]}\t{C1[9]}TT\t.\t.\t.\n")
-    with pytest.raises(UserInputError, match=r"one.vcf:5 \(c1:10\).*not a single-nucleotide.*--skip-indels"):
-        score_variants(StandIn(), files["ref"], path)
+    assert score_variants(StandIn(), files["ref"], path)["kind"].tolist() == ["insertion"]  # see test_variant_indels.py
     (files["dir"] / "mixed.vcf").write_text(path.read_text() + f"c1\t20\t.\t{C1[19]}\t{'A' if C1[19] != 'A' else 'C'}\t.\t.\t.\n")
     out = files["dir"] / "mixed.tsv"
     assert main(["predict", "variants", "--model", "unused", "--reference", str(files["ref"]), "--input",
