@@ -2,9 +2,10 @@
 model loader and the explain dispatch can serve it without naming it.
 
 A task lives in one folder, ``bioattn/tasks/<name>/``, whose ``task.py`` defines one :class:`Task` instance
-``TASK``; :data:`bioattn.tasks.registry.TASKS` holds one line per task naming that object. Nothing else in bioattn
-names a task: the command line (``bioattn train|predict|explain <name>``), :func:`bioattn.models.load_pretrained`
-(``config.json``'s ``model_type``) and :func:`bioattn.tasks.explain_dispatch.attribute` are derived from the registry.
+``TASK``; :data:`bioattn.plugins.TASKS` holds one line per task naming that object and the model classes its runs
+save. Nothing else in bioattn names a task: the command line (``bioattn train|predict|explain <name>``),
+:func:`bioattn.models.load_pretrained` (``config.json``'s ``model_type``) and
+:func:`bioattn.tasks.explain_dispatch.attribute` are derived from the registry.
 
 Hooks, in the order a training run calls them (the driver in :mod:`bioattn.tasks.driver` runs holdout, seeds,
 cross-validation and ensembles the same way for every task):
