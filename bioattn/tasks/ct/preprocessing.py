@@ -43,9 +43,19 @@ def volume_statistics(image: torch.Tensor) -> dict[str, Any]:
     (of at most 2**20 evenly spaced voxels), the number of distinct values, and the spatial shape."""
     flat = image.detach().reshape(-1).double()
     sample = flat[:: max(1, math.ceil(len(flat) / QUANTILE_SAMPLE))]
-    p01, p99 = torch.quantile(sample, torch.tensor([0.01, 0.99], dtype=torch.float64)).tolist()
+    if len(sample) == len(flat) and not torch.isnan(flat).any():
+        # one sort gives both the percentiles (torch.quantile's linear interpolation, step by step) and the count of
+        # distinct values: a third of the time of quantile and unique, which sort the voxels once each
+        ordered = torch.sort(flat).values
+        ranks = torch.tensor([0.01, 0.99], dtype=torch.float64) * (len(ordered) - 1)
+        below = ranks.long()
+        p01, p99 = ordered[below].lerp(ordered[ranks.ceil().long()], ranks - below).tolist()
+        distinct = 1 + int((ordered[1:] != ordered[:-1]).sum()) if len(ordered) else 0
+    else:
+        p01, p99 = torch.quantile(sample, torch.tensor([0.01, 0.99], dtype=torch.float64)).tolist()
+        distinct = int(torch.unique(flat).numel())
     return {"min": float(flat.min()), "max": float(flat.max()), "mean": float(flat.mean()), "sd": float(flat.std()),
-            "p01": p01, "p99": p99, "distinct": int(torch.unique(flat).numel()), "shape": list(image.shape[1:])}
+            "p01": p01, "p99": p99, "distinct": distinct, "shape": list(image.shape[1:])}
 
 
 def _span(low: float, high: float) -> float:

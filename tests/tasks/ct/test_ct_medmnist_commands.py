@@ -24,6 +24,7 @@ from bioattn.tasks.ct import fit as ct_fit
 from bioattn.tasks.ct.train import resolve_protocol
 from bioattn.training.mixup import mixup_cross_entropy
 from tests.helpers import REPO_ROOT
+from tests.helpers.real_data import data_path
 
 AFFINE = np.array([[0.0, -1.5, 0, 30.0], [2.0, 0, 0, -4.0], [0, 0, 2.5, 11.0], [0, 0, 0, 1]])  # axes swapped
 
@@ -197,22 +198,41 @@ def _hybrid(metrics: dict) -> dict:
     return next(v for k, v in metrics["models"].items() if "hybrid" in k)
 
 
+@pytest.fixture(scope="module")
+def quick_64(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[float]]:
+    """One quick run on the real volumes at the default 64³, the hybrid alone, with mixup 0.2 (and the α of every
+    mixed step): the end-to-end test and the tuned-protocol test read it. The baseline is trained beside the 28³
+    runs of the end-to-end test (what it checks does not depend on the size)."""
+    data_path("ct", "adrenalmnist3d")
+    out = tmp_path_factory.mktemp("quick_64") / "run"
+    alphas: list[float] = []
+
+    def spy(*args, alpha: float, **kwargs) -> torch.Tensor:
+        alphas.append(alpha)
+        return mixup_cross_entropy(*args, alpha=alpha, **kwargs)
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(ct_fit, "mixup_cross_entropy", spy)
+            assert _train("--out", str(out), "--quick", "--deterministic", "--baseline", "none", "--mixup", "0.2") == 0
+    finally:
+        torch.set_num_threads(threads)
+    return out, alphas
+
+
 @pytest.mark.slow
-def test_train_quick_end_to_end_on_real_data(require_data, tmp_path: Path, one_thread) -> None:
-    require_data("ct", "adrenalmnist3d")
-    out = tmp_path / "run"
-    assert _train("--out", str(out), "--quick", "--deterministic") == 0
+def test_train_quick_end_to_end_on_real_data(quick_64, tmp_path: Path, one_thread) -> None:
+    out, _ = quick_64
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["splits"] == {"train": 1188, "val": 98} and not metrics["test_split_present"]
     assert set(metrics["published_test_auroc_accuracy"]) >= {"ResNet-18+3D", "ResNet-50+3D", "ResNet-18+ACS"}
-    models = metrics["models"]
-    assert len(models) == 2
-    for result in models.values():
-        assert 0.0 <= result["val_auroc"] <= 1.0 and 0.0 <= result["val_accuracy"] <= 1.0
-        assert {"val_mcc", "val_f1", "val_loss"} <= set(result)
-        assert result["optimizer_steps"] == 6 and "test_auroc" not in result
-    for name in ("config.json", "model.safetensors", "preprocessing.json", "training_curve.png", "val_auc.png",
-                 "baseline_resnet/model.safetensors", "baseline_resnet/training_curve.png"):
+    (hybrid,) = metrics["models"].values()
+    assert 0.0 <= hybrid["val_auroc"] <= 1.0 and 0.0 <= hybrid["val_accuracy"] <= 1.0
+    assert {"val_mcc", "val_f1", "val_loss"} <= set(hybrid)
+    assert hybrid["optimizer_steps"] == 6 and "test_auroc" not in hybrid
+    for name in ("config.json", "model.safetensors", "preprocessing.json", "training_curve.png", "val_auc.png"):
         assert (out / name).is_file(), name
     model = HybridCT3D.from_pretrained(out)
     assert model.class_names == ["normal", "hyperplasia"]
@@ -222,20 +242,27 @@ def test_train_quick_end_to_end_on_real_data(require_data, tmp_path: Path, one_t
     assert model.config["unshuffle"] == 2  # the default 64³ volumes reach the stem as 32³ of 8 channels
     assert model.config["distance_channel"]  # binary masks: the stem also sees each voxel's depth in the mask
     # the saved weights are the best-val-AUROC weights the metrics were computed with
-    hybrid = _hybrid(metrics)
     assert hybrid["val_auroc"] == max(h["val_auroc"] for h in hybrid["val_history"])
-    # an existing run is not overwritten without --resume/--overwrite; --resume of a finished run keeps its result
-    assert _train("--out", str(out), "--quick", "--deterministic") == 2
-    assert _train("--out", str(out), "--quick", "--deterministic", "--resume") == 0
-    resumed = json.loads((out / "metrics.json").read_text())["models"]
-    assert {k: v["val_auroc"] for k, v in resumed.items()} == {k: v["val_auroc"] for k, v in models.items()}
-    assert torch.equal(HybridCT3D.from_pretrained(out).cls_token, model.cls_token)
-    # the baseline trained beside a different attention model is the same baseline: same start, same batches (bit for
-    # bit on a CPU; on a GPU its 3D max pooling has no deterministic backward, so the last bits may differ there).
-    # These runs and the next use the 28³ volumes: what they check does not depend on the size.
+    # With the same-run baseline (the default), at 28³: both models' metrics and files. The baseline trained beside a
+    # different attention model is the same baseline: same start, same batches (bit for bit on a CPU; on a GPU its 3D
+    # max pooling has no deterministic backward, so the last bits may differ there).
+    # Without flip averaging: 8 times fewer validation passes, and nothing checked here depends on it.
+    small = ("--quick", "--deterministic", "--size", "28", "--tta", "none")
     same, other = tmp_path / "same", tmp_path / "other"
-    assert _train("--out", str(same), "--quick", "--deterministic", "--size", "28") == 0
-    assert _train("--out", str(other), "--quick", "--deterministic", "--size", "28", "--stem-depth", "1") == 0
+    assert _train("--out", str(same), *small) == 0
+    models = json.loads((same / "metrics.json").read_text())["models"]
+    assert len(models) == 2
+    for result in models.values():
+        assert 0.0 <= result["val_auroc"] <= 1.0 and {"val_mcc", "val_f1", "val_loss"} <= set(result)
+        assert result["optimizer_steps"] == 6 and "test_auroc" not in result
+    for name in ("model.safetensors", "baseline_resnet/model.safetensors", "baseline_resnet/training_curve.png"):
+        assert (same / name).is_file(), name
+    # an existing run is not overwritten without --resume/--overwrite; --resume of a finished run keeps its result
+    assert _train("--out", str(same), *small) == 2
+    assert _train("--out", str(same), *small, "--resume") == 0
+    resumed = json.loads((same / "metrics.json").read_text())["models"]
+    assert {k: v["val_auroc"] for k, v in resumed.items()} == {k: v["val_auroc"] for k, v in models.items()}
+    assert _train("--out", str(other), *small, "--stem-depth", "1") == 0
     assert HybridCT3D.from_pretrained(other).config["stem_depth"] == 1
     assert HybridCT3D.from_pretrained(same).config["stem_depth"] != 1
     baseline, same_baseline = (load_tensors(run / "baseline_resnet" / "model.safetensors") for run in (same, other))
@@ -245,7 +272,7 @@ def test_train_quick_end_to_end_on_real_data(require_data, tmp_path: Path, one_t
     assert baseline["network.conv1.weight"].shape[1] == 2  # the baseline sees the depth channel too
     # --no-distance-channel: neither model gets the depth; recorded with the run
     plain = tmp_path / "plain"
-    assert _train("--out", str(plain), "--quick", "--deterministic", "--size", "28", "--no-distance-channel") == 0
+    assert _train("--out", str(plain), *small, "--no-distance-channel") == 0
     assert not HybridCT3D.from_pretrained(plain).config["distance_channel"]
     assert json.loads((plain / "run_config.json").read_text())["recipe"]["distance_channel"] is False
     assert load_tensors(plain / "baseline_resnet" / "model.safetensors")["network.conv1.weight"].shape[1] == 1
@@ -312,19 +339,8 @@ def test_protocols_set_their_defaults_and_flags_override_them() -> None:
 
 
 @pytest.mark.slow
-def test_tuned_protocol_records_itself_and_the_tta_ablation(
-    require_data, tmp_path: Path, one_thread, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    require_data("ct", "adrenalmnist3d")
-    out = tmp_path / "run"
-    alphas: list[float] = []
-
-    def spy(*args, alpha: float, **kwargs) -> torch.Tensor:
-        alphas.append(alpha)
-        return mixup_cross_entropy(*args, alpha=alpha, **kwargs)
-
-    monkeypatch.setattr(ct_fit, "mixup_cross_entropy", spy)
-    assert _train("--out", str(out), "--quick", "--protocol", "tuned", "--baseline", "none", "--mixup", "0.2") == 0
+def test_tuned_protocol_records_itself_and_the_tta_ablation(quick_64, tmp_path: Path, one_thread) -> None:
+    out, alphas = quick_64  # the default protocol, tuned, with --mixup 0.2 and --baseline none
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["recipe"]["name"] == "tuned" and metrics["recipe"]["flip_tta"]
     assert metrics["recipe"]["mixup"] == 0.2 and alphas == [0.2] * 6  # every training step mixes (2 epochs of 3)
@@ -335,7 +351,7 @@ def test_tuned_protocol_records_itself_and_the_tta_ablation(
     # the run remembers that it evaluates with flip averaging: predict reproduces its validation numbers (the CSV
     # holds 6 significant digits, which can tie near-equal probabilities of this tiny model: AUROC to 1e-3)
     probs = tmp_path / "val.csv"
-    npz = require_data("ct", "adrenalmnist3d", "adrenalmnist3d_64_trainval.npz")
+    npz = data_path("ct", "adrenalmnist3d", "adrenalmnist3d_64_trainval.npz")
 
     def scores(*flags: str) -> tuple[dict, list[dict]]:
         assert cli_main(["predict", "ct", "--model", str(out), "--input", str(npz), "--split", "val",
