@@ -126,7 +126,7 @@ display(Image(filename=RUN_DIR / "attention_cost.png"))
 DATA_ROOT = resolve_data_root()  # --data-root flag → $BIOATTN_DATA_ROOT → ../shared/data
 command = [sys.executable, "../recipes/ct_classify.py", "--data-root", str(DATA_ROOT), "--dataset", "adrenalmnist3d",
            "--size", "28", "--out", str(RUN_DIR / "run"), "--overwrite", "--seed", "0"]  # fmt: skip
-command += ["--quick"] if QUICK else ["--epochs", "30", "--max-minutes", "5"]
+command += ["--quick", "--tta", "none"] if QUICK else ["--epochs", "30", "--max-minutes", "5"]
 finished = subprocess.run(command, capture_output=True, text=True)
 print(finished.stdout)
 if finished.returncode:
