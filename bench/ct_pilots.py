@@ -11,7 +11,7 @@ at the end::
     python bench/ct_pilots.py OUT                                   # every pilot, 32³, the defaults
     python bench/ct_pilots.py OUT --flags "--pool trunk+gate"       # the gated readout beside its ResNet
     python bench/ct_pilots.py OUT --pilots 1 3 --variant "--pool cls+max"
-    python bench/ct_pilots.py OUT --smoke                           # one tiny pilot, --quick runs (seconds)
+    python bench/ct_pilots.py OUT --smoke                           # one tiny pilot, --quick runs, in this process
 """
 from __future__ import annotations
 
@@ -47,9 +47,26 @@ def write_pilot(folder: Path, name: str, volumes: int, new: int) -> tuple[Path, 
     return pilots.write_ct_pilot(folder, volumes=volumes, seed=seed, new=new, **lesion)
 
 
+#: --smoke runs each command in this process (seconds instead of a fresh interpreter's start each time)
+IN_PROCESS = False
+
+
 def bioattn(*args: str) -> float:
-    """Run ``bioattn ARGS`` with one torch thread; return its wall seconds."""
+    """Run ``bioattn ARGS`` with one torch thread (a subprocess, or in this process under ``--smoke``); return its
+    wall seconds."""
     start = time.perf_counter()
+    if IN_PROCESS:
+        import contextlib
+
+        import torch
+
+        from bioattn.cli import main as cli_main
+
+        torch.set_num_threads(1)
+        with open(os.devnull, "w") as null, contextlib.redirect_stdout(null), contextlib.redirect_stderr(null):
+            if cli_main(list(args)) != 0:
+                raise SystemExit(f"bioattn {' '.join(args)} failed")
+        return time.perf_counter() - start
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     subprocess.run([sys.executable, "-m", "bioattn.cli", *args], check=True, env=env,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -89,7 +106,8 @@ def run_pilot(out: Path, name: str, args: argparse.Namespace) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("out", type=Path)
+    parser.add_argument("out", type=Path, nargs="?", default=Path("ct_pilots_out"),
+                        help="folder for the pilots and runs (default: ct_pilots_out)")
     parser.add_argument("--pilots", nargs="+", default=list(PILOTS), choices=list(PILOTS))
     parser.add_argument("--volumes", type=int, default=48)
     parser.add_argument("--new", type=int, default=16)
@@ -100,12 +118,15 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="one pilot of 8 + 4 volumes, --quick runs at 16³")
     args = parser.parse_args()
     if args.smoke:
+        global IN_PROCESS
+        IN_PROCESS = True
         args.pilots, args.volumes, args.new, args.size = args.pilots[:1], 8, 4, 16
     results = []
     for name in args.pilots:
         results.append(run_pilot(args.out, name, args))
         print(json.dumps(results[-1]), flush=True)
-    print(f"| pilot | ResNet right | hybrid ({args.flags or 'defaults'}) right | " + " | ".join(f"`{v}` right" for v in args.variant) + " |")
+    print(f"| pilot | ResNet right | hybrid ({args.flags or 'defaults'}) right |"
+          + "".join(f" `{v}` right |" for v in args.variant))
     print("|---|---|---|" + "---|" * len(args.variant))
     for r in results:
         cells = [f"{r['resnet']['right']}/{r['resnet']['of']}", f"{r['hybrid']['right']}/{r['hybrid']['of']}",

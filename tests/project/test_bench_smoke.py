@@ -17,7 +17,7 @@ SCRIPTS = sorted(BENCH.glob("*.py"))
 #: the flag a benchmark's smoke mode answers to, in order of preference
 SMOKE_FLAGS = ("--smoke", "--quick")
 #: smoke modes that train several models in fresh processes (15-20 s): in the full suite, not the fast lane
-SLOW_SMOKE = {"protocol_identity"}
+SLOW_SMOKE = {"protocol_identity", "ct_pilots"}
 
 
 def run_script(script: Path, argv: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
