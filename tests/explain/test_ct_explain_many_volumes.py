@@ -74,6 +74,7 @@ def test_faithfulness_over_a_split_covers_every_method_and_volume(ct_model, npz)
     assert table["integrated_gradients"]["deletion_auc_sd"] > 0
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_split_faithfulness_equals_the_single_volume_measurement_for_one_index(ct_model, npz) -> None:
     """``--indices 2`` measures exactly what explaining volume 2 alone measures (same volume, score and ranking)."""
     alone = explain_ct(ct_model, npz, method="gradient_x_input", index=2, device="cpu",

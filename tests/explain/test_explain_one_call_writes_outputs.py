@@ -89,6 +89,7 @@ def test_msa_one_call_without_a_structure_is_saved_too(tmp_path, family, msa_qui
     assert "-> not saved yet" in msa_report.describe(unsaved)
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_the_faithfulness_table_shows_progress(fasta, tiny_promoter_run, capsys, monkeypatch) -> None:
     """Every method on every sequence is long work (ISM, Integrated Gradients): it reports progress like the rest."""
     monkeypatch.delenv("TQDM_DISABLE", raising=False)

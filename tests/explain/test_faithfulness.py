@@ -74,6 +74,7 @@ def test_each_method_ranks_the_only_informative_position_first(key_model, key_in
     assert measured >= rate and measured > random_rate + 0.2
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_faithful_map_beats_random_on_deletion_and_insertion(key_model, key_inputs) -> None:
     padding = torch.zeros_like(key_inputs, dtype=torch.bool)
     classes = (key_model(key_inputs) > 0).long()

@@ -112,6 +112,7 @@ def test_log_odds_smooth_a_matrix_from_few_sites_more_than_one_from_many() -> No
     assert few[1, 0] > many[1, 0]  # an unseen base is penalised less when the matrix rests on few sites
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_jaspar_ships_offline_with_site_counts() -> None:
     database = load_motif_database("jaspar")
     assert len(database) > 500 and len(database.sites) == len(database) and min(database.sites) >= 1

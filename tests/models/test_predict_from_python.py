@@ -104,6 +104,7 @@ def test_ct_predict_on_nifti_paths_applies_the_saved_preprocessing(tmp_path: Pat
         model.predict_proba(paths)
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_ct_ensemble_and_shipped_model_predict_paths(tmp_path: Path) -> None:
     rng = np.random.default_rng(1)
     mask = np.zeros((28, 28, 28), dtype=np.float32)

@@ -16,8 +16,9 @@ BENCH = REPO_ROOT / "bench"
 SCRIPTS = sorted(BENCH.glob("*.py"))
 #: the flag a benchmark's smoke mode answers to, in order of preference
 SMOKE_FLAGS = ("--smoke", "--quick")
-#: smoke modes that train several models in fresh processes (15-20 s): in the full suite, not the fast lane
-SLOW_SMOKE = {"protocol_identity", "ct_pilots"}
+#: smoke modes that train or score real models (5-80 s each on a busy 2-core machine): in the full suite, not the
+#: fast lane
+SLOW_SMOKE = {"protocol_identity", "ct_pilots", "ct_epoch", "ct", "variants", "activity_planted", "scan", "train"}
 
 
 def run_script(script: Path, argv: list[str], monkeypatch: pytest.MonkeyPatch) -> int:

@@ -83,6 +83,7 @@ def test_the_model_loader_knows_every_task_model_type() -> None:
     assert {t for task in all_tasks() for t in task.model_types} == set(MODEL_TYPES)
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_the_model_loader_reads_the_table_without_the_task_layer() -> None:
     """``bioattn.models`` sits below the tasks: it reads the model classes from :data:`bioattn.plugins.TASKS` and
     loading a shipped model imports nothing from ``bioattn.tasks``."""

@@ -52,6 +52,7 @@ def write_tsv(path: Path, sequences: list[str], values: np.ndarray, flanks: bool
     return path
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_ridge_baseline_learns_a_planted_motif() -> None:
     train, train_values = planted(300, seed=0)
     test, test_values = planted(100, seed=1)

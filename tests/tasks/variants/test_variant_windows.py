@@ -161,6 +161,7 @@ def test_ref_and_alt_windows_share_one_forward_pass(genome, promoter) -> None:
     assert shapes == [(40 * len(default_offsets(70)) + distinct_refs, 70)]
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_cli_writes_the_string_paths_table(genome, promoter, tmp_path) -> None:
     path, variants = genome
     rows = [v for v in variants if v.allele == 0]
@@ -188,6 +189,7 @@ def test_non_dna_letter_falls_back_to_the_string_paths_error(tmp_path, promoter)
         allele_scores(promoter, fasta, [Variant("c1", 70, "G", "A", 0, 0, "x")], progress=False)
 
 
+@pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_passes_that_reuse_every_reference_window_score_the_same(genome, promoter, monkeypatch) -> None:
     """With passes of one variant, the second and third alleles of a position bring no new reference window (a
     pass with an empty reference part): the scores equal those of the default passes."""
