@@ -1,6 +1,7 @@
-"""What the library explanations (:func:`~bioattn.explain.explain_promoter`, :func:`~bioattn.explain.explain_ct`,
-:func:`~bioattn.explain.explain_msa`) share: the result base class with ``save(directory)``, how a model is given
-(an object, a shipped name or a run directory) and how ``method="auto"`` is resolved."""
+"""What the tasks' explanations (:func:`~bioattn.tasks.promoter.explain.explain_promoter`,
+:func:`~bioattn.tasks.activity.explain.explain_activity`, :func:`~bioattn.tasks.ct.explain.explain_ct`,
+:func:`~bioattn.tasks.msa.explain.explain_msa`) share: the result base classes with ``save(directory)``, how a model
+is given (an object, a shipped name or a run directory) and how ``method="auto"`` is resolved."""
 from __future__ import annotations
 
 import dataclasses
@@ -48,6 +49,17 @@ class Explanation:
 
     def _write_files(self, out: Path) -> None:
         """Files other than tables, figures and the summary (maps as NIfTI or safetensors)."""
+
+
+@dataclasses.dataclass
+class SequenceExplanation(Explanation):
+    """An explanation of DNA sequences: ``lengths (N,)`` (each sequence's length; the per-nucleotide maps of a
+    subclass are zero past it), the attribution ``method`` and, when motifs were asked for, the
+    :class:`~bioattn.explain.motifs.MotifReport` (``motif_report``)."""
+
+    lengths: Any = None
+    method: str = ""
+    motif_report: Any = None
 
 
 def where(out: str | os.PathLike | None, name: str | None = None) -> str:

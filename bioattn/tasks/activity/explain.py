@@ -32,7 +32,7 @@ from torch import Tensor, nn
 
 from bioattn.data.dna import N_ID, PAD_ID, strand_average
 from bioattn.errors import UserInputError
-from bioattn.explain.result import AUTO_SAMPLE, Explanation, check_out_dir, resolve_method, saved_under, where
+from bioattn.explain.result import AUTO_SAMPLE, SequenceExplanation, check_out_dir, resolve_method, saved_under, where
 from bioattn.models.activity import ActivityRegressor
 from bioattn.tasks.activity.explained import (
     MIN_DEPARTURE, OneHotValue, activity_members, departures, mean_values, measurable, read_inputs,
@@ -55,19 +55,16 @@ FAITHFULNESS_NOTE = (
 
 
 @dataclasses.dataclass
-class ActivityExplanation(Explanation):
+class ActivityExplanation(SequenceExplanation):
     """``attribution (N, L_max)`` of ``target`` (zero past each element's end), ``lengths (N,)``, ``values (N, T)``
     (the ensemble's mean), ``member_values (M, N, T)``, ``method``, ``motif_weights`` (the known-motif weight rows),
     ``motif_report`` (with ``motifs``); plus the tables and ``summary``."""
 
     attribution: np.ndarray = None
-    lengths: np.ndarray = None
     values: np.ndarray = None
     member_values: np.ndarray = None
-    method: str = ""
     target: str = ""
     motif_weights: list = dataclasses.field(default_factory=list)
-    motif_report: Any = None
 
 
 def activity_attribution(members: Sequence[ActivityRegressor], tokens: Tensor, method: str, *, target: int = 0,

@@ -20,7 +20,7 @@ import torch
 from bioattn.errors import UserInputError
 from bioattn.explain.attribution import method_label
 from bioattn.explain.result import (
-    AUTO_SAMPLE, Explanation, check_out_dir, load_explained_model, resolve_method, saved_under, where,
+    AUTO_SAMPLE, SequenceExplanation, check_out_dir, load_explained_model, resolve_method, saved_under, where,
 )
 
 #: Methods from most to least faithful on GUE prom_core_all dev (docs, "Explaining predictions").
@@ -31,19 +31,16 @@ _MARK = re.compile(r"^(?P<label>[^=]+)=(?P<start>-?\d+)\.\.(?P<end>-?\d+)$")
 
 
 @dataclasses.dataclass
-class PromoterExplanation(Explanation):
+class PromoterExplanation(SequenceExplanation):
     """``influence (N, L_max)`` (zero past each sequence's end), ``lengths (N,)``, ``probabilities`` (``(N,)``
-    positive-class probability or ``(N, C)``), ``predicted (N,)`` class indices, ``method``; plus the tables
-    (``predictions.tsv``, ``influence.tsv``, ``influence_profile.tsv``) and ``summary``."""
+    positive-class probability or ``(N, C)``), ``predicted (N,)`` class indices, ``method``, ``motif_report`` (with
+    ``motifs=True``); plus the tables (``predictions.tsv``, ``influence.tsv``, ``influence_profile.tsv``) and
+    ``summary``."""
 
     influence: np.ndarray = None
-    lengths: np.ndarray = None
     probabilities: np.ndarray = None
     predicted: np.ndarray = None
-    method: str = ""
     motif: str = ""
-    #: with ``motifs=True``: the :class:`~bioattn.explain.motifs.MotifReport` (patterns, matches, heads)
-    motif_report: Any = None
 
 
 def parse_marks(marks: Iterable[str]) -> dict[str, tuple[int, int]]:

@@ -19,7 +19,7 @@ from bioattn.attention.rollout import rollout_rows
 
 
 @dataclass
-class PromoterExplanation:
+class PromoterInfluence:
     """probabilities: ``(B,)``; influence: ``(B, L)`` (0 at padding); weights: forward-strand attention,
     per layer ``(B, H, 1 + L, 1 + L)`` (token 0 = [CLS])."""
 
@@ -43,7 +43,7 @@ def explain_promoters(
     head_fusion: str = "mean",
     start_layer: int = 0,
     rc_average: bool | None = None,
-) -> PromoterExplanation:
+) -> PromoterInfluence:
     """Predict and explain a batch. ``ids: (B, L)`` token ids, ``padding_mask: (B, L)`` True = PAD.
 
     The prediction runs the model's normal (fused) path; the attention maps come from a second pass with
@@ -66,7 +66,7 @@ def explain_promoters(
 
     influence = (strand_average(strand_influence, ids, padding_mask, per_position=True) if use_rc
                  else strand_influence(ids))
-    return PromoterExplanation(probabilities=probabilities.cpu(), influence=influence.cpu(), weights=[w.cpu() for w in weights])
+    return PromoterInfluence(probabilities=probabilities.cpu(), influence=influence.cpu(), weights=[w.cpu() for w in weights])
 
 
 @dataclass
