@@ -1,15 +1,18 @@
 """The ``bioattn`` command: ``bioattn train|predict|explain TASK`` (the tasks of :data:`bioattn.tasks.registry.TASKS`),
 ``bioattn pretrain TASK``, ``bioattn data fetch NAME`` and ``bioattn models``.
 
-Each subcommand lives in its own module under :mod:`bioattn.commands` that defines
-``add_arguments(parser)`` and ``run(args) -> int``; this file only routes to them. :func:`main` imports only the
-module of the command it runs (the others' help summaries are read from their source), so ``bioattn --version``,
-``bioattn --help`` and each command start without importing what other commands need.
+A task's command is a dataclass of its options named ``"module:Class"`` (its fields' flags, its docstring the
+description, its ``run()``; :mod:`bioattn.commands.task_command` builds the parser from it); the other commands
+are modules under :mod:`bioattn.commands` that define ``add_arguments(parser)`` and ``run(args) -> int``. This file
+only routes to them. :func:`main` imports only the command it runs (the others' help summaries are read from their
+source), so ``bioattn --version``, ``bioattn --help`` and each command start without importing what other commands
+need.
 """
 from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import importlib
 import importlib.util
 import sys
@@ -21,8 +24,9 @@ from bioattn.errors import Terminated, interrupt_on_signals
 from bioattn.runtime import keep_freed_memory
 from bioattn.tasks.registry import task_commands
 
-# verb -> {target: module path}; each module defines add_arguments(parser) and run(args) -> int. The task verbs
-# (train, predict, explain, pretrain) come from the task registry (each Task's ``commands``).
+# verb -> {target: "module:Class" of a command dataclass, or a module defining add_arguments(parser) and
+# run(args) -> int}. The task verbs (train, predict, explain, pretrain) come from the task registry (each Task's
+# ``commands``).
 COMMANDS: dict[str, dict[str, str]] = {
     **task_commands(),
     "data": {
@@ -78,26 +82,44 @@ def _chosen_command(argv: Sequence[str]) -> tuple[str | None, str | None]:
     return verb, words[1] if len(words) > 1 else None
 
 
-def _module_docstring(module_name: str) -> str:
-    """The docstring of ``module_name``, read from its source without importing it."""
+def _docstring(target: str) -> str:
+    """The docstring of ``target`` (a module, or ``"module:Class"``: the class's, dedented), read from its source
+    without importing it."""
+    module_name, _, class_name = target.partition(":")
     spec = importlib.util.find_spec(module_name)
     if spec is None or spec.origin is None:
         raise ImportError(f"no module named {module_name!r}")
     with open(spec.origin, encoding="utf-8") as handle:
-        return ast.get_docstring(ast.parse(handle.read()), clean=False) or ""
+        tree = ast.parse(handle.read())
+    if not class_name:
+        return ast.get_docstring(tree, clean=False) or ""
+    found = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == class_name]
+    if not found:
+        raise ImportError(f"no class {class_name!r} in {module_name}")
+    return ast.get_docstring(found[0], clean=True) or ""
 
 
-def _add_command(subparsers: argparse._SubParsersAction, name: str, module_name: str, *, load: bool = True) -> None:
-    """Add the command ``name`` of ``module_name`` (its docstring: help summary and description); ``load``: import
-    the module and add its arguments (else only its help line is listed)."""
-    module = importlib.import_module(module_name) if load else None
-    doc = module.__doc__ if module is not None else _module_docstring(module_name)
+def _add_command(subparsers: argparse._SubParsersAction, name: str, target: str, *, load: bool = True) -> None:
+    """Add the command ``name`` of ``target`` (its docstring: help summary and description); ``load``: import it
+    and add its arguments (else only its help line is listed)."""
+    from bioattn.commands import task_command
+
+    command = (task_command.command_class(target) if ":" in target else importlib.import_module(target)) if load \
+        else None
+    doc = _docstring(target) if command is None else \
+        task_command.description(command) if ":" in target else command.__doc__
     summary = (doc or "").strip().splitlines()[0]
     command_parser = subparsers.add_parser(name, help=summary, description=doc,
                                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    if module is not None:
-        module.add_arguments(command_parser)
-        command_parser.set_defaults(handler=module.run, command_error=command_parser.error)
+    if command is None:
+        return
+    if ":" in target:
+        task_command.add_arguments(command_parser, command)
+        handler = functools.partial(task_command.run, command)
+    else:
+        command.add_arguments(command_parser)
+        handler = command.run
+    command_parser.set_defaults(handler=handler, command_error=command_parser.error)
 
 
 def run_user_main(main: Callable[[], int | None], *, program: bool = True) -> int:

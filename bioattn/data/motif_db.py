@@ -19,6 +19,8 @@ from bioattn.errors import UserInputError
 #: JASPAR release read by pyjaspar (shipped with the package; nothing is downloaded).
 JASPAR_RELEASE = "JASPAR2026"
 DEFAULT_DB = "jaspar"
+#: TOMTOM q-value below which a database match is reported as a match.
+DEFAULT_Q = 0.05
 #: Sites assumed behind a matrix whose source gives none (MEME's own default ``nsites``).
 DEFAULT_SITES = 20.0
 

@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from bioattn.data.motif_db import DEFAULT_DB, JASPAR_RELEASE, MotifDatabase, load_motif_database
+from bioattn.data.motif_db import DEFAULT_DB, DEFAULT_Q, JASPAR_RELEASE, MotifDatabase, load_motif_database
 
 __all__ = ["DEFAULT_DB", "DEFAULT_Q", "JASPAR_RELEASE", "MotifDatabase", "load_motif_database", "tomtom_matches"]
-
-#: TOMTOM q-value below which a database match is reported as a match.
-DEFAULT_Q = 0.05
 
 
 def tomtom_matches(queries: list[np.ndarray], database: MotifDatabase, *, top: int = 3) -> list[list[dict]]:

@@ -19,7 +19,7 @@ PACKAGE = REPO_ROOT / "bioattn"
 #: Rank of each part of the package (first component after ``bioattn.``); lower ranks never import higher ones.
 LAYERS: dict[str, int] = {
     "__init__": 0, "errors": 0, "io": 0, "metrics": 0, "report": 0, "progress": 0, "precision": 0, "runtime": 0,
-    "distributed": 0, "run_dir": 0, "plots": 0, "plugins": 0,
+    "distributed": 0, "run_dir": 0, "plots": 0, "plugins": 0, "options": 0,
     "attention": 1,
     "data": 2,
     "models": 3, "coevolution": 3, "training": 3,

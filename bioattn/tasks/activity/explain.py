@@ -34,17 +34,14 @@ from bioattn.data.dna import N_ID, PAD_ID, strand_average
 from bioattn.errors import UserInputError
 from bioattn.explain.result import AUTO_SAMPLE, SequenceExplanation, check_out_dir, resolve_method, saved_under, where
 from bioattn.models.activity import ActivityRegressor
+from bioattn.tasks.activity.methods import ACTIVITY_METHODS, KNOWN_MOTIF_WEIGHTS
 from bioattn.tasks.activity.explained import (
     MIN_DEPARTURE, OneHotValue, activity_members, departures, mean_values, measurable, read_inputs,
 )
 
-#: Methods of an activity model (``auto`` measures the first three on a sample and keeps the most faithful).
-ACTIVITY_METHODS = ("ism", "integrated_gradients", "gradient_x_input", "random")
 FAITHFULNESS_ORDER = ("ism", "integrated_gradients", "gradient_x_input")
 GRADIENT_SCOPE = ("the deep part of the model only: its known-motif and k-mer branches read base identities, which "
                   "have no gradient (ism scores the whole model)")
-#: The known-motif weights listed by default.
-KNOWN_MOTIF_WEIGHTS = 20
 #: What the faithfulness table's areas are for an activity.
 FAITHFULNESS_NOTE = (
     "AUCs: area under the predicted value's departure from the all-N sequence's value, divided by the intact "

@@ -17,8 +17,9 @@ class ActivityTask(Task):
     description = "quantitative activity regression (MPRA / expression) from DNA sequence"
     kind = "regression"
     headline_metric = "pearson"
-    commands = {"train": "bioattn.commands.train_activity", "predict": "bioattn.commands.predict_activity",
-                "explain": "bioattn.commands.explain_activity"}
+    commands = {"train": "bioattn.tasks.activity.commands:TrainActivity",
+                "predict": "bioattn.tasks.activity.commands:PredictActivity",
+                "explain": "bioattn.tasks.activity.commands:ExplainActivity"}
     explain = "bioattn.tasks.activity.explain:explain_activity"
     attribution = "bioattn.tasks.activity.explain:attribute_tokens"
     reference: dict[str, dict[str, float]] = {}

@@ -14,7 +14,8 @@ class VariantsTask(Task):
     description = "variant-effect scoring (ref vs alt allele, saturation maps) and the CAGI5 variant-effect head"
     kind = "regression"
     headline_metric = "pearson"
-    commands = {"predict": "bioattn.commands.predict_variants", "train": "bioattn.commands.train_variants"}
+    commands = {"predict": "bioattn.tasks.variants.commands:PredictVariants",
+                "train": "bioattn.tasks.variants.commands:TrainVariants"}
     explain = None
     attribution = None
     reference = {

@@ -1,0 +1,123 @@
+"""The one command of every ``bioattn VERB TASK``: its parser built from the fields of the task's command
+dataclass (their :func:`bioattn.options.flag` metadata), and its run (the dataclass made from the parsed flags,
+then its ``run()``). A task's ``commands`` name such classes as ``"module:Class"``; the class docstring is the
+command's description."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import importlib
+import inspect
+import types
+import typing
+from pathlib import Path
+from typing import Any, Callable
+
+from bioattn.options import FLAG, Flag
+
+#: Annotation → the type a flag's values are parsed as (others: text).
+_PARSED = (int, float, Path)
+
+
+def command_class(target: str) -> type:
+    """The class ``"module:Class"`` names."""
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def description(command: type) -> str:
+    """The command's ``--help`` description: its class docstring, dedented."""
+    return inspect.cleandoc(command.__doc__ or "")
+
+
+def add_arguments(parser: argparse.ArgumentParser, command: type) -> None:
+    """Add one flag per :func:`~bioattn.options.flag` field of ``command``, in field order, each in its argument
+    group and mutually exclusive group (created where a field first names them)."""
+    hints = typing.get_type_hints(command)
+    groups: dict[str | None, Any] = {None: parser}
+    exclusive: dict[tuple[str | None, str], argparse._MutuallyExclusiveGroup] = {}
+    for field in dataclasses.fields(command):
+        spec: Flag | None = field.metadata.get(FLAG)
+        if spec is None:
+            continue
+        if spec.group not in groups:
+            groups[spec.group] = parser.add_argument_group(spec.group)
+        container = groups[spec.group]
+        if spec.exclusive is not None:
+            key = (spec.group, spec.exclusive)
+            if key not in exclusive:
+                exclusive[key] = container.add_mutually_exclusive_group(required=spec.required)
+            container = exclusive[key]
+        container.add_argument(*spec.names, **_argument(field, spec, hints[field.name]))
+
+
+def _argument(field: dataclasses.Field, spec: Flag, annotation: Any) -> dict[str, Any]:
+    """The ``add_argument`` keywords of one field."""
+    default = None if field.default is dataclasses.MISSING else field.default
+    action = spec.action or ("store_true" if annotation is bool and default is False else None)
+    kwargs: dict[str, Any] = {"dest": field.name, "help": spec.help}
+    if action == "boolean":
+        kwargs["action"] = argparse.BooleanOptionalAction
+    elif action is not None:
+        kwargs["action"] = action
+    kwargs["default"] = None if action == "append" else default  # argparse appends to a list of its own
+    if spec.required and spec.exclusive is None:
+        kwargs["required"] = True
+    if action in ("store_true", "store_false"):
+        return kwargs
+    parse = spec.type or _parsed_type(annotation)
+    for name, value in (("metavar", spec.metavar), ("choices", spec.choices), ("nargs", spec.nargs),
+                        ("type", None if parse is None else _reported(parse))):
+        if value is not None:
+            kwargs[name] = value
+    return kwargs
+
+
+def _parsed_type(annotation: Any) -> type | None:
+    """``int``, ``float`` or ``Path`` for a field of that type (optional, or a tuple of them), else ``None``."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        kinds = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _parsed_type(kinds[0]) if len(kinds) == 1 else None
+    if typing.get_origin(annotation) is tuple:
+        kinds = {a for a in typing.get_args(annotation) if a is not Ellipsis}
+        return _parsed_type(kinds.pop()) if len(kinds) == 1 else None
+    return annotation if annotation in _PARSED else None
+
+
+def _reported(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``parse``, whose :class:`ValueError` message argparse reports as it is (argparse's own wording for the
+    built-in types)."""
+    if parse in _PARSED:
+        return parse
+
+    @functools.wraps(parse)
+    def parse_reported(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse_reported
+
+
+def options_from_args(command: type, args: argparse.Namespace) -> Any:
+    """The ``command`` dataclass of the parsed ``args`` (several values as a tuple; a repeatable flag not given:
+    the field's default)."""
+    found = {}
+    for field in dataclasses.fields(command):
+        spec: Flag | None = field.metadata.get(FLAG)
+        if spec is None:
+            continue
+        value = getattr(args, field.name)
+        if spec.action == "append" and value is None:
+            value = field.default if field.default is not dataclasses.MISSING else None
+        if isinstance(value, list) and (spec.nargs is not None or spec.action == "append"):
+            value = tuple(value)
+        found[field.name] = value
+    return command(**found)
+
+
+def run(command: type, args: argparse.Namespace) -> int:
+    """Run ``command`` on the parsed ``args``: its exit status."""
+    return int(options_from_args(command, args).run() or 0)

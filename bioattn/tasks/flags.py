@@ -1,0 +1,76 @@
+"""The flags several tasks' commands share, as :func:`bioattn.options.flag` fields: ``--model NAME_OR_DIR`` (a
+shipped model or a run directory), ``--device``, ``--data-root``, and the ``--input --out --overwrite`` and
+``--method`` flags of the explain commands. Each call makes one field; its keywords word the task's own help."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from bioattn.distributed import DEVICES
+from bioattn.options import flag
+
+
+def model_flag(*, trained_by: str, required: bool = True, group: str | None = None) -> Any:
+    """``--model NAME_OR_DIR``: a shipped model's name or a run directory of ``trained_by`` (e.g.
+    ``"bioattn train promoter"``), in the mutually exclusive group ``"model"`` (required when ``required``) that
+    other sources of a model can join."""
+    from bioattn.models.registry import available_models
+
+    shipped = ", ".join(available_models()) or "none"
+    return flag("--model", default=None, metavar="NAME_OR_DIR", group=group, exclusive="model", required=required,
+                help=f"a model shipped with bioattn by name ({shipped}; see 'bioattn models') or a run directory of "
+                     f"'{trained_by}' (config.json + model.safetensors) (default: none)")
+
+
+def device_flag(*, group: str | None = None) -> Any:
+    """``--device auto|cpu|cuda``, the one definition every training, prediction and explanation command uses."""
+    return flag("--device", default="auto", choices=DEVICES, group=group,
+                help="where the model runs: auto (the GPU when PyTorch sees one), cpu or cuda (default: %(default)s)")
+
+
+def data_root_flag(*, what: str, group: str | None = None) -> Any:
+    """``--data-root DIR``, the data folder ``what`` (e.g. ``"data root for --all"``) is read from."""
+    return flag("--data-root", default=None, group=group,
+                help=f"{what} (default: $BIOATTN_DATA_ROOT or ../shared/data)")
+
+
+def explain_input_flag(*, help: str) -> Any:
+    """``--input FILE`` of an explain command."""
+    return flag("--input", required=True, metavar="FILE", help=help)
+
+
+def explain_out_flag() -> Any:
+    """``--out DIR`` of an explain command."""
+    return flag("--out", required=True, metavar="DIR", help="output folder for tables and figures (created)")
+
+
+def explain_overwrite_flag() -> Any:
+    """``--overwrite`` of an explain command."""
+    return flag("--overwrite", default=False, help="replace the contents of a non-empty --out folder")
+
+
+def method_flag(*, methods: Sequence[str], auto_help: str | None = None) -> Any:
+    """``--method``: the attribution the outputs show, ``auto`` or one of ``methods``."""
+    return flag("--method", default="auto", choices=("auto", *methods),
+                help="attribution shown in the outputs: auto (" + (auto_help or "of the methods fast enough for the "
+                     "input, the one most faithful on a sample of it, measured by deletion/insertion and named on "
+                     "stderr with its AUCs") + "), " + ", ".join(methods) + " (default: %(default)s)")
+
+
+def skip_faithfulness_flag(*, unit: str) -> Any:
+    """``--no-faithfulness``: skip measuring every method's deletion/insertion faithfulness (``unit``: what one
+    perturbation step removes)."""
+    return flag("--no-faithfulness", default=False,
+                help=f"skip measuring every method's deletion/insertion faithfulness ({unit} removed or revealed by "
+                     "rank; summary.json key 'faithfulness', faithfulness.png) (default: off, i.e. measured)")
+
+
+def faithfulness_steps_flag(*, default: int | None = 20, steps_help: str | None = None) -> Any:
+    """``--faithfulness-steps``: points of each deletion/insertion curve."""
+    return flag("--faithfulness-steps", default=default, type=int,
+                help="points of each deletion/insertion curve (default: " + (steps_help or "%(default)s") + ")")
+
+
+def method_options(options: Any) -> dict[str, Any]:
+    """The library keywords of the ``--method --no-faithfulness --faithfulness-steps`` fields of ``options``."""
+    return {"method": options.method, "faithfulness": not options.skip_faithfulness,
+            "faithfulness_steps": options.faithfulness_steps}
