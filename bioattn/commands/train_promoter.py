@@ -42,11 +42,11 @@ __all__ = ["add_arguments", "run"]
 
 
 def run(args: argparse.Namespace) -> int:
-    from bioattn.tasks.promoter.protocols import run_promoter
+    from bioattn.tasks.promoter.task import TASK
     from bioattn.tasks.promoter.report import format_report
 
     options, config = train_options_from_args(args)
-    metrics = run_promoter(options, config)
+    metrics = TASK.run(options, config)
     if is_main_process():
         print(format_report(metrics))
         print(f"model, metrics.json, summary.md and training_curve.png written to {options.out}")

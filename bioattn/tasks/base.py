@@ -20,8 +20,19 @@ cross-validation and ensembles the same way for every task):
    model (``{baseline name: {metric: value}}``).
 6. ``reference``: published numbers to print beside the run's (``{dataset: {model: value}}``).
 
-``run(options, config=None) -> dict``: the whole ``bioattn train <name>`` protocol in one call (what
-``metrics.json`` holds); the commands call it.
+The driver (:func:`bioattn.tasks.driver.run_task`) also calls, around them:
+
+- ``prepare(options, config, **inputs) -> (options, TaskData)``: everything before the first member trains (check
+  and create the run directory, read the data); default: :meth:`load_data`.
+- ``protocol(options, data) -> RunProtocol`` and ``members(options, data, protocol) -> [Member]`` (default: the
+  driver's seeds / folds of :meth:`folds`).
+- ``held_out(options, data, member, fitted) -> {model name: predictions}``: a fold's held-out predictions, pooled
+  into ``out_of_fold.csv`` by ``write_out_of_fold``.
+- ``report(options, data, protocol, run) -> (metrics, summary)``: ``metrics.json`` (checked against the schema
+  before it is written) and ``summary.md``.
+
+``run(options, config=None, **inputs) -> dict`` is the driver's and no task overrides it: the whole
+``bioattn train <name>`` protocol in one call (what ``metrics.json`` holds); the commands call it.
 
 A ``task.py`` imports only this module at module level (the hooks import the task's code inside their bodies), so
 reading a task's attributes (the CLI does it for every ``bioattn --help``) imports neither torch nor the task.
@@ -50,7 +61,8 @@ KINDS = ("classification", "regression", "contacts")
 @dataclass
 class TaskData:
     """The data of one run. ``train`` / ``dev``: the task's own split objects (anything with ``len()``);
-    ``pool``: the examples a cross-validation folds (``None``: ``train`` + ``dev``); ``class_names`` for a
+    ``pool``: the examples a cross-validation folds (``None``: ``train``), ``records`` where each came from (the
+    rows of ``out_of_fold.csv``), ``seed`` the run's (its one model's, its folds' shuffles); ``class_names`` for a
     classifier, ``target_names`` for a regression (one name per output column); ``source``: where it came from,
     for summaries."""
 
@@ -58,6 +70,8 @@ class TaskData:
     dev: Any | None = None
     pool: Any | None = None
     class_names: Sequence[str] | None = None
+    records: Sequence[str] | None = None
+    seed: int = 0
     target_names: Sequence[str] | None = None
     source: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -71,6 +85,7 @@ class FittedMember:
     model: nn.Module
     summary: dict[str, Any]
     saved_to: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Task:
@@ -95,6 +110,10 @@ class Task:
     explain: ClassVar[str | None] = None
     attribution: ClassVar[str | None] = None
     reference: ClassVar[Mapping[str, Mapping[str, float]]] = {}
+    #: Model class of the members (``config.json`` of a seeds / cv run directory); ``None``: no ensemble.
+    member_type: ClassVar[str | None] = None
+    #: ``out_of_fold.csv`` column prefix of each model name :meth:`held_out` returns (default: the name itself).
+    out_of_fold_prefixes: ClassVar[Mapping[str, str]] = {}
 
     @property
     def model_types(self) -> Mapping[str, str]:
@@ -118,11 +137,47 @@ class Task:
     def fit_baselines(self, options: Any, train: Any, evaluate: Any) -> dict[str, dict[str, float]]:
         return {}
 
-    # -- the whole run ------------------------------------------------------------------------------------------
-    def run(self, options: Any, config: Any = None) -> dict[str, Any]:
+    # -- the driver's run (see the module docstring) ------------------------------------------------------------
+    def prepare(self, options: Any, config: Any = None, **inputs: Any) -> tuple[Any, TaskData]:
+        return options, self.load_data(options)
+
+    def protocol(self, options: Any, data: TaskData) -> Any:
+        from bioattn.tasks.driver import RunProtocol
+
+        return RunProtocol.of(options)
+
+    def folds(self, data: TaskData) -> Any:
+        """``folds(k, seed) -> [(train_index, held_out_index)]`` over ``data.pool``, for a cross-validation."""
+        raise NotImplementedError(f"task {self.name!r} has no cross-validation")
+
+    def members(self, options: Any, data: TaskData, protocol: Any) -> list[Any]:
+        from bioattn.tasks.driver import plan_members
+
+        return plan_members(options.out, protocol, data.seed, self.folds(data) if protocol.cv else None)
+
+    def held_out(self, options: Any, data: TaskData, member: Any, fitted: FittedMember) -> dict[str, Any]:
+        pool = data.pool if data.pool is not None else data.train
+        return {"": self.predict_split(fitted.model, pool.subset(member.held_out_index))}
+
+    def write_out_of_fold(self, options: Any, data: TaskData, run: Any, metrics: Mapping[str, Any]) -> None:
+        from bioattn.tasks.driver import write_out_of_fold
+
+        pool = data.pool if data.pool is not None else data.train
+        write_out_of_fold(options.out, data.records or [], run.out_of_fold.fold_of, pool.labels,
+                          list(data.class_names or ()),
+                          {self.out_of_fold_prefixes.get(name, name): probs
+                           for name, probs in run.out_of_fold.probabilities.items()})
+
+    def report(self, options: Any, data: TaskData, protocol: Any, run: Any) -> tuple[dict[str, Any], str]:
+        raise NotImplementedError(f"task {self.name!r} has no report()")
+
+    def run(self, options: Any, config: Any = None, **inputs: Any) -> dict[str, Any]:
         """Train as ``bioattn train <name>`` does (holdout, seeds or cross-validation as ``options`` say) into
-        ``options.out``; returns what ``metrics.json`` holds (``{}`` off rank 0)."""
-        raise NotImplementedError(f"task {self.name!r} has no run()")
+        ``options.out`` (:func:`bioattn.tasks.driver.run_task`); returns what ``metrics.json`` holds (``{}`` off
+        rank 0)."""
+        from bioattn.tasks.driver import run_task
+
+        return run_task(self, options, config, **inputs)
 
     def __repr__(self) -> str:
         return f"<task {self.name}: {self.description}>"

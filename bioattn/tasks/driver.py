@@ -326,3 +326,29 @@ def write_run_report(run_dir: Path, metrics: Mapping[str, Any], summary: str) ->
     check_metrics(metrics)
     write_json(run_dir / "metrics.json", metrics)
     write_text(run_dir / "summary.md", summary if summary.endswith("\n") else summary + "\n")
+
+
+# ------------------------------------------------------------------------------------------ the run
+def run_task(task: Task, options: Any, config: Any = None, **inputs: Any) -> dict[str, Any]:
+    """``task.run``: the whole training run of every task, through its hooks. :meth:`~Task.prepare` (the run
+    directory and the data), :meth:`~Task.protocol` and :meth:`~Task.members`, then each member fitted in order
+    (:func:`run_members`: ``fit_member``, a fold's :meth:`~Task.held_out` predictions pooled, the ensemble's
+    ``config.json`` of ``task.member_type``); on the main process :meth:`~Task.report` (``metrics.json`` and
+    ``summary.md``, written by :func:`write_run_report`) and, for a cross-validation,
+    :meth:`~Task.write_out_of_fold`. Returns ``metrics.json``'s document (``{}`` off rank 0)."""
+    options, data = task.prepare(options, config, **inputs)
+    protocol = task.protocol(options, data)
+    members = task.members(options, data, protocol)
+    folds = bool(members) and members[0].kind == "fold"
+    pool = data.pool if data.pool is not None else data.train
+    run = run_members(options.out, members, lambda member: task.fit_member(options, data, member),
+                      member_type=task.member_type,
+                      held_out=lambda member, fitted: task.held_out(options, data, member, fitted),
+                      pool_size=len(pool) if folds else None)
+    if not is_main_process():
+        return {}
+    metrics, summary = task.report(options, data, protocol, run)
+    if folds:
+        task.write_out_of_fold(options, data, run, metrics)
+    write_run_report(options.out, metrics, summary)
+    return metrics

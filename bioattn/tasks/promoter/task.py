@@ -21,6 +21,7 @@ class PromoterTask(Task):
     }
     explain = "bioattn.tasks.promoter.explain:explain_promoter"
     attribution = "bioattn.tasks.promoter.attribution:attribute_tokens"
+    member_type = "PromoterClassifier"
 
     @property
     def reference(self) -> Mapping[str, Mapping[str, float]]:  # type: ignore[override]
@@ -31,31 +32,49 @@ class PromoterTask(Task):
         return {task: {model: values[task] for model, values in PUBLISHED_GUE.items() if task in values}
                 for task in tasks}
 
+    def prepare(self, options: Any, config: Any = None, **inputs: Any) -> tuple[Any, TaskData]:
+        from bioattn.tasks.promoter.protocols import prepare
+
+        return prepare(options, config)
+
     def load_data(self, options: Any) -> TaskData:
         """:func:`~bioattn.tasks.promoter.train.load_data` (seeded as the task's default training config; a
-        ``quick`` run capped as :func:`~bioattn.tasks.promoter.train.quick_options` says)."""
-        from bioattn.tasks.promoter.train import default_config, load_data, quick_options
+        ``quick`` run capped as :func:`~bioattn.tasks.promoter.train.quick_options` says); reads, writes nothing."""
+        from bioattn.tasks.promoter.train import default_config, load_data, quick_config, quick_options
 
-        if options.quick:
-            options = quick_options(options)
-        data = load_data(options, seed=default_config(options.task, options.pretrain_epochs).seed)
-        splits = data.splits
-        return TaskData(train=splits.get("train"), dev=splits.get("dev"), pool=splits.get("all"),
-                        class_names=data.class_names, source=data.data_root or "",
-                        extra={"max_len": data.max_len, "protocol": data.protocol,
-                               **{name: split for name, split in splits.items() if name not in ("train", "dev", "all")}})
-
-    def fit_member(self, options: Any, data: TaskData, member: Any) -> FittedMember:
-        import dataclasses
-
-        from bioattn.tasks.promoter.train import default_config, quick_config, quick_options, train_model
-
-        config = dataclasses.replace(default_config(options.task, options.pretrain_epochs), seed=member.index)
+        config = default_config(options.task, options.pretrain_epochs)
         if options.quick:
             config, options = quick_config(config), quick_options(options)
-        model, summary = train_model(data.train, data.dev, {"dev": data.dev}, member.run_dir, config, options,
-                                     data.extra["max_len"], list(data.class_names or ()), resume=False)
-        return FittedMember(model=model.eval(), summary=summary, saved_to=member.run_dir)
+        data = load_data(options, seed=config.seed)
+        splits = data.splits
+        return TaskData(train=splits.get("train"), dev=splits.get("dev"), pool=splits.get("all"),
+                        class_names=data.class_names, source=data.data_root or "", seed=config.seed,
+                        extra={"max_len": data.max_len, "config": config})
+
+    def protocol(self, options: Any, data: TaskData) -> Any:
+        from bioattn.tasks.promoter.protocols import protocol
+
+        return protocol(options, data)
+
+    def folds(self, data: TaskData) -> Any:
+        from bioattn.tasks.promoter.data import stratified_group_folds
+
+        return lambda k, seed: stratified_group_folds(data.pool, k, seed)
+
+    def fit_member(self, options: Any, data: TaskData, member: Any) -> FittedMember:
+        from bioattn.tasks.promoter.protocols import fit
+
+        return fit(options, data, member)
+
+    def held_out(self, options: Any, data: TaskData, member: Any, fitted: FittedMember) -> dict[str, Any]:
+        from bioattn.tasks.promoter.protocols import held_out
+
+        return held_out(data, member, fitted)
+
+    def report(self, options: Any, data: TaskData, protocol: Any, run: Any) -> tuple[dict[str, Any], str]:
+        from bioattn.tasks.promoter.protocols import report
+
+        return report(options, data, protocol, run)
 
     def score(self, model: Any, split: Any) -> dict[str, float]:
         from bioattn.tasks.promoter.train import score
@@ -70,11 +89,6 @@ class PromoterTask(Task):
 
         scores = run_baselines(train, {"eval": evaluate}, 0)
         return {name: by_split["eval"] for name, by_split in scores.items()}
-
-    def run(self, options: Any, config: Any = None) -> dict[str, Any]:
-        from bioattn.tasks.promoter.protocols import run_promoter
-
-        return run_promoter(options, config)
 
 
 TASK = PromoterTask()

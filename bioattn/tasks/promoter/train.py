@@ -1,6 +1,6 @@
 """The promoter task: train the DNA sequence classifier beside trivial baselines on a benchmark or on your own files.
 
-Protocols (:func:`~bioattn.tasks.promoter.protocols.run_promoter`):
+Protocols (``TASK.run``, hooks in :mod:`~bioattn.tasks.promoter.protocols`):
 
 - GUE tasks ``prom_core_all``, ``prom_core_notata``, ``prom_core_tata``, ``prom_300_tata``: train on
   ``train.csv``, early stopping on ``dev.csv`` MCC, also scored on ``test.csv`` when the task folder has one.
