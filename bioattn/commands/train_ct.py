@@ -42,10 +42,10 @@ __all__ = ["add_arguments", "run"]
 
 
 def run(args: argparse.Namespace) -> int:
-    from bioattn.tasks.ct.train import train_ct
+    from bioattn.tasks.ct.task import TASK
 
     options = train_options_from_args(args)
-    metrics = train_ct(options)
+    metrics = TASK.run(options)
     if metrics:  # rank 0 only
         print((options.out / "summary.md").read_text(encoding="utf-8").rstrip("\n"))
         if not metrics["test_split_present"]:

@@ -1,6 +1,7 @@
 """The CT task: 3D volume classification on MedMNIST 3D or your own NIfTI/DICOM volumes.
 
-- :mod:`~bioattn.tasks.ct.train`: :func:`train_ct` (options: :mod:`~bioattn.tasks.ct.options`; one model:
+- :mod:`~bioattn.tasks.ct.train`: the run's preparation and report, hooks of the shared driver (options:
+  :mod:`~bioattn.tasks.ct.options`; one model:
   :mod:`~bioattn.tasks.ct.fit`; seeds / cross-validation: :mod:`~bioattn.tasks.ct.protocols`; tables and trust:
   :mod:`~bioattn.tasks.ct.report`).
 - :mod:`~bioattn.tasks.ct.data`: MedMNIST and manifest loaders; :mod:`~bioattn.tasks.ct.preprocessing`: the saved

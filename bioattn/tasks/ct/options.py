@@ -1,5 +1,5 @@
 """The CT task's options and training recipes: :class:`CTOptions` (everything
-:func:`~bioattn.tasks.ct.train.train_ct` needs, checked before any volume is read), the protocols
+``bioattn train ct`` needs, checked before any volume is read), the protocols
 (:data:`PROTOCOLS`, :func:`resolve_protocol`, :func:`protocol_train_config`) and the names, folders and published
 numbers the other CT modules share. Fitting one model: :mod:`bioattn.tasks.ct.fit`; the seeds / cross-validation
 protocols: :mod:`bioattn.tasks.ct.protocols`; the tables: :mod:`bioattn.tasks.ct.report`."""
@@ -115,13 +115,13 @@ HISTORY_KEYS = ("epoch", "val_auroc", "val_accuracy", "val_auroc_no_tta")
 
 @dataclass(frozen=True)
 class CTOptions(TaskOptions):
-    """Everything :func:`train_ct` needs. Give either ``dataset`` (a MedMNIST 3D name, found under ``data_root``;
+    """Everything ``bioattn train ct`` needs. Give either ``dataset`` (a MedMNIST 3D name, found under ``data_root``;
     the default when there is no ``manifest``) or ``manifest`` (a labels CSV, see :mod:`bioattn.data.ct_manifest`).
 
     size: the MedMNIST edge ``(28,)`` or ``(64,)`` (default 64), or for a manifest the model input ``(X, Y, Z)`` (one
     value: a cube; default 64³; divisible by the CNN stride) that every volume is resized to (``fit="resize"``) or
     centre cropped / zero padded to (``fit="crop-pad"``). orientation (manifest default ``"RAS"``), spacing (mm)
-    and window (``(low, high)`` onto [0, 1]; ``None``: :func:`train_ct` uses the soft-tissue window when the volumes
+    and window (``(low, high)`` onto [0, 1]; ``None``: the run uses the soft-tissue window when the volumes
     are CT in Hounsfield units, see :func:`with_default_window`) are the other manifest preprocessing steps. label_smoothing,
     intensity_jitter, tta (``"none"``/``"flips"``) and mixup (the Beta concentration α, 0: off; see
     :mod:`bioattn.training.mixup`) default to the protocol's. unshuffle: see :meth:`unshuffle_factor` (``None``:

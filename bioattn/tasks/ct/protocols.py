@@ -1,9 +1,10 @@
-"""The CT task's protocols on the shared driver (:mod:`bioattn.tasks.driver`): one run of the attention model beside
-the baseline (``_train_pair``), one run per seed on the same split (``seeds``), and K-fold cross-validation over
-train + val (``cv``, with the one-number
-depth baseline on binary masks, :func:`mean_mask_depth` / :func:`depth_baseline_probabilities`). The options are in
+"""The CT task's member hooks of the shared driver (:func:`bioattn.tasks.driver.run_task`): one member is the
+attention model beside the baseline (``_train_pair``; :func:`fit`), on the split (a holdout run, one per seed) or
+on one fold of a K-fold cross-validation over train + val (:func:`fold_data`); a fold's held-out predictions
+(:func:`held_out`, with the one-number depth baseline on binary masks, :func:`mean_mask_depth` /
+:func:`depth_baseline_probabilities`) and the ensemble's results (:func:`ensemble_results`). The options are in
 :mod:`bioattn.tasks.ct.options`, the fitting of one model in :mod:`bioattn.tasks.ct.fit`, and
-:func:`~bioattn.tasks.ct.train.train_ct` picks the protocol and writes the report."""
+:mod:`bioattn.tasks.ct.train` prepares the run and writes the report."""
 from __future__ import annotations
 
 import dataclasses
@@ -14,7 +15,6 @@ from typing import Any
 import numpy as np
 import torch
 from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import StratifiedKFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from torch import nn
@@ -27,7 +27,8 @@ from bioattn.models.ensemble import Ensemble
 from bioattn.models.ct_classifier import predict_probabilities
 from bioattn.models.hybrid_ct import HybridCT3D
 from bioattn.progress import progress_bar
-from bioattn.tasks.driver import Member, RunProtocol, plan_members, run_members, write_out_of_fold
+from bioattn.tasks.base import FittedMember, TaskData
+from bioattn.tasks.driver import Member, MembersRun
 from bioattn.tasks.ct.data import CTData, WithoutMetadata
 from bioattn.tasks.ct.fit import _class_names, _scores, build_models, prepare_for_training, train_one
 from bioattn.tasks.ct.options import (
@@ -35,7 +36,6 @@ from bioattn.tasks.ct.options import (
     BASELINE_NAME,
     DEPTH_BASELINE_NAME,
     HYBRID_NAME,
-    OOF_PREFIXES,
     VAL_CURVE_NAME,
     CTOptions,
     Protocol,
@@ -149,21 +149,6 @@ def _summaries(members: list[_Trained]) -> dict[str, dict[str, Any]]:
             for name in members[0].results}
 
 
-def _train_seeds(options: CTOptions, data: CTData, config: TrainConfig, protocol: Protocol, run_dir: Path,
-                 run_info: dict[str, Any], saved: SavedPreprocessing) -> dict[str, Any]:
-    """One run per seed (``seed<S>/``) on the same split; the run directory becomes the attention models' ensemble."""
-    assert options.seeds is not None
-    plan = plan_members(run_dir, RunProtocol.of(options), config.seed)
-    members = run_members(run_dir, plan, lambda member: _train_pair(
-        options, data, dataclasses.replace(config, seed=member.index), protocol, member.run_dir, run_info, saved),
-        member_type="HybridCT3D").results
-    if not is_main_process():
-        return {}
-    saved.save(run_dir)
-    return {"ensemble": _ensemble_scores(members, data, protocol, config.batch_size), "members": _summaries(members),
-            "seeds": {str(seed): m.results for seed, m in zip(options.seeds, members)}}
-
-
 def mean_mask_depth(volumes: Dataset) -> np.ndarray:
     """``(N,)``: the mean :func:`~bioattn.data.ct.foreground_distance` over each volume's mask (0 for an empty mask);
     ``volumes`` serves ``(image (C, X, Y, Z), label)`` items."""
@@ -184,59 +169,63 @@ def depth_baseline_probabilities(train_depth: np.ndarray, train_labels: np.ndarr
     return model.predict_proba(depth[:, None])
 
 
-def _train_cv(options: CTOptions, data: CTData, config: TrainConfig, protocol: Protocol, run_dir: Path,
-              run_info: dict[str, Any], saved: SavedPreprocessing) -> dict[str, Any]:
-    """K-fold stratified CV over train + val (``fold<k>/``, final weights, no selection on the held-out fold);
-    out-of-fold metrics of the pooled predictions; the run directory becomes the K attention models' ensemble."""
-    assert options.cv is not None
-    labels = np.concatenate([data.labels["train"], data.labels["val"]])
-    plan = plan_members(run_dir, RunProtocol.of(options), config.seed, lambda k, seed: StratifiedKFold(
-        k, shuffle=True, random_state=seed).split(np.zeros(len(labels)), labels))
-    folds: list[dict[str, Any]] = []
-    # binary masks: how far the mean depth inside the mask goes alone, on the same folds
-    depth = mean_mask_depth(ConcatDataset([data.splits["train"], data.splits["val"]])) \
-        if saved.profile.get("binary") and is_main_process() else None
-
-    def train_fold(member: Member) -> tuple[_Trained, CTData]:
+def fit(data: TaskData, member: Member) -> FittedMember:
+    """One member in ``member.run_dir``: the attention model and the baseline (:func:`_train_pair`). A seed's trains on
+    train with seed ``member.index`` and keeps its best validation AUROC; a fold's trains on its part of train + val
+    (:func:`fold_data`) with the run's seed and keeps its final weights (nothing selected on its held-out fold)."""
+    ready = data.extra["prepared"]
+    options, config, protocol, run_info, saved = ready.options, ready.config, ready.protocol, ready.run_info, ready.saved
+    if member.kind == "fold":
         assert member.train_index is not None and member.held_out_index is not None
-        folded = fold_data(data, member.train_index, member.held_out_index)
-        return _train_pair(options, folded, config, protocol, member.run_dir, run_info, saved,
-                           select_best=False), folded
+        folded = fold_data(ready.data, member.train_index, member.held_out_index)
+        trained = _train_pair(options, folded, config, protocol, member.run_dir, run_info, saved, select_best=False)
+    else:
+        folded = ready.data
+        trained = _train_pair(options, folded, dataclasses.replace(config, seed=member.index), protocol, member.run_dir,
+                              run_info, saved)
+    return FittedMember(model=trained.hybrid, summary=trained.results[HYBRID_NAME], saved_to=member.run_dir,
+                        extra={"trained": trained, "folded": folded})
 
-    def held_out_of(member: Member, fitted: tuple[_Trained, CTData]) -> dict[str, np.ndarray]:
-        (trained, folded), train_index, held_index = fitted, member.train_index, member.held_out_index
-        assert train_index is not None and held_index is not None
-        folds.append({})
-        held_out: dict[str, np.ndarray] = {}
-        for name, model in _models(trained).items():
-            held_out[name] = predict_probabilities(model, folded.splits["val"], batch_size=config.batch_size,
-                                                   flip_tta=protocol.flip_tta)
-            folds[-1][name] = _scores(labels[held_index], held_out[name], "val")
-            trained.results[name].update(folds[-1][name])
-        if depth is not None:
-            held_out[DEPTH_BASELINE_NAME] = depth_baseline_probabilities(depth[train_index], labels[train_index],
-                                                                         depth[held_index])
-            folds[-1][DEPTH_BASELINE_NAME] = _scores(labels[held_index], held_out[DEPTH_BASELINE_NAME], "val")
-        write_json(member.run_dir / "fold_metrics.json", {"train_index": train_index.tolist(),
-                                                          "held_out_index": held_index.tolist(), "scores": folds[-1]})
-        return held_out  # pooled as the mean over repeats of each volume's out-of-fold probability
 
-    fitted = run_members(run_dir, plan, train_fold, member_type="HybridCT3D", held_out=held_out_of,
-                         pool_size=len(labels))
-    members = [trained for trained, _ in fitted.results]
-    if not is_main_process():
-        return {}
-    saved.save(run_dir)
-    assert fitted.out_of_fold is not None
-    oof, fold_of = fitted.out_of_fold.probabilities, fitted.out_of_fold.fold_of
-    class_names = _class_names(options, data) or [str(k) for k in range(next(iter(oof.values())).shape[1])]
-    write_out_of_fold(run_dir, _pool_records(data), fold_of, labels, class_names,
-                      {OOF_PREFIXES[name]: probs for name, probs in oof.items()})
+def held_out(data: TaskData, member: Member, fitted: FittedMember) -> dict[str, np.ndarray]:
+    """Each model's probabilities on a fold's held-out volumes (and, on binary masks, the depth baseline's fitted on
+    its training part), scored into ``fitted.extra["scores"]`` and the fold's ``fold_metrics.json``."""
+    ready, trained, folded = data.extra["prepared"], fitted.extra["trained"], fitted.extra["folded"]
+    train_index, held_index, labels, depth = member.train_index, member.held_out_index, data.pool.labels, data.extra["depth"]
+    assert train_index is not None and held_index is not None
+    scores: dict[str, Any] = {}
+    probabilities: dict[str, np.ndarray] = {}
+    for name, model in _models(trained).items():
+        probabilities[name] = predict_probabilities(model, folded.splits["val"], batch_size=ready.config.batch_size,
+                                                    flip_tta=ready.protocol.flip_tta)
+        scores[name] = _scores(labels[held_index], probabilities[name], "val")
+        trained.results[name].update(scores[name])
+    if depth is not None:
+        probabilities[DEPTH_BASELINE_NAME] = depth_baseline_probabilities(depth[train_index], labels[train_index],
+                                                                          depth[held_index])
+        scores[DEPTH_BASELINE_NAME] = _scores(labels[held_index], probabilities[DEPTH_BASELINE_NAME], "val")
+    fitted.extra["scores"] = scores
+    write_json(member.run_dir / "fold_metrics.json", {"train_index": train_index.tolist(),
+                                                      "held_out_index": held_index.tolist(), "scores": scores})
+    return probabilities  # pooled as the mean over repeats of each volume's out-of-fold probability
+
+
+def ensemble_results(data: TaskData, run: MembersRun[FittedMember]) -> dict[str, Any]:
+    """The results of a seeds or cv run: the ensemble's scores on val (and test), the mean ± sd over members and,
+    for a cross-validation, the out-of-fold metrics of the pooled predictions and the mean ± sd over folds."""
+    ready = data.extra["prepared"]
+    members = [fitted.extra["trained"] for fitted in run.results]
+    ready.saved.save(ready.options.out)
+    if run.out_of_fold is None:
+        return {"ensemble": _ensemble_scores(members, ready.data, ready.protocol, ready.config.batch_size),
+                "members": _summaries(members),
+                "seeds": {str(member.index): m.results for member, m in zip(run.members, members)}}
+    labels, folds = data.pool.labels, [fitted.extra["scores"] for fitted in run.results]
     results: dict[str, Any] = {
-        "oof": {name: _scores(labels, probs, "oof") for name, probs in oof.items()},
+        "oof": {name: _scores(labels, probs, "oof") for name, probs in run.out_of_fold.probabilities.items()},
         "cv": {name: mean_std([fold[name] for fold in folds]) for name in folds[0]},
         "members": _summaries(members), "folds": folds,
     }
-    if "test" in data.splits:
-        results["ensemble"] = _ensemble_scores(members, data, protocol, config.batch_size)
+    if "test" in ready.data.splits:
+        results["ensemble"] = _ensemble_scores(members, ready.data, ready.protocol, ready.config.batch_size)
     return results

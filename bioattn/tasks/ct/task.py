@@ -15,12 +15,13 @@ class CTTask(Task):
     kind = "classification"
     headline_metric = "auroc"
     commands = {
-        "train": "bioattn.commands.train_ct",
-        "predict": "bioattn.commands.predict_ct",
-        "explain": "bioattn.commands.explain_ct",
+        "train": "bioattn.tasks.ct.commands:TrainCT",
+        "predict": "bioattn.tasks.ct.commands:PredictCT",
+        "explain": "bioattn.tasks.ct.explain_command:ExplainCT",
     }
     explain = "bioattn.tasks.ct.explain:explain_ct"
     attribution = "bioattn.tasks.ct.attribution:volume_attribution"
+    member_type = "HybridCT3D"
 
     @property
     def reference(self) -> Mapping[str, Mapping[str, float]]:  # type: ignore[override]
@@ -29,30 +30,56 @@ class CTTask(Task):
 
         return {dataset: {model: auroc for model, (auroc, _) in models.items()} for dataset, models in PUBLISHED.items()}
 
-    def load_data(self, options: Any) -> TaskData:
-        """:func:`~bioattn.tasks.ct.train.prepare_ct`: ``train`` / ``dev`` are the training and validation volumes
-        (:class:`~bioattn.tasks.ct.data.LabelledVolumes`), ``pool`` both (what a cross-validation folds)."""
-        from bioattn.tasks.ct.data import LabelledVolumes
-        from bioattn.tasks.ct.train import prepare_ct
+    @property
+    def out_of_fold_prefixes(self) -> Mapping[str, str]:  # type: ignore[override]
+        from bioattn.tasks.ct.options import OOF_PREFIXES
 
-        ready = prepare_ct(options)
-        data, flips, binary = ready.data, ready.protocol.flip_tta, bool(ready.saved.profile.get("binary"))
-        train, dev = (LabelledVolumes(data.splits[s], data.labels[s], flips, binary) for s in ("train", "val"))
-        return TaskData(train=train, dev=dev, pool=train.join(dev), class_names=ready.model_config["class_names"],
-                        source=str(data.path), extra={"prepared": ready})
+        return OOF_PREFIXES
+
+    def prepare(self, options: Any, config: Any = None, **inputs: Any) -> tuple[Any, TaskData]:
+        from bioattn.tasks.ct.train import prepare
+
+        return prepare(options, config)
+
+    def load_data(self, options: Any) -> TaskData:
+        """:func:`~bioattn.tasks.ct.train.prepare_ct` (reads, writes nothing): ``train`` / ``dev`` are the training
+        and validation volumes (:class:`~bioattn.tasks.ct.data.LabelledVolumes`), ``pool`` both (what a
+        cross-validation folds)."""
+        from bioattn.tasks.ct.train import prepare_ct, task_data_of
+
+        data = task_data_of(prepare_ct(options))
+        data.extra["depth"] = None
+        return data
+
+    def protocol(self, options: Any, data: TaskData) -> Any:
+        from bioattn.tasks.ct.train import _protocol_description
+        from bioattn.tasks.driver import RunProtocol
+
+        return RunProtocol.of(options, _protocol_description(options, data.extra["prepared"].data))
+
+    def folds(self, data: TaskData) -> Any:
+        import numpy as np
+        from sklearn.model_selection import StratifiedKFold
+
+        labels = data.pool.labels
+        return lambda k, seed: StratifiedKFold(k, shuffle=True, random_state=seed).split(np.zeros(len(labels)), labels)
 
     def fit_member(self, options: Any, data: TaskData, member: Any) -> FittedMember:
-        """The attention model (and the baseline, in ``baseline_resnet/``) of one member, trained on ``data.train``
-        with ``data.dev`` for model selection, seed ``member.index``, saved in ``member.run_dir``."""
-        import dataclasses
+        """The attention model (and the baseline, in ``baseline_resnet/``) of one member
+        (:func:`~bioattn.tasks.ct.protocols.fit`), saved in ``member.run_dir``."""
+        from bioattn.tasks.ct.protocols import fit
 
-        from bioattn.tasks.ct.options import HYBRID_NAME
-        from bioattn.tasks.ct.protocols import _train_pair
+        return fit(data, member)
 
-        ready = data.extra["prepared"]
-        trained = _train_pair(ready.options, ready.data, dataclasses.replace(ready.config, seed=member.index),
-                              ready.protocol, member.run_dir, ready.run_info, ready.saved)
-        return FittedMember(model=trained.hybrid.eval(), summary=trained.results[HYBRID_NAME], saved_to=member.run_dir)
+    def held_out(self, options: Any, data: TaskData, member: Any, fitted: FittedMember) -> dict[str, Any]:
+        from bioattn.tasks.ct.protocols import held_out
+
+        return held_out(data, member, fitted)
+
+    def report(self, options: Any, data: TaskData, protocol: Any, run: Any) -> tuple[dict[str, Any], str]:
+        from bioattn.tasks.ct.train import report
+
+        return report(data, run)
 
     def score(self, model: Any, split: Any) -> dict[str, float]:
         from bioattn.metrics import classification_metrics
@@ -77,16 +104,6 @@ class CTTask(Task):
         train_depth, depth = mean_mask_depth(train.volumes), mean_mask_depth(evaluate.volumes)
         probs = depth_baseline_probabilities(train_depth, train.labels, depth)
         return {DEPTH_BASELINE_NAME: classification_metrics(evaluate.labels, probs)}
-
-    def run(self, options: Any, config: Any = None) -> dict[str, Any]:
-        """:func:`~bioattn.tasks.ct.train.train_ct` (``config`` replaces ``options.train_config`` when given)."""
-        import dataclasses
-
-        from bioattn.tasks.ct.train import train_ct
-
-        if config is not None:
-            options = dataclasses.replace(options, train_config=config)
-        return train_ct(options)
 
 
 TASK = CTTask()

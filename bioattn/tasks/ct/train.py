@@ -1,7 +1,8 @@
 """3D volume classification: the hybrid CNN + attention model beside a MONAI 3D ResNet, on MedMNIST 3D or your own
 NIfTI/DICOM volumes listed in a labels CSV.
 
-:func:`train_ct` (``bioattn train ct``) trains both models in one run, on the same split, with the same protocol,
+``bioattn train ct`` (the driver's run, through the hooks :func:`prepare` and :func:`report` here and those of
+:mod:`~bioattn.tasks.ct.protocols`) trains both models in one run, on the same split, with the same protocol,
 budget and augmentation, and writes into the run directory:
 
 - ``config.json`` + ``model.safetensors`` (the attention model, for ``bioattn predict ct`` / ``explain ct``; the
@@ -51,6 +52,7 @@ from bioattn.errors import UserInputError
 from bioattn.metrics import order_binary_classes
 from bioattn.tasks.ct.data import (
     CTData,
+    LabelledVolumes,
     hounsfield_window,
     load_manifest,
     load_medmnist,
@@ -67,14 +69,15 @@ from bioattn.tasks.ct.options import (
     resolve_protocol,
 )
 from bioattn.tasks.ct.preprocessing import SavedPreprocessing
-from bioattn.tasks.ct.protocols import _train_cv, _train_pair, _train_seeds
-from bioattn.tasks.driver import RunProtocol, metrics_document, write_run_report
+from bioattn.tasks.base import FittedMember, TaskData
+from bioattn.tasks.ct.protocols import _pool_records, ensemble_results, mean_mask_depth
+from bioattn.tasks.driver import MembersRun, RunProtocol, metrics_document
 from bioattn.tasks.ct.report import comparison_table, ensemble_table, not_learned_hints, trust_sections
 from bioattn.tasks.ct.selection import ModelChoice, choose_model, save_kept_model
 from bioattn.training import TrainConfig, check_run_dir, prepare_run_dir
 from bioattn.distributed import is_main_process
 
-__all__ = ["PreparedCT", "prepare_ct", "train_ct", "unified_scores", "with_default_window"]
+__all__ = ["PreparedCT", "prepare", "prepare_ct", "report", "task_data_of", "unified_scores", "with_default_window"]
 
 
 def _load_data(options: CTOptions, config: TrainConfig, stride: int) -> CTData:
@@ -142,12 +145,13 @@ def prepare_ct(options: CTOptions) -> PreparedCT:
     return PreparedCT(options, data, config, protocol, saved, model_config, run_info)
 
 
-def train_ct(options: CTOptions) -> dict[str, Any]:
-    """Train the attention model (and the baseline) as ``options`` say; return what ``metrics.json`` holds.
-
-    ``options.seeds``: one complete run per seed on the same split; ``options.cv``: K-fold cross-validation over
-    train + val. Either way the run directory loads as the attention models' ensemble (mean probability).
-    """
+def prepare(options: CTOptions, config: TrainConfig | None = None) -> tuple[CTOptions, TaskData]:
+    """Everything before the first member trains: check ``options.out`` and the positive class (before any volume is
+    read), :func:`prepare_ct`, create the run directory (``splits.csv`` of a manifest run) and, for a
+    cross-validation on binary masks, the mean depth inside each pooled mask. ``config`` replaces
+    ``options.train_config`` when given."""
+    if config is not None:
+        options = dataclasses.replace(options, train_config=config)
     check_run_dir(options.out, resume=options.resume, overwrite=options.overwrite)  # before any volume is read
     if options.manifest is not None and options.positive_class is not None:  # the labels only, no volume yet
         from bioattn.data.ct_manifest import class_names_of, read_manifest
@@ -158,38 +162,56 @@ def train_ct(options: CTOptions) -> dict[str, Any]:
         except UserInputError as exc:
             raise UserInputError(f"{manifest.path}: {exc}") from None
     ready = prepare_ct(options)
-    options, data, config, protocol, saved = ready.options, ready.data, ready.config, ready.protocol, ready.saved
-    model_config, run_info = ready.model_config, ready.run_info
+    data = ready.data
     run_dir = prepare_run_dir(options.out, resume=options.resume, overwrite=options.overwrite)
+    ready = dataclasses.replace(ready, options=dataclasses.replace(ready.options, out=run_dir))
     print(f"{data.path}: " + ", ".join(f"{s} {n}" for s, n in data.split_sizes.items()), file=sys.stderr)
     if data.source == "manifest" and is_main_process():
         write_split_table(run_dir / "splits.csv", data)
+    task_data = task_data_of(ready)
+    # binary masks: how far the mean depth inside the mask goes alone, on the same folds
+    task_data.extra["depth"] = mean_mask_depth(task_data.pool.volumes) \
+        if ready.options.cv is not None and task_data.train.binary and is_main_process() else None
+    return ready.options, task_data
+
+
+def task_data_of(ready: PreparedCT) -> TaskData:
+    """The hooks' view of a prepared run: ``train`` / ``dev`` the training and validation volumes
+    (:class:`~bioattn.tasks.ct.data.LabelledVolumes`), ``pool`` both (what a cross-validation folds)."""
+    data, flips, binary = ready.data, ready.protocol.flip_tta, bool(ready.saved.profile.get("binary"))
+    train, dev = (LabelledVolumes(data.splits[s], data.labels[s], flips, binary) for s in ("train", "val"))
+    class_names = ready.model_config["class_names"] or [str(k) for k in range(max(data.num_classes, 2))]
+    return TaskData(train=train, dev=dev, pool=train.join(dev), class_names=class_names, records=_pool_records(data),
+                    source=str(data.path), seed=ready.config.seed, extra={"prepared": ready})
+
+
+def report(data: TaskData, run: MembersRun[FittedMember]) -> tuple[dict[str, Any], str]:
+    """``metrics.json`` and ``summary.md`` of a CT run; a single run first keeps the attention model or its baseline
+    (:func:`~bioattn.tasks.ct.selection.choose_model`) in the run directory."""
+    ready = data.extra["prepared"]
+    options, data_ct, config, protocol, saved = ready.options, ready.data, ready.config, ready.protocol, ready.saved
+    run_dir = options.out
     choice: ModelChoice | None = None  # a single run's choice between the attention model and its baseline
-    if options.cv is not None:
-        results = _train_cv(options, data, config, protocol, run_dir, run_info, saved)
-    elif options.seeds is not None:
-        results = _train_seeds(options, data, config, protocol, run_dir, run_info, saved)
+    if options.cv is not None or options.seeds is not None:
+        results = ensemble_results(data, run)
     else:
-        trained = _train_pair(options, data, config, protocol, run_dir, run_info, saved)
+        trained = run.results[0].extra["trained"]
         choice = choose_model(trained.results)  # the attention model, unless it did not learn and the baseline did
-        if is_main_process():
-            save_kept_model(run_dir, choice, trained.hybrid, trained.baseline, saved,
-                            {name: m.get("threshold", 0.5) for name, m in trained.results.items()})
+        save_kept_model(run_dir, choice, trained.hybrid, trained.baseline, saved,
+                        {name: m.get("threshold", 0.5) for name, m in trained.results.items()})
         # the kept model first: the table's first row and metrics.json's headline
         results = {"models": {name: trained.results[name]
                               for name in sorted(trained.results, key=lambda name: name != choice.kept)},
                    "kept_model": choice.to_dict(run_dir)}
-    if not is_main_process():
-        return {}
     dataset = options.dataset_name
-    class_names = model_config["class_names"]
+    class_names = ready.model_config["class_names"]
     extra = {
-        "manifest": str(data.path) if data.source == "manifest" else None,
+        "manifest": str(data_ct.path) if data_ct.source == "manifest" else None,
         "size": list(options.input_size),
-        "file": str(data.path),
+        "file": str(data_ct.path),
         "positive_class": class_names[1] if len(class_names or []) == 2 else None,
-        "test_split_present": "test" in data.splits,
-        "preprocessing": data.preprocessing.to_dict() if data.preprocessing else None,
+        "test_split_present": "test" in data_ct.splits,
+        "preprocessing": data_ct.preprocessing.to_dict() if data_ct.preprocessing else None,
         "recipe": {"name": options.protocol, "description": PROTOCOLS[options.protocol].description,
                    "label_smoothing": protocol.label_smoothing, "intensity_jitter": protocol.intensity_jitter,
                    "flip_tta": protocol.flip_tta, "mixup": protocol.mixup, "augment": options.augment,
@@ -199,22 +221,20 @@ def train_ct(options: CTOptions) -> dict[str, Any]:
                                           for k, (a, c) in PUBLISHED.get(dataset or "", {}).items()},
     }
     metrics = metrics_document(
-        "ct", dataset=dataset or (data.path.name if data.source == "manifest" else None),
-        protocol=RunProtocol.of(options, _protocol_description(options, data)).to_dict(),
-        splits=data.split_sizes, scores=unified_scores(results),
-        class_names=class_names or [str(k) for k in range(max(data.num_classes, 2))], **extra)
+        "ct", dataset=dataset or (data_ct.path.name if data_ct.source == "manifest" else None),
+        protocol=RunProtocol.of(options, _protocol_description(options, data_ct)).to_dict(),
+        splits=data_ct.split_sizes, scores=unified_scores(results), class_names=data.class_names, **extra)
     table = comparison_table(dataset, results["models"]) if "models" in results else ensemble_table(results)
-    positive = order_binary_classes(data.class_names, options.positive_class)[1] if data.class_names else None
+    positive = order_binary_classes(data_ct.class_names, options.positive_class)[1] if data_ct.class_names else None
     trust = trust_sections(results, run_dir, choice=choice)
     if positive:
         trust.insert(0, positive)
-    hints = not_learned_hints(data, saved, results["models"]) if "models" in results else []
+    hints = not_learned_hints(data_ct, saved, results["models"]) if "models" in results else []
     if hints:
         trust.insert(0, "\n".join(hints))
     if choice is not None:  # right under the table: which model RUN holds, why, and the command of the other
         trust.insert(0, choice.statement(run_dir))
-    write_run_report(run_dir, metrics, "\n\n".join([table, *trust]) + "\n")
-    return metrics
+    return metrics, "\n\n".join([table, *trust]) + "\n"
 
 
 def _protocol_description(options: CTOptions, data: CTData) -> str:
