@@ -144,12 +144,13 @@ class TrainActivity:
     overwrite: bool = flag("--overwrite", default=False, help="replace an existing run directory")
 
     def run(self) -> int:
-        from bioattn.tasks.activity.run import headline_line, run_activity
+        from bioattn.tasks.activity.run import headline_line
+        from bioattn.tasks.activity.task import TASK
         from bioattn.tasks.activity.train import ActivityOptions
 
         options = {**values(self), "baselines": not self.no_baselines}
         del options["no_baselines"]
-        metrics = run_activity(ActivityOptions(**options))
+        metrics = TASK.run(ActivityOptions(**options))
         for warning in metrics["warnings"]:
             print(f"warning: {warning}", file=sys.stderr)
         print(headline_line(metrics))

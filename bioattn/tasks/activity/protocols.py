@@ -1,6 +1,7 @@
-"""The protocols of an activity run: its members (folds, seeds, one model), the plan it states before training,
-training and scoring each member (:func:`run_members`), and the choice of the saved model among the blend and its
-parts on the members' held-out rows (:func:`keep_best`).
+"""The protocols of an activity run, as hooks of the shared driver: its members (folds, seeds, one model) and the
+plan it states before training (:func:`planned_members`), training and scoring each member (:func:`fit`), the
+choice of the saved model among the blend and its parts on the members' held-out rows (:func:`keep_best`) and the
+out-of-fold rows (:func:`out_of_fold_rows`).
 
 :class:`Plan` prints what the run will train before anything trains, then, once the first model has trained
 :data:`PLAN_EPOCHS` epochs, the time it expects: models × (seconds per epoch × the most epochs a model may run).
@@ -16,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from bioattn.tasks.activity.branches import BLEND_PARTS
-from bioattn.tasks.activity.data import ActivitySplit, element_groups, file_folds, group_folds
+from bioattn.tasks.activity.data import element_groups, file_folds, group_folds
 from bioattn.tasks.activity.scores import BLEND_NAME, DEEP_NAME, RIDGE_NAME
 from bioattn.tasks.activity.train import (
     CANDIDATE_NAMES,
@@ -29,8 +30,8 @@ from bioattn.tasks.activity.train import (
     fit_candidates,
     score_member,
 )
-from bioattn.tasks.driver import Member, cv_members, seed_members
-from bioattn.tasks.driver import run_members as drive_members
+from bioattn.tasks.base import FittedMember
+from bioattn.tasks.driver import Member, MembersRun, cv_members, seed_members
 
 #: Epochs timed on the first model before the run says how long it expects to take.
 PLAN_EPOCHS = 2
@@ -120,54 +121,56 @@ def plan_text(options: ActivityOptions, data: ActivityData, members: list[Member
             f"{blend}")
 
 
-def run_members(options: ActivityOptions, data: ActivityData, run_dir: Path, *, out: Any = None) -> dict[str, Any]:
-    """Train and score every member of the run, then keep the blend or its best part (:func:`keep_best`); returns
-    the per-member results, the out-of-fold rows and what was kept."""
+def planned_members(options: ActivityOptions, data: ActivityData, run_dir: Path) -> tuple[list[Member], Plan]:
+    """The members of the run (:func:`members_of`) and its :class:`Plan`, announced before anything trains."""
     members = members_of(options, data, run_dir)
-    plan = Plan(len(members), plan_text(options, data, members), out=out)
+    plan = Plan(len(members), plan_text(options, data, members))
     plan.announce()
-    kept_models: list[tuple[Member, Candidates, ActivitySplit | None, dict[str, np.ndarray]]] = []
+    return members, plan
 
-    def train_member(member: Member) -> dict[str, Any]:
-        if member.kind == "fold":
-            train, held_out = data.pool.subset(member.train_index), data.pool.subset(member.held_out_index)
-            features = (data.motif_features("pool", member.train_index),
-                        data.motif_features("pool", member.held_out_index))
-        else:
-            train, held_out = data.pool, data.dev
-            features = (data.motif_features("pool"), data.motif_features("dev") if held_out is not None else None)
-        seed = member.index if member.kind == "seed" else options.seed
-        fitted = fit_candidates(options, data, train, member.run_dir, seed, motif_features=features[0], plan=plan)
-        result: dict[str, Any] = {"member": member.dir_name if not member.alone else ".", "training": fitted.info,
-                                  "sizes": {"train": len(train), "held_out": len(held_out) if held_out else 0}}
-        predictions: dict[str, np.ndarray] = {}
-        if held_out is not None:
-            scores, predictions = score_member(
-                fitted.blend, data, train, held_out, options.baselines,
-                deep=fitted.deep if options.blend != "none" else None, parts=fitted.parts,
-                motif_features=features if features[0] is not None else None)  # type: ignore[arg-type]
-            result["scores"] = scores
-        kept_models.append((member, fitted, held_out, predictions))
-        return result
 
-    results = drive_members(run_dir, members, train_member).results
-    kept = keep_best(options, results, kept_models)
-    out_of_fold: list[list[Any]] = []
-    for member, _fitted, held_out, predictions in kept_models:
+def fit(options: ActivityOptions, data: ActivityData, member: Member, plan: Plan | None = None) -> FittedMember:
+    """Train one member (a fold on its part of the pool, a seed on the pool) and score it on its held-out rows (the
+    held-out fold, or the dev file); ``summary`` is its result in ``metrics.json``'s ``members``."""
+    if member.kind == "fold":
+        train, held_out = data.pool.subset(member.train_index), data.pool.subset(member.held_out_index)
+        features = (data.motif_features("pool", member.train_index), data.motif_features("pool", member.held_out_index))
+    else:
+        train, held_out = data.pool, data.dev
+        features = (data.motif_features("pool"), data.motif_features("dev") if held_out is not None else None)
+    seed = member.index if member.kind == "seed" else options.seed
+    fitted = fit_candidates(options, data, train, member.run_dir, seed, motif_features=features[0], plan=plan)
+    result: dict[str, Any] = {"member": member.dir_name if not member.alone else ".", "training": fitted.info,
+                              "sizes": {"train": len(train), "held_out": len(held_out) if held_out else 0}}
+    predictions: dict[str, np.ndarray] = {}
+    if held_out is not None:
+        scores, predictions = score_member(
+            fitted.blend, data, train, held_out, options.baselines,
+            deep=fitted.deep if options.blend != "none" else None, parts=fitted.parts,
+            motif_features=features if features[0] is not None else None)  # type: ignore[arg-type]
+        result["scores"] = scores
+    return FittedMember(model=fitted.blend, summary=result, saved_to=member.run_dir,
+                        extra={"candidates": fitted, "held_out": held_out, "predictions": predictions})
+
+
+def out_of_fold_rows(kept: dict[str, Any], run: MembersRun[FittedMember]) -> list[list[Any]]:
+    """``out_of_fold.csv``'s rows (``record, fold, target, measured, prediction, ridge_prediction``): each fold's
+    held-out rows predicted by the saved model (the blend, or the part kept instead) and by the k-mer ridge."""
+    rows: list[list[Any]] = []
+    for member, fitted in zip(run.members, run.results):
+        held_out, predictions = fitted.extra["held_out"], fitted.extra["predictions"]
         if member.kind != "fold" or held_out is None:
             continue
-        saved, ridge = predictions[CANDIDATE_NAMES[kept["kept"]] if kept["kept"] != "blend" else "model"], \
-            predictions.get(RIDGE_NAME)
+        saved = predictions[CANDIDATE_NAMES[kept["kept"]] if kept["kept"] != "blend" else "model"]
+        ridge = predictions.get(RIDGE_NAME)
         for i, record in enumerate(held_out.records):
             for t, target in enumerate(held_out.target_names):
-                out_of_fold.append([record, member.index, target, held_out.values[i, t], saved[i, t],
-                                    ridge[i, t] if ridge is not None else ""])
-    return {"members": results, "out_of_fold": out_of_fold, "kept": kept, "plan": plan.lines,
-            "member_dirs": [m.dir_name for m in members if not m.alone]}
+                rows.append([record, member.index, target, held_out.values[i, t], saved[i, t],
+                             ridge[i, t] if ridge is not None else ""])
+    return rows
 
 
-def keep_best(options: ActivityOptions, results: list[dict[str, Any]],
-              fitted: list[tuple[Member, Candidates, Any, Any]]) -> dict[str, Any]:
+def keep_best(options: ActivityOptions, run: MembersRun[FittedMember]) -> dict[str, Any]:
     """Choose the saved model among the blend and its parts on the members' held-out scores
     (:func:`~bioattn.tasks.activity.branches.choose_kept`); when a part wins, save it in every member's
     directory and make it each member's ``"model"`` score (the blend's stay as :data:`BLEND_NAME`). Returns
@@ -175,6 +178,7 @@ def keep_best(options: ActivityOptions, results: list[dict[str, Any]],
     from bioattn.tasks.activity.branches import choose_kept
 
     parts = BLEND_PARTS[options.blend]
+    results = [fitted.summary for fitted in run.results]
     scored = [r for r in results if "scores" in r]
     if not parts or not scored or len(scored) != len(results):
         return {"kept": "blend", "means": {}, "reason": "no held-out rows to compare the blend with its parts"
@@ -182,7 +186,8 @@ def keep_best(options: ActivityOptions, results: list[dict[str, Any]],
     fold_scores = [{"blend": r["scores"]["model"][HEADLINE], "deep": r["scores"][DEEP_NAME][HEADLINE],
                     **{p: r["scores"][CANDIDATE_NAMES[p]][HEADLINE] for p in parts}} for r in scored]
     kept, means = choose_kept(fold_scores, ("deep", *parts))
-    for result, (member, candidates, _held_out, _predictions) in zip(results, fitted):
+    for result, member, fitted in zip(results, run.members, run.results):
+        candidates: Candidates = fitted.extra["candidates"]
         scores = result["scores"]
         scores[BLEND_NAME] = scores["model"]
         if kept != "blend":

@@ -1,4 +1,4 @@
-"""Run an activity training end to end (:func:`run_activity`) and write what it found.
+"""An activity run's preparation (:func:`prepare`) and what it writes (:func:`report`), hooks of the shared driver.
 
 The run directory gets, besides each model's ``config.json`` + ``model.safetensors`` (in ``fold<k>/`` or
 ``seed<s>/`` for several models, with a top ``config.json`` naming them):
@@ -15,6 +15,7 @@ The run directory gets, besides each model's ``config.json`` + ``model.safetenso
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,10 @@ from bioattn.metrics import mean_std
 from bioattn.report import format_mean_sd, format_table
 from bioattn.tasks.activity.scores import BLEND_NAME, DEEP_NAME, METRICS, MOTIF_RIDGE_NAME, RIDGE_NAME
 from bioattn.tasks.activity.branches import BLEND_PARTS
-from bioattn.tasks.activity.protocols import run_members
+from bioattn.tasks.activity.protocols import keep_best, out_of_fold_rows
 from bioattn.tasks.activity.train import CANDIDATE_NAMES, HEADLINE, QUICK_ROWS, ActivityOptions, load_data
-from bioattn.tasks.driver import RunProtocol, metrics_document, save_ensemble, write_run_report
+from bioattn.tasks.base import FittedMember, TaskData
+from bioattn.tasks.driver import MembersRun, RunProtocol, metrics_document
 from bioattn.training import check_run_dir, prepare_run_dir
 
 MODEL_NAME = "ActivityRegressor (this run)"
@@ -160,35 +162,47 @@ def weights_text(weights: dict[str, float]) -> str:
     return ", ".join(f"{names[name]} {value:g}" for name, value in weights.items())
 
 
-def run_activity(options: ActivityOptions) -> dict[str, Any]:
-    """Train and score the run of ``options`` (protocols: :mod:`bioattn.tasks.activity.train`); write
-    ``metrics.json``, ``summary.md`` and (cross-validation) ``out_of_fold.csv``; return the metrics."""
+def prepare(options: ActivityOptions) -> tuple[ActivityOptions, TaskData]:
+    """Check ``options.out``, read the data (:func:`~bioattn.tasks.activity.train.load_data`), create the run
+    directory."""
     check_run_dir(options.out, resume=False, overwrite=options.overwrite, resumable=False)
     data = load_data(options)
     run_dir = prepare_run_dir(options.out, resume=False, overwrite=options.overwrite, resumable=False)
-    outcome = run_members(options, data, run_dir)
-    results = outcome["members"]
-    if outcome["member_dirs"]:
-        save_ensemble(run_dir, "ActivityRegressor", outcome["member_dirs"])
+    options = dataclasses.replace(options, out=run_dir)
+    return options, TaskData(train=data.pool, dev=data.dev, pool=data.pool, target_names=list(data.pool.target_names),
+                             source=", ".join(data.files), seed=options.seed, extra={"activity_data": data})
+
+
+def report(options: ActivityOptions, data: TaskData, run: MembersRun[FittedMember]) -> tuple[dict[str, Any], str]:
+    """Keep the blend or its best part (:func:`~bioattn.tasks.activity.protocols.keep_best`), then ``metrics.json``
+    and ``summary.md``; the out-of-fold rows of a cross-validation go to ``data.extra["out_of_fold"]``."""
+    activity = data.extra["activity_data"]
+    kept = keep_best(options, run)
+    data.extra["out_of_fold"] = out_of_fold_rows(kept, run)
+    results = [fitted.summary for fitted in run.results]
     model, baselines = summarise(results)
     held_out = {name: {"held_out": summary} for name, summary in [(MODEL_NAME, model), *baselines.items()] if summary}
-    members = len(outcome["member_dirs"]) or 1
+    members = sum(not member.alone for member in run.members) or 1
     protocol = RunProtocol(seeds=options.seeds, cv=members if options.protocol in ("cv", "file_folds") else None,
                            description=PROTOCOL_TEXT[options.protocol].replace("K-fold", f"{members}-fold"),
                            name_override="fit_all" if options.protocol == "fit_all" else None)
     metrics = metrics_document(
-        "activity", dataset=options.dataset or ", ".join(Path(f).name for f in data.files), protocol=protocol.to_dict(),
-        splits={"pool": len(data.pool), **({"dev": len(data.dev)} if data.dev is not None else {})},
-        scores=held_out, target_names=list(data.pool.target_names), headline_split="held_out",
-        source=", ".join(Path(f).name for f in data.files), flanks=list(data.flanks), strand=options.strand,
-        input_length=data.input_length, blend=blend_of(options, data), model=model, baselines=baselines,
-        members=results, kept=outcome["kept"], plan=outcome["plan"], quick=options.quick,
+        "activity", dataset=options.dataset or ", ".join(Path(f).name for f in activity.files),
+        protocol=protocol.to_dict(),
+        splits={"pool": len(activity.pool), **({"dev": len(activity.dev)} if activity.dev is not None else {})},
+        scores=held_out, target_names=list(activity.pool.target_names), headline_split="held_out",
+        source=", ".join(Path(f).name for f in activity.files), flanks=list(activity.flanks), strand=options.strand,
+        input_length=activity.input_length, blend=blend_of(options, activity), model=model, baselines=baselines,
+        members=results, kept=kept, plan=data.extra["plan"].lines, quick=options.quick,
         warnings=warnings_of(model, baselines, results, candidates=candidates_of(options)))
-    if outcome["out_of_fold"]:
+    return metrics, format_summary(metrics)
+
+
+def write_out_of_fold(run_dir: Path, rows: list[list[Any]]) -> None:
+    """``out_of_fold.csv`` of a cross-validation: ``record, fold, target, measured, prediction, ridge_prediction``."""
+    if rows:
         write_table(run_dir / "out_of_fold.csv", ["record", "fold", "target", "measured", "prediction",
-                                                  "ridge_prediction"], outcome["out_of_fold"])
-    write_run_report(run_dir, metrics, format_summary(metrics))
-    return metrics
+                                                  "ridge_prediction"], rows)
 
 
 def headline_line(metrics: dict[str, Any]) -> str:

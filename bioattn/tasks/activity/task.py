@@ -22,6 +22,7 @@ class ActivityTask(Task):
                 "explain": "bioattn.tasks.activity.commands:ExplainActivity"}
     explain = "bioattn.tasks.activity.explain:explain_activity"
     attribution = "bioattn.tasks.activity.explain:attribute_tokens"
+    member_type = "ActivityRegressor"
     reference: dict[str, dict[str, float]] = {}
 
     def load_data(self, options: Any) -> TaskData:
@@ -31,14 +32,36 @@ class ActivityTask(Task):
         return TaskData(train=data.pool, dev=data.dev, target_names=list(data.pool.target_names),
                         source=", ".join(data.files), extra={"activity_data": data})
 
-    def fit_member(self, options: Any, data: TaskData, member: Any) -> FittedMember:
-        from bioattn.tasks.activity.train import fit_model
+    def prepare(self, options: Any, config: Any = None, **inputs: Any) -> tuple[Any, TaskData]:
+        from bioattn.tasks.activity.run import prepare
 
-        activity = data.extra["activity_data"]
-        train = activity.pool.subset(member.train_index) if member.train_index is not None else activity.pool
-        seed = member.index if member.kind == "seed" else options.seed
-        model, summary, _ = fit_model(options, activity, train, member.run_dir, seed)
-        return FittedMember(model=model, summary=summary, saved_to=member.run_dir)
+        return prepare(options)
+
+    def members(self, options: Any, data: TaskData, protocol: Any) -> list[Any]:
+        from bioattn.tasks.activity.protocols import planned_members
+
+        members, data.extra["plan"] = planned_members(options, data.extra["activity_data"], options.out)
+        return members
+
+    def fit_member(self, options: Any, data: TaskData, member: Any) -> FittedMember:
+        """One member's blend and its parts (:func:`~bioattn.tasks.activity.protocols.fit`), scored on its
+        held-out rows."""
+        from bioattn.tasks.activity.protocols import fit
+
+        return fit(options, data.extra["activity_data"], member, data.extra.get("plan"))
+
+    def held_out(self, options: Any, data: TaskData, member: Any, fitted: FittedMember) -> dict[str, Any]:
+        return {}  # a fold's held-out predictions are in fitted.extra, written as out_of_fold.csv's rows
+
+    def report(self, options: Any, data: TaskData, protocol: Any, run: Any) -> tuple[dict[str, Any], str]:
+        from bioattn.tasks.activity.run import report
+
+        return report(options, data, run)
+
+    def write_out_of_fold(self, options: Any, data: TaskData, run: Any, metrics: Any) -> None:
+        from bioattn.tasks.activity.run import write_out_of_fold
+
+        write_out_of_fold(options.out, data.extra["out_of_fold"])
 
     def predict_split(self, model: nn.Module, split: Any) -> np.ndarray:
         return model.predict(split.sequences, records=split.records)  # type: ignore[operator]

@@ -1,6 +1,6 @@
 """The activity task: train :class:`~bioattn.models.activity.ActivityRegressor` beside same-run baselines.
 
-Protocols (:func:`run_activity`), chosen from the options:
+Protocols (``bioattn train activity``, the driver's run through the hooks of :mod:`~bioattn.tasks.activity.protocols`), chosen from the options:
 
 - ``dev`` file: holdout; one model per seed (``seeds``), scored on the dev file.
 - ``folds_from_files`` (or the bundled ``dataset="lentimpra_wtc11"``, whose two files are the folds): one fold per
