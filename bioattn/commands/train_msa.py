@@ -43,18 +43,19 @@ import argparse
 
 from bioattn.commands.common import ensemble_options
 from bioattn.commands.msa_args import add_train_arguments as add_arguments, options_from_args
+from bioattn.distributed import is_main_process
 
 __all__ = ["add_arguments", "run"]
 
 
 def run(args: argparse.Namespace) -> int:
-    from bioattn.tasks.msa.train_run import train_msa
+    from bioattn.tasks.msa.task import TASK
 
     options, config = options_from_args(args, seeds=ensemble_options(args)["seeds"])
-    summary = train_msa(args.msa, args.out, options, config, fmt=args.format, query=args.query, pdb=args.pdb,
-                        chain=args.chain, struct_dat=args.struct_dat, pred=args.pred, all_families=args.all,
-                        compare=args.compare_methods, families=args.families, data_root=args.data_root,
-                        contact_head=args.contact_head, resume=args.resume, overwrite=args.overwrite)
-    if summary:
-        print(summary, end="")
+    TASK.run(options, config, msa=args.msa, fmt=args.format, query=args.query, pdb=args.pdb, chain=args.chain,
+             struct_dat=args.struct_dat, pred=args.pred, all_families=args.all, compare=args.compare_methods,
+             families=args.families, contact_head=args.contact_head)
+    summary = (options.out / "summary.md") if is_main_process() and options.out else None
+    if summary is not None and summary.is_file():
+        print(summary.read_text(encoding="utf-8"), end="")
     return 0

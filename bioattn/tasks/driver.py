@@ -350,5 +350,7 @@ def run_task(task: Task, options: Any, config: Any = None, **inputs: Any) -> dic
     metrics, summary = task.report(options, data, protocol, run)
     if folds:
         task.write_out_of_fold(options, data, run, metrics)
+    if metrics is None:  # a run of several run directories (every MSA family), each with its own metrics.json
+        return {}
     write_run_report(options.out, metrics, summary)
     return metrics

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bioattn.tasks.base import Task
+from bioattn.tasks.base import FittedMember, Task, TaskData
 
 
 class MSATask(Task):
@@ -23,15 +23,28 @@ class MSATask(Task):
     explain = "bioattn.tasks.msa.explain:explain_msa"
     attribution = "bioattn.tasks.msa.attribution:msa_attribution"
 
-    def run(self, options: Any, config: Any = None, **inputs: Any) -> dict[str, Any]:
-        """:func:`~bioattn.tasks.msa.train_run.train_msa` into ``options.out``; ``inputs``: its keyword arguments
-        (``msa`` the alignment file, ``pdb``, ``all_families``, ...). Returns ``{}`` (the run writes its files)."""
-        from bioattn.tasks.msa.features import DEFAULTS
-        from bioattn.tasks.msa.train_run import train_msa
+    def prepare(self, options: Any, config: Any = None, **inputs: Any) -> tuple[Any, TaskData]:
+        """:func:`~bioattn.tasks.msa.train_run.prepare`; ``inputs``: its keyword arguments (``msa`` the alignment
+        file, ``pdb``, ``all_families``, ...)."""
+        from bioattn.tasks.msa.train_run import prepare
 
-        msa = inputs.pop("msa", None)
-        train_msa(msa, options.out, options, config or DEFAULTS, **inputs)
-        return {}
+        return prepare(options, config, **inputs)
+
+    def members(self, options: Any, data: TaskData, protocol: Any) -> list[Any]:
+        """One member, the whole run in ``options.out`` (a family's seeds are its own run directories)."""
+        from bioattn.tasks.driver import Member
+
+        return [Member("seed", 0, options.out, 1, 1, alone=True)]
+
+    def fit_member(self, options: Any, data: TaskData, member: Any) -> FittedMember:
+        from bioattn.tasks.msa.train_run import fit
+
+        return fit(options, data)
+
+    def report(self, options: Any, data: TaskData, protocol: Any, run: Any) -> tuple[Any, str]:
+        from bioattn.tasks.msa.train_run import report
+
+        return report(options)
 
 
 TASK = MSATask()

@@ -38,6 +38,7 @@ from bioattn.tasks.driver import (
     METRICS_KEYS,
     Member,
     RunProtocol,
+    check_metrics,
     member_dir_name,
     metrics_document,
     save_ensemble,
@@ -153,18 +154,21 @@ def score_family(
 def with_schema(metrics: dict[str, Any], seeds: Sequence[int] | None = None) -> dict[str, Any]:
     """A family's ``metrics`` in the shared ``metrics.json`` schema (:func:`bioattn.tasks.driver.metrics_document`):
     ``scores`` holds the long-range precision of the model, the baselines and the published predictions on the
-    family's ``structure`` (empty without one), the headline its P@L/5; the family's own keys follow."""
+    family's ``structure`` (empty without one), the headline its P@L/5; the family's own keys follow (checked
+    against the schema, :func:`~bioattn.tasks.driver.check_metrics`, before it is written)."""
     metrics = {key: value for key, value in metrics.items() if key not in METRICS_KEYS}  # idempotent
     scored = {name: {"structure": values} for name, values in [
         ("model", metrics.get("model")), *metrics.get("baselines", {}).items(),
         *((f"published {tool}", values) for tool, values in metrics.get("published", {}).items())] if values}
     description = ("contacts of one family from its alignment; long-range (|i-j| >= 24) precision against its "
                    "structure" if scored else "contacts of one family from its alignment (no structure: nothing scored)")
-    return metrics_document(
+    document = metrics_document(
         "msa", dataset=metrics.get("family"), protocol=RunProtocol(seeds=tuple(seeds) if seeds else None,
                                                                   description=description).to_dict(),
         splits={"sequences": metrics.get("depth", 0), "columns": metrics.get("length", 0)}, scores=scored,
         headline_split="structure", **metrics)
+    check_metrics(document)
+    return document
 
 
 def _mean_precision(values: Sequence[Mapping[str, float]]) -> dict[str, float]:
