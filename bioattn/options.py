@@ -18,6 +18,9 @@ from typing import Any, Callable, Sequence
 #: The metadata key of a field's :class:`Flag`.
 FLAG = "bioattn.flag"
 
+#: The metadata key of a field that is every training flag at once (:class:`TrainingFlags`).
+TRAINING = "bioattn.training_flags"
+
 #: The flag actions besides taking a value: switches, a repeatable flag, and ``--x`` / ``--no-x``.
 ACTIONS = ("store_true", "store_false", "append", "boolean")
 
@@ -27,8 +30,8 @@ class Flag:
     """How one field is spelled on the command line. ``names``: its option strings; ``group``: the title of its
     argument group in ``--help`` (``None``: the command's options); ``exclusive``: the name of a mutually
     exclusive group (within ``group``) it belongs to, which ``required`` then makes required; ``action``: one of
-    :data:`ACTIONS` (``None``: takes a value); ``help``, ``metavar``, ``choices``, ``nargs``, ``type`` as argparse
-    takes them."""
+    :data:`ACTIONS` (``None``: takes a value); ``help``, ``metavar``, ``choices``, ``nargs``, ``const``, ``type`` as
+    argparse takes them."""
 
     names: tuple[str, ...]
     help: str | None = None
@@ -38,6 +41,7 @@ class Flag:
     metavar: str | tuple[str, ...] | None = None
     choices: Sequence[Any] | None = None
     nargs: int | str | None = None
+    const: Any = None
     type: Callable[[str], Any] | None = None
     action: str | None = None
 
@@ -50,6 +54,27 @@ def flag(*names: str, default: Any = dataclasses.MISSING, **how: Any) -> Any:
     """A dataclass field that is the flag ``names`` (``how``: the :class:`Flag` fields); without ``default`` the
     field has none (a required flag)."""
     return dataclasses.field(default=default, metadata={FLAG: Flag(names, **how)})
+
+
+@dataclass(frozen=True)
+class TrainingFlags:
+    """The training flags (``--config FILE.yaml --max-minutes --epochs --batch-size --lr --seed ... --resume
+    --overwrite``, the group ``training``) as one field: its value is the mapping of the
+    :class:`~bioattn.training.TrainConfig` fields they set (the task makes its config from it with
+    :func:`~bioattn.training.config.config_from_values`); the command's ``resume`` and ``overwrite`` fields take
+    those two flags. ``defaults``: the TrainConfig the flags' defaults come from; ``epochs_help`` / ``lr_help``
+    replace those flags' help; ``unset``: flags (by name, e.g. ``"epochs"``) that default to ``None``, the task's
+    default depending on other flags."""
+
+    defaults: Any
+    epochs_help: str | None = None
+    lr_help: str | None = None
+    unset: tuple[str, ...] = ()
+
+
+def training_flags(defaults: Any, **how: Any) -> Any:
+    """A dataclass field that is the training flags (:class:`TrainingFlags`; ``how``: its other fields)."""
+    return dataclasses.field(default_factory=dict, metadata={TRAINING: TrainingFlags(defaults, **how)})
 
 
 def flags_of(options: Any) -> dict[str, Flag]:

@@ -14,7 +14,7 @@ import typing
 from pathlib import Path
 from typing import Any, Callable
 
-from bioattn.options import FLAG, Flag
+from bioattn.options import FLAG, TRAINING, Flag, TrainingFlags
 
 #: Annotation → the type a flag's values are parsed as (others: text).
 _PARSED = (int, float, Path)
@@ -38,6 +38,12 @@ def add_arguments(parser: argparse.ArgumentParser, command: type) -> None:
     groups: dict[str | None, Any] = {None: parser}
     exclusive: dict[tuple[str | None, str], argparse._MutuallyExclusiveGroup] = {}
     for field in dataclasses.fields(command):
+        training: TrainingFlags | None = field.metadata.get(TRAINING)
+        if training is not None:
+            from bioattn.commands.training_args import add_training_args  # torch: only for a training command
+
+            add_training_args(parser, training.defaults, epochs_help=training.epochs_help, lr_help=training.lr_help)
+            parser.set_defaults(**dict.fromkeys(training.unset))
         spec: Flag | None = field.metadata.get(FLAG)
         if spec is None:
             continue
@@ -68,6 +74,7 @@ def _argument(field: dataclasses.Field, spec: Flag, annotation: Any) -> dict[str
         return kwargs
     parse = spec.type or _parsed_type(annotation)
     for name, value in (("metavar", spec.metavar), ("choices", spec.choices), ("nargs", spec.nargs),
+                        ("const", spec.const),
                         ("type", None if parse is None else _reported(parse))):
         if value is not None:
             kwargs[name] = value
@@ -103,10 +110,18 @@ def _reported(parse: Callable[[str], Any]) -> Callable[[str], Any]:
 
 def options_from_args(command: type, args: argparse.Namespace) -> Any:
     """The ``command`` dataclass of the parsed ``args`` (several values as a tuple; a repeatable flag not given:
-    the field's default)."""
-    found = {}
+    the field's default; the training flags: the mapping of the TrainConfig fields they set, and ``resume`` /
+    ``overwrite``)."""
+    found: dict[str, Any] = {}
+    trains = any(TRAINING in field.metadata for field in dataclasses.fields(command))
     for field in dataclasses.fields(command):
         spec: Flag | None = field.metadata.get(FLAG)
+        if TRAINING in field.metadata:
+            from bioattn.commands.training_args import training_values
+
+            found[field.name] = training_values(args)
+        elif trains and spec is None and field.name in ("resume", "overwrite"):
+            found[field.name] = getattr(args, field.name)
         if spec is None:
             continue
         value = getattr(args, field.name)

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from bioattn.attention import BACKENDS
 from bioattn.errors import UserInputError
-from bioattn.training.config import PRECISIONS, TrainConfig, load_yaml_config
+from bioattn.training.config import PRECISIONS, TrainConfig, config_from_values, load_yaml_config
 
 
 # flag -> TrainConfig field for the flags add_training_args defines (only these, so recipes can add others).
@@ -131,23 +131,20 @@ def _config_file_defaults(path: Path, parser: argparse.ArgumentParser) -> dict[s
     return resolved
 
 
+def training_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The :class:`TrainConfig` fields the parsed ``args`` set (every training flag, by its field name, and the
+    fields without a flag that the ``--config`` file gave)."""
+    return {name: getattr(args, _FIELD_FLAGS.get(name, name)) for name in (f.name for f in dataclasses.fields(TrainConfig))
+            if hasattr(args, _FIELD_FLAGS.get(name, name))}
+
+
 def config_from_args(args: argparse.Namespace, defaults: TrainConfig, **unset: Any) -> TrainConfig:
     """Build the run's :class:`TrainConfig`: ``defaults``, then the YAML file, then command-line flags; ``args`` is
-    not changed.
+    not changed (:func:`~bioattn.training.config.config_from_values` of :func:`training_values`).
 
     (The YAML file and the flags are already merged into ``args`` by the parser from
     :func:`add_training_args`; fields without a flag are taken from ``args`` when the file set them.) ``unset``:
     field values (e.g. ``max_epochs=15``) for the fields whose flag is left unset (``None``), e.g. a task's
     default that depends on other flags.
     """
-    values = dataclasses.asdict(defaults)
-    for name in values:
-        dest = _FIELD_FLAGS.get(name, name)
-        if hasattr(args, dest):
-            values[name] = getattr(args, dest)
-    for name, value in unset.items():
-        if name not in values:
-            raise TypeError(f"TrainConfig has no field {name!r}")
-        if values[name] is None:
-            values[name] = value
-    return TrainConfig(**values)
+    return config_from_values(training_values(args), defaults, **unset)

@@ -33,6 +33,40 @@ def data_root_flag(*, what: str, group: str | None = None) -> Any:
                 help=f"{what} (default: $BIOATTN_DATA_ROOT or ../shared/data)")
 
 
+def seeds_flag(*, group: str) -> Any:
+    """``--seeds S ...``: one model per seed on the same split, saved as one ensemble."""
+    return flag("--seeds", default=None, nargs="+", metavar="S", group=group,
+                help="train one model per seed on the same split and save them as one ensemble; reports each seed, "
+                     "mean ± sd and the ensemble (default: one model, seed --seed)")
+
+
+def cv_flag(*, pool: str, group: str, default: str = "off") -> Any:
+    """``--cv K``: K-fold cross-validation over ``pool`` (the splits it pools, e.g. ``"train + val"``)."""
+    return flag("--cv", default=None, metavar="K", group=group,
+                help=f"K-fold stratified cross-validation over {pool}: out-of-fold metrics, the K fold models saved as "
+                     f"one ensemble (default: {default})")
+
+
+def cv_repeats_flag(*, group: str) -> Any:
+    """``--cv-repeats R``: repeat the K-fold split R times."""
+    return flag("--cv-repeats", default=1, metavar="R", group=group,
+                help="with --cv K: repeat the K-fold split R times with different shuffles (R x K fold models; each "
+                     "example's out-of-fold probability is its mean over the repeats; mean ± sd over all R x K folds) "
+                     "(default: %(default)s)")
+
+
+def head_fusion_flag(*, help: str = "how rollout fuses a layer's heads (default: mean)") -> Any:
+    """``--head-fusion``: how attention rollout fuses a layer's heads."""
+    from bioattn.attention.rollout import HEAD_FUSIONS
+
+    return flag("--head-fusion", default="mean", choices=HEAD_FUSIONS, help=help)
+
+
+def start_layer_flag() -> Any:
+    """``--start-layer``: the first layer of the rollout."""
+    return flag("--start-layer", default=0, help="first layer included in the rollout (default: 0)")
+
+
 def explain_input_flag(*, help: str) -> Any:
     """``--input FILE`` of an explain command."""
     return flag("--input", required=True, metavar="FILE", help=help)

@@ -9,7 +9,7 @@ import types
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import yaml
 
@@ -192,3 +192,19 @@ def load_yaml_config(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise UserInputError(f"{path}: expected a mapping of option: value, got {type(data).__name__}")
     return {str(k).replace("-", "_"): v for k, v in data.items()}
+
+
+def config_from_values(values: Mapping[str, Any], defaults: TrainConfig, **unset: Any) -> TrainConfig:
+    """``defaults`` with the fields ``values`` names replaced (the training flags and a ``--config`` file, as
+    :class:`TrainConfig` field names); ``unset``: field values (e.g. ``max_epochs=15``) for the fields left ``None``,
+    e.g. a task's default that depends on other flags."""
+    found = {**dataclasses.asdict(defaults), **{k: v for k, v in values.items() if k in _FIELDS}}
+    for name, value in unset.items():
+        if name not in found:
+            raise TypeError(f"TrainConfig has no field {name!r}")
+        if found[name] is None:
+            found[name] = value
+    return TrainConfig(**found)
+
+
+_FIELDS = {f.name for f in dataclasses.fields(TrainConfig)}

@@ -7,7 +7,8 @@ import copy
 
 import pytest
 
-from bioattn.commands import ct_train_args, msa_args, promoter_args
+from bioattn.commands import msa_args, promoter_args, task_command
+from bioattn.tasks.ct.commands import TrainCT
 
 
 def _parse(add_arguments, *argv: str) -> argparse.Namespace:
@@ -39,8 +40,8 @@ def test_promoter_options_fill_unset_epochs_and_lr_without_changing_args(argv, e
 
 @pytest.mark.parametrize("argv, epochs", [((), 15), (("--protocol", "medmnist"), 100), (("--epochs", "4"), 4)])
 def test_ct_options_take_the_protocol_epochs_without_changing_args(argv, epochs) -> None:
-    args = _parse(ct_train_args.add_train_arguments, *argv)
-    options = _read_twice(ct_train_args.train_options_from_args, args)
+    args = _parse(lambda parser: task_command.add_arguments(parser, TrainCT), *argv)
+    options = _read_twice(lambda parsed: task_command.options_from_args(TrainCT, parsed).options(), args)
     assert options.train_config.max_epochs == epochs
     assert args.epochs == (4 if "--epochs" in argv else None)
 

@@ -255,7 +255,9 @@ def test_explain_messages_only_suggest_its_own_flags(target):
     parser = dict(walk(build_parser(), ["bioattn"]))
     flags = {option for where, action in parser.items() if where.startswith(f"bioattn explain {target} ")
              for option in action.option_strings}
-    command = f"bioattn.commands.explain_{target}"
+    from bioattn.tasks.registry import get_task
+
+    command = get_task(target).commands["explain"].partition(":")[0]  # a command module, or a dataclass's module
     modules = {name for name in _reachable_modules(command)
                if not name.startswith("bioattn.commands.") or name in (command, "bioattn.commands.common")}
     wrong = {f"{name}: {flag}" for name in modules for flag in _message_flags(_module_path(name)) if flag not in flags}

@@ -15,9 +15,9 @@ class CTTask(Task):
     kind = "classification"
     headline_metric = "auroc"
     commands = {
-        "train": "bioattn.commands.train_ct",
-        "predict": "bioattn.commands.predict_ct",
-        "explain": "bioattn.commands.explain_ct",
+        "train": "bioattn.tasks.ct.commands:TrainCT",
+        "predict": "bioattn.tasks.ct.commands:PredictCT",
+        "explain": "bioattn.tasks.ct.explain_command:ExplainCT",
     }
     explain = "bioattn.tasks.ct.explain:explain_ct"
     attribution = "bioattn.tasks.ct.attribution:volume_attribution"

@@ -297,11 +297,12 @@ def test_recipe_script_is_the_train_command(tmp_path: Path) -> None:
 
 
 def _options(*argv: str):
-    from bioattn.commands import ct_train_args
+    from bioattn.commands import task_command
+    from bioattn.tasks.ct.commands import TrainCT
 
     parser = argparse.ArgumentParser()
-    ct_train_args.add_train_arguments(parser)
-    return ct_train_args.train_options_from_args(parser.parse_args(["--out", "x", *argv]))
+    task_command.add_arguments(parser, TrainCT)
+    return task_command.options_from_args(TrainCT, parser.parse_args(["--out", "x", *argv])).options()
 
 
 def test_protocols_set_their_defaults_and_flags_override_them() -> None:
