@@ -7,6 +7,15 @@ of skipping it silently.
 """
 from __future__ import annotations
 
+import os
+import sys
+
+# Cache compiled bytecode even where the environment says not to (PYTHONDONTWRITEBYTECODE=1): otherwise every worker
+# and every `bioattn` subprocess or notebook kernel the tests start compiles bioattn and re-rewrites the test modules
+# from source again. Set before the imports below, and for the subprocesses through the environment.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 import json
 from pathlib import Path
 from typing import Callable

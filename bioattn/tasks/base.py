@@ -51,8 +51,6 @@ if TYPE_CHECKING:  # the registry reads Task attributes on every ``bioattn --hel
     import numpy as np
     from torch import nn
 
-#: Version of the ``metrics.json`` schema written by the driver (bumped when a key changes meaning).
-METRICS_SCHEMA_VERSION = 2
 
 #: What a task predicts; decides the driver's trust report (confusion matrix / intervals vs residuals).
 KINDS = ("classification", "regression", "contacts")

@@ -17,6 +17,7 @@ Nothing here prints a report: the commands print (``summary.md`` holds the same 
 """
 from __future__ import annotations
 
+import importlib
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,12 +25,14 @@ from typing import Any, Callable, Generic, Iterable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
+from bioattn import plugins
 from bioattn.distributed import is_main_process
 from bioattn.io import write_json, write_table, write_text
 from bioattn.models.ensemble import ensemble_config
 from bioattn.progress import progress_bar
-from bioattn.tasks.base import METRICS_SCHEMA_VERSION, Task
-from bioattn.tasks.registry import get_task
+
+#: Version of the ``metrics.json`` schema written by the driver (bumped when a key changes meaning).
+METRICS_SCHEMA_VERSION = 2
 
 T = TypeVar("T")
 
@@ -250,7 +253,7 @@ def run_members(run_dir: Path, members: Sequence[Member], fit: Callable[[Member]
 
 
 # ------------------------------------------------------------------------------------------ metrics.json
-#: Keys every ``metrics.json`` has (schema :data:`~bioattn.tasks.base.METRICS_SCHEMA_VERSION`), beside the
+#: Keys every ``metrics.json`` has (schema :data:`METRICS_SCHEMA_VERSION`), beside the
 #: task's own: see ``docs/architecture.md``.
 METRICS_KEYS = ("schema_version", "task", "kind", "dataset", "protocol", "splits", "headline", "scores")
 #: The split a headline is read from, in order of preference: a test split, the pooled out-of-fold
@@ -284,7 +287,8 @@ def metrics_document(task: Task | str, *, dataset: str | None, protocol: Mapping
     (``{model or baseline: {split: {metric: value or {"mean", "sd", "n"}}}}``, the run's model first),
     ``headline`` (:func:`headline`), then the task's own keys (``extra``). ``task``: the task or its registry name."""
     if isinstance(task, str):
-        task = get_task(task)
+        module_name, _, attribute = plugins.task_target(task).partition(":")
+        task = getattr(importlib.import_module(module_name), attribute)
     document: dict[str, Any] = {
         "schema_version": METRICS_SCHEMA_VERSION, "task": task.name, "kind": task.kind, "dataset": dataset,
         "protocol": dict(protocol), "splits": dict(splits),

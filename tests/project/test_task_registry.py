@@ -130,3 +130,9 @@ def test_task_module_imports_only_the_contract_at_module_level(name: str) -> Non
         elif isinstance(node, ast.ImportFrom) and node.module not in allowed:
             heavy.append(node.module)
     assert not heavy, f"{module} imports {heavy} at module level; import them inside the hooks"
+
+
+@pytest.mark.parametrize("name", list(TASKS))
+def test_every_task_runs_through_the_driver(name: str) -> None:
+    """``Task.run`` is written once, the driver's: no registered task overrides it."""
+    assert type(get_task(name)).run is Task.run

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bioattn.tasks.base import METRICS_SCHEMA_VERSION
+from bioattn.tasks.driver import METRICS_SCHEMA_VERSION
 from bioattn.tasks.driver import RunProtocol, check_metrics, metrics_document, write_run_report
 
 SCORES = {
