@@ -114,24 +114,31 @@ def motif_scores(tokens: Tensor, matrices: Tensor, widths: Sequence[int], bins: 
     source = (width_col - 1 - columns).clamp_min(0)[:, None, :].expand(-1, 4, -1)
     reverse = matrices.flip(1).gather(2, source) * (columns < width_col)[:, None, :].to(matrices.dtype)
     lengths = (tokens != PAD_ID).sum(1)
+    # per bucket of widths: its matrices and their reverse complements, scored in one convolution
+    weights = {width: torch.cat([matrices[rows, :, :width], reverse[rows, :, :width]])
+               for width in sorted(buckets) for rows in [torch.tensor(buckets[width], device=matrices.device)]}
     out = []
     for start in range(0, tokens.shape[0], MOTIF_CHUNK):
         ids = tokens[start : start + MOTIF_CHUNK]
         x = one_hot(ids).to(matrices.dtype)
-        position = torch.arange(ids.shape[1], device=ids.device)[None, None, :]
-        part = (position * bins) // lengths[start : start + MOTIF_CHUNK, None, None].clamp_min(1)  # (b, 1, L)
         per_bucket = []
-        for width in sorted(buckets):
-            rows = torch.tensor(buckets[width], device=matrices.device)
-            padded = F.pad(x, (0, width - 1))
-            per_bucket.append(torch.maximum(F.conv1d(padded, matrices[rows, :, :width]),
-                                            F.conv1d(padded, reverse[rows, :, :width])))
-        scores = torch.cat(per_bucket, 1)[:, inverse]  # (b, M, L), matrices in their given order
-        features = []
-        for b in range(bins):
-            masked = scores.masked_fill(part != b, float("-inf"))  # part == bins past the element's end
-            features += [masked.amax(-1).clamp_min(0.0), F.softplus(torch.logsumexp(masked, -1))]
-        out.append(torch.cat(features, 1))
+        for width, weight in weights.items():
+            both = F.conv1d(F.pad(x, (0, width - 1)), weight)
+            per_bucket.append(torch.maximum(*both.chunk(2, dim=1)))
+        scores = torch.cat(per_bucket, 1)  # (b, M, L), matrices in bucket order
+        features = scores.new_zeros(len(ids), bins, 2, matrices.shape[0])
+        chunk_lengths = lengths[start : start + MOTIF_CHUNK].clamp_min(1)
+        for length in chunk_lengths.unique().tolist():  # rows of one length share their parts' position ranges
+            rows = (chunk_lengths == length).nonzero()[:, 0]
+            if len(rows) == len(ids):
+                rows = slice(None)
+            for b in range(bins):  # part b: the window starts p with b * length <= p * bins < (b + 1) * length
+                lo, hi = -(-b * length // bins), -(-(b + 1) * length // bins)
+                if hi > lo:
+                    part = scores[rows, :, lo:hi]
+                    features[rows, b, 0] = part.amax(-1).clamp_min(0.0)
+                    features[rows, b, 1] = F.softplus(torch.logsumexp(part, -1))
+        out.append(features[..., inverse].flatten(1))  # matrices in their given order
     return torch.cat(out) if out else matrices.new_zeros(0, 2 * bins * matrices.shape[0])
 
 

@@ -46,14 +46,14 @@ def tokens(sequences: list[str], length: int) -> torch.Tensor:
 @pytest.mark.parametrize("bins", [1, 2, 3])
 def test_motif_scores_equal_a_plain_scan_on_both_strands(bins: int) -> None:
     rng = np.random.default_rng(bins)
-    widths = [3, 6, 7, 11]
+    widths = [7, 3, 11, 6, 3]  # not in width order, two of one width: the features keep the given order
     matrices = random_matrices(rng, widths)
     padded = torch.zeros(len(widths), 4, max(widths))
     for i, m in enumerate(matrices):
         padded[i, :, : m.shape[1]] = torch.as_tensor(m, dtype=torch.float32)
-    sequences = ["".join(rng.choice(list("ACGTN"), n, p=[0.24, 0.24, 0.24, 0.24, 0.04])) for n in (30, 17, 30, 9)]
-    got = motif_scores(tokens(sequences, 30), padded, widths, bins).numpy()
-    assert got.shape == (4, 2 * bins * len(widths))
+    sequences = ["".join(rng.choice(list("ACGTN"), n, p=[0.24, 0.24, 0.24, 0.24, 0.04])) for n in (30, 17, 30, 9, 2)]
+    got = motif_scores(tokens(sequences, 30), padded, widths, bins).numpy()  # length 2 < bins 3: an empty part
+    assert got.shape == (5, 2 * bins * len(widths))
     for row, sequence in enumerate(sequences):
         for index, matrix in enumerate(matrices):
             for part, (best, soft) in enumerate(scan(sequence, matrix, bins)):
