@@ -172,18 +172,21 @@ DURATIONS = Path(__file__).with_name("durations.json")
 SPREAD = {"tests/project/test_notebooks.py", "tests/models/test_shipped_models.py", "tests/project/test_docs.py"}
 # TF-MoDISco (modisco-lite) compiles its numba code in every process that calls it, and TOMTOM (memelite) compiles
 # its code on first use until numba's on-disk cache holds it (minutes on a fresh install): the files that run either
-# share one worker, so neither compilation runs twice at once.
+# share one worker, and so does the notebook that runs both in its kernel, so neither compilation runs twice at once
+# (the notebook's kernel still compiles TF-MoDISco, but TOMTOM then loads from the cache the worker wrote).
 NUMBA_GROUP = "numba: TF-MoDISco and TOMTOM"
 NUMBA_FILES = {"tests/explain/test_explain_one_call_writes_outputs.py"}
 NUMBA_FOLDERS = ("tests/explain/motifs/",)
+NUMBA_TESTS = {"tests/project/test_notebooks.py::test_notebook_runs_at_quick_size_and_its_conclusions_hold[09_motifs]"}
 
 
-def xdist_group_of(path: str) -> str | None:
-    """The group a test file's tests share (None: handed out one by one)."""
+def xdist_group_of(nodeid: str) -> str | None:
+    """The group a test shares with others (a test file's tests share one; None: handed out one by one)."""
+    path = nodeid.split("::")[0]
+    if nodeid in NUMBA_TESTS or path in NUMBA_FILES or path.startswith(NUMBA_FOLDERS):
+        return NUMBA_GROUP
     if path in SPREAD:
         return None
-    if path in NUMBA_FILES or path.startswith(NUMBA_FOLDERS):
-        return NUMBA_GROUP
     return path
 
 
@@ -195,19 +198,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     group_seconds: dict[str, float] = {}
     for item in items:
         path = item.location[0]
+        count[path] = count.get(path, 0) + 1
         if path not in order:
             order[path] = len(order)
-            group = xdist_group_of(path)
-            if group is not None:
+            if path not in SPREAD:
+                group = xdist_group_of(path)
                 group_seconds[group] = group_seconds.get(group, 0.0) + seconds.get(path, 1.0)
-        count[path] = count.get(path, 0) + 1
-        group = xdist_group_of(path)
+    for item in items:
+        group = xdist_group_of(item.nodeid)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+            if item.location[0] in SPREAD:  # one test of a spread file in a group: its own seconds
+                group_seconds[group] = group_seconds.get(group, 0.0) + seconds.get(item.nodeid, 1.0)
 
     def unit_seconds(item: pytest.Item) -> float:
         path = item.location[0]
-        group = xdist_group_of(path)
+        group = xdist_group_of(item.nodeid)
         if group is None:  # a test of its own: its measured seconds (durations.json keys it by node id), else its share
             return seconds.get(item.nodeid, seconds.get(path, 1.0) / count[path])
         return group_seconds[group]
