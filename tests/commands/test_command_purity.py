@@ -7,8 +7,9 @@ import copy
 
 import pytest
 
-from bioattn.commands import msa_args, promoter_args, task_command
+from bioattn.commands import promoter_args, task_command
 from bioattn.tasks.ct.commands import TrainCT
+from bioattn.tasks.msa.commands import PretrainMSA, TrainMSA
 
 
 def _parse(add_arguments, *argv: str) -> argparse.Namespace:
@@ -46,10 +47,8 @@ def test_ct_options_take_the_protocol_epochs_without_changing_args(argv, epochs)
     assert args.epochs == (4 if "--epochs" in argv else None)
 
 
-@pytest.mark.parametrize("add_arguments, convert", [
-    (msa_args.add_train_arguments, msa_args.options_from_args),
-    (msa_args.add_pretrain_arguments, msa_args.pretrain_options_from_args),
-])
+@pytest.mark.parametrize("command", [TrainMSA, PretrainMSA])
 @pytest.mark.parametrize("quick", [False, True])
-def test_msa_options_leave_args_unchanged(add_arguments, convert, quick) -> None:
-    _read_twice(convert, _parse(add_arguments, *(["--quick"] if quick else [])))
+def test_msa_options_leave_args_unchanged(command, quick) -> None:
+    args = _parse(lambda parser: task_command.add_arguments(parser, command), *(["--quick"] if quick else []))
+    _read_twice(lambda parsed: task_command.options_from_args(command, parsed).options(), args)

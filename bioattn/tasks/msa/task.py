@@ -15,10 +15,10 @@ class MSATask(Task):
     kind = "contacts"
     headline_metric = "P@L/5"
     commands = {
-        "train": "bioattn.commands.train_msa",
-        "predict": "bioattn.commands.predict_msa",
-        "explain": "bioattn.commands.explain_msa",
-        "pretrain": "bioattn.commands.pretrain_msa",
+        "train": "bioattn.tasks.msa.commands:TrainMSA",
+        "predict": "bioattn.tasks.msa.commands:PredictMSA",
+        "explain": "bioattn.tasks.msa.explain_command:ExplainMSA",
+        "pretrain": "bioattn.tasks.msa.commands:PretrainMSA",
     }
     explain = "bioattn.tasks.msa.explain:explain_msa"
     attribution = "bioattn.tasks.msa.attribution:msa_attribution"
