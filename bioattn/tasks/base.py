@@ -93,8 +93,8 @@ class Task:
     ``kind`` (one of :data:`KINDS`), ``headline_metric`` (key of :meth:`score` the summary leads with; higher is
     better unless ``lower_is_better``), ``model_types`` (``config.json`` ``model_type`` → ``"module:Class"``,
     imported only when such a model is loaded; read from the task's line in :data:`bioattn.plugins.TASKS`),
-    ``commands`` (verb → command module, e.g.
-    ``{"train": "bioattn.commands.train_activity"}``; the CLI reads this table), ``explain`` (``"module:function"``
+    ``commands`` (verb → ``"module:Class"`` of the command's options dataclass, e.g.
+    ``{"train": "bioattn.tasks.activity.commands:TrainActivity"}``; the CLI reads this table), ``explain`` (``"module:function"``
     of the explain pipeline, or ``None``), ``attribution`` (``"module:function"`` computing an attribution map for
     :func:`bioattn.tasks.explain_dispatch.attribute`, or ``None``), ``reference`` (published numbers).
     """
