@@ -31,7 +31,8 @@ class Flag:
     argument group in ``--help`` (``None``: the command's options); ``exclusive``: the name of a mutually
     exclusive group (within ``group``) it belongs to, which ``required`` then makes required; ``action``: one of
     :data:`ACTIONS` (``None``: takes a value); ``help``, ``metavar``, ``choices``, ``nargs``, ``const``, ``type`` as
-    argparse takes them."""
+    argparse takes them; ``hidden``: left out of ``--help``; ``absent``: what a repeatable (``append``) flag parses
+    to when it is not given (the field then takes its own default)."""
 
     names: tuple[str, ...]
     help: str | None = None
@@ -44,6 +45,8 @@ class Flag:
     const: Any = None
     type: Callable[[str], Any] | None = None
     action: str | None = None
+    hidden: bool = False
+    absent: Any = None
 
     def __post_init__(self) -> None:
         if self.action is not None and self.action not in ACTIONS:

@@ -62,12 +62,12 @@ def _argument(field: dataclasses.Field, spec: Flag, annotation: Any) -> dict[str
     """The ``add_argument`` keywords of one field."""
     default = None if field.default is dataclasses.MISSING else field.default
     action = spec.action or ("store_true" if annotation is bool and default is False else None)
-    kwargs: dict[str, Any] = {"dest": field.name, "help": spec.help}
+    kwargs: dict[str, Any] = {"dest": field.name, "help": argparse.SUPPRESS if spec.hidden else spec.help}
     if action == "boolean":
         kwargs["action"] = argparse.BooleanOptionalAction
     elif action is not None:
         kwargs["action"] = action
-    kwargs["default"] = None if action == "append" else default  # argparse appends to a list of its own
+    kwargs["default"] = spec.absent if action == "append" else default  # argparse appends to a copy of its own
     if spec.required and spec.exclusive is None:
         kwargs["required"] = True
     if action in ("store_true", "store_false"):
@@ -125,7 +125,7 @@ def options_from_args(command: type, args: argparse.Namespace) -> Any:
         if spec is None:
             continue
         value = getattr(args, field.name)
-        if spec.action == "append" and value is None:
+        if spec.action == "append" and value == spec.absent:
             value = field.default if field.default is not dataclasses.MISSING else None
         if isinstance(value, list) and (spec.nargs is not None or spec.action == "append"):
             value = tuple(value)

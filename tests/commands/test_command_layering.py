@@ -13,7 +13,7 @@ PACKAGE = Path(bioattn.__file__).parent
 COMMAND_MODULES = {module for targets in COMMANDS.values() for module in targets.values()
                    if ":" not in module} | set(SIMPLE_COMMANDS.values())
 #: The tasks whose commands are options dataclasses built by the one generic builder.
-DATACLASS_TASKS = ("activity", "variants", "ct", "msa")
+DATACLASS_TASKS = ("activity", "variants", "ct", "msa", "promoter")
 
 
 def _imports(path: Path) -> set[str]:

@@ -7,9 +7,10 @@ import copy
 
 import pytest
 
-from bioattn.commands import promoter_args, task_command
+from bioattn.commands import task_command
 from bioattn.tasks.ct.commands import TrainCT
 from bioattn.tasks.msa.commands import PretrainMSA, TrainMSA
+from bioattn.tasks.promoter.commands import TrainPromoter
 
 
 def _parse(add_arguments, *argv: str) -> argparse.Namespace:
@@ -33,8 +34,8 @@ def _read_twice(convert, args: argparse.Namespace):
     (("--epochs", "3", "--lr", "0.01"), 3, 0.01),  # flags win
 ])
 def test_promoter_options_fill_unset_epochs_and_lr_without_changing_args(argv, epochs, lr) -> None:
-    args = _parse(promoter_args.add_train_arguments, *argv)
-    _, config = _read_twice(promoter_args.train_options_from_args, args)
+    args = _parse(lambda parser: task_command.add_arguments(parser, TrainPromoter), *argv)
+    _, config = _read_twice(lambda parsed: task_command.options_from_args(TrainPromoter, parsed).options(), args)
     assert (config.max_epochs, config.lr) == (epochs, pytest.approx(lr))
     assert args.epochs == (int(argv[argv.index("--epochs") + 1]) if "--epochs" in argv else None)
 

@@ -15,9 +15,9 @@ class PromoterTask(Task):
     kind = "classification"
     headline_metric = "mcc"
     commands = {
-        "train": "bioattn.commands.train_promoter",
-        "predict": "bioattn.commands.predict_promoter",
-        "explain": "bioattn.commands.explain_promoter",
+        "train": "bioattn.tasks.promoter.commands:TrainPromoter",
+        "predict": "bioattn.tasks.promoter.commands:PredictPromoter",
+        "explain": "bioattn.tasks.promoter.explain_command:ExplainPromoter",
     }
     explain = "bioattn.tasks.promoter.explain:explain_promoter"
     attribution = "bioattn.tasks.promoter.attribution:attribute_tokens"
