@@ -16,7 +16,7 @@ class PromoterTask(Task):
     headline_metric = "mcc"
     commands = {
         "train": "bioattn.tasks.promoter.commands:TrainPromoter",
-        "predict": "bioattn.tasks.promoter.commands:PredictPromoter",
+        "predict": "bioattn.tasks.promoter.predict_command:PredictPromoter",
         "explain": "bioattn.tasks.promoter.explain_command:ExplainPromoter",
     }
     explain = "bioattn.tasks.promoter.explain:explain_promoter"
