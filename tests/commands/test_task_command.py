@@ -76,3 +76,21 @@ def test_bad_input_is_one_argparse_error(argv, message, capsys) -> None:
     with pytest.raises(SystemExit) as stopped:
         _parser().parse_args(argv)
     assert stopped.value.code == 2 and message in capsys.readouterr().err
+
+
+@dataclass(frozen=True, kw_only=True)
+class Marked:
+    """Marked command."""
+
+    marks: tuple[str, ...] = flag("--mark", default=(), action="append", absent=[], help="a mark; repeat")
+    cap: int | None = flag("--cap", default=None, hidden=True, help="for tests")
+
+
+def test_a_hidden_flag_parses_and_a_repeatable_flag_keeps_its_absent_value() -> None:
+    parser = argparse.ArgumentParser(prog="marked")
+    task_command.add_arguments(parser, Marked)
+    assert "--cap" not in parser.format_help() and "--mark" in parser.format_help()
+    assert parser.parse_args([]).marks == []  # what argparse holds when the flag is not given
+    assert task_command.options_from_args(Marked, parser.parse_args([])) == Marked()
+    assert task_command.options_from_args(Marked, parser.parse_args(["--mark", "a", "--mark", "b", "--cap", "3"])) \
+        == Marked(marks=("a", "b"), cap=3)
