@@ -259,7 +259,7 @@ def test_explain_messages_only_suggest_its_own_flags(target):
 
     command = get_task(target).commands["explain"].partition(":")[0]  # a command module, or a dataclass's module
     modules = {name for name in _reachable_modules(command)
-               if not name.startswith("bioattn.commands.") or name in (command, "bioattn.commands.common")}
+               if not name.startswith("bioattn.commands.") or name == command}
     wrong = {f"{name}: {flag}" for name in modules for flag in _message_flags(_module_path(name)) if flag not in flags}
     assert not wrong, f"explain {target} may print flags it does not have: {sorted(wrong)}"
 
