@@ -88,7 +88,8 @@ class TrainPromoter:
     quick: bool = flag("--quick", default=False,
                        help="smoke test: tiny model, at most 1500 rows per split, 2 short epochs (about a minute on 2 "
                             "cores); without a data root, prom_core_all comes from the embedded sample (default: off)")
-    embed_dim: int = flag("--embed-dim", default=64, group=_MODEL, help="model width (token size) (default: %(default)s)")
+    embed_dim: int = flag("--embed-dim", default=64, group=_MODEL,
+                          help="model width (token size) (default: %(default)s)")
     heads: int = flag("--heads", default=4, group=_MODEL, help="attention heads (default: %(default)s)")
     layers: int = flag("--layers", default=2, group=_MODEL, help="transformer layers (default: %(default)s)")
     conv_kernel: int = flag("--conv-kernel", default=15, group=_MODEL,
