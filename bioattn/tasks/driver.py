@@ -114,13 +114,14 @@ def write_out_of_fold(
 @dataclass(frozen=True)
 class Member:
     """One model of a run: ``kind`` ``"seed"`` or ``"fold"``, ``index`` its seed or fold number (1..K*R),
-    ``run_dir`` its complete run directory, ``number`` of ``total`` its place in the run; a fold also carries the
-    indices into the cross-validation pool it trains on (``train_index``) and predicts (``held_out_index``).
-    ``alone``: the run's only model, trained in the run directory itself (no ensemble)."""
+    ``run_dir`` its complete run directory (``None``: a member that is not saved), ``number`` of ``total`` its place
+    in the run; a fold also carries the indices into the cross-validation pool it trains on (``train_index``) and
+    predicts (``held_out_index``). ``alone``: the run's only model, trained in the run directory itself (no
+    ensemble)."""
 
     kind: str
     index: int
-    run_dir: Path
+    run_dir: Path | None
     number: int
     total: int
     train_index: np.ndarray | None = None
@@ -150,10 +151,11 @@ def repeated_folds(
     return [fold for r in range(repeats) for fold in folds(k, seed + r)]
 
 
-def cv_members(run_dir: Path, splits: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[Member]:
-    """One member per ``(train_index, held_out_index)`` of ``splits`` in ``run_dir/fold<k>`` (k from 1)."""
-    return [Member("fold", k, run_dir / member_dir_name("fold", k), k, len(splits), np.asarray(train),
-                   np.asarray(held_out))
+def cv_members(run_dir: Path | None, splits: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[Member]:
+    """One member per ``(train_index, held_out_index)`` of ``splits`` in ``run_dir/fold<k>`` (k from 1); with
+    ``run_dir`` ``None`` the members are not saved (no folders)."""
+    return [Member("fold", k, None if run_dir is None else run_dir / member_dir_name("fold", k), k, len(splits),
+                   np.asarray(train), np.asarray(held_out))
             for k, (train, held_out) in enumerate(splits, start=1)]
 
 
@@ -166,8 +168,9 @@ def train_members(members: Sequence[Member], train_member: Callable[[Member], T]
         if folds else members
     for member in iterator:
         if member.kind == "fold":
+            saved_in = "" if member.run_dir is None else f" → {member.run_dir}"
             print(f"fold {member.index} of {member.total}: train {len(member.train_index)}, held out "  # type: ignore[arg-type]
-                  f"{len(member.held_out_index)} → {member.run_dir}", file=sys.stderr)  # type: ignore[arg-type]
+                  f"{len(member.held_out_index)}{saved_in}", file=sys.stderr)  # type: ignore[arg-type]
         elif not member.alone:
             print(f"seed {member.index} ({member.number} of {member.total}) → {member.run_dir}", file=sys.stderr,
                   flush=True)

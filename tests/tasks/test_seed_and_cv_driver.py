@@ -42,6 +42,19 @@ def test_repeated_folds_number_repeats_after_each_other(tmp_path: Path) -> None:
     assert [m.run_dir.name for m in members] == [f"fold{k}" for k in range(1, 9)]
 
 
+def test_fold_members_that_are_not_saved_name_no_folder(tmp_path: Path, capsys) -> None:
+    folds = [(np.array([0, 1]), np.array([2])), (np.array([1, 2]), np.array([0]))]
+    saved = cv_members(tmp_path, folds)
+    assert train_members(saved, lambda m: m.index) == [1, 2]
+    assert capsys.readouterr().err.count(f"held out 1 → {tmp_path / 'fold'}") == 2
+    unsaved = cv_members(None, folds)
+    assert [(m.kind, m.index, m.run_dir) for m in unsaved] == [("fold", 1, None), ("fold", 2, None)]
+    assert train_members(unsaved, lambda m: m.index) == [1, 2]
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("fold ")]
+    assert lines == ["fold 1 of 2: train 2, held out 1", "fold 2 of 2: train 2, held out 1"]
+    assert not any(tmp_path.iterdir())
+
+
 def test_out_of_fold_is_the_mean_over_repeats_and_fold_of_the_first_repeat(tmp_path: Path) -> None:
     labels = np.array([0, 1] * 6)
     split = lambda k, seed: StratifiedKFold(k, shuffle=True, random_state=seed).split(np.zeros(12), labels)  # noqa: E731

@@ -75,9 +75,11 @@ class TrainVariants:
     device: str = device_flag()
 
     def run(self) -> int:
-        from bioattn.tasks.variants.train import VariantTrainOptions, run_train_variants
+        from bioattn.tasks.variants.task import TASK
+        from bioattn.tasks.variants.train import VariantTrainOptions, result_lines
 
-        print(run_train_variants(VariantTrainOptions(**values(self))), file=sys.stderr)
+        metrics = TASK.run(VariantTrainOptions(**values(self)))
+        print(result_lines(metrics, self.out), file=sys.stderr)
         return 0
 
 

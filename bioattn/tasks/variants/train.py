@@ -11,6 +11,12 @@ without intercept to effects centred within each element (by the training varian
 correlation within each element, and a fold-dependent intercept or between-element differences only add noise to it.
 The saved head adds the release's mean effect of the element back when it predicts a variant of a release element.
 
+The run goes through the shared driver (``TASK.run``, :func:`bioattn.tasks.driver.run_task`), whose hooks are the
+functions here: :func:`prepare` (the release and every variant's features), :func:`protocol` and :func:`members`
+(one fold member per split; the fold fits are not saved), :func:`fit` and :func:`held_out` (each path on a fold),
+:func:`report` (the scores, the head refitted and saved, ``metrics.json`` checked against the shared schema, and
+``summary.md``) and :func:`write_out_of_fold` (``out_of_fold.tsv`` and ``features.tsv``).
+
 Paths compared on the same folds: ``head`` (activity features + nearby effects), ``activity_only`` (activity
 features), ``delta_only`` (the activity model's allele difference alone, fitted), ``no_model`` (nearby effects alone: baseline a), ``activity_delta`` (the activity model's raw allele
 difference, nothing fitted: baseline b), ``kmer_delta`` (the allele difference of a k-mer ridge fitted on the
@@ -28,7 +34,6 @@ from typing import Any, Sequence
 import numpy as np
 
 from bioattn.errors import UserInputError
-from bioattn.progress import progress_bar
 from bioattn.tasks.variants.evaluate import CONFIDENT, header_fields, per_element, summarise
 from bioattn.tasks.variants.head import NEARBY, model_features, nearby_features
 
@@ -126,45 +131,23 @@ def _feature_sets(names: list[str]) -> dict[str, list[str]]:
             "kmer_head": ["kmer_delta", *NEARBY]}
 
 
-def cross_validate(table: Any, features: dict[str, np.ndarray], sets: dict[str, list[str]], options: VariantTrainOptions,
-                   paths: Sequence[str]) -> dict[str, np.ndarray]:
-    """Out-of-fold predictions of each fitted path in ``paths`` (``table``: chrom pos alt effect group)."""
-    from sklearn.model_selection import GroupKFold
-
-    y = table["effect"].to_numpy()
-    groups = table["group"].to_numpy()
-    oof = {p: np.full(len(table), np.nan) for p in paths}
-    splitter = GroupKFold(n_splits=options.folds, shuffle=True, random_state=options.seed)
-    folds = list(splitter.split(y, y, groups))
-    with progress_bar(total=len(folds) * len(paths), desc="cross-validation", unit="fit", leave=False) as bar:
-        for train, test in folds:
-            nearby = nearby_features(table["chrom"].to_numpy(), table["pos"].to_numpy(), table["alt"].to_numpy(),
-                                     table.iloc[train], bandwidth=options.bandwidth, radius=options.radius,
-                                     block=options.block)
-            columns = dict(features)
-            columns.update(_standardised({name: nearby[:, k] for k, name in enumerate(NEARBY)})[0])
-            target = _centred(y[train], table["chrom"].to_numpy()[train])
-            for path in paths:
-                x = np.column_stack([columns[n] for n in sets[path]])
-                model = _fit(x[train], target, groups[train], options.seed)
-                oof[path][test] = model.predict(x[test])
-                bar.update(1)
-    return oof
-
-
-def train_variant_head(options: VariantTrainOptions) -> dict[str, Any]:
-    """Run the protocol; write the head's run directory ``options.out``; return the metrics."""
+def prepare(options: VariantTrainOptions) -> tuple[VariantTrainOptions, Any]:
+    """The driver's ``prepare``: the run directory checked (created only when the head is saved), the activity
+    model loaded, the release read (variants with a measured effect) and every variant's features computed: the
+    activity model's (:func:`~bioattn.tasks.variants.head.model_features`, in gene orientation where the header
+    says so), the k-mer ridge's allele difference (``--kmer-train``), the table (chrom pos ref alt effect conf,
+    ``group``: the variant's block of positions) as the cross-validation pool."""
     import pandas as pd
 
-    from bioattn.io import write_json, write_table, write_text
+    from bioattn.distributed import resolve_device
     from bioattn.models.registry import load_pretrained, resolve_model_dir
-    from bioattn.models.variant_head import ACTIVITY_FOLDER, VariantEffectHead
-    from bioattn.tasks.driver import RunProtocol, metrics_document
+    from bioattn.tasks.base import TaskData
     from bioattn.tasks.variants.kmer import KmerRidge
     from bioattn.tasks.variants.predict import open_reference
     from bioattn.tasks.variants.records import read_variants
-    from bioattn.tasks.variants.score import allele_scores, as_dna_model, how_scored
+    from bioattn.tasks.variants.score import allele_scores, as_dna_model
 
+    options.device = str(resolve_device(options.device))
     out = Path(options.out)
     if out.exists() and any(out.iterdir()) and not options.overwrite:
         raise UserInputError(f"{out}: exists and is not empty; choose another --out or pass --overwrite")
@@ -201,15 +184,84 @@ def train_variant_head(options: VariantTrainOptions) -> dict[str, Any]:
     paths = [p for p in options.paths if p != "kmer_head" or kmer_delta is not None]
     if kmer_delta is not None:
         features["kmer_delta"] = kmer_delta
-    sets = _feature_sets(names)
     standard, _ = _standardised(features)  # label-free: standardised over every release variant
-    oof = cross_validate(table, standard, sets, options, paths)
-    predictions = dict(oof)
+    data = TaskData(train=table, pool=table, seed=options.seed, target_names=["effect"],
+                    source=Path(options.input).name)
+    data.extra.update(activity=activity, activity_dir=activity_dir, headers=headers, names=names, features=features,
+                      standard=standard, kmer_delta=kmer_delta, reversed_contigs=reversed_contigs, paths=paths,
+                      sets=_feature_sets(names))
+    return options, data
+
+
+def protocol(options: VariantTrainOptions) -> Any:
+    """The run's :class:`~bioattn.tasks.driver.RunProtocol`: ``options.folds``-fold cross-validation."""
+    from bioattn.tasks.driver import RunProtocol
+
+    return RunProtocol(cv=options.folds, description=(
+        f"{options.folds}-fold cross-validation within the release, grouped by blocks of {options.block} "
+        "positions within each element; Pearson per element, averaged over elements"))
+
+
+def members(options: VariantTrainOptions, data: Any) -> list[Any]:
+    """One fold member per split of a shuffled ``GroupKFold`` (seed ``options.seed``) over the blocks; the fold
+    heads are not saved (no ``fold<k>/`` folders)."""
+    from sklearn.model_selection import GroupKFold
+
+    from bioattn.tasks.driver import cv_members
+
+    table = data.pool
+    y = table["effect"].to_numpy()
+    splitter = GroupKFold(n_splits=options.folds, shuffle=True, random_state=options.seed)
+    return cv_members(None, list(splitter.split(y, y, table["group"].to_numpy())))
+
+
+def fit(options: VariantTrainOptions, data: Any, member: Any) -> Any:
+    """Each fitted path on the fold's training rows: the nearby-effect features from the training variants
+    (standardised over the release), effects centred within each element. ``model``: ``{path: ElasticNetCV}``;
+    ``extra["held_out_x"]``: each path's features of the held-out rows."""
+    from bioattn.tasks.base import FittedMember
+
+    table, train, test = data.pool, member.train_index, member.held_out_index
+    y = table["effect"].to_numpy()
+    groups = table["group"].to_numpy()
+    nearby = nearby_features(table["chrom"].to_numpy(), table["pos"].to_numpy(), table["alt"].to_numpy(),
+                             table.iloc[train], bandwidth=options.bandwidth, radius=options.radius,
+                             block=options.block)
+    columns = dict(data.extra["standard"])
+    columns.update(_standardised({name: nearby[:, k] for k, name in enumerate(NEARBY)})[0])
+    target = _centred(y[train], table["chrom"].to_numpy()[train])
+    nets, held_out_x = {}, {}
+    for path in data.extra["paths"]:
+        x = np.column_stack([columns[n] for n in data.extra["sets"][path]])
+        nets[path] = _fit(x[train], target, groups[train], options.seed)
+        held_out_x[path] = x[test]
+    return FittedMember(model=nets, summary={}, extra={"held_out_x": held_out_x})
+
+
+def held_out(fitted: Any) -> dict[str, np.ndarray]:
+    """A fold's out-of-fold predictions, by path."""
+    return {path: net.predict(fitted.extra["held_out_x"][path]) for path, net in fitted.model.items()}
+
+
+def report(options: VariantTrainOptions, data: Any, run_protocol: Any, run: Any) -> tuple[dict[str, Any], str]:
+    """Every path scored per element on its out-of-fold predictions (the raw deltas as they are), the best fitted
+    path refitted on the whole release and saved as the head in ``options.out`` (with a copy of the activity
+    model), and ``metrics.json``'s document with ``summary.md``'s text."""
+    from bioattn.models.variant_head import ACTIVITY_FOLDER, VariantEffectHead
+    from bioattn.tasks.driver import metrics_document
+    from bioattn.tasks.variants.score import how_scored
+
+    out = Path(options.out)
+    table, extra = data.pool, data.extra
+    names, features, kmer_delta, paths, sets = (extra["names"], extra["features"], extra["kmer_delta"],
+                                                extra["paths"], extra["sets"])
+    predictions = {path: run.out_of_fold.probabilities[path] for path in paths}
     predictions["activity_delta"] = features["delta" if "delta" in features else names[0]]
     if kmer_delta is not None:
         predictions["kmer_delta"] = kmer_delta
+    extra["predictions"] = predictions
     elements = table["chrom"].to_numpy()
-    types = {n: h.get("type", "other") for n, h in headers.items()}
+    types = {n: h.get("type", "other") for n, h in extra["headers"].items()}
     conf = table["conf"].fillna(1.0).to_numpy()
     results = {}
     for path, predicted in predictions.items():
@@ -229,6 +281,7 @@ def train_variant_head(options: VariantTrainOptions) -> dict[str, Any]:
     chosen = sets[best_head]
     net = _fit(np.column_stack([columns[n] for n in chosen]), _centred(table["effect"].to_numpy(), elements),
                table["group"].to_numpy(), options.seed)
+    reversed_contigs = extra["reversed_contigs"]
     head = VariantEffectHead(feature_names=chosen, activity_model=options.activity_name or str(options.activity_model),
                              activity_copy=True, offsets=options.offsets, strands=options.strands,
                              reversed_contigs=reversed_contigs, bandwidth=options.bandwidth, radius=options.radius,
@@ -239,34 +292,40 @@ def train_variant_head(options: VariantTrainOptions) -> dict[str, Any]:
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
     head.save_pretrained(out)
-    shutil.copytree(activity_dir, out / ACTIVITY_FOLDER, ignore=shutil.ignore_patterns("*.png", "events.*", "checkpoint*"))
-    how = how_scored(activity, options.offsets, options.strands, reversed_contigs)
+    shutil.copytree(extra["activity_dir"], out / ACTIVITY_FOLDER,
+                    ignore=shutil.ignore_patterns("*.png", "events.*", "checkpoint*"))
+    how = how_scored(extra["activity"], options.offsets, options.strands, reversed_contigs)
     order = [best_head, *(p for p in paths if p != best_head)]  # the saved head first: the run's model
     scores = {path: {{"all": "cv"}.get(group, f"cv_{group}"): values for group, values in results[path]["mean"].items()}
               for path in order}
     metrics = metrics_document(
-        "variants", dataset=Path(options.input).name,
-        protocol=RunProtocol(cv=options.folds, description=(
-            f"{options.folds}-fold cross-validation within the release, grouped by blocks of {options.block} "
-            "positions within each element; Pearson per element, averaged over elements")).to_dict(
+        "variants", dataset=data.source,
+        protocol=run_protocol.to_dict(
             grouped_by=f"blocks of {options.block} positions within each element", confident=CONFIDENT, windows=how,
             seed=options.seed),
         splits={"variants": len(table), "elements": int(table["chrom"].nunique())}, scores=scores,
-        target_names=["effect"], headline_split="cv",
+        target_names=data.target_names, headline_split="cv",
         activity_model=options.activity_name or str(options.activity_model), features=names, paths=results,
         best_path=best, saved_path=best_head, saved_coefficients=dict(zip(chosen, map(float, net.coef_))),
         alpha=float(net.alpha_), l1_ratio=float(net.l1_ratio_), variants=len(table))
-    write_json(out / "metrics.json", metrics)
+    return metrics, summary_markdown(metrics)
+
+
+def write_out_of_fold(options: VariantTrainOptions, data: Any) -> None:
+    """``out_of_fold.tsv`` (the release's rows, then each path's out-of-fold prediction and the raw deltas) and
+    ``features.tsv`` (the release's rows, then every variant's label-free features, before standardisation)."""
+    from bioattn.io import write_table
+
+    out = Path(options.out)
+    table = data.pool
     oof_table = table[["chrom", "pos", "ref", "alt", "effect", "conf", "group"]].copy()
-    for path, predicted in predictions.items():
+    for path, predicted in data.extra["predictions"].items():
         oof_table[path] = predicted
     write_table(out / "out_of_fold.tsv", list(oof_table.columns), oof_table.itertuples(index=False, name=None))
     feature_table = table[["chrom", "pos", "ref", "alt", "effect", "conf", "group"]].copy()
-    for name, values in features.items():
+    for name, values in data.extra["features"].items():
         feature_table[name] = values
     write_table(out / "features.tsv", list(feature_table.columns), feature_table.itertuples(index=False, name=None))
-    write_text(out / "summary.md", summary_markdown(metrics))
-    return metrics
 
 
 def summary_markdown(metrics: dict[str, Any]) -> str:
@@ -293,17 +352,14 @@ def summary_markdown(metrics: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_train_variants(options: VariantTrainOptions) -> str:
-    """:func:`train_variant_head`, then the lines the command prints: the mean Pearson of each path."""
-    from bioattn.distributed import resolve_device
-
-    options.device = str(resolve_device(options.device))
-    metrics = train_variant_head(options)
+def result_lines(metrics: dict[str, Any], out: Path) -> str:
+    """The lines ``bioattn train variants`` prints after the run: the mean Pearson of each path, the best path and
+    where the head was saved."""
     lines = []
     for path, result in metrics["paths"].items():
         m = result["mean"]
         cells = ", ".join(f"{group} r={m[group]['pearson']:.3f} (conf {m[group]['pearson_conf']:.3f})"
                           for group in ("promoter", "enhancer", "all") if group in m)
         lines.append(f"{path}: {cells}")
-    lines.append(f"best path: {metrics['best_path']}; saved head ({metrics['saved_path']}) in {options.out}")
+    lines.append(f"best path: {metrics['best_path']}; saved head ({metrics['saved_path']}) in {out}")
     return "\n".join(lines)

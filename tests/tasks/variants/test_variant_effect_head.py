@@ -3,6 +3,7 @@ synthetic release beats nothing-fitted, the saved head predicts through ``predic
 REF bases match elements.fa."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -62,13 +63,18 @@ def tiny_activity(tmp_path_factory) -> Path:
 
 
 @pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
-def test_head_cross_validates_and_predicts_through_the_cli(tmp_path, tiny_activity) -> None:
-    from bioattn.tasks.variants.train import VariantTrainOptions, train_variant_head
+def test_head_cross_validates_and_predicts_through_the_cli(tmp_path, tiny_activity, capsys) -> None:
+    from bioattn.tasks.variants.task import TASK
+    from bioattn.tasks.variants.train import VariantTrainOptions
 
     fasta, vcf = _synthetic_release(tmp_path)
     out = tmp_path / "head"
-    metrics = train_variant_head(VariantTrainOptions(activity_model=str(tiny_activity), reference=fasta, input=vcf,
-                                                     out=out, folds=3, activity_name="tiny-activity"))
+    metrics = TASK.run(VariantTrainOptions(activity_model=str(tiny_activity), reference=fasta, input=vcf, out=out,
+                                           folds=3, activity_name="tiny-activity"))
+    # the driver's folds are not saved: no fold folders, no ensemble; the run directory is the head
+    assert "fold 3 of 3: train" in capsys.readouterr().err
+    assert not list(out.glob("fold*"))
+    assert json.loads((out / "config.json").read_text())["model_type"] == "VariantEffectHead"
     paths = metrics["paths"]
     assert set(paths) == {"head", "activity_only", "delta_only", "no_model", "activity_delta"}
     # effects are smooth in position: the nearby measured effects predict held-out blocks
@@ -109,16 +115,14 @@ def test_release_ref_bases_match_elements(require_data) -> None:
 
 @pytest.mark.slow  # over a second: the full suite runs it, the fast lane does not
 def test_a_head_without_its_release_reads_it_from_the_data_root(tmp_path, tiny_activity, monkeypatch) -> None:
-    import json
-
     from bioattn.errors import UserInputError
     from bioattn.models.registry import load_pretrained
-    from bioattn.tasks.variants.train import VariantTrainOptions, train_variant_head
+    from bioattn.tasks.variants.task import TASK
+    from bioattn.tasks.variants.train import VariantTrainOptions
 
     fasta, vcf = _synthetic_release(tmp_path)
     out = tmp_path / "head"
-    train_variant_head(VariantTrainOptions(activity_model=str(tiny_activity), reference=fasta, input=vcf, out=out,
-                                           folds=3))
+    TASK.run(VariantTrainOptions(activity_model=str(tiny_activity), reference=fasta, input=vcf, out=out, folds=3))
     saved = pd.read_csv(out / "release.tsv", sep="\t")
     root = tmp_path / "root"
     (root / "variants" / "mine").mkdir(parents=True)
