@@ -166,7 +166,7 @@ def prepare(options: VariantTrainOptions) -> tuple[VariantTrainOptions, Any]:
         reversed_contigs = ([n for n, h in headers.items() if h.get("gene_strand") == "-"]
                             if options.gene_orientation else [])
         reverse = set(reversed_contigs).__contains__
-        names, x_model, mine, _ = model_features(activity, fasta, variants, offsets=options.offsets,
+        names, x_model, _, _ = model_features(activity, fasta, variants, offsets=options.offsets,
                                                  strands=options.strands, reverse=reverse,
                                                  ism_radius=options.ism_radius, progress=True)
         kmer_delta = None
