@@ -49,6 +49,7 @@ def assert_relatively_close(got: torch.Tensor, expected: torch.Tensor, scale: to
     assert error <= BF16_TOLERANCE * scale, f"max error {error:.3g} > {BF16_TOLERANCE} × {scale:.3g}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(blocks()))
 def test_bf16_autocast_forward_and_backward_are_finite_and_close_to_fp32(name):
     module, x, kwargs = blocks()[name]

@@ -56,7 +56,7 @@ def server() -> Iterator[str]:
     FileServer.requests = []
     FileServer.truncations_left = 0
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FileServer)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
     httpd.shutdown()

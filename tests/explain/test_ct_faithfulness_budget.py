@@ -46,6 +46,7 @@ def _model() -> HybridCT3D:
     return HybridCT3D(1, 2, stem_channels=(4, 8), stem_strides=(2, 2), embed_dim=12, num_heads=2, num_layers=1).eval()
 
 
+@pytest.mark.slow
 def test_explain_ct_computes_the_cheap_maps_and_measures_only_them_by_default(capsys) -> None:
     from bioattn.tasks.ct.explain import describe, explain_ct
 

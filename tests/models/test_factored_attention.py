@@ -34,6 +34,7 @@ def planted_alignment(rows: int = 300, length: int = 12, pair: tuple[int, int] =
     return tokens
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["coupling", "attention"])
 def test_the_planted_pair_ranks_first(kind):
     tokens = planted_alignment()
@@ -200,6 +201,7 @@ def test_compare_methods_scores_each_family_with_heads_fitted_on_the_others(tmp_
     assert not (out / "famA" / "config.json").exists()  # no axial model
 
 
+@pytest.mark.slow
 def test_method_combined_fits_the_maps_its_head_reads_and_no_axial_model(family, tmp_path):  # noqa: F811
     out = tmp_path / "combined"
     assert cli_main(["predict", "msa", "--contact-method", "combined", "--input", str(family["msa"]), "--pdb", str(family["pdb"]),

@@ -18,7 +18,7 @@ SCRIPTS = sorted(BENCH.glob("*.py"))
 SMOKE_FLAGS = ("--smoke", "--quick")
 #: smoke modes that train or score real models (5-80 s each on a busy 2-core machine): in the full suite, not the
 #: fast lane
-SLOW_SMOKE = {"protocol_identity", "ct_pilots", "ct_epoch", "ct", "variants", "activity_planted", "scan", "train"}
+SLOW_SMOKE = {"protocol_identity", "ct_pilots", "ct_epoch", "ct", "variants", "activity_planted", "scan", "train", "esm_msa", "memory"}
 
 
 def run_script(script: Path, argv: list[str], monkeypatch: pytest.MonkeyPatch) -> int:

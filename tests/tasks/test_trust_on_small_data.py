@@ -69,6 +69,7 @@ def test_a_full_tie_keeps_the_later_epoch(tmp_path: Path) -> None:
     assert result.best_epoch == 2
 
 
+@pytest.mark.slow
 def test_a_loss_monitor_minimises_whatever_the_mode_says(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     values = [{"val_loss": 0.9}, {"val_loss": 0.2}, {"val_loss": 0.5}]
     _, result, _ = _fit(tmp_path, values, monitor="val_loss", monitor_mode="max")

@@ -363,6 +363,7 @@ def test_yaml_config_then_flags_override(tmp_path):
         parser.parse_args(["--config", str(config_file)])
 
 
+@pytest.mark.slow
 def test_logs_tensorboard_run_config_and_curve(tmp_path):
     _, _, result = _fit(tmp_path, max_epochs=2)
     run = tmp_path / "run"

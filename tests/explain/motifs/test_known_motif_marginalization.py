@@ -56,6 +56,7 @@ def test_a_motif_the_model_reads_is_found_at_its_position_and_composition_is_con
     assert gc_box["difference_se"] == pytest.approx(gc_box["difference_sd"] / np.sqrt(40))
 
 
+@pytest.mark.slow
 def test_a_motif_that_does_not_fit_is_skipped_and_shuffles_keep_composition() -> None:
     rows = marginalize_known_motifs(_ReaderModel(), {"long": "A" * 20 + "C"}, _backgrounds(5), positions=(-30, 0),
                                     tss_index=TSS, progress=False)
@@ -65,6 +66,7 @@ def test_a_motif_that_does_not_fit_is_skipped_and_shuffles_keep_composition() ->
     assert motif_shuffles("TATAAAAG", 3, seed=3) == motif_shuffles("TATAAAAG", 3, seed=3)
 
 
+@pytest.mark.slow
 def test_effects_are_the_model_predictions_on_planted_sequences() -> None:
     torch.manual_seed(0)
     model = PromoterClassifier(max_len=LENGTH, embed_dim=8, num_heads=2, num_layers=1, conv_kernel=3,

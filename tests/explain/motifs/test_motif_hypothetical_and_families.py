@@ -26,6 +26,7 @@ def _ids(sequences: list[str]) -> torch.Tensor:
     return collate_tokens([encode(s) for s in sequences])[0]
 
 
+@pytest.mark.slow
 def test_path_gradients_are_complete_integrated_gradients(tiny_model) -> None:
     # Integrated Gradients' completeness: (observed - N embedding) · mean path gradient sums to f(x) - f(all N)
     ids = _ids(["ACGTTGCAACGGTTAC", "TTTTAAAACCCCGGGG"])
@@ -39,6 +40,7 @@ def test_path_gradients_are_complete_integrated_gradients(tiny_model) -> None:
     torch.testing.assert_close(attribution, change, atol=2e-3, rtol=1e-2)
 
 
+@pytest.mark.slow
 def test_hypothetical_is_centred_and_differences_are_the_one_hot_gradient(tiny_model) -> None:
     ids = _ids(["ACGTTGCAACGGTTAC"])
     classes = torch.tensor([1])

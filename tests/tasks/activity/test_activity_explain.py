@@ -33,6 +33,7 @@ def test_ism_is_highest_on_the_planted_tata_box(table) -> None:
         assert values_row[start : start + len(TATA)].mean() > 10 * np.abs(outside).mean(), start
 
 
+@pytest.mark.slow
 def test_an_ensemble_is_explained_as_it_predicts(table, tmp_path: Path) -> None:
     sequences, values, _ = table
     members, _ = activity_members(save_cv(tmp_path / "cv", sequences, values), device="cpu")

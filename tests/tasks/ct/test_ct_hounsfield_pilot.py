@@ -57,6 +57,7 @@ def test_the_default_window_applies_to_hounsfield_manifests_only_and_a_given_win
     assert with_default_window(CTOptions(out=tmp_path / "r"), 0).window is None  # MedMNIST: nothing changes
 
 
+@pytest.mark.slow
 def test_the_lesion_is_visible_in_the_model_input_after_the_default_preprocessing(tmp_path: Path) -> None:
     """With the soft-tissue window, the faintest lesion of the pilot (100 HU above tissue) reaches input values that
     no lesion-free volume has (beyond its noise), after reorientation and resizing to the default 64³; without a

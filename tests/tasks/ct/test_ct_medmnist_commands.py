@@ -70,6 +70,7 @@ def test_nifti_probabilities_and_attention_map_on_the_input_grid(run_dir: Path, 
     assert np.isclose(values.max(), 1.0) and values.min() >= 0
 
 
+@pytest.mark.slow
 def test_flip_tta_averages_the_eight_flips_of_the_preprocessed_volume(run_dir: Path, tmp_path: Path) -> None:
     hu = np.random.default_rng(1).uniform(-1200, 1200, size=(8, 8, 8)).astype(np.float32)
     scan = _nifti(tmp_path / "scan.nii.gz", hu)
@@ -154,6 +155,7 @@ def _bad_inputs(tmp_path: Path) -> dict[str, tuple[Path, list[str], str]]:
     }
 
 
+@pytest.mark.slow
 def test_bad_inputs_exit_2_with_one_line_and_write_nothing(run_dir: Path, tmp_path: Path, capsys) -> None:
     for name, (path, flags, message) in _bad_inputs(tmp_path).items():
         out = tmp_path / "out" / f"{name.replace(' ', '_')}.csv"

@@ -59,6 +59,7 @@ def pretrained(data_root, tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_pretraining_skips_every_family_with_a_structure_and_saves_a_loadable_model(pretrained):
     metrics = json.loads((pretrained / "metrics.json").read_text())
     assert metrics["excluded"] == ["PF00001", "famA"]

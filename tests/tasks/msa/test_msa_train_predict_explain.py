@@ -72,6 +72,7 @@ def test_under_torchrun_only_the_main_process_prints_the_info_lines(family, tmp_
     assert "uncalibrated scores" not in printed.err and "no structure given" not in printed.out, printed
 
 
+@pytest.mark.slow
 def test_predict_finds_the_planted_pairs_and_writes_a_casp_rr_file(family, tmp_path, capsys):
     out = tmp_path / "pred"
     assert cli_main(["predict", "msa", "--input", str(family["msa"]), "--out", str(out), "--quick"]) == 0
@@ -94,6 +95,7 @@ def test_predict_finds_the_planted_pairs_and_writes_a_casp_rr_file(family, tmp_p
     assert not (out / "model.safetensors").exists()  # the default head reads no attention: no model trained
 
 
+@pytest.mark.slow
 def test_predict_top_and_min_separation(family, tmp_path):
     out = tmp_path / "pred"
     assert cli_main(["predict", "msa", "--input", str(family["msa"]), "--out", str(out), "--quick",
@@ -102,6 +104,7 @@ def test_predict_top_and_min_separation(family, tmp_path):
     assert len(contacts) == 7 and all(j - i >= 12 for i, j, _ in contacts)
 
 
+@pytest.mark.slow
 def test_predict_with_a_structure_evaluates_it(family, tmp_path):
     out = tmp_path / "pred"
     assert cli_main(["predict", "msa", "--contact-method", "potts", "--input", str(family["msa"]), "--pdb", str(family["pdb"]),

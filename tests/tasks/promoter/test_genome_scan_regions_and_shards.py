@@ -102,6 +102,7 @@ def test_regions_scan_each_interval_like_a_sequence_of_its_own(run_dir, genome, 
     assert rows(out)[1:] == expected
 
 
+@pytest.mark.slow
 def test_bigwig_holds_the_bedgraph_tiles(run_dir, genome, tmp_path):
     pyBigWig = pytest.importorskip("pyBigWig")
     bedgraph, bigwig = tmp_path / "scan.bedGraph", tmp_path / "scan.bw"

@@ -111,6 +111,7 @@ def periodic_split(count: int, length: int, seed: int) -> Split:
                  [f"synthetic: record {i}" for i in range(count)])
 
 
+@pytest.mark.slow
 def test_pretraining_learns_the_sequences_and_leaves_the_classifier_head_alone(tmp_path):
     torch.manual_seed(0)
     classifier = PromoterClassifier(max_len=40, embed_dim=32, num_heads=2, num_layers=1, conv_kernel=3)

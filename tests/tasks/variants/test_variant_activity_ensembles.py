@@ -62,6 +62,7 @@ def _command(runs: dict[str, Path]) -> list[str]:
     return ["predict", "variants", "--model", str(runs["cv"]), "--reference", str(runs["ref"]), "--device", "cpu"]
 
 
+@pytest.mark.slow
 def test_the_command_scores_a_cv_run_to_tsv_and_vcf(runs, tmp_path) -> None:
     base = _command(runs)
     tsv, vcf = tmp_path / "scores.tsv", tmp_path / "scores.vcf"
