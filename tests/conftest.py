@@ -33,6 +33,17 @@ torch.set_num_threads(1)
 
 
 @pytest.fixture(autouse=True)
+def one_torch_thread_after_each_test():
+    """A test (or a benchmark's smoke mode run in-process) that sets its own thread count does not pass it on: the
+    next test on this worker starts with one thread again. (A bench script left 2 threads behind once, and the HU
+    pilot run after it on the same worker took 19 CPU-minutes instead of 6, its two threads fighting the other
+    worker for the cores.)"""
+    yield
+    if torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
+
+
+@pytest.fixture(autouse=True)
 def fresh_emulated_bf16_warning():
     """The emulated-bf16 warning prints once per process; each test starts as a new process would."""
     from bioattn import precision

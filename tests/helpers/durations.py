@@ -15,7 +15,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-LINE = re.compile(r"^\s*([0-9.]+)s\s+(setup|call|teardown)\s+((\S+?\.py)::\S+)")
+#: a node id may end in the ``@group`` pytest-xdist's --dist loadgroup adds: not part of the test's id
+LINE = re.compile(r"^\s*([0-9.]+)s\s+(setup|call|teardown)\s+((\S+?\.py)::[^\s\[@]+(?:\[[^\]]*\])?)")
 OWN_ENTRY = 10.0
 TARGET = Path(__file__).resolve().parents[1] / "durations.json"
 
