@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -62,6 +63,13 @@ class ActivityExplanation(SequenceExplanation):
     member_values: np.ndarray = None
     target: str = ""
     motif_weights: list = dataclasses.field(default_factory=list)
+
+
+def deep_part_used(members: Sequence[ActivityRegressor]) -> bool:
+    """Whether any member's deep part reaches its output: a run that kept a ridge alone (``blend_parts`` with deep
+    weight 0) scales the head's last layer to 0, and gradients then explain nothing."""
+    return any(bool(m.head[-1].weight.detach().abs().max() > 0) or bool(m.head[-1].bias.detach().abs().max() > 0)
+               for m in members)
 
 
 def activity_attribution(members: Sequence[ActivityRegressor], tokens: Tensor, method: str, *, target: int = 0,
@@ -256,6 +264,16 @@ def explain_activity(
 
     sample = tokens[:AUTO_SAMPLE]
     measure = None
+    if not deep_part_used(members):
+        # a run that kept a ridge alone: the deep head is scaled to 0, so every gradient map is 0 (as good as random)
+        if method == "auto":
+            method = "ism"
+            print("explain: method ism: the model is its linear branches alone (the run kept a ridge, the deep part "
+                  "has weight 0), which only in-silico mutagenesis sees; gradient maps would all be 0",
+                  file=sys.stderr)
+        elif method in ("integrated_gradients", "gradient_x_input"):
+            print(f"warning: the model is its linear branches alone (the deep part has weight 0): every {method} map "
+                  "is 0; --method ism scores the whole model", file=sys.stderr)
     if method == "auto" and bool(measurable(members, sample, column, strand).any()):
         def measure(methods: Sequence[str]) -> dict:
             return _faithfulness(members, sample, column, strand, batch_size, faithfulness_steps, methods)

@@ -61,3 +61,30 @@ def test_known_motif_weights_of_an_ensemble_combine_its_members(table, tmp_path:
     assert top["member_weights"] == [pytest.approx(alone["weight"]), 0.0]
     assert top["weight"] == pytest.approx(alone["weight"] / 2) and top["weight_sd"] == pytest.approx(abs(alone["weight"]) / 2)
     assert top_motif_weights(members[1]) == []  # a model without a motif branch has no such weights
+
+
+def test_a_run_that_kept_a_ridge_alone_is_explained_by_ism_not_by_zero_gradients(tmp_path: Path, capsys) -> None:
+    """A run that keeps the k-mer ridge alone scales the deep head to 0: its gradients are 0 everywhere (as good as
+    a random ranking), so ``method="auto"`` takes in-silico mutagenesis, the one method that sees the ridge, and an
+    explicit gradient method is warned about."""
+    from bioattn.tasks.activity.explain import explain_activity
+    from tests.helpers.tiny_activity import tiny_activity_model
+
+    model = tiny_activity_model(0)  # random deep part and k-mer branch
+    with torch.no_grad():
+        model.head[-1].weight.zero_()
+        model.head[-1].bias.zero_()
+    sequences = ["".join(np.random.default_rng(k).choice(list("ACGT"), 40)) for k in range(6)]
+    result = explain_activity(model, sequences, faithfulness=False, plot_sequences=0, known_motif_weights=0,
+                              out=tmp_path / "ridge", device="cpu")
+    assert result.method == "ism" and np.abs(result.attribution).max() > 0
+    assert "linear branches alone" in capsys.readouterr().err
+    explain_activity(model, sequences, method="gradient_x_input", faithfulness=False, plot_sequences=0,
+                     known_motif_weights=0, out=tmp_path / "gradient", device="cpu")
+    assert "warning: the model is its linear branches alone" in capsys.readouterr().err
+
+    deep = tiny_activity_model(0)  # the same model with its deep part: auto may take a gradient method again
+    chosen = explain_activity(deep, sequences, faithfulness=False, plot_sequences=0, known_motif_weights=0,
+                              out=tmp_path / "deep", device="cpu").method
+    assert "linear branches alone" not in capsys.readouterr().err and chosen in ("ism", "integrated_gradients",
+                                                                                  "gradient_x_input")
