@@ -53,6 +53,7 @@ def _fit(tmp_path: Path, values: list[dict[str, float]], **config) -> tuple[Trai
 
 
 # ------------------------------------------------------------------------------------------------ selection
+@pytest.mark.slow  # over two seconds: two small training runs
 def test_a_tie_on_the_monitored_score_keeps_the_epoch_with_the_lower_validation_loss(tmp_path: Path) -> None:
     """AUROC 1.0 at epoch 1 with loss 0.69 (an untrained model ranking by luck), 1.0 again at epoch 3 with loss 0.05:
     epoch 3 is kept, its weights are the model's."""

@@ -63,6 +63,7 @@ def test_known_motif_weights_of_an_ensemble_combine_its_members(table, tmp_path:
     assert top_motif_weights(members[1]) == []  # a model without a motif branch has no such weights
 
 
+@pytest.mark.slow  # about 2 s: three explanations
 def test_a_run_that_kept_a_ridge_alone_is_explained_by_ism_not_by_zero_gradients(tmp_path: Path, capsys) -> None:
     """A run that keeps the k-mer ridge alone scales the deep head to 0: its gradients are 0 everywhere (as good as
     a random ranking), so ``method="auto"`` takes in-silico mutagenesis, the one method that sees the ridge, and an
