@@ -44,6 +44,7 @@ class TrainActivity:
         bioattn train activity --train train.csv --dev dev.csv --out RUN_DIR     # holdout (--seeds 0 1 2: an ensemble)
         bioattn train activity --train a.tsv --train b.tsv --folds-from-files --out RUN_DIR   # one fold per file
         bioattn train activity --train a.tsv --train b.tsv --fit-all --out RUN_DIR   # one model on every row
+        bioattn train activity --train hepg2=h.tsv --train wtc11=w.tsv --out RUN_DIR   # one output per cell type
 
     Input: CSV/TSV with a 'sequence' (or 'seq') column, an optional 'id' column and numeric value columns (--target
     COL, repeatable; default every numeric column), or FASTA with the value in the header ('>id value=1.3' or
@@ -52,6 +53,14 @@ class TrainActivity:
     none); the run remembers it, so 'bioattn predict activity' accepts sequences with or without it. --strand both
     trains on random reverse complements and averages both strands in prediction (default forward: oriented assays).
     A sequence and its reverse complement always fall on the same side of every split.
+
+    Several cell types or assays, one model: --train NAME=FILE per set (one value column each, or the one --target
+    names); the model gets one output per NAME on a shared encoder, a row's missing outputs (the other sets') are
+    masked out of the loss and of every score, each output gets its own baselines and scores, and the folds are
+    grouped by element across all sets. With --folds-from-files the first file of each set is fold 1, the second
+    fold 2, and so on. A wide table with one value column per cell type works too (an empty cell or NA: not
+    measured). Elements measured in both orientations train on both, as separate rows (an oriented assay: --strand
+    forward, the default); both orientations of an element always share a fold.
 
     Before training the run prints its plan, and after the first model's first two epochs how long it expects to
     take (models x seconds per model). The model's width, attention layers and batch follow the table's size unless
@@ -71,9 +80,12 @@ class TrainActivity:
 
     train: tuple[Path, ...] = flag("--train", default=(), action="append", metavar="FILE", group=_DATA,
                                    exclusive="source", required=True,
-                                   help="your own CSV/TSV/FASTA file (repeat the flag for several files)")
-    dataset: str | None = flag("--dataset", default=None, choices=["lentimpra_wtc11"], group=_DATA,
-                               exclusive="source", help="a bundled dataset (read under --data-root)")
+                                   help="your own CSV/TSV/FASTA file, or NAME=FILE for a named set (one model output "
+                                        "per NAME); repeat the flag for several files")
+    dataset: str | None = flag("--dataset", default=None,
+                               choices=["lentimpra_wtc11", "lentimpra_hepg2", "lentimpra_hepg2_wtc11"], group=_DATA,
+                               exclusive="source", help="a bundled dataset (read under --data-root); "
+                                                        "lentimpra_hepg2_wtc11: two outputs, hepg2 and wtc11")
     data_root: str | None = data_root_flag(what="data root for --dataset", group=_DATA)
     dev: Path | None = flag("--dev", default=None, group=_DATA,
                             help="holdout file scored after training (default: cross-validation)")
@@ -88,8 +100,8 @@ class TrainActivity:
     max_rows: int | None = flag("--max-rows", default=None, group=_DATA,
                                 help="use at most this many rows (default: all)")
     cv: int | None = flag("--cv", default=None, metavar="K", group=_PROTOCOL,
-                          help="K-fold CV grouped by element (default 5 without --dev; --dataset lentimpra_wtc11: its "
-                               "two files are the folds)")
+                          help="K-fold CV grouped by element (default 5 without --dev; a bundled --dataset: its "
+                               "two files (per set) are the folds)")
     folds_from_files: bool = flag("--folds-from-files", default=False, group=_PROTOCOL,
                                   help="one fold per --train file")
     fit_all: bool = flag("--fit-all", default=False, group=_PROTOCOL,

@@ -9,6 +9,11 @@ Files:
 - FASTA (parsed by Biopython): the value in the description, ``>id value=1.3`` / ``>id 1.3``; several targets
   as ``>id hepg2=1.3 k562=0.2`` (every record must carry the same names).
 
+Several labelled sets, one output each (a cell type or an assay): ``NAME=FILE`` (:func:`parse_set`), each file
+with one value column (or the one ``targets`` names); the rows of one set have NaN in every other set's column
+(a missing measurement, masked out of the loss and of every score). In a table with two or more value columns
+an empty cell (or ``NA`` / ``nan``) is a missing measurement too; a row must measure at least one of them.
+
 Every problem is a :class:`~bioattn.errors.UserInputError` naming the file, the record and the problem: a missing
 column, a non-numeric or missing value, a base other than A/C/G/T/N, an empty sequence.
 
@@ -37,6 +42,8 @@ FASTA_SUFFIXES = (".fa", ".fasta", ".fna", ".fas")
 MIN_FLANK = 6
 _BASES = re.compile(r"[ACGTN]+")
 _KEY_VALUE = re.compile(r"^([^=\s]+)=(\S*)$")
+_SET = re.compile(r"^([A-Za-z][A-Za-z0-9_.-]*)=(.+)$")
+MISSING = ("", "na", "nan", "n/a")
 
 
 @dataclass
@@ -129,11 +136,15 @@ def _read_table(path: Path, targets: Sequence[str] | None, sequence_column: str 
             raise UserInputError(f"{path}: target column {missing[0]!r} not in the header: {','.join(header)}")
         target_cols = [header.index(name) for name in targets]
     else:
-        target_cols = [i for i in range(len(header)) if i not in (seq_col, id_col)
-                       and i < len(data[0]) and _number(data[0][i]) is not None]
+        def first_value(column: int) -> str:  # a value column may leave its first rows unmeasured
+            cells = (row[column].strip() for row in data if column < len(row))
+            return next((cell for cell in cells if cell.lower() not in MISSING), "")
+
+        target_cols = [i for i in range(len(header)) if i not in (seq_col, id_col) and _number(first_value(i)) is not None]
         if not target_cols:
             raise UserInputError(f"{path}: no numeric value column besides the sequence (header: {','.join(header)}); "
                                  "name the value columns with --target")
+    several = len(target_cols) > 1
     records, sequences, values = [], [], np.empty((len(data), len(target_cols)))
     for n, row in enumerate(data):
         name = row[id_col].strip() if id_col is not None and id_col < len(row) else str(n + 1)
@@ -142,10 +153,15 @@ def _read_table(path: Path, targets: Sequence[str] | None, sequence_column: str 
         for j, col in enumerate(target_cols):
             cell = row[col].strip() if col < len(row) else ""
             value = _number(cell)
+            if value is None and several and cell.lower() in MISSING:
+                value = float("nan")
             if value is None:
                 problem = "missing value" if not cell else f"value {cell!r} is not a number"
                 raise UserInputError(f"{path}: {record}: column {header[col]!r}: {problem}")
             values[n, j] = value
+        if several and not np.isfinite(values[n]).any():
+            raise UserInputError(f"{path}: {record}: no measured value in any of the columns "
+                                 f"{', '.join(header[c] for c in target_cols)}")
         records.append(name)
     return ActivitySplit(records, sequences, values, [header[c] for c in target_cols], str(path))
 
@@ -217,6 +233,49 @@ def read_activity_files(paths: Sequence[str | os.PathLike], *, targets: Sequence
                          ", ".join(str(p) for p in paths), np.concatenate([p.file_index for p in parts]))
 
 
+def parse_set(text: str | os.PathLike) -> tuple[str | None, Path]:
+    """``"hepg2=fold_a.tsv"`` → ``("hepg2", Path("fold_a.tsv"))``; a plain file (or an existing file whose name
+    contains ``=``) → ``(None, path)``."""
+    text = str(text)
+    match = _SET.match(text)
+    if match is None or Path(text).exists():
+        return None, Path(text)
+    return match.group(1), Path(match.group(2))
+
+
+def read_activity_sets(specs: Sequence[str | os.PathLike], *, targets: Sequence[str] | None = None,
+                       sequence_column: str | None = None) -> ActivitySplit:
+    """The rows of ``NAME=FILE`` sets (:func:`parse_set`; plain files: :func:`read_activity_files`): one output per
+    distinct NAME, in order of appearance, NaN where a row's set did not measure it. Each file has one value
+    column (or ``targets`` names the one to read in every file). ``file_index`` is a file's place among the files
+    of its own set (the first file of each set is fold 0 of ``--folds-from-files``, the second fold 1, ...)."""
+    parsed = [parse_set(spec) for spec in specs]
+    if all(name is None for name, _ in parsed):
+        return read_activity_files([path for _, path in parsed], targets=targets, sequence_column=sequence_column)
+    if any(name is None for name, _ in parsed):
+        plain = next(str(path) for name, path in parsed if name is None)
+        raise UserInputError(f"{plain}: name every --train set (NAME=FILE, e.g. hepg2=a.tsv) or none of them")
+    if targets is not None and len(targets) > 1:
+        raise UserInputError("with NAME=FILE sets give at most one --target (the value column read in every file)")
+    names = list(dict.fromkeys(name for name, _ in parsed))
+    seen: dict[str, int] = {}
+    records, sequences, blocks, folds = [], [], [], []
+    for name, path in parsed:
+        part = read_activity_file(path, targets=targets or None, sequence_column=sequence_column)
+        if part.values.shape[1] != 1:
+            raise UserInputError(f"{path}: {part.values.shape[1]} value columns ({', '.join(part.target_names)}) in the "
+                                 f"set {name!r}; name the one to read with --target COL")
+        block = np.full((len(part), len(names)), np.nan)
+        block[:, names.index(name)] = part.values[:, 0]
+        records += [f"{name}:{r}" for r in part.records]
+        sequences += part.sequences
+        blocks.append(block)
+        folds.append(np.full(len(part), seen.get(name, 0), dtype=np.int64))
+        seen[name] = seen.get(name, 0) + 1
+    return ActivitySplit(records, sequences, np.concatenate(blocks), names,
+                         ", ".join(f"{n}={p}" for n, p in parsed), np.concatenate(folds))
+
+
 # ------------------------------------------------------------------------------------------------ flanks
 def detect_flanks(sequences: Sequence[str], minimum: int = MIN_FLANK) -> tuple[str, str]:
     """The longest prefix and suffix shared by every sequence (``""`` when shorter than ``minimum`` nt or when
@@ -265,9 +324,16 @@ def group_folds(groups: np.ndarray, k: int, seed: int) -> list[tuple[np.ndarray,
     return [(np.flatnonzero(fold != f), np.flatnonzero(fold == f)) for f in range(k)]
 
 
-def file_folds(file_index: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
-    """One fold per input file: train on the other files, hold this one out."""
-    return [(np.flatnonzero(file_index != f), np.flatnonzero(file_index == f)) for f in np.unique(file_index)]
+def file_folds(file_index: np.ndarray, groups: np.ndarray | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """One fold per input file (per ``file_index`` value): train on the other files, hold this one out; with
+    ``groups`` (:func:`element_groups`), a training row whose element is in the held-out fold (an element two sets
+    or files share) is left out of that fold's training part."""
+    out = []
+    for f in np.unique(file_index):
+        held = file_index == f
+        train = ~held if groups is None else ~held & ~np.isin(groups, groups[held])
+        out.append((np.flatnonzero(train), np.flatnonzero(held)))
+    return out
 
 
 def validation_split(split: ActivitySplit, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -98,7 +98,7 @@ def members_of(options: ActivityOptions, data: ActivityData, run_dir: Path) -> l
     if options.protocol == "fit_all":
         return [Member("seed", options.seed, run_dir, 1, 1, alone=True)]
     if options.protocol == "file_folds":
-        return cv_members(run_dir, file_folds(data.pool.file_index))
+        return cv_members(run_dir, file_folds(data.pool.file_index, element_groups(data.pool.sequences)))
     return cv_members(run_dir, group_folds(element_groups(data.pool.sequences), options.cv or DEFAULT_CV,
                                            options.seed))
 
@@ -165,6 +165,8 @@ def out_of_fold_rows(kept: dict[str, Any], run: MembersRun[FittedMember]) -> lis
         ridge = predictions.get(RIDGE_NAME)
         for i, record in enumerate(held_out.records):
             for t, target in enumerate(held_out.target_names):
+                if not np.isfinite(held_out.values[i, t]):
+                    continue  # not measured in this row's set
                 rows.append([record, member.index, target, held_out.values[i, t], saved[i, t],
                              ridge[i, t] if ridge is not None else ""])
     return rows

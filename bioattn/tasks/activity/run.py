@@ -135,6 +135,12 @@ def format_summary(metrics: dict[str, Any]) -> str:
     if rows and metrics["model"]:
         lines.append(format_table(["model", *METRICS], rows,
                                   title="Held-out scores, mean ± sd over the models of the run"))
+        targets = metrics["target_names"]
+        if len(targets) > 1:  # one output per cell type / assay: each scored on the rows that measured it
+            per_output = [[name, *(format_mean_sd(summary.get(f"{HEADLINE}:{t}")) for t in targets)]
+                          for name, summary in [(MODEL_NAME, metrics["model"]), *metrics["baselines"].items()]]
+            lines += ["", format_table(["model", *(f"{HEADLINE} {t}" for t in targets)], per_output,
+                                       title="Per output, on the held-out rows that measured it")]
     else:
         lines.append("No held-out rows (--fit-all): only validation scores, per model below.")
     lines.append("")

@@ -49,16 +49,19 @@ def _correlation(function, x: np.ndarray, y: np.ndarray) -> float:
 
 def regression_metrics(measured: np.ndarray, predicted: np.ndarray, target_names: Sequence[str]) -> dict[str, float]:
     """Pearson, Spearman, R² and MSE of ``predicted`` against ``measured`` (both ``(N, T)``): the mean over targets
-    under the plain names, each target's own under ``<metric>:<target>`` when T > 1."""
+    under the plain names, each target's own under ``<metric>:<target>`` when T > 1. A missing measurement (NaN:
+    a row of another cell type or assay) is left out of its target's numbers."""
     measured, predicted = np.asarray(measured, dtype=np.float64), np.asarray(predicted, dtype=np.float64)
     measured = measured.reshape(len(measured), -1)
     predicted = predicted.reshape(len(predicted), -1)
     per_target = []
     for t in range(measured.shape[1]):
-        y, p = measured[:, t], predicted[:, t]
+        known = np.isfinite(measured[:, t])
+        y, p = measured[known, t], predicted[known, t]
         per_target.append({
             "pearson": _correlation(pearsonr, p, y), "spearman": _correlation(spearmanr, p, y),
-            "r2": float(r2_score(y, p)) if len(y) > 1 else 0.0, "mse": float(mean_squared_error(y, p)),
+            "r2": float(r2_score(y, p)) if len(y) > 1 else 0.0,
+            "mse": float(mean_squared_error(y, p)) if len(y) else 0.0,
         })
     out = {name: float(np.mean([m[name] for m in per_target])) for name in METRICS}
     if len(per_target) > 1:
@@ -93,9 +96,12 @@ class LinearFit:
 def fit_linear(features: np.ndarray, values: np.ndarray, ddof: int = 0) -> LinearFit:
     """The tuned ridge of the module docstring on ``features (N, F)`` / ``values (N, T)``: ``RidgeCV`` over
     :data:`RIDGE_ALPHAS` (per target) on the raw and on the standardised features (sd with ``ddof``), the lower
-    leave-one-out error kept (raw on ties); the training range of every feature is stored for clipping."""
+    leave-one-out error kept (raw on ties); the training range of every feature is stored for clipping. Values
+    with missing measurements (NaN) are fitted one target at a time on its measured rows (:func:`_fit_per_target`)."""
     features = np.asarray(features, dtype=np.float64)
     values = np.asarray(values, dtype=np.float64).reshape(len(features), -1)
+    if not np.isfinite(values).all():
+        return _fit_per_target(features, values, ddof)
     mean, sd = features.mean(0), features.std(0, ddof=ddof) if len(features) > ddof else np.ones(features.shape[1])
     best = None
     for standardised, scale in ((False, np.ones_like(mean)), (True, np.where(sd > 0, sd, 1.0))):
@@ -107,6 +113,24 @@ def fit_linear(features: np.ndarray, values: np.ndarray, ddof: int = 0) -> Linea
                              standardised, loo)
     assert best is not None
     return best
+
+
+def _fit_per_target(features: np.ndarray, values: np.ndarray, ddof: int) -> LinearFit:
+    """:func:`fit_linear` of each target on the rows that measured it, as one :class:`LinearFit` (each target's
+    centre and scale folded into its weights and intercept; the clipping range that of every row)."""
+    coef, intercept, alpha, loo = [], [], [], []
+    for t in range(values.shape[1]):
+        known = np.isfinite(values[:, t])
+        if known.sum() < 2:
+            raise ValueError(f"target {t}: fewer than 2 measured rows to fit a ridge on")
+        one = fit_linear(features[known], values[known, t:t + 1], ddof)
+        coef.append(one.coef[0] / one.scale)
+        intercept.append(one.intercept[0] - float((one.mean / one.scale) @ one.coef[0]))
+        alpha.append(one.alpha[0])
+        loo.append(one.loo_mse)
+    width = features.shape[1]
+    return LinearFit(features.min(0), features.max(0), np.zeros(width), np.ones(width), np.array(coef),
+                     np.array(intercept), np.array(alpha), False, float(np.mean(loo)))
 
 
 class KmerRidge:
@@ -151,6 +175,7 @@ def baseline_predictions(train_sequences: Sequence[str], train_values: np.ndarra
         motif_ridge = fit_feature_ridge(motif_features[0], train_values)
         out[MOTIF_RIDGE_NAME] = np.asarray(motif_ridge.predict(motif_features[1]), dtype=np.float64).reshape(
             len(evaluate), -1)
-    mean = np.broadcast_to(np.asarray(train_values).mean(axis=0), (len(evaluate), np.shape(train_values)[1]))
+    mean = np.broadcast_to(np.nanmean(np.asarray(train_values, dtype=np.float64), axis=0),
+                           (len(evaluate), np.shape(train_values)[1]))
     out[MEAN_NAME] = np.array(mean)
     return out

@@ -50,8 +50,9 @@ from bioattn.models.activity import STRANDS, ActivityRegressor
 from bioattn.tasks.activity.data import (
     ActivitySplit,
     detect_flanks,
+    parse_set,
     read_activity_file,
-    read_activity_files,
+    read_activity_sets,
     strip_all,
     validation_split,
 )
@@ -82,7 +83,17 @@ from bioattn.tasks.activity.scores import (
 from bioattn.tasks.common import TaskOptions, fit_timed
 from bioattn.training import TrainConfig, Trainer, seed_everything
 
-DATASETS = {"lentimpra_wtc11": ("activity/lentimpra_wtc11", ("fold1.tsv", "fold2.tsv"))}
+#: Bundled datasets (under the data root): their files as ``--train`` values (``NAME=FILE``: one output per set
+#: name; the n-th file of each set is fold n of the file folds) and their data cards.
+DATASETS = {
+    "lentimpra_wtc11": (("activity/lentimpra_wtc11/fold1.tsv", "activity/lentimpra_wtc11/fold2.tsv"),
+                        "lentimpra_wtc11"),
+    "lentimpra_hepg2": (("hepg2=activity/lentimpra_hepg2/fold_a.tsv", "hepg2=activity/lentimpra_hepg2/fold_b.tsv"),
+                        "lentimpra_hepg2"),
+    "lentimpra_hepg2_wtc11": (("hepg2=activity/lentimpra_hepg2/fold_a.tsv", "wtc11=activity/lentimpra_wtc11/fold1.tsv",
+                               "hepg2=activity/lentimpra_hepg2/fold_b.tsv", "wtc11=activity/lentimpra_wtc11/fold2.tsv"),
+                              "lentimpra_hepg2"),
+}
 DEFAULT_CV = 5
 VALIDATION_FRACTION = 0.1
 MIN_STEPS = 300
@@ -233,15 +244,17 @@ class ActivityData:
 
 def load_data(options: ActivityOptions) -> ActivityData:
     """Read, check and strip the files of ``options`` (before anything is written)."""
-    files = [Path(p) for p in options.train]
+    specs = [str(p) for p in options.train]
     if options.dataset is not None:
-        folder, names = DATASETS[options.dataset]
+        relative, card = DATASETS[options.dataset]
         root = resolve_data_root(options.data_root)
-        files = [root / folder / name for name in names]
-        missing = [f for f in files if not f.is_file()]
+        specs = [f"{name}={root / path}" if name else str(root / path)
+                 for name, path in (parse_set(spec) for spec in relative)]
+        missing = [path for _, path in map(parse_set, specs) if not path.is_file()]
         if missing:
-            raise UserInputError(f"{missing[0]}: not found under the data root; see data_cards/lentimpra_wtc11.md")
-    pool = read_activity_files(files, targets=options.targets or None, sequence_column=options.sequence_column)
+            raise UserInputError(f"{missing[0]}: not found under the data root; see data_cards/{card}.md")
+    pool = read_activity_sets(specs, targets=options.targets or None, sequence_column=options.sequence_column)
+    files = [path for _, path in map(parse_set, specs)]
     dev = None
     if options.dev is not None:
         dev = read_activity_file(options.dev, targets=pool.target_names, sequence_column=options.sequence_column)
@@ -293,9 +306,10 @@ def shift_tokens(ids: Tensor, max_shift: int) -> Tensor:
 # ------------------------------------------------------------------------------------------------ one model
 def build_model(options: ActivityOptions, data: ActivityData, train: ActivitySplit) -> ActivityRegressor:
     options = options.sized(len(data.pool))
-    sd = train.values.std(axis=0)
+    sd = np.nan_to_num(np.nanstd(train.values, axis=0))
     return ActivityRegressor(
-        input_length=data.input_length, target_names=train.target_names, target_mean=train.values.mean(axis=0).tolist(),
+        input_length=data.input_length, target_names=train.target_names,
+        target_mean=np.nan_to_num(np.nanmean(train.values, axis=0)).tolist(),
         target_sd=np.where(sd > 0, sd, 1.0).tolist(), flanks=data.flanks, strand=options.strand,
         channels=options.channels, kernel=options.kernel, stages=options.stages, embed_dim=options.embed_dim,
         num_heads=options.heads, num_layers=options.layers, dropout=options.dropout or 0.0,
@@ -338,7 +352,7 @@ def fit_candidates(options: ActivityOptions, data: ActivityData, train: Activity
     seed_everything(seed)
     model = build_model(options, data, fit)
     fit_tokens, val_tokens = tokens_of(fit, data.input_length), tokens_of(val, data.input_length)
-    scaled = torch.tensor((fit.values - fit.values.mean(0)) / model.target_sd.numpy(), dtype=torch.float32)
+    scaled = torch.tensor((fit.values - model.target_mean.numpy()) / model.target_sd.numpy(), dtype=torch.float32)
     kmer_alpha = fit_kmer_branch(model, fit_tokens, scaled) if options.kmer_branch else None
 
     def loss_fn(module: nn.Module, batch: tuple[Tensor, Tensor]) -> Tensor:
@@ -348,7 +362,10 @@ def fit_candidates(options: ActivityOptions, data: ActivityData, train: Activity
             flip = torch.rand(ids.shape[0], device=ids.device) < 0.5
             ids = torch.where(flip[:, None], reverse_complement_ids(ids, ids == PAD_ID), ids)
         out, _ = module.standardised(ids)  # type: ignore[operator]
-        return F.huber_loss(out, targets, delta=1.0)
+        measured = torch.isfinite(targets)  # a row of one set has no value of the others: masked out
+        if measured.all():
+            return F.huber_loss(out, targets, delta=1.0)
+        return F.huber_loss(out[measured], targets[measured], delta=1.0)
 
     def evaluate(module: nn.Module) -> dict[str, float]:
         predicted = module.predict_tokens(val_tokens, batch_size=512)  # type: ignore[operator]
