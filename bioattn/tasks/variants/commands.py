@@ -113,9 +113,9 @@ class PredictVariants:
     Windows of the model's length are cut from --reference (plain or bgzip FASTA, indexed with pyfaidx) around each
     variant, with the variant at several offsets (--offsets; windows shifted to fit inside short contigs), and
     averaged; both strands where the model was trained so (--strands). The TSV has chrom pos id ref alt ref_score
-    alt_score delta (id: the VCF's ID, else chrom:pos:ref:alt; _<output> suffixes for several outputs). ref_score is
-    the reference allele scored in the same windows as that variant's alt_score, so it moves with the variant's
-    position; delta = alt_score - ref_score. A .vcf output copies the input VCF and adds BIOATTN_REF/ALT/DELTA INFO
+    alt_score delta (id: the VCF's ID, else chrom:pos:ref:alt; _<output> suffixes for several outputs, none for the
+    one --output-name NAME keeps). ref_score is the reference allele scored in the same windows as that variant's
+    alt_score, so it moves with the variant's position; delta = alt_score - ref_score. A .vcf output copies the input VCF and adds BIOATTN_REF/ALT/DELTA INFO
     fields. Multi-allelic records are split. A deletion, insertion or multi-base substitution (REF and ALT of one
     length) is scored with POS at the offsets like an SNV; its alternative window keeps the model's length and the
     reference window's bases up to the variant: the flank after REF (the right flank; for a contig scored in gene

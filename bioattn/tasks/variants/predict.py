@@ -4,7 +4,7 @@ variants, score them with a DNA model (or a fitted variant-effect head) and writ
 TSV output: ``chrom pos id ref alt ref_score alt_score delta`` (``id``: the VCF's ID, else ``chrom:pos:ref:alt``;
 ``kind`` after ``alt`` when the input has alleles other than SNVs: ``snv``, ``mnv``, ``deletion``, ``insertion``,
 see :mod:`bioattn.tasks.variants.windows` for their windows; ``_<output>`` suffixes when the model has several
-outputs; for a variant-effect head ``delta`` is its predicted effect and ``activity_delta`` the activity model's
+outputs, none with ``output_name`` (``--output-name``: that output's columns alone); for a variant-effect head ``delta`` is its predicted effect and ``activity_delta`` the activity model's
 difference; for an ensemble the scores are the members' mean and ``delta_sd`` the sample sd of their deltas), one
 row per alternative allele, in input order. ``ref_score`` is the reference allele's score in the variant's own
 windows (they move with the variant), so it differs between the variants of one element. VCF output (``.vcf`` /
