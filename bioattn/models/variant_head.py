@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -41,18 +41,29 @@ class VariantEffectHead(PretrainedModel):
         release_data: where the measured release lies under the data root (``/``-separated, e.g.
             ``variants/cagi5/train_release.tsv``), read when the folder has no ``release.tsv`` (a shipped head does
             not redistribute the measurements).
+        cell_types, matched_outputs: for an activity model of several outputs, each element's cell type and the
+            output it matched (None: none) when the head was fitted; the ``*_matched`` features of a prediction read
+            them where its input gives no cell type (:mod:`bioattn.tasks.variants.cell_types`). Stored in
+            ``config.json`` only when given.
     """
 
     def __init__(self, *, feature_names: Sequence[str], activity_model: str = "", activity_copy: bool = True,
                  offsets: Sequence[int] | None = None, strands: str = "auto",
                  reversed_contigs: Sequence[str] = (), bandwidth: float = 6.0, radius: int = 24, block: int = 16,
-                 path_name: str = "head", release_data: str | None = None) -> None:
+                 path_name: str = "head", release_data: str | None = None,
+                 cell_types: Mapping[str, str] | None = None,
+                 matched_outputs: Mapping[str, str | None] | None = None) -> None:
         super().__init__()
         self.config = {"feature_names": list(feature_names), "activity_model": activity_model,
                        "activity_copy": bool(activity_copy),
                        "offsets": None if offsets is None else [int(o) for o in offsets], "strands": strands,
                        "reversed_contigs": list(reversed_contigs), "bandwidth": float(bandwidth), "radius": int(radius),
                        "block": int(block), "path_name": path_name, "release_data": release_data}
+        if cell_types is not None or matched_outputs is not None:  # a head of one output keeps its config as it was
+            self.config["cell_types"] = {str(k): str(v) for k, v in (cell_types or {}).items()}
+            self.config["matched_outputs"] = {str(k): None if v is None else str(v)
+                                              for k, v in (matched_outputs or {}).items()}
+        self.cell_types: dict[str, str] = dict(self.config.get("cell_types", {}))
         self.feature_names = list(feature_names)
         self.offsets = self.config["offsets"]
         self.strands = strands

@@ -180,9 +180,10 @@ class PredictActivity:
     ignored). Sequences may carry the run's constant flanks or not (the run remembers them); an element longer than
     the model's input length, or a base other than A/C/G/T/N (IUPAC ambiguity codes included), is one 'error:' line
     naming the record (exit status 2, nothing written). The output has one row per sequence, in input order: id, then
-    one column per target (CSV or TSV by the file name; '-': TSV on standard output). A cross-validation or seed run
-    directory predicts the mean of its models. A prediction more than 5 standard deviations from the mean of the
-    training values is named in a 'warning:' line: the model extrapolates there.
+    one column per target (--output-name NAME: target NAME's alone; CSV or TSV by the file name; '-': TSV on
+    standard output). A cross-validation or seed run directory predicts the mean of its models. A prediction more
+    than 5 standard deviations from the mean of the training values is named in a 'warning:' line: the model
+    extrapolates there.
     """
 
     model: str | None = model_flag(trained_by=_TRAINED_BY)
@@ -192,12 +193,17 @@ class PredictActivity:
     strand: str | None = flag("--strand", default=None, choices=STRANDS,
                               help="override the run's strand setting (default: the run's)")
     batch_size: int = flag("--batch-size", default=256, help="sequences per batch (default: %(default)s)")
+    output_name: str | None = flag("--output-name", default=None, metavar="NAME",
+                                   help="of a model of several targets (e.g. one per cell type), write only the "
+                                        "column of target NAME (matched ignoring case and characters other than "
+                                        "letters and digits); an unknown NAME is an error listing the model's "
+                                        "targets (default: every target)")
 
     def run(self) -> int:
         from bioattn.tasks.activity.predict import predict_activity
 
         rows = predict_activity(self.model, self.input, self.output, strand=self.strand, batch_size=self.batch_size,
-                                device=self.device)
+                                device=self.device, output_name=self.output_name)
         print(f"{rows} sequences scored → {self.output}", file=sys.stderr)
         return 0
 

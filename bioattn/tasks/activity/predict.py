@@ -88,26 +88,39 @@ def check_bases(source: str | os.PathLike, ids: Sequence[str], sequences: Sequen
                                  "expected A, C, G, T or N")
 
 
-def far_predictions(models: Sequence[ActivityRegressor], values: np.ndarray, limit: float = FAR_SD) -> np.ndarray:
+def far_predictions(models: Sequence[ActivityRegressor], values: np.ndarray, limit: float = FAR_SD,
+                    columns: Sequence[int] | None = None) -> np.ndarray:
     """Row indices whose prediction of some target lies more than ``limit`` training standard deviations from the
-    training mean (the first model's ``target_mean`` / ``target_sd``)."""
+    training mean (the first model's ``target_mean`` / ``target_sd``); ``columns``: the targets ``values`` holds
+    (default: every target)."""
     mean, sd = models[0].target_mean.double().numpy(), models[0].target_sd.double().numpy()
+    if columns is not None:
+        mean, sd = mean[list(columns)], sd[list(columns)]
     return np.flatnonzero((np.abs(np.asarray(values) - mean) / sd > limit).any(axis=1))
 
 
 def predict_activity(source: str | os.PathLike, input_path: str | os.PathLike, output: str | os.PathLike, *,
-                     strand: str | None = None, batch_size: int = 256, device: str = "auto") -> int:
+                     strand: str | None = None, batch_size: int = 256, device: str = "auto",
+                     output_name: str | None = None) -> int:
     """Write ``output`` (CSV/TSV: id, one column per target; ``-``: TSV on standard output) for the sequences of
-    ``input_path``; returns the row count. Every sequence is checked before anything is written; predictions
-    beyond :data:`FAR_SD` training standard deviations are named in a warning on standard error."""
+    ``input_path``; returns the row count. ``output_name`` (``--output-name``): that target's column alone (named
+    as the model names it; matched ignoring case and characters other than letters and digits), an unknown name
+    being an error listing the model's targets. Every sequence is checked before anything is written;
+    predictions beyond :data:`FAR_SD` training standard deviations are named in a warning on standard error."""
     models = load_activity_models(source, device=str(resolve_device(device)))
+    names = [str(n) for n in models[0].target_names]
+    chosen = list(range(len(names)))
+    if output_name is not None:
+        from bioattn.tasks.outputs import output_index
+
+        chosen = [output_index(output_name, names)]
     ids, sequences = read_sequences(Path(input_path))
     check_bases(input_path, ids, sequences)
     records = [f"{input_path}: record {name!r}" for name in ids]
-    values = predict_values(models, sequences, records=records, strand=strand, batch_size=batch_size)
-    write_table(output, ["id", *models[0].target_names], ([name, *row] for name, row in zip(ids, values.tolist())),
+    values = predict_values(models, sequences, records=records, strand=strand, batch_size=batch_size)[:, chosen]
+    write_table(output, ["id", *(names[k] for k in chosen)], ([name, *row] for name, row in zip(ids, values.tolist())),
                 delimiter="\t" if str(output) == "-" else None)
-    far = far_predictions(models, values)
+    far = far_predictions(models, values, columns=chosen)
     if len(far):
         shown = ", ".join(repr(ids[i]) for i in far[:10]) + (f" and {len(far) - 10} more" if len(far) > 10 else "")
         print(f"warning: {len(far)} of {len(ids)} predictions lie beyond {FAR_SD:g} standard deviations of the "

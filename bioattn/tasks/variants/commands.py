@@ -39,6 +39,15 @@ class TrainVariants:
     OUT/features.tsv. OUT is a run directory that 'bioattn predict variants --model OUT' accepts (it stores the activity model's weights and the release).
     Contigs whose FASTA header says gene_strand=- are scored in reverse complement (gene orientation), as an
     oriented MPRA reads them (--no-gene-orientation to turn off).
+
+    Cell types: an activity model of several outputs (one per cell type, e.g. hepg2 and wtc11) gives every feature
+    per output (_<output> suffixes), and each element's cell type picks its matched output: the features
+    <feature>_matched (delta_matched, abs_delta_matched, ism_here_matched, ...) are that output's for the variants of
+    an element whose cell type matches an output (equal ignoring case and characters other than letters and digits:
+    HepG2 matches hepg2) and 0 for the others. An element's cell type comes from --cell-types FILE, else the
+    input's CELL_TYPE INFO field (a TSV's cell_type column), else its FASTA header's cell_type=. The head stores the
+    map, so that 'bioattn predict variants --model OUT' on the same elements uses it (a cell type in the prediction
+    input overrides it); metrics.json and summary.md say which element matched which output.
     """
 
     activity_model: str = flag("--activity-model", required=True, metavar="NAME_OR_DIR",
@@ -71,6 +80,11 @@ class TrainVariants:
     gene_orientation: bool = flag("--gene-orientation", default=True, action="boolean",
                                   help="score contigs whose FASTA header says gene_strand=- in reverse complement; "
                                        "--no-gene-orientation: every contig on its given strand (default: %(default)s)")
+    cell_types: Path | None = flag("--cell-types", default=None, metavar="FILE",
+                                   help="TSV with columns chrom (the element, a --reference record) and cell_type: "
+                                        "the cell type each element was measured in, over the input's CELL_TYPE "
+                                        "INFO field / cell_type column and the FASTA headers' cell_type= (default: "
+                                        "those fields)")
     seed: int = flag("--seed", default=0, help="seed of the fold assignment (default: %(default)s)")
     device: str = device_flag()
 
@@ -99,9 +113,9 @@ class PredictVariants:
     Windows of the model's length are cut from --reference (plain or bgzip FASTA, indexed with pyfaidx) around each
     variant, with the variant at several offsets (--offsets; windows shifted to fit inside short contigs), and
     averaged; both strands where the model was trained so (--strands). The TSV has chrom pos id ref alt ref_score
-    alt_score delta (id: the VCF's ID, else chrom:pos:ref:alt; _<output> suffixes for several outputs). ref_score is
-    the reference allele scored in the same windows as that variant's alt_score, so it moves with the variant's
-    position; delta = alt_score - ref_score. A .vcf output copies the input VCF and adds BIOATTN_REF/ALT/DELTA INFO
+    alt_score delta (id: the VCF's ID, else chrom:pos:ref:alt; _<output> suffixes for several outputs, none for the
+    one --output-name NAME keeps). ref_score is the reference allele scored in the same windows as that variant's
+    alt_score, so it moves with the variant's position; delta = alt_score - ref_score. A .vcf output copies the input VCF and adds BIOATTN_REF/ALT/DELTA INFO
     fields. Multi-allelic records are split. A deletion, insertion or multi-base substitution (REF and ALT of one
     length) is scored with POS at the offsets like an SNV; its alternative window keeps the model's length and the
     reference window's bases up to the variant: the flank after REF (the right flank; for a contig scored in gene
@@ -157,12 +171,19 @@ class PredictVariants:
                                    "--reference)")
     figure: Path | None = flag("--figure", default=None, metavar="PNG", group="saturation mutagenesis",
                                help="heatmap of the saturation map (default: the output's name with .png)")
+    output_name: str | None = flag("--output-name", default=None, metavar="NAME",
+                                   help="of a model of several outputs (e.g. one per cell type), score only the "
+                                        "output NAME and write its columns under the standard names ref_score "
+                                        "alt_score delta (delta_sd; BIOATTN_DELTA in a .vcf output), without the "
+                                        "_<output> suffixes; NAME matches ignoring case and characters other than "
+                                        "letters and digits; an unknown NAME is an error listing the model's outputs "
+                                        "(default: every output, suffixed columns)")
 
     def run(self) -> int:
         from bioattn.tasks.variants.run import run_predict_variants
 
         keywords = values(self, "offsets", "strands", "gene_orientation", "skip_indels", "skip_invalid",
-                          "saturation", "region", "figure", "device")
+                          "saturation", "region", "figure", "device", "output_name")
         result = run_predict_variants(self.model, self.reference, self.input, self.output, **keywords)
         if result.written:
             print(result.describe(self.output), file=sys.stderr)

@@ -158,16 +158,26 @@ def nearby_features(chrom: np.ndarray, pos: np.ndarray, alt: np.ndarray, release
     return out
 
 
-def head_table(head: Any, reference: Any, variants: Sequence[Variant], *, progress: bool = False) -> Any:
-    """The score table of ``variants`` with a fitted :class:`~bioattn.models.variant_head.VariantEffectHead`: the
-    activity model's ``ref_score alt_score``, the head's predicted effect as ``delta`` (what a variant does: the
-    column every model's table has) and the activity model's own difference as ``activity_delta``."""
-    from bioattn.tasks.variants.score import score_table
+def head_features(head: Any, reference: Any, variants: Sequence[Variant], *,
+                  progress: bool = False) -> tuple[dict[str, np.ndarray], AlleleScores, list[str | None]]:
+    """Every feature a fitted :class:`~bioattn.models.variant_head.VariantEffectHead` can read of ``variants``
+    (``{name: (N,)}``: the activity model's, the nearby effects and, for an activity model of several outputs, the
+    matched features), the variants' :class:`AlleleScores` and each variant's matched output (None: none; all None
+    for a model of one output). The cell types are the input's, else the head's stored map, else the FASTA
+    headers' (:func:`~bioattn.tasks.variants.cell_types.prediction_cell_types`)."""
+    from bioattn.tasks.variants.cell_types import matched_features, matched_outputs, prediction_cell_types
+    from bioattn.tasks.variants.evaluate import header_fields
 
     reverse = set(head.reversed_contigs).__contains__
     config = head.config
     needs_ism = any(name.startswith("ism_") for name in head.feature_names)
     needs_embed = any(name.startswith("embed_") for name in head.feature_names)
+    outputs = [str(o) for o in as_dna_model(head.activity_model).target_names]
+    row_outputs: list[str | None] = [None] * len(variants)
+    if len(outputs) > 1:  # checked before anything is scored
+        cell_types = prediction_cell_types(variants, config.get("cell_types", {}), header_fields(reference))
+        matched = matched_outputs(cell_types, outputs)
+        row_outputs = [matched.get(v.chrom) for v in variants]
     names, features, mine, _ = model_features(head.activity_model, reference, variants, offsets=head.offsets,
                                               strands=head.strands, reverse=reverse,
                                               ism_radius=ISM_RADIUS if needs_ism else None, embed=needs_embed,
@@ -176,10 +186,35 @@ def head_table(head: Any, reference: Any, variants: Sequence[Variant], *, progre
                              np.array([v.alt for v in variants]), head.release, bandwidth=config["bandwidth"],
                              radius=config["radius"], block=config["block"])
     available = dict(zip(names + list(NEARBY), np.column_stack([features, nearby]).T))
+    if len(outputs) > 1:
+        extra_names, extra = matched_features(names, features, outputs, row_outputs)
+        available.update(zip(extra_names, extra.T))
+    return available, mine, row_outputs
+
+
+def head_table(head: Any, reference: Any, variants: Sequence[Variant], *, progress: bool = False,
+               output: str | None = None) -> Any:
+    """The score table of ``variants`` with a fitted :class:`~bioattn.models.variant_head.VariantEffectHead`: the
+    activity model's ``ref_score alt_score``, the head's predicted effect as ``delta`` (what a variant does: the
+    column every model's table has) and the activity model's own difference as ``activity_delta``. For an activity
+    model of several outputs: ``ref_score_<output> alt_score_<output> activity_delta_<output>`` per output (only
+    ``output``'s, unsuffixed, when given), then ``delta`` and ``matched_output`` (the output the variant's element
+    matched by its cell type, empty where none)."""
+    from bioattn.tasks.variants.score import score_table
+
+    available, mine, row_outputs = head_features(head, reference, variants, progress=progress)
     matrix = np.column_stack([available[name] for name in head.feature_names])
-    table = score_table(variants, mine, as_dna_model(head.activity_model).target_names)
+    outputs = [str(o) for o in as_dna_model(head.activity_model).target_names]
+    table = score_table(variants, mine, outputs, output=output)
     means = head.release.groupby("chrom")["effect"].mean()  # the head predicts effects relative to the element mean
     offset = np.array([means.get(v.chrom, 0.0) for v in variants])
-    table["activity_delta"] = table["delta"]
-    table["delta"] = head.predict_features(matrix) + offset
+    predicted = head.predict_features(matrix) + offset
+    if "delta" in table.columns:
+        table["activity_delta"] = table["delta"]
+        table["delta"] = predicted
+    else:
+        table = table.rename(columns={f"delta_{o}": f"activity_delta_{o}" for o in outputs})
+        table["delta"] = predicted
+    if len(outputs) > 1:
+        table["matched_output"] = [o or "" for o in row_outputs]
     return table

@@ -4,7 +4,7 @@ variants, score them with a DNA model (or a fitted variant-effect head) and writ
 TSV output: ``chrom pos id ref alt ref_score alt_score delta`` (``id``: the VCF's ID, else ``chrom:pos:ref:alt``;
 ``kind`` after ``alt`` when the input has alleles other than SNVs: ``snv``, ``mnv``, ``deletion``, ``insertion``,
 see :mod:`bioattn.tasks.variants.windows` for their windows; ``_<output>`` suffixes when the model has several
-outputs; for a variant-effect head ``delta`` is its predicted effect and ``activity_delta`` the activity model's
+outputs, none with ``output_name`` (``--output-name``: that output's columns alone); for a variant-effect head ``delta`` is its predicted effect and ``activity_delta`` the activity model's
 difference; for an ensemble the scores are the members' mean and ``delta_sd`` the sample sd of their deltas), one
 row per alternative allele, in input order. ``ref_score`` is the reference allele's score in the variant's own
 windows (they move with the variant), so it differs between the variants of one element. VCF output (``.vcf`` /
@@ -186,25 +186,31 @@ def _gather_rows(table: Any, ranks: int) -> Any:
     parts = distributed.gather_bytes(payload)
     if parts is None:
         return None
-    return pd.concat([pd.read_csv(io.BytesIO(p), sep="\t", dtype={"chrom": str, "id": str}) for p in parts],
-                     ignore_index=True)
+    table = pd.concat([pd.read_csv(io.BytesIO(p), sep="\t", dtype={"chrom": str, "id": str}) for p in parts],
+                      ignore_index=True)
+    if "matched_output" in table.columns:  # a head's: empty where an element matched no output
+        table["matched_output"] = table["matched_output"].fillna("").astype(str)
+    return table
 
 
 def score_variants(model: Any, reference: Any, variants: Any, *, offsets: Sequence[int] | None = None,
                    strands: str = "auto", gene_orientation: bool = False, skip_indels: bool = False,
-                   skip_invalid: bool = False, device: str = "cpu", progress: bool = False) -> Any:
+                   skip_invalid: bool = False, device: str = "cpu", progress: bool = False,
+                   output_name: str | None = None) -> Any:
     """Score ``variants`` (a VCF/TSV path, a DataFrame with ``chrom pos ref alt`` or ``(chrom, pos, ref, alt)``
     tuples; ``pos`` 1-based) against ``reference`` (a FASTA path or an open :class:`pyfaidx.Fasta`) with ``model`` (a
     DNA model object, a shipped model's name or a run directory) → a :class:`pandas.DataFrame`, the table
-    ``bioattn predict variants`` writes."""
+    ``bioattn predict variants`` writes. ``output_name`` (``--output-name``): of a model of several outputs, that
+    output's columns alone, without the ``_<output>`` suffix."""
     table, _ = _score(model, reference, variants, offsets=offsets, strands=strands, gene_orientation=gene_orientation,
-                      skip_indels=skip_indels, skip_invalid=skip_invalid, device=device, progress=progress)
+                      skip_indels=skip_indels, skip_invalid=skip_invalid, device=device, progress=progress,
+                      output_name=output_name)
     return table
 
 
 def saturation_map(model: Any, reference: Any, region: str | None = None, *, offsets: Sequence[int] | None = None,
                    strands: str = "auto", gene_orientation: bool = False, device: str = "cpu",
-                   progress: bool = False) -> Any:
+                   progress: bool = False, output_name: str | None = None) -> Any:
     """Every possible SNV of ``region`` (``chrom:start-end``, 1-based inclusive; default every record of
     ``reference``) scored like :func:`score_variants`: the table ``bioattn predict variants --saturation`` writes
     (draw it with :func:`bioattn.tasks.variants.saturation.draw_saturation`)."""
@@ -212,13 +218,19 @@ def saturation_map(model: Any, reference: Any, region: str | None = None, *, off
 
     with open_reference(reference) as fasta:
         return score_variants(model, fasta, saturation_variants(fasta, region), offsets=offsets, strands=strands,
-                              gene_orientation=gene_orientation, device=device, progress=progress)
+                              gene_orientation=gene_orientation, device=device, progress=progress,
+                              output_name=output_name)
 
 
 def _score(model: Any, reference: Any, variants: Any, *, offsets: Sequence[int] | None, strands: str,
            gene_orientation: bool, skip_indels: bool, skip_invalid: bool, device: str, progress: bool,
-           shard: bool = False) -> tuple[Any, VariantPredictions]:
+           shard: bool = False, output_name: str | None = None) -> tuple[Any, VariantPredictions]:
     model = load_scoring_model(model, device)
+    outputs = list(as_dna_model(model.activity_model if is_head(model) else model).target_names)
+    if output_name is not None:  # before anything is read or scored
+        from bioattn.tasks.outputs import output_index
+
+        output_name = outputs[output_index(output_name, outputs)]
     with open_reference(reference) as fasta:
         found = _variant_set(variants, fasta, skip_indels, skip_invalid)
         reversed_contigs = ([name for name, s in gene_strands(fasta).items() if s == "-"] if gene_orientation else [])
@@ -228,7 +240,7 @@ def _score(model: Any, reference: Any, variants: Any, *, offsets: Sequence[int] 
         if is_head(model):
             from bioattn.tasks.variants.head import head_table
 
-            table = head_table(model, fasta, mine, progress=progress)
+            table = head_table(model, fasta, mine, progress=progress, output=output_name)
             scorer = model.activity_model
             offsets, strands = model.offsets, model.strands
             present = set(fasta.keys())  # the head's own contigs (CAGI5's) are named only where this FASTA has them
@@ -237,8 +249,10 @@ def _score(model: Any, reference: Any, variants: Any, *, offsets: Sequence[int] 
         else:
             scores = allele_scores(model, fasta, mine, offsets=offsets, strands=strands, reverse=reverse,
                                    progress=progress)
-            table = score_table(mine, scores, as_dna_model(model).target_names)
+            table = score_table(mine, scores, outputs, output=output_name)
             how = how_scored(model, offsets, strands, reversed_contigs)
+        if output_name is not None and len(outputs) > 1:
+            how += f"; scores of output {output_name} (of {', '.join(outputs)})"
         kinds = not all(v.is_snv for v in found.variants)  # the same columns on every torchrun process
         if kinds:
             table.insert(list(table.columns).index("alt") + 1, "kind", [v.kind for v in mine])
@@ -251,16 +265,18 @@ def _score(model: Any, reference: Any, variants: Any, *, offsets: Sequence[int] 
 
 def predict_variants(model: Any, reference: Any, input: Any, output: str | os.PathLike, *,
                      offsets: Sequence[int] | None = None, strands: str = "auto", gene_orientation: bool = False,
-                     skip_indels: bool = False, skip_invalid: bool = False, device: str = "cpu") -> VariantPredictions:
+                     skip_indels: bool = False, skip_invalid: bool = False, device: str = "cpu",
+                     output_name: str | None = None) -> VariantPredictions:
     """Score the variants of ``input`` and write ``output`` (TSV, ``-`` for standard output, or VCF), and the alleles
-    not scored into :func:`skipped_path` when there are any. The outputs are checked first."""
+    not scored into :func:`skipped_path` when there are any. The outputs are checked first. ``output_name``: one
+    output of a model of several, written under the standard names (``delta``, ``BIOATTN_DELTA``)."""
     vcf_out = is_vcf(output)
     if vcf_out and not is_vcf(input):
         raise UserInputError(f"{output}: a VCF output annotates a VCF input; {input} is not a VCF (write a .tsv)")
     check_outputs(output)
     table, summary = _score(model, reference, input, offsets=offsets, strands=strands,
                             gene_orientation=gene_orientation, skip_indels=skip_indels, skip_invalid=skip_invalid,
-                            device=device, progress=True, shard=True)
+                            device=device, progress=True, shard=True, output_name=output_name)
     if table is None:
         return summary
     summary.extra["table"] = table

@@ -25,7 +25,8 @@ header or record reported in our words).
 TSV input: a header with the columns ``chrom pos ref alt`` (also accepted: ``#CHROM``/``element``,
 ``POS``/``position``, ``REF``, ``ALT``; positions 1-based; ``alt`` may list alleles separated by commas); an ``id``
 column names the rows; other columns are ignored (``effect`` / ``effect_size`` and ``conf`` / ``confidence`` are
-kept as measured labels).
+kept as measured labels, ``cell_type`` as the cell type the element was measured in; in a VCF, the INFO fields
+``EFFECT``, ``CONF`` and ``CELL_TYPE``).
 """
 from __future__ import annotations
 
@@ -49,6 +50,7 @@ _ALIASES = {
     "id": ("id", "variant_id"),
     "effect": ("effect", "effect_size"),
     "conf": ("conf", "confidence"),
+    "cell_type": ("cell_type", "celltype"),
 }
 _BASES = frozenset("ACGT")
 #: Why an allele is not scored (the keys of :attr:`VariantSet.skipped`).
@@ -76,6 +78,7 @@ class Variant:
     effect: float = float("nan")
     conf: float = float("nan")
     vcf_id: str = ""
+    cell_type: str = ""
 
     @property
     def id(self) -> str:
@@ -224,6 +227,10 @@ def _vcf_records(path: Path) -> Iterator[tuple[int, str, int, str, list[str], di
             if key in known:
                 value = record.INFO.get(key)
                 labels[name] = float(value) if value is not None else float("nan")
+        if "CELL_TYPE" in known:
+            value = record.INFO.get("CELL_TYPE")
+            if value is not None and str(value).strip() not in ("", "."):
+                labels["cell_type"] = str(value).strip()
         yield line, record.CHROM, int(record.POS), str(record.REF), list(record.ALT), labels, record.ID or ""
 
 
@@ -261,6 +268,8 @@ def _tsv_records(path: Path) -> Iterator[tuple[int, str, int, str, list[str], di
                         labels[name] = float(row[cols[name]])
                     except ValueError:
                         raise UserInputError(f"{path}:{line}: {header[cols[name]]} {row[cols[name]]!r} is not a number") from None
+            if cols["cell_type"] is not None and row[cols["cell_type"]].strip() not in ("", ".", "NA"):
+                labels["cell_type"] = row[cols["cell_type"]].strip()
             name = row[cols["id"]].strip() if cols["id"] is not None else ""
             yield line, row[cols["chrom"]], pos, row[cols["ref"]], row[cols["alt"]].split(","), labels, name
 

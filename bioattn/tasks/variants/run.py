@@ -14,10 +14,10 @@ def run_predict_variants(model: Any, reference: Any, input: Any, output: str | o
                          offsets: Sequence[int] | None = None, strands: str = "auto", gene_orientation: bool = False,
                          skip_indels: bool = False, skip_invalid: bool = False, saturation: bool = False,
                          region: str | None = None, figure: str | os.PathLike | None = None,
-                         device: str = "cpu") -> VariantPredictions:
+                         device: str = "cpu", output_name: str | None = None) -> VariantPredictions:
     """:func:`~bioattn.tasks.variants.predict.predict_variants` for ``input``, or with ``saturation`` every SNV of
     ``region`` (else of every record of ``reference``) written to ``output`` and drawn into ``figure`` (default:
-    ``output`` with ``.png``)."""
+    ``output`` with ``.png``). ``output_name``: one output of a model of several (``--output-name``)."""
     from bioattn.distributed import resolve_device
 
     if saturation == (input is not None):
@@ -42,13 +42,14 @@ def run_predict_variants(model: Any, reference: Any, input: Any, output: str | o
     loaded = load_scoring_model(model, str(resolve_device(device)))
     if not saturation:
         return predict_variants(loaded, reference, input, output, offsets=offsets, strands=strands,
-                                gene_orientation=gene_orientation, skip_indels=skip_indels, skip_invalid=skip_invalid)
+                                gene_orientation=gene_orientation, skip_indels=skip_indels, skip_invalid=skip_invalid,
+                                output_name=output_name)
     from bioattn.tasks.variants.saturation import draw_saturation, saturation_variants
 
     with open_reference(reference) as fasta:
         found = saturation_variants(fasta, region)
         result = predict_variants(loaded, fasta, found, output, offsets=offsets, strands=strands,
-                                  gene_orientation=gene_orientation)
+                                  gene_orientation=gene_orientation, output_name=output_name)
         if result.written:
             table = result.extra["table"]
             deltas = [c for c in table.columns if c.startswith("delta_") and not c.startswith("delta_sd")]

@@ -275,22 +275,28 @@ def score_columns(target_names: Sequence[str], members: int = 1) -> list[str]:
     return [f"{kind}_{name}" for name in target_names for kind in kinds]
 
 
-def score_table(variants: Sequence[Variant], scores: AlleleScores, target_names: Sequence[str]) -> Any:
+def score_table(variants: Sequence[Variant], scores: AlleleScores, target_names: Sequence[str],
+                output: str | None = None) -> Any:
     """The output table: ``chrom pos id ref alt`` (``id``: the VCF's ID, else ``chrom:pos:ref:alt``) and the score
     columns of :func:`score_columns`. ``ref_score`` is the reference allele's score in this variant's own windows
-    (the same placements as ``alt_score``), so it differs between variants of one element."""
+    (the same placements as ``alt_score``), so it differs between variants of one element. ``output`` (one of
+    ``target_names``, ``--output-name``): that output's columns alone, named as a one-output model's
+    (``ref_score alt_score delta [delta_sd]``)."""
     import pandas as pd
+
+    from bioattn.tasks.outputs import output_index
 
     ref, alt = scores.mean(scores.ref), scores.mean(scores.alt)
     members = 1 if scores.ref_members is None else scores.ref_members.shape[3]
     table = pd.DataFrame({"chrom": [v.chrom for v in variants], "pos": np.array([v.pos for v in variants], dtype=np.int64),
                           "id": [v.id for v in variants], "ref": [v.ref for v in variants],
                           "alt": [v.alt for v in variants]})
-    columns = iter(score_columns(target_names, members))
+    chosen = range(len(target_names)) if output is None else [output_index(output, target_names)]
+    columns = iter(score_columns([target_names[k] for k in chosen], members))
     spread = None
     if members > 1:  # (N, M, T): each member's delta over its distinct placements and strands
         spread = (scores.mean(scores.alt_members) - scores.mean(scores.ref_members)).std(axis=1, ddof=1)
-    for k in range(len(target_names)):
+    for k in chosen:
         table[next(columns)] = ref[:, k]
         table[next(columns)] = alt[:, k]
         table[next(columns)] = alt[:, k] - ref[:, k]

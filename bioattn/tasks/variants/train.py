@@ -22,11 +22,19 @@ features), ``delta_only`` (the activity model's allele difference alone, fitted)
 difference, nothing fitted: baseline b), ``kmer_delta`` (the allele difference of a k-mer ridge fitted on the
 activity training data in the same run: baseline c) and ``kmer_head`` (k-mer delta + nearby effects). The fitted
 path with the best mean Pearson over the elements is refitted on the whole release and saved as the head.
+
+With an activity model of several outputs (one per cell type), every feature comes per output and the matched
+features ``<feature>_matched`` (the output matching each element's cell type, 0 where none matches;
+:mod:`bioattn.tasks.variants.cell_types`) join the head, activity_only and delta_only paths; the raw
+``activity_delta`` baseline is the matched output's delta where an element has one (the first output's elsewhere).
+The element → cell type map and the outputs matched are stored in the head, and ``metrics.json``
+(``cell_types``) and ``summary.md`` say which element matched which output.
 """
 from __future__ import annotations
 
 import os
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -34,6 +42,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from bioattn.errors import UserInputError
+from bioattn.tasks.variants.cell_types import (MATCHED, describe_matches, matched_features, matched_outputs,
+                                               read_cell_types_file, summary_lines, training_cell_types)
 from bioattn.tasks.variants.evaluate import CONFIDENT, header_fields, per_element, summarise
 from bioattn.tasks.variants.head import NEARBY, model_features, nearby_features
 
@@ -59,6 +69,7 @@ class VariantTrainOptions:
     offsets: Sequence[int] | None = None
     strands: str = "auto"
     gene_orientation: bool = True
+    cell_types: Path | None = None
     seed: int = 0
     overwrite: bool = False
     device: str = "cpu"
@@ -126,8 +137,13 @@ def _read_kmer_training(paths: Sequence[Path]) -> tuple[list[str], np.ndarray]:
     return sequences, np.asarray(values)
 
 
-def _feature_sets(names: list[str]) -> dict[str, list[str]]:
-    return {"head": names + list(NEARBY), "activity_only": list(names), "delta_only": [names[0]], "no_model": list(NEARBY),
+def _feature_sets(names: list[str], outputs: Sequence[str] = ()) -> dict[str, list[str]]:
+    """The features of each fitted path; with matched features (an activity model of several outputs) delta_only
+    reads every output's delta and ``delta_matched``."""
+    delta = [names[0]]
+    if "delta" + MATCHED in names:
+        delta = [f"delta_{o}" for o in outputs] + ["delta" + MATCHED]
+    return {"head": names + list(NEARBY), "activity_only": list(names), "delta_only": delta, "no_model": list(NEARBY),
             "kmer_head": ["kmer_delta", *NEARBY]}
 
 
@@ -136,7 +152,9 @@ def prepare(options: VariantTrainOptions) -> tuple[VariantTrainOptions, Any]:
     model loaded, the release read (variants with a measured effect) and every variant's features computed: the
     activity model's (:func:`~bioattn.tasks.variants.head.model_features`, in gene orientation where the header
     says so), the k-mer ridge's allele difference (``--kmer-train``), the table (chrom pos ref alt effect conf,
-    ``group``: the variant's block of positions) as the cross-validation pool."""
+    ``group``: the variant's block of positions) as the cross-validation pool. With an activity model of several
+    outputs, the matched features of each element's cell type (:mod:`bioattn.tasks.variants.cell_types`) are
+    added to the model's."""
     import pandas as pd
 
     from bioattn.distributed import resolve_device
@@ -154,9 +172,13 @@ def prepare(options: VariantTrainOptions) -> tuple[VariantTrainOptions, Any]:
     activity_dir = resolve_model_dir(options.activity_model)
     activity = load_pretrained(options.activity_model, map_location=options.device)
     dna = as_dna_model(activity)
+    outputs = [str(o) for o in dna.target_names]
     with open_reference(options.reference) as fasta:
         headers = header_fields(fasta)
+        from_file = (read_cell_types_file(options.cell_types, list(fasta.keys()))
+                     if options.cell_types is not None else {})
         found = read_variants(options.input, fasta, keep_duplicates=True)  # measured replicates are data
+        cell_types = training_cell_types(found.variants, headers, from_file)  # checked before anything is scored
         variants = found.variants
         effect = np.array([v.effect for v in variants])
         if not np.isfinite(effect).any():
@@ -169,6 +191,14 @@ def prepare(options: VariantTrainOptions) -> tuple[VariantTrainOptions, Any]:
         names, x_model, _, _ = model_features(activity, fasta, variants, offsets=options.offsets,
                                                  strands=options.strands, reverse=reverse,
                                                  ism_radius=options.ism_radius, progress=True)
+        matched: dict[str, str | None] | None = None
+        if len(outputs) > 1:
+            matched = matched_outputs({e: c for e, (c, _) in cell_types.items()}, outputs)
+            extra_names, extra_x = matched_features(names, x_model, outputs, [matched.get(v.chrom) for v in variants])
+            names, x_model = names + extra_names, np.column_stack([x_model, extra_x])
+        elif options.cell_types is not None:
+            print(f"note: --cell-types {options.cell_types}: the activity model has one output "
+                  f"({outputs[0]}); cell types are not used", file=sys.stderr)
         kmer_delta = None
         if options.kmer_train:
             sequences, values = _read_kmer_training(options.kmer_train)
@@ -189,7 +219,7 @@ def prepare(options: VariantTrainOptions) -> tuple[VariantTrainOptions, Any]:
                     source=Path(options.input).name)
     data.extra.update(activity=activity, activity_dir=activity_dir, headers=headers, names=names, features=features,
                       standard=standard, kmer_delta=kmer_delta, reversed_contigs=reversed_contigs, paths=paths,
-                      sets=_feature_sets(names))
+                      sets=_feature_sets(names, outputs), outputs=outputs, cell_types=cell_types, matched=matched)
     return options, data
 
 
@@ -257,6 +287,10 @@ def report(options: VariantTrainOptions, data: Any, run_protocol: Any, run: Any)
                                                 extra["paths"], extra["sets"])
     predictions = {path: run.out_of_fold.probabilities[path] for path in paths}
     predictions["activity_delta"] = features["delta" if "delta" in features else names[0]]
+    matched = extra["matched"]
+    if matched is not None:  # several outputs: the matched output's delta where an element has one
+        has_match = np.array([matched.get(e) is not None for e in table["chrom"]])
+        predictions["activity_delta"] = np.where(has_match, features["delta" + MATCHED], features[names[0]])
     if kmer_delta is not None:
         predictions["kmer_delta"] = kmer_delta
     extra["predictions"] = predictions
@@ -285,7 +319,10 @@ def report(options: VariantTrainOptions, data: Any, run_protocol: Any, run: Any)
     head = VariantEffectHead(feature_names=chosen, activity_model=options.activity_name or str(options.activity_model),
                              activity_copy=True, offsets=options.offsets, strands=options.strands,
                              reversed_contigs=reversed_contigs, bandwidth=options.bandwidth, radius=options.radius,
-                             block=options.block, path_name=best_head)
+                             block=options.block, path_name=best_head,
+                             **({} if matched is None else {
+                                 "cell_types": {e: c for e, (c, _) in extra["cell_types"].items()},
+                                 "matched_outputs": matched}))
     head.set_linear(np.array([stats[n][0] for n in chosen]), np.array([stats[n][1] for n in chosen]), net.coef_, 0.0)
     head.release = table
     if out.exists() and options.overwrite:
@@ -307,7 +344,9 @@ def report(options: VariantTrainOptions, data: Any, run_protocol: Any, run: Any)
         target_names=data.target_names, headline_split="cv",
         activity_model=options.activity_name or str(options.activity_model), features=names, paths=results,
         best_path=best, saved_path=best_head, saved_coefficients=dict(zip(chosen, map(float, net.coef_))),
-        alpha=float(net.alpha_), l1_ratio=float(net.l1_ratio_), variants=len(table))
+        alpha=float(net.alpha_), l1_ratio=float(net.l1_ratio_), variants=len(table),
+        **({} if matched is None else {"cell_types": describe_matches(table["chrom"].tolist(), extra["cell_types"],
+                                                                      extra["outputs"])}))
     return metrics, summary_markdown(metrics)
 
 
@@ -349,6 +388,8 @@ def summary_markdown(metrics: dict[str, Any]) -> str:
         cells = [f"{paths[p]['per_element'][element]['pearson']:.3f} / {paths[p]['per_element'][element]['pearson_conf']:.3f}"
                  for p in paths]
         lines.append(f"| {element} | {row['n']} | " + " | ".join(cells) + " |")
+    if "cell_types" in metrics:
+        lines += summary_lines(metrics["cell_types"])
     return "\n".join(lines) + "\n"
 
 
