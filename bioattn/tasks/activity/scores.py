@@ -93,7 +93,30 @@ class LinearFit:
         return self.transform(features) @ self.coef.T + self.intercept
 
 
+_FITS: dict[bytes, LinearFit] = {}
+_FITS_KEPT = 4
+
+
 def fit_linear(features: np.ndarray, values: np.ndarray, ddof: int = 0) -> LinearFit:
+    """:func:`tuned_linear`, remembered for the last :data:`_FITS_KEPT` inputs: a run fits the same ridge on the same
+    rows more than once (a part alone, then inside the blend), and on 10k+ rows × 8k motif scores each fit is
+    minutes of eigendecomposition."""
+    import hashlib
+
+    features = np.ascontiguousarray(features, dtype=np.float64)
+    values = np.ascontiguousarray(values, dtype=np.float64).reshape(len(features), -1)
+    digest = hashlib.blake2b(digest_size=16)
+    for part in (np.array(features.shape + values.shape + (ddof,)), features, values):
+        digest.update(part.tobytes())
+    key = digest.digest()
+    if key not in _FITS:
+        if len(_FITS) >= _FITS_KEPT:
+            _FITS.pop(next(iter(_FITS)))
+        _FITS[key] = tuned_linear(features, values, ddof)
+    return _FITS[key]
+
+
+def tuned_linear(features: np.ndarray, values: np.ndarray, ddof: int = 0) -> LinearFit:
     """The tuned ridge of the module docstring on ``features (N, F)`` / ``values (N, T)``: ``RidgeCV`` over
     :data:`RIDGE_ALPHAS` (per target) on the raw and on the standardised features (sd with ``ddof``), the lower
     leave-one-out error kept (raw on ties); the training range of every feature is stored for clipping. Values
@@ -123,7 +146,7 @@ def _fit_per_target(features: np.ndarray, values: np.ndarray, ddof: int) -> Line
         known = np.isfinite(values[:, t])
         if known.sum() < 2:
             raise ValueError(f"target {t}: fewer than 2 measured rows to fit a ridge on")
-        one = fit_linear(features[known], values[known, t:t + 1], ddof)
+        one = tuned_linear(features[known], values[known, t:t + 1], ddof)
         coef.append(one.coef[0] / one.scale)
         intercept.append(one.intercept[0] - float((one.mean / one.scale) @ one.coef[0]))
         alpha.append(one.alpha[0])
