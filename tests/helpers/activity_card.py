@@ -19,7 +19,8 @@ def activity_scores(name: str, check: dict, require_data: Callable[..., Path], t
     source = require_data(*check["data"])
     with open(source, newline="") as handle:
         rows = list(csv.DictReader(handle, delimiter="\t"))
-    measured = np.array([float(row[check["column"]]) for row in rows])
+    # the model's output ("column") against the file's measured column (the same name unless "measured" says)
+    measured = np.array([float(row[check.get("measured", check["column"])]) for row in rows])
     output = tmp_path / "values.tsv"
     assert main(["predict", "activity", "--model", name, "--input", str(source), "--output", str(output)]) == 0
     with open(output, newline="") as handle:
