@@ -152,6 +152,16 @@ class HybridCT3D(CTClassifier):
             ``"trunk+gate"`` (``trunk_head``, a linear layer on the mean of the stem's output grid as a ResNet's
             ``fc`` reads its average pooling, plus ``attention_gate`` times the [CLS] head; the gate, a learnable
             scalar, starts at 0).
+        conv1_stride: with ``stem="resnet"``: the stride of ``conv1`` (MONAI's ``conv1_t_stride``), as the
+            baseline of ``bioattn train ct`` downsamples instead of ``unshuffle``.
+        token_stage: with ``pool="trunk+gate"``: the stem stage whose output grid becomes the tokens, ``-1`` (the
+            last, the default) or ``-2`` (the one before: twice as fine a grid; the readout still reads the last; inputs
+            then need only be a multiple of the token grid's stride).
+
+    A ``stem="resnet"``, ``pool="trunk+gate"`` model whose stem has four stages is a MONAI ResNet plus a gated
+    attention branch: :meth:`start_from_resnet` copies a trained :class:`~bioattn.models.ct_resnet.ResNetCT3D` of
+    the same layout into it (the model then computes exactly what that ResNet computes) and :meth:`freeze_trunk`
+    leaves only the attention branch and its gate to train.
     """
 
     def __init__(
@@ -173,6 +183,8 @@ class HybridCT3D(CTClassifier):
         class_names: Sequence[str] | None = None,
         pool: str = "cls",
         stem: str = "residual",
+        conv1_stride: int = 1,
+        token_stage: int = -1,
     ) -> None:
         super().__init__()
         if pool not in POOLS:
@@ -189,6 +201,10 @@ class HybridCT3D(CTClassifier):
                 "stem_channels and stem_strides need one entry per stage, "
                 f"got {list(stem_channels)}, {list(stem_strides)}"
             )
+        if token_stage not in (-1, -2) or (token_stage == -2 and (pool != "trunk+gate" or len(stem_strides) < 2)):
+            raise ValueError(f"token_stage must be -1, or -2 with pool='trunk+gate' and two or more stem stages, got {token_stage}")
+        if conv1_stride < 1 or (conv1_stride != 1 and stem != "resnet"):
+            raise ValueError(f"conv1_stride must be >= 1, and 1 unless stem='resnet', got {conv1_stride}")
         if class_names is not None and len(class_names) != num_classes:
             raise ValueError(f"class_names needs {num_classes} names, got {list(class_names)}")
         if embed_dim % 6:
@@ -210,6 +226,8 @@ class HybridCT3D(CTClassifier):
             "class_names": list(class_names) if class_names is not None else None,
             "pool": pool,
             "stem": stem,
+            "conv1_stride": conv1_stride,
+            "token_stage": token_stage,
         }
         self.pool = pool
         self.class_names = list(class_names) if class_names is not None else [f"class_{k}" for k in range(num_classes)]
@@ -217,10 +235,15 @@ class HybridCT3D(CTClassifier):
         self.in_channels = in_channels
         self.unshuffle = unshuffle
         self.distance_channel = distance_channel
-        self.stride = unshuffle * math.prod(stem_strides)
+        # the token grid's downsampling, a multiple of which every input must be: the whole stem's, or without the
+        # last stage's stride (that stage only feeds the readout, whose average pooling takes any grid)
+        self.stride = unshuffle * conv1_stride * math.prod(stem_strides[:-1] if token_stage == -2 else stem_strides)
+        self.token_stage = token_stage
+        self._frozen_trunk = False
         stem_in = (in_channels + distance_channel) * unshuffle**3
         if stem == "resnet":
-            self.stem, previous = _resnet_trunk(stem_in, stem_channels, max(1, stem_depth // 2), norm), stem_channels[-1]
+            self.stem = _resnet_trunk(stem_in, stem_channels, max(1, stem_depth // 2), norm, conv1_stride)
+            previous = stem_channels[-1]
         else:
             stages, previous = [], stem_in
             for channels, stride in zip(stem_channels, stem_strides):
@@ -229,7 +252,7 @@ class HybridCT3D(CTClassifier):
             self.stem = nn.Sequential(*stages)
         # contiguous conv weights by default; see channels_last_stem for fp32 training
         self._channels_last_stem = False
-        self.to_tokens = nn.Linear(previous, embed_dim)
+        self.to_tokens = nn.Linear(stem_channels[-2] if token_stage == -2 else previous, embed_dim)
         self.axis_encoding = SinusoidalPositionalEncoding(embed_dim // 3)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim))
         nn.init.normal_(self.cls_token, std=0.02)
@@ -244,6 +267,46 @@ class HybridCT3D(CTClassifier):
         if pool == "cls+mean":  # the [CLS] half starts at zero: the model starts as its CNN alone, attention joins as it learns
             with torch.no_grad():
                 self.head[1].weight[:, :embed_dim] = 0.0
+
+    def start_from_resnet(self, resnet: nn.Module) -> HybridCT3D:
+        """Copy a trained :class:`~bioattn.models.ct_resnet.ResNetCT3D` (its MONAI ``network``) into the stem and
+        ``trunk_head`` of this ``stem="resnet"``, ``pool="trunk+gate"`` model of the same layout, and close the gate:
+        the model then computes exactly what ``resnet`` computes. Returns ``self``; a layout that differs raises
+        ``ValueError``."""
+        network = getattr(resnet, "network", resnet)
+        if self.pool != "trunk+gate" or self.config["stem"] != "resnet" or len(self.stem) != 8:
+            raise ValueError("start_from_resnet needs stem='resnet' with four stages and pool='trunk+gate'")
+        if self.distance_channel != bool(getattr(resnet, "distance_channel", False)) or self.unshuffle != 1:
+            raise ValueError("start_from_resnet: the ResNet and this model must read the same input (distance "
+                             "channel, no unshuffle)")
+        names = ["conv1", "bn1", "act", "maxpool", "layer1", "layer2", "layer3", "layer4"]
+        try:
+            for name, module in zip(names, self.stem):
+                module.load_state_dict(getattr(network, name).state_dict())
+            self.trunk_head.load_state_dict(network.fc.state_dict())
+        except (RuntimeError, AttributeError) as exc:
+            raise ValueError(f"start_from_resnet: the ResNet's layout differs from this model's stem: {exc}") from exc
+        if getattr(network.conv1, "stride", (1,))[0] != self.config["conv1_stride"]:
+            raise ValueError("start_from_resnet: the ResNet's conv1 stride differs from this model's conv1_stride")
+        with torch.no_grad():
+            self.attention_gate.zero_()
+        return self
+
+    def freeze_trunk(self, frozen: bool = True) -> HybridCT3D:
+        """Train only the attention branch and its gate (``frozen``): the stem and ``trunk_head`` get no gradient
+        and the stem's batch normalisation keeps its statistics (it stays in eval mode under :meth:`train`).
+        Returns ``self``."""
+        self._frozen_trunk = frozen
+        for module in (self.stem, getattr(self, "trunk_head", None)):
+            if module is not None:
+                module.requires_grad_(not frozen)
+        return self.train(self.training)
+
+    def train(self, mode: bool = True) -> HybridCT3D:
+        super().train(mode)
+        if self._frozen_trunk:
+            self.stem.eval()
+        return self
 
     def channels_last_stem(self, enabled: bool = True) -> HybridCT3D:
         """Store the CNN stem's weights channels-last (``enabled``) or contiguous; returns ``self``.
@@ -305,8 +368,12 @@ class HybridCT3D(CTClassifier):
             x = with_distance_channel(x)  # (B, C + 1, D, H, W)
         if self.unshuffle > 1:
             x = unshuffle_3d(x, self.unshuffle, channels_last=self._channels_last_stem)  # (B, C·u³, D/u, H/u, W/u)
-        features = self.stem(x)  # (B, C', d, h, w)
-        cnn_tokens = self.to_tokens(features.flatten(2).transpose(1, 2))  # (B, N, embed_dim)
+        if self.token_stage == -2:  # the tokens from the stage before the last; the readout from the last
+            token_features = self.stem[:-1](x)  # (B, C'', 2d, 2h, 2w)
+            features = self.stem[-1](token_features)
+        else:
+            features = token_features = self.stem(x)  # (B, C', d, h, w)
+        cnn_tokens = self.to_tokens(token_features.flatten(2).transpose(1, 2))  # (B, N, embed_dim)
         tokens = cnn_tokens + self.positions(grid, x.device).to(cnn_tokens.dtype)
         tokens = torch.cat([self.cls_token.expand(len(tokens), -1, -1).to(tokens.dtype), tokens], dim=1)
         encoded, attentions = self.encoder(tokens, need_weights=need_weights)
@@ -371,14 +438,14 @@ def resnet_stem_problem(strides: Sequence[int]) -> str | None:
     return None
 
 
-def _resnet_trunk(in_channels: int, channels: Sequence[int], blocks: int, norm: str) -> nn.Sequential:
-    """The trunk of MONAI's ``ResNet`` (basic blocks): ``conv1`` (7³, stride 1), ``bn1``, ``act``, ``maxpool``
+def _resnet_trunk(in_channels: int, channels: Sequence[int], blocks: int, norm: str, conv1_stride: int = 1) -> nn.Sequential:
+    """The trunk of MONAI's ``ResNet`` (basic blocks): ``conv1`` (7³, stride ``conv1_stride``), ``bn1``, ``act``, ``maxpool``
     (stride 2), then ``layer1 .. layer{len(channels)}`` of ``blocks`` blocks with ``channels`` outputs (``conv1``
     has ``channels[0]``); total stride ``2 ** len(channels)``, ``channels[-1]`` output channels. The layout is
     checked by :func:`resnet_stem_problem` first."""
     widths = list(channels) + [channels[-1]] * (4 - len(channels))  # MONAI builds four layers; the unused are dropped
     net = ResNet("basic", [blocks] * 4, widths, spatial_dims=3, n_input_channels=in_channels, norm=norm,
-                 num_classes=1, feed_forward=False)
+                 num_classes=1, feed_forward=False, conv1_t_stride=conv1_stride)
     names = ["conv1", "bn1", "act", "maxpool"] + [f"layer{k + 1}" for k in range(len(channels))]
     return nn.Sequential(*(getattr(net, name) for name in names))
 

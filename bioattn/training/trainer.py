@@ -84,6 +84,8 @@ class Trainer:
         run_info: extra options to record in ``run_dir/run_config.json`` (e.g. ``vars(args)``).
         bucket_lengths: the length of every training sample: each padded batch then draws samples of similar
             length (see :class:`~bioattn.training.sampler.ResumableSampler`). ``None``: plain shuffling.
+        evaluate_start: also evaluate the starting weights (as epoch 0, before any step), so a model that starts
+            from trained weights keeps them unless training improves on them.
     """
 
     def __init__(
@@ -98,8 +100,10 @@ class Trainer:
         resume: bool = False,
         run_info: dict[str, Any] | None = None,
         bucket_lengths: Sequence[int] | None = None,
+        evaluate_start: bool = False,
     ) -> None:
         init_distributed()
+        self.evaluate_start = evaluate_start
         self.config = config
         self.run_dir = Path(run_dir)
         self.loss_fn = loss_fn
@@ -211,6 +215,8 @@ class Trainer:
         bar = progress_bar(total=total, initial=min(self.progress.global_step, total), desc="training",
                    unit="step", disable=not is_main_process(), dynamic_ncols=True)
         started = time.monotonic()
+        if self.evaluate_start and not restored and self.evaluate_fn is not None:
+            self._evaluate_and_track(logger, bar, 0)  # the starting weights compete for selection as epoch 0
         self.module.train()
         try:
             with deterministic_kernels(self.device, self.config.deterministic):
@@ -359,7 +365,8 @@ class Trainer:
         metrics = self._evaluate()
         train_loss = p.loss_sum / max(1, p.loss_steps)
         p.loss_sum, p.loss_steps = 0.0, 0
-        p.history.append({"epoch": epoch_number, "step": p.global_step, "train_loss": train_loss, **metrics})
+        trained = {"train_loss": train_loss} if p.global_step else {}  # none before the first step
+        p.history.append({"epoch": epoch_number, "step": p.global_step, **trained, **metrics})
         if logger is not None and metrics:
             logger.log(p.global_step, epoch_number, "eval", metrics)
         if self.evaluate_fn is None:

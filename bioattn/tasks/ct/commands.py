@@ -13,7 +13,7 @@ from bioattn.tasks.ct.flags import (
     PREPROCESSING, fit_flag, intensity_window_flag, orientation_flag, preprocessing_overrides, size_flag,
     spacing_flag, tta_flag,
 )
-from bioattn.tasks.ct.options import DEFAULT_DATASET, DEFAULT_STEM_DEPTH, PROTOCOLS, TUNED_DEFAULTS
+from bioattn.tasks.ct.options import DEFAULT_DATASET, DEFAULT_STEM_DEPTH, INITS, PROTOCOLS, TUNED_DEFAULTS
 from bioattn.tasks.flags import (
     cv_flag, cv_repeats_flag, data_root_flag, device_flag, head_fusion_flag, model_flag, seeds_flag,
 )
@@ -132,6 +132,14 @@ class TrainCT:
                                  "attention (cls+mean); or a ResNet's readout of the CNN (average pooling, a linear "
                                  "layer) plus the [CLS] head behind a learnable gate that starts at 0 (trunk+gate: the "
                                  "model starts as a ResNet) (default: cls+mean for --manifest, cls for --dataset)")
+    init: str | None = flag("--init", default=None, choices=INITS, group=_MODEL,
+                            help="how the attention model starts: as the same-run ResNet, trained first (its trunk "
+                                 "and readout, frozen), plus an attention branch over its tokens behind a gate that "
+                                 "starts at 0, so only attention trains and the ResNet's weights are kept unless it "
+                                 "improves on them on the validation split (resnet); or from random weights with "
+                                 "its own CNN (scratch) (default: resnet for --manifest with the ResNet baseline "
+                                 "and no --stem, --stem-channels, --stem-strides, --unshuffle or --pool; else "
+                                 "scratch)")
     distance_channel: bool | None = flag("--distance-channel", default=None, action="boolean", group=_MODEL,
                                          help="also feed the CNN (and the ResNet baseline) how deep each voxel lies "
                                               "inside the mask (its distance to the background), so it sees thickness "

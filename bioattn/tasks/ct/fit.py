@@ -21,7 +21,10 @@ from bioattn.models.ct_classifier import predict_probabilities
 from bioattn.models.hybrid_ct import HybridCT3D
 from bioattn.tasks.common import count_parameters, fit_timed
 from bioattn.tasks.ct.data import CTData
-from bioattn.tasks.ct.options import CLASS_NAMES, HISTORY_KEYS, CTOptions, Protocol
+from bioattn.tasks.ct.options import (
+    BASELINE_BLOCKS, BASELINE_WIDTHS, CLASS_NAMES, HISTORY_KEYS, QUICK_BASELINE_BLOCKS, QUICK_BASELINE_WIDTHS, CTOptions,
+    Protocol,
+)
 from bioattn.tasks.trust import trust_report
 from bioattn.training import TrainConfig, Trainer, plot_curves
 from bioattn.distributed import is_main_process
@@ -42,10 +45,15 @@ def build_models(
     not depend on the attention model's options (the attention model starts from the caller's RNG state).
     """
     channels, strides = options.stem()
+    widths, blocks = (QUICK_BASELINE_WIDTHS, QUICK_BASELINE_BLOCKS) if options.quick else (BASELINE_WIDTHS, BASELINE_BLOCKS)
+    # started from the ResNet (init "resnet"): its trunk (conv1 strided as the ResNet's) and readout; tokens from stage 3
+    from_resnet = options.init_name == "resnet"
+    layout = (dict(stem_depth=2 * blocks, unshuffle=1, conv1_stride=options.unshuffle_factor(), token_stage=-2)
+              if from_resnet else dict(stem_depth=options.stem_depth, unshuffle=options.unshuffle_factor()))
     try:
         hybrid = HybridCT3D(
-            in_channels, num_classes, stem_channels=channels, stem_strides=strides, stem_depth=options.stem_depth,
-            unshuffle=options.unshuffle_factor(), distance_channel=bool(options.distance_channel),
+            in_channels, num_classes, stem_channels=channels, stem_strides=strides, **layout,
+            distance_channel=bool(options.distance_channel),
             embed_dim=24 if options.quick else options.embed_dim, num_heads=2 if options.quick else options.heads,
             num_layers=1 if options.quick else options.layers, dropout=options.dropout, class_names=class_names,
             pool=options.pool_name, stem=options.stem_name,
@@ -56,10 +64,9 @@ def build_models(
         return hybrid, None
     if seed is not None:
         torch.manual_seed(seed)
-    widths = [4, 8, 16, 32] if options.quick else [8, 16, 32, 64]
     # its first convolution strides by the attention model's unshuffle factor: 64³ costs it about what 32³ does;
     # the same input as the attention model (with distance_channel, the depth inside the mask too)
-    baseline = ResNetCT3D(in_channels, num_classes, widths=widths, layers=[1, 1, 1, 1] if options.quick else [2, 2, 2, 2],
+    baseline = ResNetCT3D(in_channels, num_classes, widths=list(widths), layers=[blocks] * 4,
                           conv1_stride=options.unshuffle_factor(), distance_channel=bool(options.distance_channel),
                           input_multiple=hybrid.stride, class_names=class_names)
     return hybrid, baseline
@@ -73,7 +80,8 @@ def recalibrates_batch_norm(model: nn.Module, train_size: int, config: TrainConf
     so the evaluation-mode model can put every volume on one side at 0.5 while the batches train well, and
     selection on the validation split keeps such a step."""
     norms = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
-    has_batch_norm = any(isinstance(m, norms) for m in model.modules())
+    # a frozen trunk (HybridCT3D.freeze_trunk) keeps its statistics: only trained normalisation layers count
+    has_batch_norm = any(isinstance(m, norms) and any(p.requires_grad for p in m.parameters()) for m in model.modules())
     return has_batch_norm and config.small_set_batch(train_size) is not None
 
 
@@ -108,13 +116,14 @@ def prepare_for_training(model: nn.Module, config: TrainConfig) -> None:
 def train_one(
     name: str, model: nn.Module, run_dir: Path, data: CTData, config: TrainConfig, protocol: Protocol, *,
     augment: bool = True, resume: bool = False, run_info: dict[str, Any] | None = None, select_best: bool = True,
+    evaluate_start: bool = False,
 ) -> dict[str, Any]:
     """Train ``model`` with the shared Trainer (best ``val_auroc`` kept); return its metrics (rank 0; ``{}`` elsewhere).
 
     Validation numbers use the protocol's evaluation (flip averaging under ``tuned``); ``val_auroc_no_tta`` is the
     same weights without it, ``val_auroc_last_epoch`` the final weights; ``test_*`` when ``data`` has a test split.
     ``select_best=False`` (cross-validation folds) never looks at the validation split: the final weights are kept
-    and the caller scores them.
+    and the caller scores them. ``evaluate_start``: the starting weights compete for selection too (as epoch 0).
     """
     augmentation = train_augmentation(intensity_jitter=protocol.intensity_jitter) if augment else None
     train_set = data.augmented(augmentation) if augmentation is not None else data.splits["train"]
@@ -143,7 +152,7 @@ def train_one(
               f"{len(data.splits['train'])} training volumes before each evaluation, so each step is judged and "
               f"kept with statistics of its own weights", file=sys.stderr)
     trainer = Trainer(model, train_set, config, run_dir, loss_fn=loss_fn, evaluate=evaluate if select_best else None,
-                      resume=resume, run_info=run_info)
+                      resume=resume, run_info=run_info, evaluate_start=evaluate_start and select_best)
     result, info = fit_timed(trainer)
     if not is_main_process():
         return {}

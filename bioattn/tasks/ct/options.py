@@ -89,6 +89,16 @@ DEFAULT_STEM_DEPTH = 4
 DEFAULT_MANIFEST_POOL = "cls+mean"
 #: The CNN stem of manifest runs (see :attr:`CTOptions.stem_name`).
 DEFAULT_MANIFEST_STEM = "resnet"
+#: How the attention model starts (see :attr:`CTOptions.init_name`): from the same-run ResNet's trained weights
+#: ("resnet") or from random ones ("scratch").
+INITS = ("resnet", "scratch")
+#: The same-run ResNet baseline's stage widths and basic blocks per stage (and with ``quick``); an attention model
+#: started from it (``init="resnet"``) has the same trunk.
+BASELINE_WIDTHS, BASELINE_BLOCKS = (8, 16, 32, 64), 2
+QUICK_BASELINE_WIDTHS, QUICK_BASELINE_BLOCKS = (4, 8, 16, 32), 1
+#: The flags that shape the attention model's own CNN and readout: given, the default init is "scratch".
+ARCHITECTURE_FLAGS = {"stem_channels": "--stem-channels", "stem_strides": "--stem-strides", "stem_type": "--stem",
+                      "pool": "--pool", "unshuffle": "--unshuffle"}
 #: Largest edge the CNN stem sees by default: bigger volumes are folded (unshuffled) down to it.
 STEM_EDGE = 32
 CLASS_NAMES = {"adrenalmnist3d": ("normal", "hyperplasia")}
@@ -156,6 +166,7 @@ class CTOptions(TaskOptions):
     dropout: float = 0.0
     pool: str | None = None
     stem_type: str | None = None
+    init: str | None = None
     positive_class: str | None = None
     train_config: TrainConfig | None = None
 
@@ -196,6 +207,17 @@ class CTOptions(TaskOptions):
                                  f"{' '.join(map(str, channels))} and {' '.join(map(str, strides))}")
         if min(*channels, *strides) < 1:
             raise UserInputError("--stem-channels and --stem-strides must be positive")
+        if self.init is not None and self.init not in INITS:
+            raise UserInputError(f"--init must be one of {', '.join(INITS)}, got {self.init!r}")
+        if self.init == "resnet":
+            given = [flag for name, flag in ARCHITECTURE_FLAGS.items() if getattr(self, name) is not None]
+            if self.baseline == "none":
+                raise UserInputError("--init resnet starts the attention model from the same-run ResNet: it needs "
+                                     "--baseline resnet")
+            if given:
+                raise UserInputError(f"--init resnet builds the attention model on the same-run ResNet's trunk and "
+                                     f"readout, so {', '.join(given)} cannot be set; use --init scratch for a CNN of "
+                                     "your own")
         if self.pool is not None and self.pool not in POOLS:
             raise UserInputError(f"--pool must be one of {', '.join(POOLS)}, got {self.pool!r}")
         if self.stem_type is not None and self.stem_type not in STEMS:
@@ -211,7 +233,8 @@ class CTOptions(TaskOptions):
             raise UserInputError(
                 f"--size {' '.join(map(str, size))}: each of X, Y and Z must be a multiple of the CNN stride {stride} "
                 f"({', '.join(bad)} {'is' if len(bad) == 1 else 'are'} not); e.g. --size {suggestion} (the stride is --unshuffle times the product of "
-                "--stem-strides: 16 by default above 32 voxels, 8 up to 32)")
+                "--stem-strides, and without the last of them when the model starts from the ResNet: 16 by default above 32 "
+                "voxels, 8 up to 32)")
 
     @property
     def dataset_name(self) -> str | None:
@@ -247,6 +270,8 @@ class CTOptions(TaskOptions):
 
         Up to 32 voxels the first stages are narrow (8, 16, 64; a ResNet stem 8, 16, 32, the widths of the run's
         ResNet baseline), which keeps small inputs cheap."""
+        if self.init_name == "resnet":  # the same-run ResNet's trunk: four stages of stride 2 after conv1
+            return list(QUICK_BASELINE_WIDTHS if self.quick else BASELINE_WIDTHS), [2, 2, 2, 2]
         stages = 4 if max(self.input_size) > STEM_EDGE * self.unshuffle_factor() else 3
         default = [16, 32, 64, 96] if stages == 4 else [8, 16, 32] if self.stem_name == "resnet" else [8, 16, 64]
         channels = self.stem_channels or ([4, 8, 8, 8][:stages] if self.quick else default)
@@ -260,6 +285,8 @@ class CTOptions(TaskOptions):
         54) and ``cls`` for MedMNIST (the layout its published numbers were measured with)."""
         if self.pool is not None:
             return self.pool
+        if self.init_name == "resnet":
+            return "trunk+gate"
         return DEFAULT_MANIFEST_POOL if self.manifest is not None else "cls"
 
     @property
@@ -269,13 +296,31 @@ class CTOptions(TaskOptions):
         experiments.md, issue 54) and ``residual`` for MedMNIST (the layout its published numbers were measured with)."""
         if self.stem_type is not None:
             return self.stem_type
+        if self.init_name == "resnet":
+            return "resnet"
         return DEFAULT_MANIFEST_STEM if self.manifest is not None else "residual"
 
     @property
     def stride(self) -> int:
         """The model's total downsampling (:meth:`unshuffle_factor` times the stem strides); volumes are padded to a
         multiple of it."""
-        return self.unshuffle_factor() * math.prod(self.stem()[1])
+        strides = self.stem()[1]
+        # started from the ResNet, the tokens come from the stage before the last, which sets the input multiple
+        return self.unshuffle_factor() * math.prod(strides[:-1] if self.init_name == "resnet" else strides)
+
+    @property
+    def init_name(self) -> str:
+        """How the attention model starts (:data:`INITS`): ``init``, by default ``resnet`` for your own volumes with
+        the ResNet baseline and none of :data:`ARCHITECTURE_FLAGS` given, else ``scratch``.
+
+        ``resnet``: the run trains its ResNet first, then the attention model is that trained ResNet (its trunk and
+        readout, frozen: ``pool="trunk+gate"``) plus an attention branch over the tokens of its third stage, behind
+        a gate that starts at 0, so it starts as the ResNet and only the branch and the gate train; the starting
+        weights compete with the trained ones on the validation split (docs/experiments.md, issue 70)."""
+        if self.init is not None:
+            return self.init
+        explicit = any(getattr(self, name) is not None for name in ARCHITECTURE_FLAGS)
+        return "resnet" if self.manifest is not None and self.baseline == "resnet" and not explicit else "scratch"
 
 
 

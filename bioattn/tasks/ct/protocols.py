@@ -105,12 +105,28 @@ def _train_pair(options: CTOptions, data: CTData, config: TrainConfig, protocol:
                                     seed=config.seed)
     common = dict(augment=options.augment, resume=options.resume and run_dir.exists(), run_info=run_info,
                   select_best=select_best)
-    prepare_for_training(hybrid, config)
-    results = {HYBRID_NAME: train_one("hybrid", hybrid, run_dir, data, config, protocol, **common)}
-    if baseline is not None:  # in fp32: under bf16 autocast its gradient norm overflows at the first step
+    results: dict[str, dict[str, Any]] = {}
+
+    def train_baseline() -> None:  # in fp32: under bf16 autocast its gradient norm overflows at the first step
+        assert baseline is not None
         seed_everything(config.seed)  # the attention model's starting RNG state: its options do not move the baseline
         results[BASELINE_NAME] = train_one("baseline", baseline, run_dir / BASELINE_DIR, data,
                                            dataclasses.replace(config, precision="fp32"), protocol, **common)
+
+    if options.init_name == "resnet":  # the ResNet first; the attention model starts as it, and only attention trains
+        train_baseline()
+        assert baseline is not None
+        hybrid.start_from_resnet(baseline).freeze_trunk()  # contiguous weights, as the ResNet's: the same numbers
+        seed_everything(config.seed)
+        results[HYBRID_NAME] = train_one("hybrid", hybrid, run_dir, data, config, protocol, **common,
+                                         evaluate_start=True)
+        results[HYBRID_NAME].update(init="resnet", attention_gate=float(hybrid.attention_gate))
+        results = {HYBRID_NAME: results[HYBRID_NAME], BASELINE_NAME: results[BASELINE_NAME]}
+    else:
+        prepare_for_training(hybrid, config)
+        results[HYBRID_NAME] = train_one("hybrid", hybrid, run_dir, data, config, protocol, **common)
+        if baseline is not None:
+            train_baseline()
     if is_main_process():
         hybrid.save_pretrained(run_dir)
         dataclasses.replace(saved, threshold=results[HYBRID_NAME].get("threshold", 0.5)).save(run_dir)

@@ -15,7 +15,7 @@ from bioattn.tasks.ct.preprocessing import SavedPreprocessing
 from bioattn.tasks.ct.selection import ModelChoice
 from bioattn.tasks.trust import baseline_warning, format_trust
 
-__all__ = ["comparison_table", "ensemble_table", "trust_sections", "not_learned_hints"]
+__all__ = ["comparison_table", "construction_line", "ensemble_table", "trust_sections", "not_learned_hints"]
 
 
 def comparison_table(dataset: str | None, results: dict[str, dict[str, Any]]) -> str:
@@ -89,6 +89,20 @@ def _naming(line: str, model: str) -> str:
     return line
 
 
+def construction_line(models: dict[str, dict[str, Any]]) -> str | None:
+    """How the attention model of a single run started, when it started from the same-run ResNet (``init``
+    ``resnet``): its gate and the epoch it was kept at (0: the ResNet's weights, unchanged)."""
+    hybrid = models.get(HYBRID_NAME, {})
+    if hybrid.get("init") != "resnet":
+        return None
+    epoch = hybrid.get("best_epoch")
+    kept = ("epoch 0, the ResNet's own weights: training attention did not improve validation AUROC"
+            if epoch == 0 else f"epoch {epoch}")
+    return (f"the attention model started as the same-run ResNet (its trunk and readout, frozen) plus an attention "
+            f"branch behind a gate that started at 0; only the branch and the gate trained. Kept: {kept}; gate "
+            f"{hybrid.get('attention_gate', 0.0):.4g} (--init scratch trains it from random weights instead)")
+
+
 def not_learned_hints(data: CTData, saved: SavedPreprocessing, models: dict[str, dict[str, Any]]) -> list[str]:
     """``hint:`` lines for ``summary.md`` when the attention model of a single manifest run did not learn (its
     validation accuracy is at chance, or its trust report warns, e.g. that it predicts one class): the likely causes this run shows (few training
@@ -103,7 +117,9 @@ def not_learned_hints(data: CTData, saved: SavedPreprocessing, models: dict[str,
         return []
     counts = np.bincount(data.labels["train"])
     smallest = int(counts[counts > 0].min())
-    hints = [f"hint: the attention model is trained from scratch on {len(data.labels['train'])} volumes "
+    how = ("starts as the same-run ResNet, which did not learn either, and is trained"
+           if hybrid.get("init") == "resnet" else "is trained from scratch")
+    hints = [f"hint: the attention model {how} on {len(data.labels['train'])} volumes "
              f"({smallest} of the smallest class); with a few dozen, a small or faint finding often stays below what "
              "it can pick up: more volumes help most, and --cv 5 shows whether any split learns"]
     profile = saved.profile

@@ -72,7 +72,9 @@ from bioattn.tasks.ct.preprocessing import SavedPreprocessing
 from bioattn.tasks.base import FittedMember, TaskData
 from bioattn.tasks.ct.protocols import _pool_records, ensemble_results, mean_mask_depth
 from bioattn.tasks.driver import MembersRun, RunProtocol, metrics_document
-from bioattn.tasks.ct.report import comparison_table, ensemble_table, not_learned_hints, trust_sections
+from bioattn.tasks.ct.report import (
+    comparison_table, construction_line, ensemble_table, not_learned_hints, trust_sections,
+)
 from bioattn.tasks.ct.selection import ModelChoice, choose_model, save_kept_model
 from bioattn.training import TrainConfig, check_run_dir, prepare_run_dir
 from bioattn.distributed import is_main_process
@@ -232,6 +234,9 @@ def report(data: TaskData, run: MembersRun[FittedMember]) -> tuple[dict[str, Any
     hints = not_learned_hints(data_ct, saved, results["models"]) if "models" in results else []
     if hints:
         trust.insert(0, "\n".join(hints))
+    construction = construction_line(results["models"]) if "models" in results else None
+    if construction:
+        trust.insert(0, construction)
     if choice is not None:  # right under the table: which model RUN holds, why, and the command of the other
         trust.insert(0, choice.statement(run_dir))
     return metrics, "\n\n".join([table, *trust]) + "\n"

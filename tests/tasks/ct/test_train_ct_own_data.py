@@ -242,8 +242,8 @@ def test_manifest_size_must_suit_the_cnn_stride(own_data: Path, tmp_path: Path, 
     assert code == 2 and not out.exists()
     assert capsys.readouterr().err.strip() == (
         "error: --size 20 20 20: each of X, Y and Z must be a multiple of the CNN stride 8 (X = 20, Y = 20, Z = 20 are "
-        "not); e.g. --size 16 16 16 (the stride is --unshuffle times the product of --stem-strides: 16 by default "
-        "above 32 voxels, 8 up to 32)")
+        "not); e.g. --size 16 16 16 (the stride is --unshuffle times the product of --stem-strides, and without the "
+        "last of them when the model starts from the ResNet: 16 by default above 32 voxels, 8 up to 32)")
     code = cli_main(["train", "ct", "--manifest", str(own_data), "--out", str(out), "--quick", "--size", "24",
                      "--unshuffle", "2"])
     assert code == 2 and not out.exists()
