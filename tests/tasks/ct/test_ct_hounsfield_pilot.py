@@ -79,15 +79,16 @@ def test_the_lesion_is_visible_in_the_model_input_after_the_default_preprocessin
 
 @pytest.mark.slow
 def test_the_default_run_on_a_small_hu_pilot_learns_and_predict_is_right_on_most_new_volumes(tmp_path: Path) -> None:
-    """24 volumes (20 train, 4 validation) with the defaults (only the baseline off, to halve the time): the kept
-    model is above chance on validation, does not predict one class for all, and ``predict ct`` (which re-applies
-    the saved window) is right on at least 9 of 12 new volumes of the same kind."""
+    """24 volumes (20 train, 4 validation) with the defaults (the ResNet, then the attention model started from it):
+    the kept model is above chance on validation, does not predict one class for all, and ``predict ct`` (which
+    re-applies the saved window) is right on at least 9 of 12 new volumes of the same kind."""
     manifest, new = write_ct_pilot(tmp_path / "pilot", volumes=24, new=12, seed=1)
     out = tmp_path / "run"
-    assert cli_main(["train", "ct", "--manifest", str(manifest), "--out", str(out), "--baseline", "none"]) == 0
+    assert cli_main(["train", "ct", "--manifest", str(manifest), "--out", str(out)]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["preprocessing"]["window"] == list(SOFT_TISSUE_WINDOW)
-    [model] = metrics["models"].values()
+    assert metrics["models"]["hybrid CNN+attention (bioattn)"]["init"] == "resnet"
+    model = metrics["models"][metrics["kept_model"]["name"]]
     assert model["val_accuracy"] > 0.5 and model["val_auroc"] > 0.5
     assert sum(count > 0 for count in model["trust"]["predicted_counts"].values()) == 2, model["trust"]
     assert not [line for line in model["trust"]["warnings"] if line.startswith("warning:")]
