@@ -1,9 +1,5 @@
-"""The promoter task's hooks of the shared driver (:func:`bioattn.tasks.driver.run_task`): :func:`prepare` (the
-run directory, the data, the protocol's split line), :func:`fit` (one model of a holdout, a seed or a fold),
-:func:`held_out` (a fold's out-of-fold probabilities and its same-run baselines) and :func:`report` (holdout: one
-model, or one per seed as an ensemble; cross-validation: the fold models as an ensemble, out-of-fold metrics; each
-beside the same-run baselines). The options, data loading and fitting of one model are in
-:mod:`bioattn.tasks.promoter.train`; the tables in :mod:`bioattn.tasks.promoter.report`."""
+"""The promoter task's hooks of the shared driver (:func:`bioattn.tasks.driver.run_task`): :func:`prepare`,
+:func:`fit`, :func:`held_out` and :func:`report` (holdout, seeds or cross-validation, beside the same-run baselines)."""
 from __future__ import annotations
 
 import dataclasses
@@ -25,21 +21,8 @@ from bioattn.training import TrainConfig, check_run_dir, prepare_run_dir
 from bioattn.distributed import is_main_process
 from bioattn.tasks.promoter.report import format_report, model_metrics
 from bioattn.tasks.promoter.train import (
-    CV_FOLDS,
-    ENSEMBLE_NAME,
-    MEMBERS_NAME,
-    MODEL_NAME,
-    PUBLISHED_GUE,
-    PromoterData,
-    PromoterOptions,
-    QUICK_ROWS,
-    Scores,
-    default_config,
-    load_data,
-    quick_config,
-    quick_options,
-    score,
-    train_model,
+    CV_FOLDS, ENSEMBLE_NAME, MEMBERS_NAME, MODEL_NAME, PUBLISHED_GUE, PromoterData, PromoterOptions, QUICK_ROWS, Scores,
+    default_config, load_data, quick_config, quick_options, score, train_model,
 )
 
 
@@ -49,8 +32,7 @@ def _member_scores(per_member: list[dict[str, dict[str, float]]]) -> dict[str, d
 
 
 def row_cap(options: PromoterOptions) -> str:
-    """What the split sizes printed before training were capped by: ``" (at most 1,500 per split: --quick)"``, or
-    ``""`` when every row was read."""
+    """What the split sizes printed before training were capped by (``""`` when every row was read)."""
     if options.max_rows is None:
         return ""
     by = "--quick" if options.quick and options.max_rows == QUICK_ROWS else "--max-rows"
@@ -58,23 +40,17 @@ def row_cap(options: PromoterOptions) -> str:
 
 
 def prepare(options: PromoterOptions, config: TrainConfig | None = None) -> tuple[PromoterOptions, TaskData]:
-    """Check ``options.out``, read the data, create the run directory and print the split line.
-
-    ``config`` defaults to :func:`default_config` of the task and its pretraining; ``options.quick`` shortens it
-    (:func:`quick_config`) and caps each split at :data:`QUICK_ROWS` rows. The E. coli data (one ``all`` split) and
-    ``options.cv`` cross-validate over :func:`cross_validation_pool`; otherwise train on ``train``, early-stop on
-    ``dev`` and score every split but ``train``.
-    """
-    check_run_dir(options.out, resume=options.resume, overwrite=options.overwrite)  # before any sequence is read
+    """Check ``options.out``, read the data (``config``: default :func:`default_config`), create the run directory
+    and print the split line."""
+    check_run_dir(options.out, resume=options.resume, overwrite=options.overwrite)
     config = config or default_config(options.task, options.pretrain_epochs)
     if options.quick:
         config, options = quick_config(config), quick_options(options)
     data = load_data(options, config.seed)
-    # run_config.json records the options that ran: the data root actually read (or the embedded sample)
     options = dataclasses.replace(options, data_root=data.data_root,
                                   out=prepare_run_dir(options.out, resume=options.resume, overwrite=options.overwrite))
     splits = data.splits
-    if is_main_process():  # what predict compares new sequences with (bioattn.tasks.promoter.composition)
+    if is_main_process():
         save_composition(options.out, splits["all" if "all" in splits else "train"].sequences)
     pool = cross_validation_pool(data) if "all" in splits or options.cv is not None else None
     if pool is None:
@@ -106,9 +82,7 @@ def protocol(options: PromoterOptions, data: TaskData) -> RunProtocol:
 
 
 def fit(options: PromoterOptions, data: TaskData, member: Member) -> FittedMember:
-    """One model in ``member.run_dir``: a seed's trains on ``train`` and early-stops on ``dev`` (scored on every
-    split but ``train``); a fold's early-stops on a stratified 10 % of its training part (split by the run's seed),
-    with ``max_minutes`` shared among the folds."""
+    """One model in ``member.run_dir``: a seed's early-stops on ``dev``, a fold's on 10 % of its training part."""
     config = data.extra.get("config") or default_config(options.task, options.pretrain_epochs)
     class_names, max_len = list(data.class_names or ()), data.extra["max_len"]
     resume = options.resume and member.run_dir.exists()
@@ -129,8 +103,7 @@ def fit(options: PromoterOptions, data: TaskData, member: Member) -> FittedMembe
 
 
 def held_out(data: TaskData, member: Member, fitted: FittedMember) -> dict[str, np.ndarray]:
-    """A fold model's probabilities on its held-out fold; its scores and the baselines' on the same fold go to
-    ``fitted.extra["scores"]``."""
+    """A fold model's probabilities on its held-out fold (its and the baselines' scores: ``fitted.extra["scores"]``)."""
     model, pool = fitted.model, data.pool
     train, held = pool.subset(member.train_index), pool.subset(member.held_out_index)
     probs = model.predict_tokens(held.tokens, batch_size=512)
@@ -141,9 +114,8 @@ def held_out(data: TaskData, member: Member, fitted: FittedMember) -> dict[str, 
 
 def _trust(model: nn.Module, dev: Split, class_names: list[str], scores: Scores, split: str, cv_hint: str,
            probs: np.ndarray | None = None, label: str | None = None) -> dict[str, Any]:
-    """:func:`~bioattn.tasks.trust.trust_report` of the kept ``model`` (or of its ``probs``) on ``dev`` (MCC the
-    headline; ``label``: the examples' name in the text, default ``split``), plus a warning when a same-run baseline
-    beats it on ``split`` MCC (``scores``' first method is the model)."""
+    """:func:`~bioattn.tasks.trust.trust_report` of ``model`` (or its ``probs``) on ``dev``, warning when a same-run
+    baseline beats it on ``split`` MCC."""
     threshold = float(getattr(model, "threshold", 0.5))
     if probs is None:
         probs = model.predict_tokens(dev.tokens, batch_size=512)  # type: ignore[operator]
@@ -171,8 +143,7 @@ def cross_validation_pool(data: PromoterData) -> Split:
 
 
 def _cross_validation(options: PromoterOptions, data: TaskData, run: MembersRun[FittedMember]) -> dict[str, Any]:
-    """Reported: the out-of-fold metrics of all predictions pooled (``oof``), the mean ± sd over folds (``cv``), the
-    baselines the same way."""
+    """The pooled out-of-fold metrics (``oof``) and the mean ± sd over folds (``cv``), baselines alike."""
     everything, class_names = data.pool, list(data.class_names or ())
     model = run.results[-1].model
     assert run.out_of_fold is not None
@@ -195,8 +166,7 @@ def _cross_validation(options: PromoterOptions, data: TaskData, run: MembersRun[
 
 
 def _holdout(options: PromoterOptions, data: TaskData, run: MembersRun[FittedMember]) -> dict[str, Any]:
-    """Each split but ``train`` scored, the baselines fitted the same way; with ``options.seeds`` the run directory is
-    the members' ensemble (averaged probabilities), scored on the same splits."""
+    """Each split but ``train`` scored beside the baselines; with ``options.seeds``, the members' ensemble."""
     splits = data.extra["data"].splits
     evals = {name: split for name, split in splits.items() if name != "train"}
     members = [fitted.model for fitted in run.results]

@@ -1,12 +1,5 @@
 """Text tables in bulk: rows of integers and ``%.6g`` floats built with numpy, byte for byte what Python's
-``f"{value}"`` / ``f"{value:.6g}"`` write, without a Python call per row.
-
-A row is assembled as a ``(rows, width)`` byte matrix and a mask of the bytes it keeps; the kept bytes, row after
-row, are the text (one boolean index). ``%.6g`` (:func:`g6_columns`): each value's six significant digits come from
-one multiplication by an exact power of ten and a rounding; a value whose rounding that cannot decide (within
-1e-9 of a half), whose exponent is outside ``[-17, 15]``, zero, negative or not finite is formatted by Python
-itself, so every value is written exactly as Python writes it.
-"""
+``f"{value}"`` / ``f"{value:.6g}"`` write (values the fast path cannot decide are formatted by Python itself)."""
 from __future__ import annotations
 
 from typing import Sequence
