@@ -1,11 +1,5 @@
-"""Per-nucleotide attributions of a :class:`~bioattn.models.promoter.PromoterClassifier` (or an ensemble of them)
-by every method of :data:`PROMOTER_METHODS` (the method-generic ones of :mod:`bioattn.explain.attribution` and
-in-silico mutagenesis, :data:`RELATIVE_COST` what each costs), and the scores their faithfulness is measured with.
-
-Like the model's prediction, an attribution with ``rc_average`` is the mean of the forward strand's map and of
-the reverse complement's map put back on forward positions. An ensemble's map is the mean of its members' maps,
-each explaining the class the ensemble predicts.
-"""
+"""Per-nucleotide attributions of a :class:`~bioattn.models.promoter.PromoterClassifier` (or an ensemble: the mean of
+its members' maps) by every method of :data:`PROMOTER_METHODS`, and the score their faithfulness is measured with."""
 from __future__ import annotations
 
 import torch
@@ -33,8 +27,7 @@ def _log_odds(member: torch.nn.Module, ids: Tensor, padding_mask: Tensor | None,
 
 
 def _relevance(member: torch.nn.Module, ids: Tensor, padding_mask: Tensor, classes: Tensor, start_layer: int) -> Tensor:
-    """[CLS] row of the gradient-weighted relevance ``(B, L)``. Sequences run in groups of one length without a
-    padding mask, so the attention maps returned are the ones the forward pass used."""
+    """[CLS] row of the gradient-weighted relevance ``(B, L)``, in groups of one length without a padding mask."""
     lengths = (~padding_mask).sum(1)
     influence = torch.zeros(ids.shape, device=ids.device)
     for length in lengths.unique().tolist():
@@ -59,7 +52,7 @@ def _one_strand(member: torch.nn.Module, method: str, ids: Tensor, padding_mask:
                                 key_padding_mask=key_padding_mask)[:, 1:]
     if method == "relevance":
         return _relevance(member, ids, padding_mask, classes, start_layer)
-    baselines = ids.masked_fill(~padding_mask, N_ID)  # the all-N sequence of the same length
+    baselines = ids.masked_fill(~padding_mask, N_ID)
     attribution = layer_attribution(method, lambda x, mask, c: _log_odds(member, x, mask, c), member.embedding, ids,
                                     baselines=baselines, additional_forward_args=(padding_mask, classes))
     return attribution.sum(-1).detach()
@@ -69,10 +62,8 @@ def promoter_attribution(
     model: torch.nn.Module, ids: Tensor, padding_mask: Tensor, method: str, *, classes: Tensor | None = None,
     rc_average: bool | None = None, head_fusion: str = "mean", start_layer: int = 0, seed: int = 0,
 ) -> Tensor:
-    """Attribution of every nucleotide: ``ids (B, L)``, ``padding_mask (B, L)`` (True = PAD) → ``(B, L)`` float,
-    0 at padding, higher = more important for the predicted class (``classes (B,)``, default: the model's own
-    prediction). ``ism`` scores every substitution with the whole model (an ensemble's mean), the others
-    explain each member. The model is put in eval mode."""
+    """``ids (B, L)``, ``padding_mask (B, L)`` (True = PAD) → ``(B, L)`` attribution to ``classes (B,)`` (default: the
+    predicted ones), 0 at padding. The model is put in eval mode."""
     check_method(method, PROMOTER_METHODS)
     model.eval()
     device = next(model.parameters()).device
@@ -98,8 +89,8 @@ def promoter_attribution(
 
 
 def promoter_score(model: torch.nn.Module, ids: Tensor, predicted: int, *, rc_average: bool | None = None) -> ScoreMasked:
-    """Faithfulness score of one sequence ``ids (n,)`` (no padding): masks ``(K, n)`` (True = replaced by N) →
-    ``(K,)`` probability of class ``predicted``, predicted the way the model predicts (strand averaging)."""
+    """Faithfulness score of one sequence ``ids (n,)``: masks ``(K, n)`` (True = N) → ``(K,)`` probability of
+    ``predicted``."""
     use_rc = _uses_rc(model, rc_average)
 
     @torch.no_grad()

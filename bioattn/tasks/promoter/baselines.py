@@ -1,9 +1,5 @@
-"""Trivial baselines fitted beside the promoter model on the same split (scikit-learn; two or more classes).
-
-- GC-content threshold: logistic regression on the GC fraction alone (a threshold with monotone probabilities).
-- k-mer logistic regression: counts of every k-mer, k = 1..:data:`KMER_MAX` (sublinear, L2-normalised per
-  sequence), L2-regularised logistic regression with C chosen by 3-fold CV on MCC.
-"""
+"""Trivial baselines fitted beside the promoter model on the same split: a GC-content threshold and a k-mer
+(k = 1..:data:`KMER_MAX`) logistic regression (scikit-learn)."""
 from __future__ import annotations
 
 from typing import Mapping

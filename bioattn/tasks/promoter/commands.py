@@ -1,6 +1,5 @@
 """The ``bioattn train promoter`` command: its options, each field one flag (:func:`bioattn.options.flag`), and its
-run (``predict promoter``: :mod:`bioattn.tasks.promoter.predict_command`; ``explain promoter``:
-:mod:`bioattn.tasks.promoter.explain_command`)."""
+run."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -140,9 +139,8 @@ class TrainPromoter:
     device: str = device_flag()
 
     def options(self) -> tuple[PromoterOptions, TrainConfig]:
-        """The :class:`~bioattn.tasks.promoter.train.PromoterOptions` of these flags and the
-        :class:`~bioattn.training.TrainConfig` (the task's default epochs and learning rate where the flags and the
-        ``--config`` file leave them unset)."""
+        """The :class:`~bioattn.tasks.promoter.train.PromoterOptions` and :class:`~bioattn.training.TrainConfig` of
+        these flags."""
         from bioattn.tasks.promoter.train import PromoterOptions, default_epochs, default_lr
         from bioattn.training.config import config_from_values
 

@@ -1,12 +1,5 @@
-"""Score the sequences of a FASTA/CSV file with a trained promoter model, one output row per sequence.
-
-Columns: two classes: ``id,promoter_probability,predicted_label`` (the probability of the model's class 1, the
-positive class); more: ``id,p_<class>,...,predicted_label`` (one probability per class, in class order). The
-predicted label is the class name (``0``/``1`` for models trained on 0/1 labels). With the run's training
-composition (:mod:`bioattn.tasks.promoter.composition`) a last column ``warning`` says how a sequence differs from the
-training sequences (empty when it does not), and a ``warning:`` line on stderr names it (the first 20, then a
-count). Input order is kept; the file is streamed in chunks, each scored in batches of similar length.
-"""
+"""Score the sequences of a FASTA/CSV file with a trained promoter model, one output row per sequence (streamed in
+chunks), with a ``warning`` column when the run saved its training composition."""
 from __future__ import annotations
 
 import itertools
@@ -29,7 +22,7 @@ MAX_WARNING_LINES = 20
 
 
 def prediction_header(model: PromoterClassifier, *, warning: bool = False) -> list[str]:
-    """The output columns for ``model`` (see the module docstring); ``warning``: with the composition column."""
+    """The output columns for ``model``; ``warning``: with the composition column."""
     extra = ["warning"] if warning else []
     if model.binary:
         return ["id", "promoter_probability", "predicted_label", *extra]
@@ -40,12 +33,8 @@ def predict_file(
     model: PromoterClassifier, source: Path, output: str | os.PathLike, *, batch_size: int = 256,
     rc_average: bool | None = None, composition: dict | None = None,
 ) -> Counter:
-    """Write one row per record of ``source`` to ``output`` (CSV; TSV for ``.tsv``); returns the count per predicted class.
-
-    A record longer than ``model.max_len`` is an error naming it (score long sequences as a genome scan).
-    ``composition``: the run's training composition (:func:`~bioattn.tasks.promoter.composition.load_composition`);
-    with it, each record is checked against it (``warning`` column, ``warning:`` lines on stderr).
-    """
+    """Write one row per record of ``source`` to ``output`` (CSV; TSV for ``.tsv``); the count per predicted class.
+    ``composition``: :func:`~bioattn.tasks.promoter.composition.load_composition`'s, to check each record against."""
     counts: Counter = Counter()
     flagged = 0
     records = read_records(source)

@@ -1,5 +1,4 @@
-"""The ``bioattn predict promoter`` command: its options, each field one flag (:func:`bioattn.options.flag`), and
-its run (apart from the training command, so that a prediction or a genome scan imports no training code)."""
+"""The ``bioattn predict promoter`` command: its options and its run (no training code imported)."""
 from __future__ import annotations
 
 import sys

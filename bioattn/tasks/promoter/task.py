@@ -1,7 +1,5 @@
-"""The promoter task's contract (:class:`PromoterTask`, registered as ``promoter``): DNA sequence classification.
-
-Imports only :mod:`bioattn.tasks.base` at module level; each hook imports the task's code when called.
-"""
+"""The promoter task's contract (:class:`PromoterTask`, registered as ``promoter``); each hook imports its code when
+called."""
 from __future__ import annotations
 
 from typing import Any, Mapping
