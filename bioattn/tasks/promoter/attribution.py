@@ -21,11 +21,6 @@ PROMOTER_METHODS = (*METHODS, "ism")
 RELATIVE_COST = {method: METHOD_COST[method] for method in PROMOTER_METHODS}
 
 
-def _log_odds(member: torch.nn.Module, ids: Tensor, padding_mask: Tensor | None, classes: Tensor) -> Tensor:
-    """``(B,)`` log-odds of ``classes`` for one strand (the function the gradient methods differentiate)."""
-    return predicted_log_odds(member(ids, padding_mask), classes)
-
-
 def _relevance(member: torch.nn.Module, ids: Tensor, padding_mask: Tensor, classes: Tensor, start_layer: int) -> Tensor:
     """[CLS] row of the gradient-weighted relevance ``(B, L)``, in groups of one length without a padding mask."""
     lengths = (~padding_mask).sum(1)
@@ -53,8 +48,8 @@ def _one_strand(member: torch.nn.Module, method: str, ids: Tensor, padding_mask:
     if method == "relevance":
         return _relevance(member, ids, padding_mask, classes, start_layer)
     baselines = ids.masked_fill(~padding_mask, N_ID)
-    attribution = layer_attribution(method, lambda x, mask, c: _log_odds(member, x, mask, c), member.embedding, ids,
-                                    baselines=baselines, additional_forward_args=(padding_mask, classes))
+    attribution = layer_attribution(method, lambda x, mask, c: predicted_log_odds(member(x, mask), c), member.embedding,
+                                    ids, baselines=baselines, additional_forward_args=(padding_mask, classes))
     return attribution.sum(-1).detach()
 
 

@@ -153,8 +153,9 @@ def _faithfulness(model, tokens, batch_size, rc_average, head_fusion, start_laye
 def explain_promoter(
     model: Any, inputs: str | os.PathLike | Sequence[str] | Sequence[Any], *, method: str = "auto",
     strand: str = "model", head_fusion: str = "mean", start_layer: int = 0, max_rows: int = 1000, batch_size: int = 64,
-    tss_index: int | None = None, motif: str = "TATAWAWR", marks: dict[str, tuple[int, int]] | Iterable[str] | None = None,
-    plot_sequences: int = 6, faithfulness: bool = True, faithfulness_sequences: int = 200, faithfulness_steps: int = 20,
+    tss_index: int | None = None, motif: str = "TATAWAWR",
+    marks: dict[str, tuple[int, int]] | Iterable[str] | None = None, plot_sequences: int = 6, faithfulness: bool = True,
+    faithfulness_sequences: int = 200, faithfulness_steps: int = 20,
     motifs: bool = False, motif_db: str = "jaspar", motif_target: str = "positive", motif_q: float = 0.05,
     motif_attribution: str = "integrated_gradients", motif_sequences: str = "all", motif_background: bool = True,
     known_motifs: int = 0, device: str = "auto", out: str | os.PathLike | None = None, overwrite: bool = False,
@@ -162,7 +163,7 @@ def explain_promoter(
     """Explain a promoter classifier's predictions on ``inputs``, nucleotide by nucleotide.
 
     Args:
-        model: a :class:`~bioattn.models.PromoterClassifier` (or an ensemble), a run directory or a shipped model's name.
+        model: a :class:`~bioattn.models.PromoterClassifier` (or an ensemble), a run directory or a shipped model.
         inputs: a FASTA/CSV file or in-memory sequences (strings or :class:`~bioattn.data.dna.DNARecord`).
         method: ``auto`` (the most faithful of the methods that fit about a minute) or one of
             :data:`~bioattn.tasks.promoter.attribution.PROMOTER_METHODS`.
@@ -343,7 +344,9 @@ def explain_promoter(
 def _known_motifs(model: Any, sequences: list[str], tss_index: int, rc_average: bool | None,
                   batch_size: int) -> tuple[tuple[list[str], list[list[Any]]], dict[str, Any]]:
     """``known_motifs.tsv`` and its summary: core-promoter motifs planted into shuffles of ``sequences``."""
-    from bioattn.explain.marginalize import DEFAULT_SHUFFLES, jaspar_consensus, marginalize_known_motifs, shuffled_backgrounds
+    from bioattn.explain.marginalize import (
+        DEFAULT_SHUFFLES, jaspar_consensus, marginalize_known_motifs, shuffled_backgrounds,
+    )
 
     motifs = jaspar_consensus()
     rows = marginalize_known_motifs(model, {label: consensus for label, (_, consensus) in motifs.items()},

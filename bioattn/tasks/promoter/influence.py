@@ -24,12 +24,6 @@ class PromoterInfluence:
     weights: list[Tensor]
 
 
-def _cls_influence(weights: list[Tensor], key_padding_mask: Tensor, head_fusion: str, start_layer: int) -> Tensor:
-    """[CLS] row of the rollout without [CLS] itself: ``(B, L)`` per-nucleotide influence."""
-    cls_row = rollout_rows(weights, 0, head_fusion=head_fusion, start_layer=start_layer, key_padding_mask=key_padding_mask)
-    return cls_row[:, 1:]
-
-
 @torch.no_grad()
 def explain_promoters(model: torch.nn.Module, ids: Tensor, padding_mask: Tensor, *, head_fusion: str = "mean",
                       start_layer: int = 0, rc_average: bool | None = None) -> PromoterInfluence:
@@ -43,10 +37,9 @@ def explain_promoters(model: torch.nn.Module, ids: Tensor, padding_mask: Tensor,
     _, key_padding_mask, weights = model.encode(ids, padding_mask, need_weights=True)
 
     def strand_influence(strand: Tensor) -> Tensor:
-        if strand is ids:
-            return _cls_influence(weights, key_padding_mask, head_fusion, start_layer)
-        _, _, strand_weights = model.encode(strand, padding_mask, need_weights=True)
-        return _cls_influence(strand_weights, key_padding_mask, head_fusion, start_layer)
+        strand_weights = weights if strand is ids else model.encode(strand, padding_mask, need_weights=True)[2]
+        return rollout_rows(strand_weights, 0, head_fusion=head_fusion, start_layer=start_layer,
+                            key_padding_mask=key_padding_mask)[:, 1:]
 
     influence = (strand_average(strand_influence, ids, padding_mask, per_position=True) if use_rc
                  else strand_influence(ids))
@@ -116,7 +109,7 @@ def motif_enrichment(sequences: Sequence[str], influence: np.ndarray, motif: str
 
 
 def influence_profile(influence: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(N, L_max)``, ``lengths (N,)`` → mean, sd and count per position ``(L_max,)`` over the sequences covering it."""
+    """``(N, L_max)``, ``lengths (N,)`` → mean, sd and count per position ``(L_max,)`` over the sequences there."""
     present = np.arange(influence.shape[1])[None, :] < lengths[:, None]
     counts = present.sum(0)
     safe = np.maximum(counts, 1)

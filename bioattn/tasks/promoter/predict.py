@@ -23,10 +23,8 @@ MAX_WARNING_LINES = 20
 
 def prediction_header(model: PromoterClassifier, *, warning: bool = False) -> list[str]:
     """The output columns for ``model``; ``warning``: with the composition column."""
-    extra = ["warning"] if warning else []
-    if model.binary:
-        return ["id", "promoter_probability", "predicted_label", *extra]
-    return ["id", *(f"p_{name}" for name in model.class_names), "predicted_label", *extra]
+    probabilities = ["promoter_probability"] if model.binary else [f"p_{name}" for name in model.class_names]
+    return ["id", *probabilities, "predicted_label", *(["warning"] if warning else [])]
 
 
 def predict_file(

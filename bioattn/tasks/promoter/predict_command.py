@@ -107,7 +107,6 @@ class PredictPromoter:
         result = predict_promoter(self.model, self.input, self.output, chroms=self.chrom, compile_model=self.compile,
                                   **values(self, "batch_size", "precision", "threshold", "strand", "window", "stride",
                                            "scan_class", "regions", "device"))
-        if not result.written:  # another process of a torchrun scan writes the merged output
-            return 0
-        print(result.describe(self.output), file=sys.stderr)
+        if result.written:  # else another process of a torchrun scan writes the merged output
+            print(result.describe(self.output), file=sys.stderr)
         return 0

@@ -31,7 +31,7 @@ _NUCLEOTIDES = torch.arange(A_ID, T_ID + 1)  # A, C, G, T: the targets (N is nev
 
 
 class MaskedNucleotideModel(nn.Module):
-    """A :class:`PromoterClassifier`'s encoder (shared) with a nucleotide head: ``(B, L)`` → A/C/G/T logits ``(B, L, 4)``."""
+    """A :class:`PromoterClassifier`'s encoder (shared) with a nucleotide head: ``(B, L)`` → logits ``(B, L, 4)``."""
 
     def __init__(self, classifier: PromoterClassifier) -> None:
         super().__init__()

@@ -16,7 +16,7 @@ from bioattn.tasks.driver import Member, MembersRun, RunProtocol, metrics_docume
 from bioattn.tasks.promoter.composition import save_composition
 from bioattn.tasks.promoter.baselines import run_baselines
 from bioattn.tasks.trust import baseline_warning, trust_report
-from bioattn.tasks.promoter.data import Split, dev_split
+from bioattn.tasks.promoter.data import Split, concatenate, dev_split
 from bioattn.training import TrainConfig, check_run_dir, prepare_run_dir
 from bioattn.distributed import is_main_process
 from bioattn.tasks.promoter.report import format_report, model_metrics
@@ -137,9 +137,7 @@ def cross_validation_pool(data: PromoterData) -> Split:
     """Every labelled sequence a cross-validation may use: ``all`` (E. coli), else train + dev (never test)."""
     if "all" in data.splits:
         return data.splits["all"]
-    train, dev = data.splits["train"], data.splits["dev"]
-    return Split(train.sequences + dev.sequences, train.tokens + dev.tokens, np.concatenate([train.labels, dev.labels]),
-                 train.where + dev.where)
+    return concatenate([data.splits["train"], data.splits["dev"]])
 
 
 def _cross_validation(options: PromoterOptions, data: TaskData, run: MembersRun[FittedMember]) -> dict[str, Any]:

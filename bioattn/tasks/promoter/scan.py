@@ -30,7 +30,8 @@ __all__ = ["SCAN_FORMATS", "ScanSummary", "ScanTarget", "WindowGrid", "default_b
            "read_regions", "scan_format", "scan_genome", "scan_targets", "shard_targets", "window_spans",
            "window_tiles"]
 
-SCAN_FORMATS = {".csv": "csv", ".tsv": "csv", ".bedgraph": "bedgraph", ".bed": "bed", ".bw": "bigwig", ".bigwig": "bigwig"}
+SCAN_FORMATS = {".csv": "csv", ".tsv": "csv", ".bedgraph": "bedgraph", ".bed": "bed", ".bw": "bigwig",
+                ".bigwig": "bigwig"}
 
 
 def scan_format(path: str | os.PathLike) -> str:
@@ -151,10 +152,6 @@ def shard_targets(targets: Sequence[ScanTarget], ranks: int, rank: int, window: 
     return [target for target in targets if owner[target.index] == rank]
 
 
-def _fasta_lengths(fasta: pyfaidx.Fasta) -> dict[str, int]:
-    return {name: len(fasta[name]) for name in fasta.keys()}
-
-
 def _bigwig_header(targets: Sequence[ScanTarget]) -> list[tuple[str, int]]:
     """The bigWig's sequences: each scanned chrom once, with its full length, in genome order."""
     return list(dict.fromkeys((t.chrom, t.chrom_length) for t in targets))
@@ -201,7 +198,7 @@ def scan_genome(
         try:
             check_writable(Path(output))  # before reading or scoring anything
             with open_indexed_fasta(path, folder) as fasta:
-                lengths = _fasta_lengths(fasta)
+                lengths = {name: len(fasta[name]) for name in fasta.keys()}
                 wanted = read_regions(regions, lengths) if regions is not None else None
                 targets = scan_targets(lengths, chroms=chroms, regions=wanted)
                 mine = shard_targets(targets, ranks, rank, window, stride) if ranks > 1 else targets

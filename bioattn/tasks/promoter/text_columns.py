@@ -102,13 +102,6 @@ def const_column(text: bytes, rows: int) -> Column:
     return chars, np.ones((rows, len(text)), dtype=bool)
 
 
-def join_rows(columns: Sequence[Column]) -> bytes:
-    """The rows made of ``columns`` side by side (each a byte column or :func:`const_column`), row after row."""
-    chars = np.concatenate([c for c, _ in columns], axis=1)
-    keep = np.concatenate([k for _, k in columns], axis=1)
-    return chars[keep].tobytes()
-
-
 def table_rows(prefix: bytes, delimiter: bytes, ints: Sequence[np.ndarray], floats: np.ndarray) -> bytes:
     """``prefix`` then each integer column, then the ``%.6g`` floats, separated by ``delimiter``, one line per row:
     ``prefix + delimiter.join([*ints, f"{float:.6g}"]) + "\\n"``."""
@@ -119,4 +112,4 @@ def table_rows(prefix: bytes, delimiter: bytes, ints: Sequence[np.ndarray], floa
     for values in ints:
         columns += [int_columns(values), const_column(delimiter, rows)]
     columns += [g6_columns(floats), const_column(b"\n", rows)]
-    return join_rows(columns)
+    return np.concatenate([c for c, _ in columns], axis=1)[np.concatenate([k for _, k in columns], axis=1)].tobytes()

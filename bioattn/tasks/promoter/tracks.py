@@ -46,9 +46,7 @@ def text_header(kind: str, class_name: str, delimiter: str) -> str:
 
 def cell(text: str, delimiter: str) -> str:
     """A text cell as the csv module writes it (quoted when it holds the delimiter, a quote or a line break)."""
-    if any(c in text for c in (delimiter, '"', "\n", "\r")):
-        return '"' + text.replace('"', '""') + '"'
-    return text
+    return '"' + text.replace('"', '""') + '"' if any(c in text for c in (delimiter, '"', "\n", "\r")) else text
 
 
 class TargetOutput:
@@ -132,15 +130,6 @@ class TargetOutput:
         return tuple(np.concatenate(column) for column in zip(*self.pending))  # type: ignore[return-value]
 
 
-def add_bigwig_entries(bw: Any, chrom: str, starts: np.ndarray, ends: np.ndarray, values: np.ndarray) -> None:
-    """Add one target's tiles to an open pyBigWig file, in fixed-size chunks."""
-    for first in range(0, len(starts), _BIGWIG_CHUNK):
-        cut = slice(first, first + _BIGWIG_CHUNK)
-        bw.addEntries([chrom] * len(starts[cut]), np.ascontiguousarray(starts[cut], dtype=np.int64),
-                      ends=np.ascontiguousarray(ends[cut], dtype=np.int64),
-                      values=np.ascontiguousarray(values[cut], dtype=np.float64))
-
-
 class BigWigWriter:
     """A bigWig written as targets finish (``with BigWigWriter(path, header) as bw: bw.add(chrom, tiles)``), under a
     temporary name renamed onto ``path`` on success."""
@@ -164,7 +153,13 @@ class BigWigWriter:
         return self
 
     def add(self, chrom: str, tiles: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
-        add_bigwig_entries(self.bw, chrom, *tiles)
+        """Add one target's tiles, in fixed-size chunks."""
+        starts, ends, values = tiles
+        for first in range(0, len(starts), _BIGWIG_CHUNK):
+            cut = slice(first, first + _BIGWIG_CHUNK)
+            self.bw.addEntries([chrom] * len(starts[cut]), np.ascontiguousarray(starts[cut], dtype=np.int64),
+                               ends=np.ascontiguousarray(ends[cut], dtype=np.int64),
+                               values=np.ascontiguousarray(values[cut], dtype=np.float64))
 
     def __exit__(self, kind: Any, error: Any, trace: Any) -> None:
         try:

@@ -21,7 +21,8 @@ from bioattn.models.promoter import PromoterClassifier
 from bioattn.tasks.common import Recipe, TaskOptions, fit_timed, recipe_for
 from bioattn.tasks.promoter.pretrain import MASK_PROBABILITY, PRETRAIN_DIR, mask_nucleotides, pretrain_encoder
 from bioattn.tasks.promoter.data import (
-    BINARY_CLASSES, Split, TokenDataset, check_max_length, collate, dev_split, load_ecoli, load_gue, load_labelled_files,
+    BINARY_CLASSES, Split, TokenDataset, check_max_length, collate, dev_split, load_ecoli, load_gue,
+    load_labelled_files,
 )
 from bioattn.training import TrainConfig, Trainer, plot_curves, seed_everything
 from bioattn.distributed import is_main_process
@@ -205,9 +206,7 @@ def build_model(options: PromoterOptions, max_len: int, class_names: list[str]) 
 
 def classification_loss(logits: Tensor, labels: Tensor) -> Tensor:
     """Mean loss: binary cross-entropy for ``logits (B,)``, softmax cross-entropy for ``(B, C)``; ``labels (B,)`` long."""
-    if logits.dim() == 1:
-        return F.binary_cross_entropy_with_logits(logits, labels.float())
-    return F.cross_entropy(logits, labels)
+    return F.binary_cross_entropy_with_logits(logits, labels.float()) if logits.dim() == 1 else F.cross_entropy(logits, labels)
 
 
 def score(model: PromoterClassifier, split: Split) -> dict[str, float]:
@@ -275,7 +274,7 @@ def resolve_max_length(splits: Mapping[str, Split], requested: int | None) -> in
 
 
 def gue_task_dir(options: PromoterOptions) -> tuple[Path, str]:
-    """The folder of ``options.task`` and its data root (or :data:`EMBEDDED_SAMPLE`, for a ``quick`` run without data)."""
+    """The folder of ``options.task`` and its data root (:data:`EMBEDDED_SAMPLE` for a ``quick`` run without data)."""
     may_use_sample = options.quick and options.task in EMBEDDED_SAMPLE_TASKS
     try:
         root = resolve_data_root(options.data_root)
