@@ -206,7 +206,8 @@ def build_model(options: PromoterOptions, max_len: int, class_names: list[str]) 
 
 def classification_loss(logits: Tensor, labels: Tensor) -> Tensor:
     """Mean loss: binary cross-entropy for ``logits (B,)``, softmax cross-entropy for ``(B, C)``; ``labels (B,)`` long."""
-    return F.binary_cross_entropy_with_logits(logits, labels.float()) if logits.dim() == 1 else F.cross_entropy(logits, labels)
+    binary = logits.dim() == 1
+    return F.binary_cross_entropy_with_logits(logits, labels.float()) if binary else F.cross_entropy(logits, labels)
 
 
 def score(model: PromoterClassifier, split: Split) -> dict[str, float]:
