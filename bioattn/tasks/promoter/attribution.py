@@ -1,5 +1,4 @@
-"""Per-nucleotide attributions of a :class:`~bioattn.models.promoter.PromoterClassifier` (or an ensemble: the mean of
-its members' maps) by every method of :data:`PROMOTER_METHODS`, and the score their faithfulness is measured with."""
+"""Per-nucleotide attributions of a promoter classifier (or ensemble) by every :data:`PROMOTER_METHODS`."""
 from __future__ import annotations
 
 import torch
@@ -57,8 +56,7 @@ def promoter_attribution(
     model: torch.nn.Module, ids: Tensor, padding_mask: Tensor, method: str, *, classes: Tensor | None = None,
     rc_average: bool | None = None, head_fusion: str = "mean", start_layer: int = 0, seed: int = 0,
 ) -> Tensor:
-    """``ids (B, L)``, ``padding_mask (B, L)`` (True = PAD) → ``(B, L)`` attribution to ``classes (B,)`` (default: the
-    predicted ones), 0 at padding. The model is put in eval mode."""
+    """``ids (B, L)``, ``padding_mask (B, L)`` (True = PAD) → ``(B, L)`` attribution, 0 at padding."""
     check_method(method, PROMOTER_METHODS)
     model.eval()
     device = next(model.parameters()).device
@@ -84,8 +82,7 @@ def promoter_attribution(
 
 
 def promoter_score(model: torch.nn.Module, ids: Tensor, predicted: int, *, rc_average: bool | None = None) -> ScoreMasked:
-    """Faithfulness score of one sequence ``ids (n,)``: masks ``(K, n)`` (True = N) → ``(K,)`` probability of
-    ``predicted``."""
+    """Faithfulness score of ``ids (n,)``: masks ``(K, n)`` (True = N) → ``(K,)`` probability of ``predicted``."""
     use_rc = _uses_rc(model, rc_average)
 
     @torch.no_grad()
@@ -98,8 +95,7 @@ def promoter_score(model: torch.nn.Module, ids: Tensor, predicted: int, *, rc_av
 
 
 def attribute_tokens(model: torch.nn.Module, ids: Tensor, method: str, **options) -> Tensor:
-    """:func:`promoter_attribution` of token ids ``(B, L)`` whose padding is ``PAD`` (the promoter task's entry for
-    :func:`bioattn.tasks.explain_dispatch.attribute`)."""
+    """:func:`promoter_attribution` of token ids ``(B, L)`` padded with ``PAD``."""
     from bioattn.data.dna import PAD_ID
 
     return promoter_attribution(model, ids, ids == PAD_ID, method, **options)

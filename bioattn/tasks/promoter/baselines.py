@@ -1,5 +1,4 @@
-"""Trivial baselines fitted beside the promoter model on the same split: a GC-content threshold and a k-mer
-(k = 1..:data:`KMER_MAX`) logistic regression (scikit-learn)."""
+"""Trivial baselines fitted beside the promoter model: a GC-content threshold and a k-mer logistic regression."""
 from __future__ import annotations
 
 from typing import Mapping

@@ -1,5 +1,4 @@
-"""The ``bioattn train promoter`` command: its options, each field one flag (:func:`bioattn.options.flag`), and its
-run."""
+"""The ``bioattn train promoter`` command: its options (:func:`bioattn.options.flag`) and its run."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -139,8 +138,7 @@ class TrainPromoter:
     device: str = device_flag()
 
     def options(self) -> tuple[PromoterOptions, TrainConfig]:
-        """The :class:`~bioattn.tasks.promoter.train.PromoterOptions` and :class:`~bioattn.training.TrainConfig` of
-        these flags."""
+        """The :class:`~bioattn.tasks.promoter.train.PromoterOptions` and the TrainConfig of these flags."""
         from bioattn.tasks.promoter.train import PromoterOptions, default_epochs, default_lr
         from bioattn.training.config import config_from_values
 

@@ -1,5 +1,4 @@
-"""How far a DNA input lies from a promoter model's training sequences (``composition.json``: GC content, N fraction,
-dinucleotide frequencies); an input beyond the training 0.5th-99.5th percentiles by more than a margin is flagged."""
+"""How far a DNA input lies from a promoter model's training sequences (``composition.json``)."""
 from __future__ import annotations
 
 import itertools
@@ -26,8 +25,7 @@ _INDEX = {kmer: i for i, kmer in enumerate(KMERS)}
 
 
 def sequence_composition(sequence: str) -> tuple[float, float, np.ndarray]:
-    """``(GC fraction of the A/C/G/T letters, fraction of other letters, k-mer frequencies (4**K,))`` of one sequence
-    (GC 0.5 and uniform frequencies without A/C/G/T)."""
+    """``(GC fraction of the A/C/G/T letters, other-letter fraction, k-mer frequencies (4**K,))``."""
     upper = sequence.upper()
     acgt = sum(upper.count(letter) for letter in "ACGT")
     gc = (upper.count("G") + upper.count("C")) / acgt if acgt else 0.5

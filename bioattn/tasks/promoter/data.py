@@ -1,5 +1,4 @@
-"""Data of the promoter task: labelled splits, the GUE / E. coli / own-file loaders (sequences upper-cased, nothing of
-a FASTA header read but its id and ``label=``) and the dev split."""
+"""Data of the promoter task: labelled splits, the GUE / E. coli / own-file loaders and the dev split."""
 from __future__ import annotations
 
 import warnings
@@ -23,8 +22,7 @@ BINARY_CLASSES = ("0", "1")
 
 @dataclass
 class Split:
-    """Labelled sequences: upper-case ``sequences``, ``tokens`` ``(L_i,)``, ``labels (N,)`` int64 class indices and
-    ``where`` each comes from (for error messages)."""
+    """Labelled sequences: upper-case ``sequences``, ``tokens`` ``(L_i,)``, ``labels (N,)``, ``where`` (for errors)."""
 
     sequences: list[str]
     tokens: list[np.ndarray]
@@ -64,8 +62,7 @@ def collate(items: list[tuple[np.ndarray, int]]) -> tuple[torch.Tensor, torch.Te
 
 
 def class_names_of(labels: Iterable[int | str]) -> list[str]:
-    """Sorted distinct labels as text: numerically when every label is an integer (``2`` before ``10``), else
-    alphabetically. The position of a name is its class index."""
+    """Sorted distinct labels as text (numerically when all are integers); the position is the class index."""
     distinct = set(labels)
     if all(isinstance(label, int) for label in distinct):
         return [str(label) for label in sorted(distinct)]
@@ -168,8 +165,7 @@ def stratified_group_folds(split: Split, folds: int, seed: int) -> list[tuple[np
 
 def dev_split(split: Split, seed: int, source: str | Path, class_names: Sequence[str],
               fraction: float = DEV_FRACTION) -> tuple[Split, Split]:
-    """Seeded stratified ``(train, dev)`` split, identical sequences on one side (the first of
-    :func:`stratified_group_folds`)."""
+    """Seeded stratified ``(train, dev)`` split, identical sequences on one side."""
     folds = round(1 / fraction)
     distinct = len(set(split.sequences))
     if distinct < folds:

@@ -1,5 +1,4 @@
-"""``explain_promoter``: per-nucleotide influence of a promoter classifier over many sequences (``bioattn explain
-promoter`` from Python)."""
+"""``explain_promoter``: ``bioattn explain promoter`` from Python."""
 from __future__ import annotations
 
 import dataclasses

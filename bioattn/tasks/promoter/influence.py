@@ -1,5 +1,4 @@
-"""Per-nucleotide influence for :class:`~bioattn.models.promoter.PromoterClassifier` (the [CLS] row of the attention
-rollout, ``R[0, 1 + i]``) and its aggregation over sequences."""
+"""Per-nucleotide influence of a promoter classifier (the [CLS] row of the rollout) and its aggregation."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,8 +15,7 @@ from bioattn.attention.rollout import rollout_rows
 
 @dataclass
 class PromoterInfluence:
-    """probabilities: ``(B,)``; influence: ``(B, L)`` (0 at padding); weights: forward-strand attention,
-    per layer ``(B, H, 1 + L, 1 + L)`` (token 0 = [CLS])."""
+    """``probabilities (B,)``, ``influence (B, L)``, forward-strand ``weights`` ``(B, H, 1 + L, 1 + L)``."""
 
     probabilities: Tensor
     influence: Tensor
@@ -27,8 +25,7 @@ class PromoterInfluence:
 @torch.no_grad()
 def explain_promoters(model: torch.nn.Module, ids: Tensor, padding_mask: Tensor, *, head_fusion: str = "mean",
                       start_layer: int = 0, rc_average: bool | None = None) -> PromoterInfluence:
-    """Predict and explain a batch: ``ids (B, L)``, ``padding_mask (B, L)`` (True = PAD); with ``rc_average``
-    (default: the model's) the mean of both strands' rollouts. The model is put in eval mode."""
+    """Predict and explain a batch: ``ids (B, L)``, ``padding_mask (B, L)`` (True = PAD)."""
     model.eval()
     device = model.embedding.weight.device
     ids, padding_mask = ids.to(device), padding_mask.to(device)

@@ -1,5 +1,4 @@
-"""Score the sequences of a FASTA/CSV file with a trained promoter model, one output row per sequence (streamed in
-chunks), with a ``warning`` column when the run saved its training composition."""
+"""Score the sequences of a FASTA/CSV file with a promoter model, one output row per sequence."""
 from __future__ import annotations
 
 import itertools

@@ -1,5 +1,4 @@
-"""``predict_promoter``: score DNA sequences or scan long sequences with a promoter model and write the result;
-what ``bioattn predict promoter`` runs."""
+"""``predict_promoter``: what ``bioattn predict promoter`` runs."""
 from __future__ import annotations
 
 import dataclasses
@@ -62,9 +61,7 @@ def predict_promoter(
     stride: int | None = None, scan_class: str | None = None, chroms: Sequence[str] | None = None,
     regions: str | os.PathLike | None = None, compile_model: bool = False, device: str = "auto",
 ) -> PromoterPredictions:
-    """Score ``inputs`` (FASTA/CSV, ``"-"``: stdin) into the CSV ``output`` (``"-"``: stdout), or with ``window``
-    (``MODEL_WINDOW``: the model's ``max_len``) scan a FASTA into ``.csv``, ``.bedGraph``, ``.bw`` or ``.bed``; the
-    options are ``bioattn predict promoter``'s."""
+    """Score ``inputs`` into ``output``, or with ``window`` scan a FASTA (``bioattn predict promoter``'s options)."""
     from bioattn.io import input_file, prepare_output
     from bioattn.models.promoter import PromoterClassifier
     from bioattn.models.registry import load_pretrained, resolve_model_dir

@@ -1,5 +1,4 @@
-"""Masked-nucleotide pretraining of the promoter classifier's encoder on its own training sequences (BERT masking,
-:func:`~bioattn.data.masking.bert_mask`; a small nucleotide head discarded afterwards), into ``<member>/pretrain/``."""
+"""Masked-nucleotide pretraining of the promoter classifier's encoder on its own training sequences."""
 from __future__ import annotations
 
 import dataclasses
@@ -46,8 +45,7 @@ class MaskedNucleotideModel(nn.Module):
 
 def mask_nucleotides(ids: Tensor, generator: torch.Generator | None = None, *,
                      probability: float = MASK_PROBABILITY) -> tuple[Tensor, Tensor]:
-    """BERT masking of a ``probability`` fraction of the A/C/G/T positions of ``ids (B, L)`` (never PAD or N):
-    ``(masked ids, chosen (B, L) bool)``."""
+    """BERT masking of the A/C/G/T positions of ``ids (B, L)``: ``(masked ids, chosen (B, L) bool)``."""
     nucleotide = (ids >= A_ID) & (ids <= T_ID)
     return bert_mask(ids, nucleotide, probability, MASK_ID, _NUCLEOTIDES, generator)
 
@@ -60,8 +58,7 @@ def masked_nucleotide_loss(model: nn.Module, ids: Tensor, padding_mask: Tensor, 
 
 
 def pretrain_config(config: TrainConfig, epochs: int, sequences: int, *, quick: bool = False) -> TrainConfig:
-    """The pretraining schedule beside the fine-tuning ``config``, for ``sequences`` training sequences: a larger
-    batch at :data:`PRETRAIN_LR`, no evaluation, time budget, early stopping or moving average."""
+    """The pretraining schedule beside the fine-tuning ``config``, for ``sequences`` training sequences."""
     batch_size = config.batch_size if quick else PRETRAIN_BATCH_FACTOR * config.batch_size
     total_steps = epochs * math.ceil(sequences / batch_size)
     warmup = config.warmup_steps if quick else min(PRETRAIN_WARMUP_STEPS, total_steps // 4)
@@ -75,8 +72,7 @@ def pretrain_config(config: TrainConfig, epochs: int, sequences: int, *, quick: 
 def pretrain_encoder(classifier: PromoterClassifier, train: Split, run_dir: Path, config: TrainConfig, epochs: int,
                      resume: bool, *, quick: bool = False, mask_probability: float = MASK_PROBABILITY,
                      bucket_lengths: list[int] | None = None, run_info: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Pretrain ``classifier``'s encoder in place on ``train`` into ``run_dir`` (:func:`pretrain_config`); the fit
-    summary with the last epoch's ``train_loss``."""
+    """Pretrain ``classifier``'s encoder in place on ``train``; the fit summary with the last ``train_loss``."""
     model = MaskedNucleotideModel(classifier)
     if is_main_process():
         print(f"pretraining the encoder: masked nucleotides ({mask_probability:.0%}) of the {len(train):,} training "

@@ -1,5 +1,4 @@
-"""The promoter task's hooks of the shared driver (:func:`bioattn.tasks.driver.run_task`): :func:`prepare`,
-:func:`fit`, :func:`held_out` and :func:`report` (holdout, seeds or cross-validation, beside the same-run baselines)."""
+"""The promoter task's hooks of the shared driver (:func:`bioattn.tasks.driver.run_task`)."""
 from __future__ import annotations
 
 import dataclasses
@@ -40,8 +39,7 @@ def row_cap(options: PromoterOptions) -> str:
 
 
 def prepare(options: PromoterOptions, config: TrainConfig | None = None) -> tuple[PromoterOptions, TaskData]:
-    """Check ``options.out``, read the data (``config``: default :func:`default_config`), create the run directory
-    and print the split line."""
+    """Check ``options.out``, read the data, create the run directory and print the split line."""
     check_run_dir(options.out, resume=options.resume, overwrite=options.overwrite)
     config = config or default_config(options.task, options.pretrain_epochs)
     if options.quick:
@@ -114,8 +112,7 @@ def held_out(data: TaskData, member: Member, fitted: FittedMember) -> dict[str, 
 
 def _trust(model: nn.Module, dev: Split, class_names: list[str], scores: Scores, split: str, cv_hint: str,
            probs: np.ndarray | None = None, label: str | None = None) -> dict[str, Any]:
-    """:func:`~bioattn.tasks.trust.trust_report` of ``model`` (or its ``probs``) on ``dev``, warning when a same-run
-    baseline beats it on ``split`` MCC."""
+    """The trust report of ``model`` (or its ``probs``) on ``dev``, warning when a baseline beats it."""
     threshold = float(getattr(model, "threshold", 0.5))
     if probs is None:
         probs = model.predict_tokens(dev.tokens, batch_size=512)  # type: ignore[operator]

@@ -81,8 +81,7 @@ def open_indexed_fasta(path: Path, folder: str) -> pyfaidx.Fasta:
 
 
 def read_regions(path: Path, lengths: dict[str, int]) -> dict[str, list[tuple[int, int]]]:
-    """Intervals of a BED file (first three columns) per sequence of ``lengths``, sorted, overlapping or touching ones
-    merged; a bad line is a :class:`UserInputError` naming the file and line."""
+    """BED intervals per sequence of ``lengths``, sorted, overlapping or touching ones merged."""
     if not path.is_file():
         raise UserInputError(f"{path}: file not found" if not path.exists() else f"{path}: is not a file")
     found: dict[str, list[tuple[int, int]]] = {}
@@ -121,8 +120,7 @@ def read_regions(path: Path, lengths: dict[str, int]) -> dict[str, list[tuple[in
 
 def scan_targets(lengths: dict[str, int], *, chroms: Sequence[str] | None = None,
                  regions: dict[str, list[tuple[int, int]]] | None = None) -> list[ScanTarget]:
-    """The stretches to scan in genome order: every sequence of ``lengths`` (name -> nt), or only ``chroms`` /
-    ``regions``."""
+    """The stretches to scan in genome order: every sequence of ``lengths``, or only ``chroms`` / ``regions``."""
     if chroms is not None:
         missing = [name for name in chroms if name not in lengths]
         if missing:

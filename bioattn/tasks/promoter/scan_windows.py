@@ -1,5 +1,4 @@
-"""The windows of a genome scan (:class:`WindowGrid`) and the pipeline that scores them (:func:`score_targets`: a
-reader thread, :func:`bioattn.tasks.device_feed.feed` to the device, a writer thread)."""
+"""The windows of a genome scan (:class:`WindowGrid`) and the pipeline that scores them."""
 from __future__ import annotations
 
 import queue
@@ -45,9 +44,8 @@ class WindowGrid:
 
     def tile(self, index: int) -> tuple[int, int]:
         """The bases whose nearest window centre is window ``index``'s: these tiles partition ``[0, length)``."""
-        start = 0 if index == 0 else self._boundary(index - 1)
-        end = self.length if index == len(self) - 1 else self._boundary(index)
-        return start, end
+        return (0 if index == 0 else self._boundary(index - 1),
+                self.length if index == len(self) - 1 else self._boundary(index))
 
     def _boundary(self, index: int) -> int:
         """First base past the midpoint between the centres of windows ``index`` and ``index + 1``."""
@@ -92,9 +90,7 @@ def window_tiles(grid: WindowGrid, first: int, stop: int) -> tuple[np.ndarray, n
     def after(i: np.ndarray) -> np.ndarray:
         return boundary[np.clip(i - lo, 0, len(boundary) - 1)]
 
-    tile_starts = np.where(index == 0, 0, after(index - 1))
-    tile_ends = np.where(index == len(grid) - 1, grid.length, after(index))
-    return tile_starts, tile_ends
+    return np.where(index == 0, 0, after(index - 1)), np.where(index == len(grid) - 1, grid.length, after(index))
 
 
 _TABLES: dict[str, bytes] = {}
@@ -133,8 +129,7 @@ def tokenise(text: str, *, record: str, source: Path, offset: int) -> bytes:
 
 @dataclass
 class WindowBatch:
-    """The kept (not only-N) windows of one host batch: coordinates, tiles, tokens ``(B, W)`` uint8 per strand;
-    ``windows``: windows covered, kept or not; ``chunks``: the kept windows of each model batch."""
+    """The kept (not only-N) windows of one host batch, ready for the model."""
 
     target: ScanTarget
     starts: np.ndarray

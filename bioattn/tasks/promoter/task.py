@@ -1,5 +1,4 @@
-"""The promoter task's contract (:class:`PromoterTask`, registered as ``promoter``); each hook imports its code when
-called."""
+"""The promoter task's contract (:class:`PromoterTask`); each hook imports its code when called."""
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -36,8 +35,7 @@ class PromoterTask(Task):
         return prepare(options, config)
 
     def load_data(self, options: Any) -> TaskData:
-        """:func:`~bioattn.tasks.promoter.train.load_data` (seeded as the task's default training config; a
-        ``quick`` run capped as :func:`~bioattn.tasks.promoter.train.quick_options` says); reads, writes nothing."""
+        """:func:`~bioattn.tasks.promoter.train.load_data` with the task's default config; writes nothing."""
         from bioattn.tasks.promoter.train import default_config, load_data, quick_config, quick_options
 
         config = default_config(options.task, options.pretrain_epochs)

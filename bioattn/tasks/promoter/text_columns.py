@@ -1,5 +1,4 @@
-"""Text tables in bulk: rows of integers and ``%.6g`` floats built with numpy, byte for byte what Python's
-``f"{value}"`` / ``f"{value:.6g}"`` write (values the fast path cannot decide are formatted by Python itself)."""
+"""Text tables in bulk: integers and ``%.6g`` floats formatted with numpy, byte for byte as Python."""
 from __future__ import annotations
 
 from typing import Sequence

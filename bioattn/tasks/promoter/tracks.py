@@ -1,6 +1,4 @@
-"""The outputs of a genome scan (csv/tsv windows, bedGraph tiles, BED regions, bigWig tracks), one target at a time so
-the shares of a sharded scan merge byte for byte; rows formatted in bulk (:mod:`~bioattn.tasks.promoter.text_columns`).
-"""
+"""The outputs of a genome scan (csv/tsv, bedGraph, BED, bigWig), one target at a time."""
 from __future__ import annotations
 
 import os
@@ -131,8 +129,7 @@ class TargetOutput:
 
 
 class BigWigWriter:
-    """A bigWig written as targets finish (``with BigWigWriter(path, header) as bw: bw.add(chrom, tiles)``), under a
-    temporary name renamed onto ``path`` on success."""
+    """A bigWig written as targets finish, under a temporary name renamed onto ``path`` on success."""
 
     def __init__(self, path: Path, header: Sequence[tuple[str, int]]) -> None:
         self.path, self.header = Path(path), list(header)

@@ -1,5 +1,4 @@
-"""The promoter task: options, recipes, data loading and the fit of one DNA classifier (hooks:
-:mod:`~bioattn.tasks.promoter.protocols`)."""
+"""The promoter task: options, recipes, data loading and the fit of one DNA classifier."""
 from __future__ import annotations
 
 import dataclasses
@@ -219,8 +218,7 @@ def train_model(
     train: Split, dev: Split, evals: Mapping[str, Split], run_dir: Path, config: TrainConfig,
     options: PromoterOptions, max_len: int, class_names: list[str], resume: bool,
 ) -> tuple[PromoterClassifier, dict[str, Any]]:
-    """Train on ``train`` (early stopping on ``dev`` MCC) into ``run_dir``: the model and the fit summary, with
-    ``scores`` of the best weights on ``evals`` (rank 0, which also saves the model and its curve)."""
+    """Train on ``train`` (early stopping on ``dev``) into ``run_dir``; the model and the fit summary."""
     seed_everything(config.seed)
     model = build_model(options, max_len, class_names)
     lengths = train.lengths()
