@@ -6,9 +6,8 @@ from torch import Tensor
 
 from bioattn.attention.rollout import rollout_rows
 from bioattn.data.dna import N_ID, strand_average
-from bioattn.explain.attribution import (
-    METHOD_COST, METHODS, check_method, class_probability, layer_attribution, predicted_log_odds, random_map,
-)
+from bioattn.explain.attribution import (METHOD_COST, METHODS, check_method, class_probability, layer_attribution,
+                                         predicted_log_odds, random_map)
 from bioattn.explain.faithfulness import ScoreMasked
 from bioattn.explain.ism import _uses_rc, predicted_classes
 from bioattn.explain.relevance import attention_gradients, relevance_from_attention

@@ -13,9 +13,8 @@ import torch
 
 from bioattn.errors import UserInputError
 from bioattn.explain.attribution import method_label
-from bioattn.explain.result import (
-    AUTO_SAMPLE, SequenceExplanation, check_out_dir, load_explained_model, resolve_method, saved_under, where,
-)
+from bioattn.explain.result import (AUTO_SAMPLE, SequenceExplanation, check_out_dir, load_explained_model,
+                                    resolve_method, saved_under, where)
 
 #: Methods from most to least faithful (``--method auto`` tries them in this order).
 FAITHFULNESS_ORDER = ("integrated_gradients", "gradient_x_input", "relevance", "rollout")
@@ -130,7 +129,6 @@ def _faithfulness(model, tokens, batch_size, rc_average, head_fusion, start_laye
     classes = [predicted_classes(model, ids.to(device), mask.to(device), rc_average=rc_average) for ids, mask in batches]
     scores = [promoter_score(model, ids[row, : int((~mask[row]).sum())].to(device), int(c[row]), rc_average=rc_average)
               for (ids, mask), c in zip(batches, classes) for row in range(len(ids))]
-
     methods = PROMOTER_METHODS if methods is None else methods
     bar = progress_bar(total=len(methods) * len(tokens), desc=f"faithfulness over {len(tokens)} sequences", unit="map")
 
@@ -343,9 +341,8 @@ def explain_promoter(
 def _known_motifs(model: Any, sequences: list[str], tss_index: int, rc_average: bool | None,
                   batch_size: int) -> tuple[tuple[list[str], list[list[Any]]], dict[str, Any]]:
     """``known_motifs.tsv`` and its summary: core-promoter motifs planted into shuffles of ``sequences``."""
-    from bioattn.explain.marginalize import (
-        DEFAULT_SHUFFLES, jaspar_consensus, marginalize_known_motifs, shuffled_backgrounds,
-    )
+    from bioattn.explain.marginalize import (DEFAULT_SHUFFLES, jaspar_consensus, marginalize_known_motifs,
+                                             shuffled_backgrounds)
 
     motifs = jaspar_consensus()
     rows = marginalize_known_motifs(model, {label: consensus for label, (_, consensus) in motifs.items()},

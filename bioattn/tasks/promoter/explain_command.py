@@ -6,10 +6,9 @@ from dataclasses import dataclass
 from bioattn.data.motif_db import DEFAULT_DB, DEFAULT_Q
 from bioattn.explain.motifs import DEFAULT_ATTRIBUTION, DEFAULT_USE, MOTIF_ATTRIBUTIONS, MOTIF_USES
 from bioattn.options import flag, values
-from bioattn.tasks.flags import (
-    device_flag, explain_input_flag, explain_out_flag, explain_overwrite_flag, faithfulness_steps_flag,
-    head_fusion_flag, method_flag, method_options, model_flag, skip_faithfulness_flag, start_layer_flag,
-)
+from bioattn.tasks.flags import (device_flag, explain_input_flag, explain_out_flag, explain_overwrite_flag,
+                                 faithfulness_steps_flag, head_fusion_flag, method_flag, method_options, model_flag,
+                                 skip_faithfulness_flag, start_layer_flag)
 from bioattn.tasks.promoter.attribution import PROMOTER_METHODS
 
 _MOTIFS = "motifs"

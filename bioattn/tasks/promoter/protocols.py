@@ -19,10 +19,9 @@ from bioattn.tasks.promoter.data import Split, concatenate, dev_split
 from bioattn.training import TrainConfig, check_run_dir, prepare_run_dir
 from bioattn.distributed import is_main_process
 from bioattn.tasks.promoter.report import format_report, model_metrics
-from bioattn.tasks.promoter.train import (
-    CV_FOLDS, ENSEMBLE_NAME, MEMBERS_NAME, MODEL_NAME, PUBLISHED_GUE, PromoterData, PromoterOptions, QUICK_ROWS, Scores,
-    default_config, load_data, quick_config, quick_options, score, train_model,
-)
+from bioattn.tasks.promoter.train import (CV_FOLDS, ENSEMBLE_NAME, MEMBERS_NAME, MODEL_NAME, PUBLISHED_GUE,
+                                          PromoterData, PromoterOptions, QUICK_ROWS, Scores, default_config, load_data,
+                                          quick_config, quick_options, score, train_model)
 
 
 def _member_scores(per_member: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, Any]]:

@@ -19,10 +19,8 @@ from bioattn.models.ensemble import Ensemble
 from bioattn.models.promoter import PromoterClassifier
 from bioattn.tasks.common import Recipe, TaskOptions, fit_timed, recipe_for
 from bioattn.tasks.promoter.pretrain import MASK_PROBABILITY, PRETRAIN_DIR, mask_nucleotides, pretrain_encoder
-from bioattn.tasks.promoter.data import (
-    BINARY_CLASSES, Split, TokenDataset, check_max_length, collate, dev_split, load_ecoli, load_gue,
-    load_labelled_files,
-)
+from bioattn.tasks.promoter.data import (BINARY_CLASSES, Split, TokenDataset, check_max_length, collate, dev_split,
+                                         load_ecoli, load_gue, load_labelled_files)
 from bioattn.training import TrainConfig, Trainer, plot_curves, seed_everything
 from bioattn.distributed import is_main_process
 
