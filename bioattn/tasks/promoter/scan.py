@@ -106,7 +106,6 @@ def read_regions(path: Path, lengths: dict[str, int]) -> dict[str, list[tuple[in
             found.setdefault(chrom, []).append((start, end))
     if not found:
         raise UserInputError(f"{path}: no intervals (a BED file of chrom, start, end lines)")
-    merged: dict[str, list[tuple[int, int]]] = {}
     for chrom, intervals in found.items():
         out: list[list[int]] = []
         for start, end in sorted(intervals):
@@ -114,8 +113,8 @@ def read_regions(path: Path, lengths: dict[str, int]) -> dict[str, list[tuple[in
                 out[-1][1] = max(out[-1][1], end)
             else:
                 out.append([start, end])
-        merged[chrom] = [(a, b) for a, b in out]
-    return merged
+        found[chrom] = [(a, b) for a, b in out]
+    return found
 
 
 def scan_targets(lengths: dict[str, int], *, chroms: Sequence[str] | None = None,
