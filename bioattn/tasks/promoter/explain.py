@@ -224,11 +224,9 @@ def explain_promoter(
         return (time.perf_counter() - start) * len(batches)
 
     sample = tokens[:AUTO_SAMPLE]
-    method = resolve_method(method, FAITHFULNESS_ORDER, probe,
-                            lambda methods: _faithfulness(model, sample, batch_size, rc_average, head_fusion,
-                                                          start_layer, faithfulness_steps, methods),
-                            faithfulness_steps=faithfulness_steps, sample=f"the first {len(sample)} sequences",
-                            costs=RELATIVE_COST)
+    method = resolve_method(method, FAITHFULNESS_ORDER, probe, lambda methods: _faithfulness(
+        model, sample, batch_size, rc_average, head_fusion, start_layer, faithfulness_steps, methods),
+        faithfulness_steps=faithfulness_steps, sample=f"the first {len(sample)} sequences", costs=RELATIVE_COST)
     ylabel = method_label(method)
     probabilities = []
     lengths = np.array([len(t) for t in tokens])
@@ -237,8 +235,8 @@ def explain_promoter(
                                           progress_bar(batches, desc=f"explain promoter ({method})", unit="batch")):
         probabilities.append(model.proba_from_ids(ids.to(device_), padding_mask.to(device_), rc_average=rc_average).cpu())
         influence[start : start + len(ids), : ids.shape[1]] = promoter_attribution(
-            model, ids, padding_mask, method, rc_average=rc_average, head_fusion=head_fusion,
-            start_layer=start_layer, seed=start).cpu().numpy()
+            model, ids, padding_mask, method, rc_average=rc_average, head_fusion=head_fusion, start_layer=start_layer,
+            seed=start).cpu().numpy()
     first_weights = explain_promoters(ensemble_members(model)[0], *batches[0], head_fusion=head_fusion,
                                       start_layer=start_layer, rc_average=rc_average).weights
     probability = torch.cat(probabilities).numpy()
@@ -284,12 +282,10 @@ def explain_promoter(
     top = np.argsort(mean)[::-1][:10]
     summary = {
         "run": label, "input": str(source) if source is not None else "in-memory sequences", "sequences": len(tokens),
-        "predicted": {name: int((predicted == k).sum()) for k, name in enumerate(names)},
-        "method": method, "head_fusion": head_fusion, "start_layer": start_layer,
-        "strand": strand, "tss_index": tss_index,
+        "predicted": {name: int((predicted == k).sum()) for k, name in enumerate(names)}, "method": method,
+        "head_fusion": head_fusion, "start_layer": start_layer, "strand": strand, "tss_index": tss_index,
         "top_positions": [{"relative_position": int(positions[i]), "mean_influence": float(mean[i])} for i in top],
-        "head_similarity": layer_similarities(first_weights),
-        "head_sharpness": sharpness_summary(sharpness),
+        "head_similarity": layer_similarities(first_weights), "head_sharpness": sharpness_summary(sharpness),
     }
 
     def draw_sharpness(out: Path) -> None:

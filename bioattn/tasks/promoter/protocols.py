@@ -51,9 +51,8 @@ def prepare(options: PromoterOptions, config: TrainConfig | None = None) -> tupl
         save_composition(options.out, splits["all" if "all" in splits else "train"].sequences)
     pool = cross_validation_pool(data) if "all" in splits or options.cv is not None else None
     if pool is None:
-        print(f"{options.name}: " + ", ".join(f"{n} {len(s):,}" for n, s in splits.items())
-              + f" sequences{row_cap(options)}, {len(data.class_names)} classes, up to {data.max_len} nt",
-              file=sys.stderr)
+        print(f"{options.name}: " + ", ".join(f"{n} {len(s):,}" for n, s in splits.items()) + f" sequences"
+              f"{row_cap(options)}, {len(data.class_names)} classes, up to {data.max_len} nt", file=sys.stderr)
     else:
         repeats = options.cv_repeats
         print(f"{options.name}: {len(pool):,} sequences{row_cap(options)}, {options.cv or CV_FOLDS}-fold CV grouped "
@@ -149,14 +148,9 @@ def _cross_validation(options: PromoterOptions, data: TaskData, run: MembersRun[
     folds_k, repeats = options.cv or CV_FOLDS, options.cv_repeats
     trust = _trust(model, everything, class_names, scores, "cv", f"--cv {folds_k} --cv-repeats {max(3, repeats + 1)}",
                    probs=oof, label="out-of-fold")
-    return {
-        "trust": trust,
-        "splits": {"pool": len(everything)},
-        "class_counts": {name: int((everything.labels == i).sum()) for i, name in enumerate(class_names)},
-        "scores": scores,
-        "folds": fold_scores,
-        "training": {"folds": [fitted.summary for fitted in run.results]},
-    }
+    return {"trust": trust, "splits": {"pool": len(everything)},
+            "class_counts": {name: int((everything.labels == i).sum()) for i, name in enumerate(class_names)},
+            "scores": scores, "folds": fold_scores, "training": {"folds": [fitted.summary for fitted in run.results]}}
 
 
 def _holdout(options: PromoterOptions, data: TaskData, run: MembersRun[FittedMember]) -> dict[str, Any]:
@@ -191,10 +185,9 @@ def report(options: PromoterOptions, data: TaskData, run_protocol: RunProtocol,
     if options.train is not None:
         source["files"] = {n: str(p) for n, p in (("train", options.train), ("dev", options.dev), ("test", options.test)) if p}
     metrics = metrics_document(
-        "promoter", dataset=options.name, protocol=run_protocol.to_dict(),
-        splits=results.pop("splits"), scores=results.pop("scores"), class_names=data.class_names,
-        **source, quick=options.quick, max_length=data.extra["max_len"], **results,
-        published_mcc_x100={name: values[options.task] for name, values in PUBLISHED_GUE.items()
-                            if options.task in values})
+        "promoter", dataset=options.name, protocol=run_protocol.to_dict(), splits=results.pop("splits"),
+        scores=results.pop("scores"), class_names=data.class_names, **source, quick=options.quick,
+        max_length=data.extra["max_len"], **results, published_mcc_x100={
+            name: values[options.task] for name, values in PUBLISHED_GUE.items() if options.task in values})
     metrics["metrics"] = model_metrics(metrics["scores"])
     return metrics, format_report(metrics)
