@@ -51,10 +51,9 @@ def _one_strand(member: torch.nn.Module, method: str, ids: Tensor, padding_mask:
     return attribution.sum(-1).detach()
 
 
-def promoter_attribution(
-    model: torch.nn.Module, ids: Tensor, padding_mask: Tensor, method: str, *, classes: Tensor | None = None,
-    rc_average: bool | None = None, head_fusion: str = "mean", start_layer: int = 0, seed: int = 0,
-) -> Tensor:
+def promoter_attribution(model: torch.nn.Module, ids: Tensor, padding_mask: Tensor, method: str, *,
+                         classes: Tensor | None = None, rc_average: bool | None = None, head_fusion: str = "mean",
+                         start_layer: int = 0, seed: int = 0) -> Tensor:
     """``ids (B, L)``, ``padding_mask (B, L)`` (True = PAD) → ``(B, L)`` attribution, 0 at padding."""
     check_method(method, PROMOTER_METHODS)
     model.eval()

@@ -152,11 +152,10 @@ def explain_promoter(
     strand: str = "model", head_fusion: str = "mean", start_layer: int = 0, max_rows: int = 1000, batch_size: int = 64,
     tss_index: int | None = None, motif: str = "TATAWAWR",
     marks: dict[str, tuple[int, int]] | Iterable[str] | None = None, plot_sequences: int = 6, faithfulness: bool = True,
-    faithfulness_sequences: int = 200, faithfulness_steps: int = 20,
-    motifs: bool = False, motif_db: str = "jaspar", motif_target: str = "positive", motif_q: float = 0.05,
-    motif_attribution: str = "integrated_gradients", motif_sequences: str = "all", motif_background: bool = True,
-    known_motifs: int = 0, device: str = "auto", out: str | os.PathLike | None = None, overwrite: bool = False,
-) -> PromoterExplanation:
+    faithfulness_sequences: int = 200, faithfulness_steps: int = 20, motifs: bool = False, motif_db: str = "jaspar",
+    motif_target: str = "positive", motif_q: float = 0.05, motif_attribution: str = "integrated_gradients",
+    motif_sequences: str = "all", motif_background: bool = True, known_motifs: int = 0, device: str = "auto",
+    out: str | os.PathLike | None = None, overwrite: bool = False) -> PromoterExplanation:
     """Explain a promoter classifier's predictions on ``inputs``, nucleotide by nucleotide.
 
     Args:

@@ -61,14 +61,11 @@ class MotifEnrichment:
                 return {"mean": None, "median": None, "fraction_above_1": None}
             return {"mean": float(array.mean()), "median": float(np.median(array)), "fraction_above_1": float((array > 1).mean())}
 
-        return {
-            "motif": self.motif,
-            "sequences": self.sequences,
-            "sequences_with_match": len(self.ratios_to_sequence),
-            "enrichment_vs_sequence_mean": stats(self.ratios_to_sequence),
-            "enrichment_vs_same_positions_without_motif": stats(self.ratios_to_position),
-            "match_start_counts_0based": {int(k): int(v) for k, v in zip(*np.unique(self.starts, return_counts=True))},
-        }
+        starts = zip(*np.unique(self.starts, return_counts=True))
+        return {"motif": self.motif, "sequences": self.sequences, "sequences_with_match": len(self.ratios_to_sequence),
+                "enrichment_vs_sequence_mean": stats(self.ratios_to_sequence),
+                "enrichment_vs_same_positions_without_motif": stats(self.ratios_to_position),
+                "match_start_counts_0based": {int(k): int(v) for k, v in starts}}
 
 
 def motif_positions(sequence: str, motif: str) -> tuple[np.ndarray, list[int]]:

@@ -26,10 +26,8 @@ def prediction_header(model: PromoterClassifier, *, warning: bool = False) -> li
     return ["id", *probabilities, "predicted_label", *(["warning"] if warning else [])]
 
 
-def predict_file(
-    model: PromoterClassifier, source: Path, output: str | os.PathLike, *, batch_size: int = 256,
-    rc_average: bool | None = None, composition: dict | None = None,
-) -> Counter:
+def predict_file(model: PromoterClassifier, source: Path, output: str | os.PathLike, *, batch_size: int = 256,
+                 rc_average: bool | None = None, composition: dict | None = None) -> Counter:
     """Write one row per record of ``source`` to ``output`` (CSV; TSV for ``.tsv``); the count per predicted class.
     ``composition``: :func:`~bioattn.tasks.promoter.composition.load_composition`'s, to check each record against."""
     counts: Counter = Counter()
@@ -44,8 +42,7 @@ def predict_file(
                 if len(ids) > model.max_len:
                     raise UserInputError(
                         f"{source}: {record.describe()}: sequence is {len(ids)} nt long; this model accepts at most "
-                        f"{model.max_len} nt (its training length); score longer sequences in windows with --window"
-                    )
+                        f"{model.max_len} nt (its training length); score longer sequences in windows with --window")
                 tokens.append(ids)
             probs = model.predict_tokens(tokens, batch_size=batch_size, rc_average=rc_average)
             classes = model.predicted_classes(probs)

@@ -55,12 +55,12 @@ def _class_index(model, name: str | None) -> int:
     return model.class_names.index(name)
 
 
-def predict_promoter(
-    model: str | os.PathLike, inputs: str | os.PathLike, output: str | os.PathLike, *, batch_size: int | None = None,
-    precision: str | None = None, threshold: float | None = None, strand: str = "model", window: int | None = None,
-    stride: int | None = None, scan_class: str | None = None, chroms: Sequence[str] | None = None,
-    regions: str | os.PathLike | None = None, compile_model: bool = False, device: str = "auto",
-) -> PromoterPredictions:
+def predict_promoter(model: str | os.PathLike, inputs: str | os.PathLike, output: str | os.PathLike, *,
+                     batch_size: int | None = None, precision: str | None = None, threshold: float | None = None,
+                     strand: str = "model", window: int | None = None, stride: int | None = None,
+                     scan_class: str | None = None, chroms: Sequence[str] | None = None,
+                     regions: str | os.PathLike | None = None, compile_model: bool = False,
+                     device: str = "auto") -> PromoterPredictions:
     """Score ``inputs`` into ``output``, or with ``window`` scan a FASTA (``bioattn predict promoter``'s options)."""
     from bioattn.io import input_file, prepare_output
     from bioattn.models.promoter import PromoterClassifier

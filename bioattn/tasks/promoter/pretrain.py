@@ -65,8 +65,7 @@ def pretrain_config(config: TrainConfig, epochs: int, sequences: int, *, quick: 
     return dataclasses.replace(
         config, max_epochs=epochs, lr=PRETRAIN_LR, max_minutes=None, patience=None, monitor="loss", monitor_mode="min",
         eval_every_steps=None, batch_size=batch_size, warmup_steps=warmup, find_unused_parameters=True, ema_decay=None,
-        min_steps=0, min_batches_per_epoch=0,
-    )
+        min_steps=0, min_batches_per_epoch=0)
 
 
 def pretrain_encoder(classifier: PromoterClassifier, train: Split, run_dir: Path, config: TrainConfig, epochs: int,

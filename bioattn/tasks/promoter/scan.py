@@ -154,11 +154,9 @@ def _bigwig_header(targets: Sequence[ScanTarget]) -> list[tuple[str, int]]:
     return list(dict.fromkeys((t.chrom, t.chrom_length) for t in targets))
 
 
-def scan_genome(
-    model: Any, path: Path, output: Path, *, window: int, stride: int, class_index: int,
-    batch_size: int | None = None, rc_average: bool | None = None, chroms: Sequence[str] | None = None,
-    regions: Path | None = None, compile_model: bool = False,
-) -> ScanSummary:
+def scan_genome(model: Any, path: Path, output: Path, *, window: int, stride: int, class_index: int,
+                batch_size: int | None = None, rc_average: bool | None = None, chroms: Sequence[str] | None = None,
+                regions: Path | None = None, compile_model: bool = False) -> ScanSummary:
     """Score every window of the FASTA ``path`` (or of ``chroms`` / the ``regions`` BED) into ``output``; the totals.
 
     ``class_index``: the scored class (BED keeps windows ``>= model.threshold``); ``batch_size``: default

@@ -11,11 +11,9 @@ class PromoterTask(Task):
     description = "DNA sequence classification (GUE / E. coli promoters or your own labelled FASTA/CSV)"
     kind = "classification"
     headline_metric = "mcc"
-    commands = {
-        "train": "bioattn.tasks.promoter.commands:TrainPromoter",
-        "predict": "bioattn.tasks.promoter.predict_command:PredictPromoter",
-        "explain": "bioattn.tasks.promoter.explain_command:ExplainPromoter",
-    }
+    commands = {"train": "bioattn.tasks.promoter.commands:TrainPromoter",
+                "predict": "bioattn.tasks.promoter.predict_command:PredictPromoter",
+                "explain": "bioattn.tasks.promoter.explain_command:ExplainPromoter"}
     explain = "bioattn.tasks.promoter.explain:explain_promoter"
     attribution = "bioattn.tasks.promoter.attribution:attribute_tokens"
     member_type = "PromoterClassifier"

@@ -35,10 +35,9 @@ ENSEMBLE_NAME = "ensemble of {n} {kind} (this run)"
 MEMBERS_NAME = "PromoterClassifier, mean ± sd over {kind} (this run)"
 #: At least this many fine-tuning steps (a small training set trains more epochs).
 SMALL_DATA_MIN_STEPS = 300
-DEFAULTS = TrainConfig(
-    max_epochs=6, batch_size=64, lr=3e-3, weight_decay=0.01, schedule="warmup_cosine", warmup_steps=100,
-    grad_clip=1.0, patience=8, monitor="dev_mcc", monitor_mode="max", min_steps=SMALL_DATA_MIN_STEPS,
-)
+DEFAULTS = TrainConfig(max_epochs=6, batch_size=64, lr=3e-3, weight_decay=0.01, schedule="warmup_cosine",
+                       warmup_steps=100, grad_clip=1.0, patience=8, monitor="dev_mcc", monitor_mode="max",
+                       min_steps=SMALL_DATA_MIN_STEPS)
 #: Epochs and dropout of the tasks with small training sets (E. coli, your own files).
 SMALL_DATA_EPOCHS = 12
 SMALL_DATA_DROPOUT = 0.1
@@ -212,10 +211,9 @@ def score(model: PromoterClassifier, split: Split) -> dict[str, float]:
     return classification_metrics(split.labels, model.predict_tokens(split.tokens, batch_size=512), threshold=model.threshold)
 
 
-def train_model(
-    train: Split, dev: Split, evals: Mapping[str, Split], run_dir: Path, config: TrainConfig,
-    options: PromoterOptions, max_len: int, class_names: list[str], resume: bool,
-) -> tuple[PromoterClassifier, dict[str, Any]]:
+def train_model(train: Split, dev: Split, evals: Mapping[str, Split], run_dir: Path, config: TrainConfig,
+                options: PromoterOptions, max_len: int, class_names: list[str],
+                resume: bool) -> tuple[PromoterClassifier, dict[str, Any]]:
     """Train on ``train`` (early stopping on ``dev``) into ``run_dir``; the model and the fit summary."""
     seed_everything(config.seed)
     model = build_model(options, max_len, class_names)
