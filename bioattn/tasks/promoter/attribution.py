@@ -1,11 +1,4 @@
-"""Per-nucleotide attributions of a :class:`~bioattn.models.promoter.PromoterClassifier` (or an ensemble of them)
-by every method of :data:`PROMOTER_METHODS` (the method-generic ones of :mod:`bioattn.explain.attribution` and
-in-silico mutagenesis, :data:`RELATIVE_COST` what each costs), and the scores their faithfulness is measured with.
-
-Like the model's prediction, an attribution with ``rc_average`` is the mean of the forward strand's map and of
-the reverse complement's map put back on forward positions. An ensemble's map is the mean of its members' maps,
-each explaining the class the ensemble predicts.
-"""
+"""Per-nucleotide attributions of a promoter classifier (or ensemble) by every :data:`PROMOTER_METHODS`."""
 from __future__ import annotations
 
 import torch
@@ -13,9 +6,8 @@ from torch import Tensor
 
 from bioattn.attention.rollout import rollout_rows
 from bioattn.data.dna import N_ID, strand_average
-from bioattn.explain.attribution import (
-    METHOD_COST, METHODS, check_method, class_probability, layer_attribution, predicted_log_odds, random_map,
-)
+from bioattn.explain.attribution import (METHOD_COST, METHODS, check_method, class_probability, layer_attribution,
+                                         predicted_log_odds, random_map)
 from bioattn.explain.faithfulness import ScoreMasked
 from bioattn.explain.ism import _uses_rc, predicted_classes
 from bioattn.explain.relevance import attention_gradients, relevance_from_attention
@@ -27,14 +19,8 @@ PROMOTER_METHODS = (*METHODS, "ism")
 RELATIVE_COST = {method: METHOD_COST[method] for method in PROMOTER_METHODS}
 
 
-def _log_odds(member: torch.nn.Module, ids: Tensor, padding_mask: Tensor | None, classes: Tensor) -> Tensor:
-    """``(B,)`` log-odds of ``classes`` for one strand (the function the gradient methods differentiate)."""
-    return predicted_log_odds(member(ids, padding_mask), classes)
-
-
 def _relevance(member: torch.nn.Module, ids: Tensor, padding_mask: Tensor, classes: Tensor, start_layer: int) -> Tensor:
-    """[CLS] row of the gradient-weighted relevance ``(B, L)``. Sequences run in groups of one length without a
-    padding mask, so the attention maps returned are the ones the forward pass used."""
+    """[CLS] row of the gradient-weighted relevance ``(B, L)``, in groups of one length without a padding mask."""
     lengths = (~padding_mask).sum(1)
     influence = torch.zeros(ids.shape, device=ids.device)
     for length in lengths.unique().tolist():
@@ -59,20 +45,16 @@ def _one_strand(member: torch.nn.Module, method: str, ids: Tensor, padding_mask:
                                 key_padding_mask=key_padding_mask)[:, 1:]
     if method == "relevance":
         return _relevance(member, ids, padding_mask, classes, start_layer)
-    baselines = ids.masked_fill(~padding_mask, N_ID)  # the all-N sequence of the same length
-    attribution = layer_attribution(method, lambda x, mask, c: _log_odds(member, x, mask, c), member.embedding, ids,
-                                    baselines=baselines, additional_forward_args=(padding_mask, classes))
+    baselines = ids.masked_fill(~padding_mask, N_ID)
+    attribution = layer_attribution(method, lambda x, mask, c: predicted_log_odds(member(x, mask), c), member.embedding,
+                                    ids, baselines=baselines, additional_forward_args=(padding_mask, classes))
     return attribution.sum(-1).detach()
 
 
-def promoter_attribution(
-    model: torch.nn.Module, ids: Tensor, padding_mask: Tensor, method: str, *, classes: Tensor | None = None,
-    rc_average: bool | None = None, head_fusion: str = "mean", start_layer: int = 0, seed: int = 0,
-) -> Tensor:
-    """Attribution of every nucleotide: ``ids (B, L)``, ``padding_mask (B, L)`` (True = PAD) → ``(B, L)`` float,
-    0 at padding, higher = more important for the predicted class (``classes (B,)``, default: the model's own
-    prediction). ``ism`` scores every substitution with the whole model (an ensemble's mean), the others
-    explain each member. The model is put in eval mode."""
+def promoter_attribution(model: torch.nn.Module, ids: Tensor, padding_mask: Tensor, method: str, *,
+                         classes: Tensor | None = None, rc_average: bool | None = None, head_fusion: str = "mean",
+                         start_layer: int = 0, seed: int = 0) -> Tensor:
+    """``ids (B, L)``, ``padding_mask (B, L)`` (True = PAD) → ``(B, L)`` attribution, 0 at padding."""
     check_method(method, PROMOTER_METHODS)
     model.eval()
     device = next(model.parameters()).device
@@ -98,8 +80,7 @@ def promoter_attribution(
 
 
 def promoter_score(model: torch.nn.Module, ids: Tensor, predicted: int, *, rc_average: bool | None = None) -> ScoreMasked:
-    """Faithfulness score of one sequence ``ids (n,)`` (no padding): masks ``(K, n)`` (True = replaced by N) →
-    ``(K,)`` probability of class ``predicted``, predicted the way the model predicts (strand averaging)."""
+    """Faithfulness score of ``ids (n,)``: masks ``(K, n)`` (True = N) → ``(K,)`` probability of ``predicted``."""
     use_rc = _uses_rc(model, rc_average)
 
     @torch.no_grad()
@@ -112,8 +93,7 @@ def promoter_score(model: torch.nn.Module, ids: Tensor, predicted: int, *, rc_av
 
 
 def attribute_tokens(model: torch.nn.Module, ids: Tensor, method: str, **options) -> Tensor:
-    """:func:`promoter_attribution` of token ids ``(B, L)`` whose padding is ``PAD`` (the promoter task's entry for
-    :func:`bioattn.tasks.explain_dispatch.attribute`)."""
+    """:func:`promoter_attribution` of token ids ``(B, L)`` padded with ``PAD``."""
     from bioattn.data.dna import PAD_ID
 
     return promoter_attribution(model, ids, ids == PAD_ID, method, **options)

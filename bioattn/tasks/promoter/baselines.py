@@ -1,9 +1,4 @@
-"""Trivial baselines fitted beside the promoter model on the same split (scikit-learn; two or more classes).
-
-- GC-content threshold: logistic regression on the GC fraction alone (a threshold with monotone probabilities).
-- k-mer logistic regression: counts of every k-mer, k = 1..:data:`KMER_MAX` (sublinear, L2-normalised per
-  sequence), L2-regularised logistic regression with C chosen by 3-fold CV on MCC.
-"""
+"""Trivial baselines fitted beside the promoter model: a GC-content threshold and a k-mer logistic regression."""
 from __future__ import annotations
 
 from typing import Mapping
@@ -19,10 +14,8 @@ from bioattn.metrics import classification_metrics
 from bioattn.tasks.promoter.data import Split
 
 KMER_MAX = 6
-BASELINE_NAMES = {
-    "gc_threshold": "GC-content threshold (this run)",
-    "kmer_logreg": f"k-mer (k=1..{KMER_MAX}) logistic regression (this run)",
-}
+BASELINE_NAMES = {"gc_threshold": "GC-content threshold (this run)",
+                  "kmer_logreg": f"k-mer (k=1..{KMER_MAX}) logistic regression (this run)"}
 
 Scores = dict[str, dict[str, float]]  # {split: metrics}
 
@@ -46,8 +39,7 @@ def kmer_baseline(train: Split, evals: Mapping[str, Split], seed: int) -> Scores
         CountVectorizer(analyzer="char", ngram_range=(1, KMER_MAX), lowercase=False),
         TfidfTransformer(use_idf=False, norm="l2", sublinear_tf=True),
         LogisticRegressionCV(Cs=[0.3, 1, 3, 10, 30], cv=StratifiedKFold(3, shuffle=True, random_state=seed),
-                             scoring="matthews_corrcoef", max_iter=3000, l1_ratios=(0.0,), use_legacy_attributes=False),
-    )
+                             scoring="matthews_corrcoef", max_iter=3000, l1_ratios=(0.0,), use_legacy_attributes=False))
     model.fit(train.sequences, train.labels)
     return {name: classification_metrics(split.labels, _class_probabilities(model, split.sequences))
             for name, split in evals.items()}

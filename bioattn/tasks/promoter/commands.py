@@ -1,6 +1,4 @@
-"""The ``bioattn train promoter`` command: its options, each field one flag (:func:`bioattn.options.flag`), and its
-run (``predict promoter``: :mod:`bioattn.tasks.promoter.predict_command`; ``explain promoter``:
-:mod:`bioattn.tasks.promoter.explain_command`)."""
+"""The ``bioattn train promoter`` command: its options (:func:`bioattn.options.flag`) and its run."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -74,15 +72,14 @@ class TrainPromoter:
     test: Path | None = flag("--test", default=None, metavar="FILE", group=_DATA,
                              help="also score this file (default: none)")
     positive_class: str | None = flag(
-        "--positive-class", default=None, metavar="NAME", group=_DATA,
-        help="--train with two labels: the positive class, the one AUROC, MCC and p_<class> are about (default: the "
-             "label that is not normal/negative/control/healthy/benign/background/absent/no/false/0, else the second "
-             "in sorted order; named on stderr and saved with the model)")
+        "--positive-class", default=None, metavar="NAME", group=_DATA, help="--train with two labels: the positive "
+        "class, the one AUROC, MCC and p_<class> are about (default: the label that is not normal/negative/control/"
+        "healthy/benign/background/absent/no/false/0, else the second in sorted order; named on stderr and saved with "
+        "the model)")
     max_length: int | None = flag("--max-length", default=None, metavar="NT", group=_DATA,
                                   help="longest sequence the model accepts (default: the longest training sequence)")
-    data_root: str | None = flag("--data-root", default=None, group=_DATA,
-                                 help="data folder of the bundled tasks (default: $BIOATTN_DATA_ROOT, else "
-                                      "../shared/data)")
+    data_root: str | None = flag("--data-root", default=None, group=_DATA, help="data folder of the bundled tasks "
+                                 "(default: $BIOATTN_DATA_ROOT, else ../shared/data)")
     max_rows: int | None = flag("--max-rows", default=None, group=_DATA, hidden=True, help="cap per split (tests)")
     out: Path = flag("--out", required=True, help="run directory to create")
     quick: bool = flag("--quick", default=False,
@@ -96,25 +93,22 @@ class TrainPromoter:
                             help="odd kernel of the conv embedding, 0 = off (default: %(default)s)")
     conv_layers: int = flag("--conv-layers", default=1, group=_MODEL,
                             help="residual conv embedding blocks (default: %(default)s)")
-    dropout: float | None = flag("--dropout", default=None, group=_MODEL,
-                                 help="dropout of the residual branches and the head (default: 0 for the GUE tasks; "
-                                      "0.1 for ecoli_sigma70 and your own files)")
+    dropout: float | None = flag("--dropout", default=None, group=_MODEL, help="dropout of the residual branches and "
+                                 "the head (default: 0 for the GUE tasks; 0.1 for ecoli_sigma70 and your own files)")
     head_temperature: bool = flag("--head-temperature", default=False, group=_MODEL,
                                   help="learn one softmax temperature per attention head (num_heads parameters per "
                                        "layer; identity at initialisation) (default: off)")
     pretrain_epochs: int | None = flag(
-        "--pretrain-epochs", default=None, metavar="N", group=_MODEL,
-        help="before fine-tuning, pretrain the encoder for N epochs by predicting masked nucleotides of the training "
-             "sequences (labels, dev and test unused; into <member>/pretrain/); 0 = none "
-             f"(default: {_per_task('pretrain_epochs')}, 0 otherwise)")
+        "--pretrain-epochs", default=None, metavar="N", group=_MODEL, help="before fine-tuning, pretrain the encoder "
+        "for N epochs by predicting masked nucleotides of the training sequences (labels, dev and test unused; into "
+        f"<member>/pretrain/); 0 = none (default: {_per_task('pretrain_epochs')}, 0 otherwise)")
     pretrain_mask: float | None = flag(
-        "--pretrain-mask", default=None, metavar="P", group=_MODEL,
-        help="fraction of the nucleotides of each sequence masked in pretraining "
-             f"(default: {_per_task('pretrain_mask')}, {MASK_PROBABILITY:g} otherwise)")
+        "--pretrain-mask", default=None, metavar="P", group=_MODEL, help="fraction of the nucleotides of each sequence "
+        f"masked in pretraining (default: {_per_task('pretrain_mask')}, {MASK_PROBABILITY:g} otherwise)")
     finetune_mask: float | None = flag(
-        "--finetune-mask", default=None, metavar="P", group=_MODEL,
-        help="fraction of the nucleotides of each fine-tuning batch masked as in pretraining, an augmentation, with "
-             f"or without pretraining; 0 = none (default: {FINETUNE_MASK:g})")
+        "--finetune-mask", default=None, metavar="P", group=_MODEL, help="fraction of the nucleotides of each "
+        f"fine-tuning batch masked as in pretraining, an augmentation, with or without pretraining; 0 = none (default: "
+        f"{FINETUNE_MASK:g})")
     rc_augment: bool | None = flag("--rc-augment", default=None, action="boolean", group=_MODEL,
                                    help="train on random reverse complements (default: off for the GUE tasks, whose "
                                         "sequences are oriented on the TSS; on otherwise)")
@@ -125,9 +119,8 @@ class TrainPromoter:
     cv: int | None = cv_flag(pool="train + dev (grouped by sequence)", group=_ENSEMBLES,
                              default="off; ecoli_sigma70: 5")
     cv_repeats: int = cv_repeats_flag(group=_ENSEMBLES)
-    no_length_buckets: bool = flag("--no-length-buckets", default=False, group=_MODEL,
-                                   help="shuffle training batches without grouping similar lengths (default: group "
-                                        "them when lengths vary)")
+    no_length_buckets: bool = flag("--no-length-buckets", default=False, group=_MODEL, help="shuffle training "
+                                   "batches without grouping similar lengths (default: group them when lengths vary)")
     train_config: Mapping[str, Any] = training_flags(
         DEFAULTS, unset=("epochs", "lr"),
         epochs_help=(f"maximum epochs (default: {DEFAULTS.max_epochs} for the GUE tasks, {SMALL_DATA_EPOCHS} for "
@@ -140,9 +133,7 @@ class TrainPromoter:
     device: str = device_flag()
 
     def options(self) -> tuple[PromoterOptions, TrainConfig]:
-        """The :class:`~bioattn.tasks.promoter.train.PromoterOptions` of these flags and the
-        :class:`~bioattn.training.TrainConfig` (the task's default epochs and learning rate where the flags and the
-        ``--config`` file leave them unset)."""
+        """The :class:`~bioattn.tasks.promoter.train.PromoterOptions` and the TrainConfig of these flags."""
         from bioattn.tasks.promoter.train import PromoterOptions, default_epochs, default_lr
         from bioattn.training.config import config_from_values
 

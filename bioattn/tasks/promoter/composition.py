@@ -1,16 +1,4 @@
-"""How far a DNA input lies from a promoter model's training sequences: GC content, N fraction, dinucleotides.
-
-``bioattn train promoter`` saves :func:`composition_profile` of the training sequences as ``composition.json`` in the
-run directory (the shipped promoter models carry theirs); ``bioattn predict promoter`` compares every input with it
-(:func:`composition_warnings`): a ``warning:`` line on stderr and a ``warning`` column, as ``bioattn predict ct``
-does for volumes unlike its training volumes. A run without ``composition.json`` (trained before it was saved) is
-not checked.
-
-Per sequence: the GC fraction of its A/C/G/T letters, the fraction of other letters (N and IUPAC codes), and its
-dinucleotide (2-mer) frequencies over A/C/G/T, compared by total-variation distance with the training sequences'
-mean frequencies. An input is flagged when a value lies beyond the training sequences' 0.5th-99.5th percentile
-range by more than a margin (:data:`GC_MARGIN`, :data:`N_MARGIN`, :data:`KMER_MARGIN`).
-"""
+"""How far a DNA input lies from a promoter model's training sequences (``composition.json``)."""
 from __future__ import annotations
 
 import itertools
@@ -26,7 +14,7 @@ from bioattn.io import write_json
 
 COMPOSITION_NAME = "composition.json"
 FORMAT = 1
-#: k of the k-mer distribution compared (2: dinucleotides, CpG among them; stable on 70-nt sequences).
+#: k of the k-mer distribution compared.
 K = 2
 KMERS = tuple("".join(letters) for letters in itertools.product("ACGT", repeat=K))
 #: Percentiles of the training sequences that bound what counts as usual.
@@ -37,10 +25,7 @@ _INDEX = {kmer: i for i, kmer in enumerate(KMERS)}
 
 
 def sequence_composition(sequence: str) -> tuple[float, float, np.ndarray]:
-    """``(GC fraction of the A/C/G/T letters, fraction of other letters, k-mer frequencies (4**K,))`` of one sequence.
-
-    A sequence without A/C/G/T has GC 0.5 and uniform k-mer frequencies (only its N fraction says anything).
-    """
+    """``(GC fraction of the A/C/G/T letters, other-letter fraction, k-mer frequencies (4**K,))``."""
     upper = sequence.upper()
     acgt = sum(upper.count(letter) for letter in "ACGT")
     gc = (upper.count("G") + upper.count("C")) / acgt if acgt else 0.5
@@ -60,17 +45,11 @@ def _distance(frequencies: np.ndarray, reference: np.ndarray) -> float:
 
 
 def composition_profile(sequences: Iterable[str]) -> dict[str, Any]:
-    """The summary of training sequences that :func:`composition_warnings` compares inputs with (JSON-ready):
-    the sequence count, GC and other-letter fraction percentiles, the mean k-mer frequencies and the percentiles of
-    each training sequence's distance to them."""
-    gc, other, frequencies = [], [], []
-    for sequence in sequences:
-        values = sequence_composition(sequence)
-        gc.append(values[0])
-        other.append(values[1])
-        frequencies.append(values[2])
-    if not gc:
+    """The summary of training sequences that :func:`composition_warnings` compares inputs with (JSON-ready)."""
+    rows = [sequence_composition(sequence) for sequence in sequences]
+    if not rows:
         raise UserInputError("no training sequences to summarise")
+    gc, other, frequencies = zip(*rows)
     table = np.stack(frequencies)
     mean = table.mean(axis=0)
     distances = [_distance(row, mean) for row in table]
@@ -84,8 +63,7 @@ def composition_profile(sequences: Iterable[str]) -> dict[str, Any]:
 
 
 def composition_warnings(profile: Mapping[str, Any] | None, sequence: str) -> list[str]:
-    """How ``sequence`` lies far from the training sequences of ``profile`` (:func:`composition_profile`); empty
-    when it looks like them or when there is no profile."""
+    """How ``sequence`` differs from the training sequences of ``profile``; empty when it does not or no profile."""
     if not profile:
         return []
     gc, other, frequencies = sequence_composition(sequence)

@@ -1,9 +1,4 @@
-"""Data of the promoter task: labelled splits, class names, the GUE / E. coli / own-file loaders and the dev split.
-
-Every loader upper-cases sequences before tokenising and reads nothing of a FASTA header but its id and its
-``label=`` field, so neither letter case nor header text can reach the model (the E. coli files leak the
-label through both). Labels are mapped to class indices by :func:`class_names_of`.
-"""
+"""Data of the promoter task: labelled splits, the GUE / E. coli / own-file loaders and the dev split."""
 from __future__ import annotations
 
 import warnings
@@ -27,12 +22,7 @@ BINARY_CLASSES = ("0", "1")
 
 @dataclass
 class Split:
-    """Labelled sequences.
-
-    ``sequences``: upper-case strings (for the baselines and duplicate detection); ``tokens``: token id arrays
-    ``(L_i,)``; ``labels``: class indices ``(N,)`` int64; ``where``: ``"FILE: record 'id' (line n)"`` per
-    sequence, for error messages.
-    """
+    """Labelled sequences: upper-case ``sequences``, ``tokens`` ``(L_i,)``, ``labels (N,)``, ``where`` (for errors)."""
 
     sequences: list[str]
     tokens: list[np.ndarray]
@@ -71,10 +61,8 @@ def collate(items: list[tuple[np.ndarray, int]]) -> tuple[torch.Tensor, torch.Te
     return ids, padding_mask, torch.tensor([label for _, label in items], dtype=torch.long)
 
 
-# ------------------------------------------------------------------------------------------- labels
 def class_names_of(labels: Iterable[int | str]) -> list[str]:
-    """Sorted distinct labels as text: numerically when every label is an integer (``2`` before ``10``), else
-    alphabetically. The position of a name is its class index."""
+    """Sorted distinct labels as text (numerically when all are integers); the position is the class index."""
     distinct = set(labels)
     if all(isinstance(label, int) for label in distinct):
         return [str(label) for label in sorted(distinct)]
@@ -105,16 +93,10 @@ def cap_rows(split: Split, max_rows: int | None, seed: int) -> Split:
     return split.subset(np.sort(np.random.default_rng(seed).choice(len(split), max_rows, replace=False)))
 
 
-# ------------------------------------------------------------------------------------------ loaders
 def load_labelled_files(files: Mapping[str, Path], max_rows: int | None, seed: int,
                         positive_class: str | None = None) -> tuple[dict[str, Split], list[str]]:
-    """Read labelled FASTA/CSV files (``{"train": path, "dev": path, ...}``; ``train`` required).
-
-    Returns the splits (each capped at ``max_rows``) and the class names, taken from the training file; with two
-    classes the positive one second (``positive_class``, else the rule of
-    :func:`~bioattn.metrics.order_binary_classes`: ``normal``/``control``/``0``... is the negative one), said on
-    stderr when it is not the sorted order. A dev or test label that does not occur in the training file is an error naming the record.
-    """
+    """Read labelled FASTA/CSV files (``{"train": path, ...}``): the splits (capped at ``max_rows``) and the training
+    file's class names, with two classes the positive one second (:func:`~bioattn.metrics.order_binary_classes`)."""
     from bioattn.metrics import order_binary_classes
 
     records = {name: list(read_records(path, labels=True)) for name, path in files.items()}
@@ -126,7 +108,7 @@ def load_labelled_files(files: Mapping[str, Path], max_rows: int | None, seed: i
         ordered, reason = order_binary_classes(class_names, positive_class)
     except UserInputError as exc:
         raise UserInputError(f"{files['train']}: {exc}") from None
-    if reason and (ordered != class_names or positive_class is not None):  # said when it is not the sorted order
+    if reason and (ordered != class_names or positive_class is not None):
         print(f"{files['train']}: {reason}", file=sys.stderr)
     class_names = ordered
     splits = {name: cap_rows(records_to_split(records[name], path, class_names), max_rows, seed)
@@ -135,8 +117,7 @@ def load_labelled_files(files: Mapping[str, Path], max_rows: int | None, seed: i
 
 
 def load_gue(task_dir: Path, max_rows: int | None, seed: int) -> tuple[dict[str, Split], list[str]]:
-    """``train``, ``dev`` and, when present, ``test`` splits of a GUE task folder (CSV ``sequence,label``, or
-    ``.csv.gz``)."""
+    """``train``, ``dev`` and, when present, ``test`` splits of a GUE task folder (``.csv`` or ``.csv.gz``)."""
     if not task_dir.is_dir():
         raise UserInputError(f"{task_dir}: task folder not found; download it with 'bioattn data fetch gue' "
                              "(see data_cards/gue_promoters.md)")
@@ -152,11 +133,7 @@ def load_gue(task_dir: Path, max_rows: int | None, seed: int) -> tuple[dict[str,
 
 
 def load_ecoli(folder: Path, max_rows: int | None, seed: int) -> Split:
-    """All iPromoter-2L sequences (class 1: ``positive2860.txt``, 0: ``negative2860.txt``), leaks removed.
-
-    Sequences are upper-cased (positives are lower-case except the TSS), headers are ignored (they name the
-    class) and exact duplicates are kept once (first occurrence). Class names: :data:`BINARY_CLASSES`.
-    """
+    """All iPromoter-2L sequences, upper-cased, headers ignored, exact duplicates kept once (both leak the label)."""
     parts = []
     seen: set[str] = set()
     for name, label in ECOLI_FILES:
@@ -178,25 +155,17 @@ def concatenate(parts: Sequence[Split]) -> Split:
                  np.concatenate([p.labels for p in parts]), [w for p in parts for w in p.where])
 
 
-# ---------------------------------------------------------------------------------------- splitting
 def stratified_group_folds(split: Split, folds: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """``folds`` stratified folds of ``split`` grouped by sequence (identical sequences in one fold; scikit-learn's
-    ``StratifiedGroupKFold``), shuffled by ``seed``: one ``(train_index, held_out_index)`` pair per fold, in order."""
+    """``(train_index, held_out_index)`` of ``folds`` stratified folds grouped by sequence, shuffled by ``seed``."""
     with warnings.catch_warnings():  # a class with fewer members than folds: sklearn warns, the split is still valid
         warnings.simplefilter("ignore", UserWarning)
         splitter = StratifiedGroupKFold(n_splits=folds, shuffle=True, random_state=seed)
         return list(splitter.split(np.zeros(len(split)), split.labels, groups=split.sequences))
 
 
-def dev_split(
-    split: Split, seed: int, source: str | Path, class_names: Sequence[str], fraction: float = DEV_FRACTION
-) -> tuple[Split, Split]:
-    """Seeded stratified ``(train, dev)`` split with about ``fraction`` of the sequences in dev.
-
-    Identical sequences (after upper-casing) always land on the same side (scikit-learn's
-    ``StratifiedGroupKFold`` via :func:`stratified_group_folds`; dev is its first fold), so dev never holds a copy of a
-    training sequence. ``source`` and ``class_names`` serve error messages.
-    """
+def dev_split(split: Split, seed: int, source: str | Path, class_names: Sequence[str],
+              fraction: float = DEV_FRACTION) -> tuple[Split, Split]:
+    """Seeded stratified ``(train, dev)`` split, identical sequences on one side."""
     folds = round(1 / fraction)
     distinct = len(set(split.sequences))
     if distinct < folds:

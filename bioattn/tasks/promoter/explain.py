@@ -1,10 +1,4 @@
-"""``explain_promoter``: per-nucleotide influence of a promoter classifier over many sequences, from Python.
-
-The pipeline of ``bioattn explain promoter``: predictions, the chosen attribution map per nucleotide, the influence
-profile over positions (overall and per predicted class), per-layer head maps and diversity, head sharpness, every
-method's deletion/insertion faithfulness and motif enrichment. The result holds the maps, tables and summary;
-:meth:`~bioattn.explain.result.Explanation.save` writes the command's files.
-"""
+"""``explain_promoter``: ``bioattn explain promoter`` from Python."""
 from __future__ import annotations
 
 import dataclasses
@@ -19,11 +13,10 @@ import torch
 
 from bioattn.errors import UserInputError
 from bioattn.explain.attribution import method_label
-from bioattn.explain.result import (
-    AUTO_SAMPLE, SequenceExplanation, check_out_dir, load_explained_model, resolve_method, saved_under, where,
-)
+from bioattn.explain.result import (AUTO_SAMPLE, SequenceExplanation, check_out_dir, load_explained_model,
+                                    resolve_method, saved_under, where)
 
-#: Methods from most to least faithful on GUE prom_core_all dev (docs, "Explaining predictions").
+#: Methods from most to least faithful (``--method auto`` tries them in this order).
 FAITHFULNESS_ORDER = ("integrated_gradients", "gradient_x_input", "relevance", "rollout")
 STRANDS = ("model", "both", "forward")
 
@@ -32,10 +25,7 @@ _MARK = re.compile(r"^(?P<label>[^=]+)=(?P<start>-?\d+)\.\.(?P<end>-?\d+)$")
 
 @dataclasses.dataclass
 class PromoterExplanation(SequenceExplanation):
-    """``influence (N, L_max)`` (zero past each sequence's end), ``lengths (N,)``, ``probabilities`` (``(N,)``
-    positive-class probability or ``(N, C)``), ``predicted (N,)`` class indices, ``method``, ``motif_report`` (with
-    ``motifs=True``); plus the tables (``predictions.tsv``, ``influence.tsv``, ``influence_profile.tsv``) and
-    ``summary``."""
+    """``influence (N, L_max)`` (0 past each end), ``probabilities`` ``(N,)`` or ``(N, C)``, ``predicted (N,)``."""
 
     influence: np.ndarray = None
     probabilities: np.ndarray = None
@@ -139,10 +129,8 @@ def _faithfulness(model, tokens, batch_size, rc_average, head_fusion, start_laye
     classes = [predicted_classes(model, ids.to(device), mask.to(device), rc_average=rc_average) for ids, mask in batches]
     scores = [promoter_score(model, ids[row, : int((~mask[row]).sum())].to(device), int(c[row]), rc_average=rc_average)
               for (ids, mask), c in zip(batches, classes) for row in range(len(ids))]
-
     methods = PROMOTER_METHODS if methods is None else methods
-    bar = progress_bar(total=len(methods) * len(tokens), desc=f"faithfulness over {len(tokens)} sequences",
-                       unit="map")
+    bar = progress_bar(total=len(methods) * len(tokens), desc=f"faithfulness over {len(tokens)} sequences", unit="map")
 
     def attribute(method: str) -> list[torch.Tensor]:
         maps = []
@@ -160,74 +148,30 @@ def _faithfulness(model, tokens, batch_size, rc_average, head_fusion, start_laye
 
 
 def explain_promoter(
-    model: Any,
-    inputs: str | os.PathLike | Sequence[str] | Sequence[Any],
-    *,
-    method: str = "auto",
-    strand: str = "model",
-    head_fusion: str = "mean",
-    start_layer: int = 0,
-    max_rows: int = 1000,
-    batch_size: int = 64,
-    tss_index: int | None = None,
-    motif: str = "TATAWAWR",
-    marks: dict[str, tuple[int, int]] | Iterable[str] | None = None,
-    plot_sequences: int = 6,
-    faithfulness: bool = True,
-    faithfulness_sequences: int = 200,
-    faithfulness_steps: int = 20,
-    motifs: bool = False,
-    motif_db: str = "jaspar",
-    motif_target: str = "positive",
-    motif_q: float = 0.05,
-    motif_attribution: str = "integrated_gradients",
-    motif_sequences: str = "all",
-    motif_background: bool = True,
-    known_motifs: int = 0,
-    device: str = "auto",
-    out: str | os.PathLike | None = None,
-    overwrite: bool = False,
-) -> PromoterExplanation:
+    model: Any, inputs: str | os.PathLike | Sequence[str] | Sequence[Any], *, method: str = "auto",
+    strand: str = "model", head_fusion: str = "mean", start_layer: int = 0, max_rows: int = 1000, batch_size: int = 64,
+    tss_index: int | None = None, motif: str = "TATAWAWR",
+    marks: dict[str, tuple[int, int]] | Iterable[str] | None = None, plot_sequences: int = 6, faithfulness: bool = True,
+    faithfulness_sequences: int = 200, faithfulness_steps: int = 20, motifs: bool = False, motif_db: str = "jaspar",
+    motif_target: str = "positive", motif_q: float = 0.05, motif_attribution: str = "integrated_gradients",
+    motif_sequences: str = "all", motif_background: bool = True, known_motifs: int = 0, device: str = "auto",
+    out: str | os.PathLike | None = None, overwrite: bool = False) -> PromoterExplanation:
     """Explain a promoter classifier's predictions on ``inputs``, nucleotide by nucleotide.
 
     Args:
-        model: a :class:`~bioattn.models.PromoterClassifier` (or an ensemble of them), a run directory of
-            ``bioattn train promoter`` or a shipped model's name.
-        inputs: a FASTA or CSV file (column ``sequence``, optional ``id``; plain or gzip), or in-memory sequences
-            (strings, ids ``seq0, seq1, ...``, or :class:`~bioattn.data.dna.DNARecord`); at most ``max_rows`` are read.
-        method: ``auto`` (of the methods that fit about a minute, the most faithful on the first 16 sequences,
-            named on stderr with its deletion/insertion AUCs) or one of
-            :data:`~bioattn.tasks.promoter.attribution.PROMOTER_METHODS` (``ism``: in-silico mutagenesis).
-        strand: ``model`` (as the model predicts), ``both`` (strands averaged) or ``forward``.
-        head_fusion, start_layer: how rollout fuses a layer's heads and the first layer it includes.
+        model: a :class:`~bioattn.models.PromoterClassifier` (or an ensemble), a run directory or a shipped model.
+        inputs: a FASTA/CSV file or in-memory sequences (strings or :class:`~bioattn.data.dna.DNARecord`).
+        method: ``auto`` (the most faithful of the methods that fit about a minute) or one of
+            :data:`~bioattn.tasks.promoter.attribution.PROMOTER_METHODS`.
+        strand: ``model`` (as the model predicts), ``both`` or ``forward``.
         tss_index: 0-based TSS index; positions are then reported relative to it.
         motif: IUPAC motif whose influence is compared with the sequence mean (``""``: none).
         marks: ranges shaded on the profile plot, ``{label: (start, end)}`` or ``"LABEL=START..END"`` strings.
-        plot_sequences: a track figure for the first N sequences.
-        faithfulness: measure every method's deletion/insertion AUC on the first ``faithfulness_sequences``.
-        motifs: also discover the motifs the model uses (in-silico mutagenesis + TF-MoDISco over every sequence, which
-            must share one length; :func:`~bioattn.explain.motifs.explain_motifs`), matched with TOMTOM against
-            ``motif_db`` (``jaspar``: JASPAR2026 CORE vertebrates shipped with pyjaspar; ``jaspar:COLLECTION:TAX``;
-            a MEME file; ``none``) at q < ``motif_q``, explaining the ``motif_target`` class (``positive`` or
-            ``predicted``); ``save`` then also writes ``motifs.html``, ``motifs.tsv``, logos and position histograms.
-        motif_attribution: the hypothetical contributions ``motifs`` clusters, whatever ``method`` is:
-            ``integrated_gradients`` (Integrated Gradients path gradients read for every base; an ensemble's mean)
-            or ``ism`` (in-silico mutagenesis).
-        motif_sequences: ``all`` or ``predicted_positive`` (two-class models: only the sequences predicted
-            positive are explained and clustered).
-        motif_background: run the motif pipeline on a dinucleotide shuffle of every sequence too and flag the
-            patterns it also yields as composition, not findings (:mod:`bioattn.explain.motif_background`).
-        known_motifs: plant the JASPAR consensus of core-promoter factors
-            (:data:`~bioattn.explain.marginalize.CORE_PROMOTER_MOTIFS`, CTCF as a control) and shuffles of their
-            letters at :data:`~bioattn.explain.marginalize.DEFAULT_POSITIONS` from ``tss_index`` into dinucleotide
-            shuffles of the first ``known_motifs`` sequences (0: off;
-            :func:`~bioattn.explain.marginalize.marginalize_known_motifs`); ``save`` then writes ``known_motifs.tsv``.
-        out: a folder to write the result into, as ``bioattn explain promoter`` does (checked before any work: a
-            non-empty folder is refused unless ``overwrite``); ``None``: nothing is written (``.save`` later).
-
-    Returns:
-        a :class:`PromoterExplanation` (saved under ``out`` when given: ``.saved_to``); ``.save(directory)`` writes
-        what ``bioattn explain promoter`` writes.
+        motifs: also discover the motifs the model uses (:func:`~bioattn.explain.motifs.explain_motifs`); the
+            ``motif_*`` arguments configure it.
+        known_motifs: plant core-promoter motifs into shuffles of the first N sequences
+            (:func:`~bioattn.explain.marginalize.marginalize_known_motifs`; 0: off).
+        out: a folder to write the result into (a non-empty one only with ``overwrite``).
     """
     check_out_dir(out, overwrite=overwrite)
     from bioattn.data.dna import collate_tokens
@@ -249,12 +193,11 @@ def explain_promoter(
 
         if not 0 < motif_q <= 1:
             raise UserInputError(f"--motif-q must be in (0, 1], got {motif_q}")
-        if motif_target not in ("positive", "predicted"):
-            raise UserInputError(f"--motif-target must be positive or predicted, got {motif_target!r}")
-        if motif_sequences not in ("all", "predicted_positive"):
-            raise UserInputError(f"--motif-sequences must be all or predicted_positive, got {motif_sequences!r}")
-        if motif_attribution not in ("integrated_gradients", "ism"):
-            raise UserInputError(f"--motif-attribution must be integrated_gradients or ism, got {motif_attribution!r}")
+        for name, value, allowed in (("target", motif_target, ("positive", "predicted")),
+                                     ("sequences", motif_sequences, ("all", "predicted_positive")),
+                                     ("attribution", motif_attribution, ("integrated_gradients", "ism"))):
+            if value not in allowed:
+                raise UserInputError(f"--motif-{name} must be {' or '.join(allowed)}, got {value!r}")
         database = load_motif_database(motif_db)
     if known_motifs < 0:
         raise UserInputError(f"--known-motifs must be >= 0, got {known_motifs}")
@@ -272,7 +215,6 @@ def explain_promoter(
         raise UserInputError(f"{source or 'inputs'}: --motifs needs records of one length, got lengths "
                              f"{', '.join(map(str, sorted({len(t) for t in tokens})[:5]))}")
     rc_average = {"model": None, "both": True, "forward": False}[strand]
-
     batches = [collate_tokens(tokens[start : start + batch_size]) for start in range(0, len(tokens), batch_size)]
 
     def probe() -> float:
@@ -281,30 +223,27 @@ def explain_promoter(
         return (time.perf_counter() - start) * len(batches)
 
     sample = tokens[:AUTO_SAMPLE]
-    method = resolve_method(method, FAITHFULNESS_ORDER, probe,
-                            lambda methods: _faithfulness(model, sample, batch_size, rc_average, head_fusion,
-                                                          start_layer, faithfulness_steps, methods),
-                            faithfulness_steps=faithfulness_steps, sample=f"the first {len(sample)} sequences",
-                            costs=RELATIVE_COST)
+    method = resolve_method(method, FAITHFULNESS_ORDER, probe, lambda methods: _faithfulness(
+        model, sample, batch_size, rc_average, head_fusion, start_layer, faithfulness_steps, methods),
+        faithfulness_steps=faithfulness_steps, sample=f"the first {len(sample)} sequences", costs=RELATIVE_COST)
     ylabel = method_label(method)
     probabilities = []
     lengths = np.array([len(t) for t in tokens])
-    influence = np.zeros((len(tokens), int(lengths.max())))  # (N, L_max), zero past each sequence's end
+    influence = np.zeros((len(tokens), int(lengths.max())))
     for start, (ids, padding_mask) in zip(range(0, len(tokens), batch_size),
                                           progress_bar(batches, desc=f"explain promoter ({method})", unit="batch")):
         probabilities.append(model.proba_from_ids(ids.to(device_), padding_mask.to(device_), rc_average=rc_average).cpu())
         influence[start : start + len(ids), : ids.shape[1]] = promoter_attribution(
-            model, ids, padding_mask, method, rc_average=rc_average, head_fusion=head_fusion,
-            start_layer=start_layer, seed=start).cpu().numpy()
+            model, ids, padding_mask, method, rc_average=rc_average, head_fusion=head_fusion, start_layer=start_layer,
+            seed=start).cpu().numpy()
     first_weights = explain_promoters(ensemble_members(model)[0], *batches[0], head_fusion=head_fusion,
                                       start_layer=start_layer, rc_average=rc_average).weights
-    probability = torch.cat(probabilities).numpy()  # (N,) positive-class probability, or (N, C)
+    probability = torch.cat(probabilities).numpy()
     predicted = model.predicted_classes(probability)
     per_class = model.class_probabilities(probability)
     names = model.class_names
     offset = tss_index if tss_index is not None else 0
     xlabel = "position relative to TSS" if tss_index is not None else "position (0-based)"
-
     probability_columns = ["probability"] if model.binary else [f"p_{name}" for name in names]
     tables = {
         "predictions.tsv": (["id", "length", *probability_columns, "predicted_label"],
@@ -342,12 +281,10 @@ def explain_promoter(
     top = np.argsort(mean)[::-1][:10]
     summary = {
         "run": label, "input": str(source) if source is not None else "in-memory sequences", "sequences": len(tokens),
-        "predicted": {name: int((predicted == k).sum()) for k, name in enumerate(names)},
-        "method": method, "head_fusion": head_fusion, "start_layer": start_layer,
-        "strand": strand, "tss_index": tss_index,
+        "predicted": {name: int((predicted == k).sum()) for k, name in enumerate(names)}, "method": method,
+        "head_fusion": head_fusion, "start_layer": start_layer, "strand": strand, "tss_index": tss_index,
         "top_positions": [{"relative_position": int(positions[i]), "mean_influence": float(mean[i])} for i in top],
-        "head_similarity": layer_similarities(first_weights),
-        "head_sharpness": sharpness_summary(sharpness),
+        "head_similarity": layer_similarities(first_weights), "head_sharpness": sharpness_summary(sharpness),
     }
 
     def draw_sharpness(out: Path) -> None:
@@ -367,7 +304,6 @@ def explain_promoter(
         figures.append(lambda out: write_faithfulness(
             results, out, unit="nucleotides", title=f"promoter: faithfulness on {n} sequences (nucleotides → N)"))
     if motif:
-        # enrichment is a ratio of mean influences: signed maps (the Captum methods) enter by magnitude
         magnitude = np.abs(influence)
         summary["motif_influence"] = "absolute value" if (influence < 0).any() else "value"
         summary["motif"] = motif_enrichment([r.sequence for r in records], magnitude, motif).summary()
@@ -399,10 +335,9 @@ def explain_promoter(
 
 def _known_motifs(model: Any, sequences: list[str], tss_index: int, rc_average: bool | None,
                   batch_size: int) -> tuple[tuple[list[str], list[list[Any]]], dict[str, Any]]:
-    """``known_motifs.tsv`` and its summary: core-promoter motifs planted into dinucleotide shuffles of ``sequences``."""
-    from bioattn.explain.marginalize import (
-        DEFAULT_SHUFFLES, jaspar_consensus, marginalize_known_motifs, shuffled_backgrounds,
-    )
+    """``known_motifs.tsv`` and its summary: core-promoter motifs planted into shuffles of ``sequences``."""
+    from bioattn.explain.marginalize import (DEFAULT_SHUFFLES, jaspar_consensus, marginalize_known_motifs,
+                                             shuffled_backgrounds)
 
     motifs = jaspar_consensus()
     rows = marginalize_known_motifs(model, {label: consensus for label, (_, consensus) in motifs.items()},
@@ -411,7 +346,6 @@ def _known_motifs(model: Any, sequences: list[str], tss_index: int, rc_average: 
     columns = ["motif", "jaspar_id", "consensus", "position", "start", "covers_tss", "sequences", "effect_mean", "effect_sd",
                "control_mean", "control_sd", "control_shuffle_sd", "difference_mean", "difference_sd", "difference_se", "fraction_up"]
     table = [[row["motif"], motifs[row["motif"]][0], *(row[c] for c in columns[2:])] for row in rows]
-    # a motif written over the TSS also removes the sequence's initiator: its change is not the motif's alone
     away = [row for row in rows if not row["covers_tss"]]
     best = max(away, key=lambda row: row["difference_mean"]) if away else None
     return (columns, table), {
@@ -421,9 +355,7 @@ def _known_motifs(model: Any, sequences: list[str], tss_index: int, rc_average: 
 
 
 def describe(result: PromoterExplanation, out: Path | None = None) -> str:
-    """What ``bioattn explain promoter`` prints once ``result`` is saved in ``out`` (default: where it was saved,
-    ``result.saved_to``): what was explained, the motifs found (with ``motifs``), the faithfulness table and the
-    motif's enrichment."""
+    """What ``bioattn explain promoter`` prints once ``result`` is saved in ``out`` (default ``result.saved_to``)."""
     from bioattn.explain.outputs import faithfulness_table
 
     summary, out = result.summary, out if out is not None else result.saved_to
@@ -448,8 +380,7 @@ def describe(result: PromoterExplanation, out: Path | None = None) -> str:
 
 
 def _describe_motifs(found: dict[str, Any], page: str) -> list[str]:
-    """The motif summary ``describe`` prints: how many patterns are findings and how many composition, then one line
-    per finding (most seqlets first) with its best database match, significant or not."""
+    """The motif lines ``describe`` prints: the pattern counts, then one line per finding (at most 5)."""
     from bioattn.explain.motif_report import describe_finding
 
     findings, composition = found["findings"], found["composition"]

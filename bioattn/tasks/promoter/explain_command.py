@@ -1,5 +1,4 @@
-"""The ``bioattn explain promoter`` command: its options, each field one flag (:func:`bioattn.options.flag`), and
-its run (apart from the training commands, so that it reaches no training code)."""
+"""The ``bioattn explain promoter`` command: its options and its run (no training code imported)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,10 +6,9 @@ from dataclasses import dataclass
 from bioattn.data.motif_db import DEFAULT_DB, DEFAULT_Q
 from bioattn.explain.motifs import DEFAULT_ATTRIBUTION, DEFAULT_USE, MOTIF_ATTRIBUTIONS, MOTIF_USES
 from bioattn.options import flag, values
-from bioattn.tasks.flags import (
-    device_flag, explain_input_flag, explain_out_flag, explain_overwrite_flag, faithfulness_steps_flag,
-    head_fusion_flag, method_flag, method_options, model_flag, skip_faithfulness_flag, start_layer_flag,
-)
+from bioattn.tasks.flags import (device_flag, explain_input_flag, explain_out_flag, explain_overwrite_flag,
+                                 faithfulness_steps_flag, head_fusion_flag, method_flag, method_options, model_flag,
+                                 skip_faithfulness_flag, start_layer_flag)
 from bioattn.tasks.promoter.attribution import PROMOTER_METHODS
 
 _MOTIFS = "motifs"
@@ -54,27 +52,24 @@ class ExplainPromoter:
     tss_index: int | None = flag("--tss-index", default=None,
                                  help="0-based index of the TSS in every sequence; positions are then reported "
                                       "relative to it (TSS = 0). GUE prom_core_* (70 bp): 34, see the explain docs")
-    motif: str = flag("--motif", default="TATAWAWR",
-                      help="IUPAC motif whose influence is compared with the sequence mean (default: TATAWAWR, the "
-                           "TATA box); '' to skip")
+    motif: str = flag("--motif", default="TATAWAWR", help="IUPAC motif whose influence is compared with the sequence "
+                      "mean (default: TATAWAWR, the TATA box); '' to skip")
     mark: tuple[str, ...] = flag("--mark", default=(), action="append", absent=[], metavar="LABEL=START..END",
                                  help="shade a range on the profile plot, in reported coordinates, e.g. 'TATA "
                                       "box=-31..-24'; repeat for several (default: none)")
-    strand: str = flag("--strand", default="model", choices=("model", "both", "forward"),
-                       help="rollout of the forward strand, of both strands averaged, or as the model predicts "
-                            "(default)")
+    strand: str = flag("--strand", default="model", choices=("model", "both", "forward"), help="rollout of the "
+                       "forward strand, of both strands averaged, or as the model predicts (default)")
     method: str = method_flag(methods=PROMOTER_METHODS)
     skip_faithfulness: bool = skip_faithfulness_flag(unit="nucleotides")
     faithfulness_steps: int | None = faithfulness_steps_flag()
     faithfulness_sequences: int = flag("--faithfulness-sequences", default=200,
                                        help="measure faithfulness on the first N records (default: %(default)s)")
-    motifs: bool = flag("--motifs", default=False, group=_MOTIFS,
-                        help="also discover the motifs the model uses (hypothetical contributions of "
-                             "--motif-attribution + TF-MoDISco over all records, which must share one length), match "
-                             "them against --motif-db with TOMTOM and measure which attention head reads each; writes "
-                             "motifs.html, motifs.tsv, logos/, positions/, head_motifs.tsv, motif_spacings.tsv and "
-                             "motif_scan_spacings.tsv (spacers between patterns from seqlets and from scans of every "
-                             "sequence) (default: off)")
+    motifs: bool = flag("--motifs", default=False, group=_MOTIFS, help="also discover the motifs the model uses "
+                        "(hypothetical contributions of --motif-attribution + TF-MoDISco over all records, which must "
+                        "share one length), match them against --motif-db with TOMTOM and measure which attention head "
+                        "reads each; writes motifs.html, motifs.tsv, logos/, positions/, head_motifs.tsv, "
+                        "motif_spacings.tsv and motif_scan_spacings.tsv (spacers between patterns from seqlets and "
+                        "from scans of every sequence) (default: off)")
     motif_db: str = flag("--motif-db", default=DEFAULT_DB, metavar="DB", group=_MOTIFS,
                          help="known motifs for --motifs: jaspar (JASPAR2026 CORE vertebrates, shipped with pyjaspar), "
                               "jaspar:COLLECTION:TAX_GROUP (e.g. jaspar:CORE:insects, jaspar:CORE:all), a MEME-format "
@@ -90,31 +85,27 @@ class ExplainPromoter:
     motif_sequences: str = flag("--motif-sequences", default=DEFAULT_USE, choices=MOTIF_USES, group=_MOTIFS,
                                 help="which records --motifs explains and clusters: all, or predicted_positive "
                                      "(two-class models: the records predicted positive) (default: %(default)s)")
-    motif_q: float = flag("--motif-q", default=DEFAULT_Q, group=_MOTIFS,
-                          help="TOMTOM q-value below which a pattern is reported as matching a known motif "
-                               "(default: %(default)s)")
+    motif_q: float = flag("--motif-q", default=DEFAULT_Q, group=_MOTIFS, help="TOMTOM q-value below which a pattern "
+                          "is reported as matching a known motif (default: %(default)s)")
     motif_background: bool = flag(
-        "--no-motif-background", default=True, action="store_false", group=_MOTIFS,
-        help="skip the composition control of --motifs (by default the same pipeline also runs on a dinucleotide "
-             "shuffle of every record, and patterns it yields too are flagged as composition, not listed as findings; "
-             "it about doubles the time) (default: motif_background=%(default)s)")
+        "--no-motif-background", default=True, action="store_false", group=_MOTIFS, help="skip the composition "
+        "control of --motifs (by default the same pipeline also runs on a dinucleotide shuffle of every record, and "
+        "patterns it yields too are flagged as composition, not listed as findings; it about doubles the time) "
+        "(default: motif_background=%(default)s)")
     known_motifs: int = flag(
-        "--known-motifs", default=0, metavar="N", group=_MOTIFS,
-        help="plant the JASPAR consensus of core-promoter factors (TBP, SP1, NF-Y, ETS: ELK1 and GABPA, NRF1, YY1, "
-             "CREB1, ZNF143, E2F1; CTCF as a control) centred at -30, -20, -10, 0, +10 and +20 nt from --tss-index "
-             "into dinucleotide shuffles of the first N records, and 3 shuffles of each motif's letters at the same "
-             "place; writes known_motifs.tsv with the change of the positive-class log-odds, motif minus shuffles "
-             "(default: 0, off)")
+        "--known-motifs", default=0, metavar="N", group=_MOTIFS, help="plant the JASPAR consensus of core-promoter "
+        "factors (TBP, SP1, NF-Y, ETS: ELK1 and GABPA, NRF1, YY1, CREB1, ZNF143, E2F1; CTCF as a control) centred at "
+        "-30, -20, -10, 0, +10 and +20 nt from --tss-index into dinucleotide shuffles of the first N records, and 3 "
+        "shuffles of each motif's letters at the same place; writes known_motifs.tsv with the change of the "
+        "positive-class log-odds, motif minus shuffles (default: 0, off)")
 
     def run(self) -> int:
         from bioattn.tasks.promoter.explain import describe, explain_promoter
 
-        result = explain_promoter(self.model, self.input, marks=self.mark,
-                                  **values(self, "strand", "head_fusion", "start_layer", "max_rows", "batch_size",
-                                           "tss_index", "motif", "plot_sequences", "faithfulness_sequences", "motifs",
-                                           "motif_db", "motif_target", "motif_q", "motif_attribution",
-                                           "motif_sequences", "motif_background", "known_motifs", "device", "out",
-                                           "overwrite"),
-                                  **method_options(self))
+        result = explain_promoter(self.model, self.input, marks=self.mark, **values(
+            self, "strand", "head_fusion", "start_layer", "max_rows", "batch_size", "tss_index", "motif",
+            "plot_sequences", "faithfulness_sequences", "motifs", "motif_db", "motif_target", "motif_q",
+            "motif_attribution", "motif_sequences", "motif_background", "known_motifs", "device", "out", "overwrite",
+        ), **method_options(self))
         print(describe(result))
         return 0

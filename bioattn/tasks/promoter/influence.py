@@ -1,9 +1,4 @@
-"""Per-nucleotide influence for :class:`~bioattn.models.promoter.PromoterClassifier` and its aggregation.
-
-The influence of nucleotide ``i`` is the [CLS] row of the attention rollout, ``R[0, 1 + i]``: the share of
-the [CLS] representation that, following attention alone, flows from position ``i``. Its complement,
-``R[0, 0]``, is what [CLS] keeps of itself, so a sequence's influences sum to ``1 - R[0, 0]``.
-"""
+"""Per-nucleotide influence of a promoter classifier (the [CLS] row of the rollout) and its aggregation."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,37 +15,17 @@ from bioattn.attention.rollout import rollout_rows
 
 @dataclass
 class PromoterInfluence:
-    """probabilities: ``(B,)``; influence: ``(B, L)`` (0 at padding); weights: forward-strand attention,
-    per layer ``(B, H, 1 + L, 1 + L)`` (token 0 = [CLS])."""
+    """``probabilities (B,)``, ``influence (B, L)``, forward-strand ``weights`` ``(B, H, 1 + L, 1 + L)``."""
 
     probabilities: Tensor
     influence: Tensor
     weights: list[Tensor]
 
 
-def _cls_influence(weights: list[Tensor], key_padding_mask: Tensor, head_fusion: str, start_layer: int) -> Tensor:
-    """[CLS] row of the rollout without [CLS] itself: ``(B, L)`` per-nucleotide influence."""
-    cls_row = rollout_rows(weights, 0, head_fusion=head_fusion, start_layer=start_layer, key_padding_mask=key_padding_mask)
-    return cls_row[:, 1:]
-
-
 @torch.no_grad()
-def explain_promoters(
-    model: torch.nn.Module,
-    ids: Tensor,
-    padding_mask: Tensor,
-    *,
-    head_fusion: str = "mean",
-    start_layer: int = 0,
-    rc_average: bool | None = None,
-) -> PromoterInfluence:
-    """Predict and explain a batch. ``ids: (B, L)`` token ids, ``padding_mask: (B, L)`` True = PAD.
-
-    The prediction runs the model's normal (fused) path; the attention maps come from a second pass with
-    ``need_weights=True``. With ``rc_average`` (default: the model's setting, as for its prediction) the
-    influence is the mean of the forward-strand rollout and the reverse-complement rollout mapped back onto
-    forward positions. The model is put in eval mode.
-    """
+def explain_promoters(model: torch.nn.Module, ids: Tensor, padding_mask: Tensor, *, head_fusion: str = "mean",
+                      start_layer: int = 0, rc_average: bool | None = None) -> PromoterInfluence:
+    """Predict and explain a batch: ``ids (B, L)``, ``padding_mask (B, L)`` (True = PAD)."""
     model.eval()
     device = model.embedding.weight.device
     ids, padding_mask = ids.to(device), padding_mask.to(device)
@@ -59,10 +34,9 @@ def explain_promoters(
     _, key_padding_mask, weights = model.encode(ids, padding_mask, need_weights=True)
 
     def strand_influence(strand: Tensor) -> Tensor:
-        if strand is ids:
-            return _cls_influence(weights, key_padding_mask, head_fusion, start_layer)
-        _, _, strand_weights = model.encode(strand, padding_mask, need_weights=True)
-        return _cls_influence(strand_weights, key_padding_mask, head_fusion, start_layer)
+        strand_weights = weights if strand is ids else model.encode(strand, padding_mask, need_weights=True)[2]
+        return rollout_rows(strand_weights, 0, head_fusion=head_fusion, start_layer=start_layer,
+                            key_padding_mask=key_padding_mask)[:, 1:]
 
     influence = (strand_average(strand_influence, ids, padding_mask, per_position=True) if use_rc
                  else strand_influence(ids))
@@ -71,13 +45,8 @@ def explain_promoters(
 
 @dataclass
 class MotifEnrichment:
-    """How much influence a motif's positions get, for the sequences where it occurs.
-
-    ratios_to_sequence: per matching sequence, mean influence on the matched positions / mean influence over
-    that sequence (1 = no preference). ratios_to_position: mean influence on the matched positions / mean
-    influence at the *same positions* in the sequences without a match (controls for where in the sequence
-    the motif sits; empty when every sequence matches). starts: 0-based start of every match.
-    """
+    """How much influence a motif's positions get, per matching sequence: relative to that sequence's mean
+    (``ratios_to_sequence``) and to the same positions in the sequences without it (``ratios_to_position``)."""
 
     motif: str
     sequences: int
@@ -92,19 +61,15 @@ class MotifEnrichment:
                 return {"mean": None, "median": None, "fraction_above_1": None}
             return {"mean": float(array.mean()), "median": float(np.median(array)), "fraction_above_1": float((array > 1).mean())}
 
-        return {
-            "motif": self.motif,
-            "sequences": self.sequences,
-            "sequences_with_match": len(self.ratios_to_sequence),
-            "enrichment_vs_sequence_mean": stats(self.ratios_to_sequence),
-            "enrichment_vs_same_positions_without_motif": stats(self.ratios_to_position),
-            "match_start_counts_0based": {int(k): int(v) for k, v in zip(*np.unique(self.starts, return_counts=True))},
-        }
+        starts = zip(*np.unique(self.starts, return_counts=True))
+        return {"motif": self.motif, "sequences": self.sequences, "sequences_with_match": len(self.ratios_to_sequence),
+                "enrichment_vs_sequence_mean": stats(self.ratios_to_sequence),
+                "enrichment_vs_same_positions_without_motif": stats(self.ratios_to_position),
+                "match_start_counts_0based": {int(k): int(v) for k, v in starts}}
 
 
 def motif_positions(sequence: str, motif: str) -> tuple[np.ndarray, list[int]]:
-    """Positions covered by ``motif`` (IUPAC letters, forward strand, Biopython's ``nt_search``):
-    ``(covered (len(sequence),) bool, match starts)``."""
+    """``(covered (len(sequence),) bool, match starts)`` of the IUPAC ``motif`` on the forward strand."""
     starts = [int(s) for s in nt_search(sequence.upper(), motif.upper())[1:]]
     covered = np.zeros(len(sequence), dtype=bool)
     for start in starts:
@@ -113,8 +78,7 @@ def motif_positions(sequence: str, motif: str) -> tuple[np.ndarray, list[int]]:
 
 
 def motif_enrichment(sequences: Sequence[str], influence: np.ndarray, motif: str) -> MotifEnrichment:
-    """Compare the influence on ``motif``'s positions with the sequence mean and with the same positions in
-    sequences without the motif. influence: ``(N, L_max)``; row ``n`` holds ``len(sequences[n])`` values."""
+    """:class:`MotifEnrichment` of ``motif`` in ``sequences``: ``influence (N, L_max)``."""
     found = [motif_positions(sequence, motif) for sequence in sequences]
     lengths = np.array([len(s) for s in sequences])
     without = np.array([not starts for _, starts in found])
@@ -139,8 +103,7 @@ def motif_enrichment(sequences: Sequence[str], influence: np.ndarray, motif: str
 
 
 def influence_profile(influence: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Mean, standard deviation and count per position over sequences (position ``i`` only counts
-    sequences longer than ``i``). influence: ``(N, L_max)``; lengths: ``(N,)`` → three ``(L_max,)`` arrays."""
+    """``(N, L_max)``, ``lengths (N,)`` → mean, sd and count per position ``(L_max,)`` over the sequences there."""
     present = np.arange(influence.shape[1])[None, :] < lengths[:, None]
     counts = present.sum(0)
     safe = np.maximum(counts, 1)

@@ -1,12 +1,4 @@
-"""Score the sequences of a FASTA/CSV file with a trained promoter model, one output row per sequence.
-
-Columns: two classes: ``id,promoter_probability,predicted_label`` (the probability of the model's class 1, the
-positive class); more: ``id,p_<class>,...,predicted_label`` (one probability per class, in class order). The
-predicted label is the class name (``0``/``1`` for models trained on 0/1 labels). With the run's training
-composition (:mod:`bioattn.tasks.promoter.composition`) a last column ``warning`` says how a sequence differs from the
-training sequences (empty when it does not), and a ``warning:`` line on stderr names it (the first 20, then a
-count). Input order is kept; the file is streamed in chunks, each scored in batches of similar length.
-"""
+"""Score the sequences of a FASTA/CSV file with a promoter model, one output row per sequence."""
 from __future__ import annotations
 
 import itertools
@@ -29,23 +21,15 @@ MAX_WARNING_LINES = 20
 
 
 def prediction_header(model: PromoterClassifier, *, warning: bool = False) -> list[str]:
-    """The output columns for ``model`` (see the module docstring); ``warning``: with the composition column."""
-    extra = ["warning"] if warning else []
-    if model.binary:
-        return ["id", "promoter_probability", "predicted_label", *extra]
-    return ["id", *(f"p_{name}" for name in model.class_names), "predicted_label", *extra]
+    """The output columns for ``model``; ``warning``: with the composition column."""
+    probabilities = ["promoter_probability"] if model.binary else [f"p_{name}" for name in model.class_names]
+    return ["id", *probabilities, "predicted_label", *(["warning"] if warning else [])]
 
 
-def predict_file(
-    model: PromoterClassifier, source: Path, output: str | os.PathLike, *, batch_size: int = 256,
-    rc_average: bool | None = None, composition: dict | None = None,
-) -> Counter:
-    """Write one row per record of ``source`` to ``output`` (CSV; TSV for ``.tsv``); returns the count per predicted class.
-
-    A record longer than ``model.max_len`` is an error naming it (score long sequences as a genome scan).
-    ``composition``: the run's training composition (:func:`~bioattn.tasks.promoter.composition.load_composition`);
-    with it, each record is checked against it (``warning`` column, ``warning:`` lines on stderr).
-    """
+def predict_file(model: PromoterClassifier, source: Path, output: str | os.PathLike, *, batch_size: int = 256,
+                 rc_average: bool | None = None, composition: dict | None = None) -> Counter:
+    """Write one row per record of ``source`` to ``output`` (CSV; TSV for ``.tsv``); the count per predicted class.
+    ``composition``: :func:`~bioattn.tasks.promoter.composition.load_composition`'s, to check each record against."""
     counts: Counter = Counter()
     flagged = 0
     records = read_records(source)
@@ -58,8 +42,7 @@ def predict_file(
                 if len(ids) > model.max_len:
                     raise UserInputError(
                         f"{source}: {record.describe()}: sequence is {len(ids)} nt long; this model accepts at most "
-                        f"{model.max_len} nt (its training length); score longer sequences in windows with --window"
-                    )
+                        f"{model.max_len} nt (its training length); score longer sequences in windows with --window")
                 tokens.append(ids)
             probs = model.predict_tokens(tokens, batch_size=batch_size, rc_average=rc_average)
             classes = model.predicted_classes(probs)

@@ -1,5 +1,4 @@
-"""The ``bioattn predict promoter`` command: its options, each field one flag (:func:`bioattn.options.flag`), and
-its run (apart from the training command, so that a prediction or a genome scan imports no training code)."""
+"""The ``bioattn predict promoter`` command: its options and its run (no training code imported)."""
 from __future__ import annotations
 
 import sys
@@ -64,15 +63,12 @@ class PredictPromoter:
 
     model: str | None = model_flag(trained_by="bioattn train promoter")
     device: str = device_flag()
-    input: Path = flag("--input", required=True,
-                       help="FASTA or CSV (with a 'sequence' column), optionally .gz; '-': standard input (not with "
-                            "--window)")
-    output: Path = flag("--output", required=True,
-                        help="file to write: CSV per sequence ('-': standard output); with --window .bedGraph, .bw, "
-                             ".bed or .csv")
-    batch_size: int | None = flag("--batch-size", default=None,
-                                  help="sequences per forward pass (default: 256; a genome scan: 512 on a CPU, 4096 "
-                                       "on a GPU)")
+    input: Path = flag("--input", required=True, help="FASTA or CSV (with a 'sequence' column), optionally .gz; '-': "
+                       "standard input (not with --window)")
+    output: Path = flag("--output", required=True, help="file to write: CSV per sequence ('-': standard output); with "
+                        "--window .bedGraph, .bw, .bed or .csv")
+    batch_size: int | None = flag("--batch-size", default=None, help="sequences per forward pass (default: 256; a "
+                                  "genome scan: 512 on a CPU, 4096 on a GPU)")
     precision: str | None = flag("--precision", default=None, choices=INFERENCE_PRECISIONS,
                                  help="fp32: exactly the training run's evaluation; bf16: bf16 autocast (faster where "
                                       "the CPU or GPU has bf16 units; probabilities differ from fp32 by rounding, so a "
@@ -85,9 +81,9 @@ class PredictPromoter:
                        help="score as the model was trained (normally the mean of both strands), the mean of both "
                             "strands, or the given strand only (default: %(default)s)")
     window: int | None = flag("--window", default=None, type=_window_length, nargs="?", const=MODEL_WINDOW,
-                              metavar="NT", group=_SCAN,
-                              help="scan long sequences in windows of NT nt, at most the model's max_len; '--window' "
-                                   "alone: the model's max_len (default: no scan, one row per sequence)")
+                              metavar="NT", group=_SCAN, help="scan long sequences in windows of NT nt, at most the "
+                              "model's max_len; '--window' alone: the model's max_len (default: no scan, one row per "
+                              "sequence)")
     stride: int | None = flag("--stride", default=None, metavar="NT", group=_SCAN,
                               help="distance between window starts (default: window / 2)")
     scan_class: str | None = flag("--class", default=None, metavar="NAME", group=_SCAN,
@@ -98,9 +94,8 @@ class PredictPromoter:
     regions: Path | None = flag("--regions", default=None, metavar="BED", group=_SCAN,
                                 help="scan only these intervals (BED: chrom, start, end; overlapping ones merged; with "
                                      "--chrom: those on the --chrom sequences) (default: whole sequences)")
-    compile: bool = flag("--compile", default=False, group=_SCAN,
-                         help="run the scan's model through torch.compile (CUDA graphs on a GPU): pays on long GPU "
-                              "scans, costs a minute of compiling (default: off)")
+    compile: bool = flag("--compile", default=False, group=_SCAN, help="run the scan's model through torch.compile "
+                         "(CUDA graphs on a GPU): pays on long GPU scans, costs a minute of compiling (default: off)")
 
     def run(self) -> int:
         from bioattn.tasks.promoter.predict_run import predict_promoter
@@ -108,7 +103,6 @@ class PredictPromoter:
         result = predict_promoter(self.model, self.input, self.output, chroms=self.chrom, compile_model=self.compile,
                                   **values(self, "batch_size", "precision", "threshold", "strand", "window", "stride",
                                            "scan_class", "regions", "device"))
-        if not result.written:  # another process of a torchrun scan writes the merged output
-            return 0
-        print(result.describe(self.output), file=sys.stderr)
+        if result.written:  # else another process of a torchrun scan writes the merged output
+            print(result.describe(self.output), file=sys.stderr)
         return 0

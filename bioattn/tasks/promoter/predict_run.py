@@ -1,5 +1,4 @@
-"""``predict_promoter``: score DNA sequences or scan long sequences with a promoter model and write the result;
-what ``bioattn predict promoter`` runs."""
+"""``predict_promoter``: what ``bioattn predict promoter`` runs."""
 from __future__ import annotations
 
 import dataclasses
@@ -17,9 +16,7 @@ MODEL_WINDOW = 0
 
 @dataclasses.dataclass
 class PromoterPredictions:
-    """What was written: ``counts`` (class name → sequences predicted, per-sequence mode) or ``scan`` (the
-    :class:`~bioattn.tasks.promoter.scan` summary) with its ``window``, ``stride`` and ``class_name``; the
-    ``precision`` used and the model's ``class_names`` and ``threshold``."""
+    """What was written: ``counts`` (class name → sequences predicted) or a genome ``scan``'s summary."""
 
     precision: str
     class_names: list[str]
@@ -29,7 +26,7 @@ class PromoterPredictions:
     window: int | None = None
     stride: int | None = None
     class_name: str | None = None
-    #: False in the processes of a torchrun scan other than the first, which writes the merged output
+    #: False in the processes of a torchrun scan other than the first
     written: bool = True
 
     def describe(self, output: str | os.PathLike) -> str:
@@ -58,30 +55,13 @@ def _class_index(model, name: str | None) -> int:
     return model.class_names.index(name)
 
 
-def predict_promoter(
-    model: str | os.PathLike,
-    inputs: str | os.PathLike,
-    output: str | os.PathLike,
-    *,
-    batch_size: int | None = None,
-    precision: str | None = None,
-    threshold: float | None = None,
-    strand: str = "model",
-    window: int | None = None,
-    stride: int | None = None,
-    scan_class: str | None = None,
-    chroms: Sequence[str] | None = None,
-    regions: str | os.PathLike | None = None,
-    compile_model: bool = False,
-    device: str = "auto",
-) -> PromoterPredictions:
-    """Score ``inputs`` (FASTA/CSV, ``"-"``: stdin) into the CSV ``output`` (``"-"``: stdout), or with ``window``
-    scan a FASTA in windows (``MODEL_WINDOW``: the model's ``max_len``) every ``stride`` nt into ``.csv``,
-    ``.bedGraph``, ``.bw``/``.bigWig`` or ``.bed``, restricted to the sequences ``chroms`` and the BED intervals
-    ``regions`` when given (``compile_model``: torch.compile the scan's model). ``batch_size``: default 256, a scan
-    512 on a CPU and 4096 on a GPU. ``precision`` (:data:`~bioattn.precision.INFERENCE_PRECISIONS`): default
-    ``fp32`` for sequences (exactly the run's evaluation) and ``auto`` for a scan (bf16 on hardware with bf16 units;
-    probabilities within about 0.01 of fp32). ``strand``: ``model`` (as trained), ``both`` (mean of both strands) or ``forward``."""
+def predict_promoter(model: str | os.PathLike, inputs: str | os.PathLike, output: str | os.PathLike, *,
+                     batch_size: int | None = None, precision: str | None = None, threshold: float | None = None,
+                     strand: str = "model", window: int | None = None, stride: int | None = None,
+                     scan_class: str | None = None, chroms: Sequence[str] | None = None,
+                     regions: str | os.PathLike | None = None, compile_model: bool = False,
+                     device: str = "auto") -> PromoterPredictions:
+    """Score ``inputs`` into ``output``, or with ``window`` scan a FASTA (``bioattn predict promoter``'s options)."""
     from bioattn.io import input_file, prepare_output
     from bioattn.models.promoter import PromoterClassifier
     from bioattn.models.registry import load_pretrained, resolve_model_dir
@@ -106,7 +86,7 @@ def predict_promoter(
         raise UserInputError("--input -: a genome scan needs a FASTA file (it is indexed), not standard input")
     if not from_stdin and output.resolve() == inputs.resolve():
         raise UserInputError(f"{output}: --output would overwrite --input")
-    prepare_output(output)  # before the model is loaded or any sequence scored
+    prepare_output(output)
     target = resolve_device(device)
     model_folder = resolve_model_dir(model)
     model = load_pretrained(model_folder, map_location=target, expect=PromoterClassifier)

@@ -1,15 +1,4 @@
-"""Masked-nucleotide pretraining of the promoter classifier's encoder on its own training sequences.
-
-Before the classifier is fine-tuned on the labels, its embedding, convolution, positions and transformer learn to
-predict hidden nucleotides of the **training** sequences (labels unused; dev and test sequences never seen):
-BERT masking of a fraction (``mask_probability``, default :data:`MASK_PROBABILITY`) of the A/C/G/T positions of each
-sequence (:func:`~bioattn.data.masking.bert_mask`: 80 % [MASK], 10 % a random nucleotide, 10 % unchanged),
-cross-entropy over the four nucleotides at the chosen positions, read by a small head (Linear → GELU → LayerNorm →
-Linear) that is discarded afterwards. The classifier's own head is not touched. Pretraining runs through the same
-:class:`~bioattn.training.Trainer` (progress, checkpoints, exact ``--resume``, torchrun) into ``<member>/pretrain/``,
-with :func:`pretrain_config`: AdamW, batch 128 (twice the fine-tuning's), warm-up (200 steps at most) then cosine to
-0, peak learning rate 3e-3.
-"""
+"""Masked-nucleotide pretraining of the promoter classifier's encoder on its own training sequences."""
 from __future__ import annotations
 
 import dataclasses
@@ -41,8 +30,7 @@ _NUCLEOTIDES = torch.arange(A_ID, T_ID + 1)  # A, C, G, T: the targets (N is nev
 
 
 class MaskedNucleotideModel(nn.Module):
-    """A :class:`PromoterClassifier`'s encoder with a nucleotide head: ``ids (B, L)``, ``padding_mask (B, L)`` →
-    logits over A/C/G/T at every position ``(B, L, 4)``. The classifier is shared, not copied."""
+    """A :class:`PromoterClassifier`'s encoder (shared) with a nucleotide head: ``(B, L)`` → logits ``(B, L, 4)``."""
 
     def __init__(self, classifier: PromoterClassifier) -> None:
         super().__init__()
@@ -57,8 +45,7 @@ class MaskedNucleotideModel(nn.Module):
 
 def mask_nucleotides(ids: Tensor, generator: torch.Generator | None = None, *,
                      probability: float = MASK_PROBABILITY) -> tuple[Tensor, Tensor]:
-    """BERT masking of a ``probability`` fraction of the A/C/G/T positions of ``ids (B, L)`` (never PAD or N):
-    ``(masked ids, chosen (B, L) bool)``."""
+    """BERT masking of the A/C/G/T positions of ``ids (B, L)``: ``(masked ids, chosen (B, L) bool)``."""
     nucleotide = (ids >= A_ID) & (ids <= T_ID)
     return bert_mask(ids, nucleotide, probability, MASK_ID, _NUCLEOTIDES, generator)
 
@@ -71,34 +58,20 @@ def masked_nucleotide_loss(model: nn.Module, ids: Tensor, padding_mask: Tensor, 
 
 
 def pretrain_config(config: TrainConfig, epochs: int, sequences: int, *, quick: bool = False) -> TrainConfig:
-    """The pretraining schedule beside the fine-tuning ``config``, for ``sequences`` training sequences.
-
-    ``epochs`` epochs of :data:`PRETRAIN_BATCH_FACTOR` × the fine-tuning batch (128 by default) at
-    :data:`PRETRAIN_LR` whatever the fine-tuning's, warm-up over :data:`PRETRAIN_WARMUP_STEPS` steps or a quarter of
-    all steps if fewer (a ``quick`` run keeps its batch and warm-up), its ``epochs`` exactly (no minimum number of
-    steps), no time budget (``--max-minutes`` bounds the
-    fine-tuning), no evaluation, early stopping or moving average of the weights. The classifier's head gets no
-    gradient, so DDP expects unused parameters.
-    """
+    """The pretraining schedule beside the fine-tuning ``config``, for ``sequences`` training sequences."""
     batch_size = config.batch_size if quick else PRETRAIN_BATCH_FACTOR * config.batch_size
     total_steps = epochs * math.ceil(sequences / batch_size)
     warmup = config.warmup_steps if quick else min(PRETRAIN_WARMUP_STEPS, total_steps // 4)
     return dataclasses.replace(
         config, max_epochs=epochs, lr=PRETRAIN_LR, max_minutes=None, patience=None, monitor="loss", monitor_mode="min",
         eval_every_steps=None, batch_size=batch_size, warmup_steps=warmup, find_unused_parameters=True, ema_decay=None,
-        min_steps=0, min_batches_per_epoch=0,
-    )
+        min_steps=0, min_batches_per_epoch=0)
 
 
 def pretrain_encoder(classifier: PromoterClassifier, train: Split, run_dir: Path, config: TrainConfig, epochs: int,
                      resume: bool, *, quick: bool = False, mask_probability: float = MASK_PROBABILITY,
                      bucket_lengths: list[int] | None = None, run_info: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Pretrain ``classifier``'s encoder in place on the sequences of ``train`` for ``epochs`` epochs into
-    ``run_dir`` (``train_log.csv``, ``checkpoint/``) with :func:`pretrain_config` of the fine-tuning ``config``
-    (``quick``: a smoke-test run), masking a ``mask_probability`` fraction of the nucleotides, batching by
-    ``bucket_lengths`` as the fine-tuning does (see :class:`~bioattn.training.Trainer`); returns
-    :func:`~bioattn.tasks.common.fit_timed`'s summary plus the last epoch's ``train_loss`` (masked-nucleotide
-    cross-entropy, nats)."""
+    """Pretrain ``classifier``'s encoder in place on ``train``; the fit summary with the last ``train_loss``."""
     model = MaskedNucleotideModel(classifier)
     if is_main_process():
         print(f"pretraining the encoder: masked nucleotides ({mask_probability:.0%}) of the {len(train):,} training "
@@ -110,6 +83,6 @@ def pretrain_encoder(classifier: PromoterClassifier, train: Split, run_dir: Path
     trainer = Trainer(model, TokenDataset(train), pretrain_config(config, epochs, len(train), quick=quick), run_dir,
                       loss_fn=loss_fn, collate_fn=collate, resume=resume, run_info=run_info, bucket_lengths=bucket_lengths)
     result, info = fit_timed(trainer)
-    del info["best_epoch"]  # nothing is evaluated: the last weights are the result
+    del info["best_epoch"]
     info["train_loss"] = result.history[-1]["train_loss"] if result.history else None
     return info

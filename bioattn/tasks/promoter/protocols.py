@@ -1,9 +1,4 @@
-"""The promoter task's hooks of the shared driver (:func:`bioattn.tasks.driver.run_task`): :func:`prepare` (the
-run directory, the data, the protocol's split line), :func:`fit` (one model of a holdout, a seed or a fold),
-:func:`held_out` (a fold's out-of-fold probabilities and its same-run baselines) and :func:`report` (holdout: one
-model, or one per seed as an ensemble; cross-validation: the fold models as an ensemble, out-of-fold metrics; each
-beside the same-run baselines). The options, data loading and fitting of one model are in
-:mod:`bioattn.tasks.promoter.train`; the tables in :mod:`bioattn.tasks.promoter.report`."""
+"""The promoter task's hooks of the shared driver (:func:`bioattn.tasks.driver.run_task`)."""
 from __future__ import annotations
 
 import dataclasses
@@ -20,27 +15,13 @@ from bioattn.tasks.driver import Member, MembersRun, RunProtocol, metrics_docume
 from bioattn.tasks.promoter.composition import save_composition
 from bioattn.tasks.promoter.baselines import run_baselines
 from bioattn.tasks.trust import baseline_warning, trust_report
-from bioattn.tasks.promoter.data import Split, dev_split
+from bioattn.tasks.promoter.data import Split, concatenate, dev_split
 from bioattn.training import TrainConfig, check_run_dir, prepare_run_dir
 from bioattn.distributed import is_main_process
 from bioattn.tasks.promoter.report import format_report, model_metrics
-from bioattn.tasks.promoter.train import (
-    CV_FOLDS,
-    ENSEMBLE_NAME,
-    MEMBERS_NAME,
-    MODEL_NAME,
-    PUBLISHED_GUE,
-    PromoterData,
-    PromoterOptions,
-    QUICK_ROWS,
-    Scores,
-    default_config,
-    load_data,
-    quick_config,
-    quick_options,
-    score,
-    train_model,
-)
+from bioattn.tasks.promoter.train import (CV_FOLDS, ENSEMBLE_NAME, MEMBERS_NAME, MODEL_NAME, PUBLISHED_GUE,
+                                          PromoterData, PromoterOptions, QUICK_ROWS, Scores, default_config, load_data,
+                                          quick_config, quick_options, score, train_model)
 
 
 def _member_scores(per_member: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, Any]]:
@@ -49,8 +30,7 @@ def _member_scores(per_member: list[dict[str, dict[str, float]]]) -> dict[str, d
 
 
 def row_cap(options: PromoterOptions) -> str:
-    """What the split sizes printed before training were capped by: ``" (at most 1,500 per split: --quick)"``, or
-    ``""`` when every row was read."""
+    """What the split sizes printed before training were capped by (``""`` when every row was read)."""
     if options.max_rows is None:
         return ""
     by = "--quick" if options.quick and options.max_rows == QUICK_ROWS else "--max-rows"
@@ -58,29 +38,21 @@ def row_cap(options: PromoterOptions) -> str:
 
 
 def prepare(options: PromoterOptions, config: TrainConfig | None = None) -> tuple[PromoterOptions, TaskData]:
-    """Check ``options.out``, read the data, create the run directory and print the split line.
-
-    ``config`` defaults to :func:`default_config` of the task and its pretraining; ``options.quick`` shortens it
-    (:func:`quick_config`) and caps each split at :data:`QUICK_ROWS` rows. The E. coli data (one ``all`` split) and
-    ``options.cv`` cross-validate over :func:`cross_validation_pool`; otherwise train on ``train``, early-stop on
-    ``dev`` and score every split but ``train``.
-    """
-    check_run_dir(options.out, resume=options.resume, overwrite=options.overwrite)  # before any sequence is read
+    """Check ``options.out``, read the data, create the run directory and print the split line."""
+    check_run_dir(options.out, resume=options.resume, overwrite=options.overwrite)
     config = config or default_config(options.task, options.pretrain_epochs)
     if options.quick:
         config, options = quick_config(config), quick_options(options)
     data = load_data(options, config.seed)
-    # run_config.json records the options that ran: the data root actually read (or the embedded sample)
     options = dataclasses.replace(options, data_root=data.data_root,
                                   out=prepare_run_dir(options.out, resume=options.resume, overwrite=options.overwrite))
     splits = data.splits
-    if is_main_process():  # what predict compares new sequences with (bioattn.tasks.promoter.composition)
+    if is_main_process():
         save_composition(options.out, splits["all" if "all" in splits else "train"].sequences)
     pool = cross_validation_pool(data) if "all" in splits or options.cv is not None else None
     if pool is None:
-        print(f"{options.name}: " + ", ".join(f"{n} {len(s):,}" for n, s in splits.items())
-              + f" sequences{row_cap(options)}, {len(data.class_names)} classes, up to {data.max_len} nt",
-              file=sys.stderr)
+        print(f"{options.name}: " + ", ".join(f"{n} {len(s):,}" for n, s in splits.items()) + f" sequences"
+              f"{row_cap(options)}, {len(data.class_names)} classes, up to {data.max_len} nt", file=sys.stderr)
     else:
         repeats = options.cv_repeats
         print(f"{options.name}: {len(pool):,} sequences{row_cap(options)}, {options.cv or CV_FOLDS}-fold CV grouped "
@@ -106,9 +78,7 @@ def protocol(options: PromoterOptions, data: TaskData) -> RunProtocol:
 
 
 def fit(options: PromoterOptions, data: TaskData, member: Member) -> FittedMember:
-    """One model in ``member.run_dir``: a seed's trains on ``train`` and early-stops on ``dev`` (scored on every
-    split but ``train``); a fold's early-stops on a stratified 10 % of its training part (split by the run's seed),
-    with ``max_minutes`` shared among the folds."""
+    """One model in ``member.run_dir``: a seed's early-stops on ``dev``, a fold's on 10 % of its training part."""
     config = data.extra.get("config") or default_config(options.task, options.pretrain_epochs)
     class_names, max_len = list(data.class_names or ()), data.extra["max_len"]
     resume = options.resume and member.run_dir.exists()
@@ -129,8 +99,7 @@ def fit(options: PromoterOptions, data: TaskData, member: Member) -> FittedMembe
 
 
 def held_out(data: TaskData, member: Member, fitted: FittedMember) -> dict[str, np.ndarray]:
-    """A fold model's probabilities on its held-out fold; its scores and the baselines' on the same fold go to
-    ``fitted.extra["scores"]``."""
+    """A fold model's probabilities on its held-out fold (its and the baselines' scores: ``fitted.extra["scores"]``)."""
     model, pool = fitted.model, data.pool
     train, held = pool.subset(member.train_index), pool.subset(member.held_out_index)
     probs = model.predict_tokens(held.tokens, batch_size=512)
@@ -141,9 +110,7 @@ def held_out(data: TaskData, member: Member, fitted: FittedMember) -> dict[str, 
 
 def _trust(model: nn.Module, dev: Split, class_names: list[str], scores: Scores, split: str, cv_hint: str,
            probs: np.ndarray | None = None, label: str | None = None) -> dict[str, Any]:
-    """:func:`~bioattn.tasks.trust.trust_report` of the kept ``model`` (or of its ``probs``) on ``dev`` (MCC the
-    headline; ``label``: the examples' name in the text, default ``split``), plus a warning when a same-run baseline
-    beats it on ``split`` MCC (``scores``' first method is the model)."""
+    """The trust report of ``model`` (or its ``probs``) on ``dev``, warning when a baseline beats it."""
     threshold = float(getattr(model, "threshold", 0.5))
     if probs is None:
         probs = model.predict_tokens(dev.tokens, batch_size=512)  # type: ignore[operator]
@@ -165,14 +132,11 @@ def cross_validation_pool(data: PromoterData) -> Split:
     """Every labelled sequence a cross-validation may use: ``all`` (E. coli), else train + dev (never test)."""
     if "all" in data.splits:
         return data.splits["all"]
-    train, dev = data.splits["train"], data.splits["dev"]
-    return Split(train.sequences + dev.sequences, train.tokens + dev.tokens, np.concatenate([train.labels, dev.labels]),
-                 train.where + dev.where)
+    return concatenate([data.splits["train"], data.splits["dev"]])
 
 
 def _cross_validation(options: PromoterOptions, data: TaskData, run: MembersRun[FittedMember]) -> dict[str, Any]:
-    """Reported: the out-of-fold metrics of all predictions pooled (``oof``), the mean ± sd over folds (``cv``), the
-    baselines the same way."""
+    """The pooled out-of-fold metrics (``oof``) and the mean ± sd over folds (``cv``), baselines alike."""
     everything, class_names = data.pool, list(data.class_names or ())
     model = run.results[-1].model
     assert run.out_of_fold is not None
@@ -184,19 +148,13 @@ def _cross_validation(options: PromoterOptions, data: TaskData, run: MembersRun[
     folds_k, repeats = options.cv or CV_FOLDS, options.cv_repeats
     trust = _trust(model, everything, class_names, scores, "cv", f"--cv {folds_k} --cv-repeats {max(3, repeats + 1)}",
                    probs=oof, label="out-of-fold")
-    return {
-        "trust": trust,
-        "splits": {"pool": len(everything)},
-        "class_counts": {name: int((everything.labels == i).sum()) for i, name in enumerate(class_names)},
-        "scores": scores,
-        "folds": fold_scores,
-        "training": {"folds": [fitted.summary for fitted in run.results]},
-    }
+    return {"trust": trust, "splits": {"pool": len(everything)},
+            "class_counts": {name: int((everything.labels == i).sum()) for i, name in enumerate(class_names)},
+            "scores": scores, "folds": fold_scores, "training": {"folds": [fitted.summary for fitted in run.results]}}
 
 
 def _holdout(options: PromoterOptions, data: TaskData, run: MembersRun[FittedMember]) -> dict[str, Any]:
-    """Each split but ``train`` scored, the baselines fitted the same way; with ``options.seeds`` the run directory is
-    the members' ensemble (averaged probabilities), scored on the same splits."""
+    """Each split but ``train`` scored beside the baselines; with ``options.seeds``, the members' ensemble."""
     splits = data.extra["data"].splits
     evals = {name: split for name, split in splits.items() if name != "train"}
     members = [fitted.model for fitted in run.results]
@@ -227,10 +185,9 @@ def report(options: PromoterOptions, data: TaskData, run_protocol: RunProtocol,
     if options.train is not None:
         source["files"] = {n: str(p) for n, p in (("train", options.train), ("dev", options.dev), ("test", options.test)) if p}
     metrics = metrics_document(
-        "promoter", dataset=options.name, protocol=run_protocol.to_dict(),
-        splits=results.pop("splits"), scores=results.pop("scores"), class_names=data.class_names,
-        **source, quick=options.quick, max_length=data.extra["max_len"], **results,
-        published_mcc_x100={name: values[options.task] for name, values in PUBLISHED_GUE.items()
-                            if options.task in values})
+        "promoter", dataset=options.name, protocol=run_protocol.to_dict(), splits=results.pop("splits"),
+        scores=results.pop("scores"), class_names=data.class_names, **source, quick=options.quick,
+        max_length=data.extra["max_len"], **results, published_mcc_x100={
+            name: values[options.task] for name, values in PUBLISHED_GUE.items() if options.task in values})
     metrics["metrics"] = model_metrics(metrics["scores"])
     return metrics, format_report(metrics)

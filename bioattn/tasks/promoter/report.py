@@ -1,6 +1,4 @@
-"""The promoter task's reports: the comparison tables of a run's ``metrics.json`` (the model, its members and
-the baselines per split), the published GUE numbers beside them, and the saved model's metrics under the
-project's keys."""
+"""The promoter task's reports: a run's comparison tables, the published GUE numbers and the saved model's metrics."""
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -8,13 +6,7 @@ from typing import Any, Mapping
 from bioattn.metrics import with_prefix
 from bioattn.report import format_mean_sd, format_table, format_value
 from bioattn.tasks.trust import format_trust
-from bioattn.tasks.promoter.train import (
-    ECOLI_TASK,
-    GUE_TASKS,
-    PUBLISHED_GUE,
-    Scores,
-)
-
+from bioattn.tasks.promoter.train import ECOLI_TASK, GUE_TASKS, PUBLISHED_GUE, Scores
 
 _COLUMNS = (("MCC×100", "mcc", 100.0, 2), ("accuracy", "accuracy", 1.0, 4), ("AUROC", "auroc", 1.0, 4), ("F1", "f1", 1.0, 4))
 
@@ -54,8 +46,7 @@ def format_report(metrics: Mapping[str, Any]) -> str:
 
 
 def model_metrics(scores: Scores) -> dict[str, float]:
-    """The saved model's metrics (the first method of ``scores``: the model, or the ensemble) under the project's
-    keys: ``dev_mcc``, ``test_auroc``, ``oof_mcc`` (pooled out-of-fold), ``cv_mcc`` (mean over folds)..."""
+    """The first method's metrics under the project's keys (``dev_mcc``, ``oof_mcc``, ``cv_mcc``...)."""
     out: dict[str, float] = {}
     for split, metrics in next(iter(scores.values())).items():
         out.update(with_prefix(split, {k: v["mean"] if isinstance(v, Mapping) else v for k, v in metrics.items()}))

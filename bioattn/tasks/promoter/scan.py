@@ -1,37 +1,10 @@
 """Genome scan: score sliding windows of long sequences (regions, chromosomes) with a promoter model.
 
-The FASTA is read through a pyfaidx index (``FILE.fai``, built beside the file, or in a temporary folder when
-that folder is not writable), about a megabase at a time, chromosome by chromosome, so memory does not grow with
-the sequence length. Plain FASTA or bgzip-compressed FASTA (``bgzip``, not ``gzip``).
-
-What is scanned (:func:`scan_targets`): every sequence, only some (``chroms``) or only the intervals of a BED file
-(``regions``, merged where they overlap; each scanned like a sequence of its own, in chromosome coordinates).
-
-Windows (:class:`~bioattn.tasks.promoter.scan_windows.WindowGrid`): ``[0, W), [S, S + W), ...`` while they fit,
-plus a last window ``[L - W, L)`` so the end of every sequence is covered; a sequence shorter than ``W`` is one
-window of its own length. Windows made only of N are skipped (no output row): they carry no sequence to score.
-Letter case is ignored.
-
-The scan is a pipeline (:mod:`~bioattn.tasks.promoter.scan_windows`): a reader thread tokenises the FASTA and
-cuts each batch's windows as strided views of the tokens; the batches reach the device through
-:func:`bioattn.tasks.device_feed.feed` (pinned memory, non-blocking copies, the next batch prepared while the
-device computes); the model runs in the calling thread; a writer thread formats the rows in bulk
-(:mod:`~bioattn.tasks.promoter.tracks`). The output path is checked (its folder created, a file written there and
-removed) before anything is read or scored. Under ``torchrun`` each process scans its share of the targets
-(:func:`shard_targets`, balanced by length) into part files and the first process writes the output from them in
-genome order: the same bytes as one process (at the same threads per process).
-
-Output formats (by the output's extension; coordinates 0-based, half-open):
-
-- ``.csv`` / ``.tsv``: ``chrom,start,end,probability``, one row per scored window (its own coordinates).
-- ``.bedGraph``: a ``track type=bedGraph`` line, then ``chrom start end score`` rows that tile each sequence
-  without overlaps: each base gets the score of the window whose centre is nearest (with stride = window the
-  rows are the windows), so the file converts to bigWig as is.
-- ``.bw`` / ``.bigWig``: the bedGraph's tiles as a bigWig track (pyBigWig).
-- ``.bed``: regions scoring ``>= threshold``: overlapping or touching windows at or above the threshold are merged
-  into one region, BED8 ``chrom start end name score strand thickStart thickEnd``: name = the scored class, score =
-  1000 × the region's highest probability (rounded), strand = the strand scoring higher in that best window (``+``
-  when one strand is scored, ``.`` on a tie), thickStart/thickEnd = the summit, the best window's centre base.
+The FASTA (plain or bgzip) is read through a pyfaidx index, chromosome by chromosome, in constant memory; the
+windows are :class:`~bioattn.tasks.promoter.scan_windows.WindowGrid`'s, scored by
+:func:`~bioattn.tasks.promoter.scan_windows.score_targets` and written by :mod:`~bioattn.tasks.promoter.tracks`
+(``.csv``/``.tsv`` windows, ``.bedGraph``/``.bw`` tiles, ``.bed`` regions; 0-based, half-open). Under ``torchrun``
+each process scans its share (:func:`shard_targets`) and the first writes the output, the same bytes as one process.
 """
 from __future__ import annotations
 
@@ -107,14 +80,8 @@ def open_indexed_fasta(path: Path, folder: str) -> pyfaidx.Fasta:
         raise UserInputError(f"{path}: cannot index this FASTA ({str(exc).splitlines()[0]})") from exc
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# What to scan: targets (whole sequences, --chrom, --regions BED) and their share per process
-
-
 def read_regions(path: Path, lengths: dict[str, int]) -> dict[str, list[tuple[int, int]]]:
-    """Intervals of a BED file (first three columns; ``track``/``browser``/``#`` lines skipped) per sequence, sorted,
-    overlapping or touching ones merged. A sequence missing from ``lengths`` (the FASTA), a malformed line or an
-    interval beyond its sequence's end is a :class:`UserInputError` naming the file and line."""
+    """BED intervals per sequence of ``lengths``, sorted, overlapping or touching ones merged."""
     if not path.is_file():
         raise UserInputError(f"{path}: file not found" if not path.exists() else f"{path}: is not a file")
     found: dict[str, list[tuple[int, int]]] = {}
@@ -139,7 +106,6 @@ def read_regions(path: Path, lengths: dict[str, int]) -> dict[str, list[tuple[in
             found.setdefault(chrom, []).append((start, end))
     if not found:
         raise UserInputError(f"{path}: no intervals (a BED file of chrom, start, end lines)")
-    merged: dict[str, list[tuple[int, int]]] = {}
     for chrom, intervals in found.items():
         out: list[list[int]] = []
         for start, end in sorted(intervals):
@@ -147,14 +113,13 @@ def read_regions(path: Path, lengths: dict[str, int]) -> dict[str, list[tuple[in
                 out[-1][1] = max(out[-1][1], end)
             else:
                 out.append([start, end])
-        merged[chrom] = [(a, b) for a, b in out]
-    return merged
+        found[chrom] = [(a, b) for a, b in out]
+    return found
 
 
 def scan_targets(lengths: dict[str, int], *, chroms: Sequence[str] | None = None,
                  regions: dict[str, list[tuple[int, int]]] | None = None) -> list[ScanTarget]:
-    """The stretches to scan in genome order (the FASTA's sequence order, then position): every sequence of
-    ``lengths`` (name -> nt, in FASTA order), only ``chroms``, only ``regions``, or ``regions`` on ``chroms``."""
+    """The stretches to scan in genome order: every sequence of ``lengths``, or only ``chroms`` / ``regions``."""
     if chroms is not None:
         missing = [name for name in chroms if name not in lengths]
         if missing:
@@ -174,8 +139,7 @@ def scan_targets(lengths: dict[str, int], *, chroms: Sequence[str] | None = None
 
 
 def shard_targets(targets: Sequence[ScanTarget], ranks: int, rank: int, window: int, stride: int) -> list[ScanTarget]:
-    """Rank ``rank``'s share of ``targets`` among ``ranks`` processes, balanced by windows (longest first to the
-    least loaded rank; ties to the lowest rank), in genome order. Every rank computes the same assignment."""
+    """Rank ``rank``'s share of ``targets`` among ``ranks`` processes, balanced by windows, in genome order."""
     load = [0] * ranks
     owner: dict[int, int] = {}
     for target in sorted(targets, key=lambda t: (-t.length, t.index)):
@@ -185,30 +149,18 @@ def shard_targets(targets: Sequence[ScanTarget], ranks: int, rank: int, window: 
     return [target for target in targets if owner[target.index] == rank]
 
 
-
-def _fasta_lengths(fasta: pyfaidx.Fasta) -> dict[str, int]:
-    return {name: len(fasta[name]) for name in fasta.keys()}
-
-
 def _bigwig_header(targets: Sequence[ScanTarget]) -> list[tuple[str, int]]:
     """The bigWig's sequences: each scanned chrom once, with its full length, in genome order."""
     return list(dict.fromkeys((t.chrom, t.chrom_length) for t in targets))
 
 
-def scan_genome(
-    model: Any, path: Path, output: Path, *, window: int, stride: int, class_index: int,
-    batch_size: int | None = None, rc_average: bool | None = None, chroms: Sequence[str] | None = None,
-    regions: Path | None = None, compile_model: bool = False,
-) -> ScanSummary:
-    """Score every window of the FASTA ``path`` (or of ``chroms`` / the ``regions`` BED); write ``output``.
+def scan_genome(model: Any, path: Path, output: Path, *, window: int, stride: int, class_index: int,
+                batch_size: int | None = None, rc_average: bool | None = None, chroms: Sequence[str] | None = None,
+                regions: Path | None = None, compile_model: bool = False) -> ScanSummary:
+    """Score every window of the FASTA ``path`` (or of ``chroms`` / the ``regions`` BED) into ``output``; the totals.
 
-    ``class_index``: which class's probability is the score (two classes: normally 1). BED keeps windows whose
-    score is ``>= model.threshold``. ``batch_size``: windows per forward pass (default
-    :func:`default_batch_size` for the model's device). ``compile_model``: run the model through
-    ``torch.compile`` (on a GPU with CUDA graphs; batches padded to ``batch_size``). Under ``torchrun`` each process
-    scans its share of the targets (:func:`shard_targets`) and the first process writes ``output`` from the shares,
-    in genome order: the same bytes as one process at the same threads per process. Returns what was done (totals
-    over the processes).
+    ``class_index``: the scored class (BED keeps windows ``>= model.threshold``); ``batch_size``: default
+    :func:`default_batch_size`; ``compile_model``: ``torch.compile`` the model (batches padded to ``batch_size``).
     """
     from bioattn import distributed
 
@@ -241,7 +193,7 @@ def scan_genome(
         try:
             check_writable(Path(output))  # before reading or scoring anything
             with open_indexed_fasta(path, folder) as fasta:
-                lengths = _fasta_lengths(fasta)
+                lengths = {name: len(fasta[name]) for name in fasta.keys()}
                 wanted = read_regions(regions, lengths) if regions is not None else None
                 targets = scan_targets(lengths, chroms=chroms, regions=wanted)
                 mine = shard_targets(targets, ranks, rank, window, stride) if ranks > 1 else targets
@@ -270,12 +222,10 @@ def scan_genome(
     return ScanSummary(*(int(v) for v in totals.tolist()))
 
 
-
-
 def _scan_to_output(model: Any, fasta: pyfaidx.Fasta, path: Path, targets: Sequence[ScanTarget], output: Path,
                     kind: str, delimiter: str, class_name: str, common: dict[str, Any]) -> None:
     """One process: write each target's output as it finishes (text) or into the bigWig (in fixed chunks)."""
-    if kind == "bigwig":  # each target's tiles go in as it finishes, from the writer thread
+    if kind == "bigwig":
         with BigWigWriter(Path(output), _bigwig_header(targets)) as bw:
             score_targets(model, fasta, path, targets, emit=lambda t, out: bw.add(t.chrom, out.bigwig_arrays()),
                           **common)

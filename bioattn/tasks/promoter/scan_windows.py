@@ -1,15 +1,4 @@
-"""The windows of a genome scan and the pipeline that scores them.
-
-Windows (:class:`WindowGrid`): ``[0, W), [S, S + W), ...`` while they fit, plus a last window ``[L - W, L)`` so
-the end of every sequence is covered; a sequence shorter than ``W`` is one window of its own length.
-
-The pipeline (:func:`score_targets`): a background thread reads about a megabase of a target at a time through
-pyfaidx, tokenises it once into uint8 (one table lookup) with its reverse complement, finds the windows made only
-of N (a running count of the other letters) and cuts each batch's windows as strided views of the tokens,
-gathered into one ``(B, W)`` uint8 array per strand; :func:`bioattn.tasks.device_feed.feed` moves them to the
-device (pinned memory and non-blocking copies on a GPU) and the model runs in the calling thread; a writer thread
-turns the scores into the output (:class:`~bioattn.tasks.promoter.tracks.TargetOutput`).
-"""
+"""The windows of a genome scan (:class:`WindowGrid`) and the pipeline that scores them."""
 from __future__ import annotations
 
 import queue
@@ -27,8 +16,7 @@ from bioattn.tasks.promoter.tracks import ScanSummary, TargetOutput
 
 #: Bases read and tokenised at once (rounded to whole batches of windows).
 READ_BASES = 1 << 20
-#: Windows the host handles as one batch (queues, copies, writing): whole model batches, at least one, and at most
-#: about ``HOST_TOKENS`` tokens per strand (long windows get fewer windows per host batch).
+#: Windows the host handles as one batch: whole model batches, at most about ``HOST_TOKENS`` tokens per strand.
 HOST_WINDOWS = 1 << 13
 HOST_TOKENS = 1 << 20
 
@@ -56,9 +44,8 @@ class WindowGrid:
 
     def tile(self, index: int) -> tuple[int, int]:
         """The bases whose nearest window centre is window ``index``'s: these tiles partition ``[0, length)``."""
-        start = 0 if index == 0 else self._boundary(index - 1)
-        end = self.length if index == len(self) - 1 else self._boundary(index)
-        return start, end
+        return (0 if index == 0 else self._boundary(index - 1),
+                self.length if index == len(self) - 1 else self._boundary(index))
 
     def _boundary(self, index: int) -> int:
         """First base past the midpoint between the centres of windows ``index`` and ``index + 1``."""
@@ -103,17 +90,14 @@ def window_tiles(grid: WindowGrid, first: int, stop: int) -> tuple[np.ndarray, n
     def after(i: np.ndarray) -> np.ndarray:
         return boundary[np.clip(i - lo, 0, len(boundary) - 1)]
 
-    tile_starts = np.where(index == 0, 0, after(index - 1))
-    tile_ends = np.where(index == len(grid) - 1, grid.length, after(index))
-    return tile_starts, tile_ends
+    return np.where(index == 0, 0, after(index - 1)), np.where(index == len(grid) - 1, grid.length, after(index))
 
 
 _TABLES: dict[str, bytes] = {}
 
 
 def _tables() -> tuple[bytes, bytes]:
-    """``bytes.translate`` tables: the token of each byte (255: not a nucleotide letter, either case) and the
-    complement of each token, from :func:`bioattn.data.dna.encode` and its reverse complement."""
+    """``bytes.translate`` tables: the token of each byte (255: not a nucleotide letter) and each token's complement."""
     if not _TABLES:
         import torch
 
@@ -132,8 +116,7 @@ def _tables() -> tuple[bytes, bytes]:
 
 
 def tokenise(text: str, *, record: str, source: Path, offset: int) -> bytes:
-    """Token ids of ``text``, one byte each (what :func:`~bioattn.data.dna.encode` gives, as uint8); a letter
-    that is not a nucleotide is :func:`encode`'s error, naming the record and position."""
+    """Token ids of ``text`` as bytes (:func:`~bioattn.data.dna.encode`'s, and its error for a bad letter)."""
     table, _ = _tables()
     try:
         tokens = text.encode("ascii").translate(table)
@@ -146,11 +129,7 @@ def tokenise(text: str, *, record: str, source: Path, offset: int) -> bytes:
 
 @dataclass
 class WindowBatch:
-    """Windows of one target ready for the model: the kept (not only-N) windows' coordinates and tiles in the
-    sequence, their tokens ``(B, W)`` uint8 (and the reverse complement's when both strands are scored; strided
-    views of the target's tokens where the windows are evenly spaced); ``windows``: how many windows the batch
-    covered, kept or not; ``last``: the target's last batch; ``chunks``: the kept windows of each model batch
-    within it (a host batch holds several model batches: :data:`HOST_WINDOWS`)."""
+    """The kept (not only-N) windows of one host batch, ready for the model."""
 
     target: ScanTarget
     starts: np.ndarray
@@ -165,8 +144,7 @@ class WindowBatch:
 
 
 def _rows(windows: np.ndarray, first: np.ndarray, stride: int) -> np.ndarray:
-    """Rows ``first`` of the window view ``windows``: a strided view when they are evenly spaced ``stride`` apart
-    (increasing or decreasing), else a copy."""
+    """Rows ``first`` of ``windows``: a strided view when evenly spaced ``stride`` apart, else a copy."""
     n = len(first)
     if n > 1 and abs(int(first[-1]) - int(first[0])) == (n - 1) * stride:
         if first[-1] > first[0]:
@@ -177,8 +155,7 @@ def _rows(windows: np.ndarray, first: np.ndarray, stride: int) -> np.ndarray:
 
 def target_batches(fasta: Any, path: Path, target: ScanTarget, window: int, stride: int, batch_size: int,
                    both_strands: bool) -> Iterator[WindowBatch]:
-    """``target``'s windows in host batches of whole model batches of ``batch_size`` (only-N windows dropped from
-    each; ``chunks`` says how many each model batch kept), about :data:`HOST_WINDOWS` windows per host batch."""
+    """``target``'s windows in host batches of whole model batches of ``batch_size``, only-N windows dropped."""
     grid = WindowGrid(target.length, window, stride)
     total = len(grid)
     record = fasta[target.chrom]
@@ -195,14 +172,14 @@ def target_batches(fasta: Any, path: Path, target: ScanTarget, window: int, stri
         tokens = np.frombuffer(text, dtype=np.uint8)
         width = int(ends[0] - starts[0])
         unknown = tokens == N_ID
-        if unknown.any():  # a window made only of N holds no other letter: a running count of them
+        if unknown.any():
             letters = np.concatenate([[0], np.cumsum(~unknown, dtype=np.int64)])
             keep = letters[ends - block_start] > letters[starts - block_start]
         else:
             keep = np.ones(len(starts), dtype=bool)
         forward = np.lib.stride_tricks.sliding_window_view(tokens, width)
         flipped = None
-        if both_strands:  # the reverse complement of the block: window [s, s + W) is its [L - s - W, L - s)
+        if both_strands:  # window [s, s + W) of the block is [L - s - W, L - s) of its reverse complement
             flipped = np.lib.stride_tricks.sliding_window_view(
                 np.frombuffer(text.translate(complement)[::-1], dtype=np.uint8), width)
         host = batch_size * max(1, min(HOST_WINDOWS, HOST_TOKENS // max(1, width)) // batch_size)
@@ -219,10 +196,8 @@ def target_batches(fasta: Any, path: Path, target: ScanTarget, window: int, stri
 
 
 def make_scorer(model: Any, class_index: int, batch_size: int, pad: bool, strands: bool) -> Callable[..., Any]:
-    """``score(ids[, reverse])`` -> ``(B,)`` float64: the scored class's probability (both strands averaged in
-    logits when ``reverse`` is given: the numbers of :meth:`PromoterClassifier.proba_from_ids`); with ``strands``
-    ``(2, B)``: and the strand code (+1 / -1: the strand scoring higher, 0 on a tie; +1 with one strand).
-    ``pad``: run full ``batch_size`` batches (static shapes for a compiled model)."""
+    """``score(ids[, reverse])`` -> ``(B,)`` float64 probability of the class (strands averaged in logits); with
+    ``strands`` ``(2, B)``, the strand code (+1 / -1 / 0 on a tie) second. ``pad``: full ``batch_size`` batches."""
     import torch
 
     def activate(logits: Any) -> Any:
@@ -312,8 +287,7 @@ class _Writer(threading.Thread):
 def score_targets(model: Any, fasta: Any, path: Path, targets: Sequence[ScanTarget], *, window: int, stride: int,
                   batch_size: int, rc_average: bool, class_index: int, kind: str, delimiter: str,
                   emit: Callable[[ScanTarget, TargetOutput], None], summary: ScanSummary, compiled: bool) -> None:
-    """Scan ``targets``; ``emit(target, output)`` receives each finished target's output, in order, from the
-    writer thread."""
+    """Scan ``targets``; ``emit(target, output)`` gets each finished target's output, in order (writer thread)."""
     import torch
 
     device = next(model.parameters()).device

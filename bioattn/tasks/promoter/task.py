@@ -1,7 +1,4 @@
-"""The promoter task's contract (:class:`PromoterTask`, registered as ``promoter``): DNA sequence classification.
-
-Imports only :mod:`bioattn.tasks.base` at module level; each hook imports the task's code when called.
-"""
+"""The promoter task's contract (:class:`PromoterTask`); each hook imports its code when called."""
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -14,11 +11,9 @@ class PromoterTask(Task):
     description = "DNA sequence classification (GUE / E. coli promoters or your own labelled FASTA/CSV)"
     kind = "classification"
     headline_metric = "mcc"
-    commands = {
-        "train": "bioattn.tasks.promoter.commands:TrainPromoter",
-        "predict": "bioattn.tasks.promoter.predict_command:PredictPromoter",
-        "explain": "bioattn.tasks.promoter.explain_command:ExplainPromoter",
-    }
+    commands = {"train": "bioattn.tasks.promoter.commands:TrainPromoter",
+                "predict": "bioattn.tasks.promoter.predict_command:PredictPromoter",
+                "explain": "bioattn.tasks.promoter.explain_command:ExplainPromoter"}
     explain = "bioattn.tasks.promoter.explain:explain_promoter"
     attribution = "bioattn.tasks.promoter.attribution:attribute_tokens"
     member_type = "PromoterClassifier"
@@ -38,8 +33,7 @@ class PromoterTask(Task):
         return prepare(options, config)
 
     def load_data(self, options: Any) -> TaskData:
-        """:func:`~bioattn.tasks.promoter.train.load_data` (seeded as the task's default training config; a
-        ``quick`` run capped as :func:`~bioattn.tasks.promoter.train.quick_options` says); reads, writes nothing."""
+        """:func:`~bioattn.tasks.promoter.train.load_data` with the task's default config; writes nothing."""
         from bioattn.tasks.promoter.train import default_config, load_data, quick_config, quick_options
 
         config = default_config(options.task, options.pretrain_epochs)

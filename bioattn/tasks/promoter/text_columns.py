@@ -1,12 +1,4 @@
-"""Text tables in bulk: rows of integers and ``%.6g`` floats built with numpy, byte for byte what Python's
-``f"{value}"`` / ``f"{value:.6g}"`` write, without a Python call per row.
-
-A row is assembled as a ``(rows, width)`` byte matrix and a mask of the bytes it keeps; the kept bytes, row after
-row, are the text (one boolean index). ``%.6g`` (:func:`g6_columns`): each value's six significant digits come from
-one multiplication by an exact power of ten and a rounding; a value whose rounding that cannot decide (within
-1e-9 of a half), whose exponent is outside ``[-17, 15]``, zero, negative or not finite is formatted by Python
-itself, so every value is written exactly as Python writes it.
-"""
+"""Text tables in bulk: integers and ``%.6g`` floats formatted with numpy, byte for byte as Python."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -109,13 +101,6 @@ def const_column(text: bytes, rows: int) -> Column:
     return chars, np.ones((rows, len(text)), dtype=bool)
 
 
-def join_rows(columns: Sequence[Column]) -> bytes:
-    """The rows made of ``columns`` side by side (each a byte column or :func:`const_column`), row after row."""
-    chars = np.concatenate([c for c, _ in columns], axis=1)
-    keep = np.concatenate([k for _, k in columns], axis=1)
-    return chars[keep].tobytes()
-
-
 def table_rows(prefix: bytes, delimiter: bytes, ints: Sequence[np.ndarray], floats: np.ndarray) -> bytes:
     """``prefix`` then each integer column, then the ``%.6g`` floats, separated by ``delimiter``, one line per row:
     ``prefix + delimiter.join([*ints, f"{float:.6g}"]) + "\\n"``."""
@@ -126,4 +111,4 @@ def table_rows(prefix: bytes, delimiter: bytes, ints: Sequence[np.ndarray], floa
     for values in ints:
         columns += [int_columns(values), const_column(delimiter, rows)]
     columns += [g6_columns(floats), const_column(b"\n", rows)]
-    return join_rows(columns)
+    return np.concatenate([c for c, _ in columns], axis=1)[np.concatenate([k for _, k in columns], axis=1)].tobytes()

@@ -1,10 +1,4 @@
-"""The outputs of a genome scan: csv/tsv windows, bedGraph tiles, BED regions and bigWig tracks, one target (a
-sequence or a region) at a time so the shares of a sharded scan merge byte for byte.
-
-Rows are formatted in bulk (:mod:`~bioattn.tasks.promoter.text_columns`: numpy, no Python call per window), the
-same bytes as ``f"{chrom}\\t{start}\\t{end}\\t{p:.6g}"`` per row; BED regions are found with numpy (runs of
-windows at or above the threshold that overlap or touch); bigWig tiles go to pyBigWig as numpy arrays.
-"""
+"""The outputs of a genome scan (csv/tsv, bedGraph, BED, bigWig), one target at a time."""
 from __future__ import annotations
 
 import os
@@ -50,17 +44,11 @@ def text_header(kind: str, class_name: str, delimiter: str) -> str:
 
 def cell(text: str, delimiter: str) -> str:
     """A text cell as the csv module writes it (quoted when it holds the delimiter, a quote or a line break)."""
-    if any(c in text for c in (delimiter, '"', "\n", "\r")):
-        return '"' + text.replace('"', '""') + '"'
-    return text
+    return '"' + text.replace('"', '""') + '"' if any(c in text for c in (delimiter, '"', "\n", "\r")) else text
 
 
 class TargetOutput:
-    """The output of one target, fed batch by batch: text (csv/tsv, bedGraph, BED) or bigWig arrays.
-
-    :meth:`add` takes the kept windows of a batch: their ``starts``/``ends`` (csv, BED) or tiles (bedGraph, bigWig)
-    in chromosome coordinates, the scored probabilities (float64) and, for BED, the strand codes (+1, -1, 0 = tie).
-    """
+    """The output of one target, fed batch by batch (:meth:`add`: windows or tiles, probabilities, BED strand codes)."""
 
     def __init__(self, chrom: str, kind: str, delimiter: str, threshold: float, class_name: str) -> None:
         self.kind, self.threshold, self.class_name, self.delimiter = kind, threshold, class_name, delimiter
@@ -68,10 +56,8 @@ class TargetOutput:
         self._prefix = (self.chrom + delimiter).encode()
         self.parts: list[bytes] = []
         self.pending: list[tuple[np.ndarray, ...]] = []
-        self.pending_rows = 0
-        self.region: list[Any] | None = None  # [start, end, best probability, summit, strand code]
-        self.above = 0
-        self.regions = 0
+        self.region: list[Any] | None = None  # [start, end, best, summit, strand code]
+        self.pending_rows = self.above = self.regions = 0
 
     def add(self, starts: np.ndarray, ends: np.ndarray, probs: np.ndarray, strands: np.ndarray | None = None) -> None:
         above = probs >= self.threshold
@@ -94,9 +80,9 @@ class TargetOutput:
             self.pending, self.pending_rows = [], 0
 
     def _bed_windows(self, starts: np.ndarray, ends: np.ndarray, probs: np.ndarray, strands: np.ndarray) -> None:
-        """Merge windows at or above the threshold (in order) that overlap or touch into regions: the region's
-        summit and strand are those of its first best window; the open region carries over to the next batch."""
-        if self.region is not None:  # the open region goes first, as one window holding its best
+        """Merge overlapping or touching windows into regions (summit and strand: the first best window's); the open
+        region carries over to the next batch, as one window holding its best."""
+        if self.region is not None:
             start, end, best, summit, strand = self.region
             starts, ends = np.concatenate([[start], starts]), np.concatenate([[end], ends])
             probs, strands = np.concatenate([[best], probs]), np.concatenate([[strand], strands])
@@ -142,19 +128,8 @@ class TargetOutput:
         return tuple(np.concatenate(column) for column in zip(*self.pending))  # type: ignore[return-value]
 
 
-def add_bigwig_entries(bw: Any, chrom: str, starts: np.ndarray, ends: np.ndarray, values: np.ndarray) -> None:
-    """Add one target's tiles to an open pyBigWig file, in fixed-size chunks (the same calls in every process)."""
-    for first in range(0, len(starts), _BIGWIG_CHUNK):
-        cut = slice(first, first + _BIGWIG_CHUNK)
-        bw.addEntries([chrom] * len(starts[cut]), np.ascontiguousarray(starts[cut], dtype=np.int64),
-                      ends=np.ascontiguousarray(ends[cut], dtype=np.int64),
-                      values=np.ascontiguousarray(values[cut], dtype=np.float64))
-
-
 class BigWigWriter:
-    """A bigWig written as targets finish (``with BigWigWriter(path, header) as bw: bw.add(chrom, tiles)``): a
-    temporary name in the same folder, renamed onto ``path`` when the block succeeds, removed when it fails.
-    ``header``: the sequence names and lengths, in genome order."""
+    """A bigWig written as targets finish, under a temporary name renamed onto ``path`` on success."""
 
     def __init__(self, path: Path, header: Sequence[tuple[str, int]]) -> None:
         self.path, self.header = Path(path), list(header)
@@ -175,7 +150,13 @@ class BigWigWriter:
         return self
 
     def add(self, chrom: str, tiles: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
-        add_bigwig_entries(self.bw, chrom, *tiles)
+        """Add one target's tiles, in fixed-size chunks."""
+        starts, ends, values = tiles
+        for first in range(0, len(starts), _BIGWIG_CHUNK):
+            cut = slice(first, first + _BIGWIG_CHUNK)
+            self.bw.addEntries([chrom] * len(starts[cut]), np.ascontiguousarray(starts[cut], dtype=np.int64),
+                               ends=np.ascontiguousarray(ends[cut], dtype=np.int64),
+                               values=np.ascontiguousarray(values[cut], dtype=np.float64))
 
     def __exit__(self, kind: Any, error: Any, trace: Any) -> None:
         try:
@@ -191,16 +172,14 @@ class BigWigWriter:
 
 def write_bigwig(path: Path, header: Sequence[tuple[str, int]],
                  chunks: Iterator[tuple[str, tuple[np.ndarray, np.ndarray, np.ndarray]]]) -> None:
-    """Write the bigWig ``path`` (``header``: sequence names and lengths; ``chunks``: each target's chrom and tiles)
-    atomically (:class:`BigWigWriter`)."""
+    """Write the bigWig ``path`` from each target's ``(chrom, tiles)`` atomically (:class:`BigWigWriter`)."""
     with BigWigWriter(path, header) as bw:
         for chrom, tiles in chunks:
             bw.add(chrom, tiles)
 
 
 def check_writable(path: Path) -> None:
-    """Create ``path``'s folder if missing and make sure a file can be written there (a real test: a file is
-    created and removed), before any scanning; else a :class:`UserInputError` naming ``path``."""
+    """Create ``path``'s folder if missing and check that a file can be written there (a probe file)."""
     folder = path.parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -230,8 +209,7 @@ def save_part(folder: Path, index: int, kind: str, out: TargetOutput) -> None:
 
 def merge_parts(folder: Path, targets: Sequence[Any], header: Sequence[tuple[str, int]], output: Path, kind: str,
                 text_head: str) -> None:
-    """Write ``output`` from the part files of every target (``.index``, ``.chrom``), in genome order; then delete
-    the parts."""
+    """Write ``output`` from the part files of every target, in genome order; then delete the parts."""
     try:
         if kind == "bigwig":
             def chunks() -> Iterator[tuple[str, tuple]]:

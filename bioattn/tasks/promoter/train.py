@@ -1,35 +1,4 @@
-"""The promoter task: train the DNA sequence classifier beside trivial baselines on a benchmark or on your own files.
-
-Protocols (``TASK.run``, hooks in :mod:`~bioattn.tasks.promoter.protocols`):
-
-- GUE tasks ``prom_core_all``, ``prom_core_notata``, ``prom_core_tata``, ``prom_300_tata``: train on
-  ``train.csv``, early stopping on ``dev.csv`` MCC, also scored on ``test.csv`` when the task folder has one.
-- ``ecoli_sigma70`` (iPromoter-2L promoters vs non-promoters): 5-fold stratified cross-validation after
-  upper-casing every sequence and ignoring the FASTA headers (both leak the label) and removing duplicates; each
-  fold early-stops on 10 % of its training part; the five fold models are saved as one ensemble.
-- Own files (``train=``; ``dev=``/``test=`` optional): labelled FASTA (``>id label=1``) or CSV
-  (``sequence,label[,id]``), two or more classes, lengths up to ``max_length``. Without a dev file, 10 % of the
-  training file becomes dev (stratified; identical sequences stay on one side).
-
-With ``pretrain_epochs`` (default: the task's :class:`TaskRecipe` in :data:`TASK_RECIPES`, the three 70-nt GUE
-tasks), each model's encoder first learns to predict masked nucleotides of the training sequences
-(:mod:`~bioattn.tasks.promoter.pretrain`; ``pretrain_mask`` of them masked), then fine-tunes at :func:`default_lr`.
-Every fine-tuning, pretrained or not, masks ``finetune_mask`` of the nucleotides of each batch the same way
-(default :data:`FINETUNE_MASK`).
-
-Beside the model, every run fits two scikit-learn baselines on the same split (:mod:`~bioattn.tasks.promoter.baselines`)
-and reports them with the published MCC×100 of fine-tuned DNABERT / Nucleotide Transformer / DNABERT-2 on GUE
-(data_cards/gue_promoters.md). The run directory gets ``config.json`` + ``model.safetensors`` (for ``bioattn
-predict promoter``; the model remembers its classes, strand averaging, maximum length and threshold),
-``metrics.json``, ``summary.md``, ``training_curve.png``, ``train_log.csv`` and ``checkpoint/`` (``resume``
-continues an interrupted run). Runs under ``torchrun`` unchanged (only rank 0 evaluates and writes).
-
-Ensembles: ``seeds=(0, 1, 2)`` trains one model per seed on the same split (``seed<S>/``) and ``cv=K`` one per
-fold of a K-fold cross-validation over train + dev (``fold<k>/``); each member folder is a complete run
-directory, and the run directory itself loads as their :class:`~bioattn.models.ensemble.Ensemble` (mean
-probability) in ``bioattn predict`` / ``explain`` / ``from_pretrained``. Reports give every member, the mean ±
-sd over members, the ensemble (seeds) or the pooled out-of-fold predictions (CV), beside the baselines.
-"""
+"""The promoter task: options, recipes, data loading and the fit of one DNA classifier."""
 from __future__ import annotations
 
 import dataclasses
@@ -50,17 +19,8 @@ from bioattn.models.ensemble import Ensemble
 from bioattn.models.promoter import PromoterClassifier
 from bioattn.tasks.common import Recipe, TaskOptions, fit_timed, recipe_for
 from bioattn.tasks.promoter.pretrain import MASK_PROBABILITY, PRETRAIN_DIR, mask_nucleotides, pretrain_encoder
-from bioattn.tasks.promoter.data import (
-    BINARY_CLASSES,
-    Split,
-    TokenDataset,
-    check_max_length,
-    collate,
-    dev_split,
-    load_ecoli,
-    load_gue,
-    load_labelled_files,
-)
+from bioattn.tasks.promoter.data import (BINARY_CLASSES, Split, TokenDataset, check_max_length, collate, dev_split,
+                                         load_ecoli, load_gue, load_labelled_files)
 from bioattn.training import TrainConfig, Trainer, plot_curves, seed_everything
 from bioattn.distributed import is_main_process
 
@@ -73,20 +33,14 @@ QUICK_ROWS = 1500
 MODEL_NAME = "PromoterClassifier (this run)"
 ENSEMBLE_NAME = "ensemble of {n} {kind} (this run)"
 MEMBERS_NAME = "PromoterClassifier, mean ± sd over {kind} (this run)"
-#: At least this many fine-tuning steps: a small training set (a few hundred sequences: 6 steps per epoch) trains
-#: more epochs (early stopping still applies). The bundled tasks have more steps than this (GUE prom_core_all: 4,400;
-#: E. coli folds: about 780), so their runs do not change.
+#: At least this many fine-tuning steps (a small training set trains more epochs).
 SMALL_DATA_MIN_STEPS = 300
-DEFAULTS = TrainConfig(
-    max_epochs=6, batch_size=64, lr=3e-3, weight_decay=0.01, schedule="warmup_cosine", warmup_steps=100,
-    grad_clip=1.0, patience=8, monitor="dev_mcc", monitor_mode="max", min_steps=SMALL_DATA_MIN_STEPS,
-)
-#: Epochs and dropout of the tasks with small training sets (E. coli, your own files); the GUE tasks (40k+ training
-#: sequences) use DEFAULTS' 6 epochs and dropout 0.
+DEFAULTS = TrainConfig(max_epochs=6, batch_size=64, lr=3e-3, weight_decay=0.01, schedule="warmup_cosine",
+                       warmup_steps=100, grad_clip=1.0, patience=8, monitor="dev_mcc", monitor_mode="max",
+                       min_steps=SMALL_DATA_MIN_STEPS)
+#: Epochs and dropout of the tasks with small training sets (E. coli, your own files).
 SMALL_DATA_EPOCHS = 12
 SMALL_DATA_DROPOUT = 0.1
-
-
 #: Peak learning rate of the fine-tuning after pretraining unless the task's :class:`TaskRecipe` says otherwise.
 FINETUNE_LR = 1e-3
 #: Fraction of the nucleotides of each fine-tuning batch masked as in pretraining (an augmentation), every task.
@@ -95,11 +49,7 @@ FINETUNE_MASK = 0.1
 
 @dataclass(frozen=True)
 class TaskRecipe(Recipe):
-    """A task's defaults (:class:`~bioattn.tasks.common.Recipe`): ``train_config`` (epochs and peak learning rate
-    from scratch), the masked-nucleotide pretraining (:mod:`~bioattn.tasks.promoter.pretrain`) and the fine-tuning
-    after it: ``pretrain_epochs`` (0: none), ``pretrain_mask`` (fraction of the nucleotides masked),
-    ``finetune_lr`` (peak learning rate after pretraining) and ``finetune_mask`` (fraction of the nucleotides of each
-    fine-tuning batch masked as in pretraining, an augmentation; 0: none)."""
+    """A task's defaults (:class:`~bioattn.tasks.common.Recipe`) plus its pretraining and fine-tuning after it."""
 
     pretrain_epochs: int = 0
     pretrain_mask: float = MASK_PROBABILITY
@@ -110,7 +60,7 @@ class TaskRecipe(Recipe):
 _GUE = "GUE task (40k+ training sequences oriented on the TSS)"
 _SMALL = "a small training set"
 _SMALL_DATA_CONFIG = dataclasses.replace(DEFAULTS, max_epochs=SMALL_DATA_EPOCHS)
-#: Default recipe per task; ``None``: your own files. The runs behind each recipe: docs/experiments.md.
+#: Default recipe per task; ``None``: your own files.
 TASK_RECIPES: dict[str | None, TaskRecipe] = {
     "prom_core_all": TaskRecipe(DEFAULTS, _GUE, pretrain_epochs=12, pretrain_mask=0.3, finetune_lr=2e-3),
     "prom_core_notata": TaskRecipe(DEFAULTS, _GUE, pretrain_epochs=4),
@@ -132,8 +82,7 @@ def default_epochs(task: str | None) -> int:
 
 
 def default_lr(task: str | None, pretrain_epochs: int) -> float:
-    """Default peak learning rate of ``task`` (``None``: your own files): its recipe's ``finetune_lr`` after
-    pretraining, its ``train_config``'s from scratch."""
+    """Default peak learning rate of ``task``: its recipe's ``finetune_lr`` after pretraining, else from scratch."""
     recipe = task_recipe(task)
     return recipe.finetune_lr if pretrain_epochs else recipe.train_config.lr
 
@@ -143,8 +92,7 @@ def default_config(task: str | None, pretrain_epochs: int = 0) -> TrainConfig:
     return dataclasses.replace(task_recipe(task).train_config, lr=default_lr(task, pretrain_epochs))
 
 
-# Published MCC×100 on the official GUE test split (fine-tuned pretrained models; DNABERT-2 paper, results
-# table). See data_cards/gue_promoters.md.
+# Published MCC×100 on the official GUE test split (DNABERT-2 paper; data_cards/gue_promoters.md).
 PUBLISHED_GUE = {
     "DNABERT (3-mer)": {"prom_core_all": 70.92, "prom_core_notata": 69.82, "prom_core_tata": 78.15, "prom_300_tata": 69.83},
     "DNABERT (6-mer)": {"prom_core_all": 68.90, "prom_core_notata": 70.47, "prom_core_tata": 76.06, "prom_300_tata": 61.56},
@@ -158,30 +106,17 @@ Scores = dict[str, dict[str, Any]]  # {method: {split: metrics}}
 
 @dataclass(frozen=True)
 class PromoterOptions(TaskOptions):
-    """What to train and how (the training loop itself is configured by a :class:`TrainConfig`); the run options
-    (``out``, ``data_root``, ``quick``, ``seeds``, ``cv``, ``cv_repeats``, ``resume``, ``overwrite``) are
-    :class:`~bioattn.tasks.common.TaskOptions`'.
+    """What to train and how (the run options are :class:`~bioattn.tasks.common.TaskOptions`').
 
-    Data: ``task`` (a bundled benchmark, read under ``data_root``; default ``prom_core_all`` when there is no
-    ``train``) or ``train`` (+ optional ``dev``, ``test``):
-    own labelled FASTA/CSV files; ``max_length``: longest sequence accepted (default: the longest training
-    sequence). Model: ``embed_dim``, ``heads``, ``layers``, ``conv_kernel``, ``conv_layers``, ``dropout``,
-    ``head_temperature`` (a learnable softmax temperature per attention head); ``pretrain_epochs``: epochs of
-    masked-nucleotide pretraining on the training sequences before fine-tuning (:mod:`~bioattn.tasks.promoter.pretrain`;
-    0 = none; default: the task's :class:`TaskRecipe`); ``pretrain_mask``: the fraction of nucleotides masked in it
-    (default: the task's recipe); ``finetune_mask``: the fraction of nucleotides of each fine-tuning batch masked the
-    same way, an augmentation (0 = none; default: the task's recipe, :data:`FINETUNE_MASK` for every task);
-    ``rc_augment`` trains on random reverse complements and ``rc_average`` predicts from the mean of both
-    strands (default: off for the GUE tasks, whose sequences are oriented on the TSS; on otherwise, for
-    sequences of unknown orientation). ``dropout`` defaults to 0 on the GUE tasks and to :data:`SMALL_DATA_DROPOUT`
-    otherwise. ``length_buckets``: batch training sequences of similar length together (when lengths vary).
-    ``seeds``: train one model per seed and save them as one ensemble; ``cv``: K-fold cross-validation over every
-    labelled sequence (train + dev; the E. coli task always runs 5-fold), the K fold models saved as the ensemble;
-    ``cv_repeats``: repeat it with R shuffles (R × K fold models; out-of-fold probabilities averaged over repeats).
-    ``quick``: smoke test (tiny model, at most :data:`QUICK_ROWS` rows per split, 2 short epochs).
-    ``max_rows``: cap per split. ``resume`` / ``overwrite``: what to do with an existing ``out``.
-    ``positive_class``: own files with two labels: the positive class (class 1; default: the label that is not
-    ``normal``/``negative``/``control``/``0``..., see :func:`~bioattn.metrics.order_binary_classes`).
+    Args:
+        task / train, dev, test: a bundled benchmark (default ``prom_core_all``) or own labelled FASTA/CSV files.
+        max_length: longest sequence accepted (default: the longest training sequence).
+        pretrain_epochs, pretrain_mask, finetune_mask: masked-nucleotide pretraining and fine-tuning augmentation
+            (default: the task's :class:`TaskRecipe`).
+        rc_augment, rc_average: train on random reverse complements / predict from both strands (default: off for
+            the GUE tasks, on otherwise).
+        length_buckets: batch training sequences of similar length together.
+        positive_class: own files with two labels: the positive class (:func:`~bioattn.metrics.order_binary_classes`).
     """
 
     task: str | None = None
@@ -218,22 +153,19 @@ class PromoterOptions(TaskOptions):
             raise UserInputError(f"unknown task {self.task!r}; choose one of {', '.join(TASKS)} or pass --train FILE")
         if self.max_length is not None and self.max_length < 1:
             raise UserInputError(f"--max-length must be >= 1, got {self.max_length}")
-        if self.pretrain_epochs is None:
-            object.__setattr__(self, "pretrain_epochs", task_recipe(self.task).pretrain_epochs)
+        for field in ("pretrain_epochs", "pretrain_mask", "finetune_mask"):
+            if getattr(self, field) is None:
+                object.__setattr__(self, field, getattr(task_recipe(self.task), field))
         if self.pretrain_epochs < 0:
             raise UserInputError(f"--pretrain-epochs must be >= 0, got {self.pretrain_epochs}")
-        if self.pretrain_mask is None:
-            object.__setattr__(self, "pretrain_mask", task_recipe(self.task).pretrain_mask)
         if not 0 < self.pretrain_mask < 1:
             raise UserInputError(f"--pretrain-mask must be between 0 and 1 (a fraction), got {self.pretrain_mask}")
-        if self.finetune_mask is None:
-            object.__setattr__(self, "finetune_mask", task_recipe(self.task).finetune_mask)
         if not 0 <= self.finetune_mask < 1:
             raise UserInputError(f"--finetune-mask must be at least 0 and below 1 (a fraction), got {self.finetune_mask}")
         self.check_run_options()
         if self.dropout is None:
             object.__setattr__(self, "dropout", 0.0 if self.task in GUE_TASKS else SMALL_DATA_DROPOUT)
-        if self.rc_augment is None:  # GUE sequences are oriented on the TSS: the strand carries signal
+        if self.rc_augment is None:
             object.__setattr__(self, "rc_augment", self.task not in GUE_TASKS)
         if self.rc_average is None:
             object.__setattr__(self, "rc_average", self.rc_augment)
@@ -244,10 +176,8 @@ class PromoterOptions(TaskOptions):
         return self.task if self.task is not None else Path(self.train).name  # type: ignore[arg-type]
 
 
-# ------------------------------------------------------------------------------------------- training
 def quick_options(options: PromoterOptions) -> PromoterOptions:
-    """The smoke-test options: embed_dim 32, 2 heads, 1 layer, at most :data:`QUICK_ROWS` rows per split and at most 2
-    pretraining epochs (as for the fine-tuning: :func:`quick_config`)."""
+    """The smoke-test options: a tiny model, at most :data:`QUICK_ROWS` rows per split, 2 pretraining epochs."""
     return dataclasses.replace(options, embed_dim=32, heads=2, layers=1, pretrain_epochs=min(options.pretrain_epochs, 2),
                                max_rows=QUICK_ROWS if options.max_rows is None else options.max_rows)
 
@@ -262,27 +192,18 @@ def build_model(options: PromoterOptions, max_len: int, class_names: list[str]) 
     """The classifier of ``options`` (after :func:`quick_options` for a ``quick`` run) for ``class_names``."""
     try:
         return PromoterClassifier(
-            max_len=max_len,
-            embed_dim=options.embed_dim,
-            num_heads=options.heads,
-            num_layers=options.layers,
-            conv_kernel=options.conv_kernel,
-            conv_layers=options.conv_layers,
-            dropout=options.dropout,
-            head_temperature=options.head_temperature,
-            rc_average=options.rc_average,
-            num_classes=len(class_names),
-            class_names=class_names,
-        )
+            max_len=max_len, embed_dim=options.embed_dim, num_heads=options.heads, num_layers=options.layers,
+            conv_kernel=options.conv_kernel, conv_layers=options.conv_layers, dropout=options.dropout,
+            head_temperature=options.head_temperature, rc_average=options.rc_average, num_classes=len(class_names),
+            class_names=class_names)
     except ValueError as exc:
         raise UserInputError(f"invalid model options: {exc}") from exc
 
 
 def classification_loss(logits: Tensor, labels: Tensor) -> Tensor:
     """Mean loss: binary cross-entropy for ``logits (B,)``, softmax cross-entropy for ``(B, C)``; ``labels (B,)`` long."""
-    if logits.dim() == 1:
-        return F.binary_cross_entropy_with_logits(logits, labels.float())
-    return F.cross_entropy(logits, labels)
+    binary = logits.dim() == 1
+    return F.binary_cross_entropy_with_logits(logits, labels.float()) if binary else F.cross_entropy(logits, labels)
 
 
 def score(model: PromoterClassifier, split: Split) -> dict[str, float]:
@@ -290,24 +211,17 @@ def score(model: PromoterClassifier, split: Split) -> dict[str, float]:
     return classification_metrics(split.labels, model.predict_tokens(split.tokens, batch_size=512), threshold=model.threshold)
 
 
-def train_model(
-    train: Split, dev: Split, evals: Mapping[str, Split], run_dir: Path, config: TrainConfig,
-    options: PromoterOptions, max_len: int, class_names: list[str], resume: bool,
-) -> tuple[PromoterClassifier, dict[str, Any]]:
-    """Train on ``train`` (early stopping on ``dev`` MCC) into ``run_dir``; score the best weights on ``evals``.
-
-    Returns the model and :func:`~bioattn.tasks.common.fit_timed`'s summary, plus ``scores`` ({split: metrics},
-    rank 0 only). Rank 0 saves the model and the training curve into ``run_dir``.
-    """
+def train_model(train: Split, dev: Split, evals: Mapping[str, Split], run_dir: Path, config: TrainConfig,
+                options: PromoterOptions, max_len: int, class_names: list[str],
+                resume: bool) -> tuple[PromoterClassifier, dict[str, Any]]:
+    """Train on ``train`` (early stopping on ``dev``) into ``run_dir``; the model and the fit summary."""
     seed_everything(config.seed)
     model = build_model(options, max_len, class_names)
     lengths = train.lengths()
     buckets = lengths.tolist() if options.length_buckets and lengths.min() != lengths.max() else None
-    pretraining = None
-    if options.pretrain_epochs:
-        pretraining = pretrain_encoder(model, train, run_dir / PRETRAIN_DIR, config, options.pretrain_epochs, resume,
-                                       quick=options.quick, mask_probability=options.pretrain_mask,
-                                       bucket_lengths=buckets, run_info=dataclasses.asdict(options))
+    pretraining = pretrain_encoder(model, train, run_dir / PRETRAIN_DIR, config, options.pretrain_epochs, resume,
+                                   quick=options.quick, mask_probability=options.pretrain_mask, bucket_lengths=buckets,
+                                   run_info=dataclasses.asdict(options)) if options.pretrain_epochs else None
 
     def loss_fn(module: nn.Module, batch: tuple[Tensor, Tensor, Tensor]) -> Tensor:
         ids, padding_mask, labels = batch
@@ -333,11 +247,9 @@ def train_model(
     return model, info
 
 
-# ------------------------------------------------------------------------------------------ protocols
 @dataclass
 class PromoterData:
-    """Loaded, checked data of a run: ``splits`` (``train``, ``dev``[, ``test``], or ``all`` for cross-validation),
-    ``class_names`` (class index → label), ``max_len`` (longest sequence the model accepts) and ``protocol``."""
+    """Loaded, checked data of a run: ``splits`` (``train``, ``dev``[, ``test``], or ``all`` for cross-validation)."""
 
     splits: dict[str, Split]
     class_names: list[str]
@@ -357,11 +269,7 @@ def resolve_max_length(splits: Mapping[str, Split], requested: int | None) -> in
 
 
 def gue_task_dir(options: PromoterOptions) -> tuple[Path, str]:
-    """The folder of ``options.task`` and the data root it was found under (a path, or :data:`EMBEDDED_SAMPLE`).
-
-    A ``quick`` run of a task with an embedded sample uses that sample when no data root is found (or the root
-    lacks the task), and says so on stderr; any other run without its data is an error.
-    """
+    """The folder of ``options.task`` and its data root (:data:`EMBEDDED_SAMPLE` for a ``quick`` run without data)."""
     may_use_sample = options.quick and options.task in EMBEDDED_SAMPLE_TASKS
     try:
         root = resolve_data_root(options.data_root)
