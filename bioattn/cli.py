@@ -1,6 +1,4 @@
-"""The ``bioattn`` command: ``bioattn train|predict|explain|pretrain TASK``, ``bioattn data fetch NAME`` and
-``bioattn models``. Only routes: :func:`main` imports only the command it runs (the others' help summaries are read
-from their source)."""
+"""The ``bioattn`` command; it imports only the command it runs."""
 from __future__ import annotations
 
 import argparse
@@ -48,7 +46,6 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 
 def _chosen_command(argv: Sequence[str]) -> tuple[str | None, str | None]:
-    """``(verb, target)`` named by the first words of ``argv`` (``None`` where absent)."""
     words = []
     for arg in argv:
         if arg.startswith("-") or len(words) == 2:
@@ -79,7 +76,6 @@ def _docstring(target: str) -> str:
 def _add_command(subparsers: argparse._SubParsersAction, name: str, target: str, *, load: bool = True) -> None:
     """Add the command ``name`` of ``target``; ``load``: import it and add its arguments (else only its help line)."""
     from bioattn.commands import task_command
-
     command = (task_command.command_class(target) if ":" in target else importlib.import_module(target)) if load \
         else None
     doc = _docstring(target) if command is None else \
@@ -99,10 +95,7 @@ def _add_command(subparsers: argparse._SubParsersAction, name: str, target: str,
 
 
 def run_user_main(main: Callable[[], int | None], *, program: bool = True) -> int:
-    """Run ``main``; a :class:`~bioattn.errors.ReportedError` becomes one ``error:`` line and its exit code.
-
-    program: ``main`` is the whole process: SIGINT, SIGTERM and SIGHUP exit with ``128 + signal number``; with
-    ``program=False`` no signal handler is installed and Ctrl-C propagates as :class:`KeyboardInterrupt`."""
+    """Run ``main``: a ReportedError is one ``error:`` line; ``program``: signals exit ``128 + signum``."""
     if not program:
         try:
             return int(main() or 0)

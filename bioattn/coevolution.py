@@ -1,6 +1,4 @@
-"""Coevolution maps of a protein alignment: :func:`mi_apc`, :func:`gaussian_dca` and :func:`potts_couplings`
-(pseudo-likelihood), plus :func:`symmetrize` and :func:`apc`. Inputs: token ids ``(N, L)`` and weights ``(N,)``;
-outputs: ``(L, L)`` by alignment column."""
+"""Coevolution maps of a protein alignment: ``(N, L)`` tokens and ``(N,)`` weights → ``(L, L)``."""
 from __future__ import annotations
 
 import time
@@ -61,8 +59,7 @@ def mi_apc(tokens: torch.Tensor, weights: torch.Tensor) -> np.ndarray:
 def pseudo_likelihood(fields: torch.Tensor, couplings: torch.Tensor, tokens: torch.Tensor, weights: torch.Tensor, *,
                       lambda_single: float = 0.01, lambda_pair: float = 0.2,
                       chunk_size: int = 2048) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(L*q,)``, ``(L*q, L*q)``, ``(N, L)``, ``(N,)`` → CCMpred's regularised negative pseudo-log-likelihood
-    (float64) and its gradients ``(L*q,)``, ``(L*q, L*q)`` (symmetric; zero on diagonal blocks and gap fields)."""
+    """CCMpred's regularised negative pseudo-log-likelihood of a Potts model and its gradients."""
     length = tokens.shape[1]
     size = couplings.shape[0]
     num_states = size // length
@@ -92,9 +89,7 @@ def pseudo_likelihood(fields: torch.Tensor, couplings: torch.Tensor, tokens: tor
 def potts_couplings(tokens: torch.Tensor, weights: torch.Tensor, *, num_states: int = 21, lambda_single: float = 0.01,
                     lambda_pair: float = 0.2, max_iterations: int = 50, max_cpu_seconds: float | None = None,
                     tolerance: float = 1e-5, progress: bool = False) -> torch.Tensor:
-    """``(N, L)``, ``(N,)`` → ``(L, L)`` coupling norms of a Potts model fitted by L-BFGS on
-    :func:`pseudo_likelihood` (CCMpred's conventions), until ``max_iterations``, a relative change under
-    ``tolerance`` or ``max_cpu_seconds``; apply :func:`apc` for contact scores."""
+    """``(N, L)``, ``(N,)`` → ``(L, L)`` Potts coupling norms fitted by pseudo-likelihood (before APC)."""
     tokens, weights = distinct_rows(tokens, weights, num_states)
     length = tokens.shape[1]
     fields = frequency_fields(tokens, num_states).reshape(-1).requires_grad_(True)

@@ -1,5 +1,4 @@
-"""torchrun-aware process-group helpers: rank, world size, collectives on small values; without torchrun a single
-process (rank 0 of 1). Only rank 0 writes files and logs."""
+"""torchrun-aware process-group helpers; without torchrun a single process (rank 0 of 1)."""
 from __future__ import annotations
 
 import atexit
@@ -30,16 +29,12 @@ def is_distributed() -> bool:
 
 def world_size() -> int:
     """Number of processes."""
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_world_size()
-    return _env_int("WORLD_SIZE", 1)
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else _env_int("WORLD_SIZE", 1)
 
 
 def rank() -> int:
     """Global rank of this process (0 without torchrun)."""
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank()
-    return _env_int("RANK", 0)
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else _env_int("RANK", 0)
 
 
 def local_rank() -> int:
@@ -76,9 +71,7 @@ def _destroy_process_group() -> None:
 
 def default_device() -> torch.device:
     """``cuda:LOCAL_RANK`` when every process of this node has a GPU, else CPU."""
-    if gpu_per_process():
-        return torch.device("cuda", local_rank())
-    return torch.device("cpu")
+    return torch.device("cuda", local_rank()) if gpu_per_process() else torch.device("cpu")
 
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -152,8 +145,7 @@ def gather_bytes(payload: bytes) -> list[bytes] | None:
 
 
 def run_on_main(fn: Callable[[], T]) -> T | None:
-    """``fn()`` on rank 0 (``None`` elsewhere, after all ranks synchronise); its :class:`UserInputError` is raised on
-    every rank."""
+    """``fn()`` on rank 0 (``None`` elsewhere); its :class:`UserInputError` is raised on every rank."""
     error: str | None = None
     result: T | None = None
     if is_main_process():

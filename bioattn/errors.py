@@ -1,5 +1,4 @@
-"""Errors the ``bioattn`` command reports in one line, without a traceback: :class:`UserInputError` (exit 2) and
-:class:`TrainingDivergedError` (exit 3)."""
+"""Errors the ``bioattn`` command reports in one line, without a traceback."""
 from __future__ import annotations
 
 import contextlib
@@ -41,8 +40,7 @@ class Terminated(KeyboardInterrupt):
 
 @contextlib.contextmanager
 def interrupt_on_signals(signums: Sequence[int] = TERMINATING_SIGNALS) -> Iterator[None]:
-    """Within the block, ``signums`` raise :class:`Terminated` in the main thread (elsewhere: nothing changes); for a
-    program only (:func:`bioattn.cli.run_user_main`)."""
+    """Within the block, ``signums`` raise :class:`Terminated` in the main thread."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

@@ -1,6 +1,4 @@
-"""Atomic file writing (:func:`atomic_write`: a temporary file renamed over the target once complete), the one
-CSV/TSV writer (``\n`` line endings, floats as :data:`FLOAT_FORMAT`, ``-`` for standard output), and safetensors
-+ JSON persistence."""
+"""Atomic file writing, the one CSV/TSV writer, and safetensors + JSON persistence."""
 from __future__ import annotations
 
 import contextlib
@@ -52,8 +50,7 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs: Any) -
 
 
 def prepare_output(path: str | os.PathLike, *, folder: bool = False) -> Path | str:
-    """Check, before any computing and creating nothing, that the output file (or ``folder``) ``path`` can be
-    written, else raise :class:`UserInputError`; returns ``path`` (``-`` unchanged)."""
+    """Check, creating nothing, that the output file (or ``folder``) ``path`` can be written."""
     if str(path) == STDOUT and not folder:
         return STDOUT
     path = Path(path).expanduser()
@@ -124,8 +121,7 @@ def input_file(path: str | os.PathLike) -> Iterator[Path]:
 @contextlib.contextmanager
 def table_writer(path: str | os.PathLike, header: Sequence[str] | None, *,
                  delimiter: str | None = None) -> Iterator[Callable[[Sequence[Any]], None]]:
-    """Yield ``write_row(values)`` for a table written atomically at ``path`` (``-``: standard output, held back
-    until the block succeeds); the delimiter follows the file name (:data:`TAB_SEPARATED`) unless given."""
+    """Yield ``write_row(values)`` for a table written atomically at ``path`` (``-``: standard output)."""
     delimiter = delimiter or _delimiter_for(path)
 
     def writer_for(handle: IO[str]) -> Callable[[Sequence[Any]], None]:

@@ -1,5 +1,4 @@
-"""Every metric bioattn reports: classification, contact precision (CASP: Cβ–Cβ below 8 Å, separation ≥ 24),
-mean ± sd; a split's metrics carry it as a prefix (``dev_mcc``, :func:`with_prefix`)."""
+"""Every metric bioattn reports: classification, contact precision, mean ± sd."""
 from __future__ import annotations
 
 from typing import Mapping, Sequence
@@ -30,8 +29,7 @@ def _as_class_probabilities(probs: np.ndarray) -> np.ndarray:
 
 
 def classification_metrics(labels: Sequence[int] | np.ndarray, probs: np.ndarray, *, threshold: float = 0.5) -> dict[str, float]:
-    """``labels (N,)``, ``probs (N,) or (N, C)`` → MCC, accuracy, F1, AUROC (left out for a single class) and
-    ``loss`` (mean negative log-likelihood)."""
+    """``labels (N,)``, ``probs (N,) or (N, C)`` → MCC, accuracy, F1, AUROC and ``loss``."""
     labels = np.asarray(labels, dtype=np.int64)
     full = _as_class_probabilities(probs)
     if len(labels) != len(full):
@@ -84,8 +82,7 @@ def residues_with_coordinates(distances: np.ndarray) -> np.ndarray:
 
 def precision_at(scores: np.ndarray, distances: np.ndarray, *, min_separation: int = LONG_RANGE,
                  fractions: tuple[int, ...] = TOP_FRACTIONS, cutoff: float = CONTACT_CUTOFF) -> dict[str, float]:
-    """``(L, L)``, ``(L, L)`` → precision of the top-L/k pairs with separation ≥ ``min_separation`` (NaN distances
-    not ranked, NaN scores last)."""
+    """``(L, L)``, ``(L, L)`` → precision of the top-L/k pairs with separation ≥ ``min_separation``."""
     if scores.shape != distances.shape or scores.ndim != 2:
         raise ValueError(f"scores {scores.shape} and distances {distances.shape} must be the same (L, L) shape")
     length = int(residues_with_coordinates(distances).sum())
@@ -108,10 +105,8 @@ NEGATIVE_LABELS = ("normal", "negative", "control", "healthy", "benign", "backgr
 
 
 def order_binary_classes(names: Sequence[str], positive: str | None = None) -> tuple[list[str], str | None]:
-    """``(names, reason)``: the classes in the order the model uses (for two, the positive one second: ``positive``,
-    else the one not in :data:`NEGATIVE_LABELS`, else sorted order) and one line saying why."""
+    """``(names, reason)``: the classes in the order the model uses (positive second) and why."""
     from bioattn.errors import UserInputError
-
     names = [str(name) for name in names]
     if len(names) != 2:
         if positive is not None:
@@ -139,8 +134,7 @@ def _balanced_accuracy_of_cuts(labels: np.ndarray, positive: np.ndarray, cuts: n
 
 
 def decision_threshold(labels: Sequence[int] | np.ndarray, positive: np.ndarray, default: float = 0.5) -> float:
-    """The cut on the positive probability best by balanced accuracy (closest to ``default`` among ties);
-    ``default`` unless another is better by more than one example of the smaller class."""
+    """The cut on the positive probability best by balanced accuracy (``default`` unless clearly not)."""
     labels = np.asarray(labels, dtype=np.int64)
     positive = np.asarray(positive, dtype=np.float64)
     if len(set(labels.tolist())) < 2:
@@ -156,8 +150,7 @@ def decision_threshold(labels: Sequence[int] | np.ndarray, positive: np.ndarray,
 
 
 def margin_threshold(labels: Sequence[int] | np.ndarray, positive: np.ndarray, default: float = 0.5) -> float:
-    """The cut in the widest gap between neighbouring probabilities among the cuts within one example of the best
-    balanced accuracy; ``default`` for one class or when no cut beats predicting a single class."""
+    """The cut in the widest gap among those within one example of the best balanced accuracy."""
     labels = np.asarray(labels, dtype=np.int64)
     positive = np.asarray(positive, dtype=np.float64)
     if len(set(labels.tolist())) < 2:

@@ -1,10 +1,4 @@
-"""Command-line flags written once, on the options dataclasses that take them (pure data: no argparse here).
-
-A field whose metadata holds :func:`flag` is one flag of ``bioattn VERB TASK``; :mod:`bioattn.commands.task_command`
-turns the dataclass into the command's parser. A command is such a dataclass whose docstring is its ``--help``
-description and whose ``run()`` does the work; a ``type`` callable reports a bad value by raising
-:class:`ValueError`.
-"""
+"""Command-line flags written once, on the options dataclasses that take them (no argparse here)."""
 from __future__ import annotations
 
 import dataclasses
@@ -23,8 +17,7 @@ ACTIONS = ("store_true", "store_false", "append", "boolean")
 
 @dataclass(frozen=True)
 class Flag:
-    """How one field is spelled on the command line; argparse's keywords, plus ``group`` (argument group title),
-    ``exclusive`` (mutually exclusive group), ``hidden`` and ``absent`` (an ``append`` flag's value when not given)."""
+    """How one field is spelled on the command line (argparse's keywords, plus groups)."""
 
     names: tuple[str, ...]
     help: str | None = None
@@ -52,8 +45,7 @@ def flag(*names: str, default: Any = dataclasses.MISSING, **how: Any) -> Any:
 
 @dataclass(frozen=True)
 class TrainingFlags:
-    """The training flags as one field, valued the mapping of the :class:`~bioattn.training.TrainConfig` fields they
-    set; ``unset``: flags that default to ``None``."""
+    """The training flags as one field: the :class:`~bioattn.training.TrainConfig` fields they set."""
 
     defaults: Any
     epochs_help: str | None = None

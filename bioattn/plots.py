@@ -12,7 +12,6 @@ def plot_metric_per_epoch(curves: Mapping[str, Sequence[tuple[int, float]]], pat
                           title: str | None = None, dpi: int = 120) -> Path:
     """One line per model of a metric against the epoch: ``curves = {label: [(epoch, value)]}``."""
     from matplotlib.figure import Figure
-
     fig = Figure(figsize=(5.5, 3.5), layout="tight")
     ax = fig.subplots()
     for label, points in curves.items():

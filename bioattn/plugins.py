@@ -1,5 +1,4 @@
-"""The one list of tasks, as a table of strings (imports nothing): registry key → the task's
-:class:`~bioattn.tasks.base.Task` object, then each model class its runs save (``"module:attribute"``)."""
+"""The one list of tasks: registry key → ``"module:attribute"`` of its Task, then its model classes."""
 from __future__ import annotations
 
 TASKS: dict[str, tuple[str, ...]] = {

@@ -43,9 +43,7 @@ def resolve_inference_precision(name: str, device: torch.device) -> str:
     """``"fp32"`` or ``"bf16"`` for ``name`` in :data:`INFERENCE_PRECISIONS` on ``device``."""
     if name not in INFERENCE_PRECISIONS:
         raise ValueError(f"precision must be one of {INFERENCE_PRECISIONS}, got {name!r}")
-    if name == "auto":
-        return "bf16" if has_native_bf16(device) else "fp32"
-    return name
+    return ("bf16" if has_native_bf16(device) else "fp32") if name == "auto" else name
 
 
 def inference_autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:

@@ -52,8 +52,7 @@ class LogLines(std.tqdm):
 
 def progress_bar(iterable: Iterable | None = None, *, file: IO[str] | None = None,
                  log_every_s: float = LOG_EVERY_S, **kwargs: Any) -> tqdm:
-    """``tqdm(iterable, **kwargs)`` on ``file`` (default stderr) on a terminal or in Jupyter, else :class:`LogLines`;
-    ``TQDM_DISABLE=1`` turns every bar off."""
+    """``tqdm(iterable, **kwargs)`` on a terminal or in Jupyter, else :class:`LogLines`."""
     stream = file or sys.stderr
     if os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true", "yes"):
         kwargs["disable"] = True

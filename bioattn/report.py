@@ -1,5 +1,4 @@
-"""The one table formatter for results on the terminal and in ``summary.md``: :func:`format_table`,
-:func:`format_value`, :func:`format_mean_sd`."""
+"""The one table formatter for results on the terminal and in ``summary.md``."""
 from __future__ import annotations
 
 import math

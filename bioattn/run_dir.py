@@ -21,8 +21,7 @@ def check_run_dir(path: str | os.PathLike, *, resume: bool, overwrite: bool, res
 
 
 def prepare_run_dir(path: str | os.PathLike, *, resume: bool, overwrite: bool, resumable: bool = True) -> Path:
-    """Create the run directory (rank 0; the other ranks wait): a non-empty one is refused unless ``resume`` or
-    ``overwrite`` (deleted first)."""
+    """Create the run directory (rank 0; the other ranks wait), refusing a non-empty one."""
     path = Path(path).expanduser()
     if resume and overwrite:
         raise UserInputError(f"{path}: choose either --resume or --overwrite, not both")

@@ -18,8 +18,7 @@ _ALLOCATOR_VARIABLES = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MAL
 
 
 def keep_freed_memory() -> bool:
-    """Tell glibc's allocator to keep freed memory for reuse (faster CPU inference); whether it did (not off
-    Linux, without glibc, or when ``MALLOC_*`` or ``LD_PRELOAD`` chose the allocator already)."""
+    """Tell glibc's allocator to keep freed memory for reuse; whether it did."""
     if not sys.platform.startswith("linux") or any(name in os.environ for name in _ALLOCATOR_VARIABLES):
         return False
     if any(name in os.environ.get("LD_PRELOAD", "") for name in ("jemalloc", "tcmalloc", "mimalloc")):

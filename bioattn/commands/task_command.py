@@ -1,5 +1,4 @@
-"""The one command of every ``bioattn VERB TASK``: its parser built from the task's command dataclass's
-:func:`bioattn.options.flag` fields, and its run."""
+"""The one command of every ``bioattn VERB TASK``, built from its command dataclass."""
 from __future__ import annotations
 
 import argparse
@@ -38,7 +37,6 @@ def add_arguments(parser: argparse.ArgumentParser, command: type) -> None:
         training: TrainingFlags | None = field.metadata.get(TRAINING)
         if training is not None:
             from bioattn.commands.training_args import add_training_args  # torch: only for a training command
-
             add_training_args(parser, training.defaults, epochs_help=training.epochs_help, lr_help=training.lr_help)
             parser.set_defaults(**dict.fromkeys(training.unset))
         spec: Flag | None = field.metadata.get(FLAG)
@@ -111,7 +109,6 @@ def options_from_args(command: type, args: argparse.Namespace) -> Any:
         spec: Flag | None = field.metadata.get(FLAG)
         if TRAINING in field.metadata:
             from bioattn.commands.training_args import training_values
-
             found[field.name] = training_values(args)
         elif trains and spec is None and field.name in ("resume", "overwrite"):
             found[field.name] = getattr(args, field.name)

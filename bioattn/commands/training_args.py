@@ -1,5 +1,4 @@
-"""The training flags of every training command and ``--config FILE.yaml``: command-line flags win over the YAML
-file (any flag or :class:`~bioattn.training.TrainConfig` field), which wins over the recipe's defaults."""
+"""The training flags of every training command and ``--config FILE.yaml``."""
 from __future__ import annotations
 
 import argparse
@@ -115,6 +114,5 @@ def training_values(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def config_from_args(args: argparse.Namespace, defaults: TrainConfig, **unset: Any) -> TrainConfig:
-    """The run's :class:`TrainConfig`: ``defaults``, then the YAML file, then the flags; ``unset``: values for the
-    fields left ``None``."""
+    """The run's :class:`TrainConfig`: ``defaults``, then the YAML file, then the flags."""
     return config_from_values(training_values(args), defaults, **unset)

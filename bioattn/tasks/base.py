@@ -1,13 +1,4 @@
-"""The Task contract: what a task tells bioattn so that the driver (:func:`bioattn.tasks.driver.run_task`), the
-commands, the model loader and the explain dispatch serve it without naming it.
-
-A task's ``bioattn/tasks/<name>/task.py`` defines one :class:`Task` instance ``TASK``, named in
-:data:`bioattn.plugins.TASKS`; it imports only this module at module level, so reading its attributes imports
-neither torch nor the task. Hooks, in the order a run calls them: ``prepare`` (default: ``load_data``),
-``protocol``, ``members`` (default: seeds / :meth:`Task.folds`), ``fit_member`` per member, ``held_out`` per fold,
-then ``report`` (``metrics.json`` and ``summary.md``) and ``write_out_of_fold``; ``score``, ``predict_split`` and
-``fit_baselines`` serve them.
-"""
+"""The Task contract: what a task tells the driver, the commands, the model loader and the explain dispatch."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -26,8 +17,7 @@ KINDS = ("classification", "regression", "contacts")
 
 @dataclass
 class TaskData:
-    """The data of one run: the task's split objects; ``pool``: what a cross-validation folds (``None``:
-    ``train``); ``records``: each pooled example's origin; ``source``: where the data came from."""
+    """The data of one run; ``pool``: what a cross-validation folds (``None``: ``train``)."""
 
     train: Any
     dev: Any | None = None
@@ -51,9 +41,7 @@ class FittedMember:
 
 
 class Task:
-    """Base class of every task: ``name`` (CLI target and registry key), ``kind`` (one of :data:`KINDS`),
-    ``headline_metric`` (a key of :meth:`score`), ``commands`` (verb → ``"module:Class"``), ``explain`` and
-    ``attribution`` (``"module:function"`` or ``None``), ``reference`` (published numbers)."""
+    """Base class of every task; subclasses set the class attributes and implement the hooks."""
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
@@ -94,7 +82,6 @@ class Task:
 
     def protocol(self, options: Any, data: TaskData) -> Any:
         from bioattn.tasks.driver import RunProtocol
-
         return RunProtocol.of(options)
 
     def folds(self, data: TaskData) -> Any:
@@ -103,7 +90,6 @@ class Task:
 
     def members(self, options: Any, data: TaskData, protocol: Any) -> list[Any]:
         from bioattn.tasks.driver import plan_members
-
         return plan_members(options.out, protocol, data.seed, self.folds(data) if protocol.cv else None)
 
     def held_out(self, options: Any, data: TaskData, member: Any, fitted: FittedMember) -> dict[str, Any]:
@@ -112,7 +98,6 @@ class Task:
 
     def write_out_of_fold(self, options: Any, data: TaskData, run: Any, metrics: Mapping[str, Any]) -> None:
         from bioattn.tasks.driver import write_out_of_fold
-
         pool = data.pool if data.pool is not None else data.train
         write_out_of_fold(options.out, data.records or [], run.out_of_fold.fold_of, pool.labels,
                           list(data.class_names or ()), {self.out_of_fold_prefixes.get(name, name): probs
@@ -124,7 +109,6 @@ class Task:
     def run(self, options: Any, config: Any = None, **inputs: Any) -> dict[str, Any]:
         """Train as ``bioattn train <name>`` does into ``options.out``; what ``metrics.json`` holds."""
         from bioattn.tasks.driver import run_task
-
         return run_task(self, options, config, **inputs)
 
     def __repr__(self) -> str:

@@ -1,5 +1,4 @@
-"""What every task's training shares: timing a :class:`~bioattn.training.Trainer` run, counting parameters, the
-shared options (:class:`TaskOptions`) and their checks, and recipe lookup."""
+"""What every task's training shares: timed fits, the shared options and their checks, recipe lookup."""
 from __future__ import annotations
 
 import contextlib
@@ -22,8 +21,7 @@ def count_parameters(model: nn.Module) -> int:
 
 
 def training_attention_backend(config: TrainConfig, device: torch.device) -> str:
-    """The attention kernel a run trains with: ``config.attention_backend``, where ``"auto"`` means ``"math"`` for
-    bf16 on a CPU and for ``config.deterministic`` on a GPU, the process-wide choice otherwise."""
+    """The attention kernel a run trains with (``auto``: math for bf16 on a CPU or deterministic)."""
     if config.attention_backend not in BACKENDS:
         raise UserInputError(f"attention_backend must be one of {', '.join(BACKENDS)}; got {config.attention_backend!r}")
     if config.attention_backend != "auto":
@@ -34,8 +32,7 @@ def training_attention_backend(config: TrainConfig, device: torch.device) -> str
 
 
 def fit_timed(trainer: Trainer) -> tuple[FitResult, dict[str, Any]]:
-    """``trainer.fit()`` with the run's attention kernel (:func:`training_attention_backend`): its result and a
-    JSON-ready summary of the run."""
+    """``trainer.fit()`` with the run's attention kernel: its result and a JSON-ready summary."""
     backend = training_attention_backend(trainer.config, trainer.device)
     wall, cpu = time.monotonic(), time.process_time()
     with contextlib.nullcontext() if backend == "auto" else use_backend(backend):  # type: ignore[arg-type]
@@ -63,8 +60,7 @@ def check_ensemble_options(seeds: Sequence[int] | None, cv: int | None, cv_repea
 
 
 def check_model_options(options: Any, positive: Sequence[str]) -> None:
-    """The shared model option checks: each field in ``positive`` >= 1, ``embed_dim`` divisible by ``heads``,
-    ``dropout`` in [0, 1), not both ``resume`` and ``overwrite``."""
+    """The model option checks every task shares."""
     for name in positive:
         if getattr(options, name) < 1:
             raise UserInputError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(options, name)}")
@@ -78,8 +74,7 @@ def check_model_options(options: Any, positive: Sequence[str]) -> None:
 
 @dataclass(frozen=True, kw_only=True)
 class TaskOptions:
-    """The options every training task shares (keyword-only): ``out`` (the run directory), ``quick`` (a smoke test),
-    the ensemble options and the model size (``dropout`` ``None``: the task's default)."""
+    """The options every training task shares (keyword-only)."""
 
     out: Path
     data_root: str | Path | None = None
@@ -104,8 +99,7 @@ R = TypeVar("R", bound="Recipe")
 
 @dataclass(frozen=True)
 class Recipe:
-    """A task's defaults: the ``train_config`` its runs start from and a ``description`` for summaries; tasks
-    subclass it and look recipes up with :func:`recipe_for`."""
+    """A task's defaults: the ``train_config`` its runs start from and a ``description``."""
 
     train_config: TrainConfig
     description: str = ""

@@ -1,6 +1,4 @@
-"""Keep a model fed: :func:`feed` prepares batches of token ids in a background thread, copies them to the device
-without blocking (pinned memory on CUDA), scores them in the calling thread and reads batch *k*'s outputs only
-once batch *k + 1* is queued."""
+"""Keep a model fed: token batches staged in a background thread, scored in the calling thread."""
 from __future__ import annotations
 
 import queue
@@ -29,7 +27,6 @@ class _Producer(threading.Thread):
 
     def _stage(self, array: np.ndarray) -> Any:
         import torch
-
         array = np.asarray(array)
         if not self.pin:
             return torch.from_numpy(array.astype(np.int64, order="C"))
@@ -61,7 +58,6 @@ class _Producer(threading.Thread):
 def _score_in_chunks(score: Callable[..., Any], ids: tuple, sizes: Any) -> tuple:
     """``score`` on consecutive row chunks of ``ids``, outputs joined along their last dimension."""
     import torch
-
     parts, at = [], 0
     for size in sizes:
         if size:
@@ -73,15 +69,8 @@ def _score_in_chunks(score: Callable[..., Any], ids: tuple, sizes: Any) -> tuple
 def feed(batches: Iterable[B], score: Callable[..., Any], device: Any, *,
          tokens: Callable[[B], Any] = lambda batch: batch, prefetch: int = 4,
          chunks: Callable[[B], Any] | None = None) -> Iterator[tuple[B, Any]]:
-    """Yield ``(batch, outputs)`` in order: ``score(*ids)`` on the ``(N, L)`` uint8 arrays ``tokens(batch)`` as long
-    tensors on ``device``, as numpy arrays (``None`` when ``N == 0``).
-
-    Args:
-        prefetch: batches prepared ahead.
-        chunks: ``chunks(batch)``: rows of each model call; outputs joined along their last dimension.
-    """
+    """Yield ``(batch, outputs)`` in order: ``score(*ids)`` on ``tokens(batch)`` ``(N, L)`` on ``device``."""
     import torch
-
     cuda = getattr(device, "type", str(device)) == "cuda"
     producer = _Producer(batches, tokens, pin=cuda, depth=max(1, prefetch))
     producer.start()

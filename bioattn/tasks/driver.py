@@ -1,5 +1,4 @@
-"""The shared driver of every task's training run: holdout, seeds or (repeated) cross-validation members, their
-ensemble and out-of-fold predictions, and the ``metrics.json`` schema (see ``docs/architecture.md``)."""
+"""The shared driver of every task's training run and the ``metrics.json`` schema."""
 from __future__ import annotations
 
 import importlib
@@ -27,8 +26,7 @@ PROTOCOL_NAMES = ("holdout", "seeds", "cv", "fit_all")
 
 @dataclass(frozen=True)
 class RunProtocol:
-    """What a run trains: one model per seed, ``cv`` folds (``cv_repeats`` shuffles), or one holdout model.
-    ``description``: one sentence for the summary."""
+    """What a run trains: one model per seed, ``cv`` folds (``cv_repeats`` shuffles), or one model."""
 
     seeds: tuple[int, ...] | None = None
     cv: int | None = None
@@ -44,9 +42,7 @@ class RunProtocol:
 
     @property
     def name(self) -> str:
-        if self.name_override:
-            return self.name_override
-        return "cv" if self.cv else "seeds" if self.seeds else "holdout"
+        return self.name_override if self.name_override else ("cv" if self.cv else "seeds" if self.seeds else "holdout")
 
     def to_dict(self, **extra: Any) -> dict[str, Any]:
         """``metrics.json``'s ``protocol``, with task-specific ``extra`` keys."""
@@ -69,10 +65,7 @@ OUT_OF_FOLD_FILE = "out_of_fold.csv"
 
 def write_out_of_fold(run_dir: Path, records: Sequence[str], folds: np.ndarray, labels: np.ndarray,
                       class_names: Sequence[str], probabilities: Mapping[str, np.ndarray]) -> Path:
-    """Write ``run_dir/out_of_fold.csv``: ``record``, ``fold``, ``label``, then ``<prefix>p_<class>`` per model.
-
-    ``folds``, ``labels``: ``(N,)``; ``probabilities``: column prefix → ``(N,)`` (class 1) or ``(N, C)``.
-    """
+    """Write ``run_dir/out_of_fold.csv``; ``probabilities``: column prefix → ``(N,)`` or ``(N, C)``."""
     columns = []
     for probs in probabilities.values():
         probs = np.asarray(probs, dtype=np.float64)
@@ -85,8 +78,7 @@ def write_out_of_fold(run_dir: Path, records: Sequence[str], folds: np.ndarray, 
 
 @dataclass(frozen=True)
 class Member:
-    """One model of a run: ``kind`` ``"seed"``/``"fold"``, ``index`` its seed or fold (1..K*R), ``run_dir``
-    (``None``: not saved), ``number`` of ``total``; a fold's pool indices; ``alone``: the run's only model."""
+    """One model of a run (``alone``: the run's only model, saved in the run directory itself)."""
 
     kind: str
     index: int
@@ -148,8 +140,7 @@ def save_members(run_dir: Path, member_type: str, members: Sequence[Member]) -> 
 
 
 class OutOfFold:
-    """Each pooled example's out-of-fold probabilities per model name (mean over repeats); :attr:`fold_of` its
-    fold (1..K) in the first repeat."""
+    """Each pooled example's out-of-fold probabilities per model name (mean over repeats)."""
 
     def __init__(self, size: int, k: int, repeats: int) -> None:
         self.k, self.repeats = k, repeats
@@ -188,8 +179,7 @@ class MembersRun(Generic[T]):
 def run_members(run_dir: Path, members: Sequence[Member], fit: Callable[[Member], T], *, member_type: str | None = None,
                 held_out: Callable[[Member, T], Mapping[str, np.ndarray]] | None = None,
                 pool_size: int | None = None) -> MembersRun[T]:
-    """``fit(member)`` for every member in order; a fold's ``held_out(member, result)`` predictions are pooled
-    into :class:`OutOfFold` (``pool_size`` examples); ``member_type``: the ensemble ``config.json``'s class."""
+    """``fit(member)`` for every member in order, pooling a fold's held-out predictions."""
     out_of_fold = None
     if members and members[0].kind == "fold" and held_out is not None:
         if pool_size is None:
@@ -217,8 +207,7 @@ HEADLINE_SPLITS = ("test", "oof", "held_out", "cv", "dev", "val")
 
 def headline(task: Task, scores: Mapping[str, Mapping[str, Mapping[str, Any]]], split: str | None = None,
              model: str | None = None) -> dict[str, Any]:
-    """``metrics.json``'s ``headline`` ``{"metric", "model", "split", "value", "sd"}`` of ``model`` (default: the
-    first of ``scores``) on ``split`` (default: the first of :data:`HEADLINE_SPLITS` scored)."""
+    """``metrics.json``'s ``headline`` of ``model`` on ``split`` (defaults: the first scored)."""
     model = model or next(iter(scores), None)
     by_split = scores.get(model, {}) if model else {}
     if split is None:
@@ -233,8 +222,7 @@ def metrics_document(task: Task | str, *, dataset: str | None, protocol: Mapping
                      scores: Mapping[str, Mapping[str, Mapping[str, Any]]], class_names: Sequence[str] | None = None,
                      target_names: Sequence[str] | None = None, headline_split: str | None = None,
                      **extra: Any) -> dict[str, Any]:
-    """A ``metrics.json`` in the shared schema, the task's own keys (``extra``) last; ``task``: a task or its
-    registry name; ``scores``: ``{model: {split: {metric: value or {"mean", "sd", "n"}}}}``."""
+    """A ``metrics.json`` in the shared schema, the task's own keys (``extra``) last."""
     if isinstance(task, str):
         module_name, _, attribute = plugins.task_target(task).partition(":")
         task = getattr(importlib.import_module(module_name), attribute)

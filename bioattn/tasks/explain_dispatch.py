@@ -1,5 +1,4 @@
-"""One entry point for every model and task: :func:`attribute` (``Task.attribution``) and :func:`explain_pipeline`
-(``Task.explain``), found through :data:`bioattn.tasks.registry.TASKS`."""
+"""One entry point for every model and task: :func:`attribute` and :func:`explain_pipeline`."""
 from __future__ import annotations
 
 import importlib
@@ -13,8 +12,7 @@ from bioattn.tasks.registry import all_tasks, get_task, task_of_model
 
 
 def attribute(model: torch.nn.Module, inputs: Tensor, method: str, **options: Any) -> Tensor:
-    """The ``method`` map of a model or ensemble by its task's ``attribution`` function (``options`` go to it), e.g.
-    ``(B, L)`` → ``(B, L)`` for DNA, ``(B, C, D, H, W)`` → ``(B, D, H, W)`` for volumes, ``(N, L)`` → ``(L,)``."""
+    """The ``method`` map of a model or ensemble by its task's ``attribution`` function."""
     member = ensemble_members(model)[0]
     task = task_of_model(type(member))
     if task is None or task.attribution is None:

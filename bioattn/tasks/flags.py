@@ -8,10 +8,8 @@ from bioattn.options import flag
 
 
 def model_flag(*, trained_by: str, required: bool = True, group: str | None = None) -> Any:
-    """``--model NAME_OR_DIR``: a shipped model or a run directory of ``trained_by``, in the exclusive group
-    ``"model"``."""
+    """``--model NAME_OR_DIR``: a shipped model or a run directory of ``trained_by``."""
     from bioattn.models.registry import available_models
-
     shipped = ", ".join(available_models()) or "none"
     return flag("--model", default=None, metavar="NAME_OR_DIR", group=group, exclusive="model", required=required,
                 help=f"a model shipped with bioattn by name ({shipped}; see 'bioattn models') or a run directory of "
@@ -50,7 +48,6 @@ def cv_repeats_flag(*, group: str) -> Any:
 
 def head_fusion_flag(*, help: str = "how rollout fuses a layer's heads (default: mean)") -> Any:
     from bioattn.attention.rollout import HEAD_FUSIONS
-
     return flag("--head-fusion", default="mean", choices=HEAD_FUSIONS, help=help)
 
 

@@ -1,5 +1,4 @@
-"""A model's outputs by name (``--output-name``): a name matches an output when equal once lower-cased and
-stripped of non-alphanumerics (``WTC-11`` ↔ ``wtc11``); an exact spelling is preferred."""
+"""A model's outputs by name (``--output-name``), matched ignoring case and punctuation."""
 from __future__ import annotations
 
 import re

@@ -1,5 +1,4 @@
-"""The registered tasks (from :data:`bioattn.plugins.TASKS`), read for the command line and the explain dispatch
-without importing torch."""
+"""The registered tasks (:data:`bioattn.plugins.TASKS`), read without importing torch."""
 from __future__ import annotations
 
 import importlib

@@ -1,5 +1,4 @@
-"""How far a run's validation numbers can be trusted: :func:`trust_report` (confusion matrix, class counts, a
-bootstrap interval on small splits, ``warning:`` lines), :func:`baseline_warning` and :func:`format_trust`."""
+"""How far a run's validation numbers can be trusted, for the summary of every classification run."""
 from __future__ import annotations
 
 import warnings
@@ -38,8 +37,7 @@ def predicted_classes(probs: np.ndarray, threshold: float = 0.5) -> np.ndarray:
 
 def bootstrap_interval(labels: np.ndarray, probs: np.ndarray, metric: str, *, threshold: float = 0.5,
                        samples: int = BOOTSTRAP_SAMPLES, level: float = 0.95, seed: int = 0) -> tuple[float, float] | None:
-    """Percentile bootstrap interval of ``metric`` over ``labels (N,)`` / ``probs (N,) or (N, C)``, resampling
-    within each class; ``None`` when the metric is undefined on the data."""
+    """Bootstrap interval of ``metric`` resampled within each class; ``None`` when undefined."""
     labels = np.asarray(labels, dtype=np.int64)
     probs = np.asarray(probs, dtype=np.float64)
     if metric not in classification_metrics(labels, probs, threshold=threshold):
@@ -89,8 +87,7 @@ _DISPLAY = {"mcc": "MCC", "auroc": "AUROC", "f1": "F1"}
 def trust_report(labels: Sequence[int] | np.ndarray, probs: np.ndarray, *, threshold: float = 0.5,
                  class_names: Sequence[str] | None = None, headline: str = "mcc", split: str = "validation",
                  cv_hint: str = "--cv 5") -> dict[str, Any]:
-    """A JSON-ready report on the kept model's ``probs`` for the ``split`` examples ``labels``: confusion matrix
-    (rows: true class), class counts, ``interval`` (bootstrap 95 % on a small split) and ``warnings``."""
+    """A JSON-ready report on the kept model's ``probs`` for the ``split`` examples ``labels``."""
     labels = np.asarray(labels, dtype=np.int64)
     probs = np.asarray(probs, dtype=np.float64)
     num_classes = 2 if probs.ndim == 1 else probs.shape[1]
@@ -143,8 +140,7 @@ def trust_report(labels: Sequence[int] | np.ndarray, probs: np.ndarray, *, thres
 
 def baseline_warning(model_name: str, model_value: float | None, baselines: Mapping[str, float | None], metric: str,
                      *, scale: float = 1.0, margin: float = BASELINE_MARGIN) -> str | None:
-    """A ``warning:`` line when the best of ``baselines`` beats ``model_value`` by more than ``margin``, else
-    ``None``; ``scale`` multiplies the values shown."""
+    """A ``warning:`` line when the best of ``baselines`` beats ``model_value`` by over ``margin``."""
     scored = {name: value for name, value in baselines.items() if value is not None}
     if model_value is None or not scored:
         return None

@@ -28,8 +28,7 @@ def _ema_update(decay: float) -> Callable[[list[Tensor], list[Tensor], Tensor], 
 
 
 def weight_average(module: nn.Module, decay: float) -> AveragedModel:
-    """An exponential moving average of ``module``'s parameters and buffers; call ``update_parameters(module)``
-    after each optimizer step."""
+    """An exponential moving average of ``module``; call ``update_parameters(module)`` after each step."""
     if not 0 < decay < 1:
         raise ValueError(f"decay must be between 0 and 1 (exclusive), got {decay}")
     return AveragedModel(module, multi_avg_fn=_ema_update(decay), use_buffers=True)

@@ -1,5 +1,4 @@
-"""Atomic, checksummed training checkpoints without pickle: ``run_dir/checkpoint/ckpt-00000007/`` holds
-``*.safetensors``, ``state.json`` and ``SHA256SUMS``, renamed into place when complete and verified before loading."""
+"""Atomic, checksummed training checkpoints without pickle (``run_dir/checkpoint/ckpt-<seq>/``)."""
 from __future__ import annotations
 
 import hashlib

@@ -22,8 +22,7 @@ SCORE_METRICS = ("mcc", "accuracy", "f1", "auroc", "auprc", "precision", "recall
 
 
 def monitor_maximizes(monitor: str, mode: str = "auto") -> bool:
-    """Whether a larger ``monitor`` is better: a loss is minimised and a score (:data:`SCORE_METRICS`) maximised
-    whatever ``mode`` says; any other metric follows ``mode`` (``"auto"``: a :class:`UserInputError`)."""
+    """Whether a larger ``monitor`` is better: losses are minimised, :data:`SCORE_METRICS` maximised."""
     if "loss" in monitor.lower():
         return False
     base = monitor.split("_", 1)[1] if "_" in monitor and monitor.split("_", 1)[1] in SCORE_METRICS else monitor
@@ -37,14 +36,7 @@ def monitor_maximizes(monitor: str, mode: str = "auto") -> bool:
 
 @dataclass
 class TrainConfig:
-    """Everything the :class:`~bioattn.training.Trainer` needs besides the model and the data.
-
-    ``batch_size``: global samples per optimizer step (split over ranks and ``grad_accum``). ``monitor``: the
-    metric that selects the kept weights (:func:`monitor_maximizes`). ``min_steps``: train more epochs until there
-    are this many optimizer steps (0: never). ``min_batches_per_epoch``: see :meth:`small_set_batch`.
-    ``attention_backend``: applied by :func:`bioattn.tasks.common.fit_timed`. ``ema_decay``: keep a moving average
-    of the weights (``None``: none). ``deterministic``: deterministic GPU kernels.
-    """
+    """Everything the :class:`~bioattn.training.Trainer` needs besides the model and the data."""
 
     max_epochs: int = 10
     batch_size: int = 64
@@ -110,8 +102,7 @@ class TrainConfig:
         return monitor_maximizes(self.monitor, self.monitor_mode)
 
     def small_set_batch(self, samples: int, per_step: int = 1) -> int | None:
-        """The smaller batch (a multiple of ``per_step``) giving ``min_batches_per_epoch`` steps per epoch over
-        ``samples``, or ``None`` to keep ``batch_size``."""
+        """The smaller batch giving ``min_batches_per_epoch`` steps over ``samples``, or ``None``."""
         wanted = self.min_batches_per_epoch
         if wanted and samples < wanted * self.batch_size and samples // wanted >= per_step:
             return samples // wanted // per_step * per_step
@@ -128,7 +119,7 @@ def _check_choice(name: str, value: str, choices: Sequence[str]) -> None:
 
 
 def _coerce(name: str, value: Any, hint: Any) -> Any:
-    """Convert YAML/CLI values to the field's type (YAML reads ``1e-3`` as a string, lists as lists)."""
+    """Convert YAML/CLI values to the field's type."""
     args = typing.get_args(hint)
     optional = type(None) in args
     if value is None:

@@ -24,7 +24,6 @@ def _series(rows: list[dict[str, str]], phase: str, name: str) -> tuple[list[int
 def plot_curves(run_dir: str | os.PathLike) -> Path:
     """Plot ``run_dir/train_log.csv`` into ``run_dir/training_curve.png``; its path."""
     from matplotlib.figure import Figure
-
     run_dir = Path(run_dir)
     rows = read_log(run_dir / LOG_NAME)
     if not rows:

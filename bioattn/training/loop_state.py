@@ -1,5 +1,4 @@
-"""What the :class:`~bioattn.training.trainer.Trainer` loop keeps between steps and across a restart: its position,
-its result, the choice of the kept evaluation, and the checkpoint it writes and resumes from."""
+"""What the :class:`~bioattn.training.trainer.Trainer` loop keeps between steps and across a restart."""
 from __future__ import annotations
 
 import sys

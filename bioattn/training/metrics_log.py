@@ -34,8 +34,7 @@ def _step_of(row: dict[str, str | None]) -> int | None:
 
 
 class MetricLogger:
-    """Append metric rows to ``run_dir/train_log.csv`` and scalars to ``run_dir/tensorboard``; a new metric widens
-    the CSV; with ``resume_step``, rows and events after that step are dropped."""
+    """Append metric rows to ``run_dir/train_log.csv`` and scalars to ``run_dir/tensorboard``."""
 
     def __init__(self, run_dir: str | os.PathLike, resume_step: int | None = None) -> None:
         self.path = Path(run_dir) / LOG_NAME
@@ -47,7 +46,6 @@ class MetricLogger:
         self._rewrite()
         purge = None if resume_step is None else resume_step + 1
         from torch.utils.tensorboard import SummaryWriter
-
         self.writer = SummaryWriter(log_dir=str(Path(run_dir) / TENSORBOARD_DIR), purge_step=purge)
 
     def log(self, step: int, epoch: int, phase: str, metrics: dict[str, float]) -> None:

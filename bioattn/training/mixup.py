@@ -1,5 +1,4 @@
-"""Mixup (Zhang et al., ICLR 2018) for classification losses: one ``λ ~ Beta(α, α)`` and permutation per batch,
-drawn from torch's global RNG."""
+"""Mixup (Zhang et al., ICLR 2018) for classification losses, drawn from torch's global RNG."""
 from __future__ import annotations
 
 from collections.abc import Callable

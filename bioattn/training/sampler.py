@@ -11,9 +11,7 @@ POOL_BATCHES = 50
 
 
 class ResumableSampler(DistributedSampler):
-    """Shuffled order drawn from ``(seed, epoch)`` only, rank ``r`` of ``W`` taking every ``W``-th index; call
-    :meth:`set_position` before iterating. With ``lengths``, pools of :data:`POOL_BATCHES` buckets are sorted by
-    length into buckets of ``bucket_size`` (micro-batch × ``W``) and the full buckets shuffled."""
+    """Shuffled order drawn from ``(seed, epoch)`` only, split over ranks, optionally bucketed by length."""
 
     def __init__(self, dataset: Dataset, *, num_replicas: int, rank: int, seed: int, shuffle: bool = True,
                  lengths: Sequence[int] | None = None, bucket_size: int = 1) -> None:

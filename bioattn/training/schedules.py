@@ -16,9 +16,7 @@ def build_optimizer(model: nn.Module, config: TrainConfig, *, fused: bool | None
     options: dict[str, Any] = {"lr": config.lr, "weight_decay": config.weight_decay}
     if can_fuse(params) if fused is None else fused:
         options["fused"] = True
-    if config.optimizer == "adamw":
-        return torch.optim.AdamW(params, **options)
-    return torch.optim.Adam(params, **options)
+    return torch.optim.AdamW(params, **options) if config.optimizer == "adamw" else torch.optim.Adam(params, **options)
 
 
 def can_fuse(params: list[torch.Tensor]) -> bool:
@@ -63,8 +61,7 @@ def schedule_notes(config: TrainConfig, steps_per_epoch: int) -> list[str]:
 
 
 def lr_factor(config: TrainConfig, steps_per_epoch: int) -> Callable[[int], float]:
-    """Multiplier of the peak lr at optimizer step ``step`` (0-based): a linear warm-up over
-    :func:`effective_warmup` steps, then cosine to 0, ``gamma`` per milestone epoch, or constant."""
+    """Multiplier of the peak lr at optimizer step ``step``: warm-up, then the schedule."""
     total = total_steps(config, steps_per_epoch)
     warmup = effective_warmup(config, steps_per_epoch)
 

@@ -281,7 +281,6 @@ class Trainer:
                                  f"with --overwrite)")
 
     def _evaluate(self) -> dict[str, float]:
-        """``evaluate`` on rank 0 (eval mode, no grad), its metrics shared with every rank."""
         outcome: dict[str, Any] | None = None
         if is_main_process():
             module = self.kept_module
@@ -329,8 +328,7 @@ class Trainer:
             tqdm.write(f"epoch {epoch_number} step {p.global_step}: {shown}", file=sys.stderr)
 
     def _improves(self, value: float, metrics: dict[str, float]) -> bool:
-        """Whether ``metrics`` replace the kept ones: a better monitor ``value``, or a tie broken by
-        :func:`tie_break_loss` (lower wins), then by the later evaluation."""
+        """Whether ``metrics`` replace the kept ones (ties: lower :func:`tie_break_loss`, then later)."""
         p, config = self.progress, self.config
         if p.best_value is None:
             return True
