@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import functools
 import importlib
 import importlib.util
@@ -31,7 +32,8 @@ _VERB_HELP = {
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The ``bioattn`` parser; with ``argv`` only the command it names is imported and gets its arguments."""
     chosen = _chosen_command(argv) if argv is not None else None
-    parser = argparse.ArgumentParser(prog="bioattn", description="Multi-head attention for genomics and medical imaging.")
+    parser = argparse.ArgumentParser(prog="bioattn",
+                                     description="Multi-head attention for genomics and medical imaging.")
     parser.add_argument("--version", action="version", version=f"bioattn {__version__}")
     verbs = parser.add_subparsers(dest="verb", metavar="{" + ",".join([*COMMANDS, *SIMPLE_COMMANDS]) + "}")
     for verb, targets in COMMANDS.items():
@@ -96,24 +98,18 @@ def _add_command(subparsers: argparse._SubParsersAction, name: str, target: str,
 
 def run_user_main(main: Callable[[], int | None], *, program: bool = True) -> int:
     """Run ``main``: a ReportedError is one ``error:`` line; ``program``: signals exit ``128 + signum``."""
-    if not program:
-        try:
-            return int(main() or 0)
-        except ReportedError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return exc.exit_code
     try:
-        with interrupt_on_signals():
+        with interrupt_on_signals() if program else contextlib.nullcontext():
             return int(main() or 0)
     except ReportedError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except Terminated as exc:
-        print(str(exc), file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        if not program:
+            raise
+        terminated = isinstance(exc, Terminated)
+        print(str(exc) if terminated else "interrupted", file=sys.stderr)
+        return exc.exit_code if terminated else 130
 
 
 def main(argv: Sequence[str] | None = None) -> int:

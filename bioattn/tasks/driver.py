@@ -42,7 +42,7 @@ class RunProtocol:
 
     @property
     def name(self) -> str:
-        return self.name_override if self.name_override else ("cv" if self.cv else "seeds" if self.seeds else "holdout")
+        return self.name_override or ("cv" if self.cv else "seeds" if self.seeds else "holdout")
 
     def to_dict(self, **extra: Any) -> dict[str, Any]:
         """``metrics.json``'s ``protocol``, with task-specific ``extra`` keys."""
@@ -102,8 +102,10 @@ def seed_members(run_dir: Path, seeds: Sequence[int] | None, default_seed: int) 
             for number, seed in enumerate(seeds, start=1)]
 
 
-def repeated_folds(k: int, repeats: int, seed: int,
-                   folds: Callable[[int, int], Iterable[tuple[np.ndarray, np.ndarray]]]) -> list[tuple[np.ndarray, np.ndarray]]:
+_Folds = Callable[[int, int], Iterable[tuple[np.ndarray, np.ndarray]]]
+
+
+def repeated_folds(k: int, repeats: int, seed: int, folds: _Folds) -> list[tuple[np.ndarray, np.ndarray]]:
     """``repeats`` × ``k`` ``(train_index, held_out_index)`` pairs, repeat r being ``folds(k, seed + r)``."""
     return [fold for r in range(repeats) for fold in folds(k, seed + r)]
 
@@ -157,8 +159,7 @@ class OutOfFold:
             pooled[held_out] += probs / self.repeats
 
 
-def plan_members(run_dir: Path, protocol: RunProtocol, seed: int,
-                 folds: Callable[[int, int], Iterable[tuple[np.ndarray, np.ndarray]]] | None = None) -> list[Member]:
+def plan_members(run_dir: Path, protocol: RunProtocol, seed: int, folds: _Folds | None = None) -> list[Member]:
     """The members of a run: K × R folds (:func:`repeated_folds`) or one per seed (:func:`seed_members`)."""
     if protocol.cv:
         if folds is None:

@@ -6,8 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from safetensors.torch import load as safetensors_from_bytes
-from safetensors.torch import save as safetensors_to_bytes
+from safetensors.torch import load as safetensors_from_bytes, save as safetensors_to_bytes
 
 from bioattn.distributed import gather_bytes, is_main_process
 from bioattn.errors import UserInputError

@@ -60,15 +60,9 @@ class Trainer:
                  run_info: dict[str, Any] | None = None, bucket_lengths: Sequence[int] | None = None,
                  evaluate_start: bool = False) -> None:
         init_distributed()
-        self.evaluate_start = evaluate_start
-        self.config = config
-        self.run_dir = Path(run_dir)
-        self.loss_fn = loss_fn
-        self.evaluate_fn = evaluate
-        self.resume = resume
-        self.run_info = run_info
-        self.world = world_size()
-        self.rank = rank()
+        self.evaluate_start, self.config, self.run_dir, self.loss_fn = evaluate_start, config, Path(run_dir), loss_fn
+        self.evaluate_fn, self.resume, self.run_info = evaluate, resume, run_info
+        self.world, self.rank = world_size(), rank()
         self.device = resolve_device(config.device)
         if config.precision == "fp16" and self.device.type != "cuda":
             raise UserInputError("precision fp16 needs a CUDA GPU; on a CPU use --precision fp32, or bf16 where the CPU "
@@ -84,13 +78,11 @@ class Trainer:
         if smaller is not None:
             ragged = samples % smaller
             drop = 0 < ragged < smaller / 2 and not config.drop_last
-            self._note(f"note: the training set ({samples} samples) is smaller than "
-                       f"{config.min_batches_per_epoch} batches of "
-                       f"{config.batch_size}; using batches of {smaller}"
+            self._note(f"note: the training set ({samples} samples) is smaller than {config.min_batches_per_epoch} "
+                       f"batches of {config.batch_size}; using batches of {smaller}"
                        + (f" (the {ragged} left over of each shuffled epoch wait for a later one: a batch of "
                           f"{ragged} would set the normalisation statistics of that step)" if drop else ""))
-            config = self.config = dataclasses.replace(config, batch_size=smaller,
-                                                       drop_last=config.drop_last or drop)
+            config = self.config = dataclasses.replace(config, batch_size=smaller, drop_last=config.drop_last or drop)
         if config.batch_size > samples and samples >= per_step:
             reduced = samples // per_step * per_step
             self._note(f"note: batch size {config.batch_size} is larger than the training set ({samples} samples); "
@@ -147,7 +139,7 @@ class Trainer:
 
     def fit(self) -> FitResult:
         """Train until ``max_epochs``, early stopping or the time budget; return the best metrics."""
-        restored = self._restore() if self.resume else False
+        restored = restore_checkpoint(self) if self.resume else False
         if not restored:
             seed_everything(self.config.seed + self.rank)
         if self.progress.stop_reason == "early_stopping":
@@ -158,8 +150,8 @@ class Trainer:
             write_run_config(self.run_dir, self.config, self.run_info)
             logger = MetricLogger(self.run_dir, resume_step=self.progress.global_step if restored else None)
         total = self.config.max_epochs * self.steps_per_epoch
-        bar = progress_bar(total=total, initial=min(self.progress.global_step, total), desc="training",
-                   unit="step", disable=not is_main_process(), dynamic_ncols=True)
+        bar = progress_bar(total=total, initial=min(self.progress.global_step, total), desc="training", unit="step",
+                           disable=not is_main_process(), dynamic_ncols=True)
         started = time.monotonic()
         if self.evaluate_start and not restored and self.evaluate_fn is not None:
             self._evaluate_and_track(logger, bar, 0)
@@ -213,7 +205,7 @@ class Trainer:
             ckpt_every = config.checkpoint_every_steps
             evaluated = bool(p.history) and p.history[-1]["step"] == p.global_step
             if epoch_done or evaluated or p.stop_reason or (ckpt_every and p.global_step % ckpt_every == 0):
-                self._save_checkpoint()
+                save_checkpoint(self)
             if p.stop_reason is not None:
                 if p.stop_reason == "early_stopping" and is_main_process():
                     best = (f"; the best was step {p.best_step} ({config.monitor}={p.best_value:.4g})"
@@ -339,12 +331,6 @@ class Trainer:
             return True
         loss, best_loss = metrics[loss_name], p.best_metrics[loss_name]
         return is_tie(loss, best_loss) or loss < best_loss
-
-    def _save_checkpoint(self) -> None:
-        save_checkpoint(self)
-
-    def _restore(self) -> bool:
-        return restore_checkpoint(self)
 
     def _finish(self) -> FitResult:
         p = self.progress
