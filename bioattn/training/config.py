@@ -6,7 +6,7 @@ import types
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 import yaml
 
@@ -72,10 +72,10 @@ class TrainConfig:
         hints = typing.get_type_hints(type(self))
         for f in dataclasses.fields(self):
             setattr(self, f.name, _coerce(f.name, getattr(self, f.name), hints[f.name]))
-        _check_choice("optimizer", self.optimizer, OPTIMIZERS)
-        _check_choice("schedule", self.schedule, SCHEDULES)
-        _check_choice("precision", self.precision, PRECISIONS)
-        _check_choice("monitor_mode", self.monitor_mode, MONITOR_MODES)
+        for name, choices in (("optimizer", OPTIMIZERS), ("schedule", SCHEDULES), ("precision", PRECISIONS),
+                              ("monitor_mode", MONITOR_MODES)):
+            if getattr(self, name) not in choices:
+                raise UserInputError(f"{name} must be one of {', '.join(choices)}; got {getattr(self, name)!r}")
         resolve_device(self.device)
         for name in ("max_epochs", "batch_size", "grad_accum"):
             if getattr(self, name) < 1:
@@ -111,11 +111,6 @@ class TrainConfig:
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable view (tuples become lists)."""
         return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
-
-
-def _check_choice(name: str, value: str, choices: Sequence[str]) -> None:
-    if value not in choices:
-        raise UserInputError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
 
 
 def _coerce(name: str, value: Any, hint: Any) -> Any:
