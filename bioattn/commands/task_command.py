@@ -54,7 +54,6 @@ def add_arguments(parser: argparse.ArgumentParser, command: type) -> None:
 
 
 def _argument(field: dataclasses.Field, spec: Flag, annotation: Any) -> dict[str, Any]:
-    """The ``add_argument`` keywords of one field."""
     default = None if field.default is dataclasses.MISSING else field.default
     action = spec.action or ("store_true" if annotation is bool and default is False else None)
     kwargs: dict[str, Any] = {"dest": field.name, "help": argparse.SUPPRESS if spec.hidden else spec.help}

@@ -90,7 +90,6 @@ class TaskOptions:
     dropout: float | None = None
 
     def check_run_options(self) -> None:
-        """:func:`check_ensemble_options`."""
         check_ensemble_options(self.seeds, self.cv, self.cv_repeats)
 
 
