@@ -1,17 +1,9 @@
-"""The ``bioattn`` command: ``bioattn train|predict|explain TASK`` (the tasks of :data:`bioattn.tasks.registry.TASKS`),
-``bioattn pretrain TASK``, ``bioattn data fetch NAME`` and ``bioattn models``.
-
-A task's command is a dataclass of its options named ``"module:Class"`` (its fields' flags, its docstring the
-description, its ``run()``; :mod:`bioattn.commands.task_command` builds the parser from it); the other commands
-are modules under :mod:`bioattn.commands` that define ``add_arguments(parser)`` and ``run(args) -> int``. This file
-only routes to them. :func:`main` imports only the command it runs (the others' help summaries are read from their
-source), so ``bioattn --version``, ``bioattn --help`` and each command start without importing what other commands
-need.
-"""
+"""The ``bioattn`` command; it imports only the command it runs."""
 from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import functools
 import importlib
 import importlib.util
@@ -19,25 +11,14 @@ import sys
 from typing import Callable, Sequence
 
 from bioattn import __version__
-from bioattn.errors import ReportedError
-from bioattn.errors import Terminated, interrupt_on_signals
+from bioattn.errors import ReportedError, Terminated, interrupt_on_signals
 from bioattn.runtime import keep_freed_memory
 from bioattn.tasks.registry import task_commands
 
-# verb -> {target: "module:Class" of a command dataclass, or a module defining add_arguments(parser) and
-# run(args) -> int}. The task verbs (train, predict, explain, pretrain) come from the task registry (each Task's
-# ``commands``).
-COMMANDS: dict[str, dict[str, str]] = {
-    **task_commands(),
-    "data": {
-        "fetch": "bioattn.commands.data_fetch",
-    },
-}
-
+# verb -> {target: "module:Class" of a command dataclass, or a module defining add_arguments(parser) and run(args)}
+COMMANDS: dict[str, dict[str, str]] = {**task_commands(), "data": {"fetch": "bioattn.commands.data_fetch"}}
 # verbs without a target: verb -> module path.
-SIMPLE_COMMANDS: dict[str, str] = {
-    "models": "bioattn.commands.models",
-}
+SIMPLE_COMMANDS: dict[str, str] = {"models": "bioattn.commands.models"}
 
 _VERB_HELP = {
     "train": "train a model on a bundled benchmark or on your own data",
@@ -49,13 +30,10 @@ _VERB_HELP = {
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The ``bioattn`` parser. With ``argv`` only the command it names (``VERB TARGET``) is imported and gets its
-    arguments; the others are listed with their help summary. Without ``argv``: every command, complete."""
+    """The ``bioattn`` parser; with ``argv`` only the command it names is imported and gets its arguments."""
     chosen = _chosen_command(argv) if argv is not None else None
-    parser = argparse.ArgumentParser(
-        prog="bioattn",
-        description="Multi-head attention for genomics and medical imaging.",
-    )
+    parser = argparse.ArgumentParser(prog="bioattn",
+                                     description="Multi-head attention for genomics and medical imaging.")
     parser.add_argument("--version", action="version", version=f"bioattn {__version__}")
     verbs = parser.add_subparsers(dest="verb", metavar="{" + ",".join([*COMMANDS, *SIMPLE_COMMANDS]) + "}")
     for verb, targets in COMMANDS.items():
@@ -70,7 +48,6 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 
 def _chosen_command(argv: Sequence[str]) -> tuple[str | None, str | None]:
-    """``(verb, target)`` named by the first words of ``argv`` (``None`` where absent)."""
     words = []
     for arg in argv:
         if arg.startswith("-") or len(words) == 2:
@@ -83,8 +60,7 @@ def _chosen_command(argv: Sequence[str]) -> tuple[str | None, str | None]:
 
 
 def _docstring(target: str) -> str:
-    """The docstring of ``target`` (a module, or ``"module:Class"``: the class's, dedented), read from its source
-    without importing it."""
+    """The docstring of ``target`` (a module or ``"module:Class"``), read from its source without importing it."""
     module_name, _, class_name = target.partition(":")
     spec = importlib.util.find_spec(module_name)
     if spec is None or spec.origin is None:
@@ -100,10 +76,8 @@ def _docstring(target: str) -> str:
 
 
 def _add_command(subparsers: argparse._SubParsersAction, name: str, target: str, *, load: bool = True) -> None:
-    """Add the command ``name`` of ``target`` (its docstring: help summary and description); ``load``: import it
-    and add its arguments (else only its help line is listed)."""
+    """Add the command ``name`` of ``target``; ``load``: import it and add its arguments (else only its help line)."""
     from bioattn.commands import task_command
-
     command = (task_command.command_class(target) if ":" in target else importlib.import_module(target)) if load \
         else None
     doc = _docstring(target) if command is None else \
@@ -123,46 +97,28 @@ def _add_command(subparsers: argparse._SubParsersAction, name: str, target: str,
 
 
 def run_user_main(main: Callable[[], int | None], *, program: bool = True) -> int:
-    """Run ``main``; a :class:`~bioattn.errors.ReportedError` becomes one ``error:`` line on stderr and its exit
-    code (2 for bad input, 3 for diverged training).
-
-    program: ``main`` is the whole process (the ``bioattn`` console script, ``python -m bioattn.cli``, a script's
-    ``sys.exit(run_user_main(main))``): Ctrl-C (SIGINT), SIGTERM and SIGHUP then unwind alike, temporary output files
-    are removed, finished ones kept, and the exit status is ``128 + signal number`` (130, 143, 129). With
-    ``program=False`` (a command called in-process by a test or a notebook) no signal handler is installed and
-    Ctrl-C propagates as :class:`KeyboardInterrupt`, so the caller (pytest, a notebook kernel) stays interruptible."""
-    if not program:
-        try:
-            return int(main() or 0)
-        except ReportedError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return exc.exit_code
+    """Run ``main``: a ReportedError is one ``error:`` line; ``program``: signals exit ``128 + signum``."""
     try:
-        with interrupt_on_signals():
+        with interrupt_on_signals() if program else contextlib.nullcontext():
             return int(main() or 0)
     except ReportedError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except Terminated as exc:
-        print(str(exc), file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        if not program:
+            raise
+        terminated = isinstance(exc, Terminated)
+        print(str(exc) if terminated else "interrupted", file=sys.stderr)
+        return exc.exit_code if terminated else 130
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``bioattn`` command line ``argv``; returns the exit status.
-
-    ``argv=None`` (the console script, ``python -m bioattn.cli``) runs it as the program: the arguments come from
-    ``sys.argv`` and signals end it cleanly with status 130/143/129 (:func:`run_user_main`). A list (a test or a
-    notebook calling ``main([...])`` in-process) leaves the signals alone: Ctrl-C raises :class:`KeyboardInterrupt`
-    in the caller. Either way bad input is one ``error:`` line and status 2."""
+    """Run the ``bioattn`` command line ``argv`` (``None``: ``sys.argv``, as the program); the exit status."""
     program = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
     args, unknown = parser.parse_known_args(argv)
-    if unknown:  # named by the command's own usage, which lists the flags it takes
+    if unknown:
         getattr(args, "command_error", parser.error)(f"unrecognized arguments: {' '.join(unknown)}")
     handler = getattr(args, "handler", None)
     if handler is None:

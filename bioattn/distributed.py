@@ -1,10 +1,4 @@
-"""torchrun-aware process-group helpers: rank, world size, collectives on small values.
-
-Under ``torchrun --nproc_per_node=K`` the environment variables ``RANK``, ``WORLD_SIZE`` and
-``LOCAL_RANK`` are set; :func:`init_distributed` then starts the process group (NCCL when CUDA is
-available, gloo otherwise). Without them everything here degrades to a single process (rank 0 of 1).
-Only rank 0 writes files and logs (:func:`is_main_process`).
-"""
+"""torchrun-aware process-group helpers; without torchrun a single process (rank 0 of 1)."""
 from __future__ import annotations
 
 import atexit
@@ -20,7 +14,6 @@ from bioattn.errors import UserInputError
 
 T = TypeVar("T")
 
-# Rank 0 evaluates while the other ranks wait in a broadcast; allow long evaluations.
 _COLLECTIVE_TIMEOUT = timedelta(minutes=60)
 
 
@@ -35,17 +28,13 @@ def is_distributed() -> bool:
 
 
 def world_size() -> int:
-    """Number of processes (``WORLD_SIZE`` under torchrun before the group starts; 1 without torchrun)."""
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_world_size()
-    return _env_int("WORLD_SIZE", 1)
+    """Number of processes."""
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else _env_int("WORLD_SIZE", 1)
 
 
 def rank() -> int:
     """Global rank of this process (0 without torchrun)."""
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank()
-    return _env_int("RANK", 0)
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else _env_int("RANK", 0)
 
 
 def local_rank() -> int:
@@ -59,17 +48,12 @@ def is_main_process() -> bool:
 
 
 def gpu_per_process() -> bool:
-    """True when PyTorch sees a GPU for every process of this node (``LOCAL_WORLD_SIZE`` ≤ the GPUs), so process
-    ``LOCAL_RANK`` can own GPU ``LOCAL_RANK``. The same answer on every rank of a node."""
+    """True when PyTorch sees a GPU for every process of this node."""
     return torch.cuda.is_available() and _env_int("LOCAL_WORLD_SIZE", 1) <= torch.cuda.device_count()
 
 
 def init_distributed() -> None:
-    """Start the process group when launched by torchrun with ``WORLD_SIZE > 1`` (idempotent).
-
-    Backend: NCCL when every process of the node has its own GPU (:func:`gpu_per_process`), each process using GPU
-    ``LOCAL_RANK``; otherwise gloo, and the processes train on the CPU.
-    """
+    """Start the process group under torchrun with ``WORLD_SIZE > 1`` (NCCL with a GPU per process, else gloo)."""
     if _env_int("WORLD_SIZE", 1) <= 1 or not dist.is_available() or dist.is_initialized():
         return
     if gpu_per_process():
@@ -86,18 +70,15 @@ def _destroy_process_group() -> None:
 
 
 def default_device() -> torch.device:
-    """``cuda:LOCAL_RANK`` when every process of this node has a GPU (:func:`gpu_per_process`), else CPU."""
-    if gpu_per_process():
-        return torch.device("cuda", local_rank())
-    return torch.device("cpu")
+    """``cuda:LOCAL_RANK`` when every process of this node has a GPU, else CPU."""
+    return torch.device("cuda", local_rank()) if gpu_per_process() else torch.device("cpu")
 
 
 DEVICES = ("auto", "cpu", "cuda")
 
 
 def resolve_device(name: str = "auto") -> torch.device:
-    """The torch device for ``--device NAME``: ``auto`` (:func:`default_device`), ``cpu`` or ``cuda`` (GPU
-    ``LOCAL_RANK``). Asking for ``cuda`` where PyTorch sees no GPU is a :class:`UserInputError`."""
+    """The torch device for ``--device NAME`` (``auto``: :func:`default_device`)."""
     if name not in DEVICES:
         raise UserInputError(f"device must be one of {', '.join(DEVICES)}; got {name!r}")
     if name == "cpu":
@@ -108,7 +89,6 @@ def resolve_device(name: str = "auto") -> torch.device:
 
 
 def _comm_device() -> torch.device:
-    """Device that collective tensors must live on (CUDA for NCCL, CPU for gloo)."""
     return default_device() if dist.get_backend() == "nccl" else torch.device("cpu")
 
 
@@ -165,11 +145,7 @@ def gather_bytes(payload: bytes) -> list[bytes] | None:
 
 
 def run_on_main(fn: Callable[[], T]) -> T | None:
-    """Run ``fn`` on rank 0 only; a :class:`UserInputError` there is raised on every rank.
-
-    Returns ``fn()``'s result on rank 0 and ``None`` elsewhere, after all ranks have synchronised,
-    so no rank runs ahead of a directory rank 0 is still creating.
-    """
+    """``fn()`` on rank 0 (``None`` elsewhere); its :class:`UserInputError` is raised on every rank."""
     error: str | None = None
     result: T | None = None
     if is_main_process():

@@ -1,14 +1,4 @@
-"""Errors the ``bioattn`` command reports in one line, without a traceback.
-
-Two kinds, kept apart because they call for different fixes:
-
-- :class:`UserInputError`: an input problem the user can fix (bad file, bad record, bad option). The message
-  names the file, the record (id or line) and the problem. Exit status 2.
-- :class:`TrainingDivergedError`: the inputs were fine but the optimisation failed (the loss or gradient
-  became NaN/inf). The message says which step, what was kept and what to try. Exit status 3.
-
-Anything else (a programmer error) keeps its traceback.
-"""
+"""Errors the ``bioattn`` command reports in one line, without a traceback."""
 from __future__ import annotations
 
 import contextlib
@@ -35,7 +25,7 @@ class TrainingDivergedError(ReportedError, ArithmeticError):
     exit_code = 3
 
 
-#: The signals :func:`interrupt_on_signals` turns into :class:`Terminated` (SIGINT already raises KeyboardInterrupt).
+#: The signals :func:`interrupt_on_signals` turns into :class:`Terminated`.
 TERMINATING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
@@ -50,12 +40,7 @@ class Terminated(KeyboardInterrupt):
 
 @contextlib.contextmanager
 def interrupt_on_signals(signums: Sequence[int] = TERMINATING_SIGNALS) -> Iterator[None]:
-    """Within the block, ``signums`` raise :class:`Terminated` in the main thread (as SIGINT raises KeyboardInterrupt),
-    so every :func:`atomic_write` in progress removes its temporary file; the previous handlers come back on exit.
-    Outside the main thread (where Python cannot install handlers) the block runs unchanged.
-
-    For a program only (:func:`bioattn.cli.run_user_main` with ``program=True``): a library or a command called
-    in-process must leave the caller's signal handling alone. Nothing in bioattn ends a process with a signal."""
+    """Within the block, ``signums`` raise :class:`Terminated` in the main thread."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

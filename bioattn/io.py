@@ -1,17 +1,4 @@
-"""Atomic file writing, the one CSV/TSV writer, and safetensors + JSON persistence.
-
-Everything bioattn writes for a user goes through :func:`atomic_write`: the content is written to a
-temporary file in the destination folder and renamed over the target only once it is complete, so an
-interrupted or failed write never leaves a half-written file and never destroys the previous one.
-
-A ``SIGTERM`` or ``SIGHUP`` (a scheduler's time limit, ``timeout``, a closed terminal) inside
-:func:`~bioattn.errors.interrupt_on_signals` raises :class:`~bioattn.errors.Terminated`, a
-:class:`KeyboardInterrupt`, so it unwinds like Ctrl-C: temporary files are removed, finished files stay, and the
-command exits with ``128 + signal number``.
-
-Tables (CSV, TSV, bedGraph, BED) go through :func:`table_writer` / :func:`write_table`: ``\n`` line endings on
-every platform, floats as ``{:.6g}`` (:data:`FLOAT_FORMAT`), and ``-`` as the path for standard output.
-"""
+"""Atomic file writing, the one CSV/TSV writer, and safetensors + JSON persistence."""
 from __future__ import annotations
 
 import contextlib
@@ -42,10 +29,7 @@ def _current_umask() -> int:
 
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs: Any) -> Iterator[IO]:
-    """Open a temporary file beside ``path``; rename it onto ``path`` only if the block succeeds.
-
-    Raises :class:`UserInputError` when the destination folder cannot be written.
-    """
+    """Open a temporary file beside ``path``; rename it onto ``path`` only if the block succeeds."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -57,7 +41,7 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs: Any) -
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, 0o666 & ~_current_umask())  # mkstemp creates 0600; give the usual permissions
+        os.chmod(tmp, 0o666 & ~_current_umask())  # mkstemp creates 0600
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -66,11 +50,7 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs: Any) -
 
 
 def prepare_output(path: str | os.PathLike, *, folder: bool = False) -> Path | str:
-    """Check, before any computing, that the output ``path`` can be written: a file (its folder is checked) or,
-    with ``folder``, a folder; raises :class:`UserInputError` (one ``error:`` line, exit 2) naming ``path`` when it
-    cannot be. Nothing is created or left behind: the nearest existing folder on the way gets a probe folder that
-    is removed at once, so a later failure leaves no empty output folder. ``-`` (standard output) passes as is.
-    Returns ``path`` (a :class:`~pathlib.Path`, ``-`` unchanged)."""
+    """Check, creating nothing, that the output file (or ``folder``) ``path`` can be written."""
     if str(path) == STDOUT and not folder:
         return STDOUT
     path = Path(path).expanduser()
@@ -96,7 +76,7 @@ FLOAT_FORMAT = ".6g"
 #: Tab-separated file endings; anything else is comma-separated.
 TAB_SEPARATED = (".tsv", ".bedgraph", ".bed", ".tsv.gz")
 STDOUT = "-"  # as an output path: standard output; as an input path (input_file): standard input
-#: A table for standard output is held in memory up to this size (then in a temporary file) until it is complete.
+#: A table for standard output is held in memory up to this size until it is complete.
 STDOUT_SPOOL_BYTES = 16 << 20
 
 
@@ -124,10 +104,7 @@ def _row_writer(handle: IO[str], delimiter: str) -> Callable[[Sequence[Any]], No
 
 @contextlib.contextmanager
 def input_file(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield ``path``, or for ``-`` a temporary copy of standard input (bytes, so gzip works too), deleted on exit.
-
-    Readers need a seekable file; errors raised inside that name the copy name ``<stdin>`` instead.
-    """
+    """Yield ``path``, or for ``-`` a temporary copy of standard input (errors name it ``<stdin>``)."""
     if str(path) != STDOUT:
         yield Path(path)
         return
@@ -142,17 +119,9 @@ def input_file(path: str | os.PathLike) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def table_writer(
-    path: str | os.PathLike, header: Sequence[str] | None, *, delimiter: str | None = None
-) -> Iterator[Callable[[Sequence[Any]], None]]:
-    """Yield ``write_row(values)`` for a CSV/TSV table written atomically at ``path`` (``-``: standard output).
-
-    Standard output is atomic too: the table is held back (memory, then a temporary file) and written only once
-    the block succeeds, so an input error raised while rows are produced leaves standard output empty.
-
-    The delimiter follows the file name (tab for ``.tsv``, ``.bedGraph``, ``.bed``; else comma) unless given;
-    ``header=None`` writes no header line. Rows stream: memory does not grow with the number of rows.
-    """
+def table_writer(path: str | os.PathLike, header: Sequence[str] | None, *,
+                 delimiter: str | None = None) -> Iterator[Callable[[Sequence[Any]], None]]:
+    """Yield ``write_row(values)`` for a table written atomically at ``path`` (``-``: standard output)."""
     delimiter = delimiter or _delimiter_for(path)
 
     def writer_for(handle: IO[str]) -> Callable[[Sequence[Any]], None]:
@@ -161,7 +130,7 @@ def table_writer(
             write_row(header)
         return write_row
 
-    if str(path) == STDOUT:  # held back until the block succeeds: no byte reaches stdout before the input is valid
+    if str(path) == STDOUT:
         with tempfile.SpooledTemporaryFile(max_size=STDOUT_SPOOL_BYTES, mode="w+", newline="") as spool:
             yield writer_for(spool)
             spool.seek(0)
@@ -172,9 +141,8 @@ def table_writer(
         yield writer_for(handle)
 
 
-def write_table(
-    path: str | os.PathLike, header: Sequence[str] | None, rows: Iterable[Sequence[Any]], *, delimiter: str | None = None
-) -> Path:
+def write_table(path: str | os.PathLike, header: Sequence[str] | None, rows: Iterable[Sequence[Any]], *,
+                delimiter: str | None = None) -> Path:
     """Write a whole table with :func:`table_writer`; returns ``path``."""
     with table_writer(path, header, delimiter=delimiter) as write_row:
         for row in rows:
@@ -183,7 +151,7 @@ def write_table(
 
 
 def append_table_row(path: str | os.PathLike, row: Sequence[Any], *, delimiter: str | None = None) -> None:
-    """Append one row to an existing table written by :func:`table_writer` (same format; for growing logs)."""
+    """Append one row to a table written by :func:`table_writer`."""
     with open(path, "a", newline="") as handle:
         _row_writer(handle, delimiter or _delimiter_for(path))(row)
 
@@ -202,8 +170,7 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
 
 
 def save_figure(figure: Any, path: str | os.PathLike, *, dpi: int = 120, **savefig_kwargs: Any) -> Path:
-    """Write a matplotlib ``figure`` as PNG to ``path`` atomically (``savefig_kwargs``, e.g.
-    ``bbox_inches="tight"``, go to ``Figure.savefig``); returns the path."""
+    """Write a matplotlib ``figure`` as PNG to ``path`` atomically; returns the path."""
     path = Path(path)
     with atomic_write(path, "wb") as handle:
         figure.savefig(handle, format="png", dpi=dpi, **savefig_kwargs)
@@ -224,5 +191,5 @@ def load_tensors(path: str | os.PathLike) -> dict[str, torch.Tensor]:
         raise UserInputError(f"{path}: weights file not found")
     try:
         return load_file(str(path))
-    except Exception as exc:  # safetensors raises its own error types for corrupt headers
+    except Exception as exc:
         raise UserInputError(f"{path}: not a readable safetensors file ({exc})") from exc

@@ -1,13 +1,4 @@
-"""Every metric bioattn reports: classification (scikit-learn underneath), contact precision, mean ± sd.
-
-One key convention for every task: metric names are ``mcc``, ``accuracy``, ``f1``, ``auroc``, ``loss``
-(classification) and ``P@L/5``, ``P@L/2``, ``P@L`` (contacts); a split's metrics carry the split as a prefix,
-``dev_mcc``, ``val_auroc``, ``cv_accuracy`` (:func:`with_prefix`). Values are plain floats (fractions, not ×100).
-
-Contact conventions (CASP): a contact is a Cβ–Cβ distance below 8 Å; long range means sequence separation ≥ 24;
-precision at top-L/k ranks every long-range pair of residues that have coordinates by predicted score and counts
-true contacts among the top ``floor(L/k)``, L = the number of residues with coordinates.
-"""
+"""Every metric bioattn reports: classification, contact precision, mean ± sd."""
 from __future__ import annotations
 
 from typing import Mapping, Sequence
@@ -15,33 +6,20 @@ from typing import Mapping, Sequence
 import numpy as np
 from sklearn.metrics import accuracy_score, f1_score, log_loss, matthews_corrcoef, roc_auc_score
 
-__all__ = [
-    "CLASSIFICATION_METRICS",
-    "CONTACT_CUTOFF",
-    "LONG_RANGE",
-    "TOP_FRACTIONS",
-    "PRECISION_NAMES",
-    "classification_metrics",
-    "with_prefix",
-    "mean_std",
-    "residues_with_coordinates",
-    "precision_at",
-    "NEGATIVE_LABELS",
-    "order_binary_classes",
-    "decision_threshold",
-    "margin_threshold",
-]
+__all__ = ["CLASSIFICATION_METRICS", "CONTACT_CUTOFF", "LONG_RANGE", "TOP_FRACTIONS", "PRECISION_NAMES",
+           "classification_metrics", "with_prefix", "mean_std", "residues_with_coordinates", "precision_at",
+           "NEGATIVE_LABELS", "order_binary_classes", "decision_threshold", "margin_threshold"]
 
 CLASSIFICATION_METRICS = ("mcc", "accuracy", "f1", "auroc", "loss")
 CONTACT_CUTOFF = 8.0
 LONG_RANGE = 24
 TOP_FRACTIONS = (5, 2, 1)
-#: Column names of contact precision at top-L/k for each k of :data:`TOP_FRACTIONS`: P@L/5, P@L/2, P@L.
+#: Column names of contact precision at top-L/k for each k of :data:`TOP_FRACTIONS`.
 PRECISION_NAMES = tuple("P@L" if k == 1 else f"P@L/{k}" for k in TOP_FRACTIONS)
 
 
 def _as_class_probabilities(probs: np.ndarray) -> np.ndarray:
-    """``(N,)`` probabilities of class 1 or ``(N, C)`` class probabilities → ``(N, C)``, C ≥ 2."""
+    """``(N,)`` or ``(N, C)`` → ``(N, C)``, C ≥ 2."""
     probs = np.asarray(probs, dtype=np.float64)
     if probs.ndim == 1:
         return np.stack([1.0 - probs, probs], axis=1)
@@ -51,14 +29,7 @@ def _as_class_probabilities(probs: np.ndarray) -> np.ndarray:
 
 
 def classification_metrics(labels: Sequence[int] | np.ndarray, probs: np.ndarray, *, threshold: float = 0.5) -> dict[str, float]:
-    """MCC, accuracy, F1, AUROC and cross-entropy of class probabilities against integer labels.
-
-    ``labels (N,)`` int class indices; ``probs (N,)`` (binary: probability of class 1, predicted 1 when
-    ``>= threshold``) or ``(N, C)`` (predicted class = argmax). F1 is of class 1 for two classes and the macro
-    mean for more; AUROC is of class 1 for two classes and the one-vs-rest macro mean for more, and is left out
-    when ``labels`` hold a single class. ``loss`` is the mean negative log-likelihood (probabilities clipped to
-    [1e-7, 1 - 1e-7]).
-    """
+    """``labels (N,)``, ``probs (N,) or (N, C)`` → MCC, accuracy, F1, AUROC and ``loss``."""
     labels = np.asarray(labels, dtype=np.int64)
     full = _as_class_probabilities(probs)
     if len(labels) != len(full):
@@ -89,10 +60,7 @@ def with_prefix(prefix: str, metrics: Mapping[str, float]) -> dict[str, float]:
 
 
 def mean_std(runs: Sequence[Mapping[str, float]]) -> dict[str, dict[str, float]]:
-    """Per metric over several runs (seeds or folds): ``{name: {"mean", "sd", "n"}}``; sd is the sample sd (ddof 1).
-
-    A metric missing from some runs is summarised over the runs that have it; with one run sd is 0.
-    """
+    """Per metric over several runs: ``{name: {"mean", "sd", "n"}}`` (sample sd; 0 for one run)."""
     names = [name for name in runs[0]] if runs else []
     for run in runs[1:]:
         names += [name for name in run if name not in names]
@@ -112,19 +80,9 @@ def residues_with_coordinates(distances: np.ndarray) -> np.ndarray:
     return finite.any(axis=1)
 
 
-def precision_at(
-    scores: np.ndarray,
-    distances: np.ndarray,
-    *,
-    min_separation: int = LONG_RANGE,
-    fractions: tuple[int, ...] = TOP_FRACTIONS,
-    cutoff: float = CONTACT_CUTOFF,
-) -> dict[str, float]:
-    """Precision of the top-L/k pairs with separation ≥ ``min_separation`` → ``{"P@L/5": .., "P@L/2": .., "P@L": ..}``.
-
-    ``scores``, ``distances``: ``(L, L)``; pairs whose distance is NaN (no coordinates) are not ranked;
-    L = number of residues with coordinates. Scores of NaN rank last.
-    """
+def precision_at(scores: np.ndarray, distances: np.ndarray, *, min_separation: int = LONG_RANGE,
+                 fractions: tuple[int, ...] = TOP_FRACTIONS, cutoff: float = CONTACT_CUTOFF) -> dict[str, float]:
+    """``(L, L)``, ``(L, L)`` → precision of the top-L/k pairs with separation ≥ ``min_separation``."""
     if scores.shape != distances.shape or scores.ndim != 2:
         raise ValueError(f"scores {scores.shape} and distances {distances.shape} must be the same (L, L) shape")
     length = int(residues_with_coordinates(distances).sum())
@@ -142,23 +100,13 @@ def precision_at(
     return result
 
 
-#: Labels that read as the negative class of a binary task (compared case-insensitively): with one of them, the
-#: OTHER label is the positive class, whatever the alphabetical order.
+#: Labels that read as the negative class of a binary task (case-insensitive).
 NEGATIVE_LABELS = ("normal", "negative", "control", "healthy", "benign", "background", "absent", "no", "false", "0")
 
 
 def order_binary_classes(names: Sequence[str], positive: str | None = None) -> tuple[list[str], str | None]:
-    """The classes of a task in the order its model uses, and why: for two classes the positive one comes second
-    (class 1: the one AUROC, F1, MCC and ``p_<class>`` thresholds are about).
-
-    ``positive`` (``--positive-class``) names it; otherwise, when exactly one of the two labels is in
-    :data:`NEGATIVE_LABELS` (``normal``, ``control``, ``0``, ...), the other one is positive; otherwise the sorted
-    order stays (the second label is positive). Returns ``(names, reason)``, ``reason`` one line saying which class is
-    positive and why (``None`` for more than two classes). A ``positive`` that is not a label, or given for more than
-    two classes, raises :class:`~bioattn.errors.UserInputError`.
-    """
+    """``(names, reason)``: the classes in the order the model uses (positive second) and why."""
     from bioattn.errors import UserInputError
-
     names = [str(name) for name in names]
     if len(names) != 2:
         if positive is not None:
@@ -179,20 +127,14 @@ def order_binary_classes(names: Sequence[str], positive: str | None = None) -> t
 
 
 def _balanced_accuracy_of_cuts(labels: np.ndarray, positive: np.ndarray, cuts: np.ndarray) -> tuple[np.ndarray, float]:
-    """``(K,)`` balanced accuracy of predicting class 1 at ``positive >= cut`` for each of the ``(K,)`` ``cuts``, and
-    what one example of the smaller class is worth on that scale (the tolerance of both threshold rules)."""
+    """``(K,)`` balanced accuracy of each cut, and what one example of the smaller class is worth on that scale."""
     predicted = positive[None, :] >= cuts[:, None]
     balanced = (predicted[:, labels == 1].mean(1) + (~predicted[:, labels == 0]).mean(1)) / 2
     return balanced, 0.5 / min(int((labels == 1).sum()), int((labels == 0).sum()))
 
 
 def decision_threshold(labels: Sequence[int] | np.ndarray, positive: np.ndarray, default: float = 0.5) -> float:
-    """The threshold on the positive class's probability that classifies ``labels`` (0/1) best by balanced accuracy,
-    set midway between two neighbouring probabilities; of equally good ones the closest to ``default``. ``default``
-    stays unless another cut is better by more than one example of the smaller class could make it: on a few
-    validation volumes a cut that only fixes one of them is noise, while a model whose ranking is right but whose
-    probabilities all sit on one side of 0.5 (too little training to spread them) gets the cut its validation split
-    supports."""
+    """The cut on the positive probability best by balanced accuracy (``default`` unless clearly not)."""
     labels = np.asarray(labels, dtype=np.int64)
     positive = np.asarray(positive, dtype=np.float64)
     if len(set(labels.tolist())) < 2:
@@ -201,22 +143,14 @@ def decision_threshold(labels: Sequence[int] | np.ndarray, positive: np.ndarray,
     candidates = np.concatenate([[default], (values[1:] + values[:-1]) / 2, [values[0] - 1e-6, values[-1] + 1e-6]])
     scores, one_example = _balanced_accuracy_of_cuts(labels, positive, candidates)
     best = scores.max()
-    if best - scores[0] <= one_example + 1e-12:  # candidates[0] is the default
+    if best - scores[0] <= one_example + 1e-12:
         return default
     good = candidates[scores >= best - 1e-12]
     return float(good[np.argmin(np.abs(good - default))])
 
 
 def margin_threshold(labels: Sequence[int] | np.ndarray, positive: np.ndarray, default: float = 0.5) -> float:
-    """The cut on the positive class's probability in the middle of the widest gap between two neighbouring
-    probabilities, among the cuts that classify ``labels`` (0/1) within one example of the smaller class as well as
-    the best one does (by balanced accuracy): the largest margin on both sides, where one example alone (an outlier
-    of either class) cannot pin the cut into a narrow gap. ``default`` when there is one class or no cut beats
-    predicting a single class.
-
-    Meant for the training examples of a small set: they usually separate, and where the gap between the classes
-    sits (a model unsure of its smallest positives puts them at 0.2-0.4) says more about new examples than a
-    handful of validation examples can, which stay free to measure the cut."""
+    """The cut in the widest gap among those within one example of the best balanced accuracy."""
     labels = np.asarray(labels, dtype=np.int64)
     positive = np.asarray(positive, dtype=np.float64)
     if len(set(labels.tolist())) < 2:

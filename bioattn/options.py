@@ -1,14 +1,4 @@
-"""Command-line flags written once, on the options dataclasses that take them (pure data: no argparse here).
-
-A field whose metadata holds :func:`flag` is one flag of ``bioattn VERB TASK``: the flag's spelling, help,
-argument group and mutually exclusive group sit beside the field's type and default, and the generic builder
-:mod:`bioattn.commands.task_command` turns the dataclass into the command's parser (the field's name is the
-parsed value's name; its default is the flag's; a ``bool`` field defaulting to ``False`` is a switch; an ``int``,
-``float`` or ``Path`` field, optional or a tuple of them, parses its values as that type). A command is such a
-dataclass whose docstring is the command's ``--help`` description and whose ``run()`` does the work.
-
-A ``type`` callable reports a bad value by raising :class:`ValueError` with the message users read.
-"""
+"""Command-line flags written once, on the options dataclasses that take them (no argparse here)."""
 from __future__ import annotations
 
 import dataclasses
@@ -27,12 +17,7 @@ ACTIONS = ("store_true", "store_false", "append", "boolean")
 
 @dataclass(frozen=True)
 class Flag:
-    """How one field is spelled on the command line. ``names``: its option strings; ``group``: the title of its
-    argument group in ``--help`` (``None``: the command's options); ``exclusive``: the name of a mutually
-    exclusive group (within ``group``) it belongs to, which ``required`` then makes required; ``action``: one of
-    :data:`ACTIONS` (``None``: takes a value); ``help``, ``metavar``, ``choices``, ``nargs``, ``const``, ``type`` as
-    argparse takes them; ``hidden``: left out of ``--help``; ``absent``: what a repeatable (``append``) flag parses
-    to when it is not given (the field then takes its own default)."""
+    """How one field is spelled on the command line (argparse's keywords, plus groups)."""
 
     names: tuple[str, ...]
     help: str | None = None
@@ -54,20 +39,13 @@ class Flag:
 
 
 def flag(*names: str, default: Any = dataclasses.MISSING, **how: Any) -> Any:
-    """A dataclass field that is the flag ``names`` (``how``: the :class:`Flag` fields); without ``default`` the
-    field has none (a required flag)."""
+    """A dataclass field that is the flag ``names`` (``how``: the :class:`Flag` fields)."""
     return dataclasses.field(default=default, metadata={FLAG: Flag(names, **how)})
 
 
 @dataclass(frozen=True)
 class TrainingFlags:
-    """The training flags (``--config FILE.yaml --max-minutes --epochs --batch-size --lr --seed ... --resume
-    --overwrite``, the group ``training``) as one field: its value is the mapping of the
-    :class:`~bioattn.training.TrainConfig` fields they set (the task makes its config from it with
-    :func:`~bioattn.training.config.config_from_values`); the command's ``resume`` and ``overwrite`` fields take
-    those two flags. ``defaults``: the TrainConfig the flags' defaults come from; ``epochs_help`` / ``lr_help``
-    replace those flags' help; ``unset``: flags (by name, e.g. ``"epochs"``) that default to ``None``, the task's
-    default depending on other flags."""
+    """The training flags as one field: the :class:`~bioattn.training.TrainConfig` fields they set."""
 
     defaults: Any
     epochs_help: str | None = None
@@ -76,7 +54,7 @@ class TrainingFlags:
 
 
 def training_flags(defaults: Any, **how: Any) -> Any:
-    """A dataclass field that is the training flags (:class:`TrainingFlags`; ``how``: its other fields)."""
+    """A dataclass field that is the training flags (:class:`TrainingFlags`)."""
     return dataclasses.field(default_factory=dict, metadata={TRAINING: TrainingFlags(defaults, **how)})
 
 

@@ -1,5 +1,4 @@
-"""Figures that training, tasks and explanations share, drawn with matplotlib's object-oriented API (no pyplot:
-plotting never changes the user's backend; matplotlib is imported when a figure is drawn)."""
+"""Figures that training, tasks and explanations share (matplotlib's object-oriented API, no pyplot)."""
 from __future__ import annotations
 
 import os
@@ -9,20 +8,10 @@ from typing import Mapping, Sequence
 from bioattn.io import save_figure
 
 
-def plot_metric_per_epoch(
-    curves: Mapping[str, Sequence[tuple[int, float]]],
-    path: str | os.PathLike,
-    *,
-    ylabel: str,
-    title: str | None = None,
-    dpi: int = 120,
-) -> Path:
-    """One line per model of a metric against the epoch, e.g. validation AUROC: ``curves = {label: [(epoch, value)]}``.
-
-    Models without points are left out of the figure.
-    """
+def plot_metric_per_epoch(curves: Mapping[str, Sequence[tuple[int, float]]], path: str | os.PathLike, *, ylabel: str,
+                          title: str | None = None, dpi: int = 120) -> Path:
+    """One line per model of a metric against the epoch: ``curves = {label: [(epoch, value)]}``."""
     from matplotlib.figure import Figure
-
     fig = Figure(figsize=(5.5, 3.5), layout="tight")
     ax = fig.subplots()
     for label, points in curves.items():

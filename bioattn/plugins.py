@@ -1,12 +1,4 @@
-"""The one list of tasks, as a table of strings: registry key → the task's :class:`~bioattn.tasks.base.Task` object,
-then each model class its runs save (``"module:attribute"`` each, imported only when used).
-
-Adding a task is one line here, plus its model file ``bioattn/models/<name>.py`` and its folder
-``bioattn/tasks/<name>/``. The table imports nothing and sits in the lowest layer, so the model loader
-(:mod:`bioattn.models.registry`: a saved model's class from ``config.json``'s ``model_type``, which is the class
-name) and the task layer (:mod:`bioattn.tasks.registry`: the command line and the explain dispatch) both read it
-without importing upwards; reading it imports no torch.
-"""
+"""The one list of tasks: registry key → ``"module:attribute"`` of its Task, then its model classes."""
 from __future__ import annotations
 
 TASKS: dict[str, tuple[str, ...]] = {
@@ -20,16 +12,14 @@ TASKS: dict[str, tuple[str, ...]] = {
 
 
 def task_target(name: str) -> str:
-    """``"module:attribute"`` of the registered task ``name``'s Task object (a :class:`KeyError` naming the known
-    tasks otherwise)."""
+    """``"module:attribute"`` of the registered task ``name``'s Task object."""
     if name not in TASKS:
         raise KeyError(f"unknown task {name!r}; known: {', '.join(TASKS)}")
     return TASKS[name][0]
 
 
 def model_types(name: str | None = None) -> dict[str, str]:
-    """``{config.json model_type: "module:Class"}`` of the task ``name``, or of every task (``None``); a
-    ``model_type`` is the class name."""
+    """``{config.json model_type (the class name): "module:Class"}`` of the task ``name`` (``None``: every task)."""
     names = list(TASKS) if name is None else [name]
     types: dict[str, str] = {}
     for task in names:

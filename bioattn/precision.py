@@ -1,10 +1,4 @@
-"""Inference precision: fp32, or bf16 autocast where the hardware multiplies bf16 natively.
-
-``auto`` picks bf16 on a CUDA GPU with bf16 support and on a CPU with AVX512-BF16 or AMX-BF16 units (as
-``torch.cpu.get_capabilities`` reports them), fp32 everywhere else: on a CPU without bf16 units, bf16 is
-emulated and slower than fp32. Weights stay fp32; autocast runs matrix products, convolutions and attention
-in bf16 and keeps reductions such as softmax and layer norm in fp32.
-"""
+"""Inference precision: fp32, or bf16 autocast where the hardware multiplies bf16 natively (``auto``)."""
 from __future__ import annotations
 
 import contextlib
@@ -20,12 +14,12 @@ INFERENCE_PRECISIONS = ("auto", "fp32", "bf16")
 
 
 def has_native_bf16(device: torch.device) -> bool:
-    """Whether ``device`` computes bf16 in hardware (a CUDA GPU with bf16, a CPU with AVX512-BF16 or AMX-BF16)."""
+    """Whether ``device`` computes bf16 in hardware."""
     if device.type == "cuda":
         return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
     if device.type != "cpu":
         return False
-    capabilities = getattr(torch.cpu, "get_capabilities", None)  # absent from older torch: no detection, fp32
+    capabilities = getattr(torch.cpu, "get_capabilities", None)
     if capabilities is None:
         return False
     found = capabilities()
@@ -33,9 +27,7 @@ def has_native_bf16(device: torch.device) -> bool:
 
 
 def warn_if_bf16_is_emulated(precision: str, device: torch.device) -> None:
-    """Print one ``warning:`` line on stderr, once per process, when ``precision`` is ``"bf16"`` on a CPU without
-    bf16 units, where autocast emulates bf16 (one training step of each default model was 6-14x slower than fp32 on
-    such a CPU, ``bench/train.py``). A ``--seeds`` / ``--cv`` run warns once, not once per member."""
+    """Warn once per process when ``precision`` is ``"bf16"`` on a CPU without bf16 units."""
     if precision != "bf16" or device.type != "cpu" or has_native_bf16(device):
         return
     _warn_emulated_bf16()
@@ -48,17 +40,14 @@ def _warn_emulated_bf16() -> None:
 
 
 def resolve_inference_precision(name: str, device: torch.device) -> str:
-    """``"fp32"`` or ``"bf16"`` for ``name`` in :data:`INFERENCE_PRECISIONS` on ``device`` (``auto``: bf16 where
-    :func:`has_native_bf16`)."""
+    """``"fp32"`` or ``"bf16"`` for ``name`` in :data:`INFERENCE_PRECISIONS` on ``device``."""
     if name not in INFERENCE_PRECISIONS:
         raise ValueError(f"precision must be one of {INFERENCE_PRECISIONS}, got {name!r}")
-    if name == "auto":
-        return "bf16" if has_native_bf16(device) else "fp32"
-    return name
+    return ("bf16" if has_native_bf16(device) else "fp32") if name == "auto" else name
 
 
 def inference_autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
-    """A context running the model under bf16 autocast on ``device`` (``precision="bf16"``) or as it is (``"fp32"``)."""
+    """bf16 autocast on ``device`` for ``"bf16"``, nothing for ``"fp32"``."""
     if precision == "fp32":
         return contextlib.nullcontext()
     if precision == "bf16":

@@ -1,10 +1,4 @@
-"""Progress on stderr: a tqdm bar on a terminal, one plain log line every few seconds otherwise.
-
-A redrawn bar written to a log file or a pipe (batch jobs, ``nohup``, CI) becomes one carriage-return-separated
-record per update; :func:`progress_bar` writes instead, when its stream is not a terminal, a line such as
-``epoch 2/12: 410/1200 [00:40<01:17, 10.2step/s, loss=0.4113, lr=0.00291]`` every :data:`LOG_EVERY_S` seconds,
-and the final state when it is new (nothing at all for a loop that stops before its first item, e.g. on bad input).
-"""
+"""Progress on stderr: a tqdm bar on a terminal, one plain log line every :data:`LOG_EVERY_S` seconds otherwise."""
 from __future__ import annotations
 
 import os
@@ -20,8 +14,7 @@ LOG_FORMAT = "{desc}: {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}{pos
 
 
 class LogLines(std.tqdm):
-    """A tqdm that prints its state as one full line every ``log_every_s`` seconds (the first after
-    ``log_every_s``) and once more on close if it advanced since; it never redraws (no carriage returns)."""
+    """A tqdm that prints its state as one line every ``log_every_s`` seconds and on close; it never redraws."""
 
     def __init__(self, *args: Any, log_every_s: float = LOG_EVERY_S, **kwargs: Any) -> None:
         self._log_every_s = log_every_s
@@ -36,7 +29,7 @@ class LogLines(std.tqdm):
     def display(self, msg: str | None = None, pos: int | None = None) -> bool:
         now = time.monotonic()
         too_soon = self._last_line_t is not None and now - self._last_line_t < self._log_every_s
-        if msg == "" or self.n == self._last_line_n or too_soon:  # "" = clear; no progress: nothing new to say
+        if msg == "" or self.n == self._last_line_n or too_soon:
             return True
         self._last_line_t, self._last_line_n = now, self.n
         if msg is None:
@@ -50,7 +43,7 @@ class LogLines(std.tqdm):
     def close(self) -> None:
         if self.disable:
             return
-        if self.n != self._last_line_n:  # the final state, unless already printed
+        if self.n != self._last_line_n:
             self._last_line_t = None
             self.display()
         self.disable = True
@@ -59,8 +52,7 @@ class LogLines(std.tqdm):
 
 def progress_bar(iterable: Iterable | None = None, *, file: IO[str] | None = None,
                  log_every_s: float = LOG_EVERY_S, **kwargs: Any) -> tqdm:
-    """``tqdm(iterable, **kwargs)`` on ``file`` (default stderr): a bar on a terminal or in Jupyter (a widget),
-    else :class:`LogLines`. ``TQDM_DISABLE=1`` in the environment turns every bar off, even one a caller enabled."""
+    """``tqdm(iterable, **kwargs)`` on a terminal or in Jupyter, else :class:`LogLines`."""
     stream = file or sys.stderr
     if os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true", "yes"):
         kwargs["disable"] = True

@@ -1,8 +1,4 @@
-"""The one table formatter for results printed to the terminal, written to ``summary.md`` or pasted in a README.
-
-:func:`format_table` renders rows as a Markdown table (readable as plain text too); :func:`format_value` and
-:func:`format_mean_sd` give every number the same look.
-"""
+"""The one table formatter for results on the terminal and in ``summary.md``."""
 from __future__ import annotations
 
 import math
@@ -29,7 +25,8 @@ def format_mean_sd(summary: Mapping[str, float] | None, digits: int = 3, *, scal
     return text + (f" (n={summary['n']})" if "n" in summary else "")
 
 
-def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, digits: int = 3, title: str | None = None) -> str:
+def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, digits: int = 3,
+                 title: str | None = None) -> str:
     """A Markdown table (``| a | b |``); float cells go through :func:`format_value` with ``digits``."""
     lines = [title, ""] if title else []
     lines.append("| " + " | ".join(str(h) for h in header) + " |")
@@ -37,5 +34,6 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, digits
     for row in rows:
         if len(row) != len(header):
             raise ValueError(f"row has {len(row)} cells, header has {len(header)}: {row!r}")
-        lines.append("| " + " | ".join(format_value(cell, digits) if not isinstance(cell, str) else cell for cell in row) + " |")
+        lines.append("| " + " | ".join(format_value(cell, digits) if not isinstance(cell, str) else cell
+                                       for cell in row) + " |")
     return "\n".join(lines)

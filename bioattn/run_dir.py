@@ -1,5 +1,4 @@
-"""The run directory every command writes into: the creation rules (refuse, resume, overwrite), shared by training,
-prediction and explanation (rank 0 creates it, the other ranks wait)."""
+"""The run directory every command writes into: refuse, resume or overwrite (rank 0 creates it)."""
 from __future__ import annotations
 
 import os
@@ -13,46 +12,24 @@ from bioattn.io import prepare_output
 
 
 def check_run_dir(path: str | os.PathLike, *, resume: bool, overwrite: bool, resumable: bool = True) -> None:
-    """Raise the :class:`UserInputError` :func:`prepare_run_dir` would raise for ``path``, changing nothing.
-
-    Commands call it first, so an existing run directory is refused before any data is read or cached.
-    """
+    """Raise the :class:`UserInputError` :func:`prepare_run_dir` would raise for ``path``, changing nothing."""
     path = Path(path).expanduser()
     if resume and overwrite:
         raise UserInputError(f"{path}: choose either --resume or --overwrite, not both")
-    if path.exists() and not path.is_dir():
-        raise UserInputError(f"{path}: exists and is not a directory")
-    if path.is_dir() and any(path.iterdir()):
-        if overwrite:
-            _refuse_dangerous_overwrite(path)
-        elif not resume:
-            choices = "pass --resume to continue that run or --overwrite" if resumable else "pass --overwrite"
-            raise UserInputError(f"{path}: output directory already exists and is not empty; {choices} to replace it")
-    prepare_output(path, folder=True)  # an unwritable place is refused now, not after the training
+    _to_replace(path, resume, overwrite, resumable)
+    prepare_output(path, folder=True)
 
 
 def prepare_run_dir(path: str | os.PathLike, *, resume: bool, overwrite: bool, resumable: bool = True) -> Path:
-    """Create the run directory (rank 0; the other ranks wait) and check that it can be written.
-
-    An existing non-empty directory is refused unless ``resume`` (continue it) or ``overwrite``
-    (delete its contents first); the error suggests ``--resume`` only when the command is ``resumable``.
-    Raises :class:`UserInputError` on every rank when the directory cannot be used.
-    """
+    """Create the run directory (rank 0; the other ranks wait), refusing a non-empty one."""
     path = Path(path).expanduser()
     if resume and overwrite:
         raise UserInputError(f"{path}: choose either --resume or --overwrite, not both")
     init_distributed()
 
     def prepare() -> None:
-        if path.exists() and not path.is_dir():
-            raise UserInputError(f"{path}: exists and is not a directory")
-        if path.is_dir() and any(path.iterdir()):
-            if overwrite:
-                _refuse_dangerous_overwrite(path)
-                shutil.rmtree(path)
-            elif not resume:
-                choices = "pass --resume to continue that run or --overwrite" if resumable else "pass --overwrite"
-                raise UserInputError(f"{path}: output directory already exists and is not empty; {choices} to replace it")
+        if _to_replace(path, resume, overwrite, resumable):
+            shutil.rmtree(path)
         try:
             path.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryFile(dir=path):
@@ -64,8 +41,24 @@ def prepare_run_dir(path: str | os.PathLike, *, resume: bool, overwrite: bool, r
     return path
 
 
+def _to_replace(path: Path, resume: bool, overwrite: bool, resumable: bool) -> bool:
+    """Whether ``path`` is a non-empty directory to delete (``overwrite``); raise when it may not be used."""
+    if path.exists() and not path.is_dir():
+        raise UserInputError(f"{path}: exists and is not a directory")
+    if not (path.is_dir() and any(path.iterdir())):
+        return False
+    if overwrite:
+        _refuse_dangerous_overwrite(path)
+        return True
+    if not resume:
+        choices = "pass --resume to continue that run or --overwrite" if resumable else "pass --overwrite"
+        raise UserInputError(f"{path}: output directory already exists and is not empty; {choices} to replace it")
+    return False
+
+
 def _refuse_dangerous_overwrite(path: Path) -> None:
     resolved = path.resolve()
     protected = {Path(resolved.anchor), Path.home().resolve(), Path.cwd().resolve(), *Path.cwd().resolve().parents}
     if resolved in protected:
-        raise UserInputError(f"{path}: refusing to delete this directory with --overwrite; choose a dedicated output directory")
+        raise UserInputError(f"{path}: refusing to delete this directory with --overwrite; "
+                             "choose a dedicated output directory")

@@ -1,7 +1,4 @@
-"""The one command of every ``bioattn VERB TASK``: its parser built from the fields of the task's command
-dataclass (their :func:`bioattn.options.flag` metadata), and its run (the dataclass made from the parsed flags,
-then its ``run()``). A task's ``commands`` name such classes as ``"module:Class"``; the class docstring is the
-command's description."""
+"""The one command of every ``bioattn VERB TASK``, built from its command dataclass."""
 from __future__ import annotations
 
 import argparse
@@ -32,8 +29,7 @@ def description(command: type) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser, command: type) -> None:
-    """Add one flag per :func:`~bioattn.options.flag` field of ``command``, in field order, each in its argument
-    group and mutually exclusive group (created where a field first names them)."""
+    """Add one flag per :func:`~bioattn.options.flag` field of ``command``, in field order, in its groups."""
     hints = typing.get_type_hints(command)
     groups: dict[str | None, Any] = {None: parser}
     exclusive: dict[tuple[str | None, str], argparse._MutuallyExclusiveGroup] = {}
@@ -41,7 +37,6 @@ def add_arguments(parser: argparse.ArgumentParser, command: type) -> None:
         training: TrainingFlags | None = field.metadata.get(TRAINING)
         if training is not None:
             from bioattn.commands.training_args import add_training_args  # torch: only for a training command
-
             add_training_args(parser, training.defaults, epochs_help=training.epochs_help, lr_help=training.lr_help)
             parser.set_defaults(**dict.fromkeys(training.unset))
         spec: Flag | None = field.metadata.get(FLAG)
@@ -59,7 +54,6 @@ def add_arguments(parser: argparse.ArgumentParser, command: type) -> None:
 
 
 def _argument(field: dataclasses.Field, spec: Flag, annotation: Any) -> dict[str, Any]:
-    """The ``add_argument`` keywords of one field."""
     default = None if field.default is dataclasses.MISSING else field.default
     action = spec.action or ("store_true" if annotation is bool and default is False else None)
     kwargs: dict[str, Any] = {"dest": field.name, "help": argparse.SUPPRESS if spec.hidden else spec.help}
@@ -74,8 +68,7 @@ def _argument(field: dataclasses.Field, spec: Flag, annotation: Any) -> dict[str
         return kwargs
     parse = spec.type or _parsed_type(annotation)
     for name, value in (("metavar", spec.metavar), ("choices", spec.choices), ("nargs", spec.nargs),
-                        ("const", spec.const),
-                        ("type", None if parse is None else _reported(parse))):
+                        ("const", spec.const), ("type", None if parse is None else _reported(parse))):
         if value is not None:
             kwargs[name] = value
     return kwargs
@@ -93,8 +86,7 @@ def _parsed_type(annotation: Any) -> type | None:
 
 
 def _reported(parse: Callable[[str], Any]) -> Callable[[str], Any]:
-    """``parse``, whose :class:`ValueError` message argparse reports as it is (argparse's own wording for the
-    built-in types)."""
+    """``parse``, whose :class:`ValueError` message argparse reports as it is."""
     if parse in _PARSED:
         return parse
 
@@ -109,16 +101,13 @@ def _reported(parse: Callable[[str], Any]) -> Callable[[str], Any]:
 
 
 def options_from_args(command: type, args: argparse.Namespace) -> Any:
-    """The ``command`` dataclass of the parsed ``args`` (several values as a tuple; a repeatable flag not given:
-    the field's default; the training flags: the mapping of the TrainConfig fields they set, and ``resume`` /
-    ``overwrite``)."""
+    """The ``command`` dataclass of the parsed ``args``."""
     found: dict[str, Any] = {}
     trains = any(TRAINING in field.metadata for field in dataclasses.fields(command))
     for field in dataclasses.fields(command):
         spec: Flag | None = field.metadata.get(FLAG)
         if TRAINING in field.metadata:
             from bioattn.commands.training_args import training_values
-
             found[field.name] = training_values(args)
         elif trains and spec is None and field.name in ("resume", "overwrite"):
             found[field.name] = getattr(args, field.name)

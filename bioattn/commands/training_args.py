@@ -1,9 +1,4 @@
-"""The training flags of every training command and ``--config FILE.yaml``.
-
-Precedence: explicit command-line flags > the YAML file given with ``--config`` > the recipe's defaults.
-The YAML file may set any recipe option (by its flag name, ``max-minutes`` or ``max_minutes``) and
-any :class:`~bioattn.training.TrainConfig` field, including those without a flag (``schedule``, ``warmup_steps``...).
-"""
+"""The training flags of every training command and ``--config FILE.yaml``."""
 from __future__ import annotations
 
 import argparse
@@ -17,32 +12,16 @@ from bioattn.errors import UserInputError
 from bioattn.training.config import PRECISIONS, TrainConfig, config_from_values, load_yaml_config
 
 
-# flag -> TrainConfig field for the flags add_training_args defines (only these, so recipes can add others).
-_FLAG_FIELDS = {
-    "max_minutes": "max_minutes",
-    "epochs": "max_epochs",
-    "batch_size": "batch_size",
-    "lr": "lr",
-    "seed": "seed",
-    "precision": "precision",
-    "grad_accum": "grad_accum",
-    "attention_backend": "attention_backend",
-    "ema_decay": "ema_decay",
-    "deterministic": "deterministic",
-    "min_steps": "min_steps",
-}
+_FLAG_FIELDS = {"max_minutes": "max_minutes", "epochs": "max_epochs", "batch_size": "batch_size", "lr": "lr",
+                "seed": "seed", "precision": "precision", "grad_accum": "grad_accum",
+                "attention_backend": "attention_backend", "ema_decay": "ema_decay", "deterministic": "deterministic",
+                "min_steps": "min_steps"}
 _FIELD_FLAGS = {v: k for k, v in _FLAG_FIELDS.items()}
 
 
 def add_training_args(parser: argparse.ArgumentParser, defaults: TrainConfig, *, epochs_help: str | None = None,
                       lr_help: str | None = None) -> None:
-    """Add ``--config --max-minutes --epochs --batch-size --lr --seed --precision --attention-backend --grad-accum
-    --ema-decay --deterministic --min-steps --resume --overwrite``.
-
-    Flag defaults come from ``defaults``; ``epochs_help`` / ``lr_help`` replace the help of ``--epochs`` / ``--lr``
-    where a task's default depends on other flags. ``--config FILE.yaml`` is read before the flags are parsed,
-    so flags given on the command line always win over the file, wherever they appear.
-    """
+    """Add the training flags (defaults from ``defaults``) and ``--config FILE.yaml``, read before parsing."""
     group = parser.add_argument_group("training")
     group.add_argument("--config", type=Path, default=None, metavar="FILE.yaml",
                        help="YAML file of option values (keys = option names); command-line flags override it")
@@ -80,7 +59,6 @@ def add_training_args(parser: argparse.ArgumentParser, defaults: TrainConfig, *,
 
 
 def _optional_float(text: str) -> float | None:
-    """A flag value that is a number or ``none``."""
     if text.lower() == "none":
         return None
     try:
@@ -90,7 +68,6 @@ def _optional_float(text: str) -> float | None:
 
 
 def _read_config_file_before_parsing(parser: argparse.ArgumentParser) -> None:
-    """Make ``parser`` load ``--config FILE.yaml`` into its defaults before parsing the other flags."""
     original = parser.parse_known_args
 
     def parse_known_args(args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None):
@@ -99,7 +76,6 @@ def _read_config_file_before_parsing(parser: argparse.ArgumentParser) -> None:
         pre.add_argument("--config", type=Path, default=None)
         config_path = pre.parse_known_args(argv)[0].config
         if config_path is not None:
-            # Values already on the namespace act as defaults: flags given on the command line replace them.
             namespace = namespace if namespace is not None else argparse.Namespace()
             for dest, value in _config_file_defaults(config_path, parser).items():
                 if not hasattr(namespace, dest):
@@ -132,19 +108,11 @@ def _config_file_defaults(path: Path, parser: argparse.ArgumentParser) -> dict[s
 
 
 def training_values(args: argparse.Namespace) -> dict[str, Any]:
-    """The :class:`TrainConfig` fields the parsed ``args`` set (every training flag, by its field name, and the
-    fields without a flag that the ``--config`` file gave)."""
+    """The :class:`TrainConfig` fields the parsed ``args`` set (flags and ``--config`` file)."""
     return {name: getattr(args, _FIELD_FLAGS.get(name, name)) for name in (f.name for f in dataclasses.fields(TrainConfig))
             if hasattr(args, _FIELD_FLAGS.get(name, name))}
 
 
 def config_from_args(args: argparse.Namespace, defaults: TrainConfig, **unset: Any) -> TrainConfig:
-    """Build the run's :class:`TrainConfig`: ``defaults``, then the YAML file, then command-line flags; ``args`` is
-    not changed (:func:`~bioattn.training.config.config_from_values` of :func:`training_values`).
-
-    (The YAML file and the flags are already merged into ``args`` by the parser from
-    :func:`add_training_args`; fields without a flag are taken from ``args`` when the file set them.) ``unset``:
-    field values (e.g. ``max_epochs=15``) for the fields whose flag is left unset (``None``), e.g. a task's
-    default that depends on other flags.
-    """
+    """The run's :class:`TrainConfig`: ``defaults``, then the YAML file, then the flags."""
     return config_from_values(training_values(args), defaults, **unset)

@@ -1,8 +1,4 @@
-"""One word for one thing across every ``bioattn`` subcommand.
-
-Each concept has one canonical flag (:data:`CANONICAL`); no subcommand spells it another way (the older spellings
-were removed in 0.5.0: argparse reports them as unrecognized arguments).
-"""
+"""One word for one thing across every ``bioattn`` subcommand: each concept's one canonical flag."""
 from __future__ import annotations
 
 #: concept -> the canonical flag every subcommand uses for it.

@@ -1,34 +1,4 @@
-"""Keep a model fed: batches of token ids prepared in a background thread, copied to the device without blocking,
-scored in the calling thread, results copied back while the device computes the next batch.
-
-:func:`feed` is the one entry: give it an iterable of batches (anything; ``tokens`` picks out the batch's
-``(N, L)`` uint8 token arrays, e.g. a window's forward strand and its reverse complement) and a scoring callable
-that takes the same number of ``(N, L)`` long tensors on ``device`` and returns a tensor (or a tuple of tensors)
-whose first dimension or last dimension is anything you like; it yields ``(batch, outputs)`` in the order of the
-batches, ``outputs`` as numpy arrays on the host (a tuple when ``score`` returns one). Batches with ``N == 0`` are
-not scored (``outputs`` is None).
-
-On a CUDA device each batch's tokens are staged in page-locked (pinned) memory by the background thread, copied
-with ``non_blocking=True`` and widened to long on the device; outputs are copied into pinned host memory without
-blocking, and batch *k*'s outputs are only read (its copy event waited on) after batch *k + 1* has been queued,
-so the device never waits for the host between two batches. Pinned buffers come from PyTorch's caching host
-allocator, which reuses a buffer only once the copies that used it are done. On a CPU the same code runs without
-pinned memory or events: the background thread widens the tokens to int64 (in one pass from any strides, so
-strided views of a longer array cost one copy).
-
-Thread-local settings of the calling thread (``torch.inference_mode``, autocast) apply to ``score``: it runs in
-the calling thread. The background thread ends when the iterable is exhausted, when ``feed``'s generator is
-closed, or on an error, which is raised again in the calling thread.
-
-Example (variant scoring)::
-
-    from bioattn.tasks.device_feed import feed
-
-    batches = ((ref, alt) for ref, alt in pairs)             # (N, L) uint8 arrays
-    for (ref, alt), (p_ref, p_alt) in feed(batches, lambda r, a: (model.proba_from_ids(r), model.proba_from_ids(a)),
-                                           device, tokens=lambda pair: pair):
-        ...
-"""
+"""Keep a model fed: token batches staged in a background thread, scored in the calling thread."""
 from __future__ import annotations
 
 import queue
@@ -46,7 +16,7 @@ def _as_tuple(value: Any) -> tuple:
 
 
 class _Producer(threading.Thread):
-    """Iterates the batches and stages their tokens (pinned on CUDA) into a bounded queue."""
+    """Stages each batch's tokens (pinned on CUDA) into a bounded queue."""
 
     def __init__(self, batches: Iterable[Any], tokens: Callable[[Any], Any], pin: bool, depth: int) -> None:
         super().__init__(name="bioattn-feed", daemon=True)
@@ -57,9 +27,8 @@ class _Producer(threading.Thread):
 
     def _stage(self, array: np.ndarray) -> Any:
         import torch
-
         array = np.asarray(array)
-        if not self.pin:  # widened here, beside the model's thread, in one pass from any strides
+        if not self.pin:
             return torch.from_numpy(array.astype(np.int64, order="C"))
         staged = torch.empty(array.shape, dtype=torch.uint8, pin_memory=True)
         staged.numpy()[...] = array
@@ -87,10 +56,8 @@ class _Producer(threading.Thread):
 
 
 def _score_in_chunks(score: Callable[..., Any], ids: tuple, sizes: Any) -> tuple:
-    """``score`` on consecutive row chunks of ``sizes`` rows of ``ids`` (empty chunks skipped), outputs joined
-    along their last dimension."""
+    """``score`` on consecutive row chunks of ``ids``, outputs joined along their last dimension."""
     import torch
-
     parts, at = [], 0
     for size in sizes:
         if size:
@@ -102,19 +69,12 @@ def _score_in_chunks(score: Callable[..., Any], ids: tuple, sizes: Any) -> tuple
 def feed(batches: Iterable[B], score: Callable[..., Any], device: Any, *,
          tokens: Callable[[B], Any] = lambda batch: batch, prefetch: int = 4,
          chunks: Callable[[B], Any] | None = None) -> Iterator[tuple[B, Any]]:
-    """Yield ``(batch, outputs)`` for each of ``batches``, in order: ``score(*ids)`` on the ``(N, L)`` uint8 token
-    arrays ``tokens(batch)`` (one array or a tuple) moved to ``device`` (a ``torch.device``) as long tensors,
-    ``outputs`` its result as numpy arrays (a tuple when ``score`` returns a tuple; None when ``N == 0``).
-    ``prefetch``: batches prepared ahead by the background thread. ``chunks``: for a host batch larger than the
-    model's, ``chunks(batch)`` gives the rows of each model call (summing to ``N``); ``score`` then runs once per
-    chunk and its outputs are joined along their last dimension (so the model sees the same calls as with one
-    batch per chunk, while the host handles one batch). See the module's text for what overlaps."""
+    """Yield ``(batch, outputs)`` in order: ``score(*ids)`` on ``tokens(batch)`` ``(N, L)`` on ``device``."""
     import torch
-
     cuda = getattr(device, "type", str(device)) == "cuda"
     producer = _Producer(batches, tokens, pin=cuda, depth=max(1, prefetch))
     producer.start()
-    in_flight: list[tuple[Any, Any, Any]] = []  # (batch, host outputs, copy event)
+    in_flight: list[tuple[Any, Any, Any]] = []
 
     def finished(entry: tuple[Any, Any, Any]) -> tuple[Any, Any]:
         batch, host, event = entry
@@ -150,7 +110,7 @@ def feed(batches: Iterable[B], score: Callable[..., Any], device: Any, *,
                     in_flight.append((batch, host, event))
                 else:
                     in_flight.append((batch, tuple(r.detach().cpu() for r in result), None))
-            while len(in_flight) > (1 if cuda else 0):  # on CUDA: read batch k once batch k + 1 is queued
+            while len(in_flight) > (1 if cuda else 0):
                 yield finished(in_flight.pop(0))
         while in_flight:
             yield finished(in_flight.pop(0))

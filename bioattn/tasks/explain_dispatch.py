@@ -1,9 +1,4 @@
-"""One entry point for every model and task: ``attribute(model, inputs, method)`` runs the attribution function of
-the task whose ``model_types`` name the model's class (``Task.attribution``), and ``explain_pipeline(task)`` returns
-a task's whole explanation (``Task.explain``), both found through :data:`bioattn.tasks.registry.TASKS`.
-
-They sit in the task layer, above the method-generic code of :mod:`bioattn.explain` that each task's pipeline
-builds on."""
+"""One entry point for every model and task: :func:`attribute` and :func:`explain_pipeline`."""
 from __future__ import annotations
 
 import importlib
@@ -17,16 +12,7 @@ from bioattn.tasks.registry import all_tasks, get_task, task_of_model
 
 
 def attribute(model: torch.nn.Module, inputs: Tensor, method: str, **options: Any) -> Tensor:
-    """The ``method`` map (one of the methods of the model's task, e.g.
-    :data:`~bioattn.explain.attribution.METHODS`) of a model or an ensemble of them, by the ``attribution``
-    function of the model's task, for example:
-
-    - a DNA classifier: token ids ``(B, L)`` (``PAD`` = padding) → ``(B, L)``;
-    - a volume classifier: volumes ``(B, C, D, H, W)`` → ``(B, D, H, W)``;
-    - a contact model: one alignment's tokens ``(N, L)`` → ``(L,)``.
-
-    ``options`` go to that function (see each task's ``attribution``).
-    """
+    """The ``method`` map of a model or ensemble by its task's ``attribution`` function."""
     member = ensemble_members(model)[0]
     task = task_of_model(type(member))
     if task is None or task.attribution is None:
@@ -37,8 +23,7 @@ def attribute(model: torch.nn.Module, inputs: Tensor, method: str, **options: An
 
 
 def explain_pipeline(task: str) -> Callable[..., Any]:
-    """The whole explanation of the registered task ``task`` (its ``explain`` function, imported now), e.g.
-    ``explain_pipeline("ct")(model, volumes)``."""
+    """The ``explain`` function of the registered task ``task``, e.g. ``explain_pipeline("ct")(model, volumes)``."""
     target = get_task(task).explain
     if target is None:
         raise ValueError(f"task {task!r} has no explain pipeline")

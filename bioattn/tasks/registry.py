@@ -1,10 +1,4 @@
-"""The registered tasks: registry key → ``"module:attribute"`` of its :class:`~bioattn.tasks.base.Task`.
-
-The one line per task is in :data:`bioattn.plugins.TASKS` (a table of strings below the models, which the model
-loader reads too); this module reads it for the command line and the explain dispatch. Each entry is imported only
-when used, and a task's ``task.py`` imports only :mod:`bioattn.tasks.base` at module level, so reading the tasks
-imports no torch.
-"""
+"""The registered tasks (:data:`bioattn.plugins.TASKS`), read without importing torch."""
 from __future__ import annotations
 
 import importlib
@@ -12,7 +6,7 @@ import importlib
 from bioattn import plugins
 from bioattn.tasks.base import Task
 
-#: Registry key → ``"module:attribute"`` of the task's Task object (from :data:`bioattn.plugins.TASKS`).
+#: Registry key → ``"module:attribute"`` of the task's Task object.
 TASKS: dict[str, str] = {name: plugins.task_target(name) for name in plugins.TASKS}
 
 

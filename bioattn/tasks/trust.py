@@ -1,14 +1,4 @@
-"""How far a run's validation numbers can be trusted, for the summary of every classification run.
-
-:func:`trust_report` looks at the kept model's predictions on its validation (dev, or pooled out-of-fold) examples
-and returns the confusion matrix with the threshold that made it, the class counts, a bootstrap 95 % interval of
-the headline metric when the validation set is small (fewer than :data:`SMALL_VALIDATION` examples or
-:data:`SMALL_CLASS` of a class), and ``warning:`` lines when the numbers mislead: a model that predicts a single
-class for every example of a validation set holding several, or an accuracy at chance beside a high AUROC (the
-scores rank the classes but the threshold does not separate them), or probabilities that all stay within
-:data:`NEAR_CHANCE` of chance. :func:`baseline_warning` says when a
-same-run baseline beats the model. :func:`format_trust` renders it all for ``summary.md``.
-"""
+"""How far a run's validation numbers can be trusted, for the summary of every classification run."""
 from __future__ import annotations
 
 import warnings
@@ -21,37 +11,24 @@ from sklearn.metrics import confusion_matrix
 from bioattn.metrics import classification_metrics
 from bioattn.report import format_table
 
-__all__ = [
-    "SMALL_VALIDATION",
-    "SMALL_CLASS",
-    "BOOTSTRAP_SAMPLES",
-    "HIGH_AUROC",
-    "NEAR_CHANCE",
-    "BASELINE_MARGIN",
-    "predicted_classes",
-    "bootstrap_interval",
-    "trust_report",
-    "baseline_warning",
-    "format_trust",
-]
+__all__ = ["SMALL_VALIDATION", "SMALL_CLASS", "BOOTSTRAP_SAMPLES", "HIGH_AUROC", "NEAR_CHANCE", "BASELINE_MARGIN",
+           "predicted_classes", "bootstrap_interval", "trust_report", "baseline_warning", "format_trust"]
 
-#: Validation sets smaller than this (examples) get a bootstrap interval and a suggestion to cross-validate.
+#: Validation sets smaller than this get a bootstrap interval.
 SMALL_VALIDATION = 100
 #: ... and so do those with fewer examples than this of some class.
 SMALL_CLASS = 20
 BOOTSTRAP_SAMPLES = 1000
-#: An AUROC at least this high beside an accuracy at chance is reported as a threshold problem.
+#: An AUROC this high beside an accuracy at chance is a threshold problem.
 HIGH_AUROC = 0.8
-#: Probabilities that all lie within this of chance (1 / classes) are reported: the model has barely moved.
+#: Probabilities all within this of chance are reported.
 NEAR_CHANCE = 0.05
-#: A same-run baseline ahead of the model by more than this (in the metric's own units, e.g. MCC 0.03 = 3 points
-#: of MCC×100) is named in the summary.
+#: A same-run baseline ahead of the model by more than this (metric units) is named in the summary.
 BASELINE_MARGIN = 0.03
 
 
 def predicted_classes(probs: np.ndarray, threshold: float = 0.5) -> np.ndarray:
-    """``(N,)`` predicted class indices of ``probs`` ``(N,)`` (probability of class 1, predicted 1 when ``>=
-    threshold``) or ``(N, C)`` (argmax), as :func:`bioattn.metrics.classification_metrics` predicts them."""
+    """``(N,)`` or ``(N, C)`` → ``(N,)`` class indices, as :func:`bioattn.metrics.classification_metrics` predicts."""
     probs = np.asarray(probs, dtype=np.float64)
     if probs.ndim == 2 and probs.shape[1] == 2:
         probs = probs[:, 1]
@@ -60,13 +37,7 @@ def predicted_classes(probs: np.ndarray, threshold: float = 0.5) -> np.ndarray:
 
 def bootstrap_interval(labels: np.ndarray, probs: np.ndarray, metric: str, *, threshold: float = 0.5,
                        samples: int = BOOTSTRAP_SAMPLES, level: float = 0.95, seed: int = 0) -> tuple[float, float] | None:
-    """Percentile bootstrap interval of ``metric`` (a key of :func:`~bioattn.metrics.classification_metrics`) over
-    ``labels (N,)`` / ``probs (N,) or (N, C)``.
-
-    Each of ``samples`` resamples draws, within every class, as many examples as the class has (with
-    replacement), so every resample holds every class and AUROC stays defined. ``None`` when the metric is not
-    defined on the data (e.g. AUROC of a single class).
-    """
+    """Bootstrap interval of ``metric`` resampled within each class; ``None`` when undefined."""
     labels = np.asarray(labels, dtype=np.int64)
     probs = np.asarray(probs, dtype=np.float64)
     if metric not in classification_metrics(labels, probs, threshold=threshold):
@@ -80,7 +51,7 @@ def bootstrap_interval(labels: np.ndarray, probs: np.ndarray, metric: str, *, th
         values = _BINARY[metric](labels[index], probs[index], threshold)
     else:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # scikit-learn warns on degenerate resamples
+            warnings.simplefilter("ignore")
             values = [classification_metrics(labels[i], probs[i], threshold=threshold)[metric] for i in index]
     alpha = (1 - level) / 2
     low, high = np.quantile(values, [alpha, 1 - alpha])
@@ -88,7 +59,7 @@ def bootstrap_interval(labels: np.ndarray, probs: np.ndarray, metric: str, *, th
 
 
 def _binary_mcc(labels: np.ndarray, probs: np.ndarray, threshold: float) -> np.ndarray:
-    """MCC per row of ``labels``/``probs`` ``(B, N)`` (0 where undefined, as scikit-learn gives)."""
+    """``(B, N)`` → ``(B,)`` MCC per row (0 where undefined)."""
     predicted = probs >= threshold
     truth = labels == 1
     tp, tn = (predicted & truth).sum(1), (~predicted & ~truth).sum(1)
@@ -102,7 +73,7 @@ def _binary_accuracy(labels: np.ndarray, probs: np.ndarray, threshold: float) ->
 
 
 def _binary_auroc(labels: np.ndarray, probs: np.ndarray, threshold: float) -> np.ndarray:
-    """AUROC per row (Mann-Whitney U with tied scores counted half), every row holding both classes."""
+    """``(B, N)`` → ``(B,)`` AUROC per row (Mann-Whitney U)."""
     ranks = rankdata(probs, axis=1)
     positives = (labels == 1).sum(1)
     negatives = labels.shape[1] - positives
@@ -116,15 +87,7 @@ _DISPLAY = {"mcc": "MCC", "auroc": "AUROC", "f1": "F1"}
 def trust_report(labels: Sequence[int] | np.ndarray, probs: np.ndarray, *, threshold: float = 0.5,
                  class_names: Sequence[str] | None = None, headline: str = "mcc", split: str = "validation",
                  cv_hint: str = "--cv 5") -> dict[str, Any]:
-    """What the summary says about the kept model's predictions ``probs`` on the ``split`` examples ``labels``.
-
-    Returns a JSON-ready dict: ``split``, ``examples``, ``class_counts`` ({class: n}), ``threshold`` (``None`` for a
-    multi-class argmax), ``confusion`` ({"classes", "matrix": rows = true class, columns = predicted}),
-    ``predicted_counts``, ``headline`` and its ``value``, ``interval`` (bootstrap 95 % ``[low, high]`` when the
-    split is small, else ``None``), ``small`` and ``warnings`` (``warning: ...`` lines); ``chance_distance`` (how far
-    the farthest probability lies from chance), ``barely_learned`` (it is under :data:`NEAR_CHANCE`: the "barely
-    learned" warning) and ``single_class`` (the "predicts one class" warning).
-    """
+    """A JSON-ready report on the kept model's ``probs`` for the ``split`` examples ``labels``."""
     labels = np.asarray(labels, dtype=np.int64)
     probs = np.asarray(probs, dtype=np.float64)
     num_classes = 2 if probs.ndim == 1 else probs.shape[1]
@@ -156,7 +119,7 @@ def trust_report(labels: Sequence[int] | np.ndarray, probs: np.ndarray, *, thres
                      f"ranking rests on differences this small (a loss near ln {full.shape[1]} says the same)")
     if small:
         shown = f"[{interval[0]:.3f}, {interval[1]:.3f}]" if interval else "undefined"
-        if interval and interval[0] == interval[1]:  # e.g. a perfectly separated split: every resample is perfect too
+        if interval and interval[0] == interval[1]:
             shown += (f" (every resample of these {len(labels)} examples scores the same, so the bootstrap cannot show "
                       "the uncertainty; it does not make the value certain)")
         found.append(f"note: the {split} split is small ({len(labels)} examples, fewest per class {int(min(counts[c] for c in present))}): "
@@ -170,7 +133,6 @@ def trust_report(labels: Sequence[int] | np.ndarray, probs: np.ndarray, *, thres
         "predicted_counts": {names[c]: int((predicted == c).sum()) for c in range(num_classes)},
         "headline": headline, "value": metrics.get(headline),
         "interval": list(interval) if interval else None, "small": bool(small), "warnings": found,
-        # what the warnings say, for code that acts on them (e.g. the CT run's choice of model)
         "chance_distance": distance, "barely_learned": bool(distance < NEAR_CHANCE),
         "single_class": bool(len(present) > 1 and len(predicted_set) == 1),
     }
@@ -178,8 +140,7 @@ def trust_report(labels: Sequence[int] | np.ndarray, probs: np.ndarray, *, thres
 
 def baseline_warning(model_name: str, model_value: float | None, baselines: Mapping[str, float | None], metric: str,
                      *, scale: float = 1.0, margin: float = BASELINE_MARGIN) -> str | None:
-    """A ``warning:`` line when the best of ``baselines`` ({name: value of ``metric``}) beats ``model_value`` by
-    more than ``margin``, naming it; ``None`` otherwise. ``scale`` multiplies the values shown (100 for MCC×100)."""
+    """A ``warning:`` line when the best of ``baselines`` beats ``model_value`` by over ``margin``."""
     scored = {name: value for name, value in baselines.items() if value is not None}
     if model_value is None or not scored:
         return None
@@ -192,7 +153,7 @@ def baseline_warning(model_name: str, model_value: float | None, baselines: Mapp
 
 
 def format_trust(report: Mapping[str, Any], title: str) -> str:
-    """``report`` (:func:`trust_report`) as Markdown: the warnings, then the confusion matrix with its threshold."""
+    """``report`` (:func:`trust_report`) as Markdown: the warnings, then the confusion matrix."""
     classes = report["confusion"]["classes"]
     rows = [[f"true {name}", *map(str, row)] for name, row in zip(classes, report["confusion"]["matrix"])]
     threshold = report["threshold"]

@@ -7,14 +7,12 @@ import torch
 from torch import Tensor, nn
 from torch.optim.swa_utils import AveragedModel
 
-#: The decay after ``n`` updates is ``min(decay, (1 + n) / (EMA_WARMUP + n))``, so the first updates follow the
-#: weights closely and the average does not keep the initial (pretrained or random) weights for thousands of steps.
+#: The decay after ``n`` updates is ``min(decay, (1 + n) / (EMA_WARMUP + n))``.
 EMA_WARMUP = 10
 
 
 def _ema_update(decay: float) -> Callable[[list[Tensor], list[Tensor], Tensor], None]:
-    """``AveragedModel``'s ``multi_avg_fn``: move each averaged float tensor towards the current one by
-    ``1 - decay_n``; integer buffers (batch-norm counters) take the current value."""
+    """``AveragedModel``'s ``multi_avg_fn``; integer buffers take the current value."""
 
     @torch.no_grad()
     def update(averaged: list[Tensor], current: list[Tensor], num_averaged: Tensor) -> None:
@@ -30,9 +28,7 @@ def _ema_update(decay: float) -> Callable[[list[Tensor], list[Tensor], Tensor], 
 
 
 def weight_average(module: nn.Module, decay: float) -> AveragedModel:
-    """An exponential moving average of ``module``'s parameters and buffers with ``decay`` (after a short warm-up,
-    see :data:`EMA_WARMUP`); call ``update_parameters(module)`` after each optimizer step. Its ``.module`` is a
-    copy of ``module`` holding the averaged weights (same ``state_dict`` keys)."""
+    """An exponential moving average of ``module``; call ``update_parameters(module)`` after each step."""
     if not 0 < decay < 1:
         raise ValueError(f"decay must be between 0 and 1 (exclusive), got {decay}")
     return AveragedModel(module, multi_avg_fn=_ema_update(decay), use_buffers=True)

@@ -1,11 +1,4 @@
-"""Atomic, checksummed training checkpoints without pickle.
-
-Layout: ``run_dir/checkpoint/ckpt-00000007/`` holding ``*.safetensors`` (weights, optimizer tensors,
-per-rank random states), ``state.json`` (counters, scheduler, metrics) and ``SHA256SUMS``
-(``sha256sum -c`` format). A snapshot is written into a hidden temporary folder and renamed into place
-only when complete, so every ``ckpt-*`` folder is whole; the highest number is the latest. Loading
-verifies every checksum first: a corrupt or truncated file is reported, never loaded.
-"""
+"""Atomic, checksummed training checkpoints without pickle (``run_dir/checkpoint/ckpt-<seq>/``)."""
 from __future__ import annotations
 
 import hashlib
@@ -17,15 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file
 
 from bioattn.errors import UserInputError
-from bioattn.io import save_tensors, write_json
+from bioattn.io import load_tensors, save_tensors, write_json
 
 CHECKSUM_FILE = "SHA256SUMS"
 STATE_FILE = "state.json"
 _PREFIX = "ckpt-"
-_KEEP = 2  # the latest snapshot and the one before it (a fallback if the latest gets damaged)
+_KEEP = 2
 
 
 def _sha256(path: Path) -> str:
@@ -40,7 +32,8 @@ def snapshots(checkpoint_dir: Path) -> list[Path]:
     """Complete snapshots, oldest first."""
     if not checkpoint_dir.is_dir():
         return []
-    found = [p for p in checkpoint_dir.iterdir() if p.is_dir() and p.name.startswith(_PREFIX) and p.name[len(_PREFIX):].isdigit()]
+    found = [p for p in checkpoint_dir.iterdir()
+             if p.is_dir() and p.name.startswith(_PREFIX) and p.name[len(_PREFIX):].isdigit()]
     return sorted(found, key=lambda p: int(p.name[len(_PREFIX):]))
 
 
@@ -50,17 +43,9 @@ def latest_checkpoint(checkpoint_dir: str | os.PathLike) -> Path | None:
     return found[-1] if found else None
 
 
-def write_checkpoint(
-    checkpoint_dir: str | os.PathLike,
-    seq: int,
-    tensor_files: dict[str, dict[str, torch.Tensor]],
-    state: dict[str, Any],
-) -> Path:
-    """Write snapshot number ``seq``: one safetensors file per ``tensor_files`` entry plus ``state.json``.
-
-    Raises :class:`UserInputError` when the disk refuses the write (full, read-only); the previous
-    snapshot is then left untouched.
-    """
+def write_checkpoint(checkpoint_dir: str | os.PathLike, seq: int, tensor_files: dict[str, dict[str, torch.Tensor]],
+                     state: dict[str, Any]) -> Path:
+    """Write snapshot ``seq``: one safetensors file per ``tensor_files`` entry plus ``state.json``."""
     checkpoint_dir = Path(checkpoint_dir)
     final = checkpoint_dir / f"{_PREFIX}{seq:08d}"
     tmp: Path | None = None
@@ -96,7 +81,8 @@ def verify_checkpoint(snapshot: Path) -> None:
     try:
         lines = sums_path.read_text().splitlines()
     except OSError as exc:
-        raise UserInputError(f"{sums_path}: checksum list missing or unreadable ({exc.strerror or exc}); checkpoint not loaded{hint}") from exc
+        raise UserInputError(f"{sums_path}: checksum list missing or unreadable ({exc.strerror or exc}); "
+                             f"checkpoint not loaded{hint}") from exc
     expected: dict[str, str] = {}
     for number, line in enumerate(lines, 1):
         digest, sep, name = line.partition("  ")
@@ -111,7 +97,8 @@ def verify_checkpoint(snapshot: Path) -> None:
         if name not in present:
             raise UserInputError(f"{path}: file missing from the checkpoint; checkpoint not loaded{hint}")
         if _sha256(path) != expected[name]:
-            raise UserInputError(f"{path}: checksum mismatch, the file is corrupt or truncated; checkpoint not loaded{hint}")
+            raise UserInputError(f"{path}: checksum mismatch, the file is corrupt or truncated; "
+                                 f"checkpoint not loaded{hint}")
 
 
 def _recovery_hint(snapshot: Path) -> str:
@@ -133,12 +120,7 @@ def read_state(snapshot: Path) -> dict[str, Any]:
 def read_tensors(snapshot: Path, name: str) -> dict[str, torch.Tensor]:
     """Tensors of ``name.safetensors`` in a verified snapshot (empty dict when absent)."""
     path = snapshot / f"{name}.safetensors"
-    if not path.is_file():
-        return {}
-    try:
-        return load_file(str(path))
-    except Exception as exc:  # safetensors raises its own error types
-        raise UserInputError(f"{path}: not a readable safetensors file ({exc})") from exc
+    return load_tensors(path) if path.is_file() else {}
 
 
 def optimizer_state(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
@@ -164,5 +146,6 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, tensors: dict[str, to
         state.setdefault(int(index), {})[key] = value
     for index, values in meta["scalars"].items():
         state.setdefault(int(index), {}).update(values)
-    groups = [{k: tuple(v) if isinstance(v, list) and k != "params" else v for k, v in g.items()} for g in meta["param_groups"]]
+    groups = [{k: tuple(v) if isinstance(v, list) and k != "params" else v for k, v in g.items()}
+              for g in meta["param_groups"]]
     optimizer.load_state_dict({"state": state, "param_groups": groups})

@@ -1,7 +1,4 @@
-"""Training options: :class:`TrainConfig` and reading a YAML file of option values.
-
-The command-line flags and ``--config FILE.yaml`` are defined in :mod:`bioattn.commands.training_args`.
-"""
+"""Training options: :class:`TrainConfig` and reading a YAML file of option values."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,7 +6,7 @@ import types
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 import yaml
 
@@ -25,9 +22,7 @@ SCORE_METRICS = ("mcc", "accuracy", "f1", "auroc", "auprc", "precision", "recall
 
 
 def monitor_maximizes(monitor: str, mode: str = "auto") -> bool:
-    """Whether a larger value of the metric ``monitor`` is better: a loss (a name containing ``loss``) is minimised
-    and a score (:data:`SCORE_METRICS`, with or without a split prefix) maximised, whatever ``mode`` says; any other
-    metric follows ``mode`` (``"max"`` or ``"min"``), and with ``mode="auto"`` is a :class:`UserInputError`."""
+    """Whether a larger ``monitor`` is better: losses are minimised, :data:`SCORE_METRICS` maximised."""
     if "loss" in monitor.lower():
         return False
     base = monitor.split("_", 1)[1] if "_" in monitor and monitor.split("_", 1)[1] in SCORE_METRICS else monitor
@@ -41,27 +36,7 @@ def monitor_maximizes(monitor: str, mode: str = "auto") -> bool:
 
 @dataclass
 class TrainConfig:
-    """Everything the :class:`~bioattn.training.Trainer` needs besides the model and the data.
-
-    ``batch_size`` is the global number of samples per optimizer step: it is split over
-    ``world_size`` ranks and ``grad_accum`` micro-batches, so the optimisation does not depend on
-    how many processes run it (a batch larger than the training set is reduced to it, with a message).
-    ``monitor``: the evaluation metric that selects the kept weights; a loss is minimised and a score maximised
-    whatever ``monitor_mode`` says (see :func:`monitor_maximizes`); ties are broken by the evaluation loss, then by
-    the later evaluation. ``warmup_steps`` is capped at :data:`~bioattn.training.schedules.WARMUP_FRACTION` of the
-    run's optimizer steps. ``min_steps``: a run with fewer optimizer steps than this over ``max_epochs`` trains
-    more epochs until it has them (small data sets; 0: never). ``min_batches_per_epoch``: a training set smaller than
-    this many batches gets a smaller batch, so an epoch has that many optimizer steps, and a last batch of fewer than
-    half of it is left for a later epoch (``drop_last``; each shuffle leaves out other samples) (0: never); see
-    :meth:`small_set_batch`. ``device``: ``auto`` (the GPU when there is one), ``cpu`` or ``cuda``.
-    ``attention_backend``: the name of the attention kernel the run's model uses while training and evaluating;
-    the trainer only carries it: the task that runs the trainer applies it around the whole fit
-    (:func:`bioattn.tasks.common.fit_timed`, which also says what ``auto`` means). ``ema_decay``: evaluate,
-    select and keep an exponential moving average of the weights instead of the weights themselves (see
-    :func:`~bioattn.training.averaging.weight_average`); ``None``: none. ``deterministic``: on a GPU, deterministic
-    kernels (and, from the task, the math attention kernel), so two runs of one seed match bit for bit as they do on a CPU (slower;
-    see :mod:`bioattn.training.determinism`).
-    """
+    """Everything the :class:`~bioattn.training.Trainer` needs besides the model and the data."""
 
     max_epochs: int = 10
     batch_size: int = 64
@@ -97,11 +72,11 @@ class TrainConfig:
         hints = typing.get_type_hints(type(self))
         for f in dataclasses.fields(self):
             setattr(self, f.name, _coerce(f.name, getattr(self, f.name), hints[f.name]))
-        _check_choice("optimizer", self.optimizer, OPTIMIZERS)
-        _check_choice("schedule", self.schedule, SCHEDULES)
-        _check_choice("precision", self.precision, PRECISIONS)
-        _check_choice("monitor_mode", self.monitor_mode, MONITOR_MODES)
-        resolve_device(self.device)  # an unknown name, or cuda without a GPU, fails here, before any file is written
+        for name, choices in (("optimizer", OPTIMIZERS), ("schedule", SCHEDULES), ("precision", PRECISIONS),
+                              ("monitor_mode", MONITOR_MODES)):
+            if getattr(self, name) not in choices:
+                raise UserInputError(f"{name} must be one of {', '.join(choices)}; got {getattr(self, name)!r}")
+        resolve_device(self.device)
         for name in ("max_epochs", "batch_size", "grad_accum"):
             if getattr(self, name) < 1:
                 raise UserInputError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -119,7 +94,7 @@ class TrainConfig:
             raise UserInputError(f"ema_decay must be between 0 and 1 (exclusive) or unset, got {self.ema_decay}")
         if min(self.warmup_steps, self.num_workers, self.min_steps, self.min_batches_per_epoch) < 0:
             raise UserInputError("warmup_steps, num_workers, min_steps and min_batches_per_epoch must be >= 0")
-        monitor_maximizes(self.monitor, self.monitor_mode)  # an unknown metric without a direction fails here
+        monitor_maximizes(self.monitor, self.monitor_mode)
 
     @property
     def maximize(self) -> bool:
@@ -127,9 +102,7 @@ class TrainConfig:
         return monitor_maximizes(self.monitor, self.monitor_mode)
 
     def small_set_batch(self, samples: int, per_step: int = 1) -> int | None:
-        """The smaller batch a training set of ``samples`` gets so an epoch has ``min_batches_per_epoch`` optimizer
-        steps (a multiple of ``per_step``, the processes times gradient accumulation), or ``None`` when it keeps
-        ``batch_size`` (a large enough set, ``min_batches_per_epoch`` 0, or too few samples to split)."""
+        """The smaller batch giving ``min_batches_per_epoch`` steps over ``samples``, or ``None``."""
         wanted = self.min_batches_per_epoch
         if wanted and samples < wanted * self.batch_size and samples // wanted >= per_step:
             return samples // wanted // per_step * per_step
@@ -140,13 +113,8 @@ class TrainConfig:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
 
 
-def _check_choice(name: str, value: str, choices: Sequence[str]) -> None:
-    if value not in choices:
-        raise UserInputError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
-
-
 def _coerce(name: str, value: Any, hint: Any) -> Any:
-    """Convert YAML/CLI values to the field's type (YAML reads ``1e-3`` as a string, lists as lists)."""
+    """Convert YAML/CLI values to the field's type."""
     args = typing.get_args(hint)
     optional = type(None) in args
     if value is None:
@@ -195,9 +163,7 @@ def load_yaml_config(path: str | Path) -> dict[str, Any]:
 
 
 def config_from_values(values: Mapping[str, Any], defaults: TrainConfig, **unset: Any) -> TrainConfig:
-    """``defaults`` with the fields ``values`` names replaced (the training flags and a ``--config`` file, as
-    :class:`TrainConfig` field names); ``unset``: field values (e.g. ``max_epochs=15``) for the fields left ``None``,
-    e.g. a task's default that depends on other flags."""
+    """``defaults`` with the fields in ``values`` replaced; ``unset``: values for the fields left ``None``."""
     found = {**dataclasses.asdict(defaults), **{k: v for k, v in values.items() if k in _FIELDS}}
     for name, value in unset.items():
         if name not in found:

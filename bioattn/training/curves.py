@@ -1,8 +1,4 @@
-"""``training_curve.png``: training loss, learning rate and evaluation metrics against optimizer step;
-(one metric per epoch for several models: :func:`bioattn.plots.plot_metric_per_epoch`).
-
-Drawn with matplotlib's object-oriented API (no pyplot): plotting never changes the user's backend.
-"""
+"""``training_curve.png``: training loss, learning rate and evaluation metrics against optimizer step."""
 from __future__ import annotations
 
 import math
@@ -26,13 +22,8 @@ def _series(rows: list[dict[str, str]], phase: str, name: str) -> tuple[list[int
 
 
 def plot_curves(run_dir: str | os.PathLike) -> Path:
-    """Plot ``run_dir/train_log.csv`` into ``run_dir/training_curve.png`` and return its path.
-
-    Panels: loss (training per step, evaluation loss if logged), learning rate, gradient norm, then
-    one panel per other evaluation metric.
-    """
-    from matplotlib.figure import Figure  # imported here: training runs that never plot skip its start-up cost
-
+    """Plot ``run_dir/train_log.csv`` into ``run_dir/training_curve.png``; its path."""
+    from matplotlib.figure import Figure
     run_dir = Path(run_dir)
     rows = read_log(run_dir / LOG_NAME)
     if not rows:

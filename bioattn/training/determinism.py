@@ -1,11 +1,4 @@
-"""Bit-for-bit repeatable training on a GPU (``TrainConfig(deterministic=True)``, ``--deterministic``).
-
-A CPU run of the same seed already repeats bit for bit. On a GPU several kernels do not: cuDNN picks convolution
-algorithms by timing them, and backward passes (convolutions, embeddings, fused attention) add into the same
-gradient from many threads in whatever order they finish. :func:`deterministic_kernels` switches PyTorch to its
-deterministic kernels for the duration of a run; the task running the trainer also runs attention with the math
-kernel then (see :func:`bioattn.tasks.common.training_attention_backend`), whose backward is two matrix products.
-"""
+"""Bit-for-bit repeatable training on a GPU (``TrainConfig(deterministic=True)``, ``--deterministic``)."""
 from __future__ import annotations
 
 import contextlib
@@ -14,18 +7,12 @@ from collections.abc import Iterator
 
 import torch
 
-CUBLAS_WORKSPACE_CONFIG = ":4096:8"  # cuBLAS repeats its reductions only with a fixed workspace (NVIDIA's advice)
+CUBLAS_WORKSPACE_CONFIG = ":4096:8"
 
 
 @contextlib.contextmanager
 def deterministic_kernels(device: torch.device, enabled: bool = True) -> Iterator[None]:
-    """Within the block, work on a CUDA ``device`` runs on deterministic kernels; the previous settings come back after.
-
-    Sets ``torch.use_deterministic_algorithms(True, warn_only=True)`` (an op without a deterministic kernel warns
-    once instead of stopping a run), ``torch.backends.cudnn.deterministic`` and no cuDNN benchmarking, and
-    ``CUBLAS_WORKSPACE_CONFIG`` unless the environment already sets it (removed again after). On a CPU, or with
-    ``enabled=False``, it changes nothing.
-    """
+    """Within the block, work on a CUDA ``device`` runs on deterministic kernels (warn-only); no-op on a CPU."""
     if not enabled or device.type != "cuda":
         yield
         return

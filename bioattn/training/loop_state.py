@@ -1,7 +1,4 @@
-"""What the :class:`~bioattn.training.trainer.Trainer` loop keeps between steps and across a restart: its position
-(:class:`Progress`), the result of a fit (:class:`FitResult`), how a kept evaluation is chosen (:func:`tie_break_loss`)
-and the checkpoint it writes and resumes from (:func:`save_checkpoint`, :func:`restore_checkpoint`: model,
-optimizer, schedules, gradient scaler, weight average, every rank's random state and the loop position)."""
+"""What the :class:`~bioattn.training.trainer.Trainer` loop keeps between steps and across a restart."""
 from __future__ import annotations
 
 import sys
@@ -9,8 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from safetensors.torch import load as safetensors_from_bytes
-from safetensors.torch import save as safetensors_to_bytes
+from safetensors.torch import load as safetensors_from_bytes, save as safetensors_to_bytes
 
 from bioattn.distributed import gather_bytes, is_main_process
 from bioattn.errors import UserInputError
@@ -34,7 +30,7 @@ class FitResult:
 
 @dataclass
 class Progress:
-    """Everything about the loop's position that a checkpoint must restore (JSON-serialisable)."""
+    """The loop's position that a checkpoint restores (JSON-serialisable)."""
 
     epoch: int = 0  # 0-based epoch to run next
     steps_in_epoch: int = 0  # optimizer steps already done in that epoch
@@ -76,8 +72,7 @@ def is_tie(a: float, b: float) -> bool:
 
 
 def tie_break_loss(monitor: str, metrics: dict[str, float]) -> str | None:
-    """The evaluation loss that breaks ties on ``monitor``: ``<prefix>_loss`` for a monitor ``<prefix>_<score>``
-    (``dev_mcc`` → ``dev_loss``), else ``loss``, when ``metrics`` has it and the monitor is not that loss itself."""
+    """The loss that breaks ties on ``monitor``: ``<prefix>_loss`` for ``<prefix>_<score>``, else ``loss``."""
     prefix = monitor.rsplit("_", 1)[0] + "_" if "_" in monitor else ""
     for name in (f"{prefix}loss", "loss"):
         if name in metrics and name != monitor:
@@ -94,25 +89,16 @@ def save_checkpoint(trainer: Any) -> None:
     assert rng_files is not None
     p.seq += 1
     optimizer_tensors, optimizer_meta = ckpt.optimizer_state(trainer.optimizer)
-    scheduler_state = trainer.scheduler.state_dict()  # our lr lambdas are plain functions: stored as null
-    files = {
-        "model": {k: v.detach().to("cpu", copy=True) for k, v in trainer.module.state_dict().items()},
-        "optimizer": optimizer_tensors,
-        **{f"rng_rank{r}": safetensors_from_bytes(data) for r, data in enumerate(rng_files)},
-    }
+    scheduler_state = trainer.scheduler.state_dict()
+    files = {"model": {k: v.detach().to("cpu", copy=True) for k, v in trainer.module.state_dict().items()},
+             "optimizer": optimizer_tensors,
+             **{f"rng_rank{r}": safetensors_from_bytes(data) for r, data in enumerate(rng_files)}}
     if trainer.best_state is not None:
         files["best_model"] = trainer.best_state
     if trainer.average is not None:
         files["weight_average"] = {k: v.detach().to("cpu", copy=True) for k, v in trainer.average.state_dict().items()}
-    state = {
-        "format": 1,
-        "world_size": trainer.world,
-        "config": trainer.config.to_dict(),
-        "progress": vars(p),
-        "optimizer": optimizer_meta,
-        "scheduler": scheduler_state,
-        "scaler": trainer.scaler.state_dict(),
-    }
+    state = {"format": 1, "world_size": trainer.world, "config": trainer.config.to_dict(), "progress": vars(p),
+             "optimizer": optimizer_meta, "scheduler": scheduler_state, "scaler": trainer.scaler.state_dict()}
     ckpt.write_checkpoint(trainer.run_dir / CHECKPOINT_DIR, p.seq, files, state)
 
 
@@ -128,10 +114,8 @@ def restore_checkpoint(trainer: Any) -> bool:
     saved = state["config"]
     for name in ("batch_size", "seed", "ema_decay"):
         if saved.get(name) != getattr(trainer.config, name):
-            raise UserInputError(
-                f"{snapshot}: the run was started with {name}={saved.get(name)}, now {getattr(trainer.config, name)}; "
-                f"resume with the same value or start a new run"
-            )
+            raise UserInputError(f"{snapshot}: the run was started with {name}={saved.get(name)}, now "
+                                 f"{getattr(trainer.config, name)}; resume with the same value or start a new run")
     model_state = ckpt.read_tensors(snapshot, "model")
     try:
         trainer.module.load_state_dict(model_state)

@@ -24,7 +24,7 @@ def read_log(path: str | os.PathLike) -> list[dict[str, str]]:
 
 
 def _step_of(row: dict[str, str | None]) -> int | None:
-    """The row's optimizer step, or ``None`` for a damaged row (e.g. cut short by a kill)."""
+    """The row's optimizer step, or ``None`` for a damaged row."""
     if row.get("phase") not in ("train", "eval") or None in row.values():
         return None
     try:
@@ -34,12 +34,7 @@ def _step_of(row: dict[str, str | None]) -> int | None:
 
 
 class MetricLogger:
-    """Append metric rows to ``run_dir/train_log.csv`` and scalars to ``run_dir/tensorboard``.
-
-    Rows have ``step``, ``epoch``, ``phase`` ("train" or "eval") and one column per metric; a new metric
-    name widens the CSV (the file is rewritten atomically). With ``resume_step``, rows and TensorBoard
-    events after that optimizer step (written by the interrupted run after its last checkpoint) are dropped.
-    """
+    """Append metric rows to ``run_dir/train_log.csv`` and scalars to ``run_dir/tensorboard``."""
 
     def __init__(self, run_dir: str | os.PathLike, resume_step: int | None = None) -> None:
         self.path = Path(run_dir) / LOG_NAME
@@ -50,12 +45,10 @@ class MetricLogger:
             self.columns += [k for k in row if k not in self.columns]
         self._rewrite()
         purge = None if resume_step is None else resume_step + 1
-        from torch.utils.tensorboard import SummaryWriter  # here: a prediction importing the trainer pays nothing
-
+        from torch.utils.tensorboard import SummaryWriter
         self.writer = SummaryWriter(log_dir=str(Path(run_dir) / TENSORBOARD_DIR), purge_step=purge)
 
     def log(self, step: int, epoch: int, phase: str, metrics: dict[str, float]) -> None:
-        """Record ``metrics`` (TensorBoard tag ``phase/name``) at optimizer step ``step``."""
         row: dict[str, Any] = {"step": step, "epoch": epoch, "phase": phase, **metrics}
         self.rows.append(row)
         for name, value in metrics.items():

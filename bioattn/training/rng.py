@@ -1,8 +1,4 @@
-"""Seeding and exact capture/restore of the Python, NumPy and torch (CPU + CUDA) random states.
-
-States are stored as plain tensors (safetensors), never pickled, so a resumed run draws exactly the
-random numbers (dropout masks, augmentations) the uninterrupted run would have drawn.
-"""
+"""Seeding and exact capture/restore of the Python, NumPy and torch (CPU + CUDA) random states, as tensors."""
 from __future__ import annotations
 
 import math
@@ -25,14 +21,11 @@ def rng_state_tensors() -> dict[str, torch.Tensor]:
     name, keys, pos, has_gauss, cached_gaussian = np.random.get_state()
     if name != "MT19937":
         raise RuntimeError(f"unsupported NumPy global generator {name}")
-    tensors = {
-        "torch_cpu": torch.get_rng_state(),
-        "python_mt": torch.tensor([version, *mt_state], dtype=torch.int64),
-        "python_gauss": torch.tensor([math.nan if gauss_next is None else gauss_next], dtype=torch.float64),
-        "numpy_keys": torch.from_numpy(keys.astype(np.int64)),
-        "numpy_meta": torch.tensor([pos, has_gauss], dtype=torch.int64),
-        "numpy_gauss": torch.tensor([cached_gaussian], dtype=torch.float64),
-    }
+    tensors = {"torch_cpu": torch.get_rng_state(), "python_mt": torch.tensor([version, *mt_state], dtype=torch.int64),
+               "python_gauss": torch.tensor([math.nan if gauss_next is None else gauss_next], dtype=torch.float64),
+               "numpy_keys": torch.from_numpy(keys.astype(np.int64)),
+               "numpy_meta": torch.tensor([pos, has_gauss], dtype=torch.int64),
+               "numpy_gauss": torch.tensor([cached_gaussian], dtype=torch.float64)}
     if torch.cuda.is_available():
         tensors["torch_cuda"] = torch.stack(torch.cuda.get_rng_state_all())
     return tensors

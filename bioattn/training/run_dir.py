@@ -30,10 +30,5 @@ def package_versions() -> dict[str, str | None]:
 def write_run_config(run_dir: str | os.PathLike, config: TrainConfig, run_info: dict[str, Any] | None = None) -> None:
     """Write ``run_dir/run_config.json``: resolved training config, recipe options, command, versions."""
     recipe = {k: str(v) if isinstance(v, Path) else v for k, v in (run_info or {}).items()}
-    write_json(Path(run_dir) / RUN_CONFIG_NAME, {
-        "training": config.to_dict(),
-        "recipe": recipe,
-        "command": sys.argv,
-        "world_size": world_size(),
-        "versions": package_versions(),
-    })
+    write_json(Path(run_dir) / RUN_CONFIG_NAME, {"training": config.to_dict(), "recipe": recipe, "command": sys.argv,
+                                                 "world_size": world_size(), "versions": package_versions()})

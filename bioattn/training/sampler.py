@@ -11,32 +11,10 @@ POOL_BATCHES = 50
 
 
 class ResumableSampler(DistributedSampler):
-    """Shuffled order drawn from ``(seed, epoch)`` only, split over ranks, skipping already-seen samples.
+    """Shuffled order drawn from ``(seed, epoch)`` only, split over ranks, optionally bucketed by length."""
 
-    Rank ``r`` of ``W`` takes every ``W``-th index of one shared permutation, so per-rank batches of
-    ``B / W`` samples together form exactly the global batch of ``B`` a single process would draw; a
-    checkpoint position counted in global batches therefore stays valid if ``W`` changes. Call
-    :meth:`set_position` (epoch, samples already consumed by this rank) before iterating.
-
-    Length bucketing (``lengths`` given): the epoch's permutation is cut into pools of
-    :data:`POOL_BATCHES` × ``bucket_size`` samples, each pool is sorted by length and cut into buckets of
-    ``bucket_size`` consecutive samples, and the full buckets are shuffled (a shorter last bucket stays
-    last). ``bucket_size`` must be the number of samples that are padded together summed over ranks
-    (micro-batch × ``W``), so every padded batch holds samples of similar length. The order still depends on
-    ``(seed, epoch)`` only, so resuming stays exact.
-    """
-
-    def __init__(
-        self,
-        dataset: Dataset,
-        *,
-        num_replicas: int,
-        rank: int,
-        seed: int,
-        shuffle: bool = True,
-        lengths: Sequence[int] | None = None,
-        bucket_size: int = 1,
-    ) -> None:
+    def __init__(self, dataset: Dataset, *, num_replicas: int, rank: int, seed: int, shuffle: bool = True,
+                 lengths: Sequence[int] | None = None, bucket_size: int = 1) -> None:
         super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed, drop_last=False)
         if lengths is not None and len(lengths) != len(dataset):  # type: ignore[arg-type]
             raise ValueError(f"{len(lengths)} lengths for {len(dataset)} samples")  # type: ignore[arg-type]
@@ -52,7 +30,7 @@ class ResumableSampler(DistributedSampler):
         self.start = start
 
     def _bucketed_indices(self) -> list[int]:
-        """This epoch's global order with length bucketing, padded to ``total_size`` as DistributedSampler does."""
+        """This epoch's order with length bucketing, padded to ``total_size``."""
         assert self.lengths is not None
         generator = torch.Generator()
         generator.manual_seed(self.seed + self.epoch)

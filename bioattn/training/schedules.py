@@ -11,23 +11,16 @@ from bioattn.training.config import TrainConfig
 
 
 def build_optimizer(model: nn.Module, config: TrainConfig, *, fused: bool | None = None) -> torch.optim.Optimizer:
-    """AdamW (decoupled weight decay) or Adam (L2 penalty) over the trainable parameters.
-
-    ``fused`` (default: wherever :func:`can_fuse` says PyTorch has it) runs the update of all parameters in one
-    fused kernel instead of a Python loop over them: the same algorithm, rounded differently in the last bits
-    (one CT training step on a CPU about 1.06x faster, ``bench/train.py``)."""
+    """AdamW or Adam over the trainable parameters; ``fused`` (default: :func:`can_fuse`): one fused kernel."""
     params = [p for p in model.parameters() if p.requires_grad]
     options: dict[str, Any] = {"lr": config.lr, "weight_decay": config.weight_decay}
     if can_fuse(params) if fused is None else fused:
         options["fused"] = True
-    if config.optimizer == "adamw":
-        return torch.optim.AdamW(params, **options)
-    return torch.optim.Adam(params, **options)
+    return torch.optim.AdamW(params, **options) if config.optimizer == "adamw" else torch.optim.Adam(params, **options)
 
 
 def can_fuse(params: list[torch.Tensor]) -> bool:
-    """Whether PyTorch has a fused Adam/AdamW kernel for ``params``: floating-point tensors on one device type,
-    CUDA, or the CPU from torch 2.4."""
+    """Whether PyTorch has a fused Adam/AdamW kernel for ``params`` (floating point, all on CUDA or the CPU)."""
     kinds = {p.device.type for p in params}
     if not params or len(kinds) != 1 or not all(p.is_floating_point() for p in params):
         return False
@@ -37,24 +30,22 @@ def can_fuse(params: list[torch.Tensor]) -> bool:
     return kinds == {"cpu"} and (major, minor) >= (2, 4)
 
 
-#: The longest warm-up as a fraction of a run's optimizer steps: a short run (a small data set) reaches its peak
-#: learning rate within its first quarter, as the promoter pretraining always has.
+#: The longest warm-up as a fraction of a run's optimizer steps.
 WARMUP_FRACTION = 0.25
 
 
 def total_steps(config: TrainConfig, steps_per_epoch: int) -> int:
-    """Optimizer steps of a complete run: ``max_epochs`` × ``steps_per_epoch`` (at least 1)."""
+    """Optimizer steps of a complete run (at least 1)."""
     return max(1, config.max_epochs * steps_per_epoch)
 
 
 def effective_warmup(config: TrainConfig, steps_per_epoch: int) -> int:
-    """``config.warmup_steps``, capped at :data:`WARMUP_FRACTION` of :func:`total_steps`: no run ends in warm-up."""
+    """``config.warmup_steps``, capped at :data:`WARMUP_FRACTION` of :func:`total_steps`."""
     return min(config.warmup_steps, int(WARMUP_FRACTION * total_steps(config, steps_per_epoch)))
 
 
 def schedule_notes(config: TrainConfig, steps_per_epoch: int) -> list[str]:
-    """One line per way the run is shorter than its schedule assumes (warm-up capped, step-decay milestones past
-    the last epoch); empty when it is not."""
+    """One ``note:`` line per way the run is shorter than its schedule assumes."""
     total, warmup = total_steps(config, steps_per_epoch), effective_warmup(config, steps_per_epoch)
     notes = []
     if warmup < config.warmup_steps:
@@ -70,13 +61,7 @@ def schedule_notes(config: TrainConfig, steps_per_epoch: int) -> list[str]:
 
 
 def lr_factor(config: TrainConfig, steps_per_epoch: int) -> Callable[[int], float]:
-    """Multiplier of the peak lr at optimizer step ``step`` (0-based).
-
-    Every schedule starts with a linear warm-up over :func:`effective_warmup` steps (``warmup_steps``, at most
-    :data:`WARMUP_FRACTION` of the run); then ``warmup_cosine`` decays towards 0, reached at the end of the last
-    step of ``max_epochs``, ``multistep`` multiplies by ``gamma`` at each epoch in ``milestones``, ``constant``
-    stays at 1.
-    """
+    """Multiplier of the peak lr at optimizer step ``step``: warm-up, then the schedule."""
     total = total_steps(config, steps_per_epoch)
     warmup = effective_warmup(config, steps_per_epoch)
 
@@ -94,6 +79,7 @@ def lr_factor(config: TrainConfig, steps_per_epoch: int) -> Callable[[int], floa
     return factor
 
 
-def build_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig, steps_per_epoch: int) -> torch.optim.lr_scheduler.LambdaLR:
+def build_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig,
+                    steps_per_epoch: int) -> torch.optim.lr_scheduler.LambdaLR:
     """A :class:`~torch.optim.lr_scheduler.LambdaLR` to be stepped after every optimizer step."""
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor(config, steps_per_epoch))

@@ -1,11 +1,4 @@
-"""The shared training loop: :class:`Trainer` and its :class:`FitResult`.
-
-One code path for one process and for ``torchrun --nproc_per_node=K``: DistributedDataParallel, a sampler whose
-order depends only on ``(seed, epoch)``, mixed precision, gradient accumulation, warm-up/cosine or step schedules,
-an optional moving average of the weights, early stopping, a wall-clock budget, per-step CSV/TensorBoard logs,
-and checkpoints from which ``resume=True`` continues bit-for-bit (same seed, same world size; on a GPU with
-``deterministic=True``).
-"""
+"""The shared training loop (one process or ``torchrun``): :class:`Trainer` and its :class:`FitResult`."""
 from __future__ import annotations
 
 import contextlib
@@ -27,27 +20,10 @@ from bioattn.errors import TrainingDivergedError, UserInputError
 from bioattn.training import checkpoint as ckpt
 from bioattn.training.averaging import weight_average
 from bioattn.training.config import TrainConfig
-from bioattn.distributed import (
-    all_reduce_sum,
-    broadcast_json,
-    init_distributed,
-    is_distributed,
-    is_main_process,
-    rank,
-    resolve_device,
-    world_size,
-)
-from bioattn.training.loop_state import (
-    CHECKPOINT_DIR,
-    FitResult,
-    Progress,
-    is_tie,
-    as_float,
-    move_to,
-    restore_checkpoint,
-    save_checkpoint,
-    tie_break_loss,
-)
+from bioattn.distributed import (all_reduce_sum, broadcast_json, init_distributed, is_distributed, is_main_process,
+                                 rank, resolve_device, world_size)
+from bioattn.training.loop_state import (CHECKPOINT_DIR, FitResult, Progress, is_tie, as_float, move_to,
+                                         restore_checkpoint, save_checkpoint, tie_break_loss)
 from bioattn.training.metrics_log import MetricLogger
 from bioattn.precision import warn_if_bf16_is_emulated
 from bioattn.progress import progress_bar
@@ -66,52 +42,27 @@ class NonFiniteLossError(TrainingDivergedError):
 
 
 class Trainer:
-    """Train ``model`` on ``train_dataset`` according to ``config``, writing into ``run_dir``.
+    """Train ``model`` in place on ``train_dataset`` per ``config``, writing into ``run_dir``; after :meth:`fit` it
+    holds the best weights (by ``config.monitor``) in eval mode.
 
     Args:
-        model: the module; trained in place. After :meth:`fit` it holds the best weights (by
-            ``config.monitor``; of the moving average with ``config.ema_decay``) and is in eval mode.
-        train_dataset: map-style dataset; ``collate_fn`` turns a list of its items into a batch.
-        config: :class:`TrainConfig`; ``batch_size`` is global (split over ranks and micro-batches).
-        run_dir: output folder (see :func:`~bioattn.training.prepare_run_dir`); checkpoints go to
-            ``run_dir/checkpoint``, logs to ``run_dir/train_log.csv`` and ``run_dir/tensorboard``.
-        loss_fn: ``loss_fn(model, batch) -> scalar tensor``, the mean loss of the batch. ``model`` may
-            be the DDP wrapper: call ``model(...)`` (its forward), not other methods, so gradients sync.
-        evaluate: ``evaluate(module) -> {"metric": number}``, run on rank 0 with the unwrapped module
-            in eval mode under ``torch.no_grad()``; the result is broadcast to all ranks. ``None``:
-            no evaluation (the final weights are kept).
-        resume: continue from the latest checkpoint in ``run_dir`` when one exists.
-        run_info: extra options to record in ``run_dir/run_config.json`` (e.g. ``vars(args)``).
-        bucket_lengths: the length of every training sample: each padded batch then draws samples of similar
-            length (see :class:`~bioattn.training.sampler.ResumableSampler`). ``None``: plain shuffling.
-        evaluate_start: also evaluate the starting weights (as epoch 0, before any step), so a model that starts
-            from trained weights keeps them unless training improves on them.
+        loss_fn: ``loss_fn(model, batch) -> scalar tensor``; ``model`` may be the DDP wrapper (call its forward).
+        evaluate: ``evaluate(module) -> {"metric": number}`` on rank 0 under ``torch.no_grad()``; ``None``: keep
+            the final weights.
+        run_info: extra options recorded in ``run_dir/run_config.json``.
+        bucket_lengths: every sample's length, to batch similar lengths together; ``None``: plain shuffling.
+        evaluate_start: also evaluate the starting weights as epoch 0.
     """
 
-    def __init__(
-        self,
-        model: nn.Module,
-        train_dataset: Dataset,
-        config: TrainConfig,
-        run_dir: str | os.PathLike,
-        loss_fn: LossFn,
-        evaluate: EvaluateFn | None = None,
-        collate_fn: Callable[[list[Any]], Any] | None = None,
-        resume: bool = False,
-        run_info: dict[str, Any] | None = None,
-        bucket_lengths: Sequence[int] | None = None,
-        evaluate_start: bool = False,
-    ) -> None:
+    def __init__(self, model: nn.Module, train_dataset: Dataset, config: TrainConfig, run_dir: str | os.PathLike,
+                 loss_fn: LossFn, evaluate: EvaluateFn | None = None,
+                 collate_fn: Callable[[list[Any]], Any] | None = None, resume: bool = False,
+                 run_info: dict[str, Any] | None = None, bucket_lengths: Sequence[int] | None = None,
+                 evaluate_start: bool = False) -> None:
         init_distributed()
-        self.evaluate_start = evaluate_start
-        self.config = config
-        self.run_dir = Path(run_dir)
-        self.loss_fn = loss_fn
-        self.evaluate_fn = evaluate
-        self.resume = resume
-        self.run_info = run_info
-        self.world = world_size()
-        self.rank = rank()
+        self.evaluate_start, self.config, self.run_dir, self.loss_fn = evaluate_start, config, Path(run_dir), loss_fn
+        self.evaluate_fn, self.resume, self.run_info = evaluate, resume, run_info
+        self.world, self.rank = world_size(), rank()
         self.device = resolve_device(config.device)
         if config.precision == "fp16" and self.device.type != "cuda":
             raise UserInputError("precision fp16 needs a CUDA GPU; on a CPU use --precision fp32, or bf16 where the CPU "
@@ -120,23 +71,18 @@ class Trainer:
             warn_if_bf16_is_emulated(config.precision, self.device)
         per_step = self.world * config.grad_accum
         if config.batch_size % per_step:
-            raise UserInputError(
-                f"batch size {config.batch_size} must be divisible by processes ({self.world}) x "
-                f"gradient accumulation ({config.grad_accum})"
-            )
+            raise UserInputError(f"batch size {config.batch_size} must be divisible by processes ({self.world}) x "
+                                 f"gradient accumulation ({config.grad_accum})")
         samples = len(train_dataset)  # type: ignore[arg-type]
         smaller = config.small_set_batch(samples, per_step)
         if smaller is not None:
             ragged = samples % smaller
-            # a last batch of a few samples gives batch normalisation statistics of a few samples, and a noisy step
             drop = 0 < ragged < smaller / 2 and not config.drop_last
-            self._note(f"note: the training set ({samples} samples) is smaller than "
-                       f"{config.min_batches_per_epoch} batches of "
-                       f"{config.batch_size}; using batches of {smaller}"
+            self._note(f"note: the training set ({samples} samples) is smaller than {config.min_batches_per_epoch} "
+                       f"batches of {config.batch_size}; using batches of {smaller}"
                        + (f" (the {ragged} left over of each shuffled epoch wait for a later one: a batch of "
                           f"{ragged} would set the normalisation statistics of that step)" if drop else ""))
-            config = self.config = dataclasses.replace(config, batch_size=smaller,
-                                                       drop_last=config.drop_last or drop)
+            config = self.config = dataclasses.replace(config, batch_size=smaller, drop_last=config.drop_last or drop)
         if config.batch_size > samples and samples >= per_step:
             reduced = samples // per_step * per_step
             self._note(f"note: batch size {config.batch_size} is larger than the training set ({samples} samples); "
@@ -151,24 +97,18 @@ class Trainer:
                                         lengths=bucket_lengths, bucket_size=self.micro_batch * self.world)
         if self.sampler.num_samples == 0 or len(train_dataset) == 0:  # type: ignore[arg-type]
             raise UserInputError("the training dataset is empty")
-        self.loader = DataLoader(
-            train_dataset, batch_size=self.micro_batch, sampler=self.sampler, collate_fn=collate_fn,
-            num_workers=config.num_workers, drop_last=config.drop_last, generator=torch.Generator(),
-            pin_memory=self.device.type == "cuda",
-        )
-        micro_batches = len(self.loader)
-        self.steps_per_epoch = math.ceil(micro_batches / config.grad_accum)
+        self.loader = DataLoader(train_dataset, batch_size=self.micro_batch, sampler=self.sampler,
+                                 collate_fn=collate_fn, num_workers=config.num_workers, drop_last=config.drop_last,
+                                 generator=torch.Generator(), pin_memory=self.device.type == "cuda")
+        self.steps_per_epoch = math.ceil(len(self.loader) / config.grad_accum)
         if config.max_steps_per_epoch is not None:
             self.steps_per_epoch = min(self.steps_per_epoch, config.max_steps_per_epoch)
         if self.steps_per_epoch == 0:
-            raise UserInputError(
-                f"the training dataset ({len(train_dataset)} samples) is smaller than one batch "  # type: ignore[arg-type]
-                f"({config.batch_size}) with drop_last; lower the batch size"
-            )
+            raise UserInputError(f"the training dataset ({len(train_dataset)} samples) "  # type: ignore[arg-type]
+                                 f"is smaller than one batch ({config.batch_size}) with drop_last; "
+                                 "lower the batch size")
         if config.min_steps and config.max_epochs * self.steps_per_epoch < config.min_steps:
             epochs = math.ceil(config.min_steps / self.steps_per_epoch)
-            # Milestones and early-stopping patience keep their share of the longer run: unscaled, a patience of a
-            # few epochs of one step each would stop the run long before --min-steps, inside its warm-up.
             milestones = tuple(round(m * epochs / config.max_epochs) for m in config.milestones)
             patience = None if config.patience is None else math.ceil(config.patience * epochs / config.max_epochs)
             self._note(f"note: {config.max_epochs} epochs of {self.steps_per_epoch} optimizer "
@@ -186,9 +126,8 @@ class Trainer:
         self.model: nn.Module = self.module
         if is_distributed():
             device_ids = [self.device.index] if self.device.type == "cuda" else None
-            self.model = DistributedDataParallel(
-                self.module, device_ids=device_ids, find_unused_parameters=config.find_unused_parameters
-            )
+            self.model = DistributedDataParallel(self.module, device_ids=device_ids,
+                                                 find_unused_parameters=config.find_unused_parameters)
         self.average = weight_average(self.module, config.ema_decay) if config.ema_decay is not None else None
         self.best_state: dict[str, torch.Tensor] | None = None
         self.progress = Progress()
@@ -198,12 +137,11 @@ class Trainer:
         if is_main_process():
             print(line, file=sys.stderr)
 
-    # ----------------------------------------------------------------------------------------- fit
     def fit(self) -> FitResult:
         """Train until ``max_epochs``, early stopping or the time budget; return the best metrics."""
-        restored = self._restore() if self.resume else False
+        restored = restore_checkpoint(self) if self.resume else False
         if not restored:
-            seed_everything(self.config.seed + self.rank)  # distinct dropout streams per rank
+            seed_everything(self.config.seed + self.rank)
         if self.progress.stop_reason == "early_stopping":
             return self._finish()
         self.progress.stop_reason = None
@@ -212,11 +150,11 @@ class Trainer:
             write_run_config(self.run_dir, self.config, self.run_info)
             logger = MetricLogger(self.run_dir, resume_step=self.progress.global_step if restored else None)
         total = self.config.max_epochs * self.steps_per_epoch
-        bar = progress_bar(total=total, initial=min(self.progress.global_step, total), desc="training",
-                   unit="step", disable=not is_main_process(), dynamic_ncols=True)
+        bar = progress_bar(total=total, initial=min(self.progress.global_step, total), desc="training", unit="step",
+                           disable=not is_main_process(), dynamic_ncols=True)
         started = time.monotonic()
         if self.evaluate_start and not restored and self.evaluate_fn is not None:
-            self._evaluate_and_track(logger, bar, 0)  # the starting weights compete for selection as epoch 0
+            self._evaluate_and_track(logger, bar, 0)
         self.module.train()
         try:
             with deterministic_kernels(self.device, self.config.deterministic):
@@ -252,7 +190,6 @@ class Trainer:
             p.loss_steps += 1
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.4g}", lr=f"{lr:.3g}", refresh=False)
-
             epoch_done = p.steps_in_epoch >= self.steps_per_epoch or remaining == 0
             last_step = epoch_done and p.epoch + 1 >= config.max_epochs
             if epoch_done:
@@ -268,7 +205,7 @@ class Trainer:
             ckpt_every = config.checkpoint_every_steps
             evaluated = bool(p.history) and p.history[-1]["step"] == p.global_step
             if epoch_done or evaluated or p.stop_reason or (ckpt_every and p.global_step % ckpt_every == 0):
-                self._save_checkpoint()
+                save_checkpoint(self)
             if p.stop_reason is not None:
                 if p.stop_reason == "early_stopping" and is_main_process():
                     best = (f"; the best was step {p.best_step} ({config.monitor}={p.best_value:.4g})"
@@ -279,11 +216,11 @@ class Trainer:
                     tqdm.write(f"time budget of {config.max_minutes} min reached at step {p.global_step}; "
                                f"continue with --resume", file=sys.stderr)
                 return
-            if epoch_done:  # max_steps_per_epoch: the next epoch restarts the sampler with its own order
+            if epoch_done:
                 return
 
     def _train_step(self, batches: Iterator[Any], group: int, started: float) -> tuple[float, float, bool]:
-        """Forward/backward ``group`` micro-batches, clip, step. Returns (mean loss over ranks, grad norm, time up)."""
+        """Forward/backward ``group`` micro-batches, clip, step; (mean loss over ranks, grad norm, time up)."""
         config = self.config
         loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         for index in range(group):
@@ -317,8 +254,7 @@ class Trainer:
 
     @property
     def kept_module(self) -> nn.Module:
-        """The weights that are evaluated, selected and kept: the moving average with ``config.ema_decay``, else
-        the trained module itself."""
+        """The weights evaluated and kept: the moving average with ``config.ema_decay``, else the module."""
         return self.average.module if self.average is not None else self.module
 
     def _autocast(self) -> contextlib.AbstractContextManager:
@@ -331,15 +267,12 @@ class Trainer:
         last = ckpt.latest_checkpoint(self.run_dir / CHECKPOINT_DIR)
         kept = f"the last good checkpoint {last} is kept" if last else "no checkpoint had been written yet"
         what = f"loss became {loss}" if not math.isfinite(loss) else f"gradient norm became {grad_norm}"
-        raise NonFiniteLossError(
-            f"{self.run_dir}: {what} at epoch {epoch_number}, step {self.progress.global_step}; training stopped "
-            f"and this step was not applied; {kept}. Try a lower --lr, --precision fp32 or gradient "
-            f"clipping, then continue with --resume (or start again with --overwrite)"
-        )
+        raise NonFiniteLossError(f"{self.run_dir}: {what} at epoch {epoch_number}, step {self.progress.global_step}; "
+                                 f"training stopped and this step was not applied; {kept}. Try a lower --lr, "
+                                 f"--precision fp32 or gradient clipping, then continue with --resume (or start again "
+                                 f"with --overwrite)")
 
-    # ---------------------------------------------------------------------------------- evaluation
     def _evaluate(self) -> dict[str, float]:
-        """Run ``evaluate`` on rank 0 (eval mode, no grad) and share its metrics with every rank."""
         outcome: dict[str, Any] | None = None
         if is_main_process():
             module = self.kept_module
@@ -365,7 +298,7 @@ class Trainer:
         metrics = self._evaluate()
         train_loss = p.loss_sum / max(1, p.loss_steps)
         p.loss_sum, p.loss_steps = 0.0, 0
-        trained = {"train_loss": train_loss} if p.global_step else {}  # none before the first step
+        trained = {"train_loss": train_loss} if p.global_step else {}
         p.history.append({"epoch": epoch_number, "step": p.global_step, **trained, **metrics})
         if logger is not None and metrics:
             logger.log(p.global_step, epoch_number, "eval", metrics)
@@ -387,8 +320,7 @@ class Trainer:
             tqdm.write(f"epoch {epoch_number} step {p.global_step}: {shown}", file=sys.stderr)
 
     def _improves(self, value: float, metrics: dict[str, float]) -> bool:
-        """Whether an evaluation with ``metrics`` (``value`` of the monitor) replaces the kept one: a better monitor
-        value, or a tie broken by :func:`tie_break_loss` (lower wins), then by the later evaluation."""
+        """Whether ``metrics`` replace the kept ones (ties: lower :func:`tie_break_loss`, then later)."""
         p, config = self.progress, self.config
         if p.best_value is None:
             return True
@@ -400,15 +332,6 @@ class Trainer:
         loss, best_loss = metrics[loss_name], p.best_metrics[loss_name]
         return is_tie(loss, best_loss) or loss < best_loss
 
-    # --------------------------------------------------------------------------------- checkpoints
-    def _save_checkpoint(self) -> None:
-        """Write a checkpoint (rank 0 writes; every rank contributes its random state)."""
-        save_checkpoint(self)
-
-    def _restore(self) -> bool:
-        """Load the latest checkpoint into model, optimizer, schedules, RNG and loop position."""
-        return restore_checkpoint(self)
-
     def _finish(self) -> FitResult:
         p = self.progress
         if self.best_state is not None:
@@ -416,7 +339,5 @@ class Trainer:
         elif self.average is not None:
             self.module.load_state_dict(self.average.module.state_dict())
         self.module.eval()
-        return FitResult(
-            best_metrics=dict(p.best_metrics), best_epoch=p.best_epoch, best_step=p.best_step,
-            history=list(p.history), global_step=p.global_step, stop_reason=p.stop_reason or "completed",
-        )
+        return FitResult(best_metrics=dict(p.best_metrics), best_epoch=p.best_epoch, best_step=p.best_step,
+                         history=list(p.history), global_step=p.global_step, stop_reason=p.stop_reason or "completed")
