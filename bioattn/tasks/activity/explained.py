@@ -1,7 +1,4 @@
-"""What an explanation of an activity model follows: the model's members (one run, a seed or cross-validation
-ensemble, a shipped model) and the mean of their values of one output, on token ids or on the one-hot input that
-in-silico mutagenesis edits, and each sequence's departure from the all-N sequence's value (what the
-deletion/insertion curves of :mod:`bioattn.tasks.activity.explain` follow)."""
+"""An activity model's members and their mean value of one output, the value ISM edits, departures from all-N."""
 from __future__ import annotations
 
 import os
@@ -20,9 +17,7 @@ MIN_DEPARTURE = 0.05
 
 
 def activity_members(model: Any, device: str = "auto") -> tuple[list[ActivityRegressor], str]:
-    """``(members, label)``: the ActivityRegressor(s) of ``model`` (a model, an Ensemble or list of them, a run
-    directory of ``bioattn train activity`` (single, seeds, cross-validation) or a shipped name) on ``device``; a
-    folder or object holding another kind of model is a :class:`UserInputError` naming what it holds."""
+    """``(members, label)``: the ActivityRegressor(s) of ``model`` (a model, ensemble, list, run dir or name)."""
     from bioattn.distributed import resolve_device
     from bioattn.models.ensemble import ENSEMBLE_TYPE, ensemble_members
 
@@ -73,8 +68,7 @@ def read_inputs(inputs: Any, max_rows: int) -> tuple[list[str], list[str], str |
 
 
 def mean_values(members: Sequence[ActivityRegressor], tokens: Tensor, target: int, strand: str | None) -> Tensor:
-    """``(B,)`` the members' mean value of output ``target`` for ``tokens (B, L)`` (PAD = padding), each member
-    reading the strands as it predicts (``strand`` overrides)."""
+    """``(B, L)`` → ``(B,)``: the members' mean value of output ``target`` (``strand`` overrides theirs)."""
     total = 0.0
     for member in members:
         value = member(tokens)["values"][:, target]
@@ -101,13 +95,13 @@ class OneHotValue(nn.Module):
 @torch.no_grad()
 def departures(members: Sequence[ActivityRegressor], tokens: Tensor, target: int,
                strand: str | None = None) -> tuple[Tensor, Tensor]:
-    """``(value of the all-N sequence of each row's length (B,), value minus it (B,))`` of ``tokens (B, L)``."""
+    """``(B, L)`` → ``(all-N value (B,), value minus it (B,))``."""
     tokens = tokens.to(next(members[0].parameters()).device)
     blank = mean_values(members, tokens.masked_fill(tokens != PAD_ID, N_ID), target, strand)
     return blank, mean_values(members, tokens, target, strand) - blank
 
 
 def measurable(members: Sequence[ActivityRegressor], tokens: Tensor, target: int, strand: str | None = None) -> Tensor:
-    """``(B,)`` bool: the rows predicted at least :data:`MIN_DEPARTURE` training sd from the all-N value."""
+    """``(B,)`` bool: rows predicted at least :data:`MIN_DEPARTURE` training sd from the all-N value."""
     return (departures(members, tokens, target, strand)[1].abs()
             >= MIN_DEPARTURE * float(members[0].config["target_sd"][target])).cpu()

@@ -1,5 +1,4 @@
-"""What ``bioattn explain activity`` and :func:`~bioattn.tasks.activity.explain.explain_activity` share, without
-importing the pipeline."""
+"""What ``bioattn explain activity`` and :func:`~bioattn.tasks.activity.explain.explain_activity` share."""
 from __future__ import annotations
 
 #: Methods of an activity model (``auto`` measures the first three on a sample and keeps the most faithful).
