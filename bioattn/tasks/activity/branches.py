@@ -10,6 +10,8 @@ from torch import Tensor
 
 from bioattn.errors import UserInputError
 from bioattn.models.activity import ActivityRegressor, kmer_counts, motif_scores
+from bioattn.models.ensemble import ensemble_members
+from bioattn.tasks.activity.scores import fit_linear, regression_metrics
 
 #: What a blend adds to the deep model (``auto``: both ridges; ``none``: keep the deep model alone).
 BLENDS = ("auto", "motifs", "kmers", "none")
@@ -66,8 +68,6 @@ def motif_feature_matrix(tokens: Tensor, motif_set: MotifSet) -> np.ndarray:
 def _ridge_into(model: ActivityRegressor, branch: str, features: np.ndarray, scaled: np.ndarray,
                 ddof: int = 0) -> float:
     """Fit :func:`~bioattn.tasks.activity.scores.fit_linear` into the frozen ``branch`` (``kmer`` / ``motif``)."""
-    from bioattn.tasks.activity.scores import fit_linear
-
     fitted = fit_linear(features, scaled, ddof=ddof)
     linear = getattr(model, f"{branch}_linear")
     with torch.no_grad():
@@ -121,8 +121,6 @@ def weight_grid(parts: int, step: float = 0.1) -> list[tuple[float, ...]]:
 def choose_weights(deep: ActivityRegressor, parts: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]],
                    validation: tuple[Tensor, np.ndarray]) -> tuple[dict[str, float], dict[str, float]]:
     """``({"deep": w, part: w...}, {label: validation Pearson})`` of the best :func:`weight_grid` blend."""
-    from bioattn.tasks.activity.scores import fit_linear, regression_metrics
-
     tokens, values = validation
     names = [str(i) for i in range(values.shape[1])]
     columns = [deep.predict_tokens(tokens, batch_size=512)]
@@ -219,8 +217,6 @@ def choose_kept(fold_scores: Sequence[Mapping[str, float]], parts: Sequence[str]
 
 def top_motif_weights(model: Any, count: int = 10, target: int | str = 0) -> list[dict[str, Any]]:
     """The ``count`` largest motif-branch weights of a model or an ensemble (mean over members); ``[]`` if none."""
-    from bioattn.models.ensemble import ensemble_members
-
     members = list(model) if isinstance(model, (list, tuple)) else ensemble_members(model)
     if not members:
         raise UserInputError("top_motif_weights: no model given")

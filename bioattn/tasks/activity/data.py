@@ -6,6 +6,7 @@ Tables: a ``sequence`` / ``seq`` column, optional ``id``, numeric value columns;
 from __future__ import annotations
 
 import csv
+import gzip
 import os
 import re
 from dataclasses import dataclass, field
@@ -61,8 +62,6 @@ def _is_fasta(path: Path) -> bool:
 
 
 def _open(path: Path):
-    import gzip
-
     if not path.is_file():
         raise UserInputError(f"{path}: file not found")
     with open(path, "rb") as probe:

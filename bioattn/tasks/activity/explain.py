@@ -6,6 +6,7 @@ import dataclasses
 import os
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -13,10 +14,15 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from bioattn.data.dna import N_ID, PAD_ID, strand_average
+from bioattn.data.dna import N_ID, PAD_ID, encode, strand_average
 from bioattn.errors import UserInputError
+from bioattn.explain.attribution import check_method, layer_attribution, method_label, random_map
+from bioattn.explain.faithfulness import compare_methods
 from bioattn.explain.result import AUTO_SAMPLE, SequenceExplanation, check_out_dir, resolve_method, saved_under, where
-from bioattn.models.activity import ActivityRegressor
+from bioattn.models.activity import STRANDS, ActivityRegressor, strip_flanks
+from bioattn.models.ensemble import ensemble_members
+from bioattn.progress import progress_bar
+from bioattn.tasks.activity.branches import top_motif_weights
 from bioattn.tasks.activity.methods import ACTIVITY_METHODS, KNOWN_MOTIF_WEIGHTS
 from bioattn.tasks.activity.explained import (
     MIN_DEPARTURE, OneHotValue, activity_members, departures, mean_values, measurable, read_inputs,
@@ -54,7 +60,6 @@ def deep_part_used(members: Sequence[ActivityRegressor]) -> bool:
 def activity_attribution(members: Sequence[ActivityRegressor], tokens: Tensor, method: str, *, target: int = 0,
                          strand: str | None = None, seed: int = 0, hypothetical: bool = False) -> Tensor:
     """``(B, L)`` → ``(B, L)`` map of output ``target``, 0 at padding; ``hypothetical`` (ism): ``(B, L, 4)``."""
-    from bioattn.explain.attribution import check_method, layer_attribution, random_map
     from bioattn.explain.ism import saturation_scores
 
     check_method(method, ACTIVITY_METHODS)
@@ -85,8 +90,6 @@ def activity_attribution(members: Sequence[ActivityRegressor], tokens: Tensor, m
 
 def attribute_tokens(model: nn.Module, ids: Tensor, method: str, **options: Any) -> Tensor:
     """``(B, L)`` → ``(B, L)``: :func:`activity_attribution` of a model or an ensemble."""
-    from bioattn.models.ensemble import ensemble_members
-
     return activity_attribution([m.eval() for m in ensemble_members(model)], ids, method, **options)
 
 
@@ -111,9 +114,6 @@ def _attribution_rows(members, tokens: Tensor, method: str, target: int, strand:
 def _faithfulness(members, tokens: Tensor, target: int, strand: str | None, batch_size: int, steps: int,
                   methods: Sequence[str]) -> dict:
     """Deletion/insertion AUC of ``methods`` on the :func:`measurable` rows of ``tokens`` (``{}``: none)."""
-    from bioattn.explain.faithfulness import compare_methods
-    from bioattn.progress import progress_bar
-
     device = next(members[0].parameters()).device
     tokens = tokens[measurable(members, tokens, target, strand)].to(device)
     if not len(tokens):
@@ -157,10 +157,6 @@ def explain_activity(model: Any, inputs: str | os.PathLike | Sequence[str] | Seq
                      out: str | os.PathLike | None = None, overwrite: bool = False) -> ActivityExplanation:
     """Explain an activity model (a model, ensemble, run directory or shipped name) on a file or sequences."""
     check_out_dir(out, overwrite=overwrite)
-    from bioattn.explain.attribution import check_method, method_label
-    from bioattn.models.activity import STRANDS, strip_flanks
-    from bioattn.progress import progress_bar
-    from bioattn.tasks.activity.branches import top_motif_weights
     from bioattn.tasks.promoter.influence import influence_profile
 
     check_method(method, ("auto", *ACTIVITY_METHODS))
@@ -197,8 +193,6 @@ def explain_activity(model: Any, inputs: str | os.PathLike | Sequence[str] | Seq
     batches = _batches(tokens, batch_size)
 
     def probe() -> float:
-        import time
-
         start = time.perf_counter()
         activity_attribution(members, batches[0], "gradient_x_input", target=column, strand=strand)
         return (time.perf_counter() - start) * len(batches)
@@ -315,11 +309,7 @@ def explain_activity(model: Any, inputs: str | os.PathLike | Sequence[str] | Seq
 def _motif_report(members, elements: list[str], column: int, strand: str | None, batch_size: int,
                   groups: dict[str, np.ndarray], database: Any, q_threshold: float, background: bool) -> Any:
     """The motif report of the ISM hypothetical contributions of ``elements`` (one length)."""
-    import time
-
-    from bioattn.data.dna import encode
     from bioattn.explain.motifs import report_motifs
-    from bioattn.progress import progress_bar
 
     def attribute(sequences: Sequence[str], label: str = "motifs") -> np.ndarray:
         ids = torch.as_tensor(np.stack([encode(s) for s in sequences]))

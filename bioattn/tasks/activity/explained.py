@@ -8,9 +8,13 @@ from typing import Any, Sequence
 import torch
 from torch import Tensor, nn
 
-from bioattn.data.dna import A_ID, N_ID, PAD_ID, reverse_complement_ids
+from bioattn.data.dna import A_ID, N_ID, PAD_ID, DNARecord, reverse_complement_ids
+from bioattn.distributed import resolve_device
 from bioattn.errors import UserInputError
 from bioattn.models.activity import ActivityRegressor
+from bioattn.models.ensemble import ENSEMBLE_TYPE, ensemble_members
+from bioattn.models.registry import read_config, resolve_model_dir
+from bioattn.tasks.activity.predict import load_activity_models, read_sequences
 
 #: Faithfulness leaves out sequences predicted within this many training sd of the all-N sequence's value.
 MIN_DEPARTURE = 0.05
@@ -18,14 +22,8 @@ MIN_DEPARTURE = 0.05
 
 def activity_members(model: Any, device: str = "auto") -> tuple[list[ActivityRegressor], str]:
     """``(members, label)``: the ActivityRegressor(s) of ``model`` (a model, ensemble, list, run dir or name)."""
-    from bioattn.distributed import resolve_device
-    from bioattn.models.ensemble import ENSEMBLE_TYPE, ensemble_members
-
     target = str(resolve_device(device))
     if isinstance(model, (str, os.PathLike)):
-        from bioattn.models.registry import read_config, resolve_model_dir
-        from bioattn.tasks.activity.predict import load_activity_models
-
         folder = resolve_model_dir(model)
         config = read_config(folder)
         ensemble = config.get("model_type") == ENSEMBLE_TYPE
@@ -51,9 +49,6 @@ def _which_command(model_type: str | None) -> str:
 
 def read_inputs(inputs: Any, max_rows: int) -> tuple[list[str], list[str], str | None]:
     """``(ids, sequences, source)`` of a FASTA/CSV/TSV path or of in-memory strings / DNARecords (ids ``seq{i}``)."""
-    from bioattn.data.dna import DNARecord
-    from bioattn.tasks.activity.predict import read_sequences
-
     if isinstance(inputs, (str, os.PathLike)):
         ids, sequences = read_sequences(Path(inputs))
         source: str | None = str(inputs)

@@ -1,6 +1,7 @@
 """Load activity models (a run directory, an ensemble run directory or a shipped name) and predict files."""
 from __future__ import annotations
 
+import csv
 import os
 import re
 import sys
@@ -9,12 +10,15 @@ from typing import Sequence
 
 import numpy as np
 
+from bioattn.data.dna import read_records
 from bioattn.errors import UserInputError
 from bioattn.io import write_table
 from bioattn.models.activity import ActivityRegressor
 from bioattn.models.ensemble import ENSEMBLE_TYPE
 from bioattn.models.registry import read_config, resolve_model_dir
 from bioattn.distributed import resolve_device
+from bioattn.tasks.activity.data import _open
+from bioattn.tasks.outputs import output_index
 
 #: A prediction further than this many training standard deviations from the training mean is flagged.
 FAR_SD = 5.0
@@ -40,15 +44,9 @@ def predict_values(models: Sequence[ActivityRegressor], sequences: Sequence[str]
 
 def read_sequences(path: Path) -> tuple[list[str], list[str]]:
     """``(ids, sequences)`` of a FASTA or CSV/TSV file (value columns ignored)."""
-    from bioattn.data.dna import read_records
-
     ids, sequences = [], []
     source = Path(path)
     if source.suffix.lower() in (".tsv", ".csv") or source.name.lower().endswith((".tsv.gz", ".csv.gz")):
-        from bioattn.tasks.activity.data import _open
-
-        import csv
-
         with _open(source) as handle:
             first = handle.readline()
             delimiter = "\t" if "\t" in first else ","
@@ -94,8 +92,6 @@ def predict_activity(source: str | os.PathLike, input_path: str | os.PathLike, o
     names = [str(n) for n in models[0].target_names]
     chosen = list(range(len(names)))
     if output_name is not None:
-        from bioattn.tasks.outputs import output_index
-
         chosen = [output_index(output_name, names)]
     ids, sequences = read_sequences(Path(input_path))
     check_bases(input_path, ids, sequences)

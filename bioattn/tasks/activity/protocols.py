@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from bioattn.tasks.activity.branches import BLEND_PARTS
+from bioattn.tasks.activity.branches import BLEND_PARTS, choose_kept
 from bioattn.tasks.activity.data import element_groups, file_folds, group_folds
 from bioattn.tasks.activity.scores import BLEND_NAME, DEEP_NAME, RIDGE_NAME
 from bioattn.tasks.activity.train import (
@@ -155,8 +155,6 @@ def out_of_fold_rows(kept: dict[str, Any], run: MembersRun[FittedMember]) -> lis
 def keep_best(options: ActivityOptions, run: MembersRun[FittedMember]) -> dict[str, Any]:
     """Keep the blend or the part that beats it (:func:`~bioattn.tasks.activity.branches.choose_kept`), saved in
     every member's directory; returns ``{"kept", "means", "reason"}``."""
-    from bioattn.tasks.activity.branches import choose_kept
-
     parts = BLEND_PARTS[options.blend]
     results = [fitted.summary for fitted in run.results]
     scored = [r for r in results if "scores" in r]

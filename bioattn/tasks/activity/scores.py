@@ -1,6 +1,7 @@
 """Regression metrics of the activity task and its same-run baselines (k-mer ridge, motif ridge, mean predictor)."""
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -74,8 +75,6 @@ _FITS_KEPT = 4
 
 def fit_linear(features: np.ndarray, values: np.ndarray, ddof: int = 0) -> LinearFit:
     """:func:`tuned_linear`, remembered for the last :data:`_FITS_KEPT` inputs."""
-    import hashlib
-
     features = np.ascontiguousarray(features, dtype=np.float64)
     values = np.ascontiguousarray(values, dtype=np.float64).reshape(len(features), -1)
     digest = hashlib.blake2b(digest_size=16)

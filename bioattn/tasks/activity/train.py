@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import TensorDataset
 
-from bioattn.data.dna import N_ID, PAD_ID, reverse_complement_ids
+from bioattn.data.dna import N_ID, PAD_ID, encode, reverse_complement_ids
 from bioattn.data.root import resolve_data_root
 from bioattn.errors import UserInputError
 from bioattn.models.activity import STRANDS, ActivityRegressor
@@ -219,8 +219,6 @@ def load_data(options: ActivityOptions) -> ActivityData:
 
 def tokens_of(split: ActivitySplit, length: int) -> Tensor:
     """``(N, length)`` token ids, right-padded."""
-    from bioattn.data.dna import encode
-
     out = torch.full((len(split), length), PAD_ID, dtype=torch.long)
     for i, sequence in enumerate(split.sequences):
         out[i, : len(sequence)] = torch.from_numpy(encode(sequence))
