@@ -32,12 +32,11 @@ FAITHFULNESS_ORDER = ("ism", "integrated_gradients", "gradient_x_input")
 GRADIENT_SCOPE = ("the deep part of the model only: its known-motif and k-mer branches read base identities, which "
                   "have no gradient (ism scores the whole model)")
 #: What the faithfulness table's areas are for an activity.
-FAITHFULNESS_NOTE = (
-    "AUCs: area under the predicted value's departure from the all-N sequence's value, divided by the intact "
-    "sequence's departure, over the fraction of nucleotides replaced by N (0 to 1); deletion replaces the top-ranked "
-    "nucleotides first, insertion reveals them first. Deletion can fall below 0 and insertion exceed 1: part of a "
-    "sequence alone can move the value further than the whole sequence does.\n"
-    "seconds (maps): time to compute each method's maps, not the curves.")
+FAITHFULNESS_NOTE = ("AUCs: area under the predicted value's departure from the all-N sequence's value, divided by the "
+                     "intact sequence's departure, over the fraction of nucleotides replaced by N (0 to 1); deletion "
+                     "replaces the top-ranked nucleotides first, insertion reveals them first. Deletion can fall below "
+                     "0 and insertion exceed 1: part of a sequence alone can move the value further than the whole "
+                     "sequence does.\nseconds (maps): time to compute each method's maps, not the curves.")
 
 
 @dataclasses.dataclass
@@ -203,8 +202,7 @@ def explain_activity(model: Any, inputs: str | os.PathLike | Sequence[str] | Seq
         if method == "auto":
             method = "ism"
             print("explain: method ism: the model is its linear branches alone (the run kept a ridge, the deep part "
-                  "has weight 0), which only in-silico mutagenesis sees; gradient maps would all be 0",
-                  file=sys.stderr)
+                  "has weight 0), which only in-silico mutagenesis sees; gradient maps would all be 0", file=sys.stderr)
         elif method in ("integrated_gradients", "gradient_x_input"):
             print(f"warning: the model is its linear branches alone (the deep part has weight 0): every {method} map "
                   "is 0; --method ism scores the whole model", file=sys.stderr)

@@ -99,8 +99,7 @@ def plan_text(options: ActivityOptions, data: ActivityData, members: list[Member
     smoke = "smoke run (--quick): " if options.quick else ""
     return (f"{smoke}{kinds[options.protocol]} of {len(data.pool)} sequences; deep model {sized.channels} channels, "
             f"{sized.layers} attention layer{'s' if sized.layers > 1 else ''}, batch {sized.batch_size}, "
-            f"{'2 short' if options.quick else f'up to {options.epochs} (at least {MIN_STEPS} steps)'} epochs; "
-            f"{blend}")
+            f"{'2 short' if options.quick else f'up to {options.epochs} (at least {MIN_STEPS} steps)'} epochs; {blend}")
 
 
 def planned_members(options: ActivityOptions, data: ActivityData, run_dir: Path) -> tuple[list[Member], Plan]:

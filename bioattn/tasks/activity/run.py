@@ -25,12 +25,10 @@ SMOKE_TEXT = (f"smoke run (--quick): a tiny model, 2 short epochs, at most {QUIC
 KEPT_TEXT = {"blend": "the blend", "deep": "the deep model alone", "kmers": "the k-mer ridge alone",
              "motifs": "the known-motif ridge alone"}
 #: ``metrics.json`` ``protocol.description`` of each of :attr:`ActivityOptions.protocol`'s values.
-PROTOCOL_TEXT = {
-    "holdout": "train on the training file(s), early stopping and scores on the --dev file",
-    "fit_all": "train on every row (early stopping on a held-back tenth); nothing held out is scored",
-    "file_folds": "one fold per training file (the data's own folds); scores on each held-out file",
-    "cv": "K-fold cross-validation grouped by element; scores on each held-out fold",
-}
+PROTOCOL_TEXT = {"holdout": "train on the training file(s), early stopping and scores on the --dev file",
+                 "fit_all": "train on every row (early stopping on a held-back tenth); nothing held out is scored",
+                 "file_folds": "one fold per training file (the data's own folds); scores on each held-out file",
+                 "cv": "K-fold cross-validation grouped by element; scores on each held-out fold"}
 
 
 def summarise(results: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -112,10 +110,9 @@ def format_summary(metrics: dict[str, Any]) -> str:
     if metrics.get("quick"):
         lines += [f"**{SMOKE_TEXT[0].upper() + SMOKE_TEXT[1:]}.**", ""]
     lines += [*(f"{line[0].upper()}{line[1:]}" for line in metrics.get("plan", [])), ""] if metrics.get("plan") else []
-    lines += [
-             f"Protocol: {metrics['protocol']['description']}; targets: {', '.join(metrics['target_names'])}; flanks stripped: "
-             f"{metrics['flanks'][0] or '-'} / {metrics['flanks'][1] or '-'}; strand: {metrics['strand']}.",
-             f"Saved model: {kept_text(metrics['blend'], metrics.get('kept', {}))}.", ""]
+    lines += [f"Protocol: {metrics['protocol']['description']}; targets: {', '.join(metrics['target_names'])}; flanks "
+              f"stripped: {metrics['flanks'][0] or '-'} / {metrics['flanks'][1] or '-'}; strand: {metrics['strand']}.",
+              f"Saved model: {kept_text(metrics['blend'], metrics.get('kept', {}))}.", ""]
     if rows and metrics["model"]:
         lines.append(format_table(["model", *METRICS], rows,
                                   title="Held-out scores, mean ± sd over the models of the run"))

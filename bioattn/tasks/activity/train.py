@@ -240,13 +240,12 @@ def shift_tokens(ids: Tensor, max_shift: int) -> Tensor:
 def build_model(options: ActivityOptions, data: ActivityData, train: ActivitySplit) -> ActivityRegressor:
     options = options.sized(len(data.pool))
     sd = np.nan_to_num(np.nanstd(train.values, axis=0))
-    return ActivityRegressor(
-        input_length=data.input_length, target_names=train.target_names,
-        target_mean=np.nan_to_num(np.nanmean(train.values, axis=0)).tolist(),
-        target_sd=np.where(sd > 0, sd, 1.0).tolist(), flanks=data.flanks, strand=options.strand,
-        channels=options.channels, kernel=options.kernel, stages=options.stages, embed_dim=options.embed_dim,
-        num_heads=options.heads, num_layers=options.layers, dropout=options.dropout or 0.0,
-        kmer_branch=options.kmer_branch, clip_features=True)
+    return ActivityRegressor(input_length=data.input_length, target_names=train.target_names,
+                             target_mean=np.nan_to_num(np.nanmean(train.values, axis=0)).tolist(),
+                             target_sd=np.where(sd > 0, sd, 1.0).tolist(), flanks=data.flanks, strand=options.strand,
+                             channels=options.channels, kernel=options.kernel, stages=options.stages,
+                             embed_dim=options.embed_dim, num_heads=options.heads, num_layers=options.layers,
+                             dropout=options.dropout or 0.0, kmer_branch=options.kmer_branch, clip_features=True)
 
 
 @dataclass
