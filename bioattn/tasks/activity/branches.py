@@ -16,7 +16,6 @@ from bioattn.tasks.activity.scores import fit_linear, regression_metrics
 #: What a blend adds to the deep model (``auto``: both ridges; ``none``: keep the deep model alone).
 BLENDS = ("auto", "motifs", "kmers", "none")
 DEFAULT_BLEND = "auto"
-#: The ridge parts of each blend.
 BLEND_PARTS = {"auto": ("kmers", "motifs"), "motifs": ("motifs",), "kmers": ("kmers",), "none": ()}
 #: ``None``: the deep weight is chosen on the validation rows.
 DEFAULT_DEEP_WEIGHT: float | None = None

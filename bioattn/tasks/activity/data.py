@@ -158,9 +158,8 @@ def _read_fasta(path: Path, targets: Sequence[str] | None) -> ActivitySplit:
         raise UserInputError(f"{path}: no FASTA records (no line starting with '>')")
     for n, entry in enumerate(parsed, start=1):
         record = f"record {entry.id!r} (#{n})"
-        fields = entry.description.split()[1:]
         pairs: dict[str, str] = {}
-        for item in fields:
+        for item in entry.description.split()[1:]:
             match = _KEY_VALUE.match(item)
             if match:
                 pairs[match.group(1)] = match.group(2)

@@ -31,7 +31,6 @@ from bioattn.tasks.activity.explained import (
 FAITHFULNESS_ORDER = ("ism", "integrated_gradients", "gradient_x_input")
 GRADIENT_SCOPE = ("the deep part of the model only: its known-motif and k-mer branches read base identities, which "
                   "have no gradient (ism scores the whole model)")
-#: What the faithfulness table's areas are for an activity.
 FAITHFULNESS_NOTE = ("AUCs: area under the predicted value's departure from the all-N sequence's value, divided by the "
                      "intact sequence's departure, over the fraction of nucleotides replaced by N (0 to 1); deletion "
                      "replaces the top-ranked nucleotides first, insertion reveals them first. Deletion can fall below "

@@ -3,5 +3,4 @@ from __future__ import annotations
 
 #: Methods of an activity model (``auto`` measures the first three on a sample and keeps the most faithful).
 ACTIVITY_METHODS = ("ism", "integrated_gradients", "gradient_x_input", "random")
-#: The known-motif weights listed by default.
 KNOWN_MOTIF_WEIGHTS = 20

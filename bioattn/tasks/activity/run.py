@@ -21,7 +21,6 @@ MODEL_NAME = "ActivityRegressor (this run)"
 #: The first line of a ``--quick`` run's summary and of its terminal headline.
 SMOKE_TEXT = (f"smoke run (--quick): a tiny model, 2 short epochs, at most {QUICK_ROWS} rows; these numbers only show "
               "that the pipeline runs, not what a model reaches on this data: rerun without --quick")
-#: How the summary names each candidate the run may keep.
 KEPT_TEXT = {"blend": "the blend", "deep": "the deep model alone", "kmers": "the k-mer ridge alone",
              "motifs": "the known-motif ridge alone"}
 #: ``metrics.json`` ``protocol.description`` of each of :attr:`ActivityOptions.protocol`'s values.

@@ -12,7 +12,6 @@ from sklearn.linear_model import RidgeCV
 from sklearn.metrics import mean_squared_error, r2_score
 
 KMER_MAX = 6
-#: Ridge penalties tried (on features as they are and standardised): 10^-3 .. 10^7, four per decade.
 RIDGE_ALPHAS = tuple(np.logspace(-3, 7, 41).tolist())
 METRICS = ("pearson", "spearman", "r2", "mse")
 RIDGE_NAME = f"k-mer (k=1..{KMER_MAX}) ridge regression (this run)"

@@ -54,7 +54,6 @@ HEADLINE = "pearson"
 #: ``(rows below, (channels, embed_dim, heads, layers, batch_size))``; flags given by the user win.
 SIZE_SCHEDULE = ((1_000, (32, 32, 2, 1, 32)), (5_000, (64, 64, 4, 2, 64)), (None, (128, 128, 4, 2, 64)))
 SIZED = ("channels", "embed_dim", "heads", "layers", "batch_size")
-#: Each candidate a run may keep, as the scores table names it.
 CANDIDATE_NAMES = {"blend": BLEND_NAME, "deep": DEEP_NAME, "kmers": RIDGE_NAME, "motifs": MOTIF_RIDGE_NAME}
 
 
