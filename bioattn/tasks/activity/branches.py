@@ -147,8 +147,7 @@ def choose_deep_weight(deep: ActivityRegressor, fit: tuple[np.ndarray, np.ndarra
 def blend_parts(model: ActivityRegressor, tokens: Tensor, values: np.ndarray, weights: dict[str, float], *,
                 motif_set: MotifSet | None = None, motif_features: np.ndarray | None = None,
                 kmer_max: int = KMER_BLEND_MAX) -> ActivityRegressor:
-    """A copy of ``model`` whose output is the ``weights``-weighted sum of its own and of ridges on motif scores /
-    k-mer counts fitted on ``tokens (N, L)`` / ``values (N, T)`` (a part of weight 0 is left out)."""
+    """A copy of ``model`` adding ridges fitted on ``tokens (N, L)`` / ``values (N, T)``, weighted by ``weights``."""
     unknown = set(weights) - {"deep", "motifs", "kmers"}
     if unknown:
         raise UserInputError(f"blend parts must be deep, motifs or kmers, got {sorted(unknown)}")

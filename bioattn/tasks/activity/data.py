@@ -1,8 +1,4 @@
-"""Activity data: DNA sequences with measured values from CSV/TSV or FASTA, checked, flank-aware, grouped splits.
-
-Tables: a ``sequence`` / ``seq`` column, optional ``id``, numeric value columns; FASTA: ``>id value=1.3`` or
-``>id 1.3``. ``NAME=FILE`` sets (:func:`parse_set`) give one output each, NaN where a set did not measure.
-"""
+"""Activity data: DNA sequences with measured values from CSV/TSV or FASTA, checked, flank-aware, grouped splits."""
 from __future__ import annotations
 
 import csv

@@ -1,5 +1,4 @@
-"""``explain_activity``: per-nucleotide attributions, faithfulness, motifs and known-motif weights of an activity
-model (one run or an ensemble, explained as it predicts)."""
+"""``explain_activity``: per-nucleotide attributions, faithfulness, motifs and known-motif weights of a model."""
 from __future__ import annotations
 
 import dataclasses

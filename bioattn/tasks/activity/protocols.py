@@ -152,8 +152,7 @@ def out_of_fold_rows(kept: dict[str, Any], run: MembersRun[FittedMember]) -> lis
 
 
 def keep_best(options: ActivityOptions, run: MembersRun[FittedMember]) -> dict[str, Any]:
-    """Keep the blend or the part that beats it (:func:`~bioattn.tasks.activity.branches.choose_kept`), saved in
-    every member's directory; returns ``{"kept", "means", "reason"}``."""
+    """Keep the blend or the part that beats it (:func:`~bioattn.tasks.activity.branches.choose_kept`)."""
     parts = BLEND_PARTS[options.blend]
     results = [fitted.summary for fitted in run.results]
     scored = [r for r in results if "scores" in r]

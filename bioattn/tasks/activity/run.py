@@ -1,5 +1,4 @@
-"""An activity run's preparation (:func:`prepare`) and what it writes (:func:`report`): ``metrics.json``,
-``summary.md`` and, for cross-validation, ``out_of_fold.csv``."""
+"""An activity run's preparation (:func:`prepare`) and its ``metrics.json`` and ``summary.md`` (:func:`report`)."""
 from __future__ import annotations
 
 import dataclasses

@@ -88,8 +88,7 @@ def fit_linear(features: np.ndarray, values: np.ndarray, ddof: int = 0) -> Linea
 
 
 def tuned_linear(features: np.ndarray, values: np.ndarray, ddof: int = 0) -> LinearFit:
-    """``(N, F)``, ``(N, T)`` → ``RidgeCV`` over :data:`RIDGE_ALPHAS` on raw or standardised features, the lower
-    leave-one-out error kept (raw on ties); NaN values are fitted per target (:func:`_fit_per_target`)."""
+    """``RidgeCV`` over :data:`RIDGE_ALPHAS` on raw or standardised features, whichever has the lower LOO error."""
     features = np.asarray(features, dtype=np.float64)
     values = np.asarray(values, dtype=np.float64).reshape(len(features), -1)
     if not np.isfinite(values).all():

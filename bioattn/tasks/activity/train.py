@@ -316,8 +316,7 @@ def fit_candidates(options: ActivityOptions, data: ActivityData, train: Activity
 
 def blend_member(options: ActivityOptions, data: ActivityData, deep: ActivityRegressor, train: ActivitySplit,
                  seed: int, motif_features: np.ndarray | None = None, *, with_parts: bool = False) -> Any:
-    """``(saved model, blend info)``: ``deep`` blended with a ridge per part on ``train``, weights chosen on the
-    validation rows unless ``options.deep_weight`` is set; ``with_parts``: also ``{part: that ridge alone}``."""
+    """``(saved model, blend info)`` (``with_parts``: plus ``{part: that ridge alone}``) of ``deep`` and ``train``."""
     part_names = BLEND_PARTS[options.blend]
     info: dict[str, Any] = {}
     if not part_names:
