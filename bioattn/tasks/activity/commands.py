@@ -104,8 +104,7 @@ class TrainActivity:
                                "two files (per set) are the folds)")
     folds_from_files: bool = flag("--folds-from-files", default=False, group=_PROTOCOL,
                                   help="one fold per --train file")
-    fit_all: bool = flag("--fit-all", default=False, group=_PROTOCOL,
-                         help="one model on every row, no held-out scores")
+    fit_all: bool = flag("--fit-all", default=False, group=_PROTOCOL, help="one model on every row, no held-out scores")
     seeds: tuple[int, ...] | None = flag("--seeds", default=None, nargs="+", group=_PROTOCOL,
                                          help="with --dev: one model per seed")
     channels: int | None = flag("--channels", default=None, group=_MODEL, help=f"conv stem width ({_BY_SIZE})")
@@ -127,8 +126,7 @@ class TrainActivity:
                                help="AdamW weight decay (default: %(default)s)")
     patience: int = flag("--patience", default=8, group=_MODEL,
                          help="early-stopping patience (epochs) (default: %(default)s)")
-    shift: int = flag("--shift", default=3, group=_MODEL,
-                      help="random shift augmentation (nt) (default: %(default)s)")
+    shift: int = flag("--shift", default=3, group=_MODEL, help="random shift augmentation (nt) (default: %(default)s)")
     seed: int = flag("--seed", default=0, group=_MODEL, help="random seed (default: %(default)s)")
     kmer_branch: int = flag("--kmer-branch", default=0, group=_MODEL,
                             help="K > 0: add a linear k-mer (k=1..K) branch, fitted first by ridge regression "
@@ -148,9 +146,8 @@ class TrainActivity:
                            help="parts of the element whose motif scores are separate features (default: %(default)s)")
     no_baselines: bool = flag("--no-baselines", default=False, group=_MODEL,
                               help="skip the k-mer ridge, motif ridge and mean baselines (slow on large files)")
-    quick: bool = flag("--quick", default=False, group=_MODEL,
-                       help="smoke run: tiny model, at most 400 rows, 2 short epochs (the summary says so; not a "
-                            "model to use)")
+    quick: bool = flag("--quick", default=False, group=_MODEL, help="smoke run: tiny model, at most 400 rows, 2 short "
+                                                                    "epochs (the summary says so; not a model to use)")
     device: str = device_flag(group=_MODEL)
     out: Path = flag("--out", required=True, help="run directory to create")
     overwrite: bool = flag("--overwrite", default=False, help="replace an existing run directory")

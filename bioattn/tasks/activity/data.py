@@ -1,29 +1,8 @@
-"""Activity data: DNA sequences with one or more measured values, read from CSV/TSV or FASTA, checked, flank-aware.
-
-Files:
-
-- CSV / TSV (``.tsv`` or a tab in the header line: tab-separated): a header with a sequence column (``sequence``
-  or ``seq``, or the one named by ``sequence_column``), optionally an ``id`` / ``name`` column, and numeric
-  target columns: ``targets`` names them, otherwise every column other than the sequence and id whose first
-  value is a number (every later value of such a column must be one too).
-- FASTA (parsed by Biopython): the value in the description, ``>id value=1.3`` / ``>id 1.3``; several targets
-  as ``>id hepg2=1.3 k562=0.2`` (every record must carry the same names).
-
-Several labelled sets, one output each (a cell type or an assay): ``NAME=FILE`` (:func:`parse_set`), each file
-with one value column (or the one ``targets`` names); the rows of one set have NaN in every other set's column
-(a missing measurement, masked out of the loss and of every score). In a table with two or more value columns
-an empty cell (or ``NA`` / ``nan``) is a missing measurement too; a row must measure at least one of them.
-
-Every problem is a :class:`~bioattn.errors.UserInputError` naming the file, the record and the problem: a missing
-column, a non-numeric or missing value, a base other than A/C/G/T/N, an empty sequence.
-
-Constant flanks (MPRA adapters): :func:`detect_flanks` finds a prefix / suffix shared by every sequence (at least
-:data:`MIN_FLANK` nt); :func:`strip_all` removes them. Reverse-complement pairs (MPRAs often test both
-orientations of an element) are kept on one side of every split: :func:`element_groups`.
-"""
+"""Activity data: DNA sequences with measured values from CSV/TSV or FASTA, checked, flank-aware, grouped splits."""
 from __future__ import annotations
 
 import csv
+import gzip
 import os
 import re
 from dataclasses import dataclass, field
@@ -48,9 +27,7 @@ MISSING = ("", "na", "nan", "n/a")
 
 @dataclass
 class ActivitySplit:
-    """Sequences with values: ``records`` (names, for errors and outputs), ``sequences`` (upper case, as read or
-    with flanks stripped), ``values (N, T)`` float64, ``target_names`` (T), ``source`` (the file(s)) and
-    ``file_index`` (which input file each row came from)."""
+    """Sequences with ``values (N, T)`` float64; ``file_index``: the input file of each row."""
 
     records: list[str]
     sequences: list[str]
@@ -81,8 +58,6 @@ def _is_fasta(path: Path) -> bool:
 
 
 def _open(path: Path):
-    import gzip
-
     if not path.is_file():
         raise UserInputError(f"{path}: file not found")
     with open(path, "rb") as probe:
@@ -179,9 +154,8 @@ def _read_fasta(path: Path, targets: Sequence[str] | None) -> ActivitySplit:
         raise UserInputError(f"{path}: no FASTA records (no line starting with '>')")
     for n, entry in enumerate(parsed, start=1):
         record = f"record {entry.id!r} (#{n})"
-        fields = entry.description.split()[1:]
         pairs: dict[str, str] = {}
-        for item in fields:
+        for item in entry.description.split()[1:]:
             match = _KEY_VALUE.match(item)
             if match:
                 pairs[match.group(1)] = match.group(2)
@@ -191,11 +165,9 @@ def _read_fasta(path: Path, targets: Sequence[str] | None) -> ActivitySplit:
         if not found:
             raise UserInputError(f"{path}: {record}: no value in the header (expected e.g. '>{entry.id} value=1.3' "
                                  f"or '>{entry.id} 1.3')")
-        if names is None:
-            names = found
-        wanted = names
+        names = found if names is None else names
         row = []
-        for key in wanted:
+        for key in names:
             if key not in pairs:
                 raise UserInputError(f"{path}: {record}: no '{key}=' value in the header (the first record has "
                                      f"{', '.join(names)})")
@@ -220,8 +192,7 @@ def read_activity_file(path: str | os.PathLike, *, targets: Sequence[str] | None
 
 def read_activity_files(paths: Sequence[str | os.PathLike], *, targets: Sequence[str] | None = None,
                         sequence_column: str | None = None) -> ActivitySplit:
-    """The rows of several files, in order (``file_index`` says which file); every file must have the targets of
-    the first."""
+    """The rows of several files, in order; every file must have the targets of the first."""
     parts = []
     for index, path in enumerate(paths):
         part = read_activity_file(path, targets=targets or (parts[0].target_names if parts else None),
@@ -234,8 +205,7 @@ def read_activity_files(paths: Sequence[str | os.PathLike], *, targets: Sequence
 
 
 def parse_set(text: str | os.PathLike) -> tuple[str | None, Path]:
-    """``"hepg2=fold_a.tsv"`` → ``("hepg2", Path("fold_a.tsv"))``; a plain file (or an existing file whose name
-    contains ``=``) → ``(None, path)``."""
+    """``"hepg2=a.tsv"`` → ``("hepg2", Path("a.tsv"))``; a plain (or existing) file → ``(None, path)``."""
     text = str(text)
     match = _SET.match(text)
     if match is None or Path(text).exists():
@@ -245,10 +215,7 @@ def parse_set(text: str | os.PathLike) -> tuple[str | None, Path]:
 
 def read_activity_sets(specs: Sequence[str | os.PathLike], *, targets: Sequence[str] | None = None,
                        sequence_column: str | None = None) -> ActivitySplit:
-    """The rows of ``NAME=FILE`` sets (:func:`parse_set`; plain files: :func:`read_activity_files`): one output per
-    distinct NAME, in order of appearance, NaN where a row's set did not measure it. Each file has one value
-    column (or ``targets`` names the one to read in every file). ``file_index`` is a file's place among the files
-    of its own set (the first file of each set is fold 0 of ``--folds-from-files``, the second fold 1, ...)."""
+    """The rows of ``NAME=FILE`` sets: one output per NAME, NaN where a row's set did not measure it."""
     parsed = [parse_set(spec) for spec in specs]
     if all(name is None for name, _ in parsed):
         return read_activity_files([path for _, path in parsed], targets=targets, sequence_column=sequence_column)
@@ -276,10 +243,8 @@ def read_activity_sets(specs: Sequence[str | os.PathLike], *, targets: Sequence[
                          ", ".join(f"{n}={p}" for n, p in parsed), np.concatenate(folds))
 
 
-# ------------------------------------------------------------------------------------------------ flanks
 def detect_flanks(sequences: Sequence[str], minimum: int = MIN_FLANK) -> tuple[str, str]:
-    """The longest prefix and suffix shared by every sequence (``""`` when shorter than ``minimum`` nt or when
-    fewer than 2 sequences); the element between them keeps at least 1 nt."""
+    """The longest shared prefix and suffix (``""`` if under ``minimum`` nt); the element keeps at least 1 nt."""
     if len(sequences) < 2:
         return "", ""
     prefix = os.path.commonprefix(list(sequences))
@@ -287,9 +252,7 @@ def detect_flanks(sequences: Sequence[str], minimum: int = MIN_FLANK) -> tuple[s
     shortest = min(len(s) for s in sequences)
     prefix = prefix if len(prefix) >= minimum else ""
     suffix = suffix if len(suffix) >= minimum else ""
-    if len(prefix) + len(suffix) >= shortest:
-        return prefix, ""
-    return prefix, suffix
+    return prefix, ("" if len(prefix) + len(suffix) >= shortest else suffix)
 
 
 def strip_all(split: ActivitySplit, flanks: tuple[str, str]) -> ActivitySplit:
@@ -305,10 +268,8 @@ def strip_all(split: ActivitySplit, flanks: tuple[str, str]) -> ActivitySplit:
                          split.file_index)
 
 
-# ------------------------------------------------------------------------------------------------ splits
 def element_groups(sequences: Sequence[str]) -> np.ndarray:
-    """Group id per sequence: a sequence, its copies and its reverse complement share one (so both orientations
-    of an MPRA element always land on the same side of a split)."""
+    """Group id per sequence, shared by its copies and its reverse complement."""
     ids: dict[str, int] = {}
     return np.array([ids.setdefault(min(s, reverse_complement(s)), len(ids)) for s in sequences], dtype=np.int64)
 
@@ -325,9 +286,7 @@ def group_folds(groups: np.ndarray, k: int, seed: int) -> list[tuple[np.ndarray,
 
 
 def file_folds(file_index: np.ndarray, groups: np.ndarray | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
-    """One fold per input file (per ``file_index`` value): train on the other files, hold this one out; with
-    ``groups`` (:func:`element_groups`), a training row whose element is in the held-out fold (an element two sets
-    or files share) is left out of that fold's training part."""
+    """One fold per ``file_index`` value; with ``groups``, training rows sharing an element with it are dropped."""
     out = []
     for f in np.unique(file_index):
         held = file_index == f
@@ -337,8 +296,7 @@ def file_folds(file_index: np.ndarray, groups: np.ndarray | None = None) -> list
 
 
 def validation_split(split: ActivitySplit, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(fit_index, validation_index)``: about ``fraction`` of the elements (grouped, at least 2 sequences when
-    there are 5 or more elements) held out for early stopping."""
+    """``(fit_index, validation_index)``: about ``fraction`` of the elements (at least 2) held out."""
     groups = element_groups(split.sequences)
     unique = np.random.default_rng(seed).permutation(np.unique(groups))
     if len(unique) < 5:

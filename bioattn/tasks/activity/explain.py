@@ -1,29 +1,11 @@
-"""``explain_activity``: what an activity model reads in each sequence, from Python and for ``bioattn explain activity``.
-
-The model is one run, a seed or cross-validation ensemble (explained as it predicts: the mean of its members'
-values) or a shipped model; one output (``target``) is explained:
-
-- a map per nucleotide by ``method``: ``ism`` (in-silico saturation mutagenesis, tangermeme: every substitution
-  scored by the whole model, its known-motif and k-mer branches included; the value of the observed base minus the
-  mean over the four bases), ``integrated_gradients`` and ``gradient_x_input`` (Captum, on the nucleotide embeddings,
-  all-N baseline: they see the deep part of the model only, since the branches read base identities, which have no
-  gradient) or ``random`` (the floor); ``auto`` takes the most faithful on a sample and says so;
-- every method's deletion/insertion faithfulness (nucleotides → N, :mod:`bioattn.explain.faithfulness`): a curve
-  follows the predicted value's departure from the all-N sequence's, divided by the intact sequence's departure,
-  so deletion falls from 1 to 0 as a classifier's probability ratio does (a sequence predicted within
-  :data:`MIN_DEPARTURE` training sd of the all-N value has no scale and is left out);
-- with ``motifs``: the motif report of the ISM hypothetical contributions (TF-MoDISco, TOMTOM against JASPAR, the
-  dinucleotide-shuffled background: :func:`bioattn.explain.motifs.report_motifs`), carriers counted among the
-  sequences predicted above and below the median;
-- the known-motif weights of the model (:func:`~bioattn.tasks.activity.branches.top_motif_weights`; an ensemble's
-  mean and sd over its members).
-"""
+"""``explain_activity``: per-nucleotide attributions, faithfulness, motifs and known-motif weights of a model."""
 from __future__ import annotations
 
 import dataclasses
 import os
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -31,10 +13,15 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from bioattn.data.dna import N_ID, PAD_ID, strand_average
+from bioattn.data.dna import N_ID, PAD_ID, encode, strand_average
 from bioattn.errors import UserInputError
+from bioattn.explain.attribution import check_method, layer_attribution, method_label, random_map
+from bioattn.explain.faithfulness import compare_methods
 from bioattn.explain.result import AUTO_SAMPLE, SequenceExplanation, check_out_dir, resolve_method, saved_under, where
-from bioattn.models.activity import ActivityRegressor
+from bioattn.models.activity import STRANDS, ActivityRegressor, strip_flanks
+from bioattn.models.ensemble import ensemble_members
+from bioattn.progress import progress_bar
+from bioattn.tasks.activity.branches import top_motif_weights
 from bioattn.tasks.activity.methods import ACTIVITY_METHODS, KNOWN_MOTIF_WEIGHTS
 from bioattn.tasks.activity.explained import (
     MIN_DEPARTURE, OneHotValue, activity_members, departures, mean_values, measurable, read_inputs,
@@ -43,20 +30,16 @@ from bioattn.tasks.activity.explained import (
 FAITHFULNESS_ORDER = ("ism", "integrated_gradients", "gradient_x_input")
 GRADIENT_SCOPE = ("the deep part of the model only: its known-motif and k-mer branches read base identities, which "
                   "have no gradient (ism scores the whole model)")
-#: What the faithfulness table's areas are for an activity.
-FAITHFULNESS_NOTE = (
-    "AUCs: area under the predicted value's departure from the all-N sequence's value, divided by the intact "
-    "sequence's departure, over the fraction of nucleotides replaced by N (0 to 1); deletion replaces the top-ranked "
-    "nucleotides first, insertion reveals them first. Deletion can fall below 0 and insertion exceed 1: part of a "
-    "sequence alone can move the value further than the whole sequence does.\n"
-    "seconds (maps): time to compute each method's maps, not the curves.")
+FAITHFULNESS_NOTE = ("AUCs: area under the predicted value's departure from the all-N sequence's value, divided by the "
+                     "intact sequence's departure, over the fraction of nucleotides replaced by N (0 to 1); deletion "
+                     "replaces the top-ranked nucleotides first, insertion reveals them first. Deletion can fall below "
+                     "0 and insertion exceed 1: part of a sequence alone can move the value further than the whole "
+                     "sequence does.\nseconds (maps): time to compute each method's maps, not the curves.")
 
 
 @dataclasses.dataclass
 class ActivityExplanation(SequenceExplanation):
-    """``attribution (N, L_max)`` of ``target`` (zero past each element's end), ``lengths (N,)``, ``values (N, T)``
-    (the ensemble's mean), ``member_values (M, N, T)``, ``method``, ``motif_weights`` (the known-motif weight rows),
-    ``motif_report`` (with ``motifs``); plus the tables and ``summary``."""
+    """``attribution (N, L_max)`` of ``target``, ``values (N, T)`` (ensemble mean), ``member_values (M, N, T)``."""
 
     attribution: np.ndarray = None
     values: np.ndarray = None
@@ -66,17 +49,14 @@ class ActivityExplanation(SequenceExplanation):
 
 
 def deep_part_used(members: Sequence[ActivityRegressor]) -> bool:
-    """Whether any member's deep part reaches its output: a run that kept a ridge alone (``blend_parts`` with deep
-    weight 0) scales the head's last layer to 0, and gradients then explain nothing."""
+    """Whether any member's deep part reaches its output (a kept ridge alone has its head scaled to 0)."""
     return any(bool(m.head[-1].weight.detach().abs().max() > 0) or bool(m.head[-1].bias.detach().abs().max() > 0)
                for m in members)
 
 
 def activity_attribution(members: Sequence[ActivityRegressor], tokens: Tensor, method: str, *, target: int = 0,
                          strand: str | None = None, seed: int = 0, hypothetical: bool = False) -> Tensor:
-    """The ``method`` map of output ``target``: ``tokens (B, L)`` (PAD = padding) → ``(B, L)`` float32 on the CPU, 0 at
-    padding, positive = the base raises the value; with ``hypothetical`` (``ism`` only) ``(B, L, 4)`` (A C G T)."""
-    from bioattn.explain.attribution import check_method, layer_attribution, random_map
+    """``(B, L)`` → ``(B, L)`` map of output ``target``, 0 at padding; ``hypothetical`` (ism): ``(B, L, 4)``."""
     from bioattn.explain.ism import saturation_scores
 
     check_method(method, ACTIVITY_METHODS)
@@ -106,16 +86,12 @@ def activity_attribution(members: Sequence[ActivityRegressor], tokens: Tensor, m
 
 
 def attribute_tokens(model: nn.Module, ids: Tensor, method: str, **options: Any) -> Tensor:
-    """:func:`activity_attribution` of an ActivityRegressor or an ensemble of them on token ids ``(B, L)`` (PAD =
-    padding): the activity task's entry for :func:`bioattn.tasks.explain_dispatch.attribute` (``options``:
-    ``target``, ``strand``, ``seed``)."""
-    from bioattn.models.ensemble import ensemble_members
-
+    """``(B, L)`` → ``(B, L)``: :func:`activity_attribution` of a model or an ensemble."""
     return activity_attribution([m.eval() for m in ensemble_members(model)], ids, method, **options)
 
 
 def _batches(tokens: Tensor, batch_size: int) -> list[Tensor]:
-    """Rows of ``tokens`` in batches, each cut to its longest element (less padding to run)."""
+    """Rows of ``tokens`` in batches, each cut to its longest element."""
     rows = [tokens[start : start + batch_size] for start in range(0, len(tokens), batch_size)]
     return [batch[:, : int((batch != PAD_ID).sum(1).max())] for batch in rows]
 
@@ -134,10 +110,7 @@ def _attribution_rows(members, tokens: Tensor, method: str, target: int, strand:
 
 def _faithfulness(members, tokens: Tensor, target: int, strand: str | None, batch_size: int, steps: int,
                   methods: Sequence[str]) -> dict:
-    """Deletion/insertion AUC of ``methods`` on the rows of ``tokens`` that are :func:`measurable` (``{}``: none)."""
-    from bioattn.explain.faithfulness import compare_methods
-    from bioattn.progress import progress_bar
-
+    """Deletion/insertion AUC of ``methods`` on the :func:`measurable` rows of ``tokens`` (``{}``: none)."""
     device = next(members[0].parameters()).device
     tokens = tokens[measurable(members, tokens, target, strand)].to(device)
     if not len(tokens):
@@ -172,53 +145,15 @@ def _safe_name(index: int, record_id: str) -> str:
     return f"{index:04d}_{re.sub(r'[^A-Za-z0-9._-]+', '_', record_id)[:60]}"
 
 
-def explain_activity(
-    model: Any,
-    inputs: str | os.PathLike | Sequence[str] | Sequence[Any],
-    *,
-    method: str = "auto",
-    target: str | int | None = None,
-    strand: str | None = None,
-    max_rows: int = 1000,
-    batch_size: int = 64,
-    plot_sequences: int = 6,
-    faithfulness: bool = True,
-    faithfulness_sequences: int = 32,
-    faithfulness_steps: int = 20,
-    motifs: bool = False,
-    motif_db: str = "jaspar",
-    motif_q: float = 0.05,
-    motif_background: bool = True,
-    known_motif_weights: int = KNOWN_MOTIF_WEIGHTS,
-    device: str = "auto",
-    out: str | os.PathLike | None = None,
-    overwrite: bool = False,
-) -> ActivityExplanation:
-    """Explain an activity model's predictions on ``inputs``, nucleotide by nucleotide (see the module docstring).
-
-    Args:
-        model: an :class:`~bioattn.models.activity.ActivityRegressor`, an ensemble of them (an Ensemble or a list),
-            a run directory of ``bioattn train activity`` (one run, ``--seeds`` or ``--cv``) or a shipped name.
-        inputs: a FASTA or CSV/TSV file (a ``sequence`` or ``seq`` column, optional ``id``) or in-memory sequences
-            (strings, ids ``seq0, seq1, ...``, or DNARecords), with or without the run's flanks; at most ``max_rows``.
-        method: ``auto`` or one of :data:`ACTIVITY_METHODS`; target: the output explained (name or index; default
-            the first); strand: ``forward`` or ``both`` instead of the run's setting.
-        faithfulness: measure every method's deletion/insertion AUC on the first ``faithfulness_sequences``.
-        motifs: also discover the motifs the model uses (ISM hypothetical contributions + TF-MoDISco over every
-            sequence, which must share one length after the flanks are removed), matched with TOMTOM against
-            ``motif_db`` (``jaspar``, ``jaspar:COLLECTION:TAX``, a MEME file or ``none``) at q < ``motif_q``, with the
-            dinucleotide-shuffled background unless ``motif_background`` is False.
-        known_motif_weights: list this many of the model's known-motif weights (0: none).
-        out: a folder to write the result into, as ``bioattn explain activity`` does (checked before any work).
-
-    Returns:
-        an :class:`ActivityExplanation`; ``.save(directory)`` writes what ``bioattn explain activity`` writes.
-    """
+def explain_activity(model: Any, inputs: str | os.PathLike | Sequence[str] | Sequence[Any], *, method: str = "auto",
+                     target: str | int | None = None, strand: str | None = None, max_rows: int = 1000,
+                     batch_size: int = 64, plot_sequences: int = 6, faithfulness: bool = True,
+                     faithfulness_sequences: int = 32, faithfulness_steps: int = 20, motifs: bool = False,
+                     motif_db: str = "jaspar", motif_q: float = 0.05, motif_background: bool = True,
+                     known_motif_weights: int = KNOWN_MOTIF_WEIGHTS, device: str = "auto",
+                     out: str | os.PathLike | None = None, overwrite: bool = False) -> ActivityExplanation:
+    """Explain an activity model (a model, ensemble, run directory or shipped name) on a file or sequences."""
     check_out_dir(out, overwrite=overwrite)
-    from bioattn.explain.attribution import check_method, method_label
-    from bioattn.models.activity import STRANDS, strip_flanks
-    from bioattn.progress import progress_bar
-    from bioattn.tasks.activity.branches import top_motif_weights
     from bioattn.tasks.promoter.influence import influence_profile
 
     check_method(method, ("auto", *ACTIVITY_METHODS))
@@ -250,14 +185,11 @@ def explain_activity(
     if motifs and len(set(lengths.tolist())) > 1:
         raise UserInputError(f"{source or 'inputs'}: --motifs needs elements of one length (flanks removed), got "
                              f"lengths {', '.join(map(str, sorted(set(lengths.tolist()))[:5]))}")
-
     member_values = np.stack([m.predict_tokens(tokens, batch_size=batch_size, strand=strand) for m in members])
     values = member_values.mean(0)  # (N, T)
     batches = _batches(tokens, batch_size)
 
     def probe() -> float:
-        import time
-
         start = time.perf_counter()
         activity_attribution(members, batches[0], "gradient_x_input", target=column, strand=strand)
         return (time.perf_counter() - start) * len(batches)
@@ -265,12 +197,10 @@ def explain_activity(
     sample = tokens[:AUTO_SAMPLE]
     measure = None
     if not deep_part_used(members):
-        # a run that kept a ridge alone: the deep head is scaled to 0, so every gradient map is 0 (as good as random)
         if method == "auto":
             method = "ism"
             print("explain: method ism: the model is its linear branches alone (the run kept a ridge, the deep part "
-                  "has weight 0), which only in-silico mutagenesis sees; gradient maps would all be 0",
-                  file=sys.stderr)
+                  "has weight 0), which only in-silico mutagenesis sees; gradient maps would all be 0", file=sys.stderr)
         elif method in ("integrated_gradients", "gradient_x_input"):
             print(f"warning: the model is its linear branches alone (the deep part has weight 0): every {method} map "
                   "is 0; --method ism scores the whole model", file=sys.stderr)
@@ -284,7 +214,6 @@ def explain_activity(
     attribution = np.zeros((len(tokens), int(lengths.max())))  # (N, L_max), zero past each element's end
     for row, values_row in enumerate(maps):
         attribution[row, : len(values_row)] = values_row.numpy()
-
     high = values[:, column] >= np.median(values[:, column])
     groups = {"predicted_high": high, "predicted_low": ~high}
     mean, sd, counts = influence_profile(attribution, lengths)
@@ -376,11 +305,7 @@ def explain_activity(
 def _motif_report(members, elements: list[str], column: int, strand: str | None, batch_size: int,
                   groups: dict[str, np.ndarray], database: Any, q_threshold: float, background: bool) -> Any:
     """The motif report of the ISM hypothetical contributions of ``elements`` (one length)."""
-    import time
-
-    from bioattn.data.dna import encode
     from bioattn.explain.motifs import report_motifs
-    from bioattn.progress import progress_bar
 
     def attribute(sequences: Sequence[str], label: str = "motifs") -> np.ndarray:
         ids = torch.as_tensor(np.stack([encode(s) for s in sequences]))
@@ -400,8 +325,7 @@ def _motif_report(members, elements: list[str], column: int, strand: str | None,
 
 
 def describe(result: ActivityExplanation, out: Path | None = None) -> str:
-    """What ``bioattn explain activity`` prints once ``result`` is saved (default: where it was saved): what was
-    explained, the motifs found (with ``motifs``), the known-motif weights and the faithfulness table."""
+    """What ``bioattn explain activity`` prints once ``result`` is saved."""
     from bioattn.explain.outputs import faithfulness_table
     from bioattn.tasks.promoter.explain import _describe_motifs
 

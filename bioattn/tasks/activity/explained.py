@@ -1,7 +1,4 @@
-"""What an explanation of an activity model follows: the model's members (one run, a seed or cross-validation
-ensemble, a shipped model) and the mean of their values of one output, on token ids or on the one-hot input that
-in-silico mutagenesis edits, and each sequence's departure from the all-N sequence's value (what the
-deletion/insertion curves of :mod:`bioattn.tasks.activity.explain` follow)."""
+"""An activity model's members and their mean value of one output, the value ISM edits, departures from all-N."""
 from __future__ import annotations
 
 import os
@@ -11,26 +8,22 @@ from typing import Any, Sequence
 import torch
 from torch import Tensor, nn
 
-from bioattn.data.dna import A_ID, N_ID, PAD_ID, reverse_complement_ids
+from bioattn.data.dna import A_ID, N_ID, PAD_ID, DNARecord, reverse_complement_ids
+from bioattn.distributed import resolve_device
 from bioattn.errors import UserInputError
 from bioattn.models.activity import ActivityRegressor
+from bioattn.models.ensemble import ENSEMBLE_TYPE, ensemble_members
+from bioattn.models.registry import read_config, resolve_model_dir
+from bioattn.tasks.activity.predict import load_activity_models, read_sequences
 
 #: Faithfulness leaves out sequences predicted within this many training sd of the all-N sequence's value.
 MIN_DEPARTURE = 0.05
 
 
 def activity_members(model: Any, device: str = "auto") -> tuple[list[ActivityRegressor], str]:
-    """``(members, label)``: the ActivityRegressor(s) of ``model`` (a model, an Ensemble or list of them, a run
-    directory of ``bioattn train activity`` (single, seeds, cross-validation) or a shipped name) on ``device``; a
-    folder or object holding another kind of model is a :class:`UserInputError` naming what it holds."""
-    from bioattn.distributed import resolve_device
-    from bioattn.models.ensemble import ENSEMBLE_TYPE, ensemble_members
-
+    """``(members, label)``: the ActivityRegressor(s) of ``model`` (a model, ensemble, list, run dir or name)."""
     target = str(resolve_device(device))
     if isinstance(model, (str, os.PathLike)):
-        from bioattn.models.registry import read_config, resolve_model_dir
-        from bioattn.tasks.activity.predict import load_activity_models
-
         folder = resolve_model_dir(model)
         config = read_config(folder)
         ensemble = config.get("model_type") == ENSEMBLE_TYPE
@@ -56,9 +49,6 @@ def _which_command(model_type: str | None) -> str:
 
 def read_inputs(inputs: Any, max_rows: int) -> tuple[list[str], list[str], str | None]:
     """``(ids, sequences, source)`` of a FASTA/CSV/TSV path or of in-memory strings / DNARecords (ids ``seq{i}``)."""
-    from bioattn.data.dna import DNARecord
-    from bioattn.tasks.activity.predict import read_sequences
-
     if isinstance(inputs, (str, os.PathLike)):
         ids, sequences = read_sequences(Path(inputs))
         source: str | None = str(inputs)
@@ -73,8 +63,7 @@ def read_inputs(inputs: Any, max_rows: int) -> tuple[list[str], list[str], str |
 
 
 def mean_values(members: Sequence[ActivityRegressor], tokens: Tensor, target: int, strand: str | None) -> Tensor:
-    """``(B,)`` the members' mean value of output ``target`` for ``tokens (B, L)`` (PAD = padding), each member
-    reading the strands as it predicts (``strand`` overrides)."""
+    """``(B, L)`` → ``(B,)``: the members' mean value of output ``target`` (``strand`` overrides theirs)."""
     total = 0.0
     for member in members:
         value = member(tokens)["values"][:, target]
@@ -101,13 +90,13 @@ class OneHotValue(nn.Module):
 @torch.no_grad()
 def departures(members: Sequence[ActivityRegressor], tokens: Tensor, target: int,
                strand: str | None = None) -> tuple[Tensor, Tensor]:
-    """``(value of the all-N sequence of each row's length (B,), value minus it (B,))`` of ``tokens (B, L)``."""
+    """``(B, L)`` → ``(all-N value (B,), value minus it (B,))``."""
     tokens = tokens.to(next(members[0].parameters()).device)
     blank = mean_values(members, tokens.masked_fill(tokens != PAD_ID, N_ID), target, strand)
     return blank, mean_values(members, tokens, target, strand) - blank
 
 
 def measurable(members: Sequence[ActivityRegressor], tokens: Tensor, target: int, strand: str | None = None) -> Tensor:
-    """``(B,)`` bool: the rows predicted at least :data:`MIN_DEPARTURE` training sd from the all-N value."""
+    """``(B,)`` bool: rows predicted at least :data:`MIN_DEPARTURE` training sd from the all-N value."""
     return (departures(members, tokens, target, strand)[1].abs()
             >= MIN_DEPARTURE * float(members[0].config["target_sd"][target])).cpu()

@@ -1,14 +1,7 @@
-"""Load activity models (a run directory, an ensemble run directory or a shipped name) and predict files.
-
-:func:`load_activity_models` returns the list of :class:`~bioattn.models.activity.ActivityRegressor` of a run (one,
-or the members of a cross-validation / seed run); :func:`predict_values` averages their predictions;
-:func:`predict_activity` is ``bioattn predict activity``: every sequence is checked (bases A/C/G/T/N only, as in
-training files) before anything is written, the output is CSV or TSV by its name (standard output, ``-``: TSV),
-and a prediction beyond :data:`FAR_SD` standard deviations of the training values is named in a warning
-(:func:`far_predictions`): the model extrapolates there.
-"""
+"""Load activity models (a run directory, an ensemble run directory or a shipped name) and predict files."""
 from __future__ import annotations
 
+import csv
 import os
 import re
 import sys
@@ -17,12 +10,15 @@ from typing import Sequence
 
 import numpy as np
 
+from bioattn.data.dna import read_records
 from bioattn.errors import UserInputError
 from bioattn.io import write_table
 from bioattn.models.activity import ActivityRegressor
 from bioattn.models.ensemble import ENSEMBLE_TYPE
 from bioattn.models.registry import read_config, resolve_model_dir
 from bioattn.distributed import resolve_device
+from bioattn.tasks.activity.data import _open
+from bioattn.tasks.outputs import output_index
 
 #: A prediction further than this many training standard deviations from the training mean is flagged.
 FAR_SD = 5.0
@@ -48,15 +44,9 @@ def predict_values(models: Sequence[ActivityRegressor], sequences: Sequence[str]
 
 def read_sequences(path: Path) -> tuple[list[str], list[str]]:
     """``(ids, sequences)`` of a FASTA or CSV/TSV file (value columns ignored)."""
-    from bioattn.data.dna import read_records
-
     ids, sequences = [], []
     source = Path(path)
     if source.suffix.lower() in (".tsv", ".csv") or source.name.lower().endswith((".tsv.gz", ".csv.gz")):
-        from bioattn.tasks.activity.data import _open
-
-        import csv
-
         with _open(source) as handle:
             first = handle.readline()
             delimiter = "\t" if "\t" in first else ","
@@ -72,15 +62,12 @@ def read_sequences(path: Path) -> tuple[list[str], list[str]]:
             if not sequences[-1]:
                 raise UserInputError(f"{source}: record {ids[-1]!r}: empty sequence")
         return ids, sequences
-    for record in read_records(source):
-        ids.append(record.id)
-        sequences.append(record.sequence)
-    return ids, sequences
+    records = list(read_records(source))
+    return [r.id for r in records], [r.sequence for r in records]
 
 
 def check_bases(source: str | os.PathLike, ids: Sequence[str], sequences: Sequence[str]) -> None:
-    """A base other than A/C/G/T/N (any case; IUPAC ambiguity codes included) is a :class:`UserInputError`
-    naming the file, the record and the position, as for a training file."""
+    """A base other than A/C/G/T/N (any case) is a :class:`UserInputError` naming the record and position."""
     for name, sequence in zip(ids, sequences):
         if not _BASES.fullmatch(sequence):
             bad = next(i for i, c in enumerate(sequence) if c.upper() not in "ACGTN")
@@ -90,9 +77,7 @@ def check_bases(source: str | os.PathLike, ids: Sequence[str], sequences: Sequen
 
 def far_predictions(models: Sequence[ActivityRegressor], values: np.ndarray, limit: float = FAR_SD,
                     columns: Sequence[int] | None = None) -> np.ndarray:
-    """Row indices whose prediction of some target lies more than ``limit`` training standard deviations from the
-    training mean (the first model's ``target_mean`` / ``target_sd``); ``columns``: the targets ``values`` holds
-    (default: every target)."""
+    """Rows predicted more than ``limit`` training sd from the training mean; ``columns``: the targets of ``values``."""
     mean, sd = models[0].target_mean.double().numpy(), models[0].target_sd.double().numpy()
     if columns is not None:
         mean, sd = mean[list(columns)], sd[list(columns)]
@@ -102,17 +87,11 @@ def far_predictions(models: Sequence[ActivityRegressor], values: np.ndarray, lim
 def predict_activity(source: str | os.PathLike, input_path: str | os.PathLike, output: str | os.PathLike, *,
                      strand: str | None = None, batch_size: int = 256, device: str = "auto",
                      output_name: str | None = None) -> int:
-    """Write ``output`` (CSV/TSV: id, one column per target; ``-``: TSV on standard output) for the sequences of
-    ``input_path``; returns the row count. ``output_name`` (``--output-name``): that target's column alone (named
-    as the model names it; matched ignoring case and characters other than letters and digits), an unknown name
-    being an error listing the model's targets. Every sequence is checked before anything is written;
-    predictions beyond :data:`FAR_SD` training standard deviations are named in a warning on standard error."""
+    """Write ``output`` (id, one column per target; ``-``: TSV on stdout) for ``input_path``; returns the row count."""
     models = load_activity_models(source, device=str(resolve_device(device)))
     names = [str(n) for n in models[0].target_names]
     chosen = list(range(len(names)))
     if output_name is not None:
-        from bioattn.tasks.outputs import output_index
-
         chosen = [output_index(output_name, names)]
     ids, sequences = read_sequences(Path(input_path))
     check_bases(input_path, ids, sequences)

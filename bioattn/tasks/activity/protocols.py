@@ -1,11 +1,4 @@
-"""The protocols of an activity run, as hooks of the shared driver: its members (folds, seeds, one model) and the
-plan it states before training (:func:`planned_members`), training and scoring each member (:func:`fit`), the
-choice of the saved model among the blend and its parts on the members' held-out rows (:func:`keep_best`) and the
-out-of-fold rows (:func:`out_of_fold_rows`).
-
-:class:`Plan` prints what the run will train before anything trains, then, once the first model has trained
-:data:`PLAN_EPOCHS` epochs, the time it expects: models × (seconds per epoch × the most epochs a model may run).
-"""
+"""The protocols of an activity run as driver hooks: members and plan, fitting and scoring, keeping the best."""
 from __future__ import annotations
 
 import sys
@@ -16,18 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from bioattn.tasks.activity.branches import BLEND_PARTS
+from bioattn.tasks.activity.branches import BLEND_PARTS, choose_kept
 from bioattn.tasks.activity.data import element_groups, file_folds, group_folds
 from bioattn.tasks.activity.scores import BLEND_NAME, DEEP_NAME, RIDGE_NAME
 from bioattn.tasks.activity.train import (
-    CANDIDATE_NAMES,
-    DEFAULT_CV,
-    HEADLINE,
-    MIN_STEPS,
-    ActivityData,
-    ActivityOptions,
-    Candidates,
-    fit_candidates,
+    CANDIDATE_NAMES, DEFAULT_CV, HEADLINE, MIN_STEPS, ActivityData, ActivityOptions, Candidates, fit_candidates,
     score_member,
 )
 from bioattn.tasks.base import FittedMember
@@ -39,9 +25,7 @@ PLAN_EPOCHS = 2
 
 @dataclass
 class Plan:
-    """What a run will do, said before it trains (:meth:`announce`), and the time it expects, measured on
-    :data:`PLAN_EPOCHS` epochs of its first model after the first one (which carries the start-up costs)
-    (:meth:`epoch_done`); ``out`` receives the lines (default standard error), ``lines`` keeps them."""
+    """What a run will do (:meth:`announce`) and the time it expects (:meth:`epoch_done`); ``lines`` keeps them."""
 
     models: int
     what: str
@@ -78,8 +62,7 @@ class Plan:
             return
         self.epochs += 1
         if self.epochs == PLAN_EPOCHS:
-            self.said = expected_time_line(self.models, (now - self.clock) / self.epochs, self.max_epochs,
-                                           self.epochs)
+            self.said = expected_time_line(self.models, (now - self.clock) / self.epochs, self.max_epochs, self.epochs)
             self.say(self.said)
 
 
@@ -99,8 +82,7 @@ def members_of(options: ActivityOptions, data: ActivityData, run_dir: Path) -> l
         return [Member("seed", options.seed, run_dir, 1, 1, alone=True)]
     if options.protocol == "file_folds":
         return cv_members(run_dir, file_folds(data.pool.file_index, element_groups(data.pool.sequences)))
-    return cv_members(run_dir, group_folds(element_groups(data.pool.sequences), options.cv or DEFAULT_CV,
-                                           options.seed))
+    return cv_members(run_dir, group_folds(element_groups(data.pool.sequences), options.cv or DEFAULT_CV, options.seed))
 
 
 def plan_text(options: ActivityOptions, data: ActivityData, members: list[Member]) -> str:
@@ -117,8 +99,7 @@ def plan_text(options: ActivityOptions, data: ActivityData, members: list[Member
     smoke = "smoke run (--quick): " if options.quick else ""
     return (f"{smoke}{kinds[options.protocol]} of {len(data.pool)} sequences; deep model {sized.channels} channels, "
             f"{sized.layers} attention layer{'s' if sized.layers > 1 else ''}, batch {sized.batch_size}, "
-            f"{'2 short' if options.quick else f'up to {options.epochs} (at least {MIN_STEPS} steps)'} epochs; "
-            f"{blend}")
+            f"{'2 short' if options.quick else f'up to {options.epochs} (at least {MIN_STEPS} steps)'} epochs; {blend}")
 
 
 def planned_members(options: ActivityOptions, data: ActivityData, run_dir: Path) -> tuple[list[Member], Plan]:
@@ -130,8 +111,7 @@ def planned_members(options: ActivityOptions, data: ActivityData, run_dir: Path)
 
 
 def fit(options: ActivityOptions, data: ActivityData, member: Member, plan: Plan | None = None) -> FittedMember:
-    """Train one member (a fold on its part of the pool, a seed on the pool) and score it on its held-out rows (the
-    held-out fold, or the dev file); ``summary`` is its result in ``metrics.json``'s ``members``."""
+    """Train one member and score it on its held-out rows (the held-out fold, or the dev file)."""
     if member.kind == "fold":
         train, held_out = data.pool.subset(member.train_index), data.pool.subset(member.held_out_index)
         features = (data.motif_features("pool", member.train_index), data.motif_features("pool", member.held_out_index))
@@ -154,8 +134,7 @@ def fit(options: ActivityOptions, data: ActivityData, member: Member, plan: Plan
 
 
 def out_of_fold_rows(kept: dict[str, Any], run: MembersRun[FittedMember]) -> list[list[Any]]:
-    """``out_of_fold.csv``'s rows (``record, fold, target, measured, prediction, ridge_prediction``): each fold's
-    held-out rows predicted by the saved model (the blend, or the part kept instead) and by the k-mer ridge."""
+    """``out_of_fold.csv``'s rows: each fold's held-out rows predicted by the saved model and the k-mer ridge."""
     rows: list[list[Any]] = []
     for member, fitted in zip(run.members, run.results):
         held_out, predictions = fitted.extra["held_out"], fitted.extra["predictions"]
@@ -166,19 +145,14 @@ def out_of_fold_rows(kept: dict[str, Any], run: MembersRun[FittedMember]) -> lis
         for i, record in enumerate(held_out.records):
             for t, target in enumerate(held_out.target_names):
                 if not np.isfinite(held_out.values[i, t]):
-                    continue  # not measured in this row's set
+                    continue
                 rows.append([record, member.index, target, held_out.values[i, t], saved[i, t],
                              ridge[i, t] if ridge is not None else ""])
     return rows
 
 
 def keep_best(options: ActivityOptions, run: MembersRun[FittedMember]) -> dict[str, Any]:
-    """Choose the saved model among the blend and its parts on the members' held-out scores
-    (:func:`~bioattn.tasks.activity.branches.choose_kept`); when a part wins, save it in every member's
-    directory and make it each member's ``"model"`` score (the blend's stay as :data:`BLEND_NAME`). Returns
-    ``{"kept", "means", "reason"}``."""
-    from bioattn.tasks.activity.branches import choose_kept
-
+    """Keep the blend or the part that beats it (:func:`~bioattn.tasks.activity.branches.choose_kept`)."""
     parts = BLEND_PARTS[options.blend]
     results = [fitted.summary for fitted in run.results]
     scored = [r for r in results if "scores" in r]

@@ -1,18 +1,4 @@
-"""An activity run's preparation (:func:`prepare`) and what it writes (:func:`report`), hooks of the shared driver.
-
-The run directory gets, besides each model's ``config.json`` + ``model.safetensors`` (in ``fold<k>/`` or
-``seed<s>/`` for several models, with a top ``config.json`` naming them):
-
-- ``metrics.json``: the shared schema (:func:`bioattn.tasks.driver.metrics_document`: ``headline`` is the mean
-  Pearson on the held-out rows, ``scores`` the model and baselines on ``held_out``), then ``source``, ``flanks``,
-  ``strand``, ``model`` and ``baselines`` (per metric ``{"mean", "sd", "n"}`` over the members), ``members``
-  (each member's scores and training summary) and ``warnings``.
-- ``summary.md``: the run's plan, what it saved (the blend, or the part of it that beat it on the held-out rows),
-  the same scores as a table, model beside the blend, its parts and the baselines, with any warning (a baseline
-  that beats the model, a model that learned nothing on its validation rows); a ``--quick`` run says first that it
-  is a smoke run.
-- ``out_of_fold.csv`` (cross-validation): ``record, fold, target, measured, prediction, ridge_prediction``.
-"""
+"""An activity run's preparation (:func:`prepare`) and its ``metrics.json`` and ``summary.md`` (:func:`report`)."""
 from __future__ import annotations
 
 import dataclasses
@@ -34,16 +20,13 @@ MODEL_NAME = "ActivityRegressor (this run)"
 #: The first line of a ``--quick`` run's summary and of its terminal headline.
 SMOKE_TEXT = (f"smoke run (--quick): a tiny model, 2 short epochs, at most {QUICK_ROWS} rows; these numbers only show "
               "that the pipeline runs, not what a model reaches on this data: rerun without --quick")
-#: How the summary names each candidate the run may keep.
 KEPT_TEXT = {"blend": "the blend", "deep": "the deep model alone", "kmers": "the k-mer ridge alone",
              "motifs": "the known-motif ridge alone"}
 #: ``metrics.json`` ``protocol.description`` of each of :attr:`ActivityOptions.protocol`'s values.
-PROTOCOL_TEXT = {
-    "holdout": "train on the training file(s), early stopping and scores on the --dev file",
-    "fit_all": "train on every row (early stopping on a held-back tenth); nothing held out is scored",
-    "file_folds": "one fold per training file (the data's own folds); scores on each held-out file",
-    "cv": "K-fold cross-validation grouped by element; scores on each held-out fold",
-}
+PROTOCOL_TEXT = {"holdout": "train on the training file(s), early stopping and scores on the --dev file",
+                 "fit_all": "train on every row (early stopping on a held-back tenth); nothing held out is scored",
+                 "file_folds": "one fold per training file (the data's own folds); scores on each held-out file",
+                 "cv": "K-fold cross-validation grouped by element; scores on each held-out fold"}
 
 
 def summarise(results: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -58,9 +41,7 @@ def summarise(results: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, 
 
 def warnings_of(model: dict[str, Any], baselines: dict[str, Any], results: list[dict[str, Any]],
                 candidates: tuple[str, ...] = ()) -> list[str]:
-    """What the summary must say about the numbers: a baseline at least as good as the model (not one of the
-    ``candidates``, the names the run itself chose the saved model among), a model that learned nothing on its
-    validation rows."""
+    """The summary's warnings: a model that learned nothing, a baseline (not in ``candidates``) at least as good."""
     out = []
     for result in results:
         validation = result["training"]["validation"].get(f"val_{HEADLINE}", 0.0)
@@ -72,7 +53,7 @@ def warnings_of(model: dict[str, Any], baselines: dict[str, Any], results: list[
                        f"{result['training']['sizes']['validation']} sequences); {advice}")
     if model:
         for name, summary in baselines.items():
-            if name in candidates:  # the run itself kept the best of these
+            if name in candidates:
                 continue
             better = summary[HEADLINE]["mean"] > model[HEADLINE]["mean"]
             if better or (summary[HEADLINE]["mean"] == model[HEADLINE]["mean"] and name != DEEP_NAME):
@@ -106,7 +87,7 @@ def blend_of(options: ActivityOptions, data: Any) -> dict[str, Any]:
 
 
 def kept_text(blend: dict[str, Any], kept: dict[str, Any]) -> str:
-    """The summary's "Saved model:" sentence: the blend (and that it beat each part), or the part that beat it."""
+    """The summary's "Saved model:" sentence."""
     means = kept.get("means") or {}
     if not means:
         return blend["text"]
@@ -121,24 +102,22 @@ def kept_text(blend: dict[str, Any], kept: dict[str, Any]) -> str:
 
 
 def format_summary(metrics: dict[str, Any]) -> str:
-    rows = []
-    for name, summary in [(MODEL_NAME, metrics["model"]), *metrics["baselines"].items()]:
-        rows.append([name, *(format_mean_sd(summary.get(m)) for m in METRICS)])
+    named = [(MODEL_NAME, metrics["model"]), *metrics["baselines"].items()]
+    rows = [[name, *(format_mean_sd(summary.get(m)) for m in METRICS)] for name, summary in named]
     lines = [f"# Activity regression: {metrics['source']}", ""]
     if metrics.get("quick"):
         lines += [f"**{SMOKE_TEXT[0].upper() + SMOKE_TEXT[1:]}.**", ""]
     lines += [*(f"{line[0].upper()}{line[1:]}" for line in metrics.get("plan", [])), ""] if metrics.get("plan") else []
-    lines += [
-             f"Protocol: {metrics['protocol']['description']}; targets: {', '.join(metrics['target_names'])}; flanks stripped: "
-             f"{metrics['flanks'][0] or '-'} / {metrics['flanks'][1] or '-'}; strand: {metrics['strand']}.",
-             f"Saved model: {kept_text(metrics['blend'], metrics.get('kept', {}))}.", ""]
+    lines += [f"Protocol: {metrics['protocol']['description']}; targets: {', '.join(metrics['target_names'])}; flanks "
+              f"stripped: {metrics['flanks'][0] or '-'} / {metrics['flanks'][1] or '-'}; strand: {metrics['strand']}.",
+              f"Saved model: {kept_text(metrics['blend'], metrics.get('kept', {}))}.", ""]
     if rows and metrics["model"]:
         lines.append(format_table(["model", *METRICS], rows,
                                   title="Held-out scores, mean ± sd over the models of the run"))
         targets = metrics["target_names"]
-        if len(targets) > 1:  # one output per cell type / assay: each scored on the rows that measured it
+        if len(targets) > 1:
             per_output = [[name, *(format_mean_sd(summary.get(f"{HEADLINE}:{t}")) for t in targets)]
-                          for name, summary in [(MODEL_NAME, metrics["model"]), *metrics["baselines"].items()]]
+                          for name, summary in named]
             lines += ["", format_table(["model", *(f"{HEADLINE} {t}" for t in targets)], per_output,
                                        title="Per output, on the held-out rows that measured it")]
     else:
@@ -158,7 +137,7 @@ def format_summary(metrics: dict[str, Any]) -> str:
 
 
 def candidates_of(options: ActivityOptions) -> tuple[str, ...]:
-    """The scores-table names of what the run chose its saved model among (none without a blend)."""
+    """The scores-table names of what the run chose its saved model among."""
     parts = BLEND_PARTS[options.blend]
     return tuple(CANDIDATE_NAMES[name] for name in ("blend", "deep", *parts)) if parts else ()
 
@@ -169,8 +148,7 @@ def weights_text(weights: dict[str, float]) -> str:
 
 
 def prepare(options: ActivityOptions) -> tuple[ActivityOptions, TaskData]:
-    """Check ``options.out``, read the data (:func:`~bioattn.tasks.activity.train.load_data`), create the run
-    directory."""
+    """Check ``options.out``, read the data, create the run directory."""
     check_run_dir(options.out, resume=False, overwrite=options.overwrite, resumable=False)
     data = load_data(options)
     run_dir = prepare_run_dir(options.out, resume=False, overwrite=options.overwrite, resumable=False)
@@ -180,8 +158,7 @@ def prepare(options: ActivityOptions) -> tuple[ActivityOptions, TaskData]:
 
 
 def report(options: ActivityOptions, data: TaskData, run: MembersRun[FittedMember]) -> tuple[dict[str, Any], str]:
-    """Keep the blend or its best part (:func:`~bioattn.tasks.activity.protocols.keep_best`), then ``metrics.json``
-    and ``summary.md``; the out-of-fold rows of a cross-validation go to ``data.extra["out_of_fold"]``."""
+    """``(metrics.json, summary.md)`` after :func:`~bioattn.tasks.activity.protocols.keep_best`."""
     activity = data.extra["activity_data"]
     kept = keep_best(options, run)
     data.extra["out_of_fold"] = out_of_fold_rows(kept, run)
@@ -205,7 +182,7 @@ def report(options: ActivityOptions, data: TaskData, run: MembersRun[FittedMembe
 
 
 def write_out_of_fold(run_dir: Path, rows: list[list[Any]]) -> None:
-    """``out_of_fold.csv`` of a cross-validation: ``record, fold, target, measured, prediction, ridge_prediction``."""
+    """``out_of_fold.csv`` of a cross-validation."""
     if rows:
         write_table(run_dir / "out_of_fold.csv", ["record", "fold", "target", "measured", "prediction",
                                                   "ridge_prediction"], rows)

@@ -44,14 +44,13 @@ class ActivityTask(Task):
         return members
 
     def fit_member(self, options: Any, data: TaskData, member: Any) -> FittedMember:
-        """One member's blend and its parts (:func:`~bioattn.tasks.activity.protocols.fit`), scored on its
-        held-out rows."""
+        """One member's blend and its parts (:func:`~bioattn.tasks.activity.protocols.fit`)."""
         from bioattn.tasks.activity.protocols import fit
 
         return fit(options, data.extra["activity_data"], member, data.extra.get("plan"))
 
     def held_out(self, options: Any, data: TaskData, member: Any, fitted: FittedMember) -> dict[str, Any]:
-        return {}  # a fold's held-out predictions are in fitted.extra, written as out_of_fold.csv's rows
+        return {}
 
     def report(self, options: Any, data: TaskData, protocol: Any, run: Any) -> tuple[dict[str, Any], str]:
         from bioattn.tasks.activity.run import report

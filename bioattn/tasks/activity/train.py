@@ -1,33 +1,9 @@
 """The activity task: train :class:`~bioattn.models.activity.ActivityRegressor` beside same-run baselines.
 
-Protocols (``bioattn train activity``, the driver's run through the hooks of :mod:`~bioattn.tasks.activity.protocols`), chosen from the options:
-
-- ``dev`` file: holdout; one model per seed (``seeds``), scored on the dev file.
-- ``folds_from_files`` (or the bundled ``dataset="lentimpra_wtc11"``, whose two files are the folds): one fold per
-  training file; each fold model trains on the other files and is scored on its own file (2 files: fold1 → fold2
-  and fold2 → fold1).
-- otherwise (``cv=K``, default :data:`DEFAULT_CV`): K-fold cross-validation over every row, grouped by element
-  (a sequence and its reverse complement always share a fold).
-- ``fit_all``: one model on every row (for shipping, after a cross-validation chose the recipe); only the
-  validation part is scored.
-
-Every model early-stops on :data:`VALIDATION_FRACTION` of the elements of its training part (never on the rows
-it is scored on), with a schedule scaled to the run (at least :data:`MIN_STEPS` optimizer steps, so ~40
-sequences still train; the model's width, attention layers and batch by the table's size, :data:`SIZE_SCHEDULE`,
-unless given), and is compared on the same rows with the k-mer ridge and the mean predictor fitted on
-its whole training part (:mod:`~bioattn.tasks.activity.scores`). Loss: Huber on standardised targets (the model
-saves the training mean / sd and predicts in the file's units). Flanks shared by every training sequence are
-detected (or given) and stripped; ``strand="both"`` trains on random reverse complements and averages both
-strands at prediction; ``shift`` moves each training sequence by up to that many nt (N fill) as augmentation.
-
-After training, each deep model is blended (``blend``, default ``"auto"``: :func:`~bioattn.tasks.activity.
-branches.blend_parts`) with ridge regressions on k-mer counts and on known-motif scores fitted on its whole
-training part (their features clipped to the training range, their penalties chosen by leave-one-out CV on those
-rows), the weights chosen on the rows it early-stopped on. Each part alone is scored beside the blend on the same
-held-out rows, and the run keeps the blend only when it beats every part there (mean headline over the models of
-the run: :func:`~bioattn.tasks.activity.branches.choose_kept`); otherwise every model of the run is replaced by the
-best part, and the summary says which. Before training the run prints its plan, and once the first model has
-trained two epochs the time it expects (:mod:`~bioattn.tasks.activity.protocols`).
+Protocols, chosen from the options: holdout on a ``dev`` file (one model per seed), one fold per training file
+(``folds_from_files`` or a bundled ``dataset``), K-fold cross-validation grouped by element (default
+:data:`DEFAULT_CV`) or ``fit_all``. Each deep model early-stops on :data:`VALIDATION_FRACTION` of its training
+elements and is then blended with ridges (:func:`~bioattn.tasks.activity.branches.blend_parts`).
 """
 from __future__ import annotations
 
@@ -43,48 +19,24 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import TensorDataset
 
-from bioattn.data.dna import N_ID, PAD_ID, reverse_complement_ids
+from bioattn.data.dna import N_ID, PAD_ID, encode, reverse_complement_ids
 from bioattn.data.root import resolve_data_root
 from bioattn.errors import UserInputError
 from bioattn.models.activity import STRANDS, ActivityRegressor
 from bioattn.tasks.activity.data import (
-    ActivitySplit,
-    detect_flanks,
-    parse_set,
-    read_activity_file,
-    read_activity_sets,
-    strip_all,
-    validation_split,
+    ActivitySplit, detect_flanks, parse_set, read_activity_file, read_activity_sets, strip_all, validation_split,
 )
 from bioattn.tasks.activity.branches import (
-    BLEND_PARTS,
-    BLENDS,
-    DEFAULT_BLEND,
-    DEFAULT_DEEP_WEIGHT,
-    DEFAULT_MOTIF_BINS,
-    DEFAULT_MOTIF_DB,
-    MIN_BLEND_VALIDATION,
-    MotifSet,
-    blend_features,
-    blend_parts,
-    choose_weights,
-    fit_kmer_branch,
-    load_motif_set,
-    motif_feature_matrix,
+    BLEND_PARTS, BLENDS, DEFAULT_BLEND, DEFAULT_DEEP_WEIGHT, DEFAULT_MOTIF_BINS, DEFAULT_MOTIF_DB, MIN_BLEND_VALIDATION,
+    MotifSet, blend_features, blend_parts, choose_weights, fit_kmer_branch, load_motif_set, motif_feature_matrix,
 )
 from bioattn.tasks.activity.scores import (
-    BLEND_NAME,
-    DEEP_NAME,
-    MOTIF_RIDGE_NAME,
-    RIDGE_NAME,
-    baseline_predictions,
-    regression_metrics,
+    BLEND_NAME, DEEP_NAME, MOTIF_RIDGE_NAME, RIDGE_NAME, baseline_predictions, regression_metrics,
 )
 from bioattn.tasks.common import TaskOptions, fit_timed
 from bioattn.training import TrainConfig, Trainer, seed_everything
 
-#: Bundled datasets (under the data root): their files as ``--train`` values (``NAME=FILE``: one output per set
-#: name; the n-th file of each set is fold n of the file folds) and their data cards.
+#: Bundled datasets (under the data root): their files as ``--train`` values and their data cards.
 DATASETS = {
     "lentimpra_wtc11": (("activity/lentimpra_wtc11/fold1.tsv", "activity/lentimpra_wtc11/fold2.tsv"),
                         "lentimpra_wtc11"),
@@ -99,27 +51,15 @@ VALIDATION_FRACTION = 0.1
 MIN_STEPS = 300
 QUICK_ROWS = 400
 HEADLINE = "pearson"
-#: Model width, attention and batch by the number of rows of the table (``rows below``: channels, embed_dim,
-#: heads, layers, batch_size); flags given by the user win. A few hundred sequences train a small model for
-#: about as many optimizer steps as a large table's epoch (:data:`MIN_STEPS`), in seconds per fold on a CPU.
+#: ``(rows below, (channels, embed_dim, heads, layers, batch_size))``; flags given by the user win.
 SIZE_SCHEDULE = ((1_000, (32, 32, 2, 1, 32)), (5_000, (64, 64, 4, 2, 64)), (None, (128, 128, 4, 2, 64)))
 SIZED = ("channels", "embed_dim", "heads", "layers", "batch_size")
-#: Each candidate a run may keep, as the scores table names it.
 CANDIDATE_NAMES = {"blend": BLEND_NAME, "deep": DEEP_NAME, "kmers": RIDGE_NAME, "motifs": MOTIF_RIDGE_NAME}
 
 
 @dataclass(frozen=True, kw_only=True)
 class ActivityOptions(TaskOptions):
-    """Options of an activity run (the run options are :class:`~bioattn.tasks.common.TaskOptions`').
-
-    Data: ``train`` (one or more CSV/TSV/FASTA files) or ``dataset`` (bundled, under ``data_root``), ``dev``,
-    ``targets`` (value columns; default every numeric one), ``sequence_column``, ``flanks`` (``None``: detected;
-    ``("", "")``: none), ``strand``, ``folds_from_files``, ``fit_all``, ``max_rows``. Model: ``channels``,
-    ``kernel``, ``stages``, ``embed_dim``, ``heads``, ``layers``, ``dropout`` (``None``: by the table's size,
-    :data:`SIZE_SCHEDULE`, as is ``batch_size``). Training: ``epochs``,
-    ``batch_size``, ``lr``, ``weight_decay``, ``patience``, ``shift``, ``seed``, ``device``. Blend: ``blend``
-    (``motifs``, ``kmers`` or ``none``), ``deep_weight``, ``motif_db``, ``motif_bins``.
-    """
+    """Options of an activity run; sizes left ``None`` follow :data:`SIZE_SCHEDULE`, ``flanks=None``: detected."""
 
     train: tuple[Path, ...] = ()
     dataset: str | None = None
@@ -190,8 +130,7 @@ class ActivityOptions(TaskOptions):
         return "cv"
 
     def sized(self, rows: int) -> "ActivityOptions":
-        """These options with every size left to the data (``None``) set from :data:`SIZE_SCHEDULE` for a table of
-        ``rows`` sequences (``quick``: the smoke run's tiny model)."""
+        """These options with every ``None`` size set from :data:`SIZE_SCHEDULE` for ``rows`` sequences."""
         chosen = next(sizes for below, sizes in SIZE_SCHEDULE if below is None or rows < below)
         if self.quick:
             chosen = (32, 32, 2, 1, chosen[4])
@@ -204,9 +143,7 @@ class ActivityOptions(TaskOptions):
 
 
 def train_config(options: ActivityOptions, rows: int) -> TrainConfig:
-    """The training schedule of ``options`` (sized: :meth:`ActivityOptions.sized`) for ``rows`` training
-    sequences: AdamW, warm-up + cosine, early stopping on validation Pearson, at least :data:`MIN_STEPS` steps (a
-    small set trains more epochs)."""
+    """AdamW, warm-up + cosine, early stopping on validation Pearson, at least :data:`MIN_STEPS` steps."""
     batch = max(2, min(options.batch_size or 64, rows // 4 or 2))
     epochs = 2 if options.quick else options.epochs
     return TrainConfig(max_epochs=epochs, batch_size=batch, lr=options.lr, weight_decay=options.weight_decay,
@@ -216,7 +153,6 @@ def train_config(options: ActivityOptions, rows: int) -> TrainConfig:
                        max_steps_per_epoch=15 if options.quick else None)
 
 
-# ------------------------------------------------------------------------------------------------ data
 @dataclass
 class ActivityData:
     """The rows of a run (flanks stripped), the flanks and how the run splits them."""
@@ -230,8 +166,7 @@ class ActivityData:
     motif_scores: dict[str, np.ndarray] | None = None
 
     def motif_features(self, which: str = "pool", index: np.ndarray | None = None) -> np.ndarray | None:
-        """The motif scores of the rows ``index`` (default all) of ``which`` (``pool`` or ``dev``), computed once
-        per file; ``None`` without a motif set."""
+        """The motif scores of rows ``index`` of ``which`` (``pool`` / ``dev``); ``None`` without a motif set."""
         if self.motif_set is None:
             return None
         if self.motif_scores is None:
@@ -283,8 +218,6 @@ def load_data(options: ActivityOptions) -> ActivityData:
 
 def tokens_of(split: ActivitySplit, length: int) -> Tensor:
     """``(N, length)`` token ids, right-padded."""
-    from bioattn.data.dna import encode
-
     out = torch.full((len(split), length), PAD_ID, dtype=torch.long)
     for i, sequence in enumerate(split.sequences):
         out[i, : len(sequence)] = torch.from_numpy(encode(sequence))
@@ -303,23 +236,20 @@ def shift_tokens(ids: Tensor, max_shift: int) -> Tensor:
     return torch.where(ids == PAD_ID, ids, torch.where(inside, moved, torch.full_like(ids, N_ID)))
 
 
-# ------------------------------------------------------------------------------------------------ one model
 def build_model(options: ActivityOptions, data: ActivityData, train: ActivitySplit) -> ActivityRegressor:
     options = options.sized(len(data.pool))
     sd = np.nan_to_num(np.nanstd(train.values, axis=0))
-    return ActivityRegressor(
-        input_length=data.input_length, target_names=train.target_names,
-        target_mean=np.nan_to_num(np.nanmean(train.values, axis=0)).tolist(),
-        target_sd=np.where(sd > 0, sd, 1.0).tolist(), flanks=data.flanks, strand=options.strand,
-        channels=options.channels, kernel=options.kernel, stages=options.stages, embed_dim=options.embed_dim,
-        num_heads=options.heads, num_layers=options.layers, dropout=options.dropout or 0.0,
-        kmer_branch=options.kmer_branch, clip_features=True)
+    return ActivityRegressor(input_length=data.input_length, target_names=train.target_names,
+                             target_mean=np.nan_to_num(np.nanmean(train.values, axis=0)).tolist(),
+                             target_sd=np.where(sd > 0, sd, 1.0).tolist(), flanks=data.flanks, strand=options.strand,
+                             channels=options.channels, kernel=options.kernel, stages=options.stages,
+                             embed_dim=options.embed_dim, num_heads=options.heads, num_layers=options.layers,
+                             dropout=options.dropout or 0.0, kmer_branch=options.kmer_branch, clip_features=True)
 
 
 @dataclass
 class Candidates:
-    """One member's models: ``deep`` (trained), ``blend`` (what :func:`blend_member` chose; ``deep`` itself
-    without a blend), ``parts`` (each ridge part alone, by part name), and the training summary ``info``."""
+    """One member's models: ``deep``, ``blend`` (:func:`blend_member`), ``parts`` (each ridge alone) and ``info``."""
 
     deep: ActivityRegressor
     blend: ActivityRegressor
@@ -332,19 +262,14 @@ class Candidates:
 
 def fit_model(options: ActivityOptions, data: ActivityData, train: ActivitySplit, run_dir: Path, seed: int,
               motif_features: np.ndarray | None = None) -> tuple[ActivityRegressor, dict[str, Any], ActivityRegressor]:
-    """Train one model on ``train`` (early stopping on :data:`VALIDATION_FRACTION` of its elements), blend it as
-    ``options.blend`` says with ridges fitted on all of ``train`` (``motif_features``: its rows' motif scores, when
-    already computed) and save the result into ``run_dir``; returns ``(saved model, training summary, deep model
-    alone)`` (both in eval mode; the same object without a blend)."""
+    """Train, blend and save one model: ``(saved model, training summary, deep model alone)``."""
     fitted = fit_candidates(options, data, train, run_dir, seed, motif_features)
     return fitted.blend, fitted.info, fitted.deep
 
 
 def fit_candidates(options: ActivityOptions, data: ActivityData, train: ActivitySplit, run_dir: Path, seed: int,
                    motif_features: np.ndarray | None = None, plan: Any = None) -> Candidates:
-    """:func:`fit_model`, keeping every candidate of the run's final choice (:class:`Candidates`); the blend is
-    saved into ``run_dir`` (the run may replace it by a part later); ``plan``
-    (:class:`~bioattn.tasks.activity.protocols.Plan`) is told when training starts and of each epoch."""
+    """:func:`fit_model`, keeping every candidate (:class:`Candidates`); ``plan`` is told of each epoch."""
     options = options.sized(len(data.pool))
     fit_index, val_index = validation_split(train, VALIDATION_FRACTION, seed)
     fit, val = train.subset(fit_index), train.subset(val_index)
@@ -362,7 +287,7 @@ def fit_candidates(options: ActivityOptions, data: ActivityData, train: Activity
             flip = torch.rand(ids.shape[0], device=ids.device) < 0.5
             ids = torch.where(flip[:, None], reverse_complement_ids(ids, ids == PAD_ID), ids)
         out, _ = module.standardised(ids)  # type: ignore[operator]
-        measured = torch.isfinite(targets)  # a row of one set has no value of the others: masked out
+        measured = torch.isfinite(targets)
         if measured.all():
             return F.huber_loss(out, targets, delta=1.0)
         return F.huber_loss(out[measured], targets[measured], delta=1.0)
@@ -379,7 +304,7 @@ def fit_candidates(options: ActivityOptions, data: ActivityData, train: Activity
         plan.start(trainer.config.max_epochs)
     result, info = fit_timed(trainer)
     if plan is not None:
-        plan.stop()  # only the first model is timed
+        plan.stop()
     model.eval()
     info.update(sizes={"fit": len(fit), "validation": len(val)}, validation=evaluate(model), kmer_alpha=kmer_alpha,
                 learned=bool(info.get("best_epoch")), config=config.to_dict(), blend=options.blend)
@@ -391,11 +316,7 @@ def fit_candidates(options: ActivityOptions, data: ActivityData, train: Activity
 
 def blend_member(options: ActivityOptions, data: ActivityData, deep: ActivityRegressor, train: ActivitySplit,
                  seed: int, motif_features: np.ndarray | None = None, *, with_parts: bool = False) -> Any:
-    """``(saved model, {"blend_weights", "deep_weight", "deep_weight_validation"})``: the trained ``deep`` model
-    blended as ``options.blend`` says with a ridge per part on all of ``train``, the weights chosen
-    (``options.deep_weight`` None) on the same validation rows :func:`fit_model` early-stopped on (``seed``),
-    or ``options.deep_weight`` for the deep model and the rest shared equally by the parts; ``deep`` itself for
-    ``blend="none"``. ``with_parts``: a third item, ``{part: that ridge alone}`` (as a model)."""
+    """``(saved model, blend info)`` (``with_parts``: plus ``{part: that ridge alone}``) of ``deep`` and ``train``."""
     part_names = BLEND_PARTS[options.blend]
     info: dict[str, Any] = {}
     if not part_names:
@@ -433,11 +354,7 @@ def score_member(model: ActivityRegressor, data: ActivityData, train: ActivitySp
                  motif_features: tuple[np.ndarray, np.ndarray] | None = None,
                  parts: dict[str, ActivityRegressor] | None = None,
                  ) -> tuple[dict[str, dict[str, float]], dict[str, np.ndarray]]:
-    """``({"model" | baseline name: metrics on held_out}, {name: predictions})`` with the baselines fitted on
-    ``train`` (unless ``baselines`` is False); ``deep``: the model's deep part alone, scored beside it when it is
-    a blend (the same numbers when the run kept it alone); ``motif_features``: (train, held_out) motif scores for
-    the motif ridge baseline; ``parts``: the blend's ridges alone (by part name), scored under their baseline's
-    name (the same tuned ridge on the same rows) instead of fitting that baseline again."""
+    """``({"model" | baseline name: metrics on held_out}, {name: predictions})``, baselines fitted on ``train``."""
     tokens = tokens_of(held_out, data.input_length)
     predictions = {"model": model.predict_tokens(tokens, batch_size=512)}
     if deep is not None:
