@@ -29,17 +29,9 @@ RR_LINE_WIDTH = 50
 _PROBABILITY_TOLERANCE = 1e-6
 
 
-def write_rr(
-    path: str | os.PathLike,
-    probabilities: np.ndarray,
-    sequence: str,
-    *,
-    target: str = "query",
-    method: str | Sequence[str] = "bioattn",
-    remarks: Sequence[str] = (),
-    min_separation: int = 1,
-    top: int | None = None,
-) -> None:
+def write_rr(path: str | os.PathLike, probabilities: np.ndarray, sequence: str, *, target: str = "query",
+             method: str | Sequence[str] = "bioattn", remarks: Sequence[str] = (), min_separation: int = 1,
+             top: int | None = None) -> None:
     """Write a CASP RR contact prediction of symmetric ``(L, L)`` contact ``probabilities`` (0-based columns).
 
     The file follows the CASP RR format: ``PFRMAT RR``, ``TARGET``, ``AUTHOR``, ``REMARK`` lines, ``METHOD``
@@ -155,17 +147,10 @@ class ContactTarget:
     predictions_dir: Path | None
 
 
-def load_target(
-    msa_path: str | os.PathLike,
-    *,
-    fmt: str | None = None,
-    query_fasta: str | os.PathLike | None = None,
-    pdb: str | os.PathLike | None = None,
-    chain: str | None = None,
-    struct_dat: str | os.PathLike | None = None,
-    predictions_dir: str | os.PathLike | None = None,
-    name: str | None = None,
-) -> ContactTarget:
+def load_target(msa_path: str | os.PathLike, *, fmt: str | None = None, query_fasta: str | os.PathLike | None = None,
+                pdb: str | os.PathLike | None = None, chain: str | None = None,
+                struct_dat: str | os.PathLike | None = None, predictions_dir: str | os.PathLike | None = None,
+                name: str | None = None) -> ContactTarget:
     """Read an alignment and, when given, its native structure; put the query row first.
 
     The query is the row equal to ``query_fasta``'s sequence, else the row equal to the structure chain's
@@ -195,18 +180,13 @@ def load_target(
         msa = msa.select_columns([c for c, letter in enumerate(msa.sequences[0]) if letter != GAP])
         if residues is not None:
             distances = native_distances(msa.sequences[0], pdb, chain)
-    return ContactTarget(
-        name=name or msa_path.name.split(".")[0],
-        msa=msa,
-        sequence=msa.sequences[0],
-        distances=distances,
-        predictions_dir=Path(predictions_dir) if predictions_dir is not None else None,
-    )
+    return ContactTarget(name=name or msa_path.name.split(".")[0], msa=msa, sequence=msa.sequences[0],
+                         distances=distances,
+                         predictions_dir=Path(predictions_dir) if predictions_dir is not None else None)
 
 
 def _read_query(path: Path) -> str:
     from Bio import SeqIO
-
     try:
         return str(SeqIO.read(path, "fasta").seq).upper()
     except (ValueError, OSError) as exc:
@@ -223,10 +203,9 @@ def discover_families(data_root: str | os.PathLike) -> dict[str, dict]:
         if not alignments or not structures:
             continue
         fasta = sorted(folder.glob("*.fasta"))
-        families[folder.name] = dict(
-            msa_path=alignments[0], pdb=structures[0], query_fasta=fasta[0] if fasta else None,
-            predictions_dir=folder / "pred" if (folder / "pred").is_dir() else None, name=folder.name,
-        )
+        families[folder.name] = dict(msa_path=alignments[0], pdb=structures[0], query_fasta=fasta[0] if fasta else None,
+                                     predictions_dir=folder / "pred" if (folder / "pred").is_dir() else None,
+                                     name=folder.name)
     for folder in sorted((root / "pfam").glob("*/")):
         alignments, distances = sorted(folder.glob("*.fasta*")), sorted(folder.glob("*_struct.dat"))
         if alignments and distances:

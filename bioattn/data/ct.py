@@ -31,51 +31,21 @@ import nibabel as nib
 import numpy as np
 import torch
 from monai.data import ImageReader, MetaTensor, NibabelReader, PydicomReader
-from monai.transforms import (
-    Compose,
-    EnsureChannelFirstd,
-    LoadImaged,
-    Randomizable,
-    RandFlip,
-    RandRotate,
-    RandScaleIntensity,
-    RandShiftIntensity,
-)
+from monai.transforms import (Compose, EnsureChannelFirstd, LoadImaged, Randomizable, RandFlip, RandRotate,
+                              RandScaleIntensity, RandShiftIntensity)
 from monai.utils import convert_to_tensor
 from scipy import ndimage
 from torch.utils.data import Dataset
 
 from bioattn.errors import UserInputError
-from bioattn.data.ct_preprocessing import (
-    PREPROCESSING_NAME,
-    SavedPreprocessing,
-    VolumePreprocessing,
-    ct_preprocessing,
-    invert_to_input_grid,
-)
+from bioattn.data.ct_preprocessing import (PREPROCESSING_NAME, SavedPreprocessing, VolumePreprocessing,
+                                           ct_preprocessing, invert_to_input_grid)
 from bioattn.io import atomic_write
 
-__all__ = [
-    "MEDMNIST_SPLITS",
-    "VolumeSplit",
-    "medmnist_npz_path",
-    "load_medmnist3d_npz",
-    "VolumeDataset",
-    "train_augmentation",
-    "apply_random_transform",
-    "foreground_distance",
-    "volume_reader",
-    "LoadVolumed",
-    "read_ct_volume",
-    "check_volume",
-    "world_geometry",
-    "PREPROCESSING_NAME",
-    "SavedPreprocessing",
-    "VolumePreprocessing",
-    "ct_preprocessing",
-    "invert_to_input_grid",
-    "write_nifti",
-]
+__all__ = ["MEDMNIST_SPLITS", "VolumeSplit", "medmnist_npz_path", "load_medmnist3d_npz", "VolumeDataset",
+           "train_augmentation", "apply_random_transform", "foreground_distance", "volume_reader", "LoadVolumed",
+           "read_ct_volume", "check_volume", "world_geometry", "PREPROCESSING_NAME", "SavedPreprocessing",
+           "VolumePreprocessing", "ct_preprocessing", "invert_to_input_grid", "write_nifti"]
 
 MEDMNIST_SPLITS = ("train", "val", "test")
 NIFTI_SUFFIXES = (".nii", ".nii.gz")
@@ -192,13 +162,8 @@ def _split_from_arrays(path: Path, split: str, images: np.ndarray, labels: np.nd
     return VolumeSplit(images=images, labels=labels.astype(np.int64), source=f"{path} [{split}]")
 
 
-def train_augmentation(
-    *,
-    flip_prob: float = 0.5,
-    rotate_degrees: float = 15.0,
-    rotate_prob: float = 0.5,
-    intensity_jitter: float = 0.1,
-) -> Compose:
+def train_augmentation(*, flip_prob: float = 0.5, rotate_degrees: float = 15.0, rotate_prob: float = 0.5,
+                       intensity_jitter: float = 0.1) -> Compose:
     """MONAI training augmentation for one ``(C, D, H, W)`` volume in [0, 1].
 
     A flip along each spatial axis with ``flip_prob``; with ``rotate_prob`` a rotation of up to
@@ -207,10 +172,8 @@ def train_augmentation(
     ``intensity_jitter=0`` leaves intensities alone (e.g. for binary shape masks such as AdrenalMNIST3D).
     """
     radians = float(np.deg2rad(rotate_degrees))
-    steps = [
-        *(RandFlip(prob=flip_prob, spatial_axis=axis) for axis in range(3)),
-        RandRotate(range_x=radians, range_y=radians, range_z=radians, prob=rotate_prob, padding_mode="zeros"),
-    ]
+    steps = [*(RandFlip(prob=flip_prob, spatial_axis=axis) for axis in range(3)),
+             RandRotate(range_x=radians, range_y=radians, range_z=radians, prob=rotate_prob, padding_mode="zeros")]
     if intensity_jitter > 0:
         steps += [RandScaleIntensity(factors=intensity_jitter, prob=0.5),
                   RandShiftIntensity(offsets=intensity_jitter, prob=0.5)]
@@ -392,8 +355,7 @@ def world_geometry(volume: MetaTensor) -> dict[str, list[float]]:
     spacing = np.linalg.norm(affine, axis=0)
     order = np.argsort(np.argmax(np.abs(affine), axis=0), kind="stable")
     return {"spacing": [round(float(v), 4) for v in spacing[order]],
-            "extent": [round(float(v), 4) for v in (spacing * shape)[order]],
-            "shape": [int(v) for v in shape[order]]}
+            "extent": [round(float(v), 4) for v in (spacing * shape)[order]], "shape": [int(v) for v in shape[order]]}
 
 
 def write_nifti(path: str | os.PathLike, volume: np.ndarray | torch.Tensor, affine: np.ndarray | torch.Tensor,

@@ -31,27 +31,12 @@ from monai.data import Dataset as MonaiDataset
 from monai.transforms import Compose, EnsureChannelFirstd, MapTransform
 from torch.utils.data import Dataset
 
-from bioattn.data.ct import (
-    LoadVolumed,
-    VolumePreprocessing,
-    apply_random_transform,
-    check_volume,
-    volume_reader,
-    world_geometry,
-)
+from bioattn.data.ct import (LoadVolumed, VolumePreprocessing, apply_random_transform, check_volume, volume_reader,
+                             world_geometry)
 from bioattn.errors import UserInputError
 
-__all__ = [
-    "SPLITS",
-    "ManifestRow",
-    "Manifest",
-    "read_manifest",
-    "is_manifest",
-    "class_names_of",
-    "split_rows",
-    "CheckVolumed",
-    "ManifestVolumes",
-]
+__all__ = ["SPLITS", "ManifestRow", "Manifest", "read_manifest", "is_manifest", "class_names_of", "split_rows",
+           "CheckVolumed", "ManifestVolumes"]
 
 SPLITS = ("train", "val", "test")
 UNKNOWN_LABEL = -1
@@ -158,9 +143,8 @@ def class_names_of(labels: Sequence[str]) -> list[str]:
         return sorted(distinct)
 
 
-def split_rows(
-    manifest: Manifest, *, seed: int, val_fraction: float = 0.2
-) -> tuple[dict[str, list[ManifestRow]], list[str]]:
+def split_rows(manifest: Manifest, *, seed: int,
+               val_fraction: float = 0.2) -> tuple[dict[str, list[ManifestRow]], list[str]]:
     """Training rows by split, and the class names.
 
     The ``split`` column is used when it has at least one ``val`` row; otherwise a seeded, stratified
@@ -191,9 +175,8 @@ def split_rows(
     return {name: split for name, split in splits.items() if split}, class_names
 
 
-def _stratified_holdout(
-    path: Path, rows: list[ManifestRow], class_names: list[str], seed: int, fraction: float
-) -> tuple[list[ManifestRow], list[ManifestRow]]:
+def _stratified_holdout(path: Path, rows: list[ManifestRow], class_names: list[str], seed: int,
+                        fraction: float) -> tuple[list[ManifestRow], list[ManifestRow]]:
     """``(train, val)``: ``round(fraction * n)`` rows of each class (at least 1, at most n - 1) to val; file order."""
     rng = np.random.default_rng(seed)
     held_out: set[int] = set()
@@ -246,17 +229,9 @@ class ManifestVolumes(Dataset):
     ``-1`` when the row has no label or one outside it. Reading errors name the manifest and the line.
     """
 
-    def __init__(
-        self,
-        manifest: Manifest,
-        rows: Sequence[ManifestRow],
-        preprocessing: VolumePreprocessing,
-        *,
-        class_index: Mapping[str, int],
-        divisible_by: int = 1,
-        cache: bool = True,
-        transform: Callable[[torch.Tensor], torch.Tensor] | None = None,
-    ) -> None:
+    def __init__(self, manifest: Manifest, rows: Sequence[ManifestRow], preprocessing: VolumePreprocessing, *,
+                 class_index: Mapping[str, int], divisible_by: int = 1, cache: bool = True,
+                 transform: Callable[[torch.Tensor], torch.Tensor] | None = None) -> None:
         self.manifest = manifest
         self.rows = list(rows)
         self.transform = transform

@@ -52,7 +52,6 @@ class VolumePreprocessing:
             if len(values) != 3 or min(values) <= 0:
                 raise UserInputError(f"{name} needs 3 positive values (X Y Z), got {list(values)}")
             return values
-
         object.__setattr__(self, "spacing", triple("spacing", self.spacing, float))
         object.__setattr__(self, "resize", triple("resize", self.resize, int))
         object.__setattr__(self, "size", triple("size", self.size, int))
@@ -165,15 +164,9 @@ class SavedPreprocessing:
             raise UserInputError(f"{path}: not a valid {PREPROCESSING_NAME} ({exc})") from exc
 
 
-def ct_preprocessing(
-    *,
-    orientation: str | None = None,
-    spacing: Sequence[float] | None = None,
-    window: tuple[float, float] | None = None,
-    resize: Sequence[int] | None = None,
-    spatial_size: Sequence[int] | None = None,
-    divisible_by: int = 1,
-) -> Compose:
+def ct_preprocessing(*, orientation: str | None = None, spacing: Sequence[float] | None = None,
+                     window: tuple[float, float] | None = None, resize: Sequence[int] | None = None,
+                     spatial_size: Sequence[int] | None = None, divisible_by: int = 1) -> Compose:
     """``VolumePreprocessing(orientation, spacing, window, resize, size=spatial_size).pipeline(divisible_by=...)``:
     the invertible MONAI pipeline applied to a :func:`read_ct_volume` output ``(C, X, Y, Z)``."""
     return VolumePreprocessing(orientation, spacing, window, resize, spatial_size).pipeline(divisible_by=divisible_by)

@@ -66,9 +66,8 @@ def _where(record: str, source: str | os.PathLike | None) -> str:
     return f"{source}: {record}" if source is not None else record
 
 
-def encode(
-    sequence: str, *, record: str = "sequence", source: str | os.PathLike | None = None, offset: int = 0
-) -> np.ndarray:
+def encode(sequence: str, *, record: str = "sequence", source: str | os.PathLike | None = None,
+           offset: int = 0) -> np.ndarray:
     """Token ids ``(L,)`` int64 of one DNA sequence (no [CLS]; the model adds it).
 
     ``record``, ``source`` (the file) and ``offset`` (where ``sequence`` starts in the record, for a slice of a
@@ -155,10 +154,8 @@ def reverse_complement_ids(ids: Tensor, padding_mask: Tensor | None = None) -> T
     return reverse_padded(_COMPLEMENT.to(ids.device)[ids], padding_mask)
 
 
-def strand_average(
-    score: Callable[[Tensor], Tensor], ids: Tensor, padding_mask: Tensor | None = None, *,
-    per_position: bool = False, back: Callable[[Tensor], Tensor] | None = None,
-) -> Tensor:
+def strand_average(score: Callable[[Tensor], Tensor], ids: Tensor, padding_mask: Tensor | None = None, *,
+                   per_position: bool = False, back: Callable[[Tensor], Tensor] | None = None) -> Tensor:
     """The mean of ``score`` on both strands: ``(score(ids) + score(reverse complement)) / 2``, the one strand
     averaging of every DNA model's prediction and explanation.
 
@@ -179,7 +176,6 @@ def strand_average(
 def reverse_complement(sequence: str) -> str:
     """Reverse complement of a DNA string (Biopython's IUPAC-aware complement)."""
     from Bio.Seq import reverse_complement as bio_reverse_complement
-
     return bio_reverse_complement(sequence)
 
 

@@ -8,10 +8,8 @@ from torch import Tensor
 __all__ = ["bert_mask", "masked_cross_entropy"]
 
 
-def bert_mask(
-    tokens: Tensor, maskable: Tensor, probability: float, mask_id: int, random_ids: Tensor,
-    generator: torch.Generator | None = None,
-) -> tuple[Tensor, Tensor]:
+def bert_mask(tokens: Tensor, maskable: Tensor, probability: float, mask_id: int, random_ids: Tensor,
+              generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
     """Choose each ``maskable`` cell of ``tokens (...)`` with ``probability``; of the chosen, 80 % become
     ``mask_id``, 10 % a token drawn uniformly from ``random_ids (V,)`` and 10 % stay as they are.
 

@@ -61,7 +61,6 @@ def load_motif_database(spec: str | os.PathLike | None = DEFAULT_DB) -> MotifDat
         if len(parts) > 3:
             raise UserInputError(f"--motif-db {spec!r}: expected jaspar[:COLLECTION[:TAX_GROUP]], e.g. jaspar:CORE:insects")
         from pyjaspar import jaspardb
-
         query = {"collection": collection}
         if tax_group != "all":
             query["tax_group"] = [tax_group]
@@ -69,18 +68,16 @@ def load_motif_database(spec: str | os.PathLike | None = DEFAULT_DB) -> MotifDat
         if not motifs:
             raise UserInputError(f"--motif-db {spec!r}: {JASPAR_RELEASE} has no {collection} matrices for tax group "
                                  f"{tax_group!r} (e.g. vertebrates, plants, insects, nematodes, fungi, urochordates, all)")
-        return MotifDatabase(
-            label=f"{JASPAR_RELEASE} {collection} {tax_group}", ids=[m.matrix_id for m in motifs],
-            names=[m.name for m in motifs], families=["; ".join(m.tf_family or []) for m in motifs],
-            matrices=[_ppm([m.counts[b] for b in "ACGT"]) for m in motifs],
-            classes=["; ".join(m.tf_class or []) for m in motifs],
-            sites=[float(sum(m.counts[b][0] for b in "ACGT")) for m in motifs])
+        return MotifDatabase(label=f"{JASPAR_RELEASE} {collection} {tax_group}", ids=[m.matrix_id for m in motifs],
+                             names=[m.name for m in motifs], families=["; ".join(m.tf_family or []) for m in motifs],
+                             matrices=[_ppm([m.counts[b] for b in "ACGT"]) for m in motifs],
+                             classes=["; ".join(m.tf_class or []) for m in motifs],
+                             sites=[float(sum(m.counts[b][0] for b in "ACGT")) for m in motifs])
     path = Path(spec)
     if not path.is_file():
         raise UserInputError(f"--motif-db {spec}: no such file (expected jaspar, jaspar:COLLECTION:TAX_GROUP, none "
                              "or a MEME-format motif file)")
     from memelite.io import read_meme
-
     try:
         motifs = read_meme(str(path))
     except Exception as exc:  # the reader raises bare errors on malformed files

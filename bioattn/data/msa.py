@@ -38,14 +38,9 @@ ALPHABET = AMINO_ACIDS + GAP + UNKNOWN
 AMBIGUOUS = "BZJUO"
 FORMATS = ("a3m", "a2m", "fasta", "stockholm", "clustal", "psicov")
 
-_EXTENSIONS = {
-    "a3m": "a3m",
-    "a2m": "a2m",
-    "fasta": "fasta", "fa": "fasta", "fas": "fasta", "afa": "fasta", "faa": "fasta", "mfa": "fasta",
-    "sto": "stockholm", "stk": "stockholm", "sth": "stockholm", "stockholm": "stockholm",
-    "clustal": "clustal", "clw": "clustal",
-    "psicov": "psicov",
-}
+_EXTENSIONS = {"a3m": "a3m", "a2m": "a2m", "fasta": "fasta", "fa": "fasta", "fas": "fasta", "afa": "fasta",
+               "faa": "fasta", "mfa": "fasta", "sto": "stockholm", "stk": "stockholm", "sth": "stockholm",
+               "stockholm": "stockholm", "clustal": "clustal", "clw": "clustal", "psicov": "psicov"}
 _ALLOWED = set(ALPHABET + AMBIGUOUS)
 
 
@@ -189,10 +184,8 @@ def _parse_fasta(text: str, drop_insertions: bool) -> list[_Record]:
 
 
 def _parse_psicov(text: str) -> list[_Record]:
-    return [
-        _Record(f"row{index}", line.strip().upper().replace(".", GAP), number)
-        for index, (number, line) in enumerate((n, l) for n, l in enumerate(text.splitlines(), start=1) if l.strip())
-    ]
+    return [_Record(f"row{index}", line.strip().upper().replace(".", GAP), number) for index,
+            (number, line) in enumerate((n, l) for n, l in enumerate(text.splitlines(), start=1) if l.strip())]
 
 
 def _parse_interleaved(text: str, fmt: str, path: Path) -> list[_Record]:
@@ -360,9 +353,8 @@ def sequence_weights(tokens: torch.Tensor, identity: float = 0.8, chunk_size: in
     return 1.0 / neighbours[inverse]
 
 
-def subsample(
-    tokens: torch.Tensor, num: int, method: str = "random", *, seed: int = 0, keep_first: bool = True
-) -> torch.Tensor:
+def subsample(tokens: torch.Tensor, num: int, method: str = "random", *, seed: int = 0,
+              keep_first: bool = True) -> torch.Tensor:
     """Row indices ``(min(num, N),)`` of a subsample of ``tokens (N, L)``, the query (row 0) first when ``keep_first``.
 
     ``method="random"``: uniform without replacement. ``method="diversity"``: greedy diversity maximisation as in

@@ -75,7 +75,6 @@ def layer_attribution(method: str, forward: Callable[..., Tensor], layer: nn.Mod
     pass of Integrated Gradients. Returns the attribution with ``layer``'s output shape.
     """
     from captum.attr import LayerGradientXActivation, LayerIntegratedGradients
-
     if method == "integrated_gradients":
         explainer = LayerIntegratedGradients(forward, layer)
         return explainer.attribute(inputs, baselines=baselines, additional_forward_args=additional_forward_args,
@@ -89,7 +88,6 @@ def input_attribution(method: str, forward: Callable[[Tensor], Tensor], inputs: 
                       baselines: Tensor | None = None) -> Tensor:
     """Captum attribution of ``forward(inputs) -> (B,)`` on ``inputs`` itself (same shape as ``inputs``)."""
     from captum.attr import InputXGradient, IntegratedGradients
-
     if method == "integrated_gradients":
         return IntegratedGradients(forward).attribute(inputs, baselines=baselines, n_steps=IG_STEPS,
                                                       internal_batch_size=max(IG_BATCH // 4, len(inputs)))

@@ -89,14 +89,12 @@ class FaithfulnessResult:
     def summary(self) -> dict:
         """The ``summary.json`` entry: mean and sd of both areas, the example count, seconds and the mean curves."""
         deletion, insertion = np.asarray(self.deletion_aucs), np.asarray(self.insertion_aucs)
-        return {
-            "deletion_auc": float(deletion.mean()), "insertion_auc": float(insertion.mean()),
-            "deletion_auc_sd": float(deletion.std()), "insertion_auc_sd": float(insertion.std()),
-            "examples": len(deletion), "seconds": round(self.seconds, 3),
-            "fractions": [round(float(f), 4) for f in self.fractions],
-            "deletion_curve": [round(float(v), 5) for v in self.deletion],
-            "insertion_curve": [round(float(v), 5) for v in self.insertion],
-        }
+        return {"deletion_auc": float(deletion.mean()), "insertion_auc": float(insertion.mean()),
+                "deletion_auc_sd": float(deletion.std()), "insertion_auc_sd": float(insertion.std()),
+                "examples": len(deletion), "seconds": round(self.seconds, 3),
+                "fractions": [round(float(f), 4) for f in self.fractions],
+                "deletion_curve": [round(float(v), 5) for v in self.deletion],
+                "insertion_curve": [round(float(v), 5) for v in self.insertion]}
 
 
 def evaluate_faithfulness(method: str, scores: Sequence[ScoreMasked], attributions: Sequence[Tensor], *,
@@ -112,11 +110,10 @@ def evaluate_faithfulness(method: str, scores: Sequence[ScoreMasked], attributio
         fractions, deletion, insertion = deletion_insertion(score, attribution, steps=steps, generator=generator)
         deletions.append(deletion)
         insertions.append(insertion)
-    return FaithfulnessResult(
-        method=method, fractions=fractions, deletion=np.mean(deletions, axis=0), insertion=np.mean(insertions, axis=0),
-        deletion_aucs=[area_under_curve(c, fractions) for c in deletions],
-        insertion_aucs=[area_under_curve(c, fractions) for c in insertions], seconds=seconds,
-    )
+    return FaithfulnessResult(method=method, fractions=fractions, deletion=np.mean(deletions, axis=0),
+                              insertion=np.mean(insertions, axis=0),
+                              deletion_aucs=[area_under_curve(c, fractions) for c in deletions],
+                              insertion_aucs=[area_under_curve(c, fractions) for c in insertions], seconds=seconds)
 
 
 def most_faithful(results: dict[str, dict]) -> str:

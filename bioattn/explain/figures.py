@@ -43,17 +43,9 @@ def _save(fig: Figure, path: str | os.PathLike, dpi: int) -> Path:
     return save_figure(fig, path, dpi=dpi, bbox_inches="tight")
 
 
-def plot_head_maps(
-    weights_layer: ArrayLike,
-    path: str | os.PathLike,
-    *,
-    title: str | None = None,
-    reference: ArrayLike | None = None,
-    reference_title: str = "reference",
-    head_scores: Sequence[float] | None = None,
-    score_name: str = "score",
-    dpi: int = 90,
-) -> Path:
+def plot_head_maps(weights_layer: ArrayLike, path: str | os.PathLike, *, title: str | None = None,
+                   reference: ArrayLike | None = None, reference_title: str = "reference",
+                   head_scores: Sequence[float] | None = None, score_name: str = "score", dpi: int = 90) -> Path:
     """Draw each head's attention map of one layer.
 
     Each head's colour scale ends at its 99th percentile, so a few very strong entries (e.g. attention to a
@@ -115,22 +107,12 @@ def plot_head_diversity(similarity: ArrayLike, path: str | os.PathLike, *, title
     return _save(fig, path, dpi)
 
 
-def plot_rollout_track(
-    influence: ArrayLike,
-    path: str | os.PathLike,
-    *,
-    positions: ArrayLike | None = None,
-    spread: ArrayLike | None = None,
-    sequence: str | None = None,
-    spans: Mapping[str, tuple[float, float]] | None = None,
-    others: Mapping[str, ArrayLike] | None = None,
-    label: str = "influence",
-    spread_label: str = "± spread",
-    title: str | None = None,
-    xlabel: str = "position",
-    ylabel: str = "influence",
-    dpi: int = 90,
-) -> Path:
+def plot_rollout_track(influence: ArrayLike, path: str | os.PathLike, *, positions: ArrayLike | None = None,
+                       spread: ArrayLike | None = None, sequence: str | None = None,
+                       spans: Mapping[str, tuple[float, float]] | None = None,
+                       others: Mapping[str, ArrayLike] | None = None, label: str = "influence",
+                       spread_label: str = "± spread", title: str | None = None, xlabel: str = "position",
+                       ylabel: str = "influence", dpi: int = 90) -> Path:
     """Draw a per-token influence track.
 
     Args:
@@ -186,16 +168,9 @@ def plot_rollout_track(
     return _save(fig, path, dpi)
 
 
-def plot_orthogonal_slices(
-    volume: ArrayLike,
-    overlay: ArrayLike,
-    path: str | os.PathLike,
-    *,
-    center: Sequence[int] | None = None,
-    title: str | None = None,
-    alpha: float = 0.45,
-    dpi: int = 90,
-) -> Path:
+def plot_orthogonal_slices(volume: ArrayLike, overlay: ArrayLike, path: str | os.PathLike, *,
+                           center: Sequence[int] | None = None, title: str | None = None, alpha: float = 0.45,
+                           dpi: int = 90) -> Path:
     """Draw three orthogonal slices of ``volume`` ``(X, Y, Z)`` with ``overlay`` (same shape) on top.
 
     ``center`` is the voxel the three slices pass through; default: the overlay's maximum.
@@ -225,16 +200,8 @@ def plot_orthogonal_slices(
     return _save(fig, path, dpi)
 
 
-def plot_head_scores(
-    scores: ArrayLike,
-    path: str | os.PathLike,
-    *,
-    title: str | None = None,
-    label: str = "score",
-    vmin: float | None = 0.0,
-    vmax: float | None = 1.0,
-    dpi: int = 90,
-) -> Path:
+def plot_head_scores(scores: ArrayLike, path: str | os.PathLike, *, title: str | None = None, label: str = "score",
+                     vmin: float | None = 0.0, vmax: float | None = 1.0, dpi: int = 90) -> Path:
     """Draw one number per (layer, head), e.g. each head's contact precision: ``scores (layers, H)``."""
     matrix = _as_numpy(scores, "scores", 2)
     layers, heads = matrix.shape

@@ -30,7 +30,6 @@ def _path_gradients(member: nn.Module, ids: Tensor, classes: Tensor, steps: int)
 
     ``ids (B, L)`` hold no padding. The path uses Gauss-Legendre nodes on [0, 1] (the rule Captum uses)."""
     import numpy as np
-
     nodes, weights = np.polynomial.legendre.leggauss(steps)
     alphas = torch.as_tensor((nodes + 1) / 2, dtype=torch.float32, device=ids.device)
     weights = torch.as_tensor(weights / 2, dtype=torch.float32, device=ids.device)
@@ -72,16 +71,12 @@ def gradient_hypothetical(model: nn.Module, ids: Tensor, classes: Tensor, *, rc_
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
     from bioattn.data.dna import strand_average
-
     model.eval()
     device = next(model.parameters()).device
     ids, classes = ids.to(device), classes.to(device)
-
     def explain(member: nn.Module) -> Tensor:
         def one_strand(strand: Tensor) -> Tensor:
             return _one_strand(member, strand, classes, steps)
-
         # the reverse strand's (B, L, 4) contributions back onto forward positions and bases
         return strand_average(one_strand, ids, back=lambda r: r.flip(1).flip(2)) if rc_average else one_strand(ids)
-
     return average_over_members(model, explain).detach().float().cpu()

@@ -88,7 +88,6 @@ def saturation_scores(scorer: nn.Module, ids: Tensor, padding_mask: Tensor, *row
     ``ids (B, L)`` (``padding_mask`` True = PAD) → ``(B, L)`` (observed base) or, with ``hypothetical``,
     ``(B, L, 4)`` (A C G T; the output with that base minus the mean over the four), 0 at padding."""
     from tangermeme.saturation_mutagenesis import saturation_mutagenesis
-
     lengths = (~padding_mask).sum(1).cpu()
     out = torch.zeros((*ids.shape, 4), dtype=torch.float32)
     for length in lengths.unique().tolist():

@@ -39,9 +39,7 @@ def jaspar_consensus(matrix_ids: Mapping[str, str] | None = None) -> dict[str, t
     """Consensus of JASPAR matrices: ``{label: (matrix id with version, consensus)}`` for ``{label: id}`` (default:
     :data:`CORE_PROMOTER_MOTIFS`); an id without a version gives the release's latest."""
     from pyjaspar import jaspardb
-
     from bioattn.explain.motif_db import JASPAR_RELEASE
-
     database = jaspardb(release=JASPAR_RELEASE)
     found = {}
     for label, matrix_id in (matrix_ids or CORE_PROMOTER_MOTIFS).items():
@@ -79,7 +77,6 @@ class _LogOdds(torch.nn.Module):
 
     def forward(self, one_hot: torch.Tensor) -> torch.Tensor:
         from bioattn.data.dna import A_ID, N_ID
-
         present = one_hot.sum(1) > 0
         ids = torch.where(present, one_hot.argmax(1) + A_ID, torch.full_like(present, N_ID, dtype=torch.long))
         logits = self.model.predict_logits(ids, None, rc_average=self.rc_average).float()
@@ -88,11 +85,10 @@ class _LogOdds(torch.nn.Module):
         return logits[:, None]
 
 
-def marginalize_known_motifs(
-    model: torch.nn.Module, motifs: Mapping[str, str], sequences: Sequence[str], positions: Sequence[int] = DEFAULT_POSITIONS,
-    *, tss_index: int = 0, shuffles: int = DEFAULT_SHUFFLES, seed: int = 0, rc_average: bool | None = None,
-    batch_size: int = 256, progress: bool = True,
-) -> list[dict[str, Any]]:
+def marginalize_known_motifs(model: torch.nn.Module, motifs: Mapping[str, str], sequences: Sequence[str],
+                             positions: Sequence[int] = DEFAULT_POSITIONS, *, tss_index: int = 0,
+                             shuffles: int = DEFAULT_SHUFFLES, seed: int = 0, rc_average: bool | None = None,
+                             batch_size: int = 256, progress: bool = True) -> list[dict[str, Any]]:
     """Change of the positive-class log-odds when each motif is planted at each position of every sequence.
 
     Args:
@@ -116,9 +112,7 @@ def marginalize_known_motifs(
     """
     from tangermeme.ersatz import substitute
     from tangermeme.predict import predict
-
     from bioattn.progress import progress_bar
-
     if not motifs:
         raise UserInputError("known-motif marginalisation needs at least one motif")
     one_hot = _encode(sequences)
@@ -132,17 +126,14 @@ def marginalize_known_motifs(
             raise UserInputError(f"known motif {label!r}: {motif!r} is not a consensus of A C G T N letters")
     scorer = _LogOdds(model, rc_average).eval()
     device = next(model.parameters()).device
-
     def score(x: torch.Tensor) -> np.ndarray:
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
             return predict(scorer, x, batch_size=batch_size, device=device).float().numpy()[:, 0]
-
     def planted(motif: str, start: int) -> np.ndarray:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return score(substitute(one_hot, motif.upper(), start=start)) - before
-
     before = score(one_hot)
     jobs = [(k, label, motif.upper(), position) for k, (label, motif) in enumerate(motifs.items()) for position in positions]
     rows = []
@@ -173,7 +164,6 @@ def shuffled_backgrounds(sequences: Sequence[str], *, seed: int = 0) -> list[str
     that keep the input's GC content."""
     from tangermeme.ersatz import dinucleotide_shuffle
     from tangermeme.utils import characters
-
     one_hot = _encode(sequences)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -185,7 +175,6 @@ def _encode(sequences: Sequence[str]) -> torch.Tensor:
     """``(N, 4, L)`` float one-hot of N sequences of one length (tangermeme's encoding; any letter other than
     A C G T, an IUPAC ambiguity code included, is an N: all zeros)."""
     from tangermeme.utils import one_hot_encode
-
     if not sequences:
         raise UserInputError("known-motif marginalisation needs at least one background sequence")
     lengths = {len(s) for s in sequences}

@@ -40,10 +40,8 @@ def flag_composition(patterns: Sequence[Any], background: Sequence[Any], sequenc
     (Benjamini-Hochberg) are over the background patterns."""
     from memelite import tomtom
     from scipy.stats import false_discovery_control
-
     from bioattn.explain.motif_db import load_motif_database
     from bioattn.explain.motif_scan import SCAN_THRESHOLD, scan_pattern_sites
-
     for pattern in patterns:
         pattern.background = None
     if not patterns or not background:

@@ -21,7 +21,6 @@ def tomtom_matches(queries: list[np.ndarray], database: MotifDatabase, *, top: i
     matrices of the database by p-value (1: the best match, reported whether or not its q-value is significant)."""
     from memelite import tomtom
     from scipy.stats import false_discovery_control
-
     if not queries:
         return []
     targets = [m.astype(np.float64) for m in database.matrices]

@@ -24,7 +24,6 @@ def _logo(matrix: np.ndarray, path: Path, *, title: str, ylabel: str, informatio
     import logomaker
     import pandas as pd
     from matplotlib.figure import Figure
-
     frame = pd.DataFrame(np.asarray(matrix, dtype=float), columns=list("ACGT"))
     if information:
         frame = frame.clip(lower=1e-4)  # rows summing to 1 again, or logomaker prints a warning on stdout
@@ -43,7 +42,6 @@ def _logo(matrix: np.ndarray, path: Path, *, title: str, ylabel: str, informatio
 
 def _histogram(pattern: Pattern, path: Path, *, length: int, offset: int, xlabel: str) -> None:
     from matplotlib.figure import Figure
-
     figure = Figure(figsize=(4.5, 2.2))
     axis = figure.subplots()
     axis.hist(pattern.positions, bins=np.arange(-offset - 0.5, length - offset + 0.5, 2), color="tab:blue")
@@ -58,7 +56,6 @@ def _histogram(pattern: Pattern, path: Path, *, length: int, offset: int, xlabel
 
 def _heatmap(report: MotifReport, path: Path) -> None:
     from matplotlib.figure import Figure
-
     table = report.head_table
     layers, heads, motifs = table.ratio.shape
     values = np.log2(np.clip(table.ratio.reshape(layers * heads, motifs), 1e-3, None))
@@ -139,9 +136,8 @@ def _motif_row(pattern: Pattern, report: MotifReport) -> list:
     return [pattern.name, pattern.consensus, len(pattern.ppm), pattern.seqlets, float(pattern.positions.mean()),
             float(pattern.positions.std()), float(plus),
             *((best["id"], best["name"], best["family"], best["q"]) if best else ("", "", "", float("nan"))),
-            "yes" if pattern.best_match(report.q_threshold) else "no", others,
-            float(np.median(pattern.positions)), best.get("class", "") if best else "",
-            best.get("rank") if best else None, best.get("of") if best else None,
+            "yes" if pattern.best_match(report.q_threshold) else "no", others, float(np.median(pattern.positions)),
+            best.get("class", "") if best else "", best.get("rank") if best else None, best.get("of") if best else None,
             "no (composition)" if pattern.composition else "yes",
             f"{pattern.background['name']} {pattern.background['consensus']}" if pattern.background else "",
             pattern.background["q"] if pattern.background else None,

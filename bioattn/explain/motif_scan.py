@@ -29,7 +29,6 @@ def scan_pattern_sites(patterns: Sequence[Pattern], sequences: Sequence[str], *,
         reverse complement of the core matches.
     """
     from memelite import fimo
-
     if not 0 < threshold <= 1:
         raise UserInputError(f"pattern scan: p-value threshold must be in (0, 1], got {threshold}")
     if not patterns or not sequences:

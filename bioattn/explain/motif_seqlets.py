@@ -65,7 +65,6 @@ def _fdr_threshold(values: np.ndarray, null: np.ndarray, *, increasing: bool, ta
     """The weakest of the sorted ``values`` whose precision against ``null`` (isotonic regression of real vs null,
     scikit-learn) reaches ``1 - target_fdr``."""
     from sklearn.isotonic import IsotonicRegression
-
     x = np.concatenate([values, null], axis=0)
     y = np.concatenate([np.ones(len(values)), np.zeros(len(null))], axis=0)
     weight = np.concatenate([np.ones(len(values)), np.ones(len(null)) * (len(values) / len(null))], axis=0)
@@ -156,7 +155,6 @@ def run_modisco(one_hot: np.ndarray, hypothetical: np.ndarray, settings: Any, pa
     stderr, prefixed with ``label``, how many seqlets were cut and which metacluster is being clustered."""
     from modiscolite.core import Seqlet, TrackSet
     from modiscolite.tfmodisco import seqlets_to_patterns
-
     settings.check()
     started = time.perf_counter()
     contributions = np.multiply(one_hot, hypothetical)

@@ -237,26 +237,21 @@ def discover_patterns(sequences: Sequence[str], hypothetical: np.ndarray, *, gro
     return patterns
 
 
-def _attributor(model: Any, attribution: str, target: str, rc_average: bool | None, batch_size: int,
-                progress: bool):
+def _attributor(model: Any, attribution: str, target: str, rc_average: bool | None, batch_size: int, progress: bool):
     """``(classify, attribute)`` for ``model``: ``classify(sequences)`` the predicted classes ``(N,)``,
     ``attribute(sequences, label)`` the hypothetical contributions ``(N, L, 4)`` (a progress bar named ``label``)."""
     import torch
-
     from bioattn.data.dna import collate_tokens, encode
     from bioattn.explain.hypothetical import gradient_hypothetical
     from bioattn.explain.ism import _uses_rc, ism_attribution, predicted_classes
     from bioattn.progress import progress_bar
-
     device = next(model.parameters()).device
     method = "in-silico mutagenesis" if attribution == "ism" else "integrated gradients"
-
     def classify(sequences: Sequence[str]) -> Any:
         ids, padding_mask = collate_tokens([encode(s) for s in sequences])
         return torch.cat([predicted_classes(model, ids[s : s + batch_size].to(device),
                                             padding_mask[s : s + batch_size].to(device),
                                             rc_average=rc_average).cpu() for s in range(0, len(ids), batch_size)])
-
     def attribute(sequences: Sequence[str], label: str = "motifs") -> np.ndarray:
         ids, padding_mask = collate_tokens([encode(s) for s in sequences])
         classes = classify(sequences)
@@ -272,7 +267,6 @@ def _attributor(model: Any, attribution: str, target: str, rc_average: bool | No
                 chunks.append(gradient_hypothetical(model, ids[rows], explained[rows],
                                                     rc_average=_uses_rc(model, rc_average)))
         return torch.cat(chunks).numpy()
-
     return classify, attribute
 
 
@@ -306,7 +300,6 @@ def explain_motifs(model: Any, sequences: Sequence[str], *, tss_index: int | Non
     background, TOMTOM, scans, heads)."""
     from bioattn.data.dna import collate_tokens, encode
     from bioattn.explain.head_motifs import cls_attention, head_motif_enrichment
-
     if not sequences:
         raise UserInputError("motif discovery needs at least one sequence")
     if target not in ("positive", "predicted"):
@@ -348,13 +341,11 @@ def explain_motifs(model: Any, sequences: Sequence[str], *, tss_index: int | Non
              + ", log-odds of the " + ("positive class" if two_class_positive else "predicted class")
              + " (hypothetical contributions"
              + (", mean of the ensemble's members)" if len(getattr(model, "members", [])) > 1 else ")"))
-
     def heads(patterns: Sequence[Pattern]) -> Any:
         ids, padding_mask = collate_tokens([encode(s) for s in sequences])
         attention = cls_attention(model, ids, padding_mask, batch_size=batch_size)
         lengths = (~padding_mask).sum(1).numpy()
         return head_motif_enrichment(attention, lengths, {p.name: [s[:3] for s in p.sites] for p in patterns})
-
     return report_motifs(sequences, hypothetical, attribute, groups=groups, attribution=label, tss_index=tss_index,
                          database=database, q_threshold=q_threshold, settings=settings, background=background,
                          heads=heads, seconds=seconds, progress=progress)
@@ -373,7 +364,6 @@ def report_motifs(sequences: Sequence[str], hypothetical: np.ndarray, attribute:
     columns); ``attribution``: how the contributions were made, as the report says it; ``seconds``: timings so
     far, completed here. What :func:`explain_motifs` runs for a classifier, and any other output's pipeline too."""
     from bioattn.explain.motif_seqlets import say
-
     settings = settings or ModiscoSettings()
     seconds = {} if seconds is None else seconds
     start = time.perf_counter()
@@ -383,7 +373,6 @@ def report_motifs(sequences: Sequence[str], hypothetical: np.ndarray, attribute:
     shuffled: list[Pattern] = []
     if background and patterns:
         from bioattn.explain.motif_background import BACKGROUND, flag_composition
-
         start = time.perf_counter()
         say(f"background: the same pipeline on {BACKGROUND} of the {len(sequences)} sequences", progress)
         shuffles, shuffled = background_patterns(sequences, lambda s: attribute(s, "background"), settings=settings,
@@ -428,7 +417,6 @@ def background_patterns(sequences: Sequence[str], attribute: Any, *, settings: M
     ``attribute(shuffles)`` (hypothetical contributions ``(N, L, 4)``, computed as for the sequences): the
     composition-matched background of :mod:`bioattn.explain.motif_background`."""
     from bioattn.explain.marginalize import shuffled_backgrounds
-
     shuffles = shuffled_backgrounds(sequences, seed=seed)
     return shuffles, discover_patterns(shuffles, attribute(shuffles), tss_index=tss_index, settings=settings,
                                        progress=progress, label="background TF-MoDISco")

@@ -14,7 +14,6 @@ from bioattn.explain.heads import head_diversity
 def prepare_out_dir(path: str | os.PathLike, *, overwrite: bool) -> Path:
     """Create ``path``; an existing non-empty folder is refused unless ``overwrite``."""
     from bioattn.run_dir import prepare_run_dir
-
     return prepare_run_dir(path, resume=False, overwrite=overwrite, resumable=False)
 
 
@@ -23,31 +22,22 @@ def layer_similarities(layer_maps: Sequence[Tensor]) -> list[list[list[float]]]:
     return [[[round(float(v), 4) for v in row] for row in head_diversity(maps)] for maps in layer_maps]
 
 
-def write_layer_figures(
-    layer_maps: Sequence[Tensor],
-    out_dir: Path,
-    *,
-    what: str,
-    reference: Tensor | None = None,
-    reference_title: str = "reference",
-    head_scores: Sequence[Sequence[float]] | None = None,
-    score_name: str = "score",
-) -> list[list[list[float]]]:
+def write_layer_figures(layer_maps: Sequence[Tensor], out_dir: Path, *, what: str, reference: Tensor | None = None,
+                        reference_title: str = "reference", head_scores: Sequence[Sequence[float]] | None = None,
+                        score_name: str = "score") -> list[list[list[float]]]:
     """For each layer ``l``: ``heads_layer{l}.png`` (every head's map) and ``head_diversity_layer{l}.png``.
 
     layer_maps: per layer ``(H, L, L)`` (one input) or ``(B, H, L, L)`` (diversity averaged over the batch,
     the head maps show the batch mean). Returns the per-layer ``(H, H)`` similarity matrices as lists.
     """
     from bioattn.explain.figures import plot_head_diversity, plot_head_maps
-
     similarities = []
     for layer, maps in enumerate(layer_maps):
         similarity = head_diversity(maps)
         shown = maps if maps.dim() == 3 else maps.float().mean(0)
         scores = None if head_scores is None else head_scores[layer]
-        plot_head_maps(shown, out_dir / f"heads_layer{layer}.png", title=f"{what}: layer {layer}",
-                       reference=reference, reference_title=reference_title, head_scores=scores,
-                       score_name=score_name)
+        plot_head_maps(shown, out_dir / f"heads_layer{layer}.png", title=f"{what}: layer {layer}", reference=reference,
+                       reference_title=reference_title, head_scores=scores, score_name=score_name)
         plot_head_diversity(similarity, out_dir / f"head_diversity_layer{layer}.png",
                             title=f"layer {layer}: head similarity (cosine)")
         similarities.append([[round(float(v), 4) for v in row] for row in similarity])
@@ -58,7 +48,6 @@ def write_faithfulness(results: dict[str, dict], out_dir: Path, *, title: str, u
     """``faithfulness.png`` of ``results`` (method → summary) and the ``summary.json`` entry (areas, sd, seconds;
     the mean curves too)."""
     from bioattn.explain.faithfulness_figures import plot_faithfulness_curves
-
     plot_faithfulness_curves(results, out_dir / "faithfulness.png", title=title, unit=unit)
     return results
 
@@ -68,7 +57,6 @@ def faithfulness_table(results: dict[str, dict], note: str | None = None) -> str
     first, then what the areas are (``note``, default :data:`FAITHFULNESS_NOTE`: a classifier's)."""
     from bioattn.explain.faithfulness import most_faithful
     from bioattn.report import format_table
-
     best = most_faithful(results)
     ordered = sorted(results, key=lambda name: results[name]["deletion_auc"] - results[name]["insertion_auc"])
     rows = [[name + (" *" if name == best else ""),

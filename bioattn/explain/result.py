@@ -36,7 +36,6 @@ class Explanation:
         is refused unless ``overwrite``). Returns the folder."""
         from bioattn.io import write_json, write_table
         from bioattn.explain.outputs import prepare_out_dir
-
         out = prepare_out_dir(directory, overwrite=overwrite)
         self.saved_to = out
         self._write_files(out)
@@ -82,7 +81,6 @@ def check_out_dir(path: str | os.PathLike | None, *, overwrite: bool) -> None:
     checks again when it writes) and an unwritable one (:func:`~bioattn.io.prepare_output`); ``None``: nothing to
     check."""
     from bioattn.io import prepare_output
-
     if path is None:
         return
     path = Path(path).expanduser()
@@ -97,14 +95,11 @@ def load_explained_model(model: Any, model_class: type, device: str) -> tuple[An
     """``(model, label)``: a model object moved to ``device``, or the run directory / shipped name loaded with
     ``model_class.from_pretrained``; ``label`` is how the summary names it."""
     import torch
-
     from bioattn.models.registry import resolve_model_dir
     from bioattn.distributed import resolve_device
-
     target = resolve_device(device)
     if isinstance(model, (str, os.PathLike)):
         from bioattn.models.registry import load_pretrained
-
         return load_pretrained(resolve_model_dir(model), map_location=target, expect=model_class).eval(), str(model)
     if not isinstance(model, torch.nn.Module):
         raise UserInputError(f"model must be a {model_class.__name__}, a run directory or a shipped name, "
@@ -134,7 +129,6 @@ def resolve_method(method: str, order: Sequence[str], probe: Callable[[], float]
     candidate deletes better than random. Without ``measure``, the first fitting method of ``order``."""
     from bioattn.explain.attribution import METHOD_COST
     from bioattn.explain.faithfulness import most_faithful
-
     costs = METHOD_COST if costs is None else costs
     if faithfulness_steps < 1:
         raise UserInputError(f"--faithfulness-steps must be >= 1, got {faithfulness_steps}")
