@@ -8,17 +8,9 @@ from bioattn.errors import UserInputError
 
 
 def head_diversity(weights_layer: Tensor) -> Tensor:
-    """Pairwise cosine similarity between the heads' attention maps of one layer.
+    """``(H, L, L)`` or ``(B, H, L, Lk)`` (averaged over the batch) → ``(H, H)`` cosine similarity between heads.
 
-    Args:
-        weights_layer: ``(H, L, L)`` for one input, or ``(B, H, L, Lk)`` for a batch (similarities are
-            computed per input, then averaged over the batch).
-
-    Returns:
-        ``(H, H)`` matrix with ones on the diagonal; 1 = two heads attend identically, values near 0 =
-        heads look at disjoint positions (maps are non-negative, so the range is [0, 1]). A head whose map
-        is all zero has similarity 0 with every head, itself included.
-    """
+    Values lie in [0, 1]; an all-zero head has similarity 0 with every head, itself included."""
     if weights_layer.dim() == 3:
         weights_layer = weights_layer[None]
     if weights_layer.dim() != 4:

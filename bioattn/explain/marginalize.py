@@ -1,16 +1,7 @@
 """Known-motif marginalisation: how much planting a known site changes a promoter model's prediction.
 
-For every motif (a consensus string, e.g. a JASPAR matrix's) and every position, the motif's letters replace the
-letters of every background sequence there (tangermeme's :func:`~tangermeme.ersatz.substitute`) and the change of
-the model's log-odds of the positive class is measured with the model's own prediction (its strand handling: a
-model with ``rc_average`` scores both strands; an ensemble its averaged probability). The same is done with
-shuffles of the motif's letters (same length and base composition, so the same GC content): the difference
-between the motif's change and its shuffles' mean change is what the motif's arrangement adds beyond its
-composition. Where TF-MoDISco finds patterns in attributions, this asks the model about named factors directly.
-
-:data:`CORE_PROMOTER_MOTIFS` lists JASPAR matrices of core-promoter factor families; :func:`jaspar_consensus` reads
-their consensus from the JASPAR release :mod:`bioattn.explain.motif_db` uses (shipped with ``pyjaspar``).
-"""
+Each motif and shuffles of its letters (its composition control) are planted at each position of every background
+sequence (tangermeme's :func:`~tangermeme.ersatz.substitute`) and the change of the positive-class log-odds measured."""
 from __future__ import annotations
 
 import re
@@ -30,14 +21,12 @@ CORE_PROMOTER_MOTIFS = {
 }
 #: Motif centres (nt relative to the TSS) :func:`marginalize_known_motifs` plants at by default.
 DEFAULT_POSITIONS = (-30, -20, -10, 0, 10, 20)
-#: Shuffled copies of each motif planted as its composition control.
 DEFAULT_SHUFFLES = 3
 _ALPHABET = "ACGT"
 
 
 def jaspar_consensus(matrix_ids: Mapping[str, str] | None = None) -> dict[str, tuple[str, str]]:
-    """Consensus of JASPAR matrices: ``{label: (matrix id with version, consensus)}`` for ``{label: id}`` (default:
-    :data:`CORE_PROMOTER_MOTIFS`); an id without a version gives the release's latest."""
+    """``{label: (versioned matrix id, consensus)}`` for ``{label: JASPAR id}`` (:data:`CORE_PROMOTER_MOTIFS`)."""
     from pyjaspar import jaspardb
     from bioattn.explain.motif_db import JASPAR_RELEASE
     database = jaspardb(release=JASPAR_RELEASE)
@@ -53,8 +42,7 @@ def jaspar_consensus(matrix_ids: Mapping[str, str] | None = None) -> dict[str, t
 
 
 def motif_shuffles(motif: str, count: int, seed: int = 0) -> list[str]:
-    """``count`` permutations of the letters of ``motif`` (same composition), each different from ``motif`` where
-    the letters allow it; fixed by ``seed``."""
+    """``count`` permutations of ``motif``'s letters, each unlike ``motif`` where possible; fixed by ``seed``."""
     rng = np.random.default_rng(seed)
     letters = list(motif)
     shuffles = []
@@ -94,22 +82,14 @@ def marginalize_known_motifs(model: torch.nn.Module, motifs: Mapping[str, str], 
     Args:
         model: a two-class :class:`~bioattn.models.PromoterClassifier` or an ensemble of them.
         motifs: label → consensus (A C G T; an N keeps the sequence's own letter).
-        sequences: N background sequences of one length L (A C G T N).
-        positions: motif centres, nt relative to ``tss_index`` (the centre of a motif of width W is its letter
-            ``W // 2``); a motif that does not fit at a position is skipped there.
-        shuffles: shuffled copies of each motif planted at the same place as its composition control (0: none).
+        sequences: N background sequences of one length L.
+        positions: motif centres (letter ``W // 2``), nt relative to ``tss_index``; skipped where it does not fit.
+        shuffles: shuffled copies of each motif planted as its composition control (0: none).
 
     Returns:
-        one row per (motif, position): ``motif``, ``consensus``, ``position``, ``start`` (0-based index of the
-        motif's first letter), ``covers_tss`` (the motif is written over the TSS letter, so its effect includes
-        losing the sequence's own initiator), ``sequences``; ``effect_mean`` / ``effect_sd`` (log-odds after − before, over
-        sequences); ``control_mean`` / ``control_sd`` (the same for the shuffles, each sequence's mean over them);
-        ``control_shuffle_sd`` (sd over the shuffles of their mean change: how much the control depends on which
-        shuffles were drawn, an uncertainty the standard error below does not include);
-        ``difference_mean`` / ``difference_sd`` / ``difference_se`` (per sequence: effect − control; the standard
-        error is sd / √N); ``fraction_up`` (share of sequences whose log-odds rose more with the motif than with its
-        shuffles).
-    """
+        one row per (motif, position): ``motif``, ``consensus``, ``position``, ``start``, ``covers_tss``,
+        ``sequences``, ``effect_mean`` / ``effect_sd``, ``control_mean`` / ``control_sd``, ``control_shuffle_sd``,
+        ``difference_mean`` / ``difference_sd`` / ``difference_se`` (effect − control), ``fraction_up``."""
     from tangermeme.ersatz import substitute
     from tangermeme.predict import predict
     from bioattn.progress import progress_bar
@@ -158,10 +138,7 @@ def marginalize_known_motifs(model: torch.nn.Module, motifs: Mapping[str, str], 
 
 
 def shuffled_backgrounds(sequences: Sequence[str], *, seed: int = 0) -> list[str]:
-    """One dinucleotide-preserving shuffle of each sequence (tangermeme's
-    :func:`~tangermeme.ersatz.dinucleotide_shuffle`, fixed by ``seed``): the same composition and dinucleotide
-    counts (N shuffled like a fifth letter), the elements broken up. Backgrounds for :func:`marginalize_known_motifs`
-    that keep the input's GC content."""
+    """One dinucleotide-preserving shuffle of each sequence (N shuffled like a fifth letter), fixed by ``seed``."""
     from tangermeme.ersatz import dinucleotide_shuffle
     from tangermeme.utils import characters
     one_hot = _encode(sequences)
@@ -172,8 +149,7 @@ def shuffled_backgrounds(sequences: Sequence[str], *, seed: int = 0) -> list[str
 
 
 def _encode(sequences: Sequence[str]) -> torch.Tensor:
-    """``(N, 4, L)`` float one-hot of N sequences of one length (tangermeme's encoding; any letter other than
-    A C G T, an IUPAC ambiguity code included, is an N: all zeros)."""
+    """``(N, 4, L)`` float one-hot of N sequences of one length; any letter but A C G T is an N (all zeros)."""
     from tangermeme.utils import one_hot_encode
     if not sequences:
         raise UserInputError("known-motif marginalisation needs at least one background sequence")

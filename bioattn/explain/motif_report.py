@@ -1,7 +1,4 @@
-"""Files of a motif report (:class:`~bioattn.explain.motifs.MotifReport`): ``motifs.tsv``, ``motif_spacings.tsv``,
-``motif_scan_spacings.tsv``, ``head_motifs.tsv``, ``logos/<pattern>_{contribution,probability}.png``, ``positions/<pattern>.png``,
-``head_motifs.png``, ``motifs.json`` and ``motifs.html``, one self-contained page (images embedded, no external
-resource: it reads offline)."""
+"""Files of a motif report (:class:`~bioattn.explain.motifs.MotifReport`), ``motifs.html`` self-contained (offline)."""
 from __future__ import annotations
 
 import base64
@@ -95,9 +92,7 @@ def _table(header: list[str], rows: list[list]) -> str:
 
 
 def finding_rows(report: MotifReport) -> list[dict]:
-    """The motif summary: one row per finding (a pattern the composition-matched background does not also yield),
-    most seqlets first, with its best database match whether or not it is significant: ``{pattern, consensus,
-    seqlets, median_position, best_match, best_match_id, rank, of, q, significant}``."""
+    """One row per finding, most seqlets first, with its best database match, significant or not."""
     rows = []
     for pattern in report.findings():
         best = pattern.matches[0] if pattern.matches else {}
@@ -109,8 +104,7 @@ def finding_rows(report: MotifReport) -> list[dict]:
 
 
 def motif_summary(report: MotifReport) -> dict:
-    """The ``summary.json`` entry of a motif report: pattern and finding counts, the findings (:func:`finding_rows`),
-    how many match the database, the composition patterns, the background, the threshold, timings, TF families."""
+    """The ``summary.json`` entry of a motif report."""
     findings = finding_rows(report)
     return {"patterns": len(report.patterns), "findings": findings, "matched": sum(row["significant"] for row in findings),
             "database": report.database, "composition": [p.name for p in report.patterns if p.composition],
@@ -119,8 +113,7 @@ def motif_summary(report: MotifReport) -> dict:
 
 
 def describe_finding(row: dict, q_threshold: float) -> str:
-    """``TATAAA (pos_0), 242 seqlets at +32 (median): best match TBP MA0108.3, rank 1 of 879, q = 0.35 (not
-    significant at q < 0.05)`` for a row of :func:`finding_rows`."""
+    """``TATAAA (pos_0), 242 seqlets at +32 (median): best match TBP MA0108.3, rank 1 of 879, q = 0.35 (...)``."""
     text = f"{row['consensus']} ({row['pattern']}), {row['seqlets']} seqlets at {row['median_position']:+.0f} (median)"
     if not row["best_match"]:
         return text
@@ -154,7 +147,7 @@ def _families(report: MotifReport) -> str:
 
 
 def _summary(report: MotifReport) -> str:
-    """The findings first (what the report is about), then the patterns composition alone yields."""
+    """The findings, then the patterns composition alone yields."""
     findings = finding_rows(report)
     text = "".join(f"<li>{html.escape(describe_finding(row, report.q_threshold))}</li>" for row in findings)
     page = (f"<h2>Findings</h2><ol>{text}</ol>" if findings else

@@ -1,5 +1,4 @@
-"""What every explanation writes the same way: the output folder, the per-layer head figures (head maps + head
-diversity) and the faithfulness outputs."""
+"""What every explanation writes the same way: the output folder, per-layer head figures, faithfulness outputs."""
 from __future__ import annotations
 
 import os
@@ -18,18 +17,16 @@ def prepare_out_dir(path: str | os.PathLike, *, overwrite: bool) -> Path:
 
 
 def layer_similarities(layer_maps: Sequence[Tensor]) -> list[list[list[float]]]:
-    """Per layer, the ``(H, H)`` head similarity (cosine) of ``layer_maps`` (``(H, L, L)`` or ``(B, H, L, L)``)."""
+    """Per layer, the ``(H, H)`` head similarity of ``layer_maps`` (``(H, L, L)`` or ``(B, H, L, L)``)."""
     return [[[round(float(v), 4) for v in row] for row in head_diversity(maps)] for maps in layer_maps]
 
 
 def write_layer_figures(layer_maps: Sequence[Tensor], out_dir: Path, *, what: str, reference: Tensor | None = None,
                         reference_title: str = "reference", head_scores: Sequence[Sequence[float]] | None = None,
                         score_name: str = "score") -> list[list[list[float]]]:
-    """For each layer ``l``: ``heads_layer{l}.png`` (every head's map) and ``head_diversity_layer{l}.png``.
+    """``heads_layer{l}.png`` and ``head_diversity_layer{l}.png`` per layer; returns the ``(H, H)`` similarities.
 
-    layer_maps: per layer ``(H, L, L)`` (one input) or ``(B, H, L, L)`` (diversity averaged over the batch,
-    the head maps show the batch mean). Returns the per-layer ``(H, H)`` similarity matrices as lists.
-    """
+    layer_maps: per layer ``(H, L, L)`` or ``(B, H, L, L)`` (the head maps show the batch mean)."""
     from bioattn.explain.figures import plot_head_diversity, plot_head_maps
     similarities = []
     for layer, maps in enumerate(layer_maps):
@@ -45,16 +42,14 @@ def write_layer_figures(layer_maps: Sequence[Tensor], out_dir: Path, *, what: st
 
 
 def write_faithfulness(results: dict[str, dict], out_dir: Path, *, title: str, unit: str) -> dict[str, dict]:
-    """``faithfulness.png`` of ``results`` (method → summary) and the ``summary.json`` entry (areas, sd, seconds;
-    the mean curves too)."""
+    """``faithfulness.png`` of ``results`` (method → summary); returns ``results``."""
     from bioattn.explain.faithfulness_figures import plot_faithfulness_curves
     plot_faithfulness_curves(results, out_dir / "faithfulness.png", title=title, unit=unit)
     return results
 
 
 def faithfulness_table(results: dict[str, dict], note: str | None = None) -> str:
-    """A text table of ``results`` (method → summary): areas ± sd and the seconds the maps took, most faithful
-    first, then what the areas are (``note``, default :data:`FAITHFULNESS_NOTE`: a classifier's)."""
+    """Text table of ``results`` (method → summary), most faithful first, then ``note`` (:data:`FAITHFULNESS_NOTE`)."""
     from bioattn.explain.faithfulness import most_faithful
     from bioattn.report import format_table
     best = most_faithful(results)
@@ -69,7 +64,6 @@ def faithfulness_table(results: dict[str, dict], note: str | None = None) -> str
     return f"{table}\n\n{note or FAITHFULNESS_NOTE}"
 
 
-#: What :func:`faithfulness_table` prints under the table.
 FAITHFULNESS_NOTE = (
     "AUCs: area under the model's probability of the class it predicted on the intact input, divided by that "
     "probability, over the fraction of units perturbed (0 to 1); deletion perturbs the top-ranked units first, "
@@ -79,8 +73,7 @@ FAITHFULNESS_NOTE = (
 
 
 def _seconds(seconds: float) -> str:
-    """``"0.012"``, ``"3.457"``, ``"123.5"``; ``"< 0.001"`` for a time that rounds to 0 (summaries keep 3
-    decimals), never ``"0.00"``."""
+    """``"0.012"``, ``"123.5"``; ``"< 0.001"`` for a time that rounds to 0."""
     if seconds < 0.0005:
         return "< 0.001"
     return f"{seconds:.3f}" if seconds < 100 else f"{seconds:.1f}"
