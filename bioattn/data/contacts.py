@@ -1,11 +1,6 @@
 """Contact targets and files: an alignment with its native structure, CASP RR files, published predictions.
 
-- :func:`load_target` / :func:`discover_families`: an alignment with its query first, native distances from a
-  PDB/mmCIF chain (mapped by sequence alignment) or an arDCA ``*_struct.dat``, and the ``pred/`` folder.
-- :func:`write_rr` (CASP RR, probabilities), :func:`read_contact_scores` (RR, L×L matrix, EVfold), :func:`published_predictions`.
-
-Score matrices are ``(L, L)`` numpy arrays indexed by alignment column (0-based); files use 1-based indices.
-"""
+Score matrices are ``(L, L)`` numpy arrays indexed by alignment column (0-based); files use 1-based indices."""
 from __future__ import annotations
 
 import gzip
@@ -21,25 +16,18 @@ from bioattn.data.structure import native_distances, read_chain, read_struct_dat
 from bioattn.errors import UserInputError
 from bioattn.io import atomic_write
 
-#: Suffixes of the files in a family's ``pred/`` folder that are formats, not tool names.
 _FORMAT_SUFFIXES = {"gz", "rr", "mat", "con", "txt"}
-#: Residues per sequence line of a CASP RR file.
 RR_LINE_WIDTH = 50
-#: Probabilities further than this outside [0, 1] are an error in :func:`write_rr`, not rounding.
 _PROBABILITY_TOLERANCE = 1e-6
 
 
 def write_rr(path: str | os.PathLike, probabilities: np.ndarray, sequence: str, *, target: str = "query",
              method: str | Sequence[str] = "bioattn", remarks: Sequence[str] = (), min_separation: int = 1,
              top: int | None = None) -> None:
-    """Write a CASP RR contact prediction of symmetric ``(L, L)`` contact ``probabilities`` (0-based columns).
+    """Write a CASP RR file of symmetric ``(L, L)`` contact ``probabilities``, most probable pair first.
 
-    The file follows the CASP RR format: ``PFRMAT RR``, ``TARGET``, ``AUTHOR``, ``REMARK`` lines, ``METHOD``
-    lines, ``MODEL  1``, the sequence (at most 50 residues per line), then one ``i j 0 8 p`` line per pair
-    (1-based, ``i < j``, ``j - i ≥ min_separation``, Cβ–Cβ distance range 0–8 Å, ``p`` the contact
-    probability), most probable first, at most ``top`` pairs, and ``END``. Probabilities are clipped to
-    [0, 1]; a NaN or a value further outside is a ``ValueError`` (raw scores are not probabilities).
-    """
+    Pairs are ``j - i ≥ min_separation`` (at most ``top``); probabilities are clipped to [0, 1], but a NaN or a
+    value further outside is a ``ValueError``."""
     length = probabilities.shape[0]
     if probabilities.shape != (length, length):
         raise ValueError(f"probabilities must be (L, L), got {probabilities.shape}")
@@ -79,11 +67,7 @@ def _read_lines(path: Path) -> list[str]:
 
 
 def read_contact_scores(path: str | os.PathLike, length: int) -> np.ndarray:
-    """Symmetric ``(length, length)`` scores from a contact prediction file; pairs not listed are NaN.
-
-    Formats: CASP RR (``i j [dmin dmax] score`` lines, header/sequence lines skipped), an L×L matrix
-    (``.mat``, ``.ccmpred``), EVfold (``i aa_i j aa_j _ score``, score in column 6).
-    """
+    """Symmetric ``(length, length)`` scores from a CASP RR, L×L matrix or EVfold file; pairs not listed are NaN."""
     path = Path(path)
     lines = _read_lines(path)
     name = path.name.lower().removesuffix(".gz")
@@ -117,7 +101,7 @@ def read_contact_scores(path: str | os.PathLike, length: int) -> np.ndarray:
 
 
 def tool_name(path: str | os.PathLike) -> str:
-    """Tool name from a prediction file name: ``5ptpA.ccmpred.gz`` → ``ccmpred``, ``x.metapsicov.stage1.gz`` → ``metapsicov.stage1``."""
+    """Tool name from a prediction file name: ``5ptpA.ccmpred.gz`` → ``ccmpred``."""
     parts = Path(path).name.split(".")[1:]
     while parts and parts[-1].lower() in _FORMAT_SUFFIXES:
         parts.pop()
@@ -134,12 +118,7 @@ def published_predictions(folder: str | os.PathLike, length: int) -> dict[str, n
 
 @dataclass(frozen=True)
 class ContactTarget:
-    """One family to predict: the alignment (query first), its query, native distances and published predictions.
-
-    ``distances``: ``(L, L)`` Cβ distances on the alignment's columns (NaN where unknown), or None.
-    ``sequence``: L letters naming the columns in output files (the query; ``-`` where it has a gap).
-    """
-
+    """One family to predict: alignment (query first), ``sequence`` (the query), ``(L, L)`` Cβ ``distances`` or None."""
     name: str
     msa: MSA
     sequence: str
@@ -153,11 +132,8 @@ def load_target(msa_path: str | os.PathLike, *, fmt: str | None = None, query_fa
                 name: str | None = None) -> ContactTarget:
     """Read an alignment and, when given, its native structure; put the query row first.
 
-    The query is the row equal to ``query_fasta``'s sequence, else the row equal to the structure chain's
-    sequence, else row 0. With a PDB/mmCIF, the alignment keeps the query's non-gap columns and the chain is
-    mapped onto them by sequence alignment. With an arDCA ``struct_dat`` (distances indexed by alignment
-    column) every column is kept.
-    """
+    The query is the row matching ``query_fasta``, else the structure chain, else row 0. With a PDB/mmCIF only the
+    query's non-gap columns are kept; with an arDCA ``struct_dat`` every column is."""
     msa_path = Path(msa_path)
     if pdb is not None and struct_dat is not None:
         raise UserInputError("give either a structure (--pdb) or a column distance file (--struct-dat), not both")

@@ -1,7 +1,4 @@
-"""How a CT volume becomes a model input, and what a run saves about it: :class:`VolumePreprocessing` (orientation,
-spacing, intensity window, resize, crop/pad as invertible MONAI transforms; :func:`ct_preprocessing`,
-:func:`invert_to_input_grid`) and :class:`SavedPreprocessing`, the one class that reads and writes a run's
-``preprocessing.json``."""
+"""How a CT volume becomes a model input (:class:`VolumePreprocessing`) and a run's ``preprocessing.json``."""
 from __future__ import annotations
 
 import copy
@@ -23,21 +20,13 @@ from bioattn.io import write_json
 
 @dataclass(frozen=True)
 class VolumePreprocessing:
-    """How a :func:`~bioattn.data.ct.read_ct_volume` output ``(C, X, Y, Z)`` becomes a model input; ``None`` skips a step.
-
+    """How a :func:`~bioattn.data.ct.read_ct_volume` output ``(C, X, Y, Z)`` becomes a model input (``None``: skipped).
     Steps, in this order:
         orientation: axis codes such as ``"RAS"`` to reorient to.
         spacing: voxel size ``(X, Y, Z)`` in mm to resample to (bilinear).
-        window: ``(low, high)`` intensities (e.g. Hounsfield units ``(-160, 240)`` for abdomen) mapped
-            linearly onto [0, 1] and clipped.
-        resize: resample (trilinear) the whole volume to this ``(X, Y, Z)``, as MedMNIST did.
-        size: then centre crop or symmetric zero pad to this ``(X, Y, Z)``.
-
-    :meth:`pipeline` builds the array transforms (invertible: :func:`invert_to_input_grid`) and
-    :meth:`dict_pipeline` the same transforms as MONAI dictionary transforms, with the same arguments,
-    so a volume is prepared identically for training and for prediction.
-    """
-
+        window: ``(low, high)`` intensities mapped linearly onto [0, 1] and clipped.
+        resize: resample (trilinear) the whole volume to this ``(X, Y, Z)``.
+        size: then centre crop or symmetric zero pad to this ``(X, Y, Z)``."""
     orientation: str | None = None
     spacing: tuple[float, float, float] | None = None
     window: tuple[float, float] | None = None
@@ -63,7 +52,7 @@ class VolumePreprocessing:
 
     @property
     def output_size(self) -> tuple[int, int, int] | None:
-        """The spatial size every volume has after these steps, or ``None`` when it follows the input."""
+        """The spatial size after these steps, or ``None`` when it follows the input."""
         return self.size or self.resize
 
     def _steps(self) -> list[tuple[str, dict]]:
@@ -84,11 +73,7 @@ class VolumePreprocessing:
         return steps
 
     def pipeline(self, *, divisible_by: int = 1) -> Compose:
-        """The array transforms, then zero padding of each spatial size up to a multiple of ``divisible_by``.
-
-        Every spatial step is invertible: ``pipeline.inverse(MetaTensor(out, meta=img.meta,
-        applied_operations=img.applied_operations))`` brings a model output back onto the input's grid.
-        """
+        """The invertible array transforms, then zero padding of each spatial size to a multiple of ``divisible_by``."""
         steps = [getattr(monai.transforms, name)(**options) for name, options in self._steps()]
         if divisible_by > 1:
             steps.append(DivisiblePad(k=divisible_by))
@@ -115,26 +100,17 @@ class VolumePreprocessing:
         return cls(**values)
 
 
-#: The file of a run directory holding its preprocessing (written by ``bioattn train ct``).
 PREPROCESSING_NAME = "preprocessing.json"
 
 
-#: Version of the ``preprocessing.json`` layout written by :meth:`SavedPreprocessing.save`.
 PREPROCESSING_FORMAT = 1
 
 
 @dataclass(frozen=True)
 class SavedPreprocessing:
-    """A run's ``preprocessing.json``, read and written by this one class (:meth:`load`, :meth:`save`).
-
-    source: ``"medmnist"`` (a MedMNIST ``.npz``: no NIfTI preprocessing) or ``"manifest"`` (NIfTI/DICOM files);
-    preprocessing: the steps that made the training volumes from the files; flip_tta: whether the run evaluated
-    with the mean over the 8 flips; profile: the profile of the training volumes
-    (:func:`bioattn.tasks.ct.preprocessing.profile_volumes`), saved under the key ``training_volumes``;
-    threshold: the decision threshold on class 1 of a binary model (placed by ``bioattn train ct``: on the training
-    volumes of a small set, on the validation split otherwise; 0.5 for a file that names none).
-    """
-
+    """A run's ``preprocessing.json`` (:meth:`load`, :meth:`save`).
+    source: ``"medmnist"`` or ``"manifest"``; flip_tta: evaluated with the mean over the 8 flips; profile: the
+    training volumes' profile (key ``training_volumes``); threshold: the decision threshold on class 1."""
     source: str
     preprocessing: VolumePreprocessing = dataclasses.field(default_factory=VolumePreprocessing)
     flip_tta: bool = False
@@ -151,7 +127,7 @@ class SavedPreprocessing:
 
     @classmethod
     def load(cls, run_dir: str | os.PathLike) -> SavedPreprocessing | None:
-        """The run's saved preprocessing, or ``None`` for a run directory without ``preprocessing.json``."""
+        """The run's saved preprocessing, or ``None`` without ``preprocessing.json``."""
         path = Path(run_dir) / PREPROCESSING_NAME
         if not path.is_file():
             return None
@@ -167,17 +143,12 @@ class SavedPreprocessing:
 def ct_preprocessing(*, orientation: str | None = None, spacing: Sequence[float] | None = None,
                      window: tuple[float, float] | None = None, resize: Sequence[int] | None = None,
                      spatial_size: Sequence[int] | None = None, divisible_by: int = 1) -> Compose:
-    """``VolumePreprocessing(orientation, spacing, window, resize, size=spatial_size).pipeline(divisible_by=...)``:
-    the invertible MONAI pipeline applied to a :func:`read_ct_volume` output ``(C, X, Y, Z)``."""
+    """``VolumePreprocessing(..., size=spatial_size).pipeline(divisible_by=...)``, the invertible MONAI pipeline."""
     return VolumePreprocessing(orientation, spacing, window, resize, spatial_size).pipeline(divisible_by=divisible_by)
 
 
 def invert_to_input_grid(pipeline: Compose, model_input: MetaTensor, values: torch.Tensor) -> MetaTensor:
-    """Map ``values (C, X', Y', Z')`` on the grid of ``model_input = pipeline(volume)`` back onto ``volume``'s grid.
-
-    Undoes every spatial step of ``pipeline`` (padding, crop, resize, resampling, orientation) in reverse
-    order, as recorded in ``model_input.applied_operations``; returns ``(C, X, Y, Z)`` with ``volume``'s affine.
-    """
+    """Map ``values (C, X', Y', Z')`` on the grid of ``model_input = pipeline(volume)`` back onto ``volume``'s grid."""
     tracked = MetaTensor(values, meta=copy.deepcopy(model_input.meta),
                          applied_operations=copy.deepcopy(model_input.applied_operations))
     return pipeline.inverse(tracked)

@@ -1,11 +1,7 @@
-"""Known motif databases, offline: JASPAR through ``pyjaspar`` (which ships the database) or the user's own
-MEME-format file, as position probability matrices (:func:`load_motif_database`) and as log-odds scoring matrices
-(:func:`log_odds_matrices`, what the activity model's motif branch scans with).
+"""Known motif databases, offline: JASPAR (``pyjaspar``) or a MEME-format file, as PPMs and log-odds matrices.
 
-A database is chosen by a spec string: ``jaspar`` (JASPAR CORE, vertebrates: the default),
-``jaspar:<COLLECTION>:<tax group>`` (e.g. ``jaspar:CORE:insects``, ``jaspar:CORE:all`` for every taxon),
-a path to a MEME-format file, or ``none`` (no database).
-"""
+Specs: ``jaspar`` (JASPAR CORE vertebrates, the default), ``jaspar:<COLLECTION>:<tax group>``, a path to a
+MEME-format file, or ``none``."""
 from __future__ import annotations
 
 import os
@@ -16,22 +12,16 @@ import numpy as np
 
 from bioattn.errors import UserInputError
 
-#: JASPAR release read by pyjaspar (shipped with the package; nothing is downloaded).
 JASPAR_RELEASE = "JASPAR2026"
 DEFAULT_DB = "jaspar"
-#: TOMTOM q-value below which a database match is reported as a match.
 DEFAULT_Q = 0.05
-#: Sites assumed behind a matrix whose source gives none (MEME's own default ``nsites``).
 DEFAULT_SITES = 20.0
 
 
 @dataclass
 class MotifDatabase:
-    """Position probability matrices ``matrices[i]: (4, W_i)`` (rows A, C, G, T) with their ids, names,
-    families and classes (JASPAR TF family and structural class; '' when unknown); ``label`` names the database
-    and release; ``sites[i]``: the number of sites behind matrix i (JASPAR's counts; empty when the source does
-    not say, e.g. a MEME file: :data:`DEFAULT_SITES` is assumed)."""
-
+    """Position probability matrices ``matrices[i]: (4, W_i)`` (A, C, G, T) with ids, names, families and classes.
+    ``sites[i]``: the sites behind matrix i (empty when unknown: :data:`DEFAULT_SITES` is assumed)."""
     label: str
     ids: list[str]
     names: list[str]
@@ -97,9 +87,7 @@ def load_motif_database(spec: str | os.PathLike | None = DEFAULT_DB) -> MotifDat
 
 
 def log_odds_matrices(database: MotifDatabase, *, pseudocount: float = 1.0) -> list[np.ndarray]:
-    """Log2-odds scoring matrices ``(4, W_i)`` of ``database`` against a uniform background: each column's counts
-    (probabilities × sites) plus ``pseudocount`` per base, so that a matrix from few sites is smoothed and one
-    from thousands is not."""
+    """Log2-odds matrices ``(4, W_i)`` against a uniform background: probabilities × sites + ``pseudocount``."""
     out = []
     for index, matrix in enumerate(database.matrices):
         sites = database.sites[index] if index < len(database.sites) else DEFAULT_SITES

@@ -61,7 +61,6 @@ def deletion_insertion(score: ScoreMasked, attribution: Tensor, *, steps: int = 
 @dataclass
 class FaithfulnessResult:
     """Curves ``(S + 1,)`` of one method averaged over examples, per-example areas and the maps' seconds."""
-
     method: str
     fractions: np.ndarray
     deletion: np.ndarray

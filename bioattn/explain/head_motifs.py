@@ -30,7 +30,6 @@ def cls_attention(model: torch.nn.Module, ids: Tensor, padding_mask: Tensor, *, 
 @dataclass
 class HeadMotifTable:
     """ratio, on_site, control: ``(layers, H, M)``; sites: ``(M,)`` counts."""
-
     motifs: list[str]
     ratio: np.ndarray
     on_site: np.ndarray

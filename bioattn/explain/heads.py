@@ -14,9 +14,8 @@ def head_diversity(weights_layer: Tensor) -> Tensor:
     if weights_layer.dim() == 3:
         weights_layer = weights_layer[None]
     if weights_layer.dim() != 4:
-        raise UserInputError(
-            f"head_diversity expects one layer's map, (H, L, L) or (B, H, L, L); got shape {tuple(weights_layer.shape)}"
-        )
+        raise UserInputError("head_diversity expects one layer's map, (H, L, L) or (B, H, L, L); got shape "
+                             f"{tuple(weights_layer.shape)}")
     flat = weights_layer.detach().flatten(start_dim=2).float()  # (B, H, L*Lk)
     unit = torch.nn.functional.normalize(flat, dim=-1)
     return (unit @ unit.transpose(1, 2)).mean(dim=0)

@@ -26,7 +26,6 @@ TRIM_FRACTION = 0.3
 @dataclass
 class ModiscoSettings:
     """TF-MoDISco settings sized for short sequences (tens to hundreds of nt)."""
-
     window: int = 9
     flank: int = 3
     max_seqlets: int = 2000
@@ -46,11 +45,9 @@ class ModiscoSettings:
 @dataclass
 class Pattern:
     """One discovered pattern, trimmed to its core.
-
     ppm, contributions, hypothetical: ``(W, 4)`` (A C G T) of the core; sites: ``(sequence, start, end, strand)`` of
     every seqlet's core; positions: core centres relative to the TSS; background: the matching pattern of the
     composition-matched background, ``None`` when none."""
-
     name: str
     consensus: str
     ppm: np.ndarray
@@ -79,7 +76,6 @@ class Pattern:
 @dataclass
 class MotifReport:
     """Everything the motif report shows: patterns, heads × patterns, spacings, settings."""
-
     patterns: list[Pattern]
     sequences: int
     length: int

@@ -15,11 +15,8 @@ AUTO_BUDGET_SECONDS = 60.0
 @dataclasses.dataclass
 class Explanation:
     """An explanation in memory: ``summary`` (``summary.json``), ``tables`` (name → ``(header, rows)``, TSV), figures.
-
     ``save(directory)`` writes what the matching ``bioattn explain`` command writes and sets ``saved_to``."""
-
     saved_to: Path | None = dataclasses.field(default=None, init=False, repr=False)
-
     summary: dict[str, Any]
     tables: dict[str, tuple[list[str], list[list[Any]]]]
     figures: list[Callable[[Path], Any]] = dataclasses.field(default_factory=list, repr=False)
@@ -45,7 +42,6 @@ class Explanation:
 @dataclasses.dataclass
 class SequenceExplanation(Explanation):
     """An explanation of DNA sequences: ``lengths (N,)``, the attribution ``method`` and the motif report, if any."""
-
     lengths: Any = None
     method: str = ""
     motif_report: Any = None
