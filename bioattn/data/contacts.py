@@ -1,9 +1,6 @@
-"""Contact targets and files: an alignment with its native structure, CASP RR files, published predictions.
-
-Score matrices are ``(L, L)`` numpy arrays indexed by alignment column (0-based); files use 1-based indices."""
+"""Contact targets and files: alignments with native structures, CASP RR files, published predictions (0-based)."""
 from __future__ import annotations
 
-import gzip
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,7 +8,7 @@ from typing import Sequence
 
 import numpy as np
 
-from bioattn.data.msa import GAP, MSA, read_msa
+from bioattn.data.msa import GAP, MSA, read_msa, read_text
 from bioattn.data.structure import native_distances, read_chain, read_struct_dat
 from bioattn.errors import UserInputError
 from bioattn.io import atomic_write
@@ -24,10 +21,7 @@ _PROBABILITY_TOLERANCE = 1e-6
 def write_rr(path: str | os.PathLike, probabilities: np.ndarray, sequence: str, *, target: str = "query",
              method: str | Sequence[str] = "bioattn", remarks: Sequence[str] = (), min_separation: int = 1,
              top: int | None = None) -> None:
-    """Write a CASP RR file of symmetric ``(L, L)`` contact ``probabilities``, most probable pair first.
-
-    Pairs are ``j - i ≥ min_separation`` (at most ``top``); probabilities are clipped to [0, 1], but a NaN or a
-    value further outside is a ``ValueError``."""
+    """Write a CASP RR file of symmetric ``(L, L)`` contact ``probabilities`` (a NaN or value outside [0, 1]: error)."""
     length = probabilities.shape[0]
     if probabilities.shape != (length, length):
         raise ValueError(f"probabilities must be (L, L), got {probabilities.shape}")
@@ -56,20 +50,11 @@ def write_rr(path: str | os.PathLike, probabilities: np.ndarray, sequence: str, 
         handle.write("END\n")
 
 
-def _read_lines(path: Path) -> list[str]:
-    with open(path, "rb") as raw:
-        gzipped = raw.read(2) == b"\x1f\x8b"
-    try:
-        with (gzip.open(path, "rt") if gzipped else open(path)) as handle:
-            return handle.read().splitlines()
-    except (UnicodeDecodeError, OSError, EOFError) as exc:
-        raise UserInputError(f"{path}: not a readable text contact file ({exc})") from exc
-
 
 def read_contact_scores(path: str | os.PathLike, length: int) -> np.ndarray:
     """Symmetric ``(length, length)`` scores from a CASP RR, L×L matrix or EVfold file; pairs not listed are NaN."""
     path = Path(path)
-    lines = _read_lines(path)
+    lines = read_text(path, "contact file", encoding=None).splitlines()
     name = path.name.lower().removesuffix(".gz")
     scores = np.full((length, length), np.nan)
     if name.endswith((".mat", ".ccmpred")):
@@ -130,10 +115,7 @@ def load_target(msa_path: str | os.PathLike, *, fmt: str | None = None, query_fa
                 pdb: str | os.PathLike | None = None, chain: str | None = None,
                 struct_dat: str | os.PathLike | None = None, predictions_dir: str | os.PathLike | None = None,
                 name: str | None = None) -> ContactTarget:
-    """Read an alignment and, when given, its native structure; put the query row first.
-
-    The query is the row matching ``query_fasta``, else the structure chain, else row 0. With a PDB/mmCIF only the
-    query's non-gap columns are kept; with an arDCA ``struct_dat`` every column is."""
+    """Read an alignment (query row first) and, when given, its native structure (PDB/mmCIF or arDCA ``struct_dat``)."""
     msa_path = Path(msa_path)
     if pdb is not None and struct_dat is not None:
         raise UserInputError("give either a structure (--pdb) or a column distance file (--struct-dat), not both")

@@ -1,6 +1,4 @@
-"""CT volumes for the hybrid CNN + attention model: MedMNIST 3D ``.npz``, NIfTI and DICOM.
-
-Every problem with a file is a :class:`~bioattn.errors.UserInputError` naming the file."""
+"""CT volumes for the hybrid CNN + attention model: MedMNIST 3D ``.npz``, NIfTI and DICOM."""
 from __future__ import annotations
 
 import contextlib
@@ -32,7 +30,6 @@ __all__ = ["MEDMNIST_SPLITS", "VolumeSplit", "medmnist_npz_path", "load_medmnist
            "train_augmentation", "apply_random_transform", "foreground_distance", "volume_reader", "LoadVolumed",
            "read_ct_volume", "check_volume", "world_geometry", "PREPROCESSING_NAME", "SavedPreprocessing",
            "VolumePreprocessing", "ct_preprocessing", "invert_to_input_grid", "write_nifti"]
-
 MEDMNIST_SPLITS = ("train", "val", "test")
 NIFTI_SUFFIXES = (".nii", ".nii.gz")
 
@@ -70,9 +67,7 @@ def medmnist_npz_path(data_root: str | os.PathLike, dataset: str, size: int = 28
 
 
 def load_medmnist3d_npz(path: str | os.PathLike) -> dict[str, VolumeSplit]:
-    """``{split: VolumeSplit}`` for each split with ``<split>_images`` and ``<split>_labels`` in a MedMNIST 3D file.
-
-    Images may be ``(N, D, H, W)`` or ``(N, C, D, H, W)``; labels ``(N,)`` or ``(N, 1)``."""
+    """``{split: VolumeSplit}`` of a MedMNIST 3D file; images ``(N, [C,] D, H, W)``, labels ``(N,)`` or ``(N, 1)``."""
     path = Path(path)
     if not path.is_file():
         raise UserInputError(f"{path}: file not found")
@@ -132,9 +127,7 @@ def _split_from_arrays(path: Path, split: str, images: np.ndarray, labels: np.nd
 
 def train_augmentation(*, flip_prob: float = 0.5, rotate_degrees: float = 15.0, rotate_prob: float = 0.5,
                        intensity_jitter: float = 0.1) -> Compose:
-    """MONAI training augmentation of one ``(C, D, H, W)`` volume in [0, 1]: flips, rotations, intensity jitter.
-
-    ``intensity_jitter=0`` leaves intensities alone (e.g. for binary shape masks)."""
+    """MONAI training augmentation of one ``(C, D, H, W)`` volume in [0, 1]: flips, rotations, intensity jitter."""
     radians = float(np.deg2rad(rotate_degrees))
     steps = [*(RandFlip(prob=flip_prob, spatial_axis=axis) for axis in range(3)),
              RandRotate(range_x=radians, range_y=radians, range_z=radians, prob=rotate_prob, padding_mode="zeros")]
@@ -146,9 +139,7 @@ def train_augmentation(*, flip_prob: float = 0.5, rotate_degrees: float = 15.0, 
 
 @torch.no_grad()
 def foreground_distance(volumes: torch.Tensor, threshold: float = 0.5) -> torch.Tensor:
-    """``(B, C, D, H, W)`` → ``(B, 1, D, H, W)``: each foreground voxel's taxicab distance to the background.
-
-    Foreground: channel 0 above ``threshold``; voxels outside the volume count as background. Same dtype and device."""
+    """``(B, C, D, H, W)`` → ``(B, 1, D, H, W)``: taxicab depth of each voxel of channel 0 > ``threshold``."""
     if volumes.dim() != 5:
         raise ValueError(f"expected volumes (B, C, D, H, W), got shape {tuple(volumes.shape)}")
     masks = np.pad((volumes[:, 0] > threshold).cpu().numpy(), [(0, 0)] + [(1, 1)] * 3)  # outside = background
@@ -157,8 +148,7 @@ def foreground_distance(volumes: torch.Tensor, threshold: float = 0.5) -> torch.
 
 
 class VolumeDataset(Dataset):
-    """Serves ``(image (C, D, H, W) float32, label int64)``; ``uint8`` voxels are scaled to [0, 1].
-    A random ``transform`` is re-seeded from torch's global RNG for every item (:func:`apply_random_transform`)."""
+    """``(image (C, D, H, W) float32, label int64)`` items; ``uint8`` voxels scaled to [0, 1]."""
 
     def __init__(self, split: VolumeSplit, transform: Callable[[torch.Tensor], torch.Tensor] | None = None) -> None:
         self.split = split
@@ -214,9 +204,7 @@ def _quiet_reader_registration() -> Iterator[None]:
 
 
 class LoadVolumed(LoadImaged):
-    """:class:`monai.transforms.LoadImaged` for NIfTI files and DICOM files or series folders.
-    Returns float32 ``MetaTensor`` images with their affine; failures are a :class:`UserInputError` prefixed with
-    ``data[where_key]`` when present."""
+    """:class:`monai.transforms.LoadImaged` for NIfTI and DICOM; errors are prefixed with ``data[where_key]``."""
 
     def __init__(self, keys: str | Sequence[str], *, where_key: str = "where") -> None:
         with _quiet_reader_registration():
@@ -241,9 +229,7 @@ class LoadVolumed(LoadImaged):
 
 
 def read_ct_volume(path: str | os.PathLike) -> MetaTensor:
-    """A NIfTI file, DICOM file or DICOM series folder → channel-first ``MetaTensor (C, X, Y, Z)`` float32, RAS affine.
-
-    DICOM gets the rescale slope/intercept applied (Hounsfield units for CT); checked by :func:`check_volume`."""
+    """A NIfTI file, DICOM file or DICOM series folder → checked ``MetaTensor (C, X, Y, Z)`` float32 with RAS affine."""
     volume = EnsureChannelFirstd("image")(LoadVolumed("image")({"image": path}))["image"]
     check_volume(volume, path)
     return volume
@@ -287,9 +273,7 @@ def world_geometry(volume: MetaTensor) -> dict[str, list[float]]:
 
 def write_nifti(path: str | os.PathLike, volume: np.ndarray | torch.Tensor, affine: np.ndarray | torch.Tensor,
                 like: Mapping[str, Any] | None = None) -> None:
-    """Write ``volume (X, Y, Z)`` float32 with ``affine (4, 4)`` as NIfTI (``.nii`` or ``.nii.gz``), atomically.
-
-    ``like``: the ``MetaTensor.meta`` of the NIfTI input under the map (its sform / qform codes and qform are kept)."""
+    """Write ``volume (X, Y, Z)`` with ``affine (4, 4)`` as NIfTI, keeping ``like``'s (input meta) sform / qform."""
     path = Path(path)
     if not _is_nifti(path):
         raise UserInputError(f"{path}: output must end in .nii or .nii.gz")

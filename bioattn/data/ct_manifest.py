@@ -1,8 +1,4 @@
-"""Your own labelled CT volumes: a CSV manifest of NIfTI files and DICOM series folders, read once and cached.
-
-Columns: ``image`` (a NIfTI file, DICOM file or DICOM series folder, relative to the CSV's folder), ``label``
-(any text; optional when only predicting) and optionally ``split`` (``train``, ``val`` or ``test``); others
-are ignored. Every problem is a :class:`~bioattn.errors.UserInputError` naming the manifest and the line."""
+"""Your own labelled CT volumes: a CSV manifest (``image``, ``label``, optional ``split``), read once and cached."""
 from __future__ import annotations
 
 import csv
@@ -24,7 +20,6 @@ from bioattn.errors import UserInputError
 
 __all__ = ["SPLITS", "ManifestRow", "Manifest", "read_manifest", "is_manifest", "class_names_of", "split_rows",
            "CheckVolumed", "ManifestVolumes"]
-
 SPLITS = ("train", "val", "test")
 UNKNOWN_LABEL = -1
 
@@ -123,10 +118,7 @@ def class_names_of(labels: Sequence[str]) -> list[str]:
 
 def split_rows(manifest: Manifest, *, seed: int,
                val_fraction: float = 0.2) -> tuple[dict[str, list[ManifestRow]], list[str]]:
-    """Training rows by split, and the class names.
-
-    Without a ``val`` row, a seeded, stratified ``val_fraction`` of the training rows becomes the validation split.
-    Refuses fewer than 2 classes and a training or validation split that misses a class."""
+    """Training rows by split (a stratified ``val_fraction`` held out without ``val`` rows), and the class names."""
     path = manifest.path
     rows = list(manifest.rows)
     class_names = class_names_of([row.label for row in rows])
@@ -186,9 +178,7 @@ def _user_error(exc: BaseException) -> UserInputError | None:
 
 
 class ManifestVolumes(Dataset):
-    """``(image (C, X, Y, Z) float32, label int64)`` for manifest rows, as the model sees them.
-    With ``cache=True`` a MONAI ``CacheDataset`` loads and preprocesses every file once, up front; ``transform``
-    is applied to the cached volume on every access. ``label`` is ``-1`` for a row without a known label."""
+    """``(image (C, X, Y, Z) float32, label int64)`` for manifest rows (``-1``: no known label), cached by MONAI."""
 
     def __init__(self, manifest: Manifest, rows: Sequence[ManifestRow], preprocessing: VolumePreprocessing, *,
                  class_index: Mapping[str, int], divisible_by: int = 1, cache: bool = True,

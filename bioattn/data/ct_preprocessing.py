@@ -20,13 +20,10 @@ from bioattn.io import write_json
 
 @dataclass(frozen=True)
 class VolumePreprocessing:
-    """How a :func:`~bioattn.data.ct.read_ct_volume` output ``(C, X, Y, Z)`` becomes a model input (``None``: skipped).
-    Steps, in this order:
-        orientation: axis codes such as ``"RAS"`` to reorient to.
-        spacing: voxel size ``(X, Y, Z)`` in mm to resample to (bilinear).
-        window: ``(low, high)`` intensities mapped linearly onto [0, 1] and clipped.
-        resize: resample (trilinear) the whole volume to this ``(X, Y, Z)``.
-        size: then centre crop or symmetric zero pad to this ``(X, Y, Z)``."""
+    """Steps from a :func:`~bioattn.data.ct.read_ct_volume` output to a model input, in order; ``None`` skips one.
+
+    orientation: axis codes (``"RAS"``); spacing: mm ``(X, Y, Z)``; window: ``(low, high)`` mapped onto [0, 1];
+    resize: ``(X, Y, Z)`` (trilinear); size: centre crop / zero pad to ``(X, Y, Z)``."""
     orientation: str | None = None
     spacing: tuple[float, float, float] | None = None
     window: tuple[float, float] | None = None
@@ -101,16 +98,12 @@ class VolumePreprocessing:
 
 
 PREPROCESSING_NAME = "preprocessing.json"
-
-
 PREPROCESSING_FORMAT = 1
 
 
 @dataclass(frozen=True)
 class SavedPreprocessing:
-    """A run's ``preprocessing.json`` (:meth:`load`, :meth:`save`).
-    source: ``"medmnist"`` or ``"manifest"``; flip_tta: evaluated with the mean over the 8 flips; profile: the
-    training volumes' profile (key ``training_volumes``); threshold: the decision threshold on class 1."""
+    """A run's ``preprocessing.json`` (:meth:`load`, :meth:`save`); ``threshold``: the decision threshold on class 1."""
     source: str
     preprocessing: VolumePreprocessing = dataclasses.field(default_factory=VolumePreprocessing)
     flip_tta: bool = False

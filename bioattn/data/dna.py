@@ -1,8 +1,4 @@
-"""DNA input for bioattn: a single-nucleotide tokenizer and streaming FASTA / CSV readers.
-
-Vocabulary: 0 ``[PAD]``, 1 ``[CLS]``, 2 ``[MASK]``, 3 ``A``, 4 ``C``, 5 ``G``, 6 ``T``, 7 ``N``; lower case is
-accepted and every IUPAC ambiguity code becomes ``N``. Labels (``read_records(path, labels=True)``): a CSV's
-``label`` column or a FASTA description's ``label=VALUE`` field; integers are returned as ``int``, else ``str``."""
+"""DNA input: a single-nucleotide tokenizer (IUPAC ambiguity codes become ``N``) and streaming FASTA / CSV readers."""
 from __future__ import annotations
 
 import csv
@@ -26,7 +22,6 @@ from bioattn.errors import UserInputError
 VOCAB: tuple[str, ...] = ("[PAD]", "[CLS]", "[MASK]", "A", "C", "G", "T", "N")
 PAD_ID, CLS_ID, MASK_ID, A_ID, C_ID, G_ID, T_ID, N_ID = range(len(VOCAB))
 VOCAB_SIZE = len(VOCAB)
-
 FASTA_SUFFIXES = frozenset({".fa", ".fasta", ".fna", ".fas", ".ffn", ".seq"})
 CSV_SUFFIXES = frozenset({".csv", ".tsv"})
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -127,10 +122,7 @@ def reverse_complement_ids(ids: Tensor, padding_mask: Tensor | None = None) -> T
 
 def strand_average(score: Callable[[Tensor], Tensor], ids: Tensor, padding_mask: Tensor | None = None, *,
                    per_position: bool = False, back: Callable[[Tensor], Tensor] | None = None) -> Tensor:
-    """``(score(ids) + score(reverse complement)) / 2`` for right-padded ``ids (B, L)``.
-
-    ``per_position``: a ``(B, L)`` reverse score is first put back on forward positions; ``back``: another mapping of
-    the reverse strand's output onto the forward strand."""
+    """``(score(ids) + score(reverse complement)) / 2``; ``per_position`` / ``back`` map the reverse output back."""
     forward = score(ids)
     reverse = score(reverse_complement_ids(ids, padding_mask))
     if back is not None:
@@ -227,11 +219,7 @@ def _format_of(path: Path, first: str) -> str:
 
 
 def read_records(path: str | os.PathLike, *, labels: bool = False) -> Iterator[DNARecord]:
-    """Stream the records of a FASTA or CSV file (plain or gzip), in file order.
-
-    The format comes from the name, else the content (a first ``>`` means FASTA, else a CSV with a ``sequence``
-    column). With ``labels=True`` every record needs a label. Sequences are returned as written (:func:`encode`
-    validates them); an empty one is an error."""
+    """Stream the records of a FASTA or CSV file (plain or gzip); ``labels``: every record needs one."""
     path = Path(path)
     first = _first_character(path)
     if not first:

@@ -1,7 +1,4 @@
-"""Download the public datasets the recipes use into a data root, with checksums, resume and retries.
-
-The registry is ``datasets.json`` beside this module. A file is written to ``<name>.part``, verified, then
-renamed; an interrupted transfer resumes from it (HTTP ``Range``)."""
+"""Download the public datasets (``datasets.json``) into a data root, with checksums, resume and retries."""
 from __future__ import annotations
 
 import hashlib
@@ -125,9 +122,7 @@ def _transfer(url: str, part: Path, label: str, progress: bool, timeout: float) 
 
 def download(remote: RemoteFile, dest: Path, *, progress: bool = True, attempts: int = ATTEMPTS,
              timeout: float = TIMEOUT_S, log: Callable[[str], None] = lambda message: print(message, file=sys.stderr)) -> None:
-    """Download ``remote.url`` to ``dest`` through ``dest.part`` with up to ``attempts`` tries, verify, rename.
-
-    A checksum mismatch deletes the download and raises :class:`ChecksumError` (after one fresh retry if resumed)."""
+    """Download ``remote.url`` to ``dest`` via ``dest.part`` (resumed, retried, verified: :class:`ChecksumError`)."""
     if remote.url is None:
         raise UserInputError(f"{remote.path}: no public URL known ({remote.note})")
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -191,9 +186,7 @@ DEFAULT_FETCH_DIR = "bioattn-data"
 
 def fetch_datasets(name: str, root: str | os.PathLike | None = None, *, progress: bool = True,
                    report: Callable[[str], None] = print) -> Path:
-    """``bioattn data fetch NAME``: download ``name`` (or :data:`ALL`) under ``root`` and ``report`` what happened.
-
-    ``root`` defaults to ``$BIOATTN_DATA_ROOT``, else ``./bioattn-data``. Returns the root."""
+    """``bioattn data fetch NAME``: download ``name`` (or :data:`ALL`) under ``root``; returns the root."""
     folder = Path(root) if root is not None else Path(os.environ.get(DATA_ROOT_ENV) or DEFAULT_FETCH_DIR)
     registry = load_registry()
     if name != ALL and name not in registry:

@@ -10,10 +10,7 @@ __all__ = ["bert_mask", "masked_cross_entropy"]
 
 def bert_mask(tokens: Tensor, maskable: Tensor, probability: float, mask_id: int, random_ids: Tensor,
               generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
-    """``(masked tokens, chosen)``: each ``maskable`` cell chosen with ``probability``; 80 % → ``mask_id``, 10 % random.
-
-    Random tokens come from ``random_ids (V,)``; draws are made on the CPU (``generator``), so a seed masks the same
-    cells on every device."""
+    """``(masked tokens, chosen)``: ``maskable`` cells chosen with ``probability``; 80 % ``mask_id``, 10 % random."""
     if not 0.0 < probability < 1.0:
         raise ValueError(f"probability must be between 0 and 1, got {probability}")
     on_cpu, maskable = tokens.cpu(), maskable.cpu()

@@ -1,7 +1,4 @@
-"""Known motif databases, offline: JASPAR (``pyjaspar``) or a MEME-format file, as PPMs and log-odds matrices.
-
-Specs: ``jaspar`` (JASPAR CORE vertebrates, the default), ``jaspar:<COLLECTION>:<tax group>``, a path to a
-MEME-format file, or ``none``."""
+"""Known motif databases, offline: JASPAR (``pyjaspar``) or a MEME-format file, as PPMs and log-odds matrices."""
 from __future__ import annotations
 
 import os
@@ -20,8 +17,7 @@ DEFAULT_SITES = 20.0
 
 @dataclass
 class MotifDatabase:
-    """Position probability matrices ``matrices[i]: (4, W_i)`` (A, C, G, T) with ids, names, families and classes.
-    ``sites[i]``: the sites behind matrix i (empty when unknown: :data:`DEFAULT_SITES` is assumed)."""
+    """PPMs ``matrices[i]: (4, W_i)`` (A C G T) with ids, names, families, classes and ``sites`` (may be empty)."""
     label: str
     ids: list[str]
     names: list[str]
@@ -88,9 +84,6 @@ def load_motif_database(spec: str | os.PathLike | None = DEFAULT_DB) -> MotifDat
 
 def log_odds_matrices(database: MotifDatabase, *, pseudocount: float = 1.0) -> list[np.ndarray]:
     """Log2-odds matrices ``(4, W_i)`` against a uniform background: probabilities × sites + ``pseudocount``."""
-    out = []
-    for index, matrix in enumerate(database.matrices):
-        sites = database.sites[index] if index < len(database.sites) else DEFAULT_SITES
-        counts = np.asarray(matrix, dtype=np.float64) * sites + pseudocount
-        out.append(np.log2(counts / counts.sum(0, keepdims=True) / 0.25))
-    return out
+    sites = [database.sites[i] if i < len(database.sites) else DEFAULT_SITES for i in range(len(database.matrices))]
+    counts = [np.asarray(m, dtype=np.float64) * s + pseudocount for m, s in zip(database.matrices, sites)]
+    return [np.log2(c / c.sum(0, keepdims=True) / 0.25) for c in counts]

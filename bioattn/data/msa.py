@@ -1,8 +1,4 @@
-"""Multiple sequence alignments: readers, tokenizer, sequence weights and subsampling.
-
-:func:`read_msa` reads A3M, A2M, aligned FASTA, Stockholm, Clustal and PSICOV ``.aln`` files (gzipped or not)
-into upper-case rows of one length. A3M/A2M insertions (lower case, ``.``) and Stockholm insert columns are
-dropped; elsewhere ``.`` is a gap. Ambiguity codes ``B Z J U O`` are read as ``X``."""
+"""Multiple sequence alignments: readers (A3M, A2M, FASTA, Stockholm, Clustal, PSICOV), tokenizer, weights."""
 from __future__ import annotations
 
 import gzip
@@ -25,7 +21,6 @@ UNKNOWN = "X"
 ALPHABET = AMINO_ACIDS + GAP + UNKNOWN
 AMBIGUOUS = "BZJUO"
 FORMATS = ("a3m", "a2m", "fasta", "stockholm", "clustal", "psicov")
-
 _EXTENSIONS = {"a3m": "a3m", "a2m": "a2m", "fasta": "fasta", "fa": "fasta", "fas": "fasta", "afa": "fasta",
                "faa": "fasta", "mfa": "fasta", "sto": "stockholm", "stk": "stockholm", "sth": "stockholm",
                "stockholm": "stockholm", "clustal": "clustal", "clw": "clustal", "psicov": "psicov"}
@@ -80,10 +75,7 @@ class MSA:
     def find_row(self, sequence: str) -> int | None:
         """Index of the first row whose ungapped sequence equals ``sequence`` (case-insensitive), or None."""
         target = sequence.upper()
-        for index, row in enumerate(self.sequences):
-            if row.replace(GAP, "") == target:
-                return index
-        return None
+        return next((index for index, row in enumerate(self.sequences) if row.replace(GAP, "") == target), None)
 
 
 @dataclass
@@ -96,9 +88,7 @@ class _Record:
 
 def detect_format(path: str | os.PathLike) -> str:
     """Alignment format from the file name (``.gz`` ignored), sniffing ``.aln`` (Clustal or PSICOV) and unknown ones."""
-    name = Path(path).name.lower()
-    if name.endswith(".gz"):
-        name = name[:-3]
+    name = Path(path).name.lower().removesuffix(".gz")
     ext = name.rsplit(".", 1)[-1] if "." in name else ""
     if ext in _EXTENSIONS:
         return _EXTENSIONS[ext]
@@ -120,7 +110,7 @@ def read_msa(path: str | os.PathLike, fmt: str | None = None) -> MSA:
     fmt = fmt or detect_format(path)
     if fmt not in FORMATS:
         raise UserInputError(f"{path}: unknown alignment format {fmt!r}; expected one of {', '.join(FORMATS)}")
-    text = _read_text(path)
+    text = read_text(path)
     if fmt in ("a3m", "a2m", "fasta"):
         records = _parse_fasta(text, drop_insertions=fmt != "fasta")
     elif fmt == "psicov":
@@ -130,23 +120,19 @@ def read_msa(path: str | os.PathLike, fmt: str | None = None) -> MSA:
     return _validated(records, str(path))
 
 
-def _read_text(path: Path) -> str:
+def read_text(path: Path, what: str = "alignment", encoding: str | None = "ascii") -> str:
+    """The text of ``path``, gunzipped if it is gzip; an unreadable file is a :class:`UserInputError`."""
     with open(path, "rb") as raw:
         gzipped = raw.read(2) == b"\x1f\x8b"
     try:
-        if gzipped:
-            with gzip.open(path, "rt", encoding="ascii") as handle:
-                return handle.read()
-        return path.read_text(encoding="ascii")
+        with (gzip.open(path, "rt", encoding=encoding) if gzipped else open(path, encoding=encoding)) as handle:
+            return handle.read()
     except (UnicodeDecodeError, OSError, EOFError) as exc:
-        raise UserInputError(f"{path}: not a readable text alignment ({exc})") from exc
+        raise UserInputError(f"{path}: not a readable text {what} ({exc})") from exc
 
 
 def _first_line(path: str | os.PathLike) -> str:
-    for line in _read_text(Path(path)).splitlines():
-        if line.strip():
-            return line.strip()
-    return ""
+    return next((line.strip() for line in read_text(Path(path)).splitlines() if line.strip()), "")
 
 
 def _parse_fasta(text: str, drop_insertions: bool) -> list[_Record]:
@@ -188,10 +174,7 @@ def _parse_interleaved(text: str, fmt: str, path: Path) -> list[_Record]:
 
 def _drop_stockholm_inserts(rows: list[str], reference: str | None) -> list[str]:
     grid = np.array([list(row) for row in rows])
-    if reference is not None:
-        keep = np.array([c not in ".-" for c in reference])
-    else:
-        keep = ~np.char.islower(grid).any(axis=0)
+    keep = np.array([c not in ".-" for c in reference]) if reference is not None else ~np.char.islower(grid).any(axis=0)
     return ["".join(row) for row in grid[:, keep]]
 
 
@@ -319,9 +302,7 @@ def sequence_weights(tokens: torch.Tensor, identity: float = 0.8, chunk_size: in
 
 def subsample(tokens: torch.Tensor, num: int, method: str = "random", *, seed: int = 0,
               keep_first: bool = True) -> torch.Tensor:
-    """Row indices ``(min(num, N),)`` of a subsample of ``tokens (N, L)``, row 0 first when ``keep_first``.
-
-    ``method``: ``"random"`` (without replacement) or ``"diversity"`` (greedy max mean Hamming distance, from row 0)."""
+    """Row indices ``(min(num, N),)`` of ``tokens (N, L)``: ``"random"`` or greedy ``"diversity"`` (Hamming)."""
     if method not in ("random", "diversity"):
         raise ValueError(f"method must be 'random' or 'diversity', got {method!r}")
     if num < 1:

@@ -1,10 +1,6 @@
-"""Native residue–residue distances from a PDB/mmCIF file, on the positions of a query sequence.
-
-Cβ–Cβ distances (virtual Cβ where missing); the chain is placed on the query by a global alignment (BLOSUM62),
-never by residue numbering."""
+"""Native Cβ–Cβ distances from a PDB/mmCIF chain, placed on a query sequence by global alignment (BLOSUM62)."""
 from __future__ import annotations
 
-import gzip
 import io
 import os
 from dataclasses import dataclass
@@ -16,6 +12,7 @@ from Bio.Data.PDBData import protein_letters_3to1_extended
 from Bio.PDB import MMCIFParser, PDBParser
 from Bio.PDB.Polypeptide import is_aa
 
+from bioattn.data.msa import read_text
 from bioattn.errors import UserInputError
 
 CONTACT_CUTOFF = 8.0
@@ -71,13 +68,8 @@ def read_chain(path: str | os.PathLike, chain: str | None = None) -> ChainResidu
 
 
 def _parse(path: Path):
-    with open(path, "rb") as raw:
-        gzipped = raw.read(2) == b"\x1f\x8b"
+    text = read_text(path, "structure file", encoding=None)
     name = path.name.lower().removesuffix(".gz")
-    try:
-        text = gzip.open(path, "rt").read() if gzipped else path.read_text()
-    except (UnicodeDecodeError, OSError, EOFError) as exc:
-        raise UserInputError(f"{path}: not a readable text structure file ({exc})") from exc
     parser = MMCIFParser(QUIET=True) if name.endswith((".cif", ".mmcif")) else PDBParser(QUIET=True)
     try:
         return parser.get_structure(name, io.StringIO(text))
@@ -94,10 +86,7 @@ def _cb_of(residue) -> np.ndarray:
 
 
 def align_to_query(query: str, residues: ChainResidues) -> np.ndarray:
-    """``(len(query),)`` int64: each query position's aligned chain residue, or -1.
-
-    Raises :class:`UserInputError` when the chain is not the query's (identity below :data:`MIN_IDENTITY`, or fewer
-    than half of the shorter sequence aligned identically)."""
+    """``(len(query),)`` int64: each query position's aligned chain residue, or -1; refuses a chain not the query's."""
     aligner = PairwiseAligner(mode="global")
     aligner.substitution_matrix = substitution_matrices.load("BLOSUM62")
     aligner.open_gap_score, aligner.extend_gap_score = -10.0, -0.5

@@ -1,7 +1,4 @@
-"""Method-generic explanations for attention models: attribution maps, their faithfulness, per-head maps, diversity
-and sharpness. Rollout (:mod:`bioattn.attention.rollout`, re-exported here) is a hypothesis generator, not a causal
-attribution. Each task's whole explanation is ``explain`` in its task folder
-(:func:`bioattn.tasks.explain_dispatch.explain_pipeline` returns it by task name)."""
+"""Method-generic explanations for attention models: attribution maps, their faithfulness, per-head statistics."""
 from __future__ import annotations
 
 from bioattn.attention.rollout import HEAD_FUSIONS, attention_rollout, fuse_heads, rollout_rows

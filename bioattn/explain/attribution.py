@@ -1,13 +1,4 @@
-"""The method-generic attribution methods (``bioattn explain ... --method NAME``), their costs, and the Captum calls.
-
-- ``rollout``: [CLS] attention rollout (attention only; a hypothesis generator).
-- ``relevance``: gradient-weighted attention relevance (:mod:`bioattn.explain.relevance`).
-- ``integrated_gradients``: Captum's Integrated Gradients from an uninformative baseline.
-- ``gradient_x_input``: Captum's gradient × input (one backward pass).
-- ``random``: uniform random values, the floor every faithful method must beat.
-- ``ism`` (DNA models only, :mod:`bioattn.explain.ism`): in-silico saturation mutagenesis.
-
-Signed attributions (the two Captum methods) rank units by their signed value: positive = supports the class."""
+"""The method-generic attribution methods (``bioattn explain ... --method NAME``), their costs, and the Captum calls."""
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping
@@ -23,13 +14,10 @@ IG_STEPS = 32
 IG_BATCH = 64
 METHOD_COST = {"integrated_gradients": 2 * IG_STEPS, "relevance": 1, "gradient_x_input": 1, "rollout": 0.5, "random": 0.0,
                "ism": 70.0}
-
-
-METHOD_LABELS = {
-    "integrated_gradients": "Integrated Gradients attribution", "relevance": "attention relevance (Chefer)",
-    "gradient_x_input": "gradient × input attribution", "rollout": "rollout influence", "random": "random ranking (floor)",
-    "ism": "in-silico mutagenesis (log-odds change)",
-}
+METHOD_LABELS = {"integrated_gradients": "Integrated Gradients attribution",
+                 "relevance": "attention relevance (Chefer)", "gradient_x_input": "gradient × input attribution",
+                 "rollout": "rollout influence", "random": "random ranking (floor)",
+                 "ism": "in-silico mutagenesis (log-odds change)"}
 
 
 def method_label(method: str, labels: Mapping[str, str] = METHOD_LABELS) -> str:
@@ -52,9 +40,7 @@ def random_map(shape: tuple[int, ...], generator: torch.Generator) -> Tensor:
 def layer_attribution(method: str, forward: Callable[..., Tensor], layer: nn.Module, inputs: Tensor, *,
                       baselines: Tensor | None = None, additional_forward_args: Any = None,
                       internal_batch_size: int = IG_BATCH) -> Tensor:
-    """Captum attribution of ``forward(inputs, *additional_forward_args) -> (B,)`` on the output of ``layer``.
-
-    method: ``"integrated_gradients"`` or ``"gradient_x_input"``. Returns ``layer``'s output shape."""
+    """Captum ``method`` attribution of ``forward(inputs, *additional_forward_args) -> (B,)`` on ``layer``'s output."""
     from captum.attr import LayerGradientXActivation, LayerIntegratedGradients
     if method == "integrated_gradients":
         explainer = LayerIntegratedGradients(forward, layer)

@@ -1,7 +1,4 @@
-"""Faithfulness of an attribution map: deletion and insertion curves and their areas (Petsiuk et al. 2018).
-
-Deletion perturbs the top-k units for growing k, insertion reveals them; both follow the probability of the class
-predicted on the intact input, divided by that probability. Faithful: low deletion AUC, high insertion AUC."""
+"""Faithfulness of an attribution map: deletion and insertion curves and their areas (Petsiuk et al. 2018)."""
 from __future__ import annotations
 
 import time
@@ -13,7 +10,6 @@ import torch
 from torch import Tensor
 
 DEFAULT_STEPS = 20
-
 ScoreMasked = Callable[[Tensor], Tensor]
 """``score(masks (K, U) bool, True = perturbed) -> (K,)`` probability of the originally predicted class."""
 
@@ -47,9 +43,7 @@ def area_under_curve(curve: np.ndarray, fractions: np.ndarray) -> float:
 
 def deletion_insertion(score: ScoreMasked, attribution: Tensor, *, steps: int = DEFAULT_STEPS,
                        generator: torch.Generator | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(fractions, deletion, insertion)``, each ``(S + 1,)``, normalised to the unperturbed probability.
-
-    score: a :data:`ScoreMasked`; attribution: ``(U,)``."""
+    """``(fractions, deletion, insertion)``, each ``(S + 1,)``, of ``attribution (U,)``, relative to unperturbed."""
     fractions, masks = top_k_masks(rank_units(attribution, generator), steps)
     with torch.no_grad():
         probabilities = score(torch.cat([masks, ~masks])).double().cpu().numpy()
@@ -105,9 +99,7 @@ def most_faithful(results: dict[str, dict]) -> str:
 
 def compare_methods(attribute: Callable[[str], Sequence[Tensor]], scores: Sequence[ScoreMasked], methods: Sequence[str], *,
                     steps: int = DEFAULT_STEPS, seed: int = 0, known: dict[str, dict] | None = None) -> dict[str, dict]:
-    """Method → :meth:`FaithfulnessResult.summary` of ``attribute(method)`` (one map per example, timed).
-
-    known: results already measured on the same examples, ``steps`` and ``seed`` (reused)."""
+    """Method → :meth:`FaithfulnessResult.summary` of ``attribute(method)``; ``known`` results are reused."""
     results = {}
     for method in methods:
         if known is not None and method in known:

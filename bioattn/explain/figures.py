@@ -13,7 +13,6 @@ from matplotlib.figure import Figure
 
 from bioattn.errors import UserInputError
 from bioattn.io import save_figure
-from bioattn.plots import plot_metric_per_epoch
 
 ArrayLike = np.ndarray | torch.Tensor | Sequence[float]
 
@@ -32,12 +31,7 @@ def _save(fig: Figure, path: str | os.PathLike, dpi: int) -> Path:
 def plot_head_maps(weights_layer: ArrayLike, path: str | os.PathLike, *, title: str | None = None,
                    reference: ArrayLike | None = None, reference_title: str = "reference",
                    head_scores: Sequence[float] | None = None, score_name: str = "score", dpi: int = 90) -> Path:
-    """Draw each head's attention map of one layer (colour scale up to each head's 99th percentile).
-
-    Args:
-        weights_layer: ``(H, L, Lk)`` attention of one input (rows = queries, columns = keys).
-        reference: optional ``(L, Lk)`` map drawn first (e.g. the native contact map).
-        head_scores: optional one number per head, shown in its panel title as ``score_name value``."""
+    """Draw each head's ``(L, Lk)`` map of ``weights_layer (H, L, Lk)``, after an optional ``reference (L, Lk)``."""
     maps = _as_numpy(weights_layer, "weights_layer", 3)
     panels: list[tuple[str, np.ndarray, str, float | None]] = []  # title, image, colour map, colour-scale top
     if reference is not None:
@@ -91,15 +85,7 @@ def plot_rollout_track(influence: ArrayLike, path: str | os.PathLike, *, positio
                        others: Mapping[str, ArrayLike] | None = None, label: str = "influence",
                        spread_label: str = "± spread", title: str | None = None, xlabel: str = "position",
                        ylabel: str = "influence", dpi: int = 90) -> Path:
-    """Draw a per-token influence track.
-
-    Args:
-        influence: ``(L,)`` influence of each token (e.g. the [CLS] row of the rollout).
-        positions: ``(L,)`` x coordinates (default 0..L-1).
-        spread: ``(L,)`` band half-width drawn around the track.
-        sequence: the ``L`` letters, written under the track (only when ``L <= 120``).
-        spans: ``{label: (start, end)}`` x ranges to shade.
-        others: ``{label: (L,)}`` further tracks drawn on the same axes."""
+    """Draw an ``influence (L,)`` track, optionally with ``spread``, ``sequence`` letters, ``spans`` and ``others``."""
     values = _as_numpy(influence, "influence", 1)
     xs = np.arange(values.size, dtype=float) if positions is None else _as_numpy(positions, "positions", 1)
     if xs.shape != values.shape:

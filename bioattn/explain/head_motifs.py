@@ -52,9 +52,7 @@ class HeadMotifTable:
 
 def head_motif_enrichment(attention: np.ndarray, lengths: Sequence[int], sites: Mapping[str, Sequence[Site]], *,
                           draws: int = 20, seed: int = 0) -> HeadMotifTable:
-    """Heads × motifs enrichment of ``attention (layers, N, H, L)`` (:func:`cls_attention`) over ``lengths (N,)``.
-
-    sites: motif name → its sites; each site's control draws ``draws`` other sequences long enough to hold it."""
+    """Heads × motifs enrichment of ``attention (layers, N, H, L)`` on ``sites`` over ``draws`` random controls."""
     layers, count, heads, _ = attention.shape
     lengths = np.asarray(lengths)
     generator = np.random.default_rng(seed)

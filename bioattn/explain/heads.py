@@ -8,9 +8,7 @@ from bioattn.errors import UserInputError
 
 
 def head_diversity(weights_layer: Tensor) -> Tensor:
-    """``(H, L, L)`` or ``(B, H, L, Lk)`` (averaged over the batch) → ``(H, H)`` cosine similarity between heads.
-
-    Values lie in [0, 1]; an all-zero head has similarity 0 with every head, itself included."""
+    """``(H, L, L)`` or ``(B, H, L, Lk)`` (batch-averaged) → ``(H, H)`` cosine similarity between heads."""
     if weights_layer.dim() == 3:
         weights_layer = weights_layer[None]
     if weights_layer.dim() != 4:

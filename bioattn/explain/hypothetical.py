@@ -1,8 +1,4 @@
-"""Hypothetical contributions ``(B, L, 4)`` of a promoter classifier: Integrated Gradients path gradients per base.
-
-The embedding gradient ``ḡ_i`` averaged over the path from the N embedding gives ``s_ib = W_b · ḡ_i`` for each base
-embedding ``W_b``; the contribution is ``s_ib`` minus its mean over the four bases. An ensemble's is its members'
-mean; with ``rc_average`` each member's map is averaged with its reverse-complement map (A↔T, C↔G)."""
+"""Hypothetical contributions ``(B, L, 4)``: IG path gradients of the embedding read for every base, centred."""
 from __future__ import annotations
 
 import torch

@@ -1,11 +1,8 @@
-"""In-silico saturation mutagenesis (ISM, tangermeme) of a promoter classifier: every single-nucleotide substitution.
-
-Values are the log-odds change of a class (default: the predicted one), centred over the four bases."""
+"""In-silico saturation mutagenesis (ISM, tangermeme) of a promoter classifier: every single-nucleotide substitution."""
 from __future__ import annotations
 
 import warnings
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -63,9 +60,7 @@ def ism_attribution(model: nn.Module, ids: Tensor, padding_mask: Tensor, classes
 @torch.no_grad()
 def saturation_scores(scorer: nn.Module, ids: Tensor, padding_mask: Tensor, *rows: Tensor, hypothetical: bool = False,
                       batch_size: int = ISM_BATCH, device: torch.device | str = "cpu") -> Tensor:
-    """ISM of any one-output ``scorer(one_hot (b, 4, L), *rows[chosen]) -> (b, 1)`` over ``ids (B, L)``.
-
-    Returns ``(B, L)`` (observed base) or, with ``hypothetical``, ``(B, L, 4)`` (A C G T, centred), 0 at padding."""
+    """ISM of ``scorer(one_hot (b, 4, L), *rows[chosen]) -> (b, 1)`` over ``ids (B, L)`` → ``(B, L[, 4])``."""
     from tangermeme.saturation_mutagenesis import saturation_mutagenesis
     lengths = (~padding_mask).sum(1).cpu()
     out = torch.zeros((*ids.shape, 4), dtype=torch.float32)

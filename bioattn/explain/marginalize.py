@@ -1,7 +1,4 @@
-"""Known-motif marginalisation: how much planting a known site changes a promoter model's prediction.
-
-Each motif and shuffles of its letters (its composition control) are planted at each position of every background
-sequence (tangermeme's :func:`~tangermeme.ersatz.substitute`) and the change of the positive-class log-odds measured."""
+"""Known-motif marginalisation: how much planting a known site (vs its shuffles) changes a model's prediction."""
 from __future__ import annotations
 
 import re
@@ -77,19 +74,10 @@ def marginalize_known_motifs(model: torch.nn.Module, motifs: Mapping[str, str], 
                              positions: Sequence[int] = DEFAULT_POSITIONS, *, tss_index: int = 0,
                              shuffles: int = DEFAULT_SHUFFLES, seed: int = 0, rc_average: bool | None = None,
                              batch_size: int = 256, progress: bool = True) -> list[dict[str, Any]]:
-    """Change of the positive-class log-odds when each motif is planted at each position of every sequence.
+    """Change of the positive-class log-odds when each motif (label → consensus) is planted at each position.
 
-    Args:
-        model: a two-class :class:`~bioattn.models.PromoterClassifier` or an ensemble of them.
-        motifs: label → consensus (A C G T; an N keeps the sequence's own letter).
-        sequences: N background sequences of one length L.
-        positions: motif centres (letter ``W // 2``), nt relative to ``tss_index``; skipped where it does not fit.
-        shuffles: shuffled copies of each motif planted as its composition control (0: none).
-
-    Returns:
-        one row per (motif, position): ``motif``, ``consensus``, ``position``, ``start``, ``covers_tss``,
-        ``sequences``, ``effect_mean`` / ``effect_sd``, ``control_mean`` / ``control_sd``, ``control_shuffle_sd``,
-        ``difference_mean`` / ``difference_sd`` / ``difference_se`` (effect − control), ``fraction_up``."""
+    Returns one row per (motif, position): ``motif``, ``consensus``, ``position``, ``start``, ``covers_tss``,
+    ``sequences``, ``effect_*``, ``control_*``, ``control_shuffle_sd``, ``difference_*`` and ``fraction_up``."""
     from tangermeme.ersatz import substitute
     from tangermeme.predict import predict
     from bioattn.progress import progress_bar

@@ -14,11 +14,7 @@ BACKGROUND = "dinucleotide shuffles"
 def flag_composition(patterns: Sequence[Any], background: Sequence[Any], sequences: Sequence[str],
                      shuffles: Sequence[str], *, decoys: MotifDatabase | None = None, q_threshold: float = DEFAULT_Q,
                      min_enrichment: float = MIN_ENRICHMENT) -> None:
-    """Set ``pattern.background`` on each pattern that a ``background`` pattern matches and whose core is not enriched.
-
-    Matched: TOMTOM q < ``q_threshold`` (``decoys``, default JASPAR, shape the null only); not enriched: its core
-    (FIMO) is in fewer than ``min_enrichment`` times as many sequences as shuffles. The value is ``{"name",
-    "consensus", "seqlets", "p", "q", "in_sequences", "in_shuffles"}`` of the background pattern, else ``None``."""
+    """Set ``pattern.background`` where a ``background`` pattern matches and the core is not enriched, else ``None``."""
     from memelite import tomtom
     from scipy.stats import false_discovery_control
     from bioattn.explain.motif_db import load_motif_database

@@ -1,7 +1,4 @@
-"""Known motifs to annotate patterns with, offline (JASPAR via ``pyjaspar`` or a MEME file), and TOMTOM matching.
-
-Database specs: ``jaspar`` (JASPAR CORE vertebrates, the default), ``jaspar:<COLLECTION>:<tax group>``, a path to a
-MEME-format file, or ``none``."""
+"""Known motifs to annotate patterns with, offline (JASPAR via ``pyjaspar`` or a MEME file), and TOMTOM matching."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,9 +9,7 @@ __all__ = ["DEFAULT_DB", "DEFAULT_Q", "JASPAR_RELEASE", "MotifDatabase", "load_m
 
 
 def tomtom_matches(queries: list[np.ndarray], database: MotifDatabase, *, top: int = 3) -> list[list[dict]]:
-    """The ``top`` best matches of every query PPM ``(4, W)`` by TOMTOM p-value, with Benjamini-Hochberg q-values.
-
-    Each match: ``{"id", "name", "family", "class", "p", "q", "offset", "strand", "rank", "of"}``."""
+    """The ``top`` best TOMTOM matches (with BH q-values) of every query PPM ``(4, W)``, as dicts."""
     from memelite import tomtom
     from scipy.stats import false_discovery_control
     if not queries:

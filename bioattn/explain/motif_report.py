@@ -93,14 +93,11 @@ def _table(header: list[str], rows: list[list]) -> str:
 
 def finding_rows(report: MotifReport) -> list[dict]:
     """One row per finding, most seqlets first, with its best database match, significant or not."""
-    rows = []
-    for pattern in report.findings():
-        best = pattern.matches[0] if pattern.matches else {}
-        rows.append({"pattern": pattern.name, "consensus": pattern.consensus, "seqlets": pattern.seqlets,
-                     "median_position": float(np.median(pattern.positions)), "best_match": best.get("name", ""),
-                     "best_match_id": best.get("id", ""), "rank": best.get("rank"), "of": best.get("of"),
-                     "q": best.get("q"), "significant": bool(pattern.best_match(report.q_threshold))})
-    return rows
+    return [{"pattern": pattern.name, "consensus": pattern.consensus, "seqlets": pattern.seqlets,
+             "median_position": float(np.median(pattern.positions)), "best_match": best.get("name", ""),
+             "best_match_id": best.get("id", ""), "rank": best.get("rank"), "of": best.get("of"),
+             "q": best.get("q"), "significant": bool(pattern.best_match(report.q_threshold))}
+            for pattern in report.findings() for best in [pattern.matches[0] if pattern.matches else {}]]
 
 
 def motif_summary(report: MotifReport) -> dict:
@@ -179,10 +176,8 @@ def write_motif_report(report: MotifReport, out_dir: str | Path) -> Path:
     carrier_columns = [f"fraction_{name}" for name in report.groups]
     rows = [_motif_row(p, report) for p in report.patterns]
     write_table(out / "motifs.tsv", MOTIF_COLUMNS + carrier_columns, rows)
-    write_table(out / "motif_spacings.tsv", ["first", "second", "sequences", "median_centre_distance",
-                                             "sd_centre_distance", "gap_nt"],
-                ([s["first"], s["second"], s["sequences"], s["median_centre_distance"], s["sd_centre_distance"],
-                  s["gap_nt"]] for s in report.spacings))
+    spacing_columns = ["first", "second", "sequences", "median_centre_distance", "sd_centre_distance", "gap_nt"]
+    write_table(out / "motif_spacings.tsv", spacing_columns, ([s[c] for c in spacing_columns] for s in report.spacings))
     scan_columns = ["first", "second", "first_strand", "second_strand", "sequences", *carrier_columns, "spacer_mode",
                     "spacer_median", "at_mode"]
     write_table(out / "motif_scan_spacings.tsv", scan_columns, ([s.get(c) for c in scan_columns] for s in report.scan_spacings))

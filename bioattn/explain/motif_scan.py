@@ -13,11 +13,7 @@ Pattern = Any
 
 def scan_pattern_sites(patterns: Sequence[Pattern], sequences: Sequence[str], *, threshold: float = 1e-4,
                        offset: int = 0) -> dict[str, list[tuple[int, int, int, str, float]]]:
-    """Every FIMO match (p < ``threshold``) of each pattern's core in ``sequences`` (N strings), on both strands.
-
-    Returns:
-        pattern name → ``[(sequence, start, end, strand, p)]``: 0-based half-open forward-strand core coordinates
-        minus ``offset``; strand ``"-"`` when the core's reverse complement matches."""
+    """Pattern name → ``[(sequence, start, end, strand, p)]``: FIMO hits (p < ``threshold``) of its core."""
     from memelite import fimo
     if not 0 < threshold <= 1:
         raise UserInputError(f"pattern scan: p-value threshold must be in (0, 1], got {threshold}")
@@ -42,10 +38,7 @@ def scan_pattern_sites(patterns: Sequence[Pattern], sequences: Sequence[str], *,
 
 def box_spacers(upstream: Sequence[tuple], downstream: Sequence[tuple], *, upstream_strand: str = "+",
                 downstream_strand: str = "+", gaps: tuple[int, int] = (0, 40)) -> dict[int, int]:
-    """Sequence → spacer (downstream start − upstream end) of the best two-box pair, e.g. σ70 −35 and −10 boxes.
-
-    upstream, downstream: :func:`scan_pattern_sites` sites; ``*_strand``: the strand reading each box in the
-    element's sense. Per sequence, the pair with the gap within ``gaps`` and the smallest p-value product is kept."""
+    """Sequence → spacer (downstream start − upstream end) of its best two-box pair within ``gaps``."""
     by_sequence: dict[int, list[tuple]] = {}
     for site in downstream:
         if site[3] == downstream_strand:
@@ -73,11 +66,7 @@ def pattern_sense(pattern: Pattern) -> str:
 def scan_spacings(patterns: Sequence[Pattern], sequences: Sequence[str], *, groups: Mapping[str, np.ndarray] | None = None,
                   threshold: float = SCAN_THRESHOLD, gaps: tuple[int, int] = (0, 40), min_sequences: int = 5,
                   sites: Mapping[str, Sequence[tuple]] | None = None) -> list[dict]:
-    """Spacers between every ordered pair of patterns from scans of their cores over all ``sequences``.
-
-    groups: name → ``(N,)`` bool (``fraction_<group>`` columns); sites: precomputed :func:`scan_pattern_sites`.
-    Returns rows ``{first, second, first_strand, second_strand, sequences, fraction_<group>..., spacer_mode,
-    spacer_median, at_mode}``, most sequences first; pairs in fewer than ``min_sequences`` sequences are left out."""
+    """Spacer rows of every ordered pair of patterns from core scans, most sequences first."""
     if min_sequences < 1:
         raise UserInputError(f"scan spacings: min_sequences must be >= 1, got {min_sequences}")
     if not 0 <= gaps[0] <= gaps[1]:

@@ -1,7 +1,4 @@
-"""TF-MoDISco (``modisco-lite``) on hypothetical contributions, with the seqlet thresholds of the unpadded windows.
-
-:func:`extract_seqlets` is modisco-lite's seqlet extraction step for step, with the thresholds computed on the
-columns ``[pad, L - pad)`` only, so the N padding (:func:`~bioattn.explain.motifs.edge_padding`) does not move them."""
+"""TF-MoDISco (``modisco-lite``) on hypothetical contributions, with the seqlet thresholds of the unpadded windows."""
 from __future__ import annotations
 
 import math
@@ -97,9 +94,7 @@ def extract_seqlets(scores: np.ndarray, *, window: int, flank: int, suppress: in
                     max_passing_windows_frac: float = MAX_PASSING_WINDOWS_FRAC,
                     weak_threshold_for_counting_sign: float = WEAK_THRESHOLD_FOR_COUNTING_SIGN,
                     ) -> tuple[list[tuple[int, int, int]], float]:
-    """``scores (N, L)`` → ``([(sequence, start, end)], threshold)``, as modisco-lite's ``extract_seqlets``.
-
-    pad: columns at each end that are padding, left out of the thresholds."""
+    """``scores (N, L)`` → ``([(sequence, start, end)], threshold)``; ``pad`` columns are left out of the thresholds."""
     inner = _smooth(scores[:, pad : scores.shape[1] - pad], window)
     positive_null, negative_null = _laplace_null(inner)
     distribution = np.sort(np.abs(inner).ravel())
@@ -130,9 +125,7 @@ def say(message: str, progress: bool) -> None:
 
 def run_modisco(one_hot: np.ndarray, hypothetical: np.ndarray, settings: Any, pad: int = 0, *,
                 progress: bool = False, label: str = "TF-MoDISco") -> list[tuple[str, Any]]:
-    """``one_hot, hypothetical (N, L, 4)`` → ``[(name, modisco pattern)]``: ``pos_<k>`` then ``neg_<k>``.
-
-    settings: a :class:`~bioattn.explain.motifs.ModiscoSettings`; pad: padding columns at each end."""
+    """``one_hot, hypothetical (N, L, 4)`` → ``[(name, modisco pattern)]``: ``pos_<k>`` then ``neg_<k>``."""
     from modiscolite.core import Seqlet, TrackSet
     from modiscolite.tfmodisco import seqlets_to_patterns
     settings.check()

@@ -1,6 +1,4 @@
-"""Motifs a DNA model learned, from its attributions: TF-MoDISco patterns, where they sit, what they match.
-
-Patterns are named ``pos_<k>`` (their bases support the explained class) and ``neg_<k>`` (they argue against it)."""
+"""Motifs a DNA model learned: TF-MoDISco patterns (``pos_<k>``, ``neg_<k>``), where they sit, what they match."""
 from __future__ import annotations
 
 import time
@@ -14,7 +12,6 @@ from bioattn.explain.motif_db import DEFAULT_Q, MotifDatabase, tomtom_matches
 from bioattn.explain.motif_scan import scan_spacings
 from bioattn.explain.motif_seqlets import run_modisco
 
-_COMPLEMENT = str.maketrans("ACGT", "TGCA")
 MOTIF_ATTRIBUTIONS = ("integrated_gradients", "ism")
 DEFAULT_ATTRIBUTION = MOTIF_ATTRIBUTIONS[0]
 MOTIF_USES = ("all", "predicted_positive")
@@ -44,10 +41,7 @@ class ModiscoSettings:
 
 @dataclass
 class Pattern:
-    """One discovered pattern, trimmed to its core.
-    ppm, contributions, hypothetical: ``(W, 4)`` (A C G T) of the core; sites: ``(sequence, start, end, strand)`` of
-    every seqlet's core; positions: core centres relative to the TSS; background: the matching pattern of the
-    composition-matched background, ``None`` when none."""
+    """One discovered pattern, trimmed to its core: ``(W, 4)`` matrices, seqlet ``sites`` and core ``positions``."""
     name: str
     consensus: str
     ppm: np.ndarray
@@ -172,10 +166,7 @@ def discover_patterns(sequences: Sequence[str], hypothetical: np.ndarray, *, gro
                       tss_index: int | None = None, database: MotifDatabase | None = None,
                       settings: ModiscoSettings | None = None, top_matches: int = 3, progress: bool = False,
                       label: str = "TF-MoDISco") -> list[Pattern]:
-    """Patterns of ``hypothetical (N, L, 4)`` contributions (A C G T) over ``sequences`` (N strings of length L).
-
-    groups: name → ``(N,)`` bool; each pattern gets the fraction of each group carrying one of its seqlets.
-    Positions are relative to ``tss_index`` (0-based), else to the start."""
+    """Patterns of ``hypothetical (N, L, 4)`` over ``sequences`` (one length); ``groups``: name → ``(N,)`` bool."""
     settings = settings or ModiscoSettings()
     lengths = {len(s) for s in sequences}
     if len(lengths) != 1:
@@ -244,12 +235,8 @@ def explain_motifs(model: Any, sequences: Sequence[str], *, tss_index: int | Non
                    progress: bool = True) -> MotifReport:
     """Motif report of a :class:`~bioattn.models.PromoterClassifier` (or an ensemble) on ``sequences`` (one length).
 
-    Args:
-        attribution: ``"integrated_gradients"`` (:mod:`bioattn.explain.hypothetical`) or ``"ism"``.
-        use: ``"all"`` or ``"predicted_positive"`` (two-class models: only the predicted positives).
-        target: ``"positive"`` (log-odds of class 1, two-class models) or ``"predicted"`` (each sequence's class).
-        background: flag patterns a dinucleotide shuffle also yields as composition
-            (:mod:`bioattn.explain.motif_background`)."""
+    attribution: ``"integrated_gradients"`` or ``"ism"``; use: ``"all"`` or ``"predicted_positive"``; target:
+    ``"positive"`` (class 1's log-odds) or ``"predicted"``; background: flag patterns shuffles also yield."""
     from bioattn.data.dna import collate_tokens, encode
     from bioattn.explain.head_motifs import cls_attention, head_motif_enrichment
     if not sequences:
@@ -308,10 +295,7 @@ def report_motifs(sequences: Sequence[str], hypothetical: np.ndarray, attribute:
                   database: MotifDatabase | None = None, q_threshold: float = DEFAULT_Q,
                   settings: ModiscoSettings | None = None, background: bool = True, heads: Any = None,
                   seconds: dict[str, float] | None = None, progress: bool = True) -> MotifReport:
-    """Motif report of any model's hypothetical contributions ``(N, L, 4)`` on ``sequences`` (one length, upper case).
-
-    ``attribute(shuffles, label) -> (N, L, 4)`` computes the background's contributions; ``groups``: name → ``(N,)``
-    bool; ``attribution``: how the report names the contributions; ``heads(patterns)``: the heads × patterns table."""
+    """Motif report of any model's hypothetical contributions ``(N, L, 4)`` on ``sequences`` (one length, upper)."""
     from bioattn.explain.motif_seqlets import say
     settings = settings or ModiscoSettings()
     seconds = {} if seconds is None else seconds

@@ -24,9 +24,7 @@ def layer_similarities(layer_maps: Sequence[Tensor]) -> list[list[list[float]]]:
 def write_layer_figures(layer_maps: Sequence[Tensor], out_dir: Path, *, what: str, reference: Tensor | None = None,
                         reference_title: str = "reference", head_scores: Sequence[Sequence[float]] | None = None,
                         score_name: str = "score") -> list[list[list[float]]]:
-    """``heads_layer{l}.png`` and ``head_diversity_layer{l}.png`` per layer; returns the ``(H, H)`` similarities.
-
-    layer_maps: per layer ``(H, L, L)`` or ``(B, H, L, L)`` (the head maps show the batch mean)."""
+    """``heads_layer{l}.png`` and ``head_diversity_layer{l}.png`` per layer; returns the ``(H, H)`` similarities."""
     from bioattn.explain.figures import plot_head_diversity, plot_head_maps
     similarities = []
     for layer, maps in enumerate(layer_maps):

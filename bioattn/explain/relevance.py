@@ -10,9 +10,7 @@ from torch import Tensor
 
 
 def relevance_from_attention(attentions: Sequence[Tensor], gradients: Sequence[Tensor], *, start_layer: int = 0) -> Tensor:
-    """``attentions``, ``gradients``: per layer ``(B, H, L, L)`` → ``(B, L, L)`` float32 relevance from ``start_layer``.
-
-    ``R[b, i, j]`` is the relevance of token ``j`` for token ``i``'s output."""
+    """Per-layer ``attentions``, ``gradients`` ``(B, H, L, L)`` → ``(B, L, L)`` float32 relevance."""
     if len(attentions) != len(gradients) or not attentions:
         raise ValueError(f"need one gradient per attention map (>= 1), got {len(attentions)} and {len(gradients)}")
     if not 0 <= start_layer < len(attentions):

@@ -14,8 +14,7 @@ AUTO_BUDGET_SECONDS = 60.0
 
 @dataclasses.dataclass
 class Explanation:
-    """An explanation in memory: ``summary`` (``summary.json``), ``tables`` (name → ``(header, rows)``, TSV), figures.
-    ``save(directory)`` writes what the matching ``bioattn explain`` command writes and sets ``saved_to``."""
+    """An explanation in memory: ``summary``, ``tables`` (name → ``(header, rows)``), figures; ``save`` writes them."""
     saved_to: Path | None = dataclasses.field(default=None, init=False, repr=False)
     summary: dict[str, Any]
     tables: dict[str, tuple[list[str], list[list[Any]]]]
@@ -96,11 +95,7 @@ def resolve_method(method: str, order: Sequence[str], probe: Callable[[], float]
                    measure: Callable[[Sequence[str]], dict[str, dict]] | None = None, *,
                    faithfulness_steps: int = 20, budget_seconds: float = AUTO_BUDGET_SECONDS,
                    sample: str = "the input", costs: Mapping[str, float] | None = None) -> str:
-    """``method``, or with ``auto`` the most faithful method of ``order`` whose estimated time fits ``budget_seconds``.
-
-    ``probe()`` times one gradient pass (run twice, the first as warm-up); a method costs ``costs[method]`` passes
-    (default :data:`~bioattn.explain.attribution.METHOD_COST`). ``measure(methods)`` returns each method's
-    faithfulness summary on ``sample``; without it, the first fitting method of ``order``."""
+    """``method``, or for ``auto`` the most faithful of ``order`` whose estimated time fits ``budget_seconds``."""
     from bioattn.explain.attribution import METHOD_COST
     from bioattn.explain.faithfulness import most_faithful
     costs = METHOD_COST if costs is None else costs

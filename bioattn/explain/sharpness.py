@@ -1,6 +1,4 @@
-"""How sharp each attention head is: per-head entropy, normalised entropy and effective temperature, per layer.
-
-``temperature`` is ``1 / sd_j(log p_j)`` over the real keys; ``normalised_entropy`` is entropy / log(real keys)."""
+"""How sharp each attention head is: per-head entropy, normalised entropy and effective temperature, per layer."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -10,10 +8,7 @@ from torch import Tensor
 
 
 def head_sharpness(weights: Sequence[Tensor], key_padding_mask: Tensor | None = None) -> dict[str, Tensor]:
-    """Per-layer ``(B, H, Lq, Lk)`` probabilities → ``{"entropy", "normalised_entropy", "temperature"}``.
-
-    key_padding_mask: ``(B, Lk)`` bool, True = padding (left out as keys and, for self-attention, as queries).
-    Values are ``(layers, H)`` float64, averaged over the real query rows of every input."""
+    """Per-layer ``(B, H, Lq, Lk)`` → ``{"entropy", "normalised_entropy", "temperature"}``, each ``(layers, H)``."""
     results: dict[str, list[Tensor]] = {"entropy": [], "normalised_entropy": [], "temperature": []}
     for layer in weights:
         p = layer.detach().double()
