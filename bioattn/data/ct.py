@@ -95,8 +95,8 @@ def load_medmnist3d_npz(path: str | os.PathLike) -> dict[str, VolumeSplit]:
 def _split_from_arrays(path: Path, split: str, images: np.ndarray, labels: np.ndarray) -> VolumeSplit:
     where = f"{path} [{split}_images]"
     if images.ndim == 3:
-        raise UserInputError(f"{where}: 2D images of shape {images.shape} (N, H, W) where 3D volumes (N, D, H, W) are "
-                             "expected")
+        raise UserInputError(f"{where}: 2D images of shape {images.shape} (N, H, W) where 3D volumes "
+                             "(N, D, H, W) are expected")
     if images.ndim == 4:
         images = images[:, None]
     if images.ndim != 5:

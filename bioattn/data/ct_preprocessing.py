@@ -53,7 +53,6 @@ class VolumePreprocessing:
         return self.size or self.resize
 
     def _steps(self) -> list[tuple[str, dict]]:
-        """``(MONAI array transform name, its arguments)`` for each step that is set."""
         steps: list[tuple[str, dict]] = []
         if self.orientation is not None:
             steps.append(("Orientation", {"axcodes": self.orientation, "labels": None}))

@@ -194,7 +194,6 @@ def _describe_read_error(path: Path, exc: BaseException) -> str:
 
 
 def _first_character(path: Path) -> str:
-    """First non-whitespace character of the (decompressed) text, '' if none."""
     try:
         with _open_text(path) as handle:
             while chunk := handle.read(65536):
@@ -311,6 +310,5 @@ def _fasta_label(path: Path, entry: DNARecord, description: str) -> int | str:
 
 
 def _label_value(text: str) -> int | str:
-    """Integer labels as ``int``, anything else as text."""
     return int(text) if _INTEGER.fullmatch(text) else text
 

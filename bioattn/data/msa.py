@@ -189,10 +189,7 @@ def _interleaved_rows(text: str) -> Iterable[tuple[int, str, str]]:
 
 
 def _first_line_of_ids(text: str) -> dict[str, int]:
-    first: dict[str, int] = {}
-    for number, name, _ in _interleaved_rows(text):
-        first.setdefault(name, number)
-    return first
+    return {name: number for number, name, _ in reversed(list(_interleaved_rows(text)))}
 
 
 def _ragged_interleaved_record(text: str) -> str | None:

@@ -144,7 +144,6 @@ def _families(report: MotifReport) -> str:
 
 
 def _summary(report: MotifReport) -> str:
-    """The findings, then the patterns composition alone yields."""
     findings = finding_rows(report)
     text = "".join(f"<li>{html.escape(describe_finding(row, report.q_threshold))}</li>" for row in findings)
     page = (f"<h2>Findings</h2><ol>{text}</ol>" if findings else

@@ -78,5 +78,4 @@ def _seconds(seconds: float) -> str:
 
 
 def _count(number: int, noun: str) -> str:
-    """``"1 example"``, ``"5 examples"``."""
     return f"{number} {noun}{'' if number == 1 else 's'}"
