@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -84,12 +83,12 @@ class VolumePreprocessing:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: tuples become lists."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> VolumePreprocessing:
         """Inverse of :meth:`to_dict`; unknown keys are refused."""
-        known = {f.name for f in dataclasses.fields(cls)}
+        known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
             raise UserInputError(f"unknown preprocessing option(s) {unknown}; known: {sorted(known)}")
@@ -104,9 +103,9 @@ PREPROCESSING_FORMAT = 1
 class SavedPreprocessing:
     """A run's ``preprocessing.json`` (:meth:`load`, :meth:`save`); ``threshold``: the decision threshold on class 1."""
     source: str
-    preprocessing: VolumePreprocessing = dataclasses.field(default_factory=VolumePreprocessing)
+    preprocessing: VolumePreprocessing = field(default_factory=VolumePreprocessing)
     flip_tta: bool = False
-    profile: dict[str, Any] = dataclasses.field(default_factory=dict)
+    profile: dict[str, Any] = field(default_factory=dict)
     threshold: float = 0.5
 
     def save(self, run_dir: str | os.PathLike) -> Path:

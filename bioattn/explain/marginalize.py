@@ -10,8 +10,7 @@ import torch
 
 from bioattn.errors import UserInputError
 
-#: JASPAR CORE matrices (base ids; the release's latest version is used) of core-promoter factor families, plus
-#: CTCF (not a core-promoter element; a GC-rich control).
+#: JASPAR CORE base ids (latest version used) of core-promoter factor families, plus CTCF as a GC-rich control.
 CORE_PROMOTER_MOTIFS = {
     "TBP": "MA0108", "SP1": "MA0079", "NFYA": "MA0060", "ELK1": "MA0028", "GABPA": "MA0062", "NRF1": "MA0506",
     "YY1": "MA0095", "CREB1": "MA1849", "ZNF143": "MA0088", "E2F1": "MA0024", "CTCF": "MA0139",
