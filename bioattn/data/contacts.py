@@ -1,14 +1,6 @@
-"""Contact targets and files: an alignment with its native structure, CASP RR files, published predictions.
-
-- :func:`load_target` / :func:`discover_families`: an alignment with its query first, native distances from a
-  PDB/mmCIF chain (mapped by sequence alignment) or an arDCA ``*_struct.dat``, and the ``pred/`` folder.
-- :func:`write_rr` (CASP RR, probabilities), :func:`read_contact_scores` (RR, L×L matrix, EVfold), :func:`published_predictions`.
-
-Score matrices are ``(L, L)`` numpy arrays indexed by alignment column (0-based); files use 1-based indices.
-"""
+"""Contact targets and files: alignments with native structures, CASP RR files, published predictions (0-based)."""
 from __future__ import annotations
 
-import gzip
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,38 +8,20 @@ from typing import Sequence
 
 import numpy as np
 
-from bioattn.data.msa import GAP, MSA, read_msa
+from bioattn.data.msa import GAP, MSA, read_msa, read_text
 from bioattn.data.structure import native_distances, read_chain, read_struct_dat
 from bioattn.errors import UserInputError
 from bioattn.io import atomic_write
 
-#: Suffixes of the files in a family's ``pred/`` folder that are formats, not tool names.
 _FORMAT_SUFFIXES = {"gz", "rr", "mat", "con", "txt"}
-#: Residues per sequence line of a CASP RR file.
 RR_LINE_WIDTH = 50
-#: Probabilities further than this outside [0, 1] are an error in :func:`write_rr`, not rounding.
 _PROBABILITY_TOLERANCE = 1e-6
 
 
-def write_rr(
-    path: str | os.PathLike,
-    probabilities: np.ndarray,
-    sequence: str,
-    *,
-    target: str = "query",
-    method: str | Sequence[str] = "bioattn",
-    remarks: Sequence[str] = (),
-    min_separation: int = 1,
-    top: int | None = None,
-) -> None:
-    """Write a CASP RR contact prediction of symmetric ``(L, L)`` contact ``probabilities`` (0-based columns).
-
-    The file follows the CASP RR format: ``PFRMAT RR``, ``TARGET``, ``AUTHOR``, ``REMARK`` lines, ``METHOD``
-    lines, ``MODEL  1``, the sequence (at most 50 residues per line), then one ``i j 0 8 p`` line per pair
-    (1-based, ``i < j``, ``j - i ≥ min_separation``, Cβ–Cβ distance range 0–8 Å, ``p`` the contact
-    probability), most probable first, at most ``top`` pairs, and ``END``. Probabilities are clipped to
-    [0, 1]; a NaN or a value further outside is a ``ValueError`` (raw scores are not probabilities).
-    """
+def write_rr(path: str | os.PathLike, probabilities: np.ndarray, sequence: str, *, target: str = "query",
+             method: str | Sequence[str] = "bioattn", remarks: Sequence[str] = (), min_separation: int = 1,
+             top: int | None = None) -> None:
+    """Write a CASP RR file of symmetric ``(L, L)`` contact ``probabilities`` (a NaN or value outside [0, 1]: error)."""
     length = probabilities.shape[0]
     if probabilities.shape != (length, length):
         raise ValueError(f"probabilities must be (L, L), got {probabilities.shape}")
@@ -76,24 +50,11 @@ def write_rr(
         handle.write("END\n")
 
 
-def _read_lines(path: Path) -> list[str]:
-    with open(path, "rb") as raw:
-        gzipped = raw.read(2) == b"\x1f\x8b"
-    try:
-        with (gzip.open(path, "rt") if gzipped else open(path)) as handle:
-            return handle.read().splitlines()
-    except (UnicodeDecodeError, OSError, EOFError) as exc:
-        raise UserInputError(f"{path}: not a readable text contact file ({exc})") from exc
-
 
 def read_contact_scores(path: str | os.PathLike, length: int) -> np.ndarray:
-    """Symmetric ``(length, length)`` scores from a contact prediction file; pairs not listed are NaN.
-
-    Formats: CASP RR (``i j [dmin dmax] score`` lines, header/sequence lines skipped), an L×L matrix
-    (``.mat``, ``.ccmpred``), EVfold (``i aa_i j aa_j _ score``, score in column 6).
-    """
+    """Symmetric ``(length, length)`` scores from a CASP RR, L×L matrix or EVfold file; pairs not listed are NaN."""
     path = Path(path)
-    lines = _read_lines(path)
+    lines = read_text(path, "contact file", encoding=None).splitlines()
     name = path.name.lower().removesuffix(".gz")
     scores = np.full((length, length), np.nan)
     if name.endswith((".mat", ".ccmpred")):
@@ -125,7 +86,7 @@ def read_contact_scores(path: str | os.PathLike, length: int) -> np.ndarray:
 
 
 def tool_name(path: str | os.PathLike) -> str:
-    """Tool name from a prediction file name: ``5ptpA.ccmpred.gz`` → ``ccmpred``, ``x.metapsicov.stage1.gz`` → ``metapsicov.stage1``."""
+    """Tool name from a prediction file name: ``5ptpA.ccmpred.gz`` → ``ccmpred``."""
     parts = Path(path).name.split(".")[1:]
     while parts and parts[-1].lower() in _FORMAT_SUFFIXES:
         parts.pop()
@@ -142,12 +103,7 @@ def published_predictions(folder: str | os.PathLike, length: int) -> dict[str, n
 
 @dataclass(frozen=True)
 class ContactTarget:
-    """One family to predict: the alignment (query first), its query, native distances and published predictions.
-
-    ``distances``: ``(L, L)`` Cβ distances on the alignment's columns (NaN where unknown), or None.
-    ``sequence``: L letters naming the columns in output files (the query; ``-`` where it has a gap).
-    """
-
+    """One family to predict: alignment (query first), ``sequence`` (the query), ``(L, L)`` Cβ ``distances`` or None."""
     name: str
     msa: MSA
     sequence: str
@@ -155,24 +111,11 @@ class ContactTarget:
     predictions_dir: Path | None
 
 
-def load_target(
-    msa_path: str | os.PathLike,
-    *,
-    fmt: str | None = None,
-    query_fasta: str | os.PathLike | None = None,
-    pdb: str | os.PathLike | None = None,
-    chain: str | None = None,
-    struct_dat: str | os.PathLike | None = None,
-    predictions_dir: str | os.PathLike | None = None,
-    name: str | None = None,
-) -> ContactTarget:
-    """Read an alignment and, when given, its native structure; put the query row first.
-
-    The query is the row equal to ``query_fasta``'s sequence, else the row equal to the structure chain's
-    sequence, else row 0. With a PDB/mmCIF, the alignment keeps the query's non-gap columns and the chain is
-    mapped onto them by sequence alignment. With an arDCA ``struct_dat`` (distances indexed by alignment
-    column) every column is kept.
-    """
+def load_target(msa_path: str | os.PathLike, *, fmt: str | None = None, query_fasta: str | os.PathLike | None = None,
+                pdb: str | os.PathLike | None = None, chain: str | None = None,
+                struct_dat: str | os.PathLike | None = None, predictions_dir: str | os.PathLike | None = None,
+                name: str | None = None) -> ContactTarget:
+    """Read an alignment (query row first) and, when given, its native structure (PDB/mmCIF or arDCA ``struct_dat``)."""
     msa_path = Path(msa_path)
     if pdb is not None and struct_dat is not None:
         raise UserInputError("give either a structure (--pdb) or a column distance file (--struct-dat), not both")
@@ -195,18 +138,13 @@ def load_target(
         msa = msa.select_columns([c for c, letter in enumerate(msa.sequences[0]) if letter != GAP])
         if residues is not None:
             distances = native_distances(msa.sequences[0], pdb, chain)
-    return ContactTarget(
-        name=name or msa_path.name.split(".")[0],
-        msa=msa,
-        sequence=msa.sequences[0],
-        distances=distances,
-        predictions_dir=Path(predictions_dir) if predictions_dir is not None else None,
-    )
+    return ContactTarget(name=name or msa_path.name.split(".")[0], msa=msa, sequence=msa.sequences[0],
+                         distances=distances,
+                         predictions_dir=Path(predictions_dir) if predictions_dir is not None else None)
 
 
 def _read_query(path: Path) -> str:
     from Bio import SeqIO
-
     try:
         return str(SeqIO.read(path, "fasta").seq).upper()
     except (ValueError, OSError) as exc:
@@ -223,10 +161,9 @@ def discover_families(data_root: str | os.PathLike) -> dict[str, dict]:
         if not alignments or not structures:
             continue
         fasta = sorted(folder.glob("*.fasta"))
-        families[folder.name] = dict(
-            msa_path=alignments[0], pdb=structures[0], query_fasta=fasta[0] if fasta else None,
-            predictions_dir=folder / "pred" if (folder / "pred").is_dir() else None, name=folder.name,
-        )
+        families[folder.name] = dict(msa_path=alignments[0], pdb=structures[0], query_fasta=fasta[0] if fasta else None,
+                                     predictions_dir=folder / "pred" if (folder / "pred").is_dir() else None,
+                                     name=folder.name)
     for folder in sorted((root / "pfam").glob("*/")):
         alignments, distances = sorted(folder.glob("*.fasta*")), sorted(folder.glob("*_struct.dat"))
         if alignments and distances:

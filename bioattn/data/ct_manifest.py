@@ -1,21 +1,4 @@
-"""Your own labelled CT volumes: a CSV manifest of NIfTI files and DICOM series folders, read once and cached.
-
-A manifest is a CSV file with a header line and the columns
-
-- ``image``: a NIfTI file (``.nii``, ``.nii.gz``), a DICOM file or a folder holding one DICOM series; a relative
-  path is relative to the folder of the CSV file;
-- ``label``: any text or number (the sorted distinct labels become the classes, see :func:`class_names_of`; with
-  two classes the second is the positive class of F1, AUROC and MCC do not depend on it); optional when only
-  predicting;
-- ``split`` (optional): ``train``, ``val`` or ``test``. Without it (or without any ``val`` row)
-  :func:`split_rows` holds out a seeded, stratified 20 % of the training rows for validation.
-
-Other columns are ignored. :func:`read_manifest` checks every row before any image is read: each problem is a
-:class:`~bioattn.errors.UserInputError` that names the manifest, the line and the problem.
-:class:`ManifestVolumes` then reads the volumes with MONAI dictionary transforms (:class:`~bioattn.data.ct.LoadVolumed`,
-``EnsureChannelFirstd``, :class:`CheckVolumed`, then the :class:`~bioattn.data.ct.VolumePreprocessing` steps), by
-default into a ``CacheDataset``, so that every file is read and preprocessed once, however many epochs follow.
-"""
+"""Your own labelled CT volumes: a CSV manifest (``image``, ``label``, optional ``split``), read once and cached."""
 from __future__ import annotations
 
 import csv
@@ -31,37 +14,19 @@ from monai.data import Dataset as MonaiDataset
 from monai.transforms import Compose, EnsureChannelFirstd, MapTransform
 from torch.utils.data import Dataset
 
-from bioattn.data.ct import (
-    LoadVolumed,
-    VolumePreprocessing,
-    apply_random_transform,
-    check_volume,
-    volume_reader,
-    world_geometry,
-)
+from bioattn.data.ct import (LoadVolumed, VolumePreprocessing, apply_random_transform, check_volume, volume_reader,
+                             world_geometry)
 from bioattn.errors import UserInputError
 
-__all__ = [
-    "SPLITS",
-    "ManifestRow",
-    "Manifest",
-    "read_manifest",
-    "is_manifest",
-    "class_names_of",
-    "split_rows",
-    "CheckVolumed",
-    "ManifestVolumes",
-]
-
+__all__ = ["SPLITS", "ManifestRow", "Manifest", "read_manifest", "is_manifest", "class_names_of", "split_rows",
+           "CheckVolumed", "ManifestVolumes"]
 SPLITS = ("train", "val", "test")
 UNKNOWN_LABEL = -1
 
 
 @dataclass(frozen=True)
 class ManifestRow:
-    """One volume of a manifest: its line in the CSV (the header is line 1), the image path (resolved against
-    the CSV's folder), its label text (``None`` when the manifest has no label column) and its split."""
-
+    """One volume of a manifest: its CSV line (header = 1), resolved image path, label text (or ``None``) and split."""
     line: int
     image: Path
     label: str | None
@@ -71,7 +36,6 @@ class ManifestRow:
 @dataclass(frozen=True)
 class Manifest:
     """A checked manifest: its path, its rows in file order, and whether it has a split column."""
-
     path: Path
     rows: tuple[ManifestRow, ...]
     has_split: bool
@@ -87,11 +51,7 @@ def is_manifest(path: str | os.PathLike) -> bool:
 
 
 def read_manifest(path: str | os.PathLike, *, require_labels: bool) -> Manifest:
-    """Read and check a manifest (see the module docstring); no image is read yet.
-
-    With ``require_labels`` (training) the ``label`` column and a label on every row are required and an image
-    may be listed only once. Raises :class:`UserInputError` naming the manifest and the line of the problem.
-    """
+    """Read and check a manifest (no image is read yet); ``require_labels``: labels required, each image listed once."""
     path = Path(path)
     try:
         with open(path, newline="", encoding="utf-8-sig") as handle:
@@ -108,10 +68,8 @@ def read_manifest(path: str | os.PathLike, *, require_labels: bool) -> Manifest:
     required = ("image", "label") if require_labels else ("image",)
     for name in required:
         if name not in columns:
-            raise UserInputError(
-                f"{path}, line 1: missing column {name!r} (the header has {', '.join(columns) or 'nothing'}); "
-                "expected image,label[,split]"
-            )
+            raise UserInputError(f"{path}, line 1: missing column {name!r} (the header has "
+                                 f"{', '.join(columns) or 'nothing'}); expected image,label[,split]")
     if not records:
         raise UserInputError(f"{path}: lists no volumes (only a header line)")
     folder = path.parent
@@ -150,7 +108,7 @@ def _row(path: Path, line: int, values: Mapping[str, str], folder: Path, require
 
 
 def class_names_of(labels: Sequence[str]) -> list[str]:
-    """The classes: the distinct labels sorted, numerically when every label is a whole number (``2 < 10``)."""
+    """The distinct labels sorted, numerically when every label is a whole number (``2 < 10``)."""
     distinct = set(labels)
     try:
         return sorted(distinct, key=int)
@@ -158,24 +116,15 @@ def class_names_of(labels: Sequence[str]) -> list[str]:
         return sorted(distinct)
 
 
-def split_rows(
-    manifest: Manifest, *, seed: int, val_fraction: float = 0.2
-) -> tuple[dict[str, list[ManifestRow]], list[str]]:
-    """Training rows by split, and the class names.
-
-    The ``split`` column is used when it has at least one ``val`` row; otherwise a seeded, stratified
-    ``val_fraction`` of the training rows (at least one per class, never all of a class) becomes the validation
-    split. ``test`` rows are kept aside. Refuses (naming the manifest) fewer than 2 classes, a class without
-    training volumes, and a validation split that misses a class (validation AUROC needs every class).
-    """
+def split_rows(manifest: Manifest, *, seed: int,
+               val_fraction: float = 0.2) -> tuple[dict[str, list[ManifestRow]], list[str]]:
+    """Training rows by split (a stratified ``val_fraction`` held out without ``val`` rows), and the class names."""
     path = manifest.path
     rows = list(manifest.rows)
     class_names = class_names_of([row.label for row in rows])
     if len(class_names) < 2:
-        raise UserInputError(
-            f"{path}: all {len(rows)} volumes (lines {rows[0].line}-{rows[-1].line}) have the label "
-            f"{class_names[0]!r}; training needs at least 2 classes"
-        )
+        raise UserInputError(f"{path}: all {len(rows)} volumes (lines {rows[0].line}-{rows[-1].line}) have the label "
+                             f"{class_names[0]!r}; training needs at least 2 classes")
     splits = {name: [row for row in rows if (row.split or "train") == name] for name in SPLITS}
     if not splits["val"]:
         splits["train"], splits["val"] = _stratified_holdout(path, splits["train"], class_names, seed, val_fraction)
@@ -183,27 +132,23 @@ def split_rows(
         present = {row.label for row in splits[split]}
         for name in class_names:
             if name not in present:
-                raise UserInputError(
-                    f"{path}: the {description} split has no volume of class {name!r}; every class needs "
-                    f"{description} volumes (give it {split} rows, or leave out the split column for an automatic "
-                    "stratified validation split)"
-                )
+                raise UserInputError(f"{path}: the {description} split has no volume of class {name!r}; every class "
+                                     f"needs {description} volumes (give it {split} rows, or leave out the split "
+                                     "column for an automatic stratified validation split)")
     return {name: split for name, split in splits.items() if split}, class_names
 
 
-def _stratified_holdout(
-    path: Path, rows: list[ManifestRow], class_names: list[str], seed: int, fraction: float
-) -> tuple[list[ManifestRow], list[ManifestRow]]:
+def _stratified_holdout(path: Path, rows: list[ManifestRow], class_names: list[str], seed: int,
+                        fraction: float) -> tuple[list[ManifestRow], list[ManifestRow]]:
     """``(train, val)``: ``round(fraction * n)`` rows of each class (at least 1, at most n - 1) to val; file order."""
     rng = np.random.default_rng(seed)
     held_out: set[int] = set()
     for name in class_names:
         members = [i for i, row in enumerate(rows) if row.label == name]
         if len(members) < 2:
-            raise UserInputError(
-                f"{path}: class {name!r} has {len(members)} training volume(s); holding out a stratified validation "
-                "split needs at least 2 per class (or give val rows in a split column)"
-            )
+            raise UserInputError(f"{path}: class {name!r} has {len(members)} training volume(s); holding out a "
+                                 "stratified validation split needs at least 2 per class (or give val rows in a split "
+                                 "column)")
         count = min(max(1, round(fraction * len(members))), len(members) - 1)
         held_out.update(int(i) for i in rng.permutation(members)[:count])
     return ([row for i, row in enumerate(rows) if i not in held_out],
@@ -211,9 +156,7 @@ def _stratified_holdout(
 
 
 class CheckVolumed(MapTransform):
-    """Check each ``keys`` volume with :func:`~bioattn.data.ct.check_volume` (3D, finite, non-empty) and store its
-    :func:`~bioattn.data.ct.world_geometry` before any resampling under ``"geometry"``; errors start with
-    ``data["where"]``."""
+    """Check each ``keys`` volume (:func:`~bioattn.data.ct.check_volume`), store its ``"geometry"`` (pre-resampling)."""
 
     def __call__(self, data: Mapping[str, Any]) -> dict[str, Any]:
         result = dict(data)
@@ -235,28 +178,11 @@ def _user_error(exc: BaseException) -> UserInputError | None:
 
 
 class ManifestVolumes(Dataset):
-    """``(image (C, X, Y, Z) float32, label int64)`` for manifest rows, as the model sees them.
+    """``(image (C, X, Y, Z) float32, label int64)`` for manifest rows (``-1``: no known label), cached by MONAI."""
 
-    Each row's path goes through :class:`~bioattn.data.ct.LoadVolumed`, ``EnsureChannelFirstd``,
-    :class:`CheckVolumed` and ``preprocessing.dict_pipeline`` (padded to a multiple of ``divisible_by``).
-    With ``cache=True`` a MONAI ``CacheDataset`` runs all of that once, up front (every file is read exactly
-    once, with a progress bar); ``transform`` (e.g. random augmentation) is then applied to the cached
-    volume each time an item is served, re-seeded from torch's RNG. With ``cache=False`` files are read when
-    served (prediction: one pass). ``label`` is the class index of the row's label in ``class_index``, or
-    ``-1`` when the row has no label or one outside it. Reading errors name the manifest and the line.
-    """
-
-    def __init__(
-        self,
-        manifest: Manifest,
-        rows: Sequence[ManifestRow],
-        preprocessing: VolumePreprocessing,
-        *,
-        class_index: Mapping[str, int],
-        divisible_by: int = 1,
-        cache: bool = True,
-        transform: Callable[[torch.Tensor], torch.Tensor] | None = None,
-    ) -> None:
+    def __init__(self, manifest: Manifest, rows: Sequence[ManifestRow], preprocessing: VolumePreprocessing, *,
+                 class_index: Mapping[str, int], divisible_by: int = 1, cache: bool = True,
+                 transform: Callable[[torch.Tensor], torch.Tensor] | None = None) -> None:
         self.manifest = manifest
         self.rows = list(rows)
         self.transform = transform
@@ -274,8 +200,7 @@ class ManifestVolumes(Dataset):
         return len(self.rows)
 
     def record(self, index: int) -> dict[str, Any]:
-        """The preprocessed record: ``image`` (``MetaTensor (C, X, Y, Z)``), ``geometry`` (before resampling),
-        ``where`` and ``path``."""
+        """The preprocessed record: ``image`` (``MetaTensor (C, X, Y, Z)``), ``geometry``, ``where`` and ``path``."""
         try:
             return self.volumes[index]
         except Exception as exc:

@@ -1,14 +1,10 @@
-"""How a CT volume becomes a model input, and what a run saves about it: :class:`VolumePreprocessing` (orientation,
-spacing, intensity window, resize, crop/pad as invertible MONAI transforms; :func:`ct_preprocessing`,
-:func:`invert_to_input_grid`) and :class:`SavedPreprocessing`, the one class that reads and writes a run's
-``preprocessing.json``."""
+"""How a CT volume becomes a model input (:class:`VolumePreprocessing`) and a run's ``preprocessing.json``."""
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -23,21 +19,10 @@ from bioattn.io import write_json
 
 @dataclass(frozen=True)
 class VolumePreprocessing:
-    """How a :func:`~bioattn.data.ct.read_ct_volume` output ``(C, X, Y, Z)`` becomes a model input; ``None`` skips a step.
+    """Steps from a :func:`~bioattn.data.ct.read_ct_volume` output to a model input, in order; ``None`` skips one.
 
-    Steps, in this order:
-        orientation: axis codes such as ``"RAS"`` to reorient to.
-        spacing: voxel size ``(X, Y, Z)`` in mm to resample to (bilinear).
-        window: ``(low, high)`` intensities (e.g. Hounsfield units ``(-160, 240)`` for abdomen) mapped
-            linearly onto [0, 1] and clipped.
-        resize: resample (trilinear) the whole volume to this ``(X, Y, Z)``, as MedMNIST did.
-        size: then centre crop or symmetric zero pad to this ``(X, Y, Z)``.
-
-    :meth:`pipeline` builds the array transforms (invertible: :func:`invert_to_input_grid`) and
-    :meth:`dict_pipeline` the same transforms as MONAI dictionary transforms, with the same arguments,
-    so a volume is prepared identically for training and for prediction.
-    """
-
+    orientation: axis codes (``"RAS"``); spacing: mm ``(X, Y, Z)``; window: ``(low, high)`` mapped onto [0, 1];
+    resize: ``(X, Y, Z)`` (trilinear); size: centre crop / zero pad to ``(X, Y, Z)``."""
     orientation: str | None = None
     spacing: tuple[float, float, float] | None = None
     window: tuple[float, float] | None = None
@@ -52,7 +37,6 @@ class VolumePreprocessing:
             if len(values) != 3 or min(values) <= 0:
                 raise UserInputError(f"{name} needs 3 positive values (X Y Z), got {list(values)}")
             return values
-
         object.__setattr__(self, "spacing", triple("spacing", self.spacing, float))
         object.__setattr__(self, "resize", triple("resize", self.resize, int))
         object.__setattr__(self, "size", triple("size", self.size, int))
@@ -64,11 +48,10 @@ class VolumePreprocessing:
 
     @property
     def output_size(self) -> tuple[int, int, int] | None:
-        """The spatial size every volume has after these steps, or ``None`` when it follows the input."""
+        """The spatial size after these steps, or ``None`` when it follows the input."""
         return self.size or self.resize
 
     def _steps(self) -> list[tuple[str, dict]]:
-        """``(MONAI array transform name, its arguments)`` for each step that is set."""
         steps: list[tuple[str, dict]] = []
         if self.orientation is not None:
             steps.append(("Orientation", {"axcodes": self.orientation, "labels": None}))
@@ -85,11 +68,7 @@ class VolumePreprocessing:
         return steps
 
     def pipeline(self, *, divisible_by: int = 1) -> Compose:
-        """The array transforms, then zero padding of each spatial size up to a multiple of ``divisible_by``.
-
-        Every spatial step is invertible: ``pipeline.inverse(MetaTensor(out, meta=img.meta,
-        applied_operations=img.applied_operations))`` brings a model output back onto the input's grid.
-        """
+        """The invertible array transforms, then zero padding of each spatial size to a multiple of ``divisible_by``."""
         steps = [getattr(monai.transforms, name)(**options) for name, options in self._steps()]
         if divisible_by > 1:
             steps.append(DivisiblePad(k=divisible_by))
@@ -104,42 +83,29 @@ class VolumePreprocessing:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: tuples become lists."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> VolumePreprocessing:
         """Inverse of :meth:`to_dict`; unknown keys are refused."""
-        known = {f.name for f in dataclasses.fields(cls)}
+        known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
             raise UserInputError(f"unknown preprocessing option(s) {unknown}; known: {sorted(known)}")
         return cls(**values)
 
 
-#: The file of a run directory holding its preprocessing (written by ``bioattn train ct``).
 PREPROCESSING_NAME = "preprocessing.json"
-
-
-#: Version of the ``preprocessing.json`` layout written by :meth:`SavedPreprocessing.save`.
 PREPROCESSING_FORMAT = 1
 
 
 @dataclass(frozen=True)
 class SavedPreprocessing:
-    """A run's ``preprocessing.json``, read and written by this one class (:meth:`load`, :meth:`save`).
-
-    source: ``"medmnist"`` (a MedMNIST ``.npz``: no NIfTI preprocessing) or ``"manifest"`` (NIfTI/DICOM files);
-    preprocessing: the steps that made the training volumes from the files; flip_tta: whether the run evaluated
-    with the mean over the 8 flips; profile: the profile of the training volumes
-    (:func:`bioattn.tasks.ct.preprocessing.profile_volumes`), saved under the key ``training_volumes``;
-    threshold: the decision threshold on class 1 of a binary model (placed by ``bioattn train ct``: on the training
-    volumes of a small set, on the validation split otherwise; 0.5 for a file that names none).
-    """
-
+    """A run's ``preprocessing.json`` (:meth:`load`, :meth:`save`); ``threshold``: the decision threshold on class 1."""
     source: str
-    preprocessing: VolumePreprocessing = dataclasses.field(default_factory=VolumePreprocessing)
+    preprocessing: VolumePreprocessing = field(default_factory=VolumePreprocessing)
     flip_tta: bool = False
-    profile: dict[str, Any] = dataclasses.field(default_factory=dict)
+    profile: dict[str, Any] = field(default_factory=dict)
     threshold: float = 0.5
 
     def save(self, run_dir: str | os.PathLike) -> Path:
@@ -152,7 +118,7 @@ class SavedPreprocessing:
 
     @classmethod
     def load(cls, run_dir: str | os.PathLike) -> SavedPreprocessing | None:
-        """The run's saved preprocessing, or ``None`` for a run directory without ``preprocessing.json``."""
+        """The run's saved preprocessing, or ``None`` without ``preprocessing.json``."""
         path = Path(run_dir) / PREPROCESSING_NAME
         if not path.is_file():
             return None
@@ -165,26 +131,15 @@ class SavedPreprocessing:
             raise UserInputError(f"{path}: not a valid {PREPROCESSING_NAME} ({exc})") from exc
 
 
-def ct_preprocessing(
-    *,
-    orientation: str | None = None,
-    spacing: Sequence[float] | None = None,
-    window: tuple[float, float] | None = None,
-    resize: Sequence[int] | None = None,
-    spatial_size: Sequence[int] | None = None,
-    divisible_by: int = 1,
-) -> Compose:
-    """``VolumePreprocessing(orientation, spacing, window, resize, size=spatial_size).pipeline(divisible_by=...)``:
-    the invertible MONAI pipeline applied to a :func:`read_ct_volume` output ``(C, X, Y, Z)``."""
+def ct_preprocessing(*, orientation: str | None = None, spacing: Sequence[float] | None = None,
+                     window: tuple[float, float] | None = None, resize: Sequence[int] | None = None,
+                     spatial_size: Sequence[int] | None = None, divisible_by: int = 1) -> Compose:
+    """``VolumePreprocessing(..., size=spatial_size).pipeline(divisible_by=...)``, the invertible MONAI pipeline."""
     return VolumePreprocessing(orientation, spacing, window, resize, spatial_size).pipeline(divisible_by=divisible_by)
 
 
 def invert_to_input_grid(pipeline: Compose, model_input: MetaTensor, values: torch.Tensor) -> MetaTensor:
-    """Map ``values (C, X', Y', Z')`` on the grid of ``model_input = pipeline(volume)`` back onto ``volume``'s grid.
-
-    Undoes every spatial step of ``pipeline`` (padding, crop, resize, resampling, orientation) in reverse
-    order, as recorded in ``model_input.applied_operations``; returns ``(C, X, Y, Z)`` with ``volume``'s affine.
-    """
+    """Map ``values (C, X', Y', Z')`` on the grid of ``model_input = pipeline(volume)`` back onto ``volume``'s grid."""
     tracked = MetaTensor(values, meta=copy.deepcopy(model_input.meta),
                          applied_operations=copy.deepcopy(model_input.applied_operations))
     return pipeline.inverse(tracked)

@@ -1,21 +1,4 @@
-"""DNA input for bioattn: a single-nucleotide tokenizer and streaming FASTA / CSV readers.
-
-Vocabulary (token id: symbol): 0 ``[PAD]``, 1 ``[CLS]``, 2 ``[MASK]``, 3 ``A``, 4 ``C``, 5 ``G``, 6 ``T``,
-7 ``N``. Lower case is accepted; every IUPAC ambiguity code (R Y S W K M B D H V N, as listed by
-Biopython's ``IUPACData.ambiguous_dna_letters``) becomes ``N``. Any other character (``U``, ``-``,
-digits, spaces inside a sequence, ...) is a :class:`~bioattn.errors.UserInputError` naming the file, the
-record and the 1-based position.
-
-Readers stream :class:`DNARecord` objects from FASTA (parsed by Biopython) or CSV with a ``sequence``
-column, plain or gzip-compressed (detected from the file's first bytes, not its name). Every problem a user
-can fix (missing/empty file, text that is neither FASTA nor such a CSV, an empty record, a missing label, a
-truncated ``.gz``) is a ``UserInputError`` naming the file and the record.
-
-Labels (``read_records(path, labels=True)``): a CSV's ``label`` column, or a ``label=VALUE`` field in a FASTA
-description (``>seq7 label=1``; ``label=`` is the only part of the header that is read, the rest may be
-anything). A label is any non-empty text (in FASTA without spaces); integers (``0``, ``1``, ``12``) are returned
-as ``int``, anything else as ``str``.
-"""
+"""DNA input: a single-nucleotide tokenizer (IUPAC ambiguity codes become ``N``) and streaming FASTA / CSV readers."""
 from __future__ import annotations
 
 import csv
@@ -39,7 +22,6 @@ from bioattn.errors import UserInputError
 VOCAB: tuple[str, ...] = ("[PAD]", "[CLS]", "[MASK]", "A", "C", "G", "T", "N")
 PAD_ID, CLS_ID, MASK_ID, A_ID, C_ID, G_ID, T_ID, N_ID = range(len(VOCAB))
 VOCAB_SIZE = len(VOCAB)
-
 FASTA_SUFFIXES = frozenset({".fa", ".fasta", ".fna", ".fas", ".ffn", ".seq"})
 CSV_SUFFIXES = frozenset({".csv", ".tsv"})
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -58,7 +40,6 @@ def _build_encode_table() -> np.ndarray:
 
 
 _ENCODE_TABLE = _build_encode_table()
-# Complement on token ids: A<->T, C<->G, N->N; special tokens map to themselves.
 _COMPLEMENT = torch.tensor([PAD_ID, CLS_ID, MASK_ID, T_ID, G_ID, C_ID, A_ID, N_ID])
 
 
@@ -66,15 +47,9 @@ def _where(record: str, source: str | os.PathLike | None) -> str:
     return f"{source}: {record}" if source is not None else record
 
 
-def encode(
-    sequence: str, *, record: str = "sequence", source: str | os.PathLike | None = None, offset: int = 0
-) -> np.ndarray:
-    """Token ids ``(L,)`` int64 of one DNA sequence (no [CLS]; the model adds it).
-
-    ``record``, ``source`` (the file) and ``offset`` (where ``sequence`` starts in the record, for a slice of a
-    chromosome) only serve the error message, e.g.
-    ``reads.fa: record 'chr1:100-170' (#3): invalid character 'U' at position 17 ...`` (1-based).
-    """
+def encode(sequence: str, *, record: str = "sequence", source: str | os.PathLike | None = None,
+           offset: int = 0) -> np.ndarray:
+    """Token ids ``(L,)`` int64 of one DNA sequence (no [CLS]); ``record``, ``source``, ``offset`` name it in errors."""
     if not isinstance(sequence, str):
         raise UserInputError(f"{_where(record, source)}: sequence must be text, got {type(sequence).__name__}")
     if not sequence:
@@ -91,10 +66,7 @@ def encode(
 
 
 def encode_sequences(sequences: str | Sequence[str], *, max_len: int | None = None) -> list[np.ndarray]:
-    """Token ids of each DNA string of ``sequences`` (one string counts as a list of one), see :func:`encode`.
-
-    Errors name the sequence by its 0-based index in the list; with ``max_len`` a longer sequence is an error.
-    """
+    """Token ids of each DNA string of ``sequences``; longer than ``max_len`` is an error."""
     if isinstance(sequences, str):
         sequences = [sequences]
     if isinstance(sequences, (bytes, np.ndarray)) or not isinstance(sequences, Sequence):
@@ -112,10 +84,9 @@ def encode_sequences(sequences: str | Sequence[str], *, max_len: int | None = No
 
 
 def _raise_bad_character(sequence: str, index: int, record: str, source: str | os.PathLike | None, offset: int) -> None:
-    raise UserInputError(
-        f"{_where(record, source)}: invalid character {sequence[index]!r} at position {offset + index + 1}; "
-        f"expected A, C, G, T or an IUPAC ambiguity code ({' '.join(_AMBIGUITY_CODES)}), any case"
-    )
+    raise UserInputError(f"{_where(record, source)}: invalid character {sequence[index]!r} at position "
+                         f"{offset + index + 1}; expected A, C, G, T or an IUPAC ambiguity code "
+                         f"({' '.join(_AMBIGUITY_CODES)}), any case")
 
 
 def decode(ids: Sequence[int] | Tensor | np.ndarray) -> str:
@@ -136,10 +107,7 @@ def collate_tokens(token_arrays: Sequence[np.ndarray | Tensor]) -> tuple[Tensor,
 
 
 def reverse_padded(values: Tensor, padding_mask: Tensor | None = None) -> Tensor:
-    """Reverse each right-padded row of ``values (B, L)`` within its own length; padding stays at the right.
-
-    ``padding_mask``: ``(B, L)`` bool, True = PAD (None: no padding, a plain flip).
-    """
+    """Reverse each right-padded row of ``values (B, L)`` within its length (``padding_mask`` True = PAD, or None)."""
     if padding_mask is None:
         return values.flip(-1)
     lengths = (~padding_mask).sum(-1, keepdim=True)
@@ -148,25 +116,13 @@ def reverse_padded(values: Tensor, padding_mask: Tensor | None = None) -> Tensor
 
 
 def reverse_complement_ids(ids: Tensor, padding_mask: Tensor | None = None) -> Tensor:
-    """Reverse complement of right-padded token ids ``(B, L)`` -> ``(B, L)``; padding stays at the right.
-
-    ``padding_mask``: ``(B, L)`` bool, True = PAD (None: no padding).
-    """
+    """Reverse complement of right-padded token ids ``(B, L)``; padding stays at the right."""
     return reverse_padded(_COMPLEMENT.to(ids.device)[ids], padding_mask)
 
 
-def strand_average(
-    score: Callable[[Tensor], Tensor], ids: Tensor, padding_mask: Tensor | None = None, *,
-    per_position: bool = False, back: Callable[[Tensor], Tensor] | None = None,
-) -> Tensor:
-    """The mean of ``score`` on both strands: ``(score(ids) + score(reverse complement)) / 2``, the one strand
-    averaging of every DNA model's prediction and explanation.
-
-    ``ids``: right-padded token ids ``(B, L)`` (``padding_mask`` True = PAD). A per-sequence score (logits,
-    probabilities) is averaged as it is; ``per_position=True``: a ``(B, L)`` score of the reverse strand is first
-    mapped back onto forward positions (:func:`reverse_padded`); ``back``: another mapping of the reverse strand's
-    output onto the forward strand (e.g. ``(B, L, 4)`` hypothetical contributions: positions and bases flipped).
-    """
+def strand_average(score: Callable[[Tensor], Tensor], ids: Tensor, padding_mask: Tensor | None = None, *,
+                   per_position: bool = False, back: Callable[[Tensor], Tensor] | None = None) -> Tensor:
+    """``(score(ids) + score(reverse complement)) / 2``; ``per_position`` / ``back`` map the reverse output back."""
     forward = score(ids)
     reverse = score(reverse_complement_ids(ids, padding_mask))
     if back is not None:
@@ -179,32 +135,25 @@ def strand_average(
 def reverse_complement(sequence: str) -> str:
     """Reverse complement of a DNA string (Biopython's IUPAC-aware complement)."""
     from Bio.Seq import reverse_complement as bio_reverse_complement
-
     return bio_reverse_complement(sequence)
 
 
 def gc_content(sequences: Sequence[str]) -> np.ndarray:
-    """Fraction of G or C among A/C/G/T letters of each sequence ``(N,)`` float (N and others ignored)."""
-    out = np.empty(len(sequences), dtype=np.float64)
-    for i, seq in enumerate(sequences):
-        upper = seq.upper()
-        gc = upper.count("G") + upper.count("C")
-        at = upper.count("A") + upper.count("T")
-        out[i] = gc / (gc + at) if gc + at else 0.5
-    return out
+    """``(N,)`` fraction of G or C among the A/C/G/T letters of each sequence (0.5 without any)."""
+    counts = [(s.count("G") + s.count("C"), s.count("A") + s.count("T")) for s in map(str.upper, sequences)]
+    return np.array([gc / (gc + at) if gc + at else 0.5 for gc, at in counts], dtype=np.float64)
 
 
 @dataclass(frozen=True)
 class DNARecord:
     """One input sequence: ``id``, ``sequence`` (as read), optional ``label`` (int or text), ``where`` (for errors)."""
-
     id: str
     sequence: str
     label: int | str | None = None
     where: str = ""
 
     def describe(self) -> str:
-        """Human-readable record name for error messages, e.g. ``record 'seq7' (line 8)``."""
+        """Record name for error messages, e.g. ``record 'seq7' (line 8)``."""
         return f"record {self.id!r} ({self.where})" if self.where else f"record {self.id!r}"
 
     def tokens(self, source: str | os.PathLike | None = None) -> np.ndarray:
@@ -229,7 +178,6 @@ def _open_text(path: Path, newline: str | None = None) -> IO[str]:
     return io.TextIOWrapper(_open_binary(path), encoding="utf-8", newline=newline)
 
 
-# What reading a damaged file raises: bad UTF-8, truncated or corrupt gzip, I/O errors, malformed CSV.
 _READ_ERRORS: tuple[type[BaseException], ...] = (UnicodeDecodeError, EOFError, zlib.error, OSError, csv.Error)
 
 
@@ -246,7 +194,6 @@ def _describe_read_error(path: Path, exc: BaseException) -> str:
 
 
 def _first_character(path: Path) -> str:
-    """First non-whitespace character of the (decompressed) text, '' if there is none."""
     try:
         with _open_text(path) as handle:
             while chunk := handle.read(65536):
@@ -271,16 +218,7 @@ def _format_of(path: Path, first: str) -> str:
 
 
 def read_records(path: str | os.PathLike, *, labels: bool = False) -> Iterator[DNARecord]:
-    """Stream the records of a FASTA or CSV file (plain or gzip), in file order.
-
-    The format comes from the name (``.fa``/``.fasta``/``.fna``/... or ``.csv``/``.tsv``, optionally
-    ``.gz``), else from the content (a first ``>`` means FASTA, anything else must be a CSV whose header has
-    a ``sequence`` column). CSV: an ``id`` column names records, otherwise the 1-based data row number does.
-    With ``labels=True`` every record needs a label (CSV: a ``label`` column; FASTA: ``label=VALUE`` in the
-    description), parsed as described in the module docstring; otherwise labels are ignored.
-    Sequences are returned as written (validation happens in :func:`encode` / :meth:`DNARecord.tokens`),
-    except that an empty sequence is an error here.
-    """
+    """Stream the records of a FASTA or CSV file (plain or gzip); ``labels``: every record needs one."""
     path = Path(path)
     first = _first_character(path)
     if not first:
@@ -372,6 +310,5 @@ def _fasta_label(path: Path, entry: DNARecord, description: str) -> int | str:
 
 
 def _label_value(text: str) -> int | str:
-    """``"1"`` → 1, ``"TATA"`` → ``"TATA"``: integer labels as ``int``, anything else as text."""
     return int(text) if _INTEGER.fullmatch(text) else text
 

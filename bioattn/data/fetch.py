@@ -1,13 +1,4 @@
-"""Download the public datasets the recipes use into a data root, with checksums, resume and retries.
-
-The registry (``datasets.json`` beside this module) lists, per dataset name, each file's place under the data
-root, its public URL (GitHub files pinned to a commit, Zenodo records) and its SHA-256 (or the MD5 its
-publisher gives); files without a checksum are downloaded but reported as unverified.
-
-A file is written to ``<name>.part``, verified, then renamed, so the data root never holds a half-written
-file. An interrupted transfer resumes from the ``.part`` file (HTTP ``Range``), or starts over when the
-server ignores ranges; a checksum mismatch deletes the download and is an error.
-"""
+"""Download the public datasets (``datasets.json``) into a data root, with checksums, resume and retries."""
 from __future__ import annotations
 
 import hashlib
@@ -20,7 +11,6 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
-
 
 from bioattn.data.root import DATA_ROOT_ENV
 from bioattn.errors import UserInputError
@@ -35,9 +25,7 @@ _TRANSIENT_ERRORS = (urllib.error.URLError, http.client.HTTPException, Connectio
 
 @dataclass(frozen=True)
 class RemoteFile:
-    """One file of a dataset: ``path`` under the data root, its ``url`` (None: no public copy is known, see
-    ``note``), and the expected ``sha256`` / ``md5`` hex digests (None: unknown) and ``size`` in bytes."""
-
+    """One file of a dataset: ``path`` under the data root, ``url`` (None: see ``note``), checksums and ``size``."""
     path: str
     url: str | None
     sha256: str | None = None
@@ -52,8 +40,7 @@ class RemoteFile:
 
 @dataclass(frozen=True)
 class Dataset:
-    """A named group of files (``name`` as in ``bioattn data fetch NAME``), with its license and data card."""
-
+    """A named group of files (``bioattn data fetch NAME``), with its license and data card."""
     name: str
     description: str
     license: str
@@ -63,9 +50,7 @@ class Dataset:
 
 @dataclass(frozen=True)
 class FetchResult:
-    """What happened to one file: ``status`` is ``downloaded``, ``present`` (already there and verified) or
-    ``skipped`` (no public URL); ``verified`` tells whether a checksum was checked."""
-
+    """One file's outcome: ``status`` ``downloaded``, ``present`` or ``skipped``; ``verified``: checksum checked."""
     file: RemoteFile
     status: str
     verified: bool
@@ -110,10 +95,7 @@ def _open(url: str, offset: int, timeout: float) -> http.client.HTTPResponse:
 
 
 def _transfer(url: str, part: Path, label: str, progress: bool, timeout: float) -> None:
-    """Append the rest of ``url`` to ``part`` (resuming at its size when the server honours ``Range``).
-
-    Raises one of the transient errors when the connection fails or closes before the announced length.
-    """
+    """Append the rest of ``url`` to ``part`` (resuming when the server honours ``Range``); transient errors raise."""
     offset = part.stat().st_size if part.exists() else 0
     try:
         response = _open(url, offset, timeout)
@@ -140,9 +122,7 @@ def _transfer(url: str, part: Path, label: str, progress: bool, timeout: float) 
 
 def download(remote: RemoteFile, dest: Path, *, progress: bool = True, attempts: int = ATTEMPTS,
              timeout: float = TIMEOUT_S, log: Callable[[str], None] = lambda message: print(message, file=sys.stderr)) -> None:
-    """Download ``remote.url`` to ``dest`` through ``dest.part``: resume or retry up to ``attempts`` times,
-    verify the checksum, then rename. On a checksum mismatch the download is deleted and
-    :class:`ChecksumError` raised (after one fresh retry when the bad file came from a resumed transfer)."""
+    """Download ``remote.url`` to ``dest`` via ``dest.part`` (resumed, retried, verified: :class:`ChecksumError`)."""
     if remote.url is None:
         raise UserInputError(f"{remote.path}: no public URL known ({remote.note})")
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -179,7 +159,7 @@ def download(remote: RemoteFile, dest: Path, *, progress: bool = True, attempts:
 
 def fetch_dataset(dataset: Dataset, root: Path, *, progress: bool = True,
                   log: Callable[[str], None] = lambda message: print(message, file=sys.stderr)) -> list[FetchResult]:
-    """Download every file of ``dataset`` under ``root`` (files already there with the right checksum are kept)."""
+    """Download every file of ``dataset`` under ``root``, keeping those already there with the right checksum."""
     results = []
     for remote in progress_bar(dataset.files, desc=dataset.name, unit="file", disable=not progress):
         dest = root / remote.path
@@ -200,18 +180,13 @@ def fetch_dataset(dataset: Dataset, root: Path, *, progress: bool = True,
     return results
 
 
-#: ``bioattn data fetch all``: every dataset of the registry.
 ALL = "all"
-#: Where datasets go without ``--out`` or ``$BIOATTN_DATA_ROOT``.
 DEFAULT_FETCH_DIR = "bioattn-data"
 
 
 def fetch_datasets(name: str, root: str | os.PathLike | None = None, *, progress: bool = True,
                    report: Callable[[str], None] = print) -> Path:
-    """``bioattn data fetch NAME``: download dataset ``name`` (or :data:`ALL`) under ``root`` (default:
-    ``$BIOATTN_DATA_ROOT``, else ``./bioattn-data``) with :func:`fetch_dataset`, and ``report`` what happened, one
-    line before and one after each dataset, the files without a recorded checksum, then how to use the root.
-    Returns the root."""
+    """``bioattn data fetch NAME``: download ``name`` (or :data:`ALL`) under ``root``; returns the root."""
     folder = Path(root) if root is not None else Path(os.environ.get(DATA_ROOT_ENV) or DEFAULT_FETCH_DIR)
     registry = load_registry()
     if name != ALL and name not in registry:

@@ -8,17 +8,9 @@ from torch import Tensor
 __all__ = ["bert_mask", "masked_cross_entropy"]
 
 
-def bert_mask(
-    tokens: Tensor, maskable: Tensor, probability: float, mask_id: int, random_ids: Tensor,
-    generator: torch.Generator | None = None,
-) -> tuple[Tensor, Tensor]:
-    """Choose each ``maskable`` cell of ``tokens (...)`` with ``probability``; of the chosen, 80 % become
-    ``mask_id``, 10 % a token drawn uniformly from ``random_ids (V,)`` and 10 % stay as they are.
-
-    Returns ``(masked tokens, chosen)``, both shaped like ``tokens`` (``chosen`` bool), on ``tokens``' device.
-    The draws are made on the CPU (``generator`` is a CPU generator; ``None``: torch's global one), so a seed
-    masks the same cells on every device.
-    """
+def bert_mask(tokens: Tensor, maskable: Tensor, probability: float, mask_id: int, random_ids: Tensor,
+              generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+    """``(masked tokens, chosen)``: ``maskable`` cells chosen with ``probability``; 80 % ``mask_id``, 10 % random."""
     if not 0.0 < probability < 1.0:
         raise ValueError(f"probability must be between 0 and 1, got {probability}")
     on_cpu, maskable = tokens.cpu(), maskable.cpu()
@@ -35,8 +27,7 @@ def bert_mask(
 
 
 def masked_cross_entropy(logits: Tensor, targets: Tensor, chosen: Tensor) -> Tensor:
-    """Mean cross-entropy of ``logits (..., C)`` against class indices ``targets (...)`` over the ``chosen (...)``
-    cells (bool); a zero that still reaches every logit when no cell was chosen (a short batch can draw none)."""
+    """Mean cross-entropy of ``logits (..., C)`` against ``targets (...)`` over ``chosen`` cells (none: a zero)."""
     chosen = chosen.to(logits.device)
     if not chosen.any():
         return logits.sum() * 0.0

@@ -1,11 +1,4 @@
-"""Known motif databases, offline: JASPAR through ``pyjaspar`` (which ships the database) or the user's own
-MEME-format file, as position probability matrices (:func:`load_motif_database`) and as log-odds scoring matrices
-(:func:`log_odds_matrices`, what the activity model's motif branch scans with).
-
-A database is chosen by a spec string: ``jaspar`` (JASPAR CORE, vertebrates: the default),
-``jaspar:<COLLECTION>:<tax group>`` (e.g. ``jaspar:CORE:insects``, ``jaspar:CORE:all`` for every taxon),
-a path to a MEME-format file, or ``none`` (no database).
-"""
+"""Known motif databases, offline: JASPAR (``pyjaspar``) or a MEME-format file, as PPMs and log-odds matrices."""
 from __future__ import annotations
 
 import os
@@ -16,22 +9,15 @@ import numpy as np
 
 from bioattn.errors import UserInputError
 
-#: JASPAR release read by pyjaspar (shipped with the package; nothing is downloaded).
 JASPAR_RELEASE = "JASPAR2026"
 DEFAULT_DB = "jaspar"
-#: TOMTOM q-value below which a database match is reported as a match.
 DEFAULT_Q = 0.05
-#: Sites assumed behind a matrix whose source gives none (MEME's own default ``nsites``).
 DEFAULT_SITES = 20.0
 
 
 @dataclass
 class MotifDatabase:
-    """Position probability matrices ``matrices[i]: (4, W_i)`` (rows A, C, G, T) with their ids, names,
-    families and classes (JASPAR TF family and structural class; '' when unknown); ``label`` names the database
-    and release; ``sites[i]``: the number of sites behind matrix i (JASPAR's counts; empty when the source does
-    not say, e.g. a MEME file: :data:`DEFAULT_SITES` is assumed)."""
-
+    """PPMs ``matrices[i]: (4, W_i)`` (A C G T) with ids, names, families, classes and ``sites`` (may be empty)."""
     label: str
     ids: list[str]
     names: list[str]
@@ -61,7 +47,6 @@ def load_motif_database(spec: str | os.PathLike | None = DEFAULT_DB) -> MotifDat
         if len(parts) > 3:
             raise UserInputError(f"--motif-db {spec!r}: expected jaspar[:COLLECTION[:TAX_GROUP]], e.g. jaspar:CORE:insects")
         from pyjaspar import jaspardb
-
         query = {"collection": collection}
         if tax_group != "all":
             query["tax_group"] = [tax_group]
@@ -69,18 +54,16 @@ def load_motif_database(spec: str | os.PathLike | None = DEFAULT_DB) -> MotifDat
         if not motifs:
             raise UserInputError(f"--motif-db {spec!r}: {JASPAR_RELEASE} has no {collection} matrices for tax group "
                                  f"{tax_group!r} (e.g. vertebrates, plants, insects, nematodes, fungi, urochordates, all)")
-        return MotifDatabase(
-            label=f"{JASPAR_RELEASE} {collection} {tax_group}", ids=[m.matrix_id for m in motifs],
-            names=[m.name for m in motifs], families=["; ".join(m.tf_family or []) for m in motifs],
-            matrices=[_ppm([m.counts[b] for b in "ACGT"]) for m in motifs],
-            classes=["; ".join(m.tf_class or []) for m in motifs],
-            sites=[float(sum(m.counts[b][0] for b in "ACGT")) for m in motifs])
+        return MotifDatabase(label=f"{JASPAR_RELEASE} {collection} {tax_group}", ids=[m.matrix_id for m in motifs],
+                             names=[m.name for m in motifs], families=["; ".join(m.tf_family or []) for m in motifs],
+                             matrices=[_ppm([m.counts[b] for b in "ACGT"]) for m in motifs],
+                             classes=["; ".join(m.tf_class or []) for m in motifs],
+                             sites=[float(sum(m.counts[b][0] for b in "ACGT")) for m in motifs])
     path = Path(spec)
     if not path.is_file():
         raise UserInputError(f"--motif-db {spec}: no such file (expected jaspar, jaspar:COLLECTION:TAX_GROUP, none "
                              "or a MEME-format motif file)")
     from memelite.io import read_meme
-
     try:
         motifs = read_meme(str(path))
     except Exception as exc:  # the reader raises bare errors on malformed files
@@ -100,12 +83,7 @@ def load_motif_database(spec: str | os.PathLike | None = DEFAULT_DB) -> MotifDat
 
 
 def log_odds_matrices(database: MotifDatabase, *, pseudocount: float = 1.0) -> list[np.ndarray]:
-    """Log2-odds scoring matrices ``(4, W_i)`` of ``database`` against a uniform background: each column's counts
-    (probabilities × sites) plus ``pseudocount`` per base, so that a matrix from few sites is smoothed and one
-    from thousands is not."""
-    out = []
-    for index, matrix in enumerate(database.matrices):
-        sites = database.sites[index] if index < len(database.sites) else DEFAULT_SITES
-        counts = np.asarray(matrix, dtype=np.float64) * sites + pseudocount
-        out.append(np.log2(counts / counts.sum(0, keepdims=True) / 0.25))
-    return out
+    """Log2-odds matrices ``(4, W_i)`` against a uniform background: probabilities × sites + ``pseudocount``."""
+    sites = [database.sites[i] if i < len(database.sites) else DEFAULT_SITES for i in range(len(database.matrices))]
+    counts = [np.asarray(m, dtype=np.float64) * s + pseudocount for m, s in zip(database.matrices, sites)]
+    return [np.log2(c / c.sum(0, keepdims=True) / 0.25) for c in counts]

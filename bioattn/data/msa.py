@@ -1,18 +1,4 @@
-"""Multiple sequence alignments: readers, tokenizer, sequence weights and subsampling.
-
-An alignment is N sequences × L columns. :func:`read_msa` reads A3M, A2M, aligned FASTA, Stockholm,
-Clustal and PSICOV ``.aln`` files (gzipped or not) with Biopython's parsers where Biopython has one, and
-returns an :class:`MSA` whose rows are upper-case, gap ``-``, all of the same length:
-
-- A3M and A2M: lower-case letters and ``.`` are insertions relative to the query and are dropped.
-- Stockholm: insert columns are dropped (``#=GC RF`` marks them with ``.``; without RF, columns holding a
-  lower-case letter are inserts).
-- aligned FASTA, Clustal, PSICOV: every column is kept; ``.`` is read as a gap.
-
-Letters are the 20 amino acids, ``X`` and the ambiguity codes ``B Z J U O`` (read as ``X``). Any other
-character, rows of different length and empty files raise :class:`~bioattn.errors.UserInputError` naming
-the file, the line and the record.
-"""
+"""Multiple sequence alignments: readers (A3M, A2M, FASTA, Stockholm, Clustal, PSICOV), tokenizer, weights."""
 from __future__ import annotations
 
 import gzip
@@ -32,30 +18,18 @@ from bioattn.errors import UserInputError
 AMINO_ACIDS = "ACDEFGHIKLMNPQRSTVWY"
 GAP = "-"
 UNKNOWN = "X"
-#: Token ids 0..21: the 20 amino acids, the gap, the unknown residue.
 ALPHABET = AMINO_ACIDS + GAP + UNKNOWN
-#: IUPAC ambiguity / rare residues, read as ``X``.
 AMBIGUOUS = "BZJUO"
 FORMATS = ("a3m", "a2m", "fasta", "stockholm", "clustal", "psicov")
-
-_EXTENSIONS = {
-    "a3m": "a3m",
-    "a2m": "a2m",
-    "fasta": "fasta", "fa": "fasta", "fas": "fasta", "afa": "fasta", "faa": "fasta", "mfa": "fasta",
-    "sto": "stockholm", "stk": "stockholm", "sth": "stockholm", "stockholm": "stockholm",
-    "clustal": "clustal", "clw": "clustal",
-    "psicov": "psicov",
-}
+_EXTENSIONS = {"a3m": "a3m", "a2m": "a2m", "fasta": "fasta", "fa": "fasta", "fas": "fasta", "afa": "fasta",
+               "faa": "fasta", "mfa": "fasta", "sto": "stockholm", "stk": "stockholm", "sth": "stockholm",
+               "stockholm": "stockholm", "clustal": "clustal", "clw": "clustal", "psicov": "psicov"}
 _ALLOWED = set(ALPHABET + AMBIGUOUS)
 
 
 @dataclass(frozen=True)
 class MSA:
-    """An alignment: ``sequences`` are upper-case strings over :data:`ALPHABET` (+ ambiguity codes), all of length L.
-
-    ``source`` names where the rows came from (a file path), for error messages.
-    """
-
+    """An alignment: upper-case ``sequences`` over :data:`ALPHABET` (+ ambiguity codes), all of length L."""
     ids: tuple[str, ...]
     sequences: tuple[str, ...]
     source: str = "<memory>"
@@ -101,10 +75,7 @@ class MSA:
     def find_row(self, sequence: str) -> int | None:
         """Index of the first row whose ungapped sequence equals ``sequence`` (case-insensitive), or None."""
         target = sequence.upper()
-        for index, row in enumerate(self.sequences):
-            if row.replace(GAP, "") == target:
-                return index
-        return None
+        return next((index for index, row in enumerate(self.sequences) if row.replace(GAP, "") == target), None)
 
 
 @dataclass
@@ -116,13 +87,8 @@ class _Record:
 
 
 def detect_format(path: str | os.PathLike) -> str:
-    """Alignment format from the file name (``.gz`` ignored), sniffing ``.aln``/unknown ones.
-
-    ``.aln`` is Clustal when it starts with ``CLUSTAL``/``MUSCLE``/``PROBCONS``, else PSICOV (one row per line).
-    """
-    name = Path(path).name.lower()
-    if name.endswith(".gz"):
-        name = name[:-3]
+    """Alignment format from the file name (``.gz`` ignored), sniffing ``.aln`` (Clustal or PSICOV) and unknown ones."""
+    name = Path(path).name.lower().removesuffix(".gz")
     ext = name.rsplit(".", 1)[-1] if "." in name else ""
     if ext in _EXTENSIONS:
         return _EXTENSIONS[ext]
@@ -137,14 +103,14 @@ def detect_format(path: str | os.PathLike) -> str:
 
 
 def read_msa(path: str | os.PathLike, fmt: str | None = None) -> MSA:
-    """Read an alignment file (gzipped or not) into an :class:`MSA`; ``fmt`` is one of :data:`FORMATS` or None (detect)."""
+    """Read an alignment file into an :class:`MSA`; ``fmt``: one of :data:`FORMATS` or None (detect)."""
     path = Path(path)
     if not path.is_file():
         raise UserInputError(f"{path}: alignment file not found")
     fmt = fmt or detect_format(path)
     if fmt not in FORMATS:
         raise UserInputError(f"{path}: unknown alignment format {fmt!r}; expected one of {', '.join(FORMATS)}")
-    text = _read_text(path)
+    text = read_text(path)
     if fmt in ("a3m", "a2m", "fasta"):
         records = _parse_fasta(text, drop_insertions=fmt != "fasta")
     elif fmt == "psicov":
@@ -154,23 +120,19 @@ def read_msa(path: str | os.PathLike, fmt: str | None = None) -> MSA:
     return _validated(records, str(path))
 
 
-def _read_text(path: Path) -> str:
+def read_text(path: Path, what: str = "alignment", encoding: str | None = "ascii") -> str:
+    """The text of ``path``, gunzipped if it is gzip; an unreadable file is a :class:`UserInputError`."""
     with open(path, "rb") as raw:
         gzipped = raw.read(2) == b"\x1f\x8b"
     try:
-        if gzipped:
-            with gzip.open(path, "rt", encoding="ascii") as handle:
-                return handle.read()
-        return path.read_text(encoding="ascii")
+        with (gzip.open(path, "rt", encoding=encoding) if gzipped else open(path, encoding=encoding)) as handle:
+            return handle.read()
     except (UnicodeDecodeError, OSError, EOFError) as exc:
-        raise UserInputError(f"{path}: not a readable text alignment ({exc})") from exc
+        raise UserInputError(f"{path}: not a readable text {what} ({exc})") from exc
 
 
 def _first_line(path: str | os.PathLike) -> str:
-    for line in _read_text(Path(path)).splitlines():
-        if line.strip():
-            return line.strip()
-    return ""
+    return next((line.strip() for line in read_text(Path(path)).splitlines() if line.strip()), "")
 
 
 def _parse_fasta(text: str, drop_insertions: bool) -> list[_Record]:
@@ -189,10 +151,8 @@ def _parse_fasta(text: str, drop_insertions: bool) -> list[_Record]:
 
 
 def _parse_psicov(text: str) -> list[_Record]:
-    return [
-        _Record(f"row{index}", line.strip().upper().replace(".", GAP), number)
-        for index, (number, line) in enumerate((n, l) for n, l in enumerate(text.splitlines(), start=1) if l.strip())
-    ]
+    return [_Record(f"row{index}", line.strip().upper().replace(".", GAP), number) for index,
+            (number, line) in enumerate((n, l) for n, l in enumerate(text.splitlines(), start=1) if l.strip())]
 
 
 def _parse_interleaved(text: str, fmt: str, path: Path) -> list[_Record]:
@@ -214,10 +174,7 @@ def _parse_interleaved(text: str, fmt: str, path: Path) -> list[_Record]:
 
 def _drop_stockholm_inserts(rows: list[str], reference: str | None) -> list[str]:
     grid = np.array([list(row) for row in rows])
-    if reference is not None:
-        keep = np.array([c not in ".-" for c in reference])
-    else:
-        keep = ~np.char.islower(grid).any(axis=0)
+    keep = np.array([c not in ".-" for c in reference]) if reference is not None else ~np.char.islower(grid).any(axis=0)
     return ["".join(row) for row in grid[:, keep]]
 
 
@@ -232,10 +189,7 @@ def _interleaved_rows(text: str) -> Iterable[tuple[int, str, str]]:
 
 
 def _first_line_of_ids(text: str) -> dict[str, int]:
-    first: dict[str, int] = {}
-    for number, name, _ in _interleaved_rows(text):
-        first.setdefault(name, number)
-    return first
+    return {name: number for number, name, _ in reversed(list(_interleaved_rows(text)))}
 
 
 def _ragged_interleaved_record(text: str) -> str | None:
@@ -249,10 +203,8 @@ def _ragged_interleaved_record(text: str) -> str | None:
     expected = next(iter(lengths.values()))
     for name, length in lengths.items():
         if length != expected:
-            return (
-                f"line {last_line[name]} (record {name!r}): {length} aligned columns, "
-                f"but the first record has {expected} (ragged alignment)"
-            )
+            return (f"line {last_line[name]} (record {name!r}): {length} aligned columns, but the first record has "
+                    f"{expected} (ragged alignment)")
     return None
 
 
@@ -271,25 +223,16 @@ def _validated(records: list[_Record], source: str) -> MSA:
         bad = next((c for c in record.sequence if c not in _ALLOWED), None)
         if bad is not None:
             column = record.sequence.index(bad) + 1
-            raise UserInputError(
-                f"{_where(source, record)}: character {bad!r} at aligned column {column} is not an amino acid; "
-                f"allowed: {AMINO_ACIDS}, '-' gap, X and {AMBIGUOUS} (read as unknown)"
-            )
+            raise UserInputError(f"{_where(source, record)}: character {bad!r} at aligned column {column} is not an "
+                                 f"amino acid; allowed: {AMINO_ACIDS}, '-' gap, X and {AMBIGUOUS} (read as unknown)")
         if len(record.sequence) != expected:
-            raise UserInputError(
-                f"{_where(source, record)}: {len(record.sequence)} aligned columns, but the first record has "
-                f"{expected} (ragged alignment){record.hint}"
-            )
+            raise UserInputError(f"{_where(source, record)}: {len(record.sequence)} aligned columns, but the first "
+                                 f"record has {expected} (ragged alignment){record.hint}")
     return MSA(tuple(r.name for r in records), tuple(r.sequence for r in records), source)
 
 
 class MSATokenizer:
-    """Maps aligned rows to token ids: :data:`ALPHABET` (0..21; ambiguity codes → ``X``), then ``pad`` and ``mask``.
-
-    ``encode`` returns a ``(N, L)`` int64 tensor; ``decode`` turns one back into strings (``pad`` dropped,
-    ``mask`` shown as ``#``).
-    """
-
+    """Aligned rows ↔ ``(N, L)`` int64 token ids: :data:`ALPHABET` (0..21), then ``pad``, ``mask`` (decoded ``#``)."""
     alphabet = ALPHABET
     gap_id = ALPHABET.index(GAP)
     unknown_id = ALPHABET.index(UNKNOWN)
@@ -324,9 +267,8 @@ class MSATokenizer:
         if (ids == 255).any():
             flat = int(np.argmax(ids == 255))
             row, col = divmod(flat, length)
-            raise UserInputError(
-                f"{source}, record {row}: character {chr(raw[flat])!r} at column {col + 1} is not in the alphabet {ALPHABET}"
-            )
+            raise UserInputError(f"{source}, record {row}: character {chr(raw[flat])!r} at column {col + 1} is not in "
+                                 f"the alphabet {ALPHABET}")
         return torch.from_numpy(ids.reshape(len(sequences), length).astype(np.int64))
 
     def decode(self, tokens: torch.Tensor) -> list[str]:
@@ -343,12 +285,7 @@ def one_hot(tokens: torch.Tensor, num_states: int = len(ALPHABET)) -> torch.Tens
 
 
 def sequence_weights(tokens: torch.Tensor, identity: float = 0.8, chunk_size: int = 2048) -> torch.Tensor:
-    """Per-row weights ``(N,)``: 1 / number of rows (itself included) at ≥ ``identity`` fractional identity.
-
-    Identity is identical characters (gaps included) over L, the convention of CCMpred and plmDCA. The sum
-    of the weights is the effective number of sequences (Neff). Identical rows are compared once; cost
-    O(M² L) for the M distinct rows.
-    """
+    """``(N,)`` weights: 1 / number of rows (itself included) at ≥ ``identity`` fractional identity (gaps count)."""
     if not 0.0 < identity <= 1.0:
         raise ValueError(f"identity must be in (0, 1], got {identity}")
     distinct, inverse, copies = torch.unique(tokens, dim=0, return_inverse=True, return_counts=True)
@@ -360,15 +297,9 @@ def sequence_weights(tokens: torch.Tensor, identity: float = 0.8, chunk_size: in
     return 1.0 / neighbours[inverse]
 
 
-def subsample(
-    tokens: torch.Tensor, num: int, method: str = "random", *, seed: int = 0, keep_first: bool = True
-) -> torch.Tensor:
-    """Row indices ``(min(num, N),)`` of a subsample of ``tokens (N, L)``, the query (row 0) first when ``keep_first``.
-
-    ``method="random"``: uniform without replacement. ``method="diversity"``: greedy diversity maximisation as in
-    MSA Transformer — starting from row 0, repeatedly add the row with the largest mean Hamming distance to the
-    rows already chosen (O(num · N · L)).
-    """
+def subsample(tokens: torch.Tensor, num: int, method: str = "random", *, seed: int = 0,
+              keep_first: bool = True) -> torch.Tensor:
+    """Row indices ``(min(num, N),)`` of ``tokens (N, L)``: ``"random"`` or greedy ``"diversity"`` (Hamming)."""
     if method not in ("random", "diversity"):
         raise ValueError(f"method must be 'random' or 'diversity', got {method!r}")
     if num < 1:

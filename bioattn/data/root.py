@@ -1,8 +1,4 @@
-"""Where the datasets live: ``--data-root`` flag, else ``$BIOATTN_DATA_ROOT``, else ``../shared/data``.
-
-Without any of them, smoke tests (``--quick``) can use the small sample shipped inside the package
-(:func:`embedded_sample_dir`); ``bioattn data fetch NAME`` downloads the full datasets into a data root.
-"""
+"""Where the datasets live: ``--data-root`` flag, else ``$BIOATTN_DATA_ROOT``, else ``../shared/data``."""
 from __future__ import annotations
 
 import os
@@ -18,31 +14,23 @@ _SAMPLE_DIR = Path(__file__).resolve().parent / "sample"
 
 
 def resolve_data_root(flag: str | os.PathLike | None = None) -> Path:
-    """Return the data root folder.
-
-    Order: the explicit ``flag``; the ``BIOATTN_DATA_ROOT`` environment variable; ``../shared/data``
-    beside the current directory or beside the project checkout, whichever exists first.
-    """
+    """The data root: ``flag``, else ``$BIOATTN_DATA_ROOT``, else ``../shared/data`` beside the cwd or the checkout."""
     if flag is not None:
         candidates = [Path(flag)]
     elif os.environ.get(DATA_ROOT_ENV):
         candidates = [Path(os.environ[DATA_ROOT_ENV])]
     else:
-        # the same folder once when the current directory is the project root
         beside = [Path.cwd().parent / "shared" / "data", _PROJECT_ROOT.parent / "shared" / "data"]
         candidates = list(dict.fromkeys(beside))
     for candidate in candidates:
         if candidate.is_dir():
             return candidate.resolve()
-    raise UserInputError(
-        f"data root not found (tried {', '.join(str(c) for c in candidates)}); "
-        f"pass --data-root DIR or set {DATA_ROOT_ENV} (download the data with 'bioattn data fetch NAME')"
-    )
+    raise UserInputError(f"data root not found (tried {', '.join(str(c) for c in candidates)}); pass --data-root DIR "
+                         f"or set {DATA_ROOT_ENV} (download the data with 'bioattn data fetch NAME')")
 
 
 def embedded_sample_dir(task: str) -> Path:
-    """The folder of the sample of GUE ``task`` shipped with the package (``train.csv.gz``, ``dev.csv.gz``:
-    2,000 and 500 sequences; see its ``README.md``). Only :data:`EMBEDDED_SAMPLE_TASKS` have one."""
+    """The folder of the GUE ``task`` sample shipped with the package (only :data:`EMBEDDED_SAMPLE_TASKS`)."""
     if task not in EMBEDDED_SAMPLE_TASKS:
         raise UserInputError(f"no embedded sample of {task!r}; samples exist for {', '.join(EMBEDDED_SAMPLE_TASKS)}")
     return _SAMPLE_DIR / task

@@ -1,12 +1,6 @@
-"""Native residue–residue distances from a PDB/mmCIF file, on the positions of a query sequence.
-
-Contact convention of CASP: Cβ–Cβ distance (virtual Cβ from N, CA, C for glycine or a missing Cβ) below
-8 Å. The chain's residues are placed on the query by a global sequence alignment (BLOSUM62), never by
-residue numbering, so structures with gaps, insertion codes or another numbering map correctly.
-"""
+"""Native Cβ–Cβ distances from a PDB/mmCIF chain, placed on a query sequence by global alignment (BLOSUM62)."""
 from __future__ import annotations
 
-import gzip
 import io
 import os
 from dataclasses import dataclass
@@ -18,17 +12,16 @@ from Bio.Data.PDBData import protein_letters_3to1_extended
 from Bio.PDB import MMCIFParser, PDBParser
 from Bio.PDB.Polypeptide import is_aa
 
+from bioattn.data.msa import read_text
 from bioattn.errors import UserInputError
 
 CONTACT_CUTOFF = 8.0
-#: Minimum identity over aligned residues for a structure to count as the query's.
 MIN_IDENTITY = 0.8
 
 
 @dataclass(frozen=True)
 class ChainResidues:
-    """The amino-acid residues of one chain: one-letter ``sequence`` (n,), ``cb`` coordinates ``(n, 3)`` (NaN if unknown)."""
-
+    """The amino-acid residues of one chain: one-letter ``sequence``, ``cb (n, 3)`` coordinates (NaN if unknown)."""
     sequence: str
     cb: np.ndarray
     residue_ids: tuple[str, ...]
@@ -45,11 +38,7 @@ def virtual_cb(n: np.ndarray, ca: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 
 def read_chain(path: str | os.PathLike, chain: str | None = None) -> ChainResidues:
-    """Amino-acid residues of ``chain`` in the first model of a PDB or mmCIF file (gzipped or not).
-
-    ``chain=None`` takes the first chain that has amino acids. Raises :class:`UserInputError` for a missing
-    file, an unreadable one, or a chain that is not there (the message lists the chains that are).
-    """
+    """Amino-acid residues of ``chain`` (None: the first protein chain) in the first model of a PDB or mmCIF file."""
     path = Path(path)
     if not path.is_file():
         raise UserInputError(f"{path}: structure file not found")
@@ -79,13 +68,8 @@ def read_chain(path: str | os.PathLike, chain: str | None = None) -> ChainResidu
 
 
 def _parse(path: Path):
-    with open(path, "rb") as raw:
-        gzipped = raw.read(2) == b"\x1f\x8b"
+    text = read_text(path, "structure file", encoding=None)
     name = path.name.lower().removesuffix(".gz")
-    try:
-        text = gzip.open(path, "rt").read() if gzipped else path.read_text()
-    except (UnicodeDecodeError, OSError, EOFError) as exc:
-        raise UserInputError(f"{path}: not a readable text structure file ({exc})") from exc
     parser = MMCIFParser(QUIET=True) if name.endswith((".cif", ".mmcif")) else PDBParser(QUIET=True)
     try:
         return parser.get_structure(name, io.StringIO(text))
@@ -102,12 +86,7 @@ def _cb_of(residue) -> np.ndarray:
 
 
 def align_to_query(query: str, residues: ChainResidues) -> np.ndarray:
-    """For each query position, the index of the aligned chain residue, or -1 → ``(len(query),)`` int64.
-
-    Global alignment (BLOSUM62, gap open -10, extend -0.5, free end gaps). Raises :class:`UserInputError`
-    when the chain is not the query's (identity over aligned residues below :data:`MIN_IDENTITY`, or fewer
-    than half of the shorter sequence aligned identically).
-    """
+    """``(len(query),)`` int64: each query position's aligned chain residue, or -1; refuses a chain not the query's."""
     aligner = PairwiseAligner(mode="global")
     aligner.substitution_matrix = substitution_matrices.load("BLOSUM62")
     aligner.open_gap_score, aligner.extend_gap_score = -10.0, -0.5
@@ -122,16 +101,14 @@ def align_to_query(query: str, residues: ChainResidues) -> np.ndarray:
     shorter = min(len(query), len(residues.sequence))
     identity = identical / max(len(paired), 1)
     if identity < MIN_IDENTITY or identical < 0.5 * shorter:
-        raise UserInputError(
-            f"{residues.source} chain {residues.chain!r}: its sequence does not match the query "
-            f"({identical} identical of {len(paired)} aligned residues, {100 * identity:.0f}%; "
-            f"query {len(query)} aa, chain {len(residues.sequence)} aa); check --pdb/--chain"
-        )
+        raise UserInputError(f"{residues.source} chain {residues.chain!r}: its sequence does not match the query "
+                             f"({identical} identical of {len(paired)} aligned residues, {100 * identity:.0f}%; query "
+                             f"{len(query)} aa, chain {len(residues.sequence)} aa); check --pdb/--chain")
     return mapping
 
 
 def _blosum_letters(sequence: str) -> str:
-    """Letters outside BLOSUM62 (J, U, O) as X, so any protein sequence can be aligned."""
+    """Letters outside BLOSUM62 (J, U, O) as X."""
     return sequence.translate(str.maketrans("JUO", "XXX"))
 
 
@@ -144,15 +121,12 @@ def query_distances(query: str, residues: ChainResidues) -> np.ndarray:
 
 
 def native_distances(query: str, path: str | os.PathLike, chain: str | None = None) -> np.ndarray:
-    """Cβ distances ``(Lq, Lq)`` of the query positions from ``chain`` of a PDB/mmCIF file (NaN: no coordinates)."""
+    """Cβ distances ``(Lq, Lq)`` of the query positions from ``chain`` of a PDB/mmCIF file."""
     return query_distances(query, read_chain(path, chain))
 
 
 def read_struct_dat(path: str | os.PathLike, length: int) -> np.ndarray:
-    """Column–column distances ``(L, L)`` from an arDCA ``*_struct.dat`` file (i, j 1-based columns, col4 = Å).
-
-    Column 3 (a structure-derived quantity) is deliberately ignored. Pairs not listed are NaN.
-    """
+    """Column–column distances ``(L, L)`` from an arDCA ``*_struct.dat`` file (column 4, Å); unlisted pairs are NaN."""
     path = Path(path)
     try:
         table = np.loadtxt(path, ndmin=2)
@@ -164,9 +138,8 @@ def read_struct_dat(path: str | os.PathLike, length: int) -> np.ndarray:
     bad = np.flatnonzero((i < 0) | (j < 0) | (i >= length) | (j >= length))
     if bad.size:
         row = int(bad[0])
-        raise UserInputError(
-            f"{path}, line {row + 1}: column pair ({i[row] + 1}, {j[row] + 1}) outside the alignment's {length} columns"
-        )
+        raise UserInputError(f"{path}, line {row + 1}: column pair ({i[row] + 1}, {j[row] + 1}) outside the "
+                             f"alignment's {length} columns")
     distances = np.full((length, length), np.nan)
     distances[i, j] = distances[j, i] = table[:, 3]
     return distances

@@ -1,23 +1,4 @@
-"""The method-generic attribution methods, by name, their costs, and the Captum calls behind the gradient ones.
-
-Each task declares the methods its models explain with and their costs (e.g.
-:data:`bioattn.tasks.promoter.attribution.PROMOTER_METHODS`, built from these); the generic code takes them as
-arguments. Methods (``bioattn explain ... --method NAME``):
-
-- ``rollout``: [CLS] attention rollout (attention only; a hypothesis generator).
-- ``relevance``: gradient-weighted attention relevance (Chefer et al. 2021, :mod:`bioattn.explain.relevance`).
-- ``integrated_gradients``: Captum's Integrated Gradients from an uninformative baseline (all-N DNA, background
-  voxels, masked MSA), on the token embeddings (DNA, MSA) or on the voxels (CT).
-- ``gradient_x_input``: Captum's gradient × input on the same tensors (one backward pass).
-- ``random``: uniform random values, the floor every faithful method must beat.
-- ``ism`` (DNA models only, :mod:`bioattn.explain.ism`): in-silico
-  saturation mutagenesis, the log-odds change of every single-nucleotide substitution (tangermeme).
-
-A task adds its own (the CT task's MONAI ``gradcam`` and ``occlusion``) with their costs and labels.
-
-Signed attributions (the two Captum methods) rank units by their signed value: positive = supports the
-predicted class.
-"""
+"""The method-generic attribution methods (``bioattn explain ... --method NAME``), their costs, and the Captum calls."""
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping
@@ -30,31 +11,22 @@ from bioattn.errors import UserInputError
 METHODS = ("integrated_gradients", "relevance", "gradient_x_input", "rollout", "random")
 #: Riemann steps of Integrated Gradients (Captum's Gauss-Legendre rule).
 IG_STEPS = 32
-#: Interpolated inputs per Captum forward pass.
 IG_BATCH = 64
-#: Cost of each method-generic method (:data:`METHODS` and ``ism``) in gradient × input passes over the input
-#: (Integrated Gradients: measured about 65× on the promoter model, Captum batching included; rollout and random: a
-#: forward pass or less). A task's costs (e.g. :data:`bioattn.tasks.promoter.attribution.RELATIVE_COST`) take these.
 METHOD_COST = {"integrated_gradients": 2 * IG_STEPS, "relevance": 1, "gradient_x_input": 1, "rollout": 0.5, "random": 0.0,
                "ism": 70.0}
-
-
-#: How figures name each method-generic method's values (axis labels, colour bars).
-METHOD_LABELS = {
-    "integrated_gradients": "Integrated Gradients attribution", "relevance": "attention relevance (Chefer)",
-    "gradient_x_input": "gradient × input attribution", "rollout": "rollout influence", "random": "random ranking (floor)",
-    "ism": "in-silico mutagenesis (log-odds change)",
-}
+METHOD_LABELS = {"integrated_gradients": "Integrated Gradients attribution",
+                 "relevance": "attention relevance (Chefer)", "gradient_x_input": "gradient × input attribution",
+                 "rollout": "rollout influence", "random": "random ranking (floor)",
+                 "ism": "in-silico mutagenesis (log-odds change)"}
 
 
 def method_label(method: str, labels: Mapping[str, str] = METHOD_LABELS) -> str:
-    """The axis label of ``method``'s values, e.g. ``"gradient × input attribution"`` (``labels``: the task's
-    labels, default the method-generic :data:`METHOD_LABELS`)."""
+    """The axis label of ``method``'s values in ``labels`` (default :data:`METHOD_LABELS`)."""
     return labels[check_method(method, tuple(labels))]
 
 
 def check_method(method: str, methods: tuple[str, ...] = METHODS) -> str:
-    """``method`` if it is one of ``methods`` (default :data:`METHODS`), else a :class:`~bioattn.errors.UserInputError`."""
+    """``method`` if it is one of ``methods``, else a :class:`~bioattn.errors.UserInputError`."""
     if method not in methods:
         raise UserInputError(f"unknown attribution method {method!r}; choose one of {', '.join(methods)}")
     return method
@@ -68,14 +40,8 @@ def random_map(shape: tuple[int, ...], generator: torch.Generator) -> Tensor:
 def layer_attribution(method: str, forward: Callable[..., Tensor], layer: nn.Module, inputs: Tensor, *,
                       baselines: Tensor | None = None, additional_forward_args: Any = None,
                       internal_batch_size: int = IG_BATCH) -> Tensor:
-    """Captum attribution of ``forward(inputs, *additional_forward_args) -> (B,)`` on the output of ``layer``.
-
-    method: ``"integrated_gradients"`` (``baselines``: inputs of the same shape, e.g. token ids of an
-    uninformative sequence) or ``"gradient_x_input"``; ``internal_batch_size``: interpolated inputs per forward
-    pass of Integrated Gradients. Returns the attribution with ``layer``'s output shape.
-    """
+    """Captum ``method`` attribution of ``forward(inputs, *additional_forward_args) -> (B,)`` on ``layer``'s output."""
     from captum.attr import LayerGradientXActivation, LayerIntegratedGradients
-
     if method == "integrated_gradients":
         explainer = LayerIntegratedGradients(forward, layer)
         return explainer.attribute(inputs, baselines=baselines, additional_forward_args=additional_forward_args,
@@ -89,7 +55,6 @@ def input_attribution(method: str, forward: Callable[[Tensor], Tensor], inputs: 
                       baselines: Tensor | None = None) -> Tensor:
     """Captum attribution of ``forward(inputs) -> (B,)`` on ``inputs`` itself (same shape as ``inputs``)."""
     from captum.attr import InputXGradient, IntegratedGradients
-
     if method == "integrated_gradients":
         return IntegratedGradients(forward).attribute(inputs, baselines=baselines, n_steps=IG_STEPS,
                                                       internal_batch_size=max(IG_BATCH // 4, len(inputs)))
@@ -99,9 +64,7 @@ def input_attribution(method: str, forward: Callable[[Tensor], Tensor], inputs: 
 
 
 def predicted_log_odds(logits: Tensor, classes: Tensor) -> Tensor:
-    """Log-odds ``log p_c - log(1 - p_c)`` of class ``classes (B,)`` per item: what the gradient methods explain.
-
-    logits: ``(B,)`` one logit of class 1 (sigmoid models: the log-odds is ``±logit``) or ``(B, C)`` (softmax)."""
+    """Log-odds ``log p_c - log(1 - p_c)`` of ``classes (B,)``; logits ``(B,)`` (sigmoid, class 1) or ``(B, C)``."""
     if logits.dim() == 1:
         return torch.where(classes == 1, logits, -logits)
     chosen = logits.gather(1, classes[:, None])[:, 0]

@@ -1,13 +1,4 @@
-"""Faithfulness of an attribution map, measured: deletion and insertion curves and their areas.
-
-An attribution ranks the input units of one example (nucleotides, voxels, alignment columns). *Deletion*
-perturbs the top-k units (replaces them by an uninformative value: N for DNA, background for CT, a masked
-column for an MSA) for growing k and follows the probability of the class the model predicted on the intact
-input, divided by that unperturbed probability. *Insertion* starts from the fully perturbed input and reveals
-the top-k units. A faithful ranking makes the deletion curve fall early (**low deletion AUC**) and the insertion
-curve rise early (**high insertion AUC**); a random ranking is the floor to compare with (Petsiuk et al. 2018,
-"RISE"; Samek et al. 2017). Areas are trapezoids over the fraction of units perturbed, ``[0, 1]``.
-"""
+"""Faithfulness of an attribution map: deletion and insertion curves and their areas (Petsiuk et al. 2018)."""
 from __future__ import annotations
 
 import time
@@ -18,16 +9,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
-#: Perturbation steps of a curve by default: fractions 0, 1/20, ..., 1 of the units.
 DEFAULT_STEPS = 20
-
 ScoreMasked = Callable[[Tensor], Tensor]
 """``score(masks (K, U) bool, True = perturbed) -> (K,)`` probability of the originally predicted class."""
 
 
 def rank_units(attribution: Tensor, generator: torch.Generator | None = None) -> Tensor:
-    """Unit indices ``(U,)`` from most to least important; ties are broken at random (seeded by ``generator``),
-    so a constant map ranks like a random one. attribution: ``(U,)`` float (higher = more important)."""
+    """``(U,)`` attribution → unit indices ``(U,)``, most important first; ties broken at random by ``generator``."""
     attribution = attribution.detach().flatten().float().cpu()
     shuffle = torch.randperm(attribution.numel(), generator=generator)
     order = torch.argsort(attribution[shuffle], descending=True, stable=True)
@@ -35,8 +23,7 @@ def rank_units(attribution: Tensor, generator: torch.Generator | None = None) ->
 
 
 def top_k_masks(order: Tensor, steps: int) -> tuple[np.ndarray, Tensor]:
-    """Fractions ``(steps + 1,)`` ``0, 1/steps, ..., 1`` and masks ``(steps + 1, U)`` bool: row ``s`` is True on
-    the ``round(U * s / steps)`` top-ranked units of ``order`` ``(U,)``."""
+    """Fractions ``(steps + 1,)`` and masks ``(steps + 1, U)``, row ``s`` True on the top ``round(U * s / steps)``."""
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
     units = order.numel()
@@ -56,12 +43,7 @@ def area_under_curve(curve: np.ndarray, fractions: np.ndarray) -> float:
 
 def deletion_insertion(score: ScoreMasked, attribution: Tensor, *, steps: int = DEFAULT_STEPS,
                        generator: torch.Generator | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One example's curves: ``(fractions (S+1,), deletion (S+1,), insertion (S+1,))``, normalised to the
-    unperturbed probability (deletion starts at 1, insertion ends at 1).
-
-    score: see :data:`ScoreMasked`; it gets the deletion masks and their complements in one call.
-    attribution: ``(U,)``, one value per unit.
-    """
+    """``(fractions, deletion, insertion)``, each ``(S + 1,)``, of ``attribution (U,)``, relative to unperturbed."""
     fractions, masks = top_k_masks(rank_units(attribution, generator), steps)
     with torch.no_grad():
         probabilities = score(torch.cat([masks, ~masks])).double().cpu().numpy()
@@ -72,12 +54,7 @@ def deletion_insertion(score: ScoreMasked, attribution: Tensor, *, steps: int = 
 
 @dataclass
 class FaithfulnessResult:
-    """Curves of one method averaged over examples, and per-example areas.
-
-    fractions, deletion, insertion: ``(S + 1,)`` (mean curves); deletion_aucs, insertion_aucs: one per example;
-    seconds: time spent computing the attribution maps (not the curves).
-    """
-
+    """Curves ``(S + 1,)`` of one method averaged over examples, per-example areas and the maps' seconds."""
     method: str
     fractions: np.ndarray
     deletion: np.ndarray
@@ -87,22 +64,19 @@ class FaithfulnessResult:
     seconds: float = 0.0
 
     def summary(self) -> dict:
-        """The ``summary.json`` entry: mean and sd of both areas, the example count, seconds and the mean curves."""
+        """The ``summary.json`` entry: both areas' mean and sd, the example count, seconds and the mean curves."""
         deletion, insertion = np.asarray(self.deletion_aucs), np.asarray(self.insertion_aucs)
-        return {
-            "deletion_auc": float(deletion.mean()), "insertion_auc": float(insertion.mean()),
-            "deletion_auc_sd": float(deletion.std()), "insertion_auc_sd": float(insertion.std()),
-            "examples": len(deletion), "seconds": round(self.seconds, 3),
-            "fractions": [round(float(f), 4) for f in self.fractions],
-            "deletion_curve": [round(float(v), 5) for v in self.deletion],
-            "insertion_curve": [round(float(v), 5) for v in self.insertion],
-        }
+        return {"deletion_auc": float(deletion.mean()), "insertion_auc": float(insertion.mean()),
+                "deletion_auc_sd": float(deletion.std()), "insertion_auc_sd": float(insertion.std()),
+                "examples": len(deletion), "seconds": round(self.seconds, 3),
+                "fractions": [round(float(f), 4) for f in self.fractions],
+                "deletion_curve": [round(float(v), 5) for v in self.deletion],
+                "insertion_curve": [round(float(v), 5) for v in self.insertion]}
 
 
 def evaluate_faithfulness(method: str, scores: Sequence[ScoreMasked], attributions: Sequence[Tensor], *,
                           steps: int = DEFAULT_STEPS, seed: int = 0, seconds: float = 0.0) -> FaithfulnessResult:
-    """Deletion and insertion curves of ``attributions`` (one ``(U_i,)`` map per example) under the matching
-    ``scores`` (one :data:`ScoreMasked` per example), averaged over the examples."""
+    """Mean curves of ``attributions`` (one ``(U_i,)`` map per example) under the matching ``scores``."""
     if len(scores) != len(attributions) or not scores:
         raise ValueError(f"need one score per attribution (>= 1), got {len(scores)} and {len(attributions)}")
     generator = torch.Generator().manual_seed(seed)
@@ -112,24 +86,20 @@ def evaluate_faithfulness(method: str, scores: Sequence[ScoreMasked], attributio
         fractions, deletion, insertion = deletion_insertion(score, attribution, steps=steps, generator=generator)
         deletions.append(deletion)
         insertions.append(insertion)
-    return FaithfulnessResult(
-        method=method, fractions=fractions, deletion=np.mean(deletions, axis=0), insertion=np.mean(insertions, axis=0),
-        deletion_aucs=[area_under_curve(c, fractions) for c in deletions],
-        insertion_aucs=[area_under_curve(c, fractions) for c in insertions], seconds=seconds,
-    )
+    return FaithfulnessResult(method=method, fractions=fractions, deletion=np.mean(deletions, axis=0),
+                              insertion=np.mean(insertions, axis=0),
+                              deletion_aucs=[area_under_curve(c, fractions) for c in deletions],
+                              insertion_aucs=[area_under_curve(c, fractions) for c in insertions], seconds=seconds)
 
 
 def most_faithful(results: dict[str, dict]) -> str:
-    """The method of ``results`` (method → :meth:`FaithfulnessResult.summary`) with the largest
-    ``insertion_auc - deletion_auc``."""
+    """The method of ``results`` (method → summary) with the largest ``insertion_auc - deletion_auc``."""
     return max(results, key=lambda name: results[name]["insertion_auc"] - results[name]["deletion_auc"])
 
 
 def compare_methods(attribute: Callable[[str], Sequence[Tensor]], scores: Sequence[ScoreMasked], methods: Sequence[str], *,
                     steps: int = DEFAULT_STEPS, seed: int = 0, known: dict[str, dict] | None = None) -> dict[str, dict]:
-    """Faithfulness of every method on the same examples: ``attribute(method)`` returns one ``(U_i,)`` map per
-    example (timed), ``scores`` one :data:`ScoreMasked` per example. Returns method → :meth:`FaithfulnessResult.summary`.
-    ``known``: results already measured on the same examples with the same ``steps`` and ``seed`` (reused, not redone)."""
+    """Method → :meth:`FaithfulnessResult.summary` of ``attribute(method)``; ``known`` results are reused."""
     results = {}
     for method in methods:
         if known is not None and method in known:

@@ -1,5 +1,4 @@
-"""Figures of measured faithfulness and of per-head sharpness; every function writes one PNG atomically
-(matplotlib's object-oriented API, no pyplot)."""
+"""Figures of measured faithfulness and of per-head sharpness; every function writes one PNG atomically."""
 from __future__ import annotations
 
 import os
@@ -15,10 +14,7 @@ from torch import Tensor
 
 def plot_faithfulness_curves(results: Mapping[str, dict], path: str | os.PathLike, *, title: str = "",
                              unit: str = "inputs", dpi: int = 90) -> Path:
-    """Deletion and insertion curves of each method, side by side, areas in the legend.
-
-    results: method → :meth:`~bioattn.explain.faithfulness.FaithfulnessResult.summary` (``fractions``,
-    ``deletion_curve``, ``insertion_curve``, ``deletion_auc``, ``insertion_auc``)."""
+    """Deletion and insertion curves of each method (``results``: method → faithfulness summary) with their areas."""
     fig = Figure(figsize=(10, 3.8))
     deletion_axis, insertion_axis = fig.subplots(1, 2, sharey=True)
     for method, result in results.items():
@@ -39,9 +35,7 @@ def plot_faithfulness_curves(results: Mapping[str, dict], path: str | os.PathLik
 
 def plot_head_sharpness(sharpness: Mapping[str, Tensor], path: str | os.PathLike, *, title: str = "",
                         dpi: int = 90) -> Path:
-    """Normalised entropy and effective temperature of every head, one group of bars per layer.
-
-    sharpness: :func:`~bioattn.explain.sharpness.head_sharpness` (``(layers, H)`` tensors)."""
+    """Normalised entropy and effective temperature per head (:func:`~bioattn.explain.sharpness.head_sharpness`)."""
     fig = Figure(figsize=(10, 3.6))
     axes = fig.subplots(1, 2)
     for axis, name, label in ((axes[0], "normalised_entropy", "entropy / log(keys)  (1 = uniform)"),

@@ -1,18 +1,4 @@
-"""Figures for attention explanations; every function writes one PNG atomically.
-
-Built with matplotlib's object-oriented API (no pyplot), so importing this module never changes the
-user's matplotlib backend (inline figures in a notebook keep working).
-
-- :func:`plot_head_maps`: every head's ``(L, L)`` map for one layer, optionally beside a reference map
-  (e.g. a native contact map).
-- :func:`plot_head_diversity`: the ``(H, H)`` cosine-similarity matrix from :func:`head_diversity`.
-- :func:`plot_head_scores`: one number per (layer, head), e.g. contact precision of each head.
-- :func:`plot_rollout_track`: a per-token influence track for 1D inputs (DNA), optionally with a spread
-  band (when aggregated over many inputs), the sequence letters and highlighted spans.
-- :func:`plot_orthogonal_slices`: three orthogonal slices of a 3D volume with an influence overlay.
-
-A task's own figures live in its folder (the MSA contact map: :func:`bioattn.tasks.msa.figures.plot_contact_map`).
-"""
+"""Figures for attention explanations; every function writes one PNG atomically (matplotlib OO API, no pyplot)."""
 from __future__ import annotations
 
 import math
@@ -27,7 +13,6 @@ from matplotlib.figure import Figure
 
 from bioattn.errors import UserInputError
 from bioattn.io import save_figure
-from bioattn.plots import plot_metric_per_epoch
 
 ArrayLike = np.ndarray | torch.Tensor | Sequence[float]
 
@@ -43,28 +28,10 @@ def _save(fig: Figure, path: str | os.PathLike, dpi: int) -> Path:
     return save_figure(fig, path, dpi=dpi, bbox_inches="tight")
 
 
-def plot_head_maps(
-    weights_layer: ArrayLike,
-    path: str | os.PathLike,
-    *,
-    title: str | None = None,
-    reference: ArrayLike | None = None,
-    reference_title: str = "reference",
-    head_scores: Sequence[float] | None = None,
-    score_name: str = "score",
-    dpi: int = 90,
-) -> Path:
-    """Draw each head's attention map of one layer.
-
-    Each head's colour scale ends at its 99th percentile, so a few very strong entries (e.g. attention to a
-    start token) do not hide the rest of the map.
-
-    Args:
-        weights_layer: ``(H, L, Lk)`` attention of one input (rows = queries, columns = keys).
-        reference: optional ``(L, Lk)`` map drawn first (e.g. the native contact map).
-        head_scores: optional one number per head shown in its panel title as ``score_name value``
-            (e.g. contact precision).
-    """
+def plot_head_maps(weights_layer: ArrayLike, path: str | os.PathLike, *, title: str | None = None,
+                   reference: ArrayLike | None = None, reference_title: str = "reference",
+                   head_scores: Sequence[float] | None = None, score_name: str = "score", dpi: int = 90) -> Path:
+    """Draw each head's ``(L, Lk)`` map of ``weights_layer (H, L, Lk)``, after an optional ``reference (L, Lk)``."""
     maps = _as_numpy(weights_layer, "weights_layer", 3)
     panels: list[tuple[str, np.ndarray, str, float | None]] = []  # title, image, colour map, colour-scale top
     if reference is not None:
@@ -106,43 +73,19 @@ def plot_head_diversity(similarity: ArrayLike, path: str | os.PathLike, *, title
             for j in range(heads):
                 ax.text(j, i, f"{matrix[i, j]:.2f}", ha="center", va="center", fontsize=7,
                         color="white" if matrix[i, j] < 0.6 else "black")
-    ax.set_xticks(range(heads))
-    ax.set_yticks(range(heads))
-    ax.set_xlabel("head")
-    ax.set_ylabel("head")
+    ax.set(xticks=range(heads), yticks=range(heads), xlabel="head", ylabel="head")
     ax.set_title(title or "head similarity (cosine)", fontsize=9)
     fig.colorbar(image, ax=ax, fraction=0.046)
     return _save(fig, path, dpi)
 
 
-def plot_rollout_track(
-    influence: ArrayLike,
-    path: str | os.PathLike,
-    *,
-    positions: ArrayLike | None = None,
-    spread: ArrayLike | None = None,
-    sequence: str | None = None,
-    spans: Mapping[str, tuple[float, float]] | None = None,
-    others: Mapping[str, ArrayLike] | None = None,
-    label: str = "influence",
-    spread_label: str = "± spread",
-    title: str | None = None,
-    xlabel: str = "position",
-    ylabel: str = "influence",
-    dpi: int = 90,
-) -> Path:
-    """Draw a per-token influence track.
-
-    Args:
-        influence: ``(L,)`` influence of each token (e.g. the [CLS] row of the rollout).
-        positions: ``(L,)`` x coordinates (default 0..L-1), e.g. positions relative to the TSS.
-        spread: ``(L,)`` band half-width drawn around the track (e.g. the standard deviation over inputs).
-        sequence: the ``L`` letters, written under the track (only when ``L <= 120``).
-        spans: ``{label: (start, end)}`` x ranges to shade, e.g. a known motif.
-        others: ``{label: (L,)}`` further tracks drawn on the same axes (e.g. one per predicted class).
-        label: legend label of ``influence``; spread_label: legend label of the band.
-        ylabel: the y-axis label: name the method that made the values (``bioattn.explain.attribution.method_label``).
-    """
+def plot_rollout_track(influence: ArrayLike, path: str | os.PathLike, *, positions: ArrayLike | None = None,
+                       spread: ArrayLike | None = None, sequence: str | None = None,
+                       spans: Mapping[str, tuple[float, float]] | None = None,
+                       others: Mapping[str, ArrayLike] | None = None, label: str = "influence",
+                       spread_label: str = "± spread", title: str | None = None, xlabel: str = "position",
+                       ylabel: str = "influence", dpi: int = 90) -> Path:
+    """Draw an ``influence (L,)`` track, optionally with ``spread``, ``sequence`` letters, ``spans`` and ``others``."""
     values = _as_numpy(influence, "influence", 1)
     xs = np.arange(values.size, dtype=float) if positions is None else _as_numpy(positions, "positions", 1)
     if xs.shape != values.shape:
@@ -186,20 +129,10 @@ def plot_rollout_track(
     return _save(fig, path, dpi)
 
 
-def plot_orthogonal_slices(
-    volume: ArrayLike,
-    overlay: ArrayLike,
-    path: str | os.PathLike,
-    *,
-    center: Sequence[int] | None = None,
-    title: str | None = None,
-    alpha: float = 0.45,
-    dpi: int = 90,
-) -> Path:
-    """Draw three orthogonal slices of ``volume`` ``(X, Y, Z)`` with ``overlay`` (same shape) on top.
-
-    ``center`` is the voxel the three slices pass through; default: the overlay's maximum.
-    """
+def plot_orthogonal_slices(volume: ArrayLike, overlay: ArrayLike, path: str | os.PathLike, *,
+                           center: Sequence[int] | None = None, title: str | None = None, alpha: float = 0.45,
+                           dpi: int = 90) -> Path:
+    """Draw three orthogonal slices of ``volume (X, Y, Z)`` through ``center`` (default: the overlay's maximum)."""
     image = _as_numpy(volume, "volume", 3)
     heat = _as_numpy(overlay, "overlay", 3)
     if image.shape != heat.shape:
@@ -217,25 +150,16 @@ def plot_orthogonal_slices(
         shown = ax.imshow(np.take(heat, index, axis=axis).T, cmap="inferno", origin="lower", alpha=alpha,
                           vmin=heat_range[0], vmax=heat_range[1], interpolation="bilinear")
         ax.set_title(f"axis {axis}, slice {index}", fontsize=9)
-        ax.set_xticks([])
-        ax.set_yticks([])
+        ax.set(xticks=[], yticks=[])
     fig.colorbar(shown, ax=axes, fraction=0.02, label="influence")
     if title:
         fig.suptitle(title, fontsize=10)
     return _save(fig, path, dpi)
 
 
-def plot_head_scores(
-    scores: ArrayLike,
-    path: str | os.PathLike,
-    *,
-    title: str | None = None,
-    label: str = "score",
-    vmin: float | None = 0.0,
-    vmax: float | None = 1.0,
-    dpi: int = 90,
-) -> Path:
-    """Draw one number per (layer, head), e.g. each head's contact precision: ``scores (layers, H)``."""
+def plot_head_scores(scores: ArrayLike, path: str | os.PathLike, *, title: str | None = None, label: str = "score",
+                     vmin: float | None = 0.0, vmax: float | None = 1.0, dpi: int = 90) -> Path:
+    """Draw one number per (layer, head): ``scores (layers, H)``."""
     matrix = _as_numpy(scores, "scores", 2)
     layers, heads = matrix.shape
     fig = Figure(figsize=(1.6 + 0.55 * max(heads, 3), 1.0 + 0.45 * max(layers, 3)), layout="tight")
@@ -249,10 +173,7 @@ def plot_head_scores(
             for j in range(heads):
                 ax.text(j, i, f"{matrix[i, j]:.2f}", ha="center", va="center", fontsize=7,
                         color="white" if matrix[i, j] < middle else "black")
-    ax.set_xticks(range(heads))
-    ax.set_yticks(range(layers))
-    ax.set_xlabel("head")
-    ax.set_ylabel("layer")
+    ax.set(xticks=range(heads), yticks=range(layers), xlabel="head", ylabel="layer")
     ax.set_title(title or label, fontsize=9)
     fig.colorbar(image, ax=ax, fraction=0.046, label=label)
     return _save(fig, path, dpi)

@@ -1,10 +1,4 @@
-"""Which attention head reads which motif: [CLS] attention on a motif's sites against matched random positions.
-
-For every layer ``l`` and head ``h``, the attention the [CLS] query puts on the nucleotides of each site of a motif
-(summed over the site) is compared with the attention the same head puts on the *same positions* of randomly drawn
-other sequences (so a head that merely looks at a fixed position gets a ratio near 1). A ratio well above 1 says the
-head reads the motif's content there; it says nothing about what the head's output does with it.
-"""
+"""Which attention head reads which motif: [CLS] attention on a motif's sites against the same positions elsewhere."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,8 +16,7 @@ Site = tuple[int, int, int]
 
 @torch.no_grad()
 def cls_attention(model: torch.nn.Module, ids: Tensor, padding_mask: Tensor, *, batch_size: int = 256) -> np.ndarray:
-    """[CLS] attention on every nucleotide: ``ids (N, L)``, ``padding_mask (N, L)`` → ``(layers, N, H, L)`` float32
-    (forward strand; an ensemble's first member, since heads of separately trained members do not correspond)."""
+    """``ids, padding_mask (N, L)`` → ``(layers, N, H, L)`` float32 [CLS] attention (forward strand, first member)."""
     member = ensemble_members(model)[0].eval()
     device = next(member.parameters()).device
     rows = []
@@ -36,9 +29,7 @@ def cls_attention(model: torch.nn.Module, ids: Tensor, padding_mask: Tensor, *, 
 
 @dataclass
 class HeadMotifTable:
-    """ratio: ``(layers, H, M)`` attention on the motif's sites / attention on the same positions elsewhere;
-    on_site, control: ``(layers, H, M)`` the two means (attention summed over a site); sites: ``(M,)`` counts."""
-
+    """ratio, on_site, control: ``(layers, H, M)``; sites: ``(M,)`` counts."""
     motifs: list[str]
     ratio: np.ndarray
     on_site: np.ndarray
@@ -61,11 +52,7 @@ class HeadMotifTable:
 
 def head_motif_enrichment(attention: np.ndarray, lengths: Sequence[int], sites: Mapping[str, Sequence[Site]], *,
                           draws: int = 20, seed: int = 0) -> HeadMotifTable:
-    """Heads × motifs enrichment of [CLS] attention.
-
-    attention: ``(layers, N, H, L)`` from :func:`cls_attention`; lengths: ``(N,)`` real lengths; sites: motif
-    name → its sites. The control of a site draws ``draws`` other sequences long enough to hold its window.
-    """
+    """Heads × motifs enrichment of ``attention (layers, N, H, L)`` on ``sites`` over ``draws`` random controls."""
     layers, count, heads, _ = attention.shape
     lengths = np.asarray(lengths)
     generator = np.random.default_rng(seed)

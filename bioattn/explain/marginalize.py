@@ -1,16 +1,4 @@
-"""Known-motif marginalisation: how much planting a known site changes a promoter model's prediction.
-
-For every motif (a consensus string, e.g. a JASPAR matrix's) and every position, the motif's letters replace the
-letters of every background sequence there (tangermeme's :func:`~tangermeme.ersatz.substitute`) and the change of
-the model's log-odds of the positive class is measured with the model's own prediction (its strand handling: a
-model with ``rc_average`` scores both strands; an ensemble its averaged probability). The same is done with
-shuffles of the motif's letters (same length and base composition, so the same GC content): the difference
-between the motif's change and its shuffles' mean change is what the motif's arrangement adds beyond its
-composition. Where TF-MoDISco finds patterns in attributions, this asks the model about named factors directly.
-
-:data:`CORE_PROMOTER_MOTIFS` lists JASPAR matrices of core-promoter factor families; :func:`jaspar_consensus` reads
-their consensus from the JASPAR release :mod:`bioattn.explain.motif_db` uses (shipped with ``pyjaspar``).
-"""
+"""Known-motif marginalisation: how much planting a known site (vs its shuffles) changes a model's prediction."""
 from __future__ import annotations
 
 import re
@@ -22,26 +10,21 @@ import torch
 
 from bioattn.errors import UserInputError
 
-#: JASPAR CORE matrices (base ids; the release's latest version is used) of core-promoter factor families, plus
-#: CTCF (not a core-promoter element; a GC-rich control).
+#: JASPAR CORE base ids (latest version used) of core-promoter factor families, plus CTCF as a GC-rich control.
 CORE_PROMOTER_MOTIFS = {
     "TBP": "MA0108", "SP1": "MA0079", "NFYA": "MA0060", "ELK1": "MA0028", "GABPA": "MA0062", "NRF1": "MA0506",
     "YY1": "MA0095", "CREB1": "MA1849", "ZNF143": "MA0088", "E2F1": "MA0024", "CTCF": "MA0139",
 }
 #: Motif centres (nt relative to the TSS) :func:`marginalize_known_motifs` plants at by default.
 DEFAULT_POSITIONS = (-30, -20, -10, 0, 10, 20)
-#: Shuffled copies of each motif planted as its composition control.
 DEFAULT_SHUFFLES = 3
 _ALPHABET = "ACGT"
 
 
 def jaspar_consensus(matrix_ids: Mapping[str, str] | None = None) -> dict[str, tuple[str, str]]:
-    """Consensus of JASPAR matrices: ``{label: (matrix id with version, consensus)}`` for ``{label: id}`` (default:
-    :data:`CORE_PROMOTER_MOTIFS`); an id without a version gives the release's latest."""
+    """``{label: (versioned matrix id, consensus)}`` for ``{label: JASPAR id}`` (:data:`CORE_PROMOTER_MOTIFS`)."""
     from pyjaspar import jaspardb
-
     from bioattn.explain.motif_db import JASPAR_RELEASE
-
     database = jaspardb(release=JASPAR_RELEASE)
     found = {}
     for label, matrix_id in (matrix_ids or CORE_PROMOTER_MOTIFS).items():
@@ -55,8 +38,7 @@ def jaspar_consensus(matrix_ids: Mapping[str, str] | None = None) -> dict[str, t
 
 
 def motif_shuffles(motif: str, count: int, seed: int = 0) -> list[str]:
-    """``count`` permutations of the letters of ``motif`` (same composition), each different from ``motif`` where
-    the letters allow it; fixed by ``seed``."""
+    """``count`` permutations of ``motif``'s letters, each unlike ``motif`` where possible; fixed by ``seed``."""
     rng = np.random.default_rng(seed)
     letters = list(motif)
     shuffles = []
@@ -79,7 +61,6 @@ class _LogOdds(torch.nn.Module):
 
     def forward(self, one_hot: torch.Tensor) -> torch.Tensor:
         from bioattn.data.dna import A_ID, N_ID
-
         present = one_hot.sum(1) > 0
         ids = torch.where(present, one_hot.argmax(1) + A_ID, torch.full_like(present, N_ID, dtype=torch.long))
         logits = self.model.predict_logits(ids, None, rc_average=self.rc_average).float()
@@ -88,37 +69,17 @@ class _LogOdds(torch.nn.Module):
         return logits[:, None]
 
 
-def marginalize_known_motifs(
-    model: torch.nn.Module, motifs: Mapping[str, str], sequences: Sequence[str], positions: Sequence[int] = DEFAULT_POSITIONS,
-    *, tss_index: int = 0, shuffles: int = DEFAULT_SHUFFLES, seed: int = 0, rc_average: bool | None = None,
-    batch_size: int = 256, progress: bool = True,
-) -> list[dict[str, Any]]:
-    """Change of the positive-class log-odds when each motif is planted at each position of every sequence.
+def marginalize_known_motifs(model: torch.nn.Module, motifs: Mapping[str, str], sequences: Sequence[str],
+                             positions: Sequence[int] = DEFAULT_POSITIONS, *, tss_index: int = 0,
+                             shuffles: int = DEFAULT_SHUFFLES, seed: int = 0, rc_average: bool | None = None,
+                             batch_size: int = 256, progress: bool = True) -> list[dict[str, Any]]:
+    """Change of the positive-class log-odds when each motif (label → consensus) is planted at each position.
 
-    Args:
-        model: a two-class :class:`~bioattn.models.PromoterClassifier` or an ensemble of them.
-        motifs: label → consensus (A C G T; an N keeps the sequence's own letter).
-        sequences: N background sequences of one length L (A C G T N).
-        positions: motif centres, nt relative to ``tss_index`` (the centre of a motif of width W is its letter
-            ``W // 2``); a motif that does not fit at a position is skipped there.
-        shuffles: shuffled copies of each motif planted at the same place as its composition control (0: none).
-
-    Returns:
-        one row per (motif, position): ``motif``, ``consensus``, ``position``, ``start`` (0-based index of the
-        motif's first letter), ``covers_tss`` (the motif is written over the TSS letter, so its effect includes
-        losing the sequence's own initiator), ``sequences``; ``effect_mean`` / ``effect_sd`` (log-odds after − before, over
-        sequences); ``control_mean`` / ``control_sd`` (the same for the shuffles, each sequence's mean over them);
-        ``control_shuffle_sd`` (sd over the shuffles of their mean change: how much the control depends on which
-        shuffles were drawn, an uncertainty the standard error below does not include);
-        ``difference_mean`` / ``difference_sd`` / ``difference_se`` (per sequence: effect − control; the standard
-        error is sd / √N); ``fraction_up`` (share of sequences whose log-odds rose more with the motif than with its
-        shuffles).
-    """
+    Returns one row per (motif, position): ``motif``, ``consensus``, ``position``, ``start``, ``covers_tss``,
+    ``sequences``, ``effect_*``, ``control_*``, ``control_shuffle_sd``, ``difference_*`` and ``fraction_up``."""
     from tangermeme.ersatz import substitute
     from tangermeme.predict import predict
-
     from bioattn.progress import progress_bar
-
     if not motifs:
         raise UserInputError("known-motif marginalisation needs at least one motif")
     one_hot = _encode(sequences)
@@ -132,17 +93,14 @@ def marginalize_known_motifs(
             raise UserInputError(f"known motif {label!r}: {motif!r} is not a consensus of A C G T N letters")
     scorer = _LogOdds(model, rc_average).eval()
     device = next(model.parameters()).device
-
     def score(x: torch.Tensor) -> np.ndarray:
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
             return predict(scorer, x, batch_size=batch_size, device=device).float().numpy()[:, 0]
-
     def planted(motif: str, start: int) -> np.ndarray:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return score(substitute(one_hot, motif.upper(), start=start)) - before
-
     before = score(one_hot)
     jobs = [(k, label, motif.upper(), position) for k, (label, motif) in enumerate(motifs.items()) for position in positions]
     rows = []
@@ -167,13 +125,9 @@ def marginalize_known_motifs(
 
 
 def shuffled_backgrounds(sequences: Sequence[str], *, seed: int = 0) -> list[str]:
-    """One dinucleotide-preserving shuffle of each sequence (tangermeme's
-    :func:`~tangermeme.ersatz.dinucleotide_shuffle`, fixed by ``seed``): the same composition and dinucleotide
-    counts (N shuffled like a fifth letter), the elements broken up. Backgrounds for :func:`marginalize_known_motifs`
-    that keep the input's GC content."""
+    """One dinucleotide-preserving shuffle of each sequence (N shuffled like a fifth letter), fixed by ``seed``."""
     from tangermeme.ersatz import dinucleotide_shuffle
     from tangermeme.utils import characters
-
     one_hot = _encode(sequences)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -182,10 +136,8 @@ def shuffled_backgrounds(sequences: Sequence[str], *, seed: int = 0) -> list[str
 
 
 def _encode(sequences: Sequence[str]) -> torch.Tensor:
-    """``(N, 4, L)`` float one-hot of N sequences of one length (tangermeme's encoding; any letter other than
-    A C G T, an IUPAC ambiguity code included, is an N: all zeros)."""
+    """``(N, 4, L)`` float one-hot of N sequences of one length; any letter but A C G T is an N (all zeros)."""
     from tangermeme.utils import one_hot_encode
-
     if not sequences:
         raise UserInputError("known-motif marginalisation needs at least one background sequence")
     lengths = {len(s) for s in sequences}

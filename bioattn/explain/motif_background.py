@@ -1,15 +1,4 @@
-"""Patterns that composition alone yields: the motif pipeline run again on a composition-matched background.
-
-Every sequence is shuffled once, keeping its dinucleotide counts (tangermeme's ``dinucleotide_shuffle``,
-:func:`~bioattn.explain.marginalize.shuffled_backgrounds`), and the shuffles go through the same pipeline as the
-sequences (the model's hypothetical contributions, TF-MoDISco: :func:`~bioattn.explain.motifs.background_patterns`);
-:func:`flag_composition` compares the two sets of patterns.
-A pattern of the real sequences that a background pattern matches (TOMTOM q < ``q_threshold``) and whose core
-is not enriched in the sequences over their shuffles (found in fewer than :data:`MIN_ENRICHMENT` times as many) is
-what the model reads in any sequence of that composition: it is flagged ``composition`` and not listed as a
-finding. A planted or real element is broken up by the shuffle: the shuffles may still yield a weaker look-alike
-(a planted TATAAA's letters recur in some shuffles), but its core is then far more frequent in the sequences.
-"""
+"""Patterns that composition alone yields: the motif pipeline run again on dinucleotide shuffles of the sequences."""
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -18,32 +7,18 @@ import numpy as np
 
 from bioattn.explain.motif_db import DEFAULT_Q, MotifDatabase
 
-#: A pattern whose core occurs in fewer than this many times as many sequences as shuffles is not enriched over
-#: composition. The sequences holding it are counted by a scan of its core (FIMO), not by seqlets: each run's seqlet
-#: thresholds follow its own contributions, so a background (weaker) cuts seqlets at weaker sites.
 MIN_ENRICHMENT = 1.5
-#: How the background is described in reports.
 BACKGROUND = "dinucleotide shuffles"
 
 
 def flag_composition(patterns: Sequence[Any], background: Sequence[Any], sequences: Sequence[str],
                      shuffles: Sequence[str], *, decoys: MotifDatabase | None = None, q_threshold: float = DEFAULT_Q,
                      min_enrichment: float = MIN_ENRICHMENT) -> None:
-    """Set ``pattern.background`` on every :class:`~bioattn.explain.motifs.Pattern` of ``patterns`` (found in ``sequences``) that a pattern of
-    ``background`` (found in ``shuffles``) matches at TOMTOM q < ``q_threshold`` while its core is found (FIMO,
-    :func:`~bioattn.explain.motif_scan.scan_pattern_sites`, p < 1e-3 or, for a core too short to reach it, its exact
-    letters) in fewer than ``min_enrichment`` times as many sequences as shuffles (or in none of either): ``{"name", "consensus", "seqlets", "p", "q", "in_sequences", "in_shuffles"}`` of the matching
-    background pattern; the others get ``None``.
-
-    TOMTOM's null for a query column is built from every target column, so the background patterns are compared
-    among ``decoys`` (the default: JASPAR CORE vertebrates, as shipped), which shape that null only: the q-values
-    (Benjamini-Hochberg) are over the background patterns."""
+    """Set ``pattern.background`` where a ``background`` pattern matches and the core is not enriched, else ``None``."""
     from memelite import tomtom
     from scipy.stats import false_discovery_control
-
     from bioattn.explain.motif_db import load_motif_database
     from bioattn.explain.motif_scan import SCAN_THRESHOLD, scan_pattern_sites
-
     for pattern in patterns:
         pattern.background = None
     if not patterns or not background:

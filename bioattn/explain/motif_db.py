@@ -1,10 +1,4 @@
-"""Known motifs to annotate discovered patterns with, offline: JASPAR through ``pyjaspar`` (which ships the
-database) or the user's own MEME-format file (read by :mod:`bioattn.data.motif_db`); and TOMTOM (``memelite``) to compare patterns with them.
-
-A database is chosen by a spec string: ``jaspar`` (JASPAR CORE, vertebrates: the default),
-``jaspar:<COLLECTION>:<tax group>`` (e.g. ``jaspar:CORE:insects``, ``jaspar:CORE:all`` for every taxon),
-a path to a MEME-format file, or ``none`` (no annotation: patterns are listed with their consensus only).
-"""
+"""Known motifs to annotate patterns with, offline (JASPAR via ``pyjaspar`` or a MEME file), and TOMTOM matching."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,13 +9,9 @@ __all__ = ["DEFAULT_DB", "DEFAULT_Q", "JASPAR_RELEASE", "MotifDatabase", "load_m
 
 
 def tomtom_matches(queries: list[np.ndarray], database: MotifDatabase, *, top: int = 3) -> list[list[dict]]:
-    """The ``top`` best database matches of every query PPM ``(4, W)`` by TOMTOM p-value, with q-values
-    (Benjamini-Hochberg over all database motifs for that query, as MEME's tomtom computes them). Each match:
-    ``{"id", "name", "family", "class", "p", "q", "offset", "strand", "rank", "of"}``: ``rank`` among all ``of``
-    matrices of the database by p-value (1: the best match, reported whether or not its q-value is significant)."""
+    """The ``top`` best TOMTOM matches (with BH q-values) of every query PPM ``(4, W)``, as dicts."""
     from memelite import tomtom
     from scipy.stats import false_discovery_control
-
     if not queries:
         return []
     targets = [m.astype(np.float64) for m in database.matrices]

@@ -1,7 +1,4 @@
-"""Files of a motif report (:class:`~bioattn.explain.motifs.MotifReport`): ``motifs.tsv``, ``motif_spacings.tsv``,
-``motif_scan_spacings.tsv``, ``head_motifs.tsv``, ``logos/<pattern>_{contribution,probability}.png``, ``positions/<pattern>.png``,
-``head_motifs.png``, ``motifs.json`` and ``motifs.html``, one self-contained page (images embedded, no external
-resource: it reads offline)."""
+"""Files of a motif report (:class:`~bioattn.explain.motifs.MotifReport`), ``motifs.html`` self-contained (offline)."""
 from __future__ import annotations
 
 import base64
@@ -24,7 +21,6 @@ def _logo(matrix: np.ndarray, path: Path, *, title: str, ylabel: str, informatio
     import logomaker
     import pandas as pd
     from matplotlib.figure import Figure
-
     frame = pd.DataFrame(np.asarray(matrix, dtype=float), columns=list("ACGT"))
     if information:
         frame = frame.clip(lower=1e-4)  # rows summing to 1 again, or logomaker prints a warning on stdout
@@ -43,7 +39,6 @@ def _logo(matrix: np.ndarray, path: Path, *, title: str, ylabel: str, informatio
 
 def _histogram(pattern: Pattern, path: Path, *, length: int, offset: int, xlabel: str) -> None:
     from matplotlib.figure import Figure
-
     figure = Figure(figsize=(4.5, 2.2))
     axis = figure.subplots()
     axis.hist(pattern.positions, bins=np.arange(-offset - 0.5, length - offset + 0.5, 2), color="tab:blue")
@@ -58,7 +53,6 @@ def _histogram(pattern: Pattern, path: Path, *, length: int, offset: int, xlabel
 
 def _heatmap(report: MotifReport, path: Path) -> None:
     from matplotlib.figure import Figure
-
     table = report.head_table
     layers, heads, motifs = table.ratio.shape
     values = np.log2(np.clip(table.ratio.reshape(layers * heads, motifs), 1e-3, None))
@@ -98,22 +92,16 @@ def _table(header: list[str], rows: list[list]) -> str:
 
 
 def finding_rows(report: MotifReport) -> list[dict]:
-    """The motif summary: one row per finding (a pattern the composition-matched background does not also yield),
-    most seqlets first, with its best database match whether or not it is significant: ``{pattern, consensus,
-    seqlets, median_position, best_match, best_match_id, rank, of, q, significant}``."""
-    rows = []
-    for pattern in report.findings():
-        best = pattern.matches[0] if pattern.matches else {}
-        rows.append({"pattern": pattern.name, "consensus": pattern.consensus, "seqlets": pattern.seqlets,
-                     "median_position": float(np.median(pattern.positions)), "best_match": best.get("name", ""),
-                     "best_match_id": best.get("id", ""), "rank": best.get("rank"), "of": best.get("of"),
-                     "q": best.get("q"), "significant": bool(pattern.best_match(report.q_threshold))})
-    return rows
+    """One row per finding, most seqlets first, with its best database match, significant or not."""
+    return [{"pattern": pattern.name, "consensus": pattern.consensus, "seqlets": pattern.seqlets,
+             "median_position": float(np.median(pattern.positions)), "best_match": best.get("name", ""),
+             "best_match_id": best.get("id", ""), "rank": best.get("rank"), "of": best.get("of"),
+             "q": best.get("q"), "significant": bool(pattern.best_match(report.q_threshold))}
+            for pattern in report.findings() for best in [pattern.matches[0] if pattern.matches else {}]]
 
 
 def motif_summary(report: MotifReport) -> dict:
-    """The ``summary.json`` entry of a motif report: pattern and finding counts, the findings (:func:`finding_rows`),
-    how many match the database, the composition patterns, the background, the threshold, timings, TF families."""
+    """The ``summary.json`` entry of a motif report."""
     findings = finding_rows(report)
     return {"patterns": len(report.patterns), "findings": findings, "matched": sum(row["significant"] for row in findings),
             "database": report.database, "composition": [p.name for p in report.patterns if p.composition],
@@ -122,8 +110,7 @@ def motif_summary(report: MotifReport) -> dict:
 
 
 def describe_finding(row: dict, q_threshold: float) -> str:
-    """``TATAAA (pos_0), 242 seqlets at +32 (median): best match TBP MA0108.3, rank 1 of 879, q = 0.35 (not
-    significant at q < 0.05)`` for a row of :func:`finding_rows`."""
+    """``TATAAA (pos_0), 242 seqlets at +32 (median): best match TBP MA0108.3, rank 1 of 879, q = 0.35 (...)``."""
     text = f"{row['consensus']} ({row['pattern']}), {row['seqlets']} seqlets at {row['median_position']:+.0f} (median)"
     if not row["best_match"]:
         return text
@@ -139,9 +126,8 @@ def _motif_row(pattern: Pattern, report: MotifReport) -> list:
     return [pattern.name, pattern.consensus, len(pattern.ppm), pattern.seqlets, float(pattern.positions.mean()),
             float(pattern.positions.std()), float(plus),
             *((best["id"], best["name"], best["family"], best["q"]) if best else ("", "", "", float("nan"))),
-            "yes" if pattern.best_match(report.q_threshold) else "no", others,
-            float(np.median(pattern.positions)), best.get("class", "") if best else "",
-            best.get("rank") if best else None, best.get("of") if best else None,
+            "yes" if pattern.best_match(report.q_threshold) else "no", others, float(np.median(pattern.positions)),
+            best.get("class", "") if best else "", best.get("rank") if best else None, best.get("of") if best else None,
             "no (composition)" if pattern.composition else "yes",
             f"{pattern.background['name']} {pattern.background['consensus']}" if pattern.background else "",
             pattern.background["q"] if pattern.background else None,
@@ -158,7 +144,6 @@ def _families(report: MotifReport) -> str:
 
 
 def _summary(report: MotifReport) -> str:
-    """The findings first (what the report is about), then the patterns composition alone yields."""
     findings = finding_rows(report)
     text = "".join(f"<li>{html.escape(describe_finding(row, report.q_threshold))}</li>" for row in findings)
     page = (f"<h2>Findings</h2><ol>{text}</ol>" if findings else
@@ -190,10 +175,8 @@ def write_motif_report(report: MotifReport, out_dir: str | Path) -> Path:
     carrier_columns = [f"fraction_{name}" for name in report.groups]
     rows = [_motif_row(p, report) for p in report.patterns]
     write_table(out / "motifs.tsv", MOTIF_COLUMNS + carrier_columns, rows)
-    write_table(out / "motif_spacings.tsv", ["first", "second", "sequences", "median_centre_distance",
-                                             "sd_centre_distance", "gap_nt"],
-                ([s["first"], s["second"], s["sequences"], s["median_centre_distance"], s["sd_centre_distance"],
-                  s["gap_nt"]] for s in report.spacings))
+    spacing_columns = ["first", "second", "sequences", "median_centre_distance", "sd_centre_distance", "gap_nt"]
+    write_table(out / "motif_spacings.tsv", spacing_columns, ([s[c] for c in spacing_columns] for s in report.spacings))
     scan_columns = ["first", "second", "first_strand", "second_strand", "sequences", *carrier_columns, "spacer_mode",
                     "spacer_median", "at_mode"]
     write_table(out / "motif_scan_spacings.tsv", scan_columns, ([s.get(c) for c in scan_columns] for s in report.scan_spacings))

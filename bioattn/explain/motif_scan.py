@@ -1,6 +1,4 @@
-"""Where discovered patterns occur beyond their seqlets, and the spacers between them: scans of each pattern's core
-over the sequences (FIMO, ``memelite``), read in the sense of most of its seqlets, and the spacer of every pair of
-patterns found one upstream of the other (``motif_scan_spacings.tsv`` of the motif report)."""
+"""Scans of each pattern's core over the sequences (FIMO, ``memelite``) and the spacers between pattern pairs."""
 from __future__ import annotations
 
 import warnings
@@ -10,26 +8,13 @@ import numpy as np
 
 from bioattn.errors import UserInputError
 
-#: a :class:`~bioattn.explain.motifs.Pattern` (not imported: that module imports this one)
 Pattern = Any
 
 
 def scan_pattern_sites(patterns: Sequence[Pattern], sequences: Sequence[str], *, threshold: float = 1e-4,
                        offset: int = 0) -> dict[str, list[tuple[int, int, int, str, float]]]:
-    """Every match of each pattern's core in ``sequences`` (N strings, A C G T N), on both strands: FIMO (memelite)
-    with the core's probability matrix, hits with p < ``threshold``.
-
-    Seqlets mark only the sites TF-MoDISco kept (those above its contribution threshold, at most ``max_seqlets`` per
-    metacluster, clustered into one pattern among several similar ones); a scan finds the pattern wherever its
-    letters are, so it counts the sequences carrying a box regardless of those choices.
-
-    Returns:
-        pattern name → ``[(sequence, start, end, strand, p)]``: 0-based half-open core coordinates on the forward
-        strand minus ``offset`` (e.g. the TSS index, so positions are relative to it); strand ``"-"`` when the
-        reverse complement of the core matches.
-    """
+    """Pattern name → ``[(sequence, start, end, strand, p)]``: FIMO hits (p < ``threshold``) of its core."""
     from memelite import fimo
-
     if not 0 < threshold <= 1:
         raise UserInputError(f"pattern scan: p-value threshold must be in (0, 1], got {threshold}")
     if not patterns or not sequences:
@@ -53,12 +38,7 @@ def scan_pattern_sites(patterns: Sequence[Pattern], sequences: Sequence[str], *,
 
 def box_spacers(upstream: Sequence[tuple], downstream: Sequence[tuple], *, upstream_strand: str = "+",
                 downstream_strand: str = "+", gaps: tuple[int, int] = (0, 40)) -> dict[int, int]:
-    """Spacer (nt between the two cores) of a two-box element such as the σ70 −35 and −10 boxes, per sequence.
-
-    upstream, downstream: sites of :func:`scan_pattern_sites` of the two patterns; ``*_strand`` the strand whose hits
-    read the box in the element's sense (``"-"`` when a pattern's consensus is the box's reverse complement). In each
-    sequence the pair with the upstream core before the downstream one, a gap within ``gaps`` (inclusive) and the
-    smallest product of the two p-values is kept. Returns sequence → gap (downstream start − upstream end)."""
+    """Sequence → spacer (downstream start − upstream end) of its best two-box pair within ``gaps``."""
     by_sequence: dict[int, list[tuple]] = {}
     for site in downstream:
         if site[3] == downstream_strand:
@@ -74,14 +54,11 @@ def box_spacers(upstream: Sequence[tuple], downstream: Sequence[tuple], *, upstr
     return {index: gap for index, (_, gap) in sorted(best.items())}
 
 
-#: FIMO p-value below which :func:`scan_spacings` counts a pattern's match (a 6-nt core cannot reach 1e-4: 4**-6).
 SCAN_THRESHOLD = 1e-3
 
 
 def pattern_sense(pattern: Pattern) -> str:
-    """The strand (``"+"`` or ``"-"``) on which most of ``pattern``'s seqlets read its consensus: the sense in which
-    the pattern occurs on the sequences explained (``"-"`` when the consensus is reported as the reverse complement
-    of what the sequences carry, as TF-MoDISco may do; ``"+"`` on a tie or without seqlets)."""
+    """The strand on which most of ``pattern``'s seqlets read its consensus (``"+"`` on a tie or without seqlets)."""
     reverse = sum(site[3] == "-" for site in pattern.sites)
     return "-" if reverse > len(pattern.sites) - reverse else "+"
 
@@ -89,20 +66,7 @@ def pattern_sense(pattern: Pattern) -> str:
 def scan_spacings(patterns: Sequence[Pattern], sequences: Sequence[str], *, groups: Mapping[str, np.ndarray] | None = None,
                   threshold: float = SCAN_THRESHOLD, gaps: tuple[int, int] = (0, 40), min_sequences: int = 5,
                   sites: Mapping[str, Sequence[tuple]] | None = None) -> list[dict]:
-    """Spacers between every ordered pair of patterns from scans of their cores over all ``sequences``.
-
-    Seqlet co-occurrence (:func:`pattern_spacings`) counts a pair only where TF-MoDISco cut a seqlet for both boxes;
-    here each pattern's core is matched wherever its letters are (:func:`scan_pattern_sites`, FIMO p <
-    ``threshold``), read in its sense on these sequences (:func:`pattern_sense`), and for every sequence carrying the
-    first pattern upstream of the second with a spacer within ``gaps`` the best pair gives the spacer
-    (:func:`box_spacers`). Pairs found in fewer than ``min_sequences`` sequences are left out.
-
-    groups: name → ``(N,)`` bool; each row gets the fraction of each group's sequences carrying the pair.
-    sites: precomputed :func:`scan_pattern_sites` output (else scanned here).
-
-    Returns rows ``{first, second, first_strand, second_strand, sequences, fraction_<group>..., spacer_mode,
-    spacer_median, at_mode}`` (``at_mode``: sequences whose spacer is within 1 nt of the mode), most sequences first.
-    """
+    """Spacer rows of every ordered pair of patterns from core scans, most sequences first."""
     if min_sequences < 1:
         raise UserInputError(f"scan spacings: min_sequences must be >= 1, got {min_sequences}")
     if not 0 <= gaps[0] <= gaps[1]:

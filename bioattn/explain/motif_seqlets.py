@@ -1,16 +1,4 @@
-"""TF-MoDISco (``modisco-lite``) on hypothetical contributions, through the library's public pieces, with the seqlet
-thresholds of the unpadded windows.
-
-bioattn pads every sequence with N columns (:func:`~bioattn.explain.motifs.edge_padding`) so that a seqlet near an
-end can be cut. modisco-lite's ``TFMoDISco`` computes its seqlet thresholds on every window it is given, so the
-padding's windows (contribution 0) would move them. :func:`extract_seqlets` is modisco-lite's seqlet extraction
-step for step (a Laplace null fitted around the mode of the window sums, isotonic-regression thresholds at the
-target FDR, bounds on the fraction of passing windows, iterative extraction with suppression; equal to
-``modiscolite.extract_seqlets.extract_seqlets`` on unpadded tracks, which the tests check) with the thresholds
-computed on the columns ``[pad, L - pad)`` only; :func:`run_modisco` then splits the seqlets by sign and clusters
-each metacluster with modisco-lite's ``seqlets_to_patterns``, as ``TFMoDISco`` does, saying on stderr which
-stage it is in (each can take a minute).
-"""
+"""TF-MoDISco (``modisco-lite``) on hypothetical contributions, with the seqlet thresholds of the unpadded windows."""
 from __future__ import annotations
 
 import math
@@ -21,12 +9,10 @@ from typing import Any
 
 import numpy as np
 
-#: modisco-lite's defaults for the seqlet thresholds (``TFMoDISco``'s keyword arguments of the same names).
 TARGET_FDR = 0.2
 MIN_PASSING_WINDOWS_FRAC = 0.03
 MAX_PASSING_WINDOWS_FRAC = 0.2
 WEAK_THRESHOLD_FOR_COUNTING_SIGN = 0.8
-#: Windows sampled for the thresholds above this many (modisco-lite's cap, the same seeded sample).
 SUBSAMPLE_CAP = 1_000_000
 
 
@@ -43,8 +29,7 @@ def _mode_bin(values: np.ndarray) -> tuple[float, float, np.ndarray]:
 
 
 def _laplace_null(windows: np.ndarray, samples: int = 10_000, seed: int = 1234) -> tuple[np.ndarray, np.ndarray]:
-    """Positive and negative values drawn from a two-sided Laplace distribution centred on the mode of ``windows``
-    (found to 1e-6 with two histograms), each side's rate the most aggressive over its 5th ... 95th percentiles."""
+    """Positive and negative draws from a two-sided Laplace null centred on the mode of ``windows``."""
     values = windows.ravel()
     _, _, top = _mode_bin(values)
     low, high, _ = _mode_bin(top)
@@ -62,10 +47,8 @@ def _laplace_null(windows: np.ndarray, samples: int = 10_000, seed: int = 1234) 
 
 def _fdr_threshold(values: np.ndarray, null: np.ndarray, *, increasing: bool, target_fdr: float,
                    min_frac_neg: float = 0.95) -> float:
-    """The weakest of the sorted ``values`` whose precision against ``null`` (isotonic regression of real vs null,
-    scikit-learn) reaches ``1 - target_fdr``."""
+    """The weakest sorted ``values`` whose isotonic precision against ``null`` reaches ``1 - target_fdr``."""
     from sklearn.isotonic import IsotonicRegression
-
     x = np.concatenate([values, null], axis=0)
     y = np.concatenate([np.ones(len(values)), np.zeros(len(null))], axis=0)
     weight = np.concatenate([np.ones(len(values)), np.ones(len(null)) * (len(values) / len(null))], axis=0)
@@ -83,18 +66,15 @@ def _fdr_threshold(values: np.ndarray, null: np.ndarray, *, increasing: bool, ta
 def _bounded(values: np.ndarray, positive: float, negative: float, low: float, high: float) -> tuple[float, float]:
     """The thresholds moved so that between ``low`` and ``high`` of ``values`` pass (by magnitude)."""
     passing = (np.count_nonzero(values >= positive) + np.count_nonzero(values <= negative)) / float(len(values))
-    if passing < low:
-        positive = np.percentile(a=np.abs(values), q=100 * (1 - low))
-        negative = -positive
-    if passing > high:
-        positive = np.percentile(a=np.abs(values), q=100 * (1 - high))
-        negative = -positive
-    return positive, negative
+    bound = high if passing > high else (low if passing < low else None)
+    if bound is None:
+        return positive, negative
+    positive = np.percentile(a=np.abs(values), q=100 * (1 - bound))
+    return positive, -positive
 
 
 def _cut(scores: np.ndarray, window: int, flank: int, suppress: int) -> list[tuple[int, int, int]]:
-    """``(sequence, start, end)`` of every seqlet: the best remaining window of each row, ``flank`` added on both
-    sides (windows within ``flank`` of an end are not cut), its neighbours within ``suppress`` then removed."""
+    """``(sequence, start, end)`` of every seqlet: each row's best remaining window plus ``flank``, then suppression."""
     length = scores.shape[1]
     coordinates = []
     for row in np.flatnonzero((scores > -np.inf).any(axis=1)).tolist():
@@ -114,10 +94,7 @@ def extract_seqlets(scores: np.ndarray, *, window: int, flank: int, suppress: in
                     max_passing_windows_frac: float = MAX_PASSING_WINDOWS_FRAC,
                     weak_threshold_for_counting_sign: float = WEAK_THRESHOLD_FOR_COUNTING_SIGN,
                     ) -> tuple[list[tuple[int, int, int]], float]:
-    """Seqlets of ``scores (N, L)`` (per-position contributions): ``([(sequence, start, end)], threshold)``, where
-    ``threshold`` is the summed contribution a seqlet's central window needs to count as positive (or, negated,
-    negative), as modisco-lite's ``extract_seqlets`` returns them; ``pad``: columns at each end that are padding,
-    left out of the thresholds (a window of padding alone sums to 0 and never passes)."""
+    """``scores (N, L)`` → ``([(sequence, start, end)], threshold)``; ``pad`` columns are left out of the thresholds."""
     inner = _smooth(scores[:, pad : scores.shape[1] - pad], window)
     positive_null, negative_null = _laplace_null(inner)
     distribution = np.sort(np.abs(inner).ravel())
@@ -141,22 +118,16 @@ def extract_seqlets(scores: np.ndarray, *, window: int, flank: int, suppress: in
 
 
 def say(message: str, progress: bool) -> None:
-    """``motifs: message`` on stderr when ``progress``: what a stage of the motif pipeline is doing."""
+    """``motifs: message`` on stderr when ``progress``."""
     if progress:
         print(f"motifs: {message}", file=sys.stderr, flush=True)
 
 
 def run_modisco(one_hot: np.ndarray, hypothetical: np.ndarray, settings: Any, pad: int = 0, *,
                 progress: bool = False, label: str = "TF-MoDISco") -> list[tuple[str, Any]]:
-    """TF-MoDISco on ``one_hot (N, L, 4)`` and ``hypothetical (N, L, 4)`` with ``settings`` (a
-    :class:`~bioattn.explain.motifs.ModiscoSettings`): ``[(name, modisco pattern)]``, the
-    positive metacluster's patterns (``pos_<k>``) then the negative one's (``neg_<k>``).
-
-    pad: columns at each end that are padding (the seqlet thresholds are computed without them). progress: say on
-    stderr, prefixed with ``label``, how many seqlets were cut and which metacluster is being clustered."""
+    """``one_hot, hypothetical (N, L, 4)`` → ``[(name, modisco pattern)]``: ``pos_<k>`` then ``neg_<k>``."""
     from modiscolite.core import Seqlet, TrackSet
     from modiscolite.tfmodisco import seqlets_to_patterns
-
     settings.check()
     started = time.perf_counter()
     contributions = np.multiply(one_hot, hypothetical)

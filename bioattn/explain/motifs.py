@@ -1,16 +1,4 @@
-"""Motifs a DNA model learned, from its attributions: TF-MoDISco patterns, where they sit, what they match.
-
-:func:`discover_patterns` runs TF-MoDISco (``modisco-lite``) on hypothetical contributions ``(N, L, 4)`` (in
-bioattn: in-silico mutagenesis of the predicted class, :mod:`bioattn.explain.ism`), trims each pattern to its
-informative core, places every seqlet's core on the sequences (mean and sd position relative to the TSS), counts
-the sequences of each predicted class carrying it and matches the core against a motif database with TOMTOM
-(:mod:`bioattn.explain.motif_db`). :func:`explain_motifs` does the whole pipeline for a promoter model,
-including which attention head reads each pattern (:mod:`bioattn.explain.head_motifs`); :func:`report_motifs` is its
-output-generic part (any model's contributions, e.g. an activity regressor's);
-:func:`~bioattn.explain.motif_report.write_motif_report` writes the files.
-
-Patterns are named ``pos_<k>`` (their bases support the explained class) and ``neg_<k>`` (they argue against it).
-"""
+"""Motifs a DNA model learned: TF-MoDISco patterns (``pos_<k>``, ``neg_<k>``), where they sit, what they match."""
 from __future__ import annotations
 
 import time
@@ -24,11 +12,8 @@ from bioattn.explain.motif_db import DEFAULT_Q, MotifDatabase, tomtom_matches
 from bioattn.explain.motif_scan import scan_spacings
 from bioattn.explain.motif_seqlets import run_modisco
 
-_COMPLEMENT = str.maketrans("ACGT", "TGCA")
-#: Hypothetical contributions ``explain_motifs`` can compute; the first is the default.
 MOTIF_ATTRIBUTIONS = ("integrated_gradients", "ism")
 DEFAULT_ATTRIBUTION = MOTIF_ATTRIBUTIONS[0]
-#: Which sequences ``explain_motifs`` explains and clusters; the first is the default.
 MOTIF_USES = ("all", "predicted_positive")
 DEFAULT_USE = MOTIF_USES[0]
 #: A pattern position is in its core when its summed |contribution| is at least this share of the maximum.
@@ -37,9 +22,7 @@ TRIM_FRACTION = 0.3
 
 @dataclass
 class ModiscoSettings:
-    """TF-MoDISco settings sized for short sequences (tens to hundreds of nt); ``n_leiden_runs`` and
-    ``max_seqlets`` trade time for stability (the package's defaults are 50 and 20,000)."""
-
+    """TF-MoDISco settings sized for short sequences (tens to hundreds of nt)."""
     window: int = 9
     flank: int = 3
     max_seqlets: int = 2000
@@ -58,13 +41,7 @@ class ModiscoSettings:
 
 @dataclass
 class Pattern:
-    """One discovered pattern, trimmed to its core.
-
-    ppm, contributions, hypothetical: ``(W, 4)`` (A C G T) of the core; sites: ``(sequence, start, end, strand)`` of
-    every seqlet's core; positions: core centres relative to the TSS; matches: best database matches (each with its
-    ``rank`` among the database's ``of`` matrices); background: the pattern of the composition-matched background
-    that matches this one (:mod:`bioattn.explain.motif_background`), ``None`` when none does or none was run."""
-
+    """One discovered pattern, trimmed to its core: ``(W, 4)`` matrices, seqlet ``sites`` and core ``positions``."""
     name: str
     consensus: str
     ppm: np.ndarray
@@ -82,7 +59,7 @@ class Pattern:
 
     @property
     def composition(self) -> bool:
-        """Whether the composition-matched background yields this pattern too (then it is not a finding)."""
+        """Whether the composition-matched background yields this pattern too."""
         return self.background is not None
 
     def best_match(self, q_threshold: float = DEFAULT_Q) -> dict | None:
@@ -93,7 +70,6 @@ class Pattern:
 @dataclass
 class MotifReport:
     """Everything the motif report shows: patterns, heads × patterns, spacings, settings."""
-
     patterns: list[Pattern]
     sequences: int
     length: int
@@ -107,17 +83,15 @@ class MotifReport:
     scan_spacings: list[dict] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
-    #: how the composition-matched background was made ("" when none was run) and the patterns it yielded
     background: str = ""
     background_patterns: list[Pattern] = field(default_factory=list)
 
     def findings(self) -> list[Pattern]:
-        """The patterns that the background does not also yield, most seqlets first: what the summary lists."""
+        """The patterns the background does not also yield, most seqlets first."""
         return sorted((p for p in self.patterns if not p.composition), key=lambda p: -p.seqlets)
 
     def matched_families(self) -> dict[str, list[str]]:
-        """TF family → names of the findings whose best database match (q below ``q_threshold``) is in it; a match
-        without a family (a user's MEME file) counts under its own name. Composition patterns never count."""
+        """TF family (else the match's name) → names of the findings whose best match has q below ``q_threshold``."""
         families: dict[str, list[str]] = {}
         for pattern in self.findings():
             best = pattern.best_match(self.q_threshold)
@@ -127,12 +101,9 @@ class MotifReport:
 
 
 def _consensus(ppm: np.ndarray) -> str:
-    """IUPAC-free consensus: the top base where it has >= 0.5 probability, else lower case, 'n' below 0.35."""
-    letters = []
-    for column in ppm:
-        top = int(np.argmax(column))
-        letters.append("ACGT"[top] if column[top] >= 0.5 else ("acgt"[top] if column[top] >= 0.35 else "n"))
-    return "".join(letters)
+    """Top base where its probability is >= 0.5, lower case >= 0.35, else 'n'."""
+    return "".join("ACGT"[t] if c[t] >= 0.5 else ("acgt"[t] if c[t] >= 0.35 else "n")
+                   for c in ppm for t in [int(np.argmax(c))])
 
 
 def _core(contributions: np.ndarray) -> tuple[int, int]:
@@ -162,17 +133,12 @@ def _pattern(name: str, raw: Any, length: int, offset: int, pad: int, order: np.
 
 
 def edge_padding(settings: ModiscoSettings) -> int:
-    """N columns added to both ends of every sequence before TF-MoDISco: one seqlet (``window + 2 * flank``), so
-    that seqlets near an end can be extracted, aligned and extended. The padding holds no contribution and a
-    uniform letter (0.25 of each base, an N); TF-MoDISco's seqlet thresholds are computed on the unpadded windows
-    only (:func:`~bioattn.explain.motif_seqlets.run_modisco`), so the padding changes which seqlets can be cut, not
-    how strong one must be."""
+    """N columns padded to both ends of every sequence before TF-MoDISco: one seqlet, ``window + 2 * flank``."""
     return settings.window + 2 * settings.flank
 
 
 def pattern_spacings(patterns: Sequence[Pattern]) -> list[dict]:
-    """For every pair of patterns found together in at least 5 sequences: the distance between their cores
-    (second's centre minus first's, nearest pair per sequence) and the gap between the cores (nt between them)."""
+    """For every pair of patterns found together in >= 5 sequences: distance and gap (nt) between their cores."""
     by_sequence = []
     for pattern in patterns:
         sites: dict[int, list[float]] = {}
@@ -183,10 +149,8 @@ def pattern_spacings(patterns: Sequence[Pattern]) -> list[dict]:
     for a in range(len(patterns)):
         for b in range(a + 1, len(patterns)):
             shared = by_sequence[a].keys() & by_sequence[b].keys()
-            distances = []
-            for index in shared:
-                pairs = [(abs(y - x), y - x) for x in by_sequence[a][index] for y in by_sequence[b][index]]
-                distances.append(min(pairs)[1])
+            distances = [min((abs(y - x), y - x) for x in by_sequence[a][index] for y in by_sequence[b][index])[1]
+                         for index in shared]
             if len(distances) < 5:
                 continue
             distances = np.asarray(distances)
@@ -202,12 +166,7 @@ def discover_patterns(sequences: Sequence[str], hypothetical: np.ndarray, *, gro
                       tss_index: int | None = None, database: MotifDatabase | None = None,
                       settings: ModiscoSettings | None = None, top_matches: int = 3, progress: bool = False,
                       label: str = "TF-MoDISco") -> list[Pattern]:
-    """Patterns of ``hypothetical (N, L, 4)`` contributions (A C G T) over ``sequences`` (N strings of length L).
-
-    groups: name → ``(N,)`` bool (e.g. predicted class): each pattern gets the fraction of each group's sequences
-    carrying at least one of its seqlets. Positions are relative to ``tss_index`` (0-based), else to the start.
-    progress: say on stderr (prefixed with ``label``) what TF-MoDISco is doing.
-    """
+    """Patterns of ``hypothetical (N, L, 4)`` over ``sequences`` (one length); ``groups``: name → ``(N,)`` bool."""
     settings = settings or ModiscoSettings()
     lengths = {len(s) for s in sequences}
     if len(lengths) != 1:
@@ -219,8 +178,7 @@ def discover_patterns(sequences: Sequence[str], hypothetical: np.ndarray, *, gro
     hypothetical = np.asarray(hypothetical, dtype=np.float32)
     pad = edge_padding(settings)
     widths = ((0, 0), (pad, pad), (0, 0))
-    # TF-MoDISco keeps the first ``max_seqlets`` seqlets of each metacluster in sequence order; a fixed random order
-    # of the sequences makes them a sample of all sequences rather than of the first ones.
+    # TF-MoDISco keeps the first max_seqlets seqlets in sequence order: shuffle so they sample all sequences
     order = np.random.default_rng(0).permutation(len(sequences))
     found = run_modisco(np.pad(one_hot[order], widths, constant_values=0.25), np.pad(hypothetical[order], widths),
                         settings, pad=pad, progress=progress, label=label)
@@ -237,26 +195,20 @@ def discover_patterns(sequences: Sequence[str], hypothetical: np.ndarray, *, gro
     return patterns
 
 
-def _attributor(model: Any, attribution: str, target: str, rc_average: bool | None, batch_size: int,
-                progress: bool):
-    """``(classify, attribute)`` for ``model``: ``classify(sequences)`` the predicted classes ``(N,)``,
-    ``attribute(sequences, label)`` the hypothetical contributions ``(N, L, 4)`` (a progress bar named ``label``)."""
+def _attributor(model: Any, attribution: str, target: str, rc_average: bool | None, batch_size: int, progress: bool):
+    """``(classify, attribute)``: predicted classes ``(N,)`` and hypothetical contributions ``(N, L, 4)``."""
     import torch
-
     from bioattn.data.dna import collate_tokens, encode
     from bioattn.explain.hypothetical import gradient_hypothetical
     from bioattn.explain.ism import _uses_rc, ism_attribution, predicted_classes
     from bioattn.progress import progress_bar
-
     device = next(model.parameters()).device
     method = "in-silico mutagenesis" if attribution == "ism" else "integrated gradients"
-
     def classify(sequences: Sequence[str]) -> Any:
         ids, padding_mask = collate_tokens([encode(s) for s in sequences])
         return torch.cat([predicted_classes(model, ids[s : s + batch_size].to(device),
                                             padding_mask[s : s + batch_size].to(device),
                                             rc_average=rc_average).cpu() for s in range(0, len(ids), batch_size)])
-
     def attribute(sequences: Sequence[str], label: str = "motifs") -> np.ndarray:
         ids, padding_mask = collate_tokens([encode(s) for s in sequences])
         classes = classify(sequences)
@@ -272,7 +224,6 @@ def _attributor(model: Any, attribution: str, target: str, rc_average: bool | No
                 chunks.append(gradient_hypothetical(model, ids[rows], explained[rows],
                                                     rc_average=_uses_rc(model, rc_average)))
         return torch.cat(chunks).numpy()
-
     return classify, attribute
 
 
@@ -282,31 +233,12 @@ def explain_motifs(model: Any, sequences: Sequence[str], *, tss_index: int | Non
                    hypothetical: np.ndarray | None = None, target: str = "positive", batch_size: int = 256,
                    attribution: str = DEFAULT_ATTRIBUTION, use: str = DEFAULT_USE, background: bool = True,
                    progress: bool = True) -> MotifReport:
-    """The motif report of a :class:`~bioattn.models.PromoterClassifier` (or an ensemble) on ``sequences`` (one
-    length, A C G T N): hypothetical contributions (or the given ``hypothetical (N, L, 4)``), TF-MoDISco, TOMTOM
-    against ``database``, the spacers between patterns from scans of their cores (:func:`scan_spacings`) and the heads ×
-    patterns table of [CLS] attention (see :mod:`bioattn.explain.head_motifs`).
+    """Motif report of a :class:`~bioattn.models.PromoterClassifier` (or an ensemble) on ``sequences`` (one length).
 
-    attribution: ``"integrated_gradients"`` (gradients along the Integrated Gradients path read for every base,
-    :mod:`bioattn.explain.hypothetical`; an ensemble's is the mean of its members') or ``"ism"`` (in-silico
-    mutagenesis of the whole model, :mod:`bioattn.explain.ism`).
-
-    use: ``"all"``: every sequence; ``"predicted_positive"`` (two-class models): only the sequences the model
-    predicts positive are explained and clustered (a multi-class model uses all).
-
-    target: ``"positive"`` explains the log-odds of class 1 in every sequence (two-class models; ``pos_`` patterns
-    then support the positive class wherever they occur), ``"predicted"`` the class predicted for each sequence
-    (a multi-class model always uses it).
-
-    background: also run the pipeline on a dinucleotide shuffle of every sequence and flag the patterns it yields
-    too as composition, not findings (:mod:`bioattn.explain.motif_background`; about doubles the time). The
-    report's patterns come findings first (most seqlets first), then the composition ones.
-
-    progress: say on stderr what each stage is doing (attributions, TF-MoDISco's seqlets and clustering, the
-    background, TOMTOM, scans, heads)."""
+    attribution: ``"integrated_gradients"`` or ``"ism"``; use: ``"all"`` or ``"predicted_positive"``; target:
+    ``"positive"`` (class 1's log-odds) or ``"predicted"``; background: flag patterns shuffles also yield."""
     from bioattn.data.dna import collate_tokens, encode
     from bioattn.explain.head_motifs import cls_attention, head_motif_enrichment
-
     if not sequences:
         raise UserInputError("motif discovery needs at least one sequence")
     if target not in ("positive", "predicted"):
@@ -348,13 +280,11 @@ def explain_motifs(model: Any, sequences: Sequence[str], *, tss_index: int | Non
              + ", log-odds of the " + ("positive class" if two_class_positive else "predicted class")
              + " (hypothetical contributions"
              + (", mean of the ensemble's members)" if len(getattr(model, "members", [])) > 1 else ")"))
-
     def heads(patterns: Sequence[Pattern]) -> Any:
         ids, padding_mask = collate_tokens([encode(s) for s in sequences])
         attention = cls_attention(model, ids, padding_mask, batch_size=batch_size)
         lengths = (~padding_mask).sum(1).numpy()
         return head_motif_enrichment(attention, lengths, {p.name: [s[:3] for s in p.sites] for p in patterns})
-
     return report_motifs(sequences, hypothetical, attribute, groups=groups, attribution=label, tss_index=tss_index,
                          database=database, q_threshold=q_threshold, settings=settings, background=background,
                          heads=heads, seconds=seconds, progress=progress)
@@ -365,15 +295,8 @@ def report_motifs(sequences: Sequence[str], hypothetical: np.ndarray, attribute:
                   database: MotifDatabase | None = None, q_threshold: float = DEFAULT_Q,
                   settings: ModiscoSettings | None = None, background: bool = True, heads: Any = None,
                   seconds: dict[str, float] | None = None, progress: bool = True) -> MotifReport:
-    """The motif report of any model's hypothetical contributions ``(N, L, 4)`` on ``sequences`` (one length, upper
-    case): TF-MoDISco and TOMTOM (:func:`discover_patterns`), with ``background`` the same pipeline on a dinucleotide
-    shuffle of every sequence (``attribute(shuffles, label) -> (N, L, 4)`` computes their contributions as for the
-    sequences; :func:`background_patterns`), the spacers from scans of the cores (:func:`scan_spacings`) and, when
-    ``heads(patterns)`` is given, its heads × patterns table. ``groups``: name → ``(N,)`` bool (the carriers
-    columns); ``attribution``: how the contributions were made, as the report says it; ``seconds``: timings so
-    far, completed here. What :func:`explain_motifs` runs for a classifier, and any other output's pipeline too."""
+    """Motif report of any model's hypothetical contributions ``(N, L, 4)`` on ``sequences`` (one length, upper)."""
     from bioattn.explain.motif_seqlets import say
-
     settings = settings or ModiscoSettings()
     seconds = {} if seconds is None else seconds
     start = time.perf_counter()
@@ -383,7 +306,6 @@ def report_motifs(sequences: Sequence[str], hypothetical: np.ndarray, attribute:
     shuffled: list[Pattern] = []
     if background and patterns:
         from bioattn.explain.motif_background import BACKGROUND, flag_composition
-
         start = time.perf_counter()
         say(f"background: the same pipeline on {BACKGROUND} of the {len(sequences)} sequences", progress)
         shuffles, shuffled = background_patterns(sequences, lambda s: attribute(s, "background"), settings=settings,
@@ -423,12 +345,8 @@ def report_order(patterns: Sequence[Pattern]) -> list[Pattern]:
 def background_patterns(sequences: Sequence[str], attribute: Any, *, settings: ModiscoSettings | None = None,
                         tss_index: int | None = None, seed: int = 0,
                         progress: bool = False) -> tuple[list[str], list[Pattern]]:
-    """``(shuffles, patterns)``: one dinucleotide shuffle of each of ``sequences``
-    (:func:`~bioattn.explain.marginalize.shuffled_backgrounds`) and the patterns TF-MoDISco finds in
-    ``attribute(shuffles)`` (hypothetical contributions ``(N, L, 4)``, computed as for the sequences): the
-    composition-matched background of :mod:`bioattn.explain.motif_background`."""
+    """``(shuffles, patterns)``: dinucleotide shuffles, TF-MoDISco's patterns of ``attribute(shuffles)``."""
     from bioattn.explain.marginalize import shuffled_backgrounds
-
     shuffles = shuffled_backgrounds(sequences, seed=seed)
     return shuffles, discover_patterns(shuffles, attribute(shuffles), tss_index=tss_index, settings=settings,
                                        progress=progress, label="background TF-MoDISco")

@@ -1,5 +1,4 @@
-"""What every explanation writes the same way: the output folder, the per-layer head figures (head maps + head
-diversity) and the faithfulness outputs."""
+"""What every explanation writes the same way: the output folder, per-layer head figures, faithfulness outputs."""
 from __future__ import annotations
 
 import os
@@ -14,40 +13,26 @@ from bioattn.explain.heads import head_diversity
 def prepare_out_dir(path: str | os.PathLike, *, overwrite: bool) -> Path:
     """Create ``path``; an existing non-empty folder is refused unless ``overwrite``."""
     from bioattn.run_dir import prepare_run_dir
-
     return prepare_run_dir(path, resume=False, overwrite=overwrite, resumable=False)
 
 
 def layer_similarities(layer_maps: Sequence[Tensor]) -> list[list[list[float]]]:
-    """Per layer, the ``(H, H)`` head similarity (cosine) of ``layer_maps`` (``(H, L, L)`` or ``(B, H, L, L)``)."""
+    """Per layer, the ``(H, H)`` head similarity of ``layer_maps`` (``(H, L, L)`` or ``(B, H, L, L)``)."""
     return [[[round(float(v), 4) for v in row] for row in head_diversity(maps)] for maps in layer_maps]
 
 
-def write_layer_figures(
-    layer_maps: Sequence[Tensor],
-    out_dir: Path,
-    *,
-    what: str,
-    reference: Tensor | None = None,
-    reference_title: str = "reference",
-    head_scores: Sequence[Sequence[float]] | None = None,
-    score_name: str = "score",
-) -> list[list[list[float]]]:
-    """For each layer ``l``: ``heads_layer{l}.png`` (every head's map) and ``head_diversity_layer{l}.png``.
-
-    layer_maps: per layer ``(H, L, L)`` (one input) or ``(B, H, L, L)`` (diversity averaged over the batch,
-    the head maps show the batch mean). Returns the per-layer ``(H, H)`` similarity matrices as lists.
-    """
+def write_layer_figures(layer_maps: Sequence[Tensor], out_dir: Path, *, what: str, reference: Tensor | None = None,
+                        reference_title: str = "reference", head_scores: Sequence[Sequence[float]] | None = None,
+                        score_name: str = "score") -> list[list[list[float]]]:
+    """``heads_layer{l}.png`` and ``head_diversity_layer{l}.png`` per layer; returns the ``(H, H)`` similarities."""
     from bioattn.explain.figures import plot_head_diversity, plot_head_maps
-
     similarities = []
     for layer, maps in enumerate(layer_maps):
         similarity = head_diversity(maps)
         shown = maps if maps.dim() == 3 else maps.float().mean(0)
         scores = None if head_scores is None else head_scores[layer]
-        plot_head_maps(shown, out_dir / f"heads_layer{layer}.png", title=f"{what}: layer {layer}",
-                       reference=reference, reference_title=reference_title, head_scores=scores,
-                       score_name=score_name)
+        plot_head_maps(shown, out_dir / f"heads_layer{layer}.png", title=f"{what}: layer {layer}", reference=reference,
+                       reference_title=reference_title, head_scores=scores, score_name=score_name)
         plot_head_diversity(similarity, out_dir / f"head_diversity_layer{layer}.png",
                             title=f"layer {layer}: head similarity (cosine)")
         similarities.append([[round(float(v), 4) for v in row] for row in similarity])
@@ -55,20 +40,16 @@ def write_layer_figures(
 
 
 def write_faithfulness(results: dict[str, dict], out_dir: Path, *, title: str, unit: str) -> dict[str, dict]:
-    """``faithfulness.png`` of ``results`` (method → summary) and the ``summary.json`` entry (areas, sd, seconds;
-    the mean curves too)."""
+    """``faithfulness.png`` of ``results`` (method → summary); returns ``results``."""
     from bioattn.explain.faithfulness_figures import plot_faithfulness_curves
-
     plot_faithfulness_curves(results, out_dir / "faithfulness.png", title=title, unit=unit)
     return results
 
 
 def faithfulness_table(results: dict[str, dict], note: str | None = None) -> str:
-    """A text table of ``results`` (method → summary): areas ± sd and the seconds the maps took, most faithful
-    first, then what the areas are (``note``, default :data:`FAITHFULNESS_NOTE`: a classifier's)."""
+    """Text table of ``results`` (method → summary), most faithful first, then ``note`` (:data:`FAITHFULNESS_NOTE`)."""
     from bioattn.explain.faithfulness import most_faithful
     from bioattn.report import format_table
-
     best = most_faithful(results)
     ordered = sorted(results, key=lambda name: results[name]["deletion_auc"] - results[name]["insertion_auc"])
     rows = [[name + (" *" if name == best else ""),
@@ -81,7 +62,6 @@ def faithfulness_table(results: dict[str, dict], note: str | None = None) -> str
     return f"{table}\n\n{note or FAITHFULNESS_NOTE}"
 
 
-#: What :func:`faithfulness_table` prints under the table.
 FAITHFULNESS_NOTE = (
     "AUCs: area under the model's probability of the class it predicted on the intact input, divided by that "
     "probability, over the fraction of units perturbed (0 to 1); deletion perturbs the top-ranked units first, "
@@ -91,13 +71,11 @@ FAITHFULNESS_NOTE = (
 
 
 def _seconds(seconds: float) -> str:
-    """``"0.012"``, ``"3.457"``, ``"123.5"``; ``"< 0.001"`` for a time that rounds to 0 (summaries keep 3
-    decimals), never ``"0.00"``."""
+    """``"0.012"``, ``"123.5"``; ``"< 0.001"`` for a time that rounds to 0."""
     if seconds < 0.0005:
         return "< 0.001"
     return f"{seconds:.3f}" if seconds < 100 else f"{seconds:.1f}"
 
 
 def _count(number: int, noun: str) -> str:
-    """``"1 example"``, ``"5 examples"``."""
     return f"{number} {noun}{'' if number == 1 else 's'}"

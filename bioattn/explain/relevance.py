@@ -1,17 +1,6 @@
-"""Gradient-weighted attention relevance (Chefer, Gur & Wolf 2021).
+"""Gradient-weighted attention relevance (Chefer, Gur & Wolf 2021), the self-attention rule::
 
-Rollout (:mod:`bioattn.attention.rollout`) multiplies raw attention through the layers and so ignores what the
-prediction does with each token. Chefer et al. weight every attention map by the gradient of the explained
-output with respect to it, keep the positive part, average over heads and accumulate through the layers with
-the residual identity::
-
-    Ā_l = mean_h( (∂y/∂A_l ⊙ A_l)⁺ )        R ← R + Ā_l · R        (R starts at I)
-
-This is the self-attention rule of their "Generic Attention-model Explainability" (ICCV 2021), the
-gradient × attention form of "Transformer Interpretability Beyond Attention Visualization" (CVPR 2021) without
-the LRP relevance pass that paper combines it with. ``y`` is the predicted class's logit; a row ``R[i]`` says
-how much each token contributed to token ``i``'s output (for classification, the [CLS] row).
-"""
+    Ā_l = mean_h( (∂y/∂A_l ⊙ A_l)⁺ )        R ← R + Ā_l · R        (R starts at I)"""
 from __future__ import annotations
 
 from typing import Sequence
@@ -21,16 +10,7 @@ from torch import Tensor
 
 
 def relevance_from_attention(attentions: Sequence[Tensor], gradients: Sequence[Tensor], *, start_layer: int = 0) -> Tensor:
-    """Accumulate gradient-weighted attention through the layers.
-
-    Args:
-        attentions: per layer ``(B, H, L, L)`` attention probabilities.
-        gradients: per layer ``(B, H, L, L)``, the gradient of the explained output w.r.t. those probabilities.
-        start_layer: first layer included.
-
-    Returns:
-        ``(B, L, L)`` relevance ``R`` (float32); ``R[b, i, j]`` = relevance of token ``j`` for token ``i``'s output.
-    """
+    """Per-layer ``attentions``, ``gradients`` ``(B, H, L, L)`` → ``(B, L, L)`` float32 relevance."""
     if len(attentions) != len(gradients) or not attentions:
         raise ValueError(f"need one gradient per attention map (>= 1), got {len(attentions)} and {len(gradients)}")
     if not 0 <= start_layer < len(attentions):
@@ -44,8 +24,7 @@ def relevance_from_attention(attentions: Sequence[Tensor], gradients: Sequence[T
 
 
 def attention_gradients(output: Tensor, attentions: Sequence[Tensor]) -> list[Tensor]:
-    """``∂ output.sum() / ∂ A_l`` for each layer's attention ``A_l`` (which must be the tensors the forward pass
-    used, e.g. those returned with ``need_weights=True`` when no row is fully masked)."""
+    """``∂ output.sum() / ∂ A_l`` for each layer's attention ``A_l`` (the tensors the forward pass used)."""
     gradients = torch.autograd.grad(output.sum(), list(attentions), allow_unused=True)
     missing = [index for index, gradient in enumerate(gradients) if gradient is None]
     if missing:

@@ -1,7 +1,4 @@
-"""What the tasks' explanations (:func:`~bioattn.tasks.promoter.explain.explain_promoter`,
-:func:`~bioattn.tasks.activity.explain.explain_activity`, :func:`~bioattn.tasks.ct.explain.explain_ct`,
-:func:`~bioattn.tasks.msa.explain.explain_msa`) share: the result base classes with ``save(directory)``, how a model
-is given (an object, a shipped name or a run directory) and how ``method="auto"`` is resolved."""
+"""What the tasks' explanations share: result classes with ``save(directory)``, model loading, ``method="auto"``."""
 from __future__ import annotations
 
 import dataclasses
@@ -12,31 +9,21 @@ from typing import Any, Callable, Mapping, Sequence
 
 from bioattn.errors import UserInputError
 
-#: ``method="auto"`` picks the most faithful method whose estimated time fits this many seconds.
 AUTO_BUDGET_SECONDS = 60.0
 
 
 @dataclasses.dataclass
 class Explanation:
-    """An explanation held in memory: ``summary`` (what ``summary.json`` holds), ``tables`` (file name →
-    ``(header, rows)``, written as TSV) and figures rendered when saved.
-
-    ``save(directory)`` writes every file the matching ``bioattn explain`` command writes; ``saved_to`` is then
-    that folder (``None`` until saved).
-    """
-
+    """An explanation in memory: ``summary``, ``tables`` (name → ``(header, rows)``), figures; ``save`` writes them."""
     saved_to: Path | None = dataclasses.field(default=None, init=False, repr=False)
-
     summary: dict[str, Any]
     tables: dict[str, tuple[list[str], list[list[Any]]]]
     figures: list[Callable[[Path], Any]] = dataclasses.field(default_factory=list, repr=False)
 
     def save(self, directory: str | os.PathLike, *, overwrite: bool = False) -> Path:
-        """Write the tables, figures, files and ``summary.json`` under ``directory`` (created; a non-empty folder
-        is refused unless ``overwrite``). Returns the folder."""
+        """Write the files, tables, figures and ``summary.json`` under ``directory``; returns the folder."""
         from bioattn.io import write_json, write_table
         from bioattn.explain.outputs import prepare_out_dir
-
         out = prepare_out_dir(directory, overwrite=overwrite)
         self.saved_to = out
         self._write_files(out)
@@ -53,36 +40,29 @@ class Explanation:
 
 @dataclasses.dataclass
 class SequenceExplanation(Explanation):
-    """An explanation of DNA sequences: ``lengths (N,)`` (each sequence's length; the per-nucleotide maps of a
-    subclass are zero past it), the attribution ``method`` and, when motifs were asked for, the
-    :class:`~bioattn.explain.motifs.MotifReport` (``motif_report``)."""
-
+    """An explanation of DNA sequences: ``lengths (N,)``, the attribution ``method`` and the motif report, if any."""
     lengths: Any = None
     method: str = ""
     motif_report: Any = None
 
 
 def where(out: str | os.PathLike | None, name: str | None = None) -> str:
-    """Where ``describe`` says a file went: ``out/name`` (``out`` alone without ``name``), or that the result is
-    not saved yet when ``out`` is ``None``."""
+    """Where ``describe`` says a file went: ``out/name`` (or ``out``), or that the result is not saved yet."""
     if out is None:
         return "not saved yet (.save(folder) writes it)"
     return str(Path(out) / name) if name else str(out)
 
 
 def saved_under(result: "Explanation", out: str | os.PathLike | None, overwrite: bool) -> "Explanation":
-    """``result``, saved under ``out`` first when one is given (the ``out=`` of the ``explain_*`` functions)."""
+    """``result``, saved under ``out`` first when one is given."""
     if out is not None:
         result.save(out, overwrite=overwrite)
     return result
 
 
 def check_out_dir(path: str | os.PathLike | None, *, overwrite: bool) -> None:
-    """Refuse a non-empty existing ``path`` without ``overwrite`` before any work (:meth:`Explanation.save`
-    checks again when it writes) and an unwritable one (:func:`~bioattn.io.prepare_output`); ``None``: nothing to
-    check."""
+    """Refuse a non-empty existing ``path`` without ``overwrite`` and an unwritable one, before any work."""
     from bioattn.io import prepare_output
-
     if path is None:
         return
     path = Path(path).expanduser()
@@ -94,17 +74,13 @@ def check_out_dir(path: str | os.PathLike | None, *, overwrite: bool) -> None:
 
 
 def load_explained_model(model: Any, model_class: type, device: str) -> tuple[Any, str]:
-    """``(model, label)``: a model object moved to ``device``, or the run directory / shipped name loaded with
-    ``model_class.from_pretrained``; ``label`` is how the summary names it."""
+    """``(model, label)``: a model object moved to ``device``, or a run directory / shipped name loaded."""
     import torch
-
     from bioattn.models.registry import resolve_model_dir
     from bioattn.distributed import resolve_device
-
     target = resolve_device(device)
     if isinstance(model, (str, os.PathLike)):
         from bioattn.models.registry import load_pretrained
-
         return load_pretrained(resolve_model_dir(model), map_location=target, expect=model_class).eval(), str(model)
     if not isinstance(model, torch.nn.Module):
         raise UserInputError(f"model must be a {model_class.__name__}, a run directory or a shipped name, "
@@ -112,7 +88,6 @@ def load_explained_model(model: Any, model_class: type, device: str) -> tuple[An
     return model.to(target).eval(), type(model).__name__
 
 
-#: ``method="auto"`` measures the candidates' faithfulness on at most this many inputs of the sample it is given.
 AUTO_SAMPLE = 16
 
 
@@ -120,21 +95,9 @@ def resolve_method(method: str, order: Sequence[str], probe: Callable[[], float]
                    measure: Callable[[Sequence[str]], dict[str, dict]] | None = None, *,
                    faithfulness_steps: int = 20, budget_seconds: float = AUTO_BUDGET_SECONDS,
                    sample: str = "the input", costs: Mapping[str, float] | None = None) -> str:
-    """``method``, or with ``auto`` the most faithful method on (a sample of) this input among those of ``order``
-    whose estimated time fits ``budget_seconds``.
-
-    ``probe()`` returns the estimated seconds of one gradient pass over the whole input; a method costs
-    ``costs[method]`` times that (``costs``: the task's methods and their costs, default the method-generic
-    :data:`~bioattn.explain.attribution.METHOD_COST`; ``method`` must be one of them). The probe runs twice and the
-    second time is the estimate: the first pays one-off costs (a GPU's context and kernel selection, lazy imports)
-    that would make a 64-pass method look too slow. ``measure(methods)`` returns each method's faithfulness on ``sample`` (method →
-    :meth:`~bioattn.explain.faithfulness.FaithfulnessResult.summary`); the candidates and ``random`` are measured
-    and the largest insertion − deletion AUC wins (:func:`~bioattn.explain.faithfulness.most_faithful`, the method
-    the faithfulness table stars). Says on stderr which method it used and the AUCs it measured; a warning when no
-    candidate deletes better than random. Without ``measure``, the first fitting method of ``order``."""
+    """``method``, or for ``auto`` the most faithful of ``order`` whose estimated time fits ``budget_seconds``."""
     from bioattn.explain.attribution import METHOD_COST
     from bioattn.explain.faithfulness import most_faithful
-
     costs = METHOD_COST if costs is None else costs
     if faithfulness_steps < 1:
         raise UserInputError(f"--faithfulness-steps must be >= 1, got {faithfulness_steps}")

@@ -1,15 +1,4 @@
-"""How sharp each attention head is: per-head entropy and effective temperature, per layer.
-
-One head has one softmax temperature (the fixed ``1/sqrt(d)`` scale times the spread of its scores), so a head
-is either sharp (a few keys) or diffuse (many keys) everywhere. For each head we report, averaged over its real
-query rows:
-
-- ``entropy``: ``-Σ_j p_j log p_j`` over the real keys, in nats;
-- ``normalised_entropy``: entropy / log(number of real keys): 1 = uniform attention, 0 = one key;
-- ``temperature``: the effective temperature ``1 / sd_j(log p_j)``. ``log p_j`` is the scaled score minus a
-  per-row constant, so its standard deviation over keys is the spread of the scores the softmax sees; a head
-  whose scores spread by 1 has temperature 1, a sharper head a lower one.
-"""
+"""How sharp each attention head is: per-head entropy, normalised entropy and effective temperature, per layer."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -19,17 +8,7 @@ from torch import Tensor
 
 
 def head_sharpness(weights: Sequence[Tensor], key_padding_mask: Tensor | None = None) -> dict[str, Tensor]:
-    """Per-layer, per-head sharpness of attention maps.
-
-    Args:
-        weights: per layer ``(B, H, Lq, Lk)`` attention probabilities.
-        key_padding_mask: ``(B, Lk)`` bool, True = padding (those keys and, for self-attention, those queries
-            are left out), or None.
-
-    Returns:
-        ``{"entropy", "normalised_entropy", "temperature"}``, each ``(layers, H)`` float64, averaged over the
-        real query rows of every input.
-    """
+    """Per-layer ``(B, H, Lq, Lk)`` → ``{"entropy", "normalised_entropy", "temperature"}``, each ``(layers, H)``."""
     results: dict[str, list[Tensor]] = {"entropy": [], "normalised_entropy": [], "temperature": []}
     for layer in weights:
         p = layer.detach().double()
@@ -51,5 +30,5 @@ def head_sharpness(weights: Sequence[Tensor], key_padding_mask: Tensor | None = 
 
 
 def sharpness_summary(sharpness: dict[str, Tensor]) -> dict[str, list[list[float]]]:
-    """:func:`head_sharpness` as nested lists ``[layer][head]`` rounded for ``summary.json``."""
+    """:func:`head_sharpness` as rounded nested lists ``[layer][head]``."""
     return {name: [[round(float(v), 4) for v in row] for row in values] for name, values in sharpness.items()}
