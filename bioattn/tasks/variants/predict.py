@@ -8,8 +8,10 @@ INFO fields and a ``##bioattn_variant_scoring`` header line. Alleles not scored 
 """
 from __future__ import annotations
 
+import gzip
 import io
 import os
+import re
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -20,10 +22,16 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from bioattn.errors import UserInputError
-from bioattn.io import STDOUT, atomic_write, write_table
+from bioattn.io import STDOUT, atomic_write, format_cell, prepare_output, write_table
+from bioattn.tasks.outputs import output_index
+from bioattn.tasks.variants.evaluate import header_fields
+from bioattn.tasks.variants.head import head_table
 from bioattn.tasks.variants.records import (SKIPPED_COLUMNS, VariantSet, is_vcf, read_variants, skipped_rows,
                                             variants_from_table)
-from bioattn.tasks.variants.score import INDEL_WINDOWS, allele_scores, as_dna_model, how_scored, score_table
+from bioattn.tasks.variants.saturation import saturation_variants
+from bioattn.tasks.variants.score import (ID_COLUMNS, INDEL_WINDOWS, allele_scores, as_dna_model, how_scored,
+                                          score_table)
+from bioattn.tasks.variants.vcf import htslib_messages
 
 HEAD_TYPE = "VariantEffectHead"
 
@@ -67,8 +75,6 @@ def skipped_path(output: str | os.PathLike) -> Path | None:
 
 def check_outputs(output: str | os.PathLike, *more: str | os.PathLike | None) -> None:
     """Refuse an ``output`` (its skipped list, and ``more`` paths such as a figure) that cannot be written."""
-    from bioattn.io import prepare_output
-
     for path in (output, skipped_path(output), *more):
         if path is not None:
             prepare_output(path)
@@ -76,8 +82,6 @@ def check_outputs(output: str | os.PathLike, *more: str | os.PathLike | None) ->
 
 def check_reference(path: Path) -> None:
     """The reference FASTA, checked before it is indexed: present, FASTA, plain or bgzip."""
-    import gzip
-
     if not path.is_file():
         raise UserInputError(f"{path}: reference FASTA not found" if not path.exists() else f"{path}: is not a file")
     with open(path, "rb") as handle:
@@ -127,8 +131,6 @@ def open_reference(reference: Any) -> Iterator[Any]:
 
 def gene_strands(reference: Any) -> dict[str, str]:
     """``gene_strand=+|-`` of each FASTA header that has one."""
-    from bioattn.tasks.variants.evaluate import header_fields
-
     return {name: fields["gene_strand"] for name, fields in header_fields(reference).items() if "gene_strand" in fields}
 
 
@@ -178,13 +180,8 @@ def score_variants(model: Any, reference: Any, variants: Any, *, offsets: Sequen
                    strands: str = "auto", gene_orientation: bool = False, skip_indels: bool = False,
                    skip_invalid: bool = False, device: str = "cpu", progress: bool = False,
                    output_name: str | None = None) -> Any:
-    """The table ``bioattn predict variants`` writes (a :class:`pandas.DataFrame`).
-
-    Args:
-        variants: a VCF/TSV path, a DataFrame with ``chrom pos ref alt`` or ``(chrom, pos, ref, alt)`` tuples.
-        reference: a FASTA path or an open :class:`pyfaidx.Fasta`.
-        output_name: one output of a model of several, its columns unsuffixed (``--output-name``).
-    """
+    """The table ``bioattn predict variants`` writes, of ``variants`` (a VCF/TSV path, a DataFrame with ``chrom pos
+    ref alt`` or ``(chrom, pos, ref, alt)`` tuples) on ``reference`` (a FASTA path or an open ``pyfaidx.Fasta``)."""
     return _score(model, reference, variants, offsets=offsets, strands=strands, gene_orientation=gene_orientation,
                   skip_indels=skip_indels, skip_invalid=skip_invalid, device=device, progress=progress,
                   output_name=output_name)[0]
@@ -195,8 +192,6 @@ def saturation_map(model: Any, reference: Any, region: str | None = None, *, off
                    progress: bool = False, output_name: str | None = None) -> Any:
     """Every possible SNV of ``region`` (``chrom:start-end``; default every record) scored like
     :func:`score_variants` (draw it with :func:`bioattn.tasks.variants.saturation.draw_saturation`)."""
-    from bioattn.tasks.variants.saturation import saturation_variants
-
     with open_reference(reference) as fasta:
         return score_variants(model, fasta, saturation_variants(fasta, region), offsets=offsets, strands=strands,
                               gene_orientation=gene_orientation, device=device, progress=progress,
@@ -209,8 +204,6 @@ def _score(model: Any, reference: Any, variants: Any, *, offsets: Sequence[int] 
     model = load_scoring_model(model, device)
     outputs = list(as_dna_model(model.activity_model if is_head(model) else model).target_names)
     if output_name is not None:  # before anything is read or scored
-        from bioattn.tasks.outputs import output_index
-
         output_name = outputs[output_index(output_name, outputs)]
     with open_reference(reference) as fasta:
         found = _variant_set(variants, fasta, skip_indels, skip_invalid)
@@ -219,8 +212,6 @@ def _score(model: Any, reference: Any, variants: Any, *, offsets: Sequence[int] 
         share, ranks = (_shares(len(found))[:2] if shard else (slice(None), 1))
         mine = found.variants[share]
         if is_head(model):
-            from bioattn.tasks.variants.head import head_table
-
             table = head_table(model, fasta, mine, progress=progress, output=output_name)
             scorer = model.activity_model
             offsets, strands = model.offsets, model.strands
@@ -281,10 +272,6 @@ _INFO = (("ref_score", "BIOATTN_REF", "1", "model score of the reference allele 
 
 def _info_fields(table: Any) -> list[tuple[str, str, str, str]]:
     """``(INFO id, column, Number, description)`` of the score columns."""
-    import re
-
-    from bioattn.tasks.variants.score import ID_COLUMNS
-
     fields = []
     columns = set(table.columns)
     for column in table.columns:
@@ -325,9 +312,6 @@ def write_annotated_vcf(source: Path, output: Path, table: Any, found: VariantSe
     """Copy the VCF ``source`` to ``output`` with the scores of ``table`` (rows = ``found.variants``) and the reason
     of each allele not scored in INFO."""
     from cyvcf2 import VCF, Writer
-
-    from bioattn.io import format_cell
-    from bioattn.tasks.variants.vcf import htslib_messages
 
     by_record: dict[int, dict[int, int]] = {}
     for row, v in enumerate(found.variants):

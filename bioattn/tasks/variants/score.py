@@ -18,6 +18,7 @@ import numpy as np
 
 from bioattn.errors import UserInputError
 from bioattn.progress import progress_bar
+from bioattn.tasks.outputs import output_index
 from bioattn.tasks.variants.records import Variant
 
 STRANDS = ("auto", "forward", "both")
@@ -233,8 +234,6 @@ def score_table(variants: Sequence[Variant], scores: AlleleScores, target_names:
     """The output table: ``chrom pos id ref alt`` and the :func:`score_columns`; ``output`` (``--output-name``):
     that output's columns alone, unsuffixed."""
     import pandas as pd
-
-    from bioattn.tasks.outputs import output_index
 
     ref, alt = scores.mean(scores.ref), scores.mean(scores.alt)
     members = 1 if scores.ref_members is None else scores.ref_members.shape[3]
