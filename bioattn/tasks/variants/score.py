@@ -3,11 +3,8 @@ from the reference genome (SNVs, multi-base substitutions, and deletions and ins
 :data:`~bioattn.tasks.variants.records.MAX_INDEL` nt).
 
 A *DNA model* has ``predict(sequences) -> (N,) or (N, T)``, ``target_names`` and ``input_length``, optionally
-``embed(sequences) -> (N, D)``; :func:`as_dna_model` wraps a promoter classifier (output ``p_promoter``) and an
-ensemble. Each variant gets one window per placement (its offset in the window, :func:`default_offsets`), shifted
-to fit inside short contigs; strands ``forward``, ``both`` (averaged) or ``auto`` (as the model was trained);
-``reverse`` contigs are scored in reverse complement. Windows are cut and scored in
-:mod:`bioattn.tasks.variants.windows`.
+``embed``; :func:`as_dna_model` wraps classifiers and ensembles. Each variant gets one window per placement
+(:func:`default_offsets`), shifted to fit inside short contigs (:mod:`bioattn.tasks.variants.windows`).
 """
 from __future__ import annotations
 

@@ -1,14 +1,10 @@
 """Variant windows built with array operations, and scored at the token level through the scans' device feed.
 
-:func:`build_windows` reads each contig's span once and cuts every window of every variant from a sliding-window
-view of it. A substitution of several bases, deletion or insertion (:func:`changed_windows`) keeps the window's
-length and the reference bases up to the variant in the orientation scored; the 3′ flank after REF (the left one
-on a reverse-complemented contig) is read further by a deletion's length or cut short by an insertion's, the
-window shifted back inside the contig where the alternative sequence runs out.
-
-:func:`token_model`: activity models and promoter classifiers are scored on token ids through
-:func:`bioattn.tasks.device_feed.feed` (the numbers of their own ``predict``); any other model through ``predict``
-on strings (:func:`score_strings`).
+:func:`build_windows` cuts every window from a sliding-window view of each contig's span. The alternative window
+of a multi-base substitution, deletion or insertion (:func:`changed_windows`) keeps the window's length; its 3′
+flank after REF is read further by a deletion's length or cut short by an insertion's. Activity models and promoter
+classifiers are scored on token ids (:func:`token_model`, :func:`score_tokens`), any other model through
+``predict`` on strings (:func:`score_strings`).
 """
 from __future__ import annotations
 
@@ -215,8 +211,7 @@ class ActivityTokens(TokenModel):
         values = values.double()
         if not self.embed:
             return values[:n], values[n:]
-        embedding = embedding.double()
-        return values[:n], values[n:], embedding[:n], embedding[n:]
+        return values[:n], values[n:], embedding[:n].double(), embedding[n:].double()
 
 
 class ClassifierTokens(TokenModel):
