@@ -1,22 +1,8 @@
 """The cell type of each element of a variant release, and the activity model's output it matches.
 
-An activity model of several outputs (one per cell type, e.g. ``hepg2`` and ``wtc11``) predicts every element in
-every cell type; a measured variant effect was measured in one. Each element's cell type, when known, comes from
-(first found):
-
-1. ``--cell-types FILE`` (``bioattn train variants``): a TSV with the columns ``chrom`` (the element, a record of
-   the reference FASTA) and ``cell_type`` (:func:`read_cell_types_file`);
-2. the variants' own field: a VCF's ``CELL_TYPE`` INFO field, a TSV's ``cell_type`` column (one value per element,
-   :func:`input_cell_types`);
-3. the reference FASTA header's ``cell_type=`` (``>F9 type=promoter cell_type=HepG2``).
-
-A cell type matches an output when they are equal ignoring case and every character that is not a letter or a digit
-(:func:`bioattn.tasks.outputs.matching_output`). The *matched features* (:func:`matched_features`): for every feature
-family the head computes per output (``delta``, ``abs_delta``, ``ism_here``, ...), ``<family>_matched`` is that
-family's value of the element's matched output for the variants of a matched element, 0 for the others; the
-per-output features stay features beside them. A saved head (:class:`~bioattn.models.variant_head.VariantEffectHead`)
-stores the map; at prediction time (:func:`prediction_cell_types`) a cell type in the input overrides it and the
-FASTA headers fill in elements it does not name.
+An element's cell type comes from ``--cell-types FILE``, else the variants' own field (``CELL_TYPE`` / ``cell_type``),
+else the FASTA header's ``cell_type=``; it matches an output as :func:`bioattn.tasks.outputs.matching_output` says.
+``<family>_matched`` features (:func:`matched_features`) are the matched output's value, 0 where none matches.
 """
 from __future__ import annotations
 
@@ -43,9 +29,8 @@ def _known(value: Any) -> str | None:
 
 
 def read_cell_types_file(path: str | Path, elements: Sequence[str]) -> dict[str, str]:
-    """``{element: cell type}`` of a ``--cell-types`` TSV (columns ``chrom`` and ``cell_type``; ``element`` or
-    ``contig`` for ``chrom``); an element not among ``elements`` (the reference's records) or given two cell types,
-    or a file without those columns, is one :class:`UserInputError` naming the file and line."""
+    """``{element: cell type}`` of a ``--cell-types`` TSV (columns ``chrom`` and ``cell_type``), checked against
+    ``elements`` (the reference's records)."""
     path = Path(path)
     if not path.is_file():
         raise UserInputError(f"{path}: --cell-types file not found" if not path.exists() else f"{path}: is not a file")
@@ -81,8 +66,7 @@ def read_cell_types_file(path: str | Path, elements: Sequence[str]) -> dict[str,
 
 
 def input_cell_types(variants: Sequence[Variant]) -> dict[str, str]:
-    """``{element: cell type}`` from the variants' own field (``CELL_TYPE`` / ``cell_type``); two records of one
-    element with different cell types is one :class:`UserInputError` naming both."""
+    """``{element: cell type}`` from the variants' own field (``CELL_TYPE`` / ``cell_type``)."""
     out: dict[str, tuple[str, str]] = {}
     for v in variants:
         cell_type = _known(v.cell_type)
@@ -98,15 +82,14 @@ def input_cell_types(variants: Sequence[Variant]) -> dict[str, str]:
 
 
 def header_cell_types(headers: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
-    """``{element: cell type}`` of the FASTA headers' ``cell_type=`` (:func:`~bioattn.tasks.variants.evaluate.header_fields`)."""
+    """``{element: cell type}`` of the FASTA headers' ``cell_type=``."""
     return {name: value for name, fields in headers.items()
             if (value := _known(fields.get(HEADER_FIELD))) is not None}
 
 
 def training_cell_types(variants: Sequence[Variant], headers: Mapping[str, Mapping[str, str]],
                         from_file: Mapping[str, str] | None = None) -> dict[str, tuple[str, str]]:
-    """``{element: (cell type, source)}`` of every element with a known cell type (``source``: ``--cell-types``,
-    ``input`` or ``fasta header``), the first of the file, the variants' field, the FASTA header."""
+    """``{element: (cell type, source)}``, ``source`` the first of ``--cell-types``, ``input``, ``fasta header``."""
     out: dict[str, tuple[str, str]] = {}
     for source, found in (("fasta header", header_cell_types(headers)), ("input", input_cell_types(variants)),
                           ("--cell-types", dict(from_file or {}))):
@@ -116,8 +99,7 @@ def training_cell_types(variants: Sequence[Variant], headers: Mapping[str, Mappi
 
 def prediction_cell_types(variants: Sequence[Variant], stored: Mapping[str, str],
                           headers: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
-    """``{element: cell type}`` at prediction time: the input's field, else the head's ``stored`` map, else the FASTA
-    header's ``cell_type=``."""
+    """``{element: cell type}`` at prediction time: the input's, else the head's ``stored`` map, else the header's."""
     out = header_cell_types(headers)
     out.update(stored)
     out.update(input_cell_types(variants))
@@ -128,14 +110,12 @@ def matched_outputs(cell_types: Mapping[str, str], outputs: Sequence[str]) -> di
     """``{element: the output its cell type matches, or None}``."""
     out = {}
     for element, cell_type in cell_types.items():
-        k = matching_output(cell_type, outputs)
-        out[element] = None if k is None else str(outputs[k])
+        out[element] = None if (k := matching_output(cell_type, outputs)) is None else str(outputs[k])
     return out
 
 
 def output_families(names: Sequence[str], outputs: Sequence[str]) -> list[str]:
-    """The feature families computed per output (``names`` holding ``<family>_<output>`` for every output), in
-    ``names`` order."""
+    """The families ``f`` of ``names`` that hold ``<f>_<output>`` for every output, in ``names`` order."""
     if len(outputs) < 2:
         return []
     suffix = f"_{outputs[0]}"
@@ -146,9 +126,7 @@ def output_families(names: Sequence[str], outputs: Sequence[str]) -> list[str]:
 
 def matched_features(names: Sequence[str], features: np.ndarray, outputs: Sequence[str],
                      row_outputs: Sequence[str | None]) -> tuple[list[str], np.ndarray]:
-    """``(["<family>_matched", ...], (N, F') matrix)``: for each per-output family of ``names`` / ``features``
-    (``(N, F)``), the value of the row's matched output (``row_outputs[i]``, one of ``outputs``), 0 where it has
-    none."""
+    """``(["<family>_matched", ...], (N, F'))``: each family's value at the row's matched output, 0 where none."""
     index = {name: k for k, name in enumerate(names)}
     families = output_families(names, outputs)
     matrix = np.zeros((features.shape[0], len(families)))
@@ -161,9 +139,8 @@ def matched_features(names: Sequence[str], features: np.ndarray, outputs: Sequen
 
 def describe_matches(elements: Sequence[str], cell_types: Mapping[str, tuple[str, str]],
                      outputs: Sequence[str]) -> dict[str, Any]:
-    """What ``metrics.json`` says of the cell types: the model's ``outputs``; per element its ``cell_type``,
-    ``source`` and matched ``output`` (None where unknown or unmatched); ``matched`` (output → elements) and
-    ``unmatched`` (elements without a matching output, their cell type known or not)."""
+    """What ``metrics.json`` says of the cell types: ``outputs``, per element its ``cell_type``, ``source`` and
+    ``output``, ``matched`` (output → elements) and ``unmatched``."""
     matched = matched_outputs({e: c for e, (c, _) in cell_types.items()}, outputs)
     per = {}
     for element in dict.fromkeys(elements):

@@ -1,11 +1,13 @@
-"""How a variant-effect prediction is scored the CAGI5 way: Pearson and Spearman between predicted and measured
-effect per element (experiment), on all variants and on the confident ones (``CONF >= 0.1``), then the mean over
-the promoter experiments and over the enhancers (element types from the FASTA headers' ``type=``)."""
+"""CAGI5 scoring: Pearson and Spearman per element, on all and on confident variants, and their means per element
+type (the FASTA headers' ``type=``)."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from bioattn.tasks.variants.vcf import _text_opener
 
 CONFIDENT = 0.1
 #: Fewer variants than this in an element (or its confident subset): no correlation (NaN).
@@ -50,17 +52,9 @@ def summarise(per: dict[str, dict[str, float]], types: dict[str, str]) -> dict[s
 
 def header_fields(reference: Any) -> dict[str, dict[str, str]]:
     """``key=value`` words of each FASTA header (e.g. ``type=promoter gene_strand=-``), by record name."""
-    from pathlib import Path
-
     path = Path(reference.filename) if hasattr(reference, "filename") else Path(reference)
     out: dict[str, dict[str, str]] = {}
-    opener = open
-    with open(path, "rb") as handle:
-        if handle.read(2) == b"\x1f\x8b":
-            import gzip
-
-            opener = gzip.open
-    with opener(path, "rt") as handle:
+    with _text_opener(path)(path, "rt") as handle:
         for line in handle:
             if line.startswith(">"):
                 words = line[1:].split()

@@ -1,23 +1,10 @@
 """Features of a variant-effect head and its predictions.
 
-Model features (no labels), from a DNA activity model, for each output ``t`` (suffix ``_t`` when several):
-
-- ``delta``: alternative minus reference, averaged over placements and strands; ``delta_o<offset>``: per placement;
-  ``delta_sd``: spread over the placements; ``abs_delta``; ``ref_activity``: the reference window's prediction;
-  ``delta_fwd`` / ``delta_rev`` when both strands are scored;
-- in-silico mutagenesis around the variant (every SNV within ``ism_radius`` nt scored the same way):
-  ``ism_here`` (mean |Δ| of the three alleles at the variant's position), ``ism_local`` (mean of that over the
-  positions within the radius), ``ism_local_max``, ``ism_allele`` (this allele's Δ minus the mean Δ at its position;
-  for a deletion, insertion or multi-base substitution, the SNVs at its POS);
-- embedding summaries when the model has ``embed``: ``embed_l2`` (norm of alt - ref pooled embedding) and
-  ``embed_cos`` (1 - cosine similarity).
-
-Nearby-effect features (no model), from a release of measured effects: ``nearby_effect`` (Gaussian-weighted mean,
-bandwidth ``bandwidth`` nt, of the measured effects within ``radius`` nt on the same contig; the mean of the contig's other
-blocks where none lies that close), ``nearby_same_alt``
-(the same over variants with the same alternative base) and ``nearby_weight`` (the total weight, i.e. how much
-evidence there is). The query's own block of ``block`` positions is always left out, so a measured variant never
-sees itself or its block-mates, exactly as a held-out block of cross-validation does not.
+Model features, per output ``t`` (suffix ``_t`` when several): ``delta`` (alt minus ref over placements and
+strands), ``delta_p<k>`` per placement, ``delta_sd``, ``abs_delta``, ``ref_activity``, ``delta_fwd``/``delta_rev``;
+in-silico mutagenesis within ``ism_radius`` nt: ``ism_here``, ``ism_local``, ``ism_local_max``, ``ism_allele``;
+``embed_l2`` and ``embed_cos`` when the model has ``embed``. Nearby-effect features (:data:`NEARBY`, no model):
+Gaussian-weighted measured effects within ``radius`` nt, leaving out the query's own block of ``block`` positions.
 """
 from __future__ import annotations
 
@@ -25,9 +12,11 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from bioattn.tasks.variants.cell_types import matched_features, matched_outputs, prediction_cell_types
+from bioattn.tasks.variants.evaluate import header_fields
 from bioattn.tasks.variants.records import Variant
 from bioattn.tasks.variants.saturation import BASES
-from bioattn.tasks.variants.score import AlleleScores, allele_scores, as_dna_model
+from bioattn.tasks.variants.score import AlleleScores, allele_scores, as_dna_model, score_table
 
 ISM_RADIUS = 4
 NEARBY = ("nearby_effect", "nearby_same_alt", "nearby_weight")
@@ -35,7 +24,7 @@ NEARBY = ("nearby_effect", "nearby_same_alt", "nearby_weight")
 
 def _ism_set(reference: Any, variants: Sequence[Variant],
              radius: int) -> tuple[list[Variant], dict[tuple[str, int, str, str], int]]:
-    """Every SNV at the positions within ``radius`` of a variant; and the row of each (chrom, pos, ref, alt)."""
+    """Every SNV within ``radius`` of a variant, and the row of each (chrom, pos, ref, alt)."""
     wanted: dict[str, set[int]] = {}
     for v in variants:
         length = len(reference[v.chrom])
@@ -43,9 +32,8 @@ def _ism_set(reference: Any, variants: Sequence[Variant],
     out: list[Variant] = []
     row: dict[tuple[str, int, str, str], int] = {}
     for chrom, positions in wanted.items():
-        ordered = sorted(positions)
         record = reference[chrom]
-        for pos in ordered:
+        for pos in sorted(positions):
             ref = str(record[pos - 1 : pos]).upper()
             if ref not in BASES:
                 continue
@@ -59,10 +47,8 @@ def model_features(model: Any, reference: Any, variants: Sequence[Variant], *, o
                    strands: str = "auto", reverse: Callable[[str], bool] | None = None,
                    ism_radius: int | None = ISM_RADIUS, embed: bool = True,
                    progress: bool = False) -> tuple[list[str], np.ndarray, AlleleScores, np.ndarray]:
-    """``(names, features (N, F), the variants' AlleleScores, rows of the variants in the ISM set)``.
-
-    ``ism_radius=None`` scores the variants alone (the ``ism_*`` columns then read only the variants' own
-    alleles), ``embed=False`` skips the embedding columns: for a head that uses neither."""
+    """``(names, features (N, F), the variants' AlleleScores, rows of the variants in the ISM set)``;
+    ``ism_radius=None`` scores the variants alone, ``embed=False`` skips the embedding columns."""
     dna = as_dna_model(model)
     embed = embed and hasattr(dna, "embed")
     if ism_radius is None:
@@ -128,8 +114,8 @@ def model_features(model: Any, reference: Any, variants: Sequence[Variant], *, o
 
 def nearby_features(chrom: np.ndarray, pos: np.ndarray, alt: np.ndarray, release: Any, *, bandwidth: float = 6.0,
                     radius: int = 24, block: int = 16) -> np.ndarray:
-    """``(N, 3)`` :data:`NEARBY` features of query variants (``chrom``, 1-based ``pos``, ``alt`` arrays) from the
-    measured ``release`` (a DataFrame with chrom, pos, alt, effect), leaving out each query's own block."""
+    """``(N, 3)`` :data:`NEARBY` features of query variants from the measured ``release`` (a DataFrame with chrom,
+    pos, alt, effect), leaving out each query's own block."""
     out = np.zeros((len(chrom), len(NEARBY)))
     r_chrom = release["chrom"].to_numpy().astype(str)
     r_pos = release["pos"].to_numpy().astype(np.int64)
@@ -160,14 +146,8 @@ def nearby_features(chrom: np.ndarray, pos: np.ndarray, alt: np.ndarray, release
 
 def head_features(head: Any, reference: Any, variants: Sequence[Variant], *,
                   progress: bool = False) -> tuple[dict[str, np.ndarray], AlleleScores, list[str | None]]:
-    """Every feature a fitted :class:`~bioattn.models.variant_head.VariantEffectHead` can read of ``variants``
-    (``{name: (N,)}``: the activity model's, the nearby effects and, for an activity model of several outputs, the
-    matched features), the variants' :class:`AlleleScores` and each variant's matched output (None: none; all None
-    for a model of one output). The cell types are the input's, else the head's stored map, else the FASTA
-    headers' (:func:`~bioattn.tasks.variants.cell_types.prediction_cell_types`)."""
-    from bioattn.tasks.variants.cell_types import matched_features, matched_outputs, prediction_cell_types
-    from bioattn.tasks.variants.evaluate import header_fields
-
+    """``({name: (N,)} of every feature a fitted :class:`~bioattn.models.variant_head.VariantEffectHead` can read,
+    the variants' :class:`AlleleScores`, each variant's matched output or None)``."""
     reverse = set(head.reversed_contigs).__contains__
     config = head.config
     needs_ism = any(name.startswith("ism_") for name in head.feature_names)
@@ -194,14 +174,9 @@ def head_features(head: Any, reference: Any, variants: Sequence[Variant], *,
 
 def head_table(head: Any, reference: Any, variants: Sequence[Variant], *, progress: bool = False,
                output: str | None = None) -> Any:
-    """The score table of ``variants`` with a fitted :class:`~bioattn.models.variant_head.VariantEffectHead`: the
-    activity model's ``ref_score alt_score``, the head's predicted effect as ``delta`` (what a variant does: the
-    column every model's table has) and the activity model's own difference as ``activity_delta``. For an activity
-    model of several outputs: ``ref_score_<output> alt_score_<output> activity_delta_<output>`` per output (only
-    ``output``'s, unsuffixed, when given), then ``delta`` and ``matched_output`` (the output the variant's element
-    matched by its cell type, empty where none)."""
-    from bioattn.tasks.variants.score import score_table
-
+    """The score table of a fitted :class:`~bioattn.models.variant_head.VariantEffectHead`: the activity model's
+    scores (``delta`` renamed ``activity_delta``), the head's predicted effect as ``delta`` and, with several
+    outputs, ``matched_output``."""
     available, mine, row_outputs = head_features(head, reference, variants, progress=progress)
     matrix = np.column_stack([available[name] for name in head.feature_names])
     outputs = [str(o) for o in as_dna_model(head.activity_model).target_names]
@@ -211,10 +186,9 @@ def head_table(head: Any, reference: Any, variants: Sequence[Variant], *, progre
     predicted = head.predict_features(matrix) + offset
     if "delta" in table.columns:
         table["activity_delta"] = table["delta"]
-        table["delta"] = predicted
     else:
         table = table.rename(columns={f"delta_{o}": f"activity_delta_{o}" for o in outputs})
-        table["delta"] = predicted
+    table["delta"] = predicted
     if len(outputs) > 1:
         table["matched_output"] = [o or "" for o in row_outputs]
     return table

@@ -1,6 +1,5 @@
-"""The k-mer ridge baseline as a DNA model: counts of every k-mer (k = 1..5 by default) of a sequence, ridge regression
-(scikit-learn ``RidgeCV``, the penalty chosen by internal cross-validation), so its allele differences can be
-scored exactly like an activity model's (same windows, placements and strands)."""
+"""The k-mer ridge baseline as a DNA model: k-mer counts (k = 1..5 by default) and ``RidgeCV``, scored in the same
+windows as an activity model."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -14,8 +13,7 @@ for _i, _b in enumerate(b"ACGT"):
 
 
 def kmer_counts(sequences: Sequence[str], k_max: int = 6) -> np.ndarray:
-    """``(N, 4 + 16 + ... + 4**k_max)`` k-mer counts (k-mers with N are not counted); sequences of one length are
-    counted together with numpy (one ``bincount`` per k and length)."""
+    """``(N, 4 + 16 + ... + 4**k_max)`` k-mer counts (k-mers with N are not counted)."""
     sizes = [4 ** k for k in range(1, k_max + 1)]
     starts = np.cumsum([0] + sizes[:-1])
     out = np.zeros((len(sequences), sum(sizes)), dtype=np.float32)
@@ -37,8 +35,7 @@ def kmer_counts(sequences: Sequence[str], k_max: int = 6) -> np.ndarray:
 
 
 class KmerRidge:
-    """``predict(sequences) -> (N, 1)``; ``input_length``: the window it is scored with (the activity model's);
-    ``flanks``: constant adapters stripped from training sequences that carry them."""
+    """``predict(sequences) -> (N, 1)``; ``input_length``: the window it is scored with (the activity model's)."""
 
     target_names = ["kmer_ridge"]
 

@@ -1,29 +1,17 @@
 """``score_variants`` (the Python API) and ``predict_variants`` (what ``bioattn predict variants`` runs): read the
 variants, score them with a DNA model (or a fitted variant-effect head) and write a TSV or an annotated VCF.
 
-TSV output: ``chrom pos id ref alt ref_score alt_score delta`` (``id``: the VCF's ID, else ``chrom:pos:ref:alt``;
-``kind`` after ``alt`` when the input has alleles other than SNVs: ``snv``, ``mnv``, ``deletion``, ``insertion``,
-see :mod:`bioattn.tasks.variants.windows` for their windows; ``_<output>`` suffixes when the model has several
-outputs, none with ``output_name`` (``--output-name``: that output's columns alone); for a variant-effect head ``delta`` is its predicted effect and ``activity_delta`` the activity model's
-difference; for an ensemble the scores are the members' mean and ``delta_sd`` the sample sd of their deltas), one
-row per alternative allele, in input order. ``ref_score`` is the reference allele's score in the variant's own
-windows (they move with the variant), so it differs between the variants of one element. VCF output (``.vcf`` /
-``.vcf.gz``): the input records unchanged, with INFO fields ``BIOATTN_REF``, ``BIOATTN_ALT`` (Number=A) and
-``BIOATTN_DELTA`` (Number=A) per output (suffix ``_<output>`` with several), ``BIOATTN_SKIPPED`` (Number=A: why an
-allele was not scored, ``.`` for those scored), and a ``##bioattn_variant_scoring`` header line saying how windows
-were placed.
-
-Alleles not scored (symbolic, too long, ambiguous or invalid records and indels skipped on request, later copies of
-a duplicate) are listed in ``<output name>.skipped.tsv`` beside the output (:func:`skipped_path`): ``id chrom pos
-ref alt reason detail record``. Every output path is checked before the model is loaded or anything scored.
-
-Under ``torchrun`` each process scores a contiguous share of the variants and the first process writes the output
-(the same file as one process writes).
+TSV: ``chrom pos id ref alt [kind] ref_score alt_score delta`` (:func:`~bioattn.tasks.variants.score.score_table`),
+one row per alternative allele in input order. VCF (``.vcf`` / ``.vcf.gz``): the input records with ``BIOATTN_*``
+INFO fields and a ``##bioattn_variant_scoring`` header line. Alleles not scored are listed in
+:func:`skipped_path`. Under ``torchrun`` each process scores a share and the first writes the output.
 """
 from __future__ import annotations
 
+import gzip
 import io
 import os
+import re
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -34,18 +22,23 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from bioattn.errors import UserInputError
-from bioattn.io import STDOUT, atomic_write, write_table
+from bioattn.io import STDOUT, atomic_write, format_cell, prepare_output, write_table
+from bioattn.tasks.outputs import output_index
+from bioattn.tasks.variants.evaluate import header_fields
+from bioattn.tasks.variants.head import head_table
 from bioattn.tasks.variants.records import (SKIPPED_COLUMNS, VariantSet, is_vcf, read_variants, skipped_rows,
                                             variants_from_table)
-from bioattn.tasks.variants.score import INDEL_WINDOWS, allele_scores, as_dna_model, how_scored, score_table
+from bioattn.tasks.variants.saturation import saturation_variants
+from bioattn.tasks.variants.score import (ID_COLUMNS, INDEL_WINDOWS, allele_scores, as_dna_model, how_scored,
+                                          score_table)
+from bioattn.tasks.variants.vcf import htslib_messages
 
 HEAD_TYPE = "VariantEffectHead"
 
 
 @dataclass
 class VariantPredictions:
-    """What ``predict_variants`` did: ``variants`` scored, ``records`` read, ``skipped`` by reason, ``how`` the
-    windows were placed, ``written``: False on the torchrun processes that do not write."""
+    """What ``predict_variants`` did; ``written``: False on the torchrun processes that do not write."""
 
     variants: int
     records: int
@@ -69,9 +62,7 @@ class VariantPredictions:
 
 
 def skipped_path(output: str | os.PathLike) -> Path | None:
-    """Where the alleles not scored are listed: ``<output without its extensions>.skipped.tsv`` beside ``output``
-    (``scores.tsv`` → ``scores.skipped.tsv``, ``calls.vcf.gz`` → ``calls.skipped.tsv``); None for standard
-    output."""
+    """``<output without its extensions>.skipped.tsv`` beside ``output`` (None for standard output)."""
     if str(output) == STDOUT:
         return None
     path = Path(output)
@@ -83,19 +74,14 @@ def skipped_path(output: str | os.PathLike) -> Path | None:
 
 
 def check_outputs(output: str | os.PathLike, *more: str | os.PathLike | None) -> None:
-    """Refuse, before anything is loaded or scored, an ``output`` (and its skipped list, and ``more`` paths such as a
-    figure) that cannot be written: one ``error:`` line naming the path."""
-    from bioattn.io import prepare_output
-
+    """Refuse an ``output`` (its skipped list, and ``more`` paths such as a figure) that cannot be written."""
     for path in (output, skipped_path(output), *more):
         if path is not None:
             prepare_output(path)
 
 
 def check_reference(path: Path) -> None:
-    """The reference FASTA of variant scoring, checked before it is indexed: present, FASTA, plain or bgzip."""
-    import gzip
-
+    """The reference FASTA, checked before it is indexed: present, FASTA, plain or bgzip."""
     if not path.is_file():
         raise UserInputError(f"{path}: reference FASTA not found" if not path.exists() else f"{path}: is not a file")
     with open(path, "rb") as handle:
@@ -114,8 +100,7 @@ def check_reference(path: Path) -> None:
 
 
 def load_scoring_model(model: Any, device: str = "cpu") -> Any:
-    """A model object as given, or the shipped model / run directory it names (a DNA model or a
-    :class:`~bioattn.models.variant_head.VariantEffectHead`)."""
+    """A model object as given, or the shipped model / run directory it names."""
     if not isinstance(model, (str, os.PathLike)):
         return model
     from bioattn.models.registry import load_pretrained
@@ -145,9 +130,7 @@ def open_reference(reference: Any) -> Iterator[Any]:
 
 
 def gene_strands(reference: Any) -> dict[str, str]:
-    """``gene_strand=+|-`` of each FASTA header that has one (e.g. CAGI5's ``elements.fa``)."""
-    from bioattn.tasks.variants.evaluate import header_fields
-
+    """``gene_strand=+|-`` of each FASTA header that has one."""
     return {name: fields["gene_strand"] for name, fields in header_fields(reference).items() if "gene_strand" in fields}
 
 
@@ -197,25 +180,18 @@ def score_variants(model: Any, reference: Any, variants: Any, *, offsets: Sequen
                    strands: str = "auto", gene_orientation: bool = False, skip_indels: bool = False,
                    skip_invalid: bool = False, device: str = "cpu", progress: bool = False,
                    output_name: str | None = None) -> Any:
-    """Score ``variants`` (a VCF/TSV path, a DataFrame with ``chrom pos ref alt`` or ``(chrom, pos, ref, alt)``
-    tuples; ``pos`` 1-based) against ``reference`` (a FASTA path or an open :class:`pyfaidx.Fasta`) with ``model`` (a
-    DNA model object, a shipped model's name or a run directory) → a :class:`pandas.DataFrame`, the table
-    ``bioattn predict variants`` writes. ``output_name`` (``--output-name``): of a model of several outputs, that
-    output's columns alone, without the ``_<output>`` suffix."""
-    table, _ = _score(model, reference, variants, offsets=offsets, strands=strands, gene_orientation=gene_orientation,
-                      skip_indels=skip_indels, skip_invalid=skip_invalid, device=device, progress=progress,
-                      output_name=output_name)
-    return table
+    """The table ``bioattn predict variants`` writes, of ``variants`` (a VCF/TSV path, a DataFrame with ``chrom pos
+    ref alt`` or ``(chrom, pos, ref, alt)`` tuples) on ``reference`` (a FASTA path or an open ``pyfaidx.Fasta``)."""
+    return _score(model, reference, variants, offsets=offsets, strands=strands, gene_orientation=gene_orientation,
+                  skip_indels=skip_indels, skip_invalid=skip_invalid, device=device, progress=progress,
+                  output_name=output_name)[0]
 
 
 def saturation_map(model: Any, reference: Any, region: str | None = None, *, offsets: Sequence[int] | None = None,
                    strands: str = "auto", gene_orientation: bool = False, device: str = "cpu",
                    progress: bool = False, output_name: str | None = None) -> Any:
-    """Every possible SNV of ``region`` (``chrom:start-end``, 1-based inclusive; default every record of
-    ``reference``) scored like :func:`score_variants`: the table ``bioattn predict variants --saturation`` writes
-    (draw it with :func:`bioattn.tasks.variants.saturation.draw_saturation`)."""
-    from bioattn.tasks.variants.saturation import saturation_variants
-
+    """Every possible SNV of ``region`` (``chrom:start-end``; default every record) scored like
+    :func:`score_variants` (draw it with :func:`bioattn.tasks.variants.saturation.draw_saturation`)."""
     with open_reference(reference) as fasta:
         return score_variants(model, fasta, saturation_variants(fasta, region), offsets=offsets, strands=strands,
                               gene_orientation=gene_orientation, device=device, progress=progress,
@@ -228,8 +204,6 @@ def _score(model: Any, reference: Any, variants: Any, *, offsets: Sequence[int] 
     model = load_scoring_model(model, device)
     outputs = list(as_dna_model(model.activity_model if is_head(model) else model).target_names)
     if output_name is not None:  # before anything is read or scored
-        from bioattn.tasks.outputs import output_index
-
         output_name = outputs[output_index(output_name, outputs)]
     with open_reference(reference) as fasta:
         found = _variant_set(variants, fasta, skip_indels, skip_invalid)
@@ -238,12 +212,10 @@ def _score(model: Any, reference: Any, variants: Any, *, offsets: Sequence[int] 
         share, ranks = (_shares(len(found))[:2] if shard else (slice(None), 1))
         mine = found.variants[share]
         if is_head(model):
-            from bioattn.tasks.variants.head import head_table
-
             table = head_table(model, fasta, mine, progress=progress, output=output_name)
             scorer = model.activity_model
             offsets, strands = model.offsets, model.strands
-            present = set(fasta.keys())  # the head's own contigs (CAGI5's) are named only where this FASTA has them
+            present = set(fasta.keys())
             reverse_used = [name for name in model.reversed_contigs if name in present]
             how = how_scored(scorer, offsets, strands, reverse_used) + "; effect predicted by the variant-effect head"
         else:
@@ -267,9 +239,8 @@ def predict_variants(model: Any, reference: Any, input: Any, output: str | os.Pa
                      offsets: Sequence[int] | None = None, strands: str = "auto", gene_orientation: bool = False,
                      skip_indels: bool = False, skip_invalid: bool = False, device: str = "cpu",
                      output_name: str | None = None) -> VariantPredictions:
-    """Score the variants of ``input`` and write ``output`` (TSV, ``-`` for standard output, or VCF), and the alleles
-    not scored into :func:`skipped_path` when there are any. The outputs are checked first. ``output_name``: one
-    output of a model of several, written under the standard names (``delta``, ``BIOATTN_DELTA``)."""
+    """Score the variants of ``input`` and write ``output`` (TSV, ``-`` for standard output, or VCF) and
+    :func:`skipped_path`; ``output_name``: one output of several, under the standard names."""
     vcf_out = is_vcf(output)
     if vcf_out and not is_vcf(input):
         raise UserInputError(f"{output}: a VCF output annotates a VCF input; {input} is not a VCF (write a .tsv)")
@@ -301,10 +272,6 @@ _INFO = (("ref_score", "BIOATTN_REF", "1", "model score of the reference allele 
 
 def _info_fields(table: Any) -> list[tuple[str, str, str, str]]:
     """``(INFO id, column, Number, description)`` of the score columns."""
-    import re
-
-    from bioattn.tasks.variants.score import ID_COLUMNS
-
     fields = []
     columns = set(table.columns)
     for column in table.columns:
@@ -322,8 +289,7 @@ def _info_fields(table: Any) -> list[tuple[str, str, str, str]]:
 
 
 def _header_gaps(source: Path) -> list[str]:
-    """The header lines htslib adds while reading ``source``: the contigs, FILTER and INFO tags its records use but
-    its header does not define (their description says so)."""
+    """The header lines htslib adds while reading ``source`` (tags and contigs its header does not define)."""
     from cyvcf2 import VCF
 
     reader = VCF(str(source), lazy=True)
@@ -343,12 +309,9 @@ SKIPPED_INFO = "BIOATTN_SKIPPED"
 
 
 def write_annotated_vcf(source: Path, output: Path, table: Any, found: VariantSet, how: str) -> None:
-    """Copy the VCF ``source`` to ``output`` with the scores of ``table`` (rows = ``found.variants``) in INFO, and
-    the reason of each allele not scored in ``BIOATTN_SKIPPED``; htslib's messages are kept off the terminal."""
+    """Copy the VCF ``source`` to ``output`` with the scores of ``table`` (rows = ``found.variants``) and the reason
+    of each allele not scored in INFO."""
     from cyvcf2 import VCF, Writer
-
-    from bioattn.io import format_cell
-    from bioattn.tasks.variants.vcf import htslib_messages
 
     by_record: dict[int, dict[int, int]] = {}
     for row, v in enumerate(found.variants):
@@ -364,10 +327,9 @@ def write_annotated_vcf(source: Path, output: Path, table: Any, found: VariantSe
             reader.add_to_header(line)
         for ident, _, number, what in fields:
             reader.add_info_to_header({"ID": ident, "Number": number, "Type": "Float", "Description": what})
-        reader.add_info_to_header({"ID": SKIPPED_INFO, "Number": "A", "Type": "String", "Description":
-                                   "why bioattn did not score this allele (indel, ambiguous, symbolic, too_long, "
-                                   "invalid, duplicate; "
-                                   "details in the .skipped.tsv beside this file); . for alleles scored"})
+        reader.add_info_to_header({"ID": SKIPPED_INFO, "Number": "A", "Type": "String", "Description": (
+            "why bioattn did not score this allele (indel, ambiguous, symbolic, too_long, invalid, duplicate; details "
+            "in the .skipped.tsv beside this file); . for alleles scored")})
         reader.add_to_header(f"##bioattn_variant_scoring={how}")
         temporary = Path(folder) / ("out.vcf.gz" if str(output).endswith((".gz", ".bgz")) else "out.vcf")
         writer = Writer(str(temporary), reader, mode="wz" if temporary.suffix == ".gz" else "w")

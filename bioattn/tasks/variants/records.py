@@ -1,72 +1,40 @@
-"""Variants to score: read from a VCF (cyvcf2) or a TSV, split per alternative allele and checked against the
-reference FASTA (pyfaidx).
+"""Variants to score: read from a VCF (cyvcf2, through :mod:`bioattn.tasks.variants.vcf`) or a TSV, split per
+alternative allele and checked against the reference FASTA (pyfaidx).
 
-Every record is named in errors as ``FILE:LINE`` (the line of the file, 1-based, header lines included) and
-``CHROM:POS``. A multi-allelic record becomes one :class:`Variant` per alternative allele; its ``id`` is the VCF's
-ID (a TSV's ``id`` column), else ``chrom:pos:ref:alt``. Scored: SNVs, multi-nucleotide substitutions (REF and ALT of
-one length) and deletions and insertions of up to :data:`MAX_INDEL` nt (the bases beyond the VCF's shared padding
-base; :attr:`Variant.kind`). What is not scored, by reason (:data:`REASONS`):
-
-- ``indel``: an allele that changes the length, skipped on request (``skip_indels``);
-- ``ambiguous``: a REF or ALT with a letter that is not A/C/G/T (``N``, an IUPAC code such as ``R``);
-- ``symbolic``: a symbolic allele (``<DEL>``, ``<INS>``), ``*`` (a deletion overlapping this site), ``.`` (no
-  alternative allele), a breakend (``G]17:198982]``, ``.A``) or anything else that is not a sequence of bases;
-- ``too_long``: a REF or ALT of more than :data:`MAX_INDEL` nt beyond the padding base;
-- ``invalid``: a REF that differs from the reference, a contig missing from the FASTA or a position outside it;
-  these four are errors naming the record, or skipped with ``skip_invalid`` (``symbolic`` and ``too_long`` also
-  with ``skip_indels``, which skipped them before indels were scored);
-- ``duplicate``: the same chrom, pos, ref and alt as an earlier record: scored once (the first), the later ones
-  skipped and listed.
-
-Every skipped allele is kept as a :class:`Skipped` (in :attr:`VariantSet.skipped_records`), with its reason and the
-record's line. VCFs are read through :mod:`bioattn.tasks.variants.vcf` (htslib's own messages caught, a malformed
-header or record reported in our words).
-
-TSV input: a header with the columns ``chrom pos ref alt`` (also accepted: ``#CHROM``/``element``,
-``POS``/``position``, ``REF``, ``ALT``; positions 1-based; ``alt`` may list alleles separated by commas); an ``id``
-column names the rows; other columns are ignored (``effect`` / ``effect_size`` and ``conf`` / ``confidence`` are
-kept as measured labels, ``cell_type`` as the cell type the element was measured in; in a VCF, the INFO fields
-``EFFECT``, ``CONF`` and ``CELL_TYPE``).
+Records are named in errors as ``FILE:LINE (CHROM:POS)``. Scored: SNVs, multi-base substitutions and deletions and
+insertions of up to :data:`MAX_INDEL` nt beyond the VCF's padding base (:attr:`Variant.kind`); every other allele
+is an error, or skipped and kept as a :class:`Skipped` with one of :data:`REASONS`. A TSV has the columns
+``chrom pos ref alt`` (aliases in ``_ALIASES``), optionally ``id``, ``effect``, ``conf`` and ``cell_type``; a VCF
+gives the last three as the INFO fields ``EFFECT``, ``CONF`` and ``CELL_TYPE``.
 """
 from __future__ import annotations
 
 import csv
-import gzip
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-import numpy as np
-
 from bioattn.errors import UserInputError
+from bioattn.tasks.variants.vcf import _text_opener, vcf_rows
 
 VCF_SUFFIXES = (".vcf", ".vcf.gz", ".vcf.bgz", ".bcf")
-_ALIASES = {
-    "chrom": ("chrom", "#chrom", "chr", "chromosome", "element", "contig"),
-    "pos": ("pos", "position"),
-    "ref": ("ref",),
-    "alt": ("alt",),
-    "id": ("id", "variant_id"),
-    "effect": ("effect", "effect_size"),
-    "conf": ("conf", "confidence"),
-    "cell_type": ("cell_type", "celltype"),
-}
+_ALIASES = {"chrom": ("chrom", "#chrom", "chr", "chromosome", "element", "contig"), "pos": ("pos", "position"),
+            "ref": ("ref",), "alt": ("alt",), "id": ("id", "variant_id"), "effect": ("effect", "effect_size"),
+            "conf": ("conf", "confidence"), "cell_type": ("cell_type", "celltype")}
 _BASES = frozenset("ACGT")
 #: Why an allele is not scored (the keys of :attr:`VariantSet.skipped`).
 REASONS = ("indel", "ambiguous", "symbolic", "too_long", "invalid", "duplicate")
-#: The longest deletion, insertion or substitution scored, in nt beyond the VCF's padding base (the first base,
-#: shared by REF and ALT when their lengths differ).
+#: The longest deletion, insertion or substitution scored, in nt beyond the VCF's padding base.
 MAX_INDEL = 20
-#: Reasons of :func:`unscorable` that ``skip_indels`` also skips (before indels were scored, it skipped them).
+#: Reasons of :func:`unscorable` that ``skip_indels`` also skips.
 INDEL_LIKE = ("symbolic", "too_long")
 
 
 @dataclass(frozen=True)
 class Variant:
-    """One alternative allele of one input record: ``pos`` is 1-based, ``ref``/``alt`` upper case; ``record``:
-    index of the input record (0-based, in file order; several variants share it when multi-allelic); ``allele``:
-    which alternative of that record (0-based); ``where``: ``FILE:LINE (CHROM:POS)`` for messages."""
+    """One alternative allele of one input record: ``pos`` 1-based, ``ref``/``alt`` upper case; ``record`` and
+    ``allele``: 0-based indices of the record and of its alternative; ``where``: ``FILE:LINE (CHROM:POS)``."""
 
     chrom: str
     pos: int
@@ -118,16 +86,14 @@ def _symbolic(alt: str) -> str | None:
 
 
 def changed_length(ref: str, alt: str) -> int:
-    """The longer of REF and ALT in nt, less the VCF's padding base (the first base, when REF and ALT differ in
-    length and share it)."""
+    """The longer of REF and ALT in nt, less the VCF's padding base."""
     padded = len(ref) != len(alt) and ref[:1] == alt[:1]
     return max(len(ref), len(alt)) - padded
 
 
 def unscorable(ref: str, alt: str) -> tuple[str, str] | None:
-    """``(reason, detail)`` when ``ref>alt`` cannot be scored (None when it can: an SNV, a substitution of several
-    bases, or a deletion or insertion of up to :data:`MAX_INDEL` nt, of A/C/G/T): ``symbolic`` for an ALT that is
-    not bases (:func:`_symbolic`), ``ambiguous`` for an N / IUPAC letter, ``too_long`` past :data:`MAX_INDEL`."""
+    """``(reason, detail)`` when ``ref>alt`` cannot be scored (``symbolic``, ``ambiguous`` or ``too_long``), else
+    None."""
     if len(ref) == 1 and len(alt) == 1 and ref in _BASES and alt in _BASES:
         return None
     symbolic = _symbolic(alt) if ref.isalpha() else f"REF {ref!r} is not a sequence of bases"
@@ -152,8 +118,8 @@ def unscorable(ref: str, alt: str) -> tuple[str, str] | None:
 
 @dataclass(frozen=True)
 class Skipped:
-    """An allele not scored: ``reason`` one of :data:`REASONS`, ``detail`` the problem in words, ``where`` the
-    record (``FILE:LINE (CHROM:POS)``), ``record``/``allele`` as in :class:`Variant`."""
+    """An allele not scored: ``reason`` one of :data:`REASONS`, ``detail`` in words, the rest as in
+    :class:`Variant`."""
 
     chrom: str
     pos: int
@@ -177,8 +143,7 @@ SKIPPED_COLUMNS = ("id", "chrom", "pos", "ref", "alt", "reason", "detail", "reco
 
 @dataclass
 class VariantSet:
-    """The variants read from one file, and what was skipped: counts by reason (``skipped``, keys
-    :data:`REASONS`) and each skipped allele (``skipped_records``, :class:`Skipped`)."""
+    """The variants read from one file; ``skipped``: counts by reason, ``skipped_records``: each :class:`Skipped`."""
 
     variants: list[Variant]
     source: str
@@ -203,22 +168,7 @@ def is_vcf(path: str | os.PathLike) -> bool:
     return str(path).lower().endswith(VCF_SUFFIXES)
 
 
-def _raw_records(path: Path) -> Iterator[tuple[int, str, int, str, list[str], dict[str, Any], str]]:
-    """``(line, chrom, pos, ref, alts, labels, id)`` of every record of a VCF (cyvcf2) or TSV."""
-    if is_vcf(path):
-        yield from _vcf_records(path)
-    else:
-        yield from _tsv_records(path)
-
-
-def _opener(path: Path) -> Any:
-    with open(path, "rb") as handle:
-        return gzip.open if handle.read(2) == b"\x1f\x8b" else open
-
-
 def _vcf_records(path: Path) -> Iterator[tuple[int, str, int, str, list[str], dict[str, Any], str]]:
-    from bioattn.tasks.variants.vcf import vcf_rows
-
     known: set[str] = set()
     on_open = lambda reader: known.update(line.info().get("ID") for line in reader.header_iter() if line.type == "INFO")
     for line, record in vcf_rows(path, on_open):
@@ -246,7 +196,7 @@ def _column(header: list[str], name: str, path: Path, required: bool = True) -> 
 
 
 def _tsv_records(path: Path) -> Iterator[tuple[int, str, int, str, list[str], dict[str, Any]]]:
-    with _opener(path)(path, "rt", newline="") as handle:
+    with _text_opener(path)(path, "rt", newline="") as handle:
         rows = csv.reader(handle, delimiter="\t")
         header = next(rows, None)
         if header is None:
@@ -277,14 +227,15 @@ def _tsv_records(path: Path) -> Iterator[tuple[int, str, int, str, list[str], di
 def read_variants(path: str | os.PathLike, reference: Any, *, skip_indels: bool = False,
                   skip_invalid: bool = False, keep_duplicates: bool = False) -> VariantSet:
     """The variants of ``path`` (VCF or TSV), checked against ``reference`` (a :class:`pyfaidx.Fasta`); a repeated
-    chrom/pos/ref/alt is scored once (the first) unless ``keep_duplicates`` (measured replicates of a release)."""
+    variant is kept once unless ``keep_duplicates``."""
     path = Path(path)
     if not path.is_file():
         raise UserInputError(f"{path}: file not found" if not path.exists() else f"{path}: is not a file")
     lengths = {name: len(reference[name]) for name in reference.keys()}
     out = VariantSet([], str(path))
     first: dict[tuple[str, int, str, str], str] = {}
-    for index, (line, chrom, pos, ref, alts, labels, name) in enumerate(_raw_records(path)):
+    records = _vcf_records(path) if is_vcf(path) else _tsv_records(path)
+    for index, (line, chrom, pos, ref, alts, labels, name) in enumerate(records):
         out.records += 1
         where = f"{path.name}:{line} ({chrom}:{pos})"
         ref = ref.upper()
@@ -349,9 +300,3 @@ def variants_from_table(rows: Sequence[tuple[str, int, str, str]], reference: An
                 raise UserInputError(f"{where}: {why[1]}")
             out.variants.append(variant)
     return out
-
-
-def labels_of(variants: Sequence[Variant]) -> tuple[np.ndarray, np.ndarray]:
-    """Measured ``(effect, conf)`` arrays of ``variants`` (NaN where not given)."""
-    return (np.array([v.effect for v in variants], dtype=np.float64),
-            np.array([v.conf for v in variants], dtype=np.float64))

@@ -7,7 +7,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from bioattn.errors import UserInputError
-from bioattn.tasks.variants.predict import VariantPredictions, load_scoring_model, predict_variants
+from bioattn.io import STDOUT
+from bioattn.tasks.variants.predict import (VariantPredictions, check_outputs, check_reference, is_vcf,
+                                            load_scoring_model, open_reference, predict_variants)
+from bioattn.tasks.variants.saturation import draw_saturation, saturation_variants
 
 
 def run_predict_variants(model: Any, reference: Any, input: Any, output: str | os.PathLike, *,
@@ -16,8 +19,7 @@ def run_predict_variants(model: Any, reference: Any, input: Any, output: str | o
                          region: str | None = None, figure: str | os.PathLike | None = None,
                          device: str = "cpu", output_name: str | None = None) -> VariantPredictions:
     """:func:`~bioattn.tasks.variants.predict.predict_variants` for ``input``, or with ``saturation`` every SNV of
-    ``region`` (else of every record of ``reference``) written to ``output`` and drawn into ``figure`` (default:
-    ``output`` with ``.png``). ``output_name``: one output of a model of several (``--output-name``)."""
+    ``region`` (else of every record) written to ``output`` and drawn into ``figure`` (default: ``output``.png)."""
     from bioattn.distributed import resolve_device
 
     if saturation == (input is not None):
@@ -25,9 +27,6 @@ def run_predict_variants(model: Any, reference: Any, input: Any, output: str | o
                              if saturation else "--input VCF_OR_TSV is required (or --saturation)")
     if region is not None and not saturation:
         raise UserInputError("--region selects the region of a saturation map; add --saturation")
-    from bioattn.io import STDOUT
-    from bioattn.tasks.variants.predict import check_outputs, check_reference, is_vcf, open_reference
-
     if saturation and str(output) == STDOUT and figure is None:
         raise UserInputError("a saturation map written to standard output needs --figure PNG for its heatmap")
     if saturation:
@@ -44,8 +43,6 @@ def run_predict_variants(model: Any, reference: Any, input: Any, output: str | o
         return predict_variants(loaded, reference, input, output, offsets=offsets, strands=strands,
                                 gene_orientation=gene_orientation, skip_indels=skip_indels, skip_invalid=skip_invalid,
                                 output_name=output_name)
-    from bioattn.tasks.variants.saturation import draw_saturation, saturation_variants
-
     with open_reference(reference) as fasta:
         found = saturation_variants(fasta, region)
         result = predict_variants(loaded, fasta, found, output, offsets=offsets, strands=strands,

@@ -1,8 +1,5 @@
-"""Saturation mutagenesis maps: every possible SNV of a region scored in one call, as a table and as the heatmap
-MPRA papers show (position x alternative base, coloured by the change in the model's score, with the reference
-sequence drawn above as a logo whose letter heights are the mean effect of mutating that base, sign flipped: a
-letter standing up supports the model's output, one hanging down works against it).
-"""
+"""Saturation mutagenesis maps: every possible SNV of a region scored, as a table and as a heatmap (position x
+alternative base) under a logo of the reference whose letter heights are minus the mean effect of mutating them."""
 from __future__ import annotations
 
 import itertools
@@ -37,8 +34,7 @@ def parse_region(text: str, lengths: dict[str, int]) -> tuple[str, int, int]:
 
 
 def saturation_variants(reference: Any, region: str | None = None) -> VariantSet:
-    """Every SNV (3 per base; none at N) of ``region`` or of every record of ``reference``, position by position,
-    alternatives in A, C, G, T order."""
+    """Every SNV (none at N) of ``region`` or of every record, position by position, alternatives in ACGT order."""
     lengths = {name: len(reference[name]) for name in reference.keys()}
     spans = [parse_region(region, lengths)] if region else [(name, 1, n) for name, n in lengths.items()]
     out = VariantSet([], "saturation")
@@ -57,8 +53,7 @@ def saturation_variants(reference: Any, region: str | None = None) -> VariantSet
 
 
 def effect_matrix(table: Any, chrom: str, column: str = "delta") -> tuple[np.ndarray, np.ndarray, str]:
-    """``(positions (L,), matrix (4, L), reference letters)`` of one contig of a saturation table; the reference
-    base's own cell is 0."""
+    """``(positions (L,), matrix (4, L), reference letters)`` of one contig; the reference base's own cell is 0."""
     rows = table[table["chrom"] == chrom]
     positions = np.sort(rows["pos"].unique())
     index = {p: i for i, p in enumerate(positions)}
@@ -72,26 +67,20 @@ def effect_matrix(table: Any, chrom: str, column: str = "delta") -> tuple[np.nda
 
 
 def draw_saturation(table: Any, path: str | Path, *, column: str = "delta", title: str = "") -> Path:
-    """The heatmap(s) of a saturation table (one logo + heatmap pair per contig, at most :data:`MAX_DRAWN`), written
-    atomically as PNG (:func:`saturation_figure`)."""
+    """:func:`saturation_figure` written atomically as PNG."""
     from bioattn.io import save_figure
 
     return save_figure(saturation_figure(table, column=column, title=title), path)
 
 
-#: How the cells without an SNV are drawn: the reference base's own cell (grey; white is a neutral SNV) and, hatched
-#: over it, positions whose base is N (or any non-ACGT letter), which a saturation map does not mutate.
+#: The reference base's own cell, and the hatch over positions not mutated (N).
 REFERENCE_COLOUR = "0.72"
 UNMUTATED_HATCH = "////"
 
 
 def saturation_figure(table: Any, *, column: str = "delta", title: str = "") -> Any:
-    """The matplotlib ``Figure`` of :func:`draw_saturation`.
-
-    Each record spans its first to last scored position: columns at genomic positions (ticks at round ones),
-    reference cells grey, positions never mutated (N) hatched and counted in the record's title; one colour scale
-    and one logo scale for every record drawn, so records compare by eye.
-    """
+    """The matplotlib ``Figure``: one logo + heatmap pair per contig (at most :data:`MAX_DRAWN`), on one colour and
+    one logo scale."""
     import logomaker
     import matplotlib
 
@@ -108,7 +97,7 @@ def saturation_figure(table: Any, *, column: str = "delta", title: str = "") -> 
     limit = float(np.nanmax(np.abs(table[column].to_numpy()))) or 1.0
     heights = [np.where(np.isnan(m).all(axis=0), 0.0, -np.nansum(m, axis=0) / 3.0) for _, m, _, _ in records]
     low, high = min(0.0, *(h.min() for h in heights)), max(0.0, *(h.max() for h in heights))
-    pad = 0.05 * ((high - low) or 1.0)  # one logo scale for every record
+    pad = 0.05 * ((high - low) or 1.0)
     cmap = matplotlib.colormaps["RdBu_r"].with_extremes(bad=REFERENCE_COLOUR)
     if len(chroms) > 1:
         figure.suptitle(f"{len(chroms)} records on one logo scale and one colour scale", x=0.99, ha="right",
@@ -153,9 +142,8 @@ def saturation_figure(table: Any, *, column: str = "delta", title: str = "") -> 
 
 
 def _record_cells(table: Any, chrom: str, column: str) -> tuple[np.ndarray, np.ndarray, str, np.ndarray]:
-    """``(span (L,), matrix (4, L), letters, unmutated positions)`` of one contig of a saturation table: every
-    position from its first to its last scored one; NaN where there is no SNV (the reference base's own cell, and every
-    cell of a position not mutated, lettered N)."""
+    """``(span (L,), matrix (4, L), letters, unmutated positions)`` of one contig, first to last scored position;
+    NaN where there is no SNV."""
     rows = table[table["chrom"] == chrom]
     scored = np.sort(rows["pos"].unique()).astype(int)
     span = np.arange(scored[0], scored[-1] + 1)
@@ -168,8 +156,7 @@ def _record_cells(table: Any, chrom: str, column: str) -> tuple[np.ndarray, np.n
 
 
 def _round_ticks(first: int, last: int, most: int = 10) -> list[int]:
-    """At most ``most`` positions in ``[first, last]``, the multiples of the smallest step of 1, 2, 5, 10, 20, 50, ...
-    that keeps them that few."""
+    """The multiples in ``[first, last]`` of the smallest step 1, 2, 5, 10, ... that gives at most ``most``."""
     for exponent in itertools.count():
         for mantissa in (1, 2, 5):
             step = mantissa * 10**exponent

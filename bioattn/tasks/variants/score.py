@@ -1,33 +1,10 @@
-"""Score variants with any bioattn DNA model: reference vs alternative allele in windows of the model's length taken
-from the reference genome. SNVs, substitutions of several bases, and deletions and insertions of up to
-:data:`~bioattn.tasks.variants.records.MAX_INDEL` nt are scored.
+"""Score variants with any bioattn DNA model: reference vs alternative allele in windows of the model's length cut
+from the reference genome (SNVs, multi-base substitutions, and deletions and insertions of up to
+:data:`~bioattn.tasks.variants.records.MAX_INDEL` nt).
 
-A *DNA model* here is anything with ``predict(sequences: list[str]) -> (N,) or (N, T)``, ``target_names`` (one name
-per output) and ``input_length`` (the window it reads), optionally ``embed(sequences) -> (N, D)``; the activity
-models are such models. A promoter classifier is wrapped by :func:`as_dna_model` so that its probability of the
-positive class is one output, ``p_promoter``.
-
-Windows (:func:`window_starts`): for each variant, one window per *placement*: the variant at 0-based offset ``o``
-of the window for every ``o`` of ``offsets`` (default :func:`default_offsets`: the centre and a quarter window
-either side). A window that would run past an end of the contig is shifted to fit inside it (so the variant
-lands elsewhere in it; repeated windows count once); a contig shorter than the model's window is read whole.
-A deletion's, insertion's or multi-base substitution's window has POS (its first REF base) at the offset; its
-alternative window keeps the window's length and the reference window's bases before the variant, and reads the
-3′ flank (after REF: to the right on a forward contig) further by a deletion's length or shorter by an
-insertion's (:func:`bioattn.tasks.variants.windows.changed_windows`; on a ``reverse`` contig, the left flank,
-3′ in its scored orientation).
-Strands: ``forward``, or ``both`` (each window and its reverse complement, averaged); ``auto`` is ``both`` for a
-classifier trained with strand averaging and ``forward`` otherwise (an activity model's own ``predict`` applies the
-strand handling of its run). ``reverse`` contigs (e.g. minus-strand promoters, for an oriented assay) are scored
-in their reverse complement (gene orientation).
-
-Windows are cut per contig with array operations (:mod:`bioattn.tasks.variants.windows`). Activity models and
-promoter classifiers are scored on token batches through the scans' device feed
-(:func:`bioattn.tasks.device_feed.feed`: the alternative windows of a variant and the reference windows it is
-the first to use in one forward pass, each distinct reference window of a contig's block scored once; their flank
-stripping, padding and strand averaging done at the token level, with the numbers of their ``predict``); any
-other DNA model gets the windows of a chunk of variants as strings in one ``predict`` call, where
-identical windows (the reference windows shared by the three alleles of a position) are scored once.
+A *DNA model* has ``predict(sequences) -> (N,) or (N, T)``, ``target_names`` and ``input_length``, optionally
+``embed``; :func:`as_dna_model` wraps classifiers and ensembles. Each variant gets one window per placement
+(:func:`default_offsets`), shifted to fit inside short contigs (:mod:`bioattn.tasks.variants.windows`).
 """
 from __future__ import annotations
 
@@ -38,20 +15,17 @@ import numpy as np
 
 from bioattn.errors import UserInputError
 from bioattn.progress import progress_bar
+from bioattn.tasks.outputs import output_index
 from bioattn.tasks.variants.records import Variant
 
 STRANDS = ("auto", "forward", "both")
 #: Variants per ``predict`` call.
 CHUNK = 256
 
-_COMPLEMENT = np.arange(256, dtype=np.uint8)
-for _a, _b in zip(b"ACGTNacgtn", b"TGCANtgcan"):
-    _COMPLEMENT[_a] = _b
-
 
 class ClassifierOutputs:
-    """A promoter classifier seen as a DNA model: output ``p_promoter`` (two classes named ``0``/``1``),
-    ``p_<class 1>`` (two classes with names) or ``p_<class>`` per class."""
+    """A promoter classifier as a DNA model: output ``p_promoter`` (classes ``0``/``1``), ``p_<class 1>`` (two named
+    classes) or ``p_<class>`` per class."""
 
     def __init__(self, model: Any) -> None:
         self.model = model
@@ -69,11 +43,8 @@ class ClassifierOutputs:
 
 
 class MemberOutputs:
-    """An :class:`~bioattn.models.ensemble.Ensemble` of activity models (a ``--cv`` or ``--seeds`` run of ``bioattn
-    train activity``) seen as a DNA model whose ``predict`` returns every member's predictions side by side,
-    ``(N, M × T)`` member-major: :func:`allele_scores` reports their mean and keeps each member's, so that a table
-    gives the members' spread beside the mean. ``target_names``, ``input_length`` and the strand handling are the
-    members' (which must agree)."""
+    """An :class:`~bioattn.models.ensemble.Ensemble` of activity models as a DNA model whose ``predict`` gives every
+    member's predictions side by side, ``(N, M × T)`` member-major; the members must agree on their windows."""
 
     def __init__(self, ensemble: Any) -> None:
         members = list(ensemble.members)
@@ -94,7 +65,7 @@ class MemberOutputs:
 
 
 def _is_value_ensemble(model: Any) -> bool:
-    """Whether ``model`` is an Ensemble of DNA models with values (activity regressors), not of classifiers."""
+    """Whether ``model`` is an Ensemble of activity regressors, not of classifiers."""
     from bioattn.models.ensemble import Ensemble
 
     if not isinstance(model, Ensemble):
@@ -104,9 +75,8 @@ def _is_value_ensemble(model: Any) -> bool:
 
 
 def as_dna_model(model: Any) -> Any:
-    """``model`` itself when it has ``predict``, ``target_names`` and ``input_length``; an ensemble of activity
-    models wrapped in :class:`MemberOutputs`; a classifier (``max_len``, ``class_names``, also an ensemble of
-    classifiers: their mean probability) wrapped in :class:`ClassifierOutputs`; anything else is an error."""
+    """``model`` itself when it is a DNA model, an activity ensemble as :class:`MemberOutputs`, a classifier (or an
+    ensemble of them) as :class:`ClassifierOutputs`; anything else is an error."""
     if isinstance(model, (MemberOutputs, ClassifierOutputs)):
         return model
     if _is_value_ensemble(model):
@@ -120,7 +90,7 @@ def as_dna_model(model: Any) -> Any:
 
 
 def default_offsets(width: int) -> list[int]:
-    """The variant's offsets in the window: the centre and a quarter window either side (distinct, in range)."""
+    """The centre and a quarter window either side (distinct, in range)."""
     centre = width // 2
     return sorted({max(0, min(width - 1, centre + shift)) for shift in (-(width // 4), 0, width // 4)})
 
@@ -135,8 +105,7 @@ def resolve_strands(model: Any, strands: str) -> bool:
 
 
 def window_starts(pos0: np.ndarray, offsets: Sequence[int], length: int, width: int) -> np.ndarray:
-    """``(N, P)`` window starts for 0-based positions ``pos0`` (N,) on a contig of ``length`` nt: the variant at
-    each offset, shifted to lie within ``[0, length)``; ``width`` = min(model window, contig length)."""
+    """:func:`bioattn.tasks.variants.windows.window_starts`."""
     from bioattn.tasks.variants.windows import window_starts as starts
 
     return starts(pos0, offsets, length, width)
@@ -144,11 +113,9 @@ def window_starts(pos0: np.ndarray, offsets: Sequence[int], length: int, width: 
 
 @dataclass
 class AlleleScores:
-    """Per-placement, per-strand predictions of N variants: ``ref``, ``alt`` ``(N, P, S, T)``; ``weights`` ``(N, P)``
-    (0 for a placement repeating an earlier one of the same variant); ``offsets`` ``(N, P)`` where the variant lies
-    in each window; ``ref_embed``, ``alt_embed`` ``(N, P, S, D)`` when embeddings were asked for. For an ensemble
-    (:class:`MemberOutputs`) ``ref`` and ``alt`` are the members' mean and ``ref_members``, ``alt_members``
-    ``(N, P, S, M, T)`` each member's."""
+    """Predictions of N variants: ``ref``, ``alt`` ``(N, P, S, T)``; ``weights`` ``(N, P)`` (0 for a placement
+    repeating an earlier one); ``offsets`` ``(N, P)``; ``ref_embed``, ``alt_embed`` ``(N, P, S, D)``; for an
+    ensemble ``ref``/``alt`` are the members' mean and ``ref_members``, ``alt_members`` ``(N, P, S, M, T)``."""
 
     ref: np.ndarray
     alt: np.ndarray
@@ -166,21 +133,16 @@ class AlleleScores:
                             pick(self.ref_embed), pick(self.alt_embed), pick(self.ref_members), pick(self.alt_members))
 
     def mean(self, values: np.ndarray) -> np.ndarray:
-        """``values (N, P, S, ...)`` averaged over strands and the distinct placements → ``(N, ...)``."""
+        """``(N, P, S, ...)`` → ``(N, ...)``: averaged over strands and the distinct placements."""
         per_placement = values.mean(axis=2)
         w = self.weights.reshape(self.weights.shape + (1,) * (per_placement.ndim - 2))
         return (per_placement * w).sum(axis=1) / w.sum(axis=1)
 
 
-def _fetch(reference: Any, chrom: str, lo: int, hi: int) -> np.ndarray:
-    return np.frombuffer(str(reference[chrom][lo:hi]).upper().encode("ascii"), dtype=np.uint8)
-
-
 def variant_windows(reference: Any, variants: Sequence[Variant], offsets: Sequence[int], window: int,
                     reverse: Callable[[str], bool] | None = None) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray, np.ndarray]:
-    """Reference and alternative windows (uint8 letters, ``(P, width)`` per variant), ``(N, P)`` placement weights
-    and ``(N, P)`` offsets of the variant in each window (in the forward orientation of the contig); built per
-    contig with array operations (:func:`bioattn.tasks.variants.windows.build_windows`)."""
+    """``(ref windows, alt windows, weights (N, P), offsets (N, P))``: uint8 letters ``(P, width)`` per variant,
+    offsets in the contig's forward orientation (:func:`bioattn.tasks.variants.windows.build_windows`)."""
     from bioattn.tasks.variants.windows import build_windows
 
     refs: list[Any] = [None] * len(variants)
@@ -194,19 +156,9 @@ def variant_windows(reference: Any, variants: Sequence[Variant], offsets: Sequen
     return refs, alts, weights, where
 
 
-def _strings(rows: np.ndarray) -> list[str]:
-    return [row.tobytes().decode("ascii") for row in rows]
-
-
-def _as_matrix(values: Any, n: int) -> np.ndarray:
-    values = np.asarray(values, dtype=np.float64)
-    return values.reshape(n, -1)
-
-
 def predict_and_embed(model: Any, sequences: list[str], batch_size: int = 256) -> tuple[np.ndarray, np.ndarray]:
-    """``(values (N, T), embeddings (N, D))``: one forward pass per batch when the model has the activity models'
-    tensor API (``tokenize`` and ``forward(tokens) -> {"values", "embedding"}``) and scores one strand, else
-    ``predict`` and ``embed``."""
+    """``(values (N, T), embeddings (N, D))``: one forward pass per batch for a one-strand model with ``tokenize``,
+    else ``predict`` and ``embed``."""
     import torch
 
     if not (hasattr(model, "tokenize") and getattr(model, "strand", None) == "forward"):
@@ -266,9 +218,8 @@ ID_COLUMNS = ("chrom", "pos", "id", "ref", "alt", "kind")
 
 
 def score_columns(target_names: Sequence[str], members: int = 1) -> list[str]:
-    """``ref_score alt_score delta`` (one output) or ``ref_score_<name> alt_score_<name> delta_<name>`` per output;
-    for an ensemble (``members`` > 1) each output's ``delta`` is followed by ``delta_sd`` (``delta_sd_<name>``):
-    the sample sd of the members' deltas."""
+    """``ref_score alt_score delta`` (one output) or ``<kind>_<name>`` per output; an ensemble adds ``delta_sd``
+    after each ``delta``."""
     kinds = ("ref_score", "alt_score", "delta") + (("delta_sd",) if members > 1 else ())
     if len(target_names) == 1:
         return list(kinds)
@@ -277,14 +228,9 @@ def score_columns(target_names: Sequence[str], members: int = 1) -> list[str]:
 
 def score_table(variants: Sequence[Variant], scores: AlleleScores, target_names: Sequence[str],
                 output: str | None = None) -> Any:
-    """The output table: ``chrom pos id ref alt`` (``id``: the VCF's ID, else ``chrom:pos:ref:alt``) and the score
-    columns of :func:`score_columns`. ``ref_score`` is the reference allele's score in this variant's own windows
-    (the same placements as ``alt_score``), so it differs between variants of one element. ``output`` (one of
-    ``target_names``, ``--output-name``): that output's columns alone, named as a one-output model's
-    (``ref_score alt_score delta [delta_sd]``)."""
+    """The output table: ``chrom pos id ref alt`` and the :func:`score_columns`; ``output`` (``--output-name``):
+    that output's columns alone, unsuffixed."""
     import pandas as pd
-
-    from bioattn.tasks.outputs import output_index
 
     ref, alt = scores.mean(scores.ref), scores.mean(scores.alt)
     members = 1 if scores.ref_members is None else scores.ref_members.shape[3]

@@ -9,10 +9,7 @@ from bioattn.tasks.base import FittedMember, Task, TaskData
 
 class VariantsTask(Task):
     """Scores variants with a DNA model (``bioattn predict variants``) and fits a variant-effect head on measured
-    effects (``bioattn train variants``). Training runs through the shared driver (:meth:`Task.run`): a
-    cross-validation whose folds are grouped by blocks of positions within each element, one fold member per split
-    (its fitted paths are not saved: no ``fold<k>/`` folders, no ensemble), then the best path refitted on the whole
-    release and saved as the run's head; the hooks are in :mod:`bioattn.tasks.variants.train`."""
+    effects (``bioattn train variants``; the driver's hooks are in :mod:`bioattn.tasks.variants.train`)."""
 
     name = "variants"
     description = "variant-effect scoring (ref vs alt allele, saturation maps) and the CAGI5 variant-effect head"
@@ -29,39 +26,32 @@ class VariantsTask(Task):
 
     def prepare(self, options: Any, config: Any = None, **inputs: Any) -> tuple[Any, TaskData]:
         """:func:`~bioattn.tasks.variants.train.prepare`: the release and every variant's features."""
-        from bioattn.tasks.variants.train import prepare
-
-        return prepare(options)
+        return _train().prepare(options)
 
     def protocol(self, options: Any, data: TaskData) -> Any:
-        from bioattn.tasks.variants.train import protocol
-
-        return protocol(options)
+        return _train().protocol(options)
 
     def members(self, options: Any, data: TaskData, protocol: Any) -> list[Any]:
-        from bioattn.tasks.variants.train import members
-
-        return members(options, data)
+        return _train().members(options, data)
 
     def fit_member(self, options: Any, data: TaskData, member: Any) -> FittedMember:
-        from bioattn.tasks.variants.train import fit
-
-        return fit(options, data, member)
+        return _train().fit(options, data, member)
 
     def held_out(self, options: Any, data: TaskData, member: Any, fitted: FittedMember) -> dict[str, Any]:
-        from bioattn.tasks.variants.train import held_out
-
-        return held_out(fitted)
+        return _train().held_out(fitted)
 
     def report(self, options: Any, data: TaskData, protocol: Any, run: Any) -> tuple[dict[str, Any], str]:
-        from bioattn.tasks.variants.train import report
-
-        return report(options, data, protocol, run)
+        return _train().report(options, data, protocol, run)
 
     def write_out_of_fold(self, options: Any, data: TaskData, run: Any, metrics: Any) -> None:
-        from bioattn.tasks.variants.train import write_out_of_fold
+        _train().write_out_of_fold(options, data)
 
-        write_out_of_fold(options, data)
+
+def _train() -> Any:
+    """:mod:`bioattn.tasks.variants.train`, imported when a run starts."""
+    from bioattn.tasks.variants import train
+
+    return train
 
 
 TASK = VariantsTask()

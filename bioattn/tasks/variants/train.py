@@ -1,34 +1,11 @@
 """``bioattn train variants``: fit a variant-effect head on a release of measured variant effects (the CAGI5
 supervised protocol) and cross-validate it against same-run baselines.
 
-Protocol: features of every release variant from the activity model (:mod:`bioattn.tasks.variants.head`), scored
-in gene orientation where the FASTA header says ``gene_strand=-`` (the lentiMPRA assay is oriented); folds grouped
-by blocks of ``block`` positions within each element (the CAGI5 release comes in 16-nt blocks), so neighbours
-never sit on both sides of a split; in each fold the nearby-effect features of training variants come from the
-other training blocks, those of held-out variants from the training variants only. Sparse linear model: scikit-learn
-``ElasticNetCV`` on standardised features (penalty and L1 ratio chosen by an inner grouped cross-validation), fitted
-without intercept to effects centred within each element (by the training variants' mean): the CAGI5 metric is a
-correlation within each element, and a fold-dependent intercept or between-element differences only add noise to it.
-The saved head adds the release's mean effect of the element back when it predicts a variant of a release element.
-
-The run goes through the shared driver (``TASK.run``, :func:`bioattn.tasks.driver.run_task`), whose hooks are the
-functions here: :func:`prepare` (the release and every variant's features), :func:`protocol` and :func:`members`
-(one fold member per split; the fold fits are not saved), :func:`fit` and :func:`held_out` (each path on a fold),
-:func:`report` (the scores, the head refitted and saved, ``metrics.json`` checked against the shared schema, and
-``summary.md``) and :func:`write_out_of_fold` (``out_of_fold.tsv`` and ``features.tsv``).
-
-Paths compared on the same folds: ``head`` (activity features + nearby effects), ``activity_only`` (activity
-features), ``delta_only`` (the activity model's allele difference alone, fitted), ``no_model`` (nearby effects alone: baseline a), ``activity_delta`` (the activity model's raw allele
-difference, nothing fitted: baseline b), ``kmer_delta`` (the allele difference of a k-mer ridge fitted on the
-activity training data in the same run: baseline c) and ``kmer_head`` (k-mer delta + nearby effects). The fitted
-path with the best mean Pearson over the elements is refitted on the whole release and saved as the head.
-
-With an activity model of several outputs (one per cell type), every feature comes per output and the matched
-features ``<feature>_matched`` (the output matching each element's cell type, 0 where none matches;
-:mod:`bioattn.tasks.variants.cell_types`) join the head, activity_only and delta_only paths; the raw
-``activity_delta`` baseline is the matched output's delta where an element has one (the first output's elsewhere).
-The element → cell type map and the outputs matched are stored in the head, and ``metrics.json``
-(``cell_types``) and ``summary.md`` say which element matched which output.
+Folds are grouped by blocks of ``block`` positions within each element; each fitted path (:data:`FITTED`) is an
+``ElasticNetCV`` without intercept on standardised features and element-centred effects, compared with the raw
+deltas (:data:`RAW`). The best fitted path is refitted on the whole release and saved as the head. The hooks of the
+shared driver (``TASK.run``) are :func:`prepare`, :func:`protocol`, :func:`members`, :func:`fit`,
+:func:`held_out`, :func:`report` and :func:`write_out_of_fold`; cell types: :mod:`bioattn.tasks.variants.cell_types`.
 """
 from __future__ import annotations
 
@@ -42,10 +19,15 @@ from typing import Any, Sequence
 import numpy as np
 
 from bioattn.errors import UserInputError
+from bioattn.tasks.base import FittedMember, TaskData
 from bioattn.tasks.variants.cell_types import (MATCHED, describe_matches, matched_features, matched_outputs,
                                                read_cell_types_file, summary_lines, training_cell_types)
 from bioattn.tasks.variants.evaluate import CONFIDENT, header_fields, per_element, summarise
 from bioattn.tasks.variants.head import NEARBY, model_features, nearby_features
+from bioattn.tasks.variants.kmer import KmerRidge
+from bioattn.tasks.variants.predict import open_reference
+from bioattn.tasks.variants.records import read_variants
+from bioattn.tasks.variants.score import allele_scores, as_dna_model, how_scored
 
 FITTED = ("head", "activity_only", "delta_only", "no_model", "kmer_head")
 RAW = ("activity_delta", "kmer_delta")
@@ -99,7 +81,7 @@ def _stats(values: np.ndarray) -> tuple[float, float]:
 
 
 def _standardised(columns: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, tuple[float, float]]]:
-    """Each column standardised over all rows (label-free features; nearby features of one fold), and the stats."""
+    """Each column standardised over all rows, and the ``(mean, sd)`` of each."""
     stats = {name: _stats(values) for name, values in columns.items()}
     return {name: (values - stats[name][0]) / stats[name][1] for name, values in columns.items()}, stats
 
@@ -114,8 +96,8 @@ def _centred(y: np.ndarray, elements: np.ndarray) -> np.ndarray:
 
 
 def _read_kmer_training(paths: Sequence[Path]) -> tuple[list[str], np.ndarray]:
-    """Sequences and values of activity files (TSV/CSV: a ``seq``/``sequence`` column and a numeric column), with
-    the constant flanks every sequence shares removed."""
+    """Sequences and values of activity files (a ``seq``/``sequence`` column and a numeric one), shared constant
+    flanks removed."""
     import pandas as pd
 
     sequences, values = [], []
@@ -138,8 +120,7 @@ def _read_kmer_training(paths: Sequence[Path]) -> tuple[list[str], np.ndarray]:
 
 
 def _feature_sets(names: list[str], outputs: Sequence[str] = ()) -> dict[str, list[str]]:
-    """The features of each fitted path; with matched features (an activity model of several outputs) delta_only
-    reads every output's delta and ``delta_matched``."""
+    """The features of each fitted path (delta_only: every output's delta and ``delta_matched`` when matched)."""
     delta = [names[0]]
     if "delta" + MATCHED in names:
         delta = [f"delta_{o}" for o in outputs] + ["delta" + MATCHED]
@@ -148,22 +129,12 @@ def _feature_sets(names: list[str], outputs: Sequence[str] = ()) -> dict[str, li
 
 
 def prepare(options: VariantTrainOptions) -> tuple[VariantTrainOptions, Any]:
-    """The driver's ``prepare``: the run directory checked (created only when the head is saved), the activity
-    model loaded, the release read (variants with a measured effect) and every variant's features computed: the
-    activity model's (:func:`~bioattn.tasks.variants.head.model_features`, in gene orientation where the header
-    says so), the k-mer ridge's allele difference (``--kmer-train``), the table (chrom pos ref alt effect conf,
-    ``group``: the variant's block of positions) as the cross-validation pool. With an activity model of several
-    outputs, the matched features of each element's cell type (:mod:`bioattn.tasks.variants.cell_types`) are
-    added to the model's."""
+    """The driver's ``prepare``: the run directory checked, the release read and every measured variant's
+    features (:func:`~bioattn.tasks.variants.head.model_features`, matched features, the k-mer ridge's delta)."""
     import pandas as pd
 
     from bioattn.distributed import resolve_device
     from bioattn.models.registry import load_pretrained, resolve_model_dir
-    from bioattn.tasks.base import TaskData
-    from bioattn.tasks.variants.kmer import KmerRidge
-    from bioattn.tasks.variants.predict import open_reference
-    from bioattn.tasks.variants.records import read_variants
-    from bioattn.tasks.variants.score import allele_scores, as_dna_model
 
     options.device = str(resolve_device(options.device))
     out = Path(options.out)
@@ -179,18 +150,16 @@ def prepare(options: VariantTrainOptions) -> tuple[VariantTrainOptions, Any]:
                      if options.cell_types is not None else {})
         found = read_variants(options.input, fasta, keep_duplicates=True)  # measured replicates are data
         cell_types = training_cell_types(found.variants, headers, from_file)  # checked before anything is scored
-        variants = found.variants
-        effect = np.array([v.effect for v in variants])
-        if not np.isfinite(effect).any():
+        keep = np.isfinite(np.array([v.effect for v in found.variants]))
+        if not keep.any():
             raise UserInputError(f"{options.input}: no measured effects (an EFFECT INFO field or an effect column)")
-        keep = np.isfinite(effect)
-        variants = [v for v, k in zip(variants, keep) if k]
+        variants = [v for v, k in zip(found.variants, keep) if k]
         reversed_contigs = ([n for n, h in headers.items() if h.get("gene_strand") == "-"]
                             if options.gene_orientation else [])
         reverse = set(reversed_contigs).__contains__
         names, x_model, _, _ = model_features(activity, fasta, variants, offsets=options.offsets,
-                                                 strands=options.strands, reverse=reverse,
-                                                 ism_radius=options.ism_radius, progress=True)
+                                              strands=options.strands, reverse=reverse, ism_radius=options.ism_radius,
+                                              progress=True)
         matched: dict[str, str | None] | None = None
         if len(outputs) > 1:
             matched = matched_outputs({e: c for e, (c, _) in cell_types.items()}, outputs)
@@ -233,8 +202,7 @@ def protocol(options: VariantTrainOptions) -> Any:
 
 
 def members(options: VariantTrainOptions, data: Any) -> list[Any]:
-    """One fold member per split of a shuffled ``GroupKFold`` (seed ``options.seed``) over the blocks; the fold
-    heads are not saved (no ``fold<k>/`` folders)."""
+    """One fold member per split of a shuffled ``GroupKFold`` over the blocks (the fold heads are not saved)."""
     from sklearn.model_selection import GroupKFold
 
     from bioattn.tasks.driver import cv_members
@@ -246,17 +214,13 @@ def members(options: VariantTrainOptions, data: Any) -> list[Any]:
 
 
 def fit(options: VariantTrainOptions, data: Any, member: Any) -> Any:
-    """Each fitted path on the fold's training rows: the nearby-effect features from the training variants
-    (standardised over the release), effects centred within each element. ``model``: ``{path: ElasticNetCV}``;
-    ``extra["held_out_x"]``: each path's features of the held-out rows."""
-    from bioattn.tasks.base import FittedMember
-
+    """Each fitted path on the fold's training rows (nearby effects from the training variants): ``model``
+    ``{path: ElasticNetCV}``, ``extra["held_out_x"]`` each path's held-out features."""
     table, train, test = data.pool, member.train_index, member.held_out_index
     y = table["effect"].to_numpy()
     groups = table["group"].to_numpy()
     nearby = nearby_features(table["chrom"].to_numpy(), table["pos"].to_numpy(), table["alt"].to_numpy(),
-                             table.iloc[train], bandwidth=options.bandwidth, radius=options.radius,
-                             block=options.block)
+                             table.iloc[train], bandwidth=options.bandwidth, radius=options.radius, block=options.block)
     columns = dict(data.extra["standard"])
     columns.update(_standardised({name: nearby[:, k] for k, name in enumerate(NEARBY)})[0])
     target = _centred(y[train], table["chrom"].to_numpy()[train])
@@ -274,12 +238,10 @@ def held_out(fitted: Any) -> dict[str, np.ndarray]:
 
 
 def report(options: VariantTrainOptions, data: Any, run_protocol: Any, run: Any) -> tuple[dict[str, Any], str]:
-    """Every path scored per element on its out-of-fold predictions (the raw deltas as they are), the best fitted
-    path refitted on the whole release and saved as the head in ``options.out`` (with a copy of the activity
-    model), and ``metrics.json``'s document with ``summary.md``'s text."""
+    """Every path scored per element, the best fitted path refitted on the whole release and saved as the head in
+    ``options.out``, and ``(metrics.json's document, summary.md's text)``."""
     from bioattn.models.variant_head import ACTIVITY_FOLDER, VariantEffectHead
     from bioattn.tasks.driver import metrics_document
-    from bioattn.tasks.variants.score import how_scored
 
     out = Path(options.out)
     table, extra = data.pool, data.extra
@@ -302,7 +264,6 @@ def report(options: VariantTrainOptions, data: Any, run_protocol: Any, run: Any)
         per = per_element(elements, predicted, table["effect"].to_numpy(), conf)
         results[path] = {"per_element": per, "mean": summarise(per, types)}
     best = max(paths, key=lambda p: results[p]["mean"]["all"]["pearson"])
-    # the shipped head: the best path refitted on the whole release
     nearby_all = nearby_features(elements, table["pos"].to_numpy(), table["alt"].to_numpy(), table,
                                  bandwidth=options.bandwidth, radius=options.radius, block=options.block)
     raw = dict(features)
@@ -351,20 +312,15 @@ def report(options: VariantTrainOptions, data: Any, run_protocol: Any, run: Any)
 
 
 def write_out_of_fold(options: VariantTrainOptions, data: Any) -> None:
-    """``out_of_fold.tsv`` (the release's rows, then each path's out-of-fold prediction and the raw deltas) and
-    ``features.tsv`` (the release's rows, then every variant's label-free features, before standardisation)."""
+    """``out_of_fold.tsv`` (the release's rows, each path's out-of-fold prediction) and ``features.tsv`` (the
+    release's rows, every label-free feature before standardisation)."""
     from bioattn.io import write_table
 
-    out = Path(options.out)
-    table = data.pool
-    oof_table = table[["chrom", "pos", "ref", "alt", "effect", "conf", "group"]].copy()
-    for path, predicted in data.extra["predictions"].items():
-        oof_table[path] = predicted
-    write_table(out / "out_of_fold.tsv", list(oof_table.columns), oof_table.itertuples(index=False, name=None))
-    feature_table = table[["chrom", "pos", "ref", "alt", "effect", "conf", "group"]].copy()
-    for name, values in data.extra["features"].items():
-        feature_table[name] = values
-    write_table(out / "features.tsv", list(feature_table.columns), feature_table.itertuples(index=False, name=None))
+    for name, columns in (("out_of_fold.tsv", data.extra["predictions"]), ("features.tsv", data.extra["features"])):
+        table = data.pool[["chrom", "pos", "ref", "alt", "effect", "conf", "group"]].copy()
+        for column, values in columns.items():
+            table[column] = values
+        write_table(Path(options.out) / name, list(table.columns), table.itertuples(index=False, name=None))
 
 
 def summary_markdown(metrics: dict[str, Any]) -> str:
@@ -394,8 +350,7 @@ def summary_markdown(metrics: dict[str, Any]) -> str:
 
 
 def result_lines(metrics: dict[str, Any], out: Path) -> str:
-    """The lines ``bioattn train variants`` prints after the run: the mean Pearson of each path, the best path and
-    where the head was saved."""
+    """What ``bioattn train variants`` prints after the run."""
     lines = []
     for path, result in metrics["paths"].items():
         m = result["mean"]

@@ -1,12 +1,6 @@
-"""Reading VCFs with cyvcf2 without htslib's own messages reaching the user.
-
-htslib (the C library under cyvcf2) writes its warnings and errors straight to file descriptor 2 (``[W::vcf_parse]
-Contig 'x' is not defined in the header ...``, ``[E::vcf_parse] Could not parse the position ...``), around
-Python's ``sys.stderr``. :func:`htslib_messages` points descriptor 2 at a temporary file while cyvcf2 runs and
-hands back htslib's lines (anything else written there is passed on to standard error unchanged); bioattn checks
-contigs, positions and alleles itself, so the warnings are dropped and an error is reported in our words
-(:func:`check_vcf_header` before cyvcf2 opens the file, :func:`describe_record` for a record it cannot parse).
-"""
+"""Reading VCFs with cyvcf2 without htslib's own messages (written straight to file descriptor 2) reaching the
+user: :func:`htslib_messages` captures them, errors are reported in our words (:func:`check_vcf_header`,
+:func:`describe_record`)."""
 from __future__ import annotations
 
 import contextlib
@@ -23,16 +17,15 @@ from bioattn.errors import UserInputError
 
 #: htslib's log lines: ``[W::function] text`` (also ``[E::`` errors, ``[I::`` information, ``[D::`` debugging).
 HTSLIB_LINE = re.compile(r"^\[[EWIDT]::[^\]]*\] ?")
-#: Records read from cyvcf2 per capture of descriptor 2 (a few system calls each).
+#: Records read from cyvcf2 per capture of descriptor 2.
 CHUNK = 4096
 VCF_COLUMNS = ("#CHROM", "POS", "ID", "REF", "ALT", "QUAL", "FILTER", "INFO")
 
 
 @contextlib.contextmanager
 def htslib_messages() -> Iterator[list[str]]:
-    """Within the block, what is written to file descriptor 2 goes to a temporary file; on exit the yielded list
-    holds htslib's lines (prefix removed, see :data:`HTSLIB_LINE`) and any other line is written on to
-    ``sys.stderr``. Where descriptor 2 cannot be redirected (closed, no temporary folder) the block runs as is."""
+    """Capture file descriptor 2 within the block: the yielded list gets htslib's lines (prefix removed), other
+    lines go on to ``sys.stderr``; where it cannot be redirected the block runs as is."""
     messages: list[str] = []
     try:
         capture = tempfile.TemporaryFile()
@@ -81,9 +74,8 @@ def _is_bcf(path: Path) -> bool:
 
 
 def check_vcf_header(path: Path) -> int:
-    """The number of header lines of the VCF ``path`` (plain or gzip text), after checking what htslib needs to
-    read it; a missing ``##fileformat`` line or ``#CHROM`` line, or a ``#CHROM`` line not separated by tabs, is a
-    :class:`UserInputError` in our words. A BCF (binary) file: 0, left to cyvcf2."""
+    """The number of header lines of the VCF ``path`` (plain or gzip), its ``##fileformat`` and ``#CHROM`` lines
+    checked; 0 for a BCF (left to cyvcf2)."""
     if _is_bcf(path):
         return 0
     hint = "a VCF starts with ##fileformat=VCFv4.x, then ## header lines, then the #CHROM line"
@@ -131,8 +123,7 @@ def describe_record(path: Path, line_number: int, messages: list[str]) -> str:
 
 
 def open_vcf(path: Path, checked: bool = False, **kwargs: Any) -> Any:
-    """A :class:`cyvcf2.VCF` of ``path``, its header checked first (:func:`check_vcf_header`; ``checked``: the
-    caller did), htslib quiet."""
+    """A :class:`cyvcf2.VCF` of ``path``, its header checked first (``checked``: the caller did), htslib quiet."""
     from cyvcf2 import VCF
 
     if not checked:
@@ -147,9 +138,8 @@ def open_vcf(path: Path, checked: bool = False, **kwargs: Any) -> Any:
 
 
 def vcf_rows(path: Path, on_open: Callable[[Any], None] | None = None) -> Iterator[tuple[int, Any]]:
-    """``(line number, cyvcf2 record)`` of every record of the VCF ``path``, read in chunks of :data:`CHUNK` with
-    htslib quiet (``on_open(reader)`` first, e.g. to read the header); a record htslib cannot parse is a
-    :class:`UserInputError` naming its line."""
+    """``(line number, cyvcf2 record)`` of every record of the VCF ``path``, htslib quiet (``on_open(reader)``
+    first); a record htslib cannot parse is a :class:`UserInputError` naming its line."""
     line = check_vcf_header(path) + 1
     reader = open_vcf(path, lazy=True, checked=True)
     try:

@@ -1,27 +1,10 @@
-"""Variant windows built with array operations, and scored at the token level through the scans' host pipeline.
+"""Variant windows built with array operations, and scored at the token level through the scans' device feed.
 
-:func:`build_windows`: the variants are grouped by contig; each contig's span that the group's windows cover is
-read once (as upper-case uint8 letters); every window of every variant is one row of a sliding-window view of it
-(fancy indexing), the alternative base is set with one scatter, and reverse-oriented contigs are
-reverse-complemented with a lookup table. No Python work per variant beyond reading its fields.
-
-Substitutions of several bases, deletions and insertions (:func:`changed_windows`, also array operations): the
-alternative window keeps the window's length and shares the reference window's bases up to the variant, in the
-orientation the window is scored: on a forward contig it starts where the reference window starts (POS at the
-placement's offset, as for an SNV), then ALT, then the reference after REF, so the **3′ flank (right, after REF)**
-is read further by a deletion's length and cut shorter by an insertion's; on a contig scored in reverse
-complement it ends where the reference window ends and the left flank (3′ in gene orientation) is extended or
-cut. Where the alternative sequence runs out (a deletion near the contig's end) the window is shifted back
-inside it, as the reference windows are; only where the contig with the deletion is shorter than the window is
-the missing far end filled with ``N``.
-
-:func:`token_scorer`: for the models with a tensor API (:class:`~bioattn.models.activity.ActivityRegressor`,
-:class:`~bioattn.models.promoter.PromoterClassifier`, the latter wrapped as a DNA model), letters become the
-model's token ids through a lookup table, and the reference and alternative windows of a batch of variants go
-through :func:`bioattn.tasks.device_feed.feed` together (uint8 batches prepared in a background thread, pinned
-memory and non-blocking copies on CUDA), under ``torch.inference_mode``. The numbers are those of the model's own
-``predict`` on the window strings (flank stripping, padding and strand averaging included); any other model is
-scored through its ``predict`` on strings (:func:`score_strings`).
+:func:`build_windows` cuts every window from a sliding-window view of each contig's span. The alternative window
+of a multi-base substitution, deletion or insertion (:func:`changed_windows`) keeps the window's length; its 3′
+flank after REF is read further by a deletion's length or cut short by an insertion's. Activity models and promoter
+classifiers are scored on token ids (:func:`token_model`, :func:`score_tokens`), any other model through
+``predict`` on strings (:func:`score_strings`).
 """
 from __future__ import annotations
 
@@ -36,23 +19,21 @@ from bioattn.data.dna import PAD_ID
 COMPLEMENT = np.arange(256, dtype=np.uint8)
 for _a, _b in zip(b"ACGTNacgtn", b"TGCANtgcan"):
     COMPLEMENT[_a] = _b
-#: Half the rows of one forward pass on a CPU and on a GPU: a pass holds its variants' alternative windows and the
-#: reference windows they are the first to use, about 256 rows on a CPU (``predict``'s batches) and 4096 on a GPU
-#: (a scan's); with no shared reference windows, this many rows of each allele.
+#: Half the rows of one forward pass (alternative windows plus the reference windows first used), by device type.
 ROWS = {"cpu": 128, "cuda": 2048}
+#: Variants whose windows are built at once.
+BLOCK = 8192
 
 
 def rows_per_allele(device: Any) -> int:
     """Half the rows of a forward pass on ``device`` (a ``torch.device``): see :data:`ROWS`."""
     return ROWS.get(getattr(device, "type", str(device)), ROWS["cpu"])
-#: Variants whose windows are built at once (sorted by contig and position, so each contig's span is read once).
-BLOCK = 8192
 
 
 @dataclass
 class WindowGroup:
-    """Windows of the variants ``index`` (into the caller's list), all on one contig: ``ref``, ``alt``
-    ``(n, P, W)`` uint8 letters (oriented as scored), ``weights`` and ``where`` ``(n, P)``."""
+    """Windows of the variants ``index``, all on one contig: ``ref``, ``alt`` ``(n, P, W)`` uint8 letters (oriented
+    as scored), ``weights`` and ``where`` ``(n, P)``."""
 
     index: np.ndarray
     ref: np.ndarray
@@ -62,7 +43,7 @@ class WindowGroup:
 
 
 def first_occurrences(starts: np.ndarray) -> np.ndarray:
-    """``(n, P)`` 1.0 where a placement's start does not repeat an earlier placement's of the same row, else 0."""
+    """``(n, P)`` 1.0 where a placement's start does not repeat an earlier one of the same row, else 0."""
     p = starts.shape[1]
     earlier = np.tril(np.ones((p, p), dtype=bool), -1)  # [k, j]: j < k
     repeated = ((starts[:, :, None] == starts[:, None, :]) & earlier).any(axis=2)
@@ -70,8 +51,8 @@ def first_occurrences(starts: np.ndarray) -> np.ndarray:
 
 
 def window_starts(pos0: np.ndarray, offsets: Sequence[int], length: int, width: int) -> np.ndarray:
-    """``(N, P)`` window starts for 0-based positions ``pos0`` (N,) on a contig of ``length`` nt: the variant at
-    each offset, shifted to lie within ``[0, length)``; ``width`` = min(model window, contig length)."""
+    """``(N,)`` 0-based positions → ``(N, P)`` window starts: the variant at each offset, shifted to lie within the
+    contig; ``width`` = min(model window, contig length)."""
     starts = pos0[:, None] - np.asarray(offsets, dtype=np.int64)[None, :]
     return np.clip(starts, 0, max(length - width, 0))
 
@@ -82,21 +63,19 @@ def _letters(reference: Any, chrom: str, lo: int, hi: int) -> np.ndarray:
 
 def changed_windows(span: np.ndarray, lo: int, length: int, starts: np.ndarray, pos0: np.ndarray, ref_len: np.ndarray,
                     alts: Sequence[str], width: int, reverse: bool) -> np.ndarray:
-    """``(m, P, width)`` alternative windows of ``m`` substitutions, deletions or insertions (0-based ``pos0``, REF
-    lengths ``ref_len``, ``alts``) whose reference windows start at ``starts`` ``(m, P)`` on a contig of ``length``
-    nt, of which ``span`` holds the letters from ``lo`` on (enough of them: the windows' span, widened by the
-    longest REF either side). See the module's text for which flank moves; ``reverse``: the contig is scored in
-    reverse complement (the window's end is kept, not its start)."""
+    """``(m, P, width)`` alternative windows of ``m`` substitutions, deletions or insertions whose reference windows
+    start at ``starts`` ``(m, P)``; ``span``: the contig's letters from ``lo`` on, widened by the longest REF either
+    side; ``reverse``: scored in reverse complement (the window's end is kept, not its start)."""
     alt_len = np.fromiter((len(a) for a in alts), dtype=np.int64, count=len(alts))
     letters = np.full((len(alts), max(int(alt_len.max()), 1)), ord("N"), dtype=np.uint8)
     for row, alt in enumerate(alts):
         letters[row, : len(alt)] = np.frombuffer(alt.encode("ascii"), dtype=np.uint8)
     shift = (alt_len - ref_len)[:, None]  # how much longer the alternative sequence is
     new_length = length + shift  # (m, 1)
-    if reverse:  # keep the end (its base after REF, when REF runs past it), trim or extend the left flank
+    if reverse:  # keep the end (its base after REF, when REF runs past it)
         end = np.maximum(starts + width, (pos0 + ref_len)[:, None]) + shift
         first = np.minimum(np.maximum(end - width, 0), new_length - width)
-    else:  # keep the start, trim or extend the right flank
+    else:
         first = np.maximum(np.minimum(starts, new_length - width), 0)
     a = first[:, :, None] + np.arange(width)[None, None, :]  # (m, P, W) positions on the alternative sequence
     p0, la = pos0[:, None, None], alt_len[:, None, None]
@@ -110,14 +89,13 @@ def changed_windows(span: np.ndarray, lo: int, length: int, starts: np.ndarray, 
 
 def build_windows(reference: Any, variants: Sequence[Any], offsets: Sequence[int], window: int,
                   reverse: Callable[[str], bool] | None = None) -> list[WindowGroup]:
-    """One :class:`WindowGroup` per contig of ``variants`` (in order of first appearance); see the module's text
-    and :func:`window_starts` for the placements, :func:`changed_windows` for alleles that are not one base."""
+    """One :class:`WindowGroup` per contig of ``variants``, in order of first appearance."""
     if not len(variants):
         return []
     chroms = [v.chrom for v in variants]
     pos0 = np.fromiter((v.pos for v in variants), dtype=np.int64, count=len(variants)) - 1
     alts = "".join(v.alt for v in variants).upper()
-    single = None  # every allele one base: one scatter; else a mask of those that are
+    single = None  # None: every allele one base; else a mask of those that are
     if len(alts) != len(variants) or len("".join(v.ref for v in variants)) != len(variants):
         ref_len = np.fromiter((len(v.ref) for v in variants), dtype=np.int64, count=len(variants))
         single = (ref_len == 1) & np.fromiter((len(v.alt) == 1 for v in variants), dtype=bool, count=len(variants))
@@ -134,7 +112,7 @@ def build_windows(reference: Any, variants: Sequence[Any], offsets: Sequence[int
         starts = window_starts(pos0[index], offsets, length, width)
         lo, hi = int(starts.min()), int(starts.max()) + width
         changed = None if single is None else np.flatnonzero(~single[index])
-        if changed is not None and len(changed):  # room for the flanks that deletions read further
+        if changed is not None and len(changed):  # room for the flanks deletions read further
             wider = int(ref_len[index[changed]].max())
             lo_span, hi_span = max(lo - wider, 0), min(hi + wider, length)
             span = _letters(reference, chrom, lo_span, hi_span)
@@ -158,16 +136,15 @@ def build_windows(reference: Any, variants: Sequence[Any], offsets: Sequence[int
 
 
 def strand_rows(letters: np.ndarray, both: bool) -> np.ndarray:
-    """``(n, P, W)`` letters → ``(n, P, S, W)``: the windows, and their reverse complements when ``both``."""
+    """``(n, P, W)`` → ``(n, P, S, W)``: the windows, and their reverse complements when ``both``."""
     if not both:
         return letters[:, :, None]
     return np.stack([letters, COMPLEMENT[letters[..., ::-1]]], axis=2)
 
 
-# ------------------------------------------------------------------------------------------ token level
 class TokenModel:
-    """What scores letter windows at the token level: ``tokens(letters (R, W) uint8) -> (R, L) uint8`` and
-    ``score(ref_ids, alt_ids) -> (ref values (R, T), alt values (R, T)[, ref emb (R, D), alt emb (R, D)])``."""
+    """``tokens((R, W) uint8 letters) -> (R, L) ids``; ``score(ref_ids, alt_ids) -> (ref (R, T), alt (R, T)[, ref
+    embedding (R, D), alt embedding (R, D)])``."""
 
     def __init__(self, model: Any, embed: bool) -> None:
         import torch
@@ -191,9 +168,8 @@ class _NotTokenisable(Exception):
 
 
 class ActivityTokens(TokenModel):
-    """:class:`~bioattn.models.activity.ActivityRegressor`: windows padded to ``input_length``, a window that
-    starts (ends) with the run's 5′ (3′) flank has it stripped, as :meth:`tokenize` does; the run's strand
-    handling (``both``: the mean with the reverse complement of the ids) as :meth:`predict` and :meth:`embed`."""
+    """:class:`~bioattn.models.activity.ActivityRegressor`: padding, flank stripping and strand handling as its
+    ``tokenize`` and ``predict`` do."""
 
     def tokens(self, letters: np.ndarray) -> np.ndarray:
         model = self.model
@@ -208,8 +184,7 @@ class ActivityTokens(TokenModel):
             out[row] = model.tokenize([letters[row].tobytes().decode("ascii")])[0].numpy()
         return out
 
-    #: Set for an :class:`~bioattn.models.ensemble.Ensemble` of activity models (``score.MemberOutputs``): the
-    #: values are every member's, ``(R, M × T)``, as ``MemberOutputs.predict`` gives them.
+    #: An :class:`~bioattn.models.ensemble.Ensemble`: values are every member's, ``(R, M × T)``.
     members = False
 
     def _member_values(self, ids: Any) -> Any:
@@ -223,7 +198,7 @@ class ActivityTokens(TokenModel):
         both = model.strand == "both"
         ids = torch.cat([ref, alt])
         n = ref.shape[0]
-        if self.members:  # an Ensemble: each member's values side by side, (R, M * T) member-major
+        if self.members:
             values = self._member_values(ids)
             if both:
                 values = (values + self._member_values(reverse_complement_ids(ids, ids == PAD_ID))) / 2
@@ -236,13 +211,11 @@ class ActivityTokens(TokenModel):
         values = values.double()
         if not self.embed:
             return values[:n], values[n:]
-        embedding = embedding.double()
-        return values[:n], values[n:], embedding[:n], embedding[n:]
+        return values[:n], values[n:], embedding[:n].double(), embedding[n:].double()
 
 
 class ClassifierTokens(TokenModel):
-    """:class:`~bioattn.models.promoter.PromoterClassifier` (through ``ClassifierOutputs``): one strand,
-    :meth:`proba_from_ids` without strand averaging, ``(R, 1)`` (two classes) or ``(R, C)``."""
+    """:class:`~bioattn.models.promoter.PromoterClassifier`: one strand, ``(R, 1)`` (two classes) or ``(R, C)``."""
 
     def __init__(self, wrapper: Any, embed: bool) -> None:
         super().__init__(wrapper.model, embed)
@@ -271,17 +244,11 @@ def token_model(model: Any, embed: bool) -> TokenModel | None:
     return None
 
 
-def _blocks(n: int, order: np.ndarray) -> Iterator[np.ndarray]:
-    for first in range(0, n, BLOCK):
-        yield order[first : first + BLOCK]
-
-
 @dataclass
 class _TokenBatch:
-    """One forward pass of :func:`score_tokens`: the variants ``index`` (into the caller's list), the reference
-    window id of each of their rows ``ids`` ``(b, P * S)`` into ``store`` (their contig group's scores, filled as
-    passes return), the ids ``first``.. of the reference windows scored in this pass ``ref`` ``(r, L)`` (the
-    group's windows not scored by an earlier pass), and the alternative windows ``alt`` ``(b * P * S, L)``."""
+    """One forward pass of :func:`score_tokens`: variants ``index``, their reference window ids ``(b, P * S)`` into
+    ``store`` (the contig group's scores), the new reference windows ``ref`` ``(r, L)`` (ids from ``first``) and
+    the alternative windows ``alt`` ``(b * P * S, L)``."""
 
     index: np.ndarray
     ids: np.ndarray
@@ -292,8 +259,8 @@ class _TokenBatch:
 
 
 def unique_windows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For ``rows`` ``(R, W)`` uint8: ``(ids (R,), first (U,))``, each row's window id, numbered in order of first
-    occurrence, and the row where each id first occurs (increasing)."""
+    """``(R, W)`` → ``(ids (R,), first (U,))``: each row's window id in order of first occurrence, and the row where
+    each id first occurs."""
     rows = np.ascontiguousarray(rows)
     keys = rows.view(np.dtype((np.void, rows.shape[1]))).ravel()
     _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
@@ -305,12 +272,8 @@ def unique_windows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def score_tokens(scorer: TokenModel, reference: Any, variants: Sequence[Any], offsets: Sequence[int], window: int,
                  both: bool, reverse: Callable[[str], bool] | None, out: dict[str, np.ndarray],
                  update: Callable[[int], None]) -> None:
-    """Fill ``out`` (``ref``, ``alt`` ``(N, P, S, T)``, ``weights``, ``where``, and ``ref_e``/``alt_e`` when
-    embedding) for ``variants``: windows built per block of variants sorted by contig and position, scored through
-    :func:`~bioattn.tasks.device_feed.feed` in passes of about twice :func:`rows_per_allele` rows. Each distinct
-    reference window of a contig's group is scored once, in the pass of the first variant that uses it (the
-    alleles at one position, and nearby positions at other placements, share them: a saturation map scores about
-    half the windows), every alternative window in its variant's pass."""
+    """Fill ``out`` (``ref``, ``alt`` ``(N, P, S, T)``, ``weights``, ``where``, ``ref_e``/``alt_e``) in passes of
+    about twice :func:`rows_per_allele` rows; each distinct reference window of a contig's group is scored once."""
     from bioattn.tasks.device_feed import feed
 
     n, p, s = len(variants), len(offsets), 2 if both else 1
@@ -320,7 +283,7 @@ def score_tokens(scorer: TokenModel, reference: Any, variants: Sequence[Any], of
     budget = 2 * rows_per_allele(scorer.device)
 
     def batches() -> Iterator[_TokenBatch]:
-        for block in _blocks(n, order):
+        for block in (order[first : first + BLOCK] for first in range(0, n, BLOCK)):
             for group in build_windows(reference, [variants[i] for i in block], offsets, window, reverse):
                 index = block[group.index]
                 out["weights"][index], out["where"][index] = group.weights, group.where
@@ -330,7 +293,7 @@ def score_tokens(scorer: TokenModel, reference: Any, variants: Sequence[Any], of
                 ids = ids.reshape(len(index), p * s)
                 new_end = np.cumsum(np.bincount(first // (p * s), minlength=len(index)))  # ids scored by v's pass
                 cost = np.arange(1, len(index) + 1) * (p * s) + new_end  # rows through variant v
-                store: dict = {"size": len(first)}  # the group's scores, filled as its passes return
+                store: dict = {"size": len(first)}
                 a = 0
                 while a < len(index):
                     b = max(a + 1, min(len(index), int(np.searchsorted(cost, (cost[a - 1] if a else 0) + budget,
@@ -346,8 +309,7 @@ def score_tokens(scorer: TokenModel, reference: Any, variants: Sequence[Any], of
         store[name][first : first + len(values)] = values
         return store[name]
 
-    torch = scorer.torch
-    model = scorer.model
+    torch, model = scorer.torch, scorer.model
     was_training = model.training
     model.eval()
     stream = feed(batches(), lambda alt, ref: scorer.score(ref, alt), scorer.device,
@@ -376,15 +338,14 @@ def score_strings(model: Any, reference: Any, variants: Sequence[Any], offsets: 
                   both: bool, reverse: Callable[[str], bool] | None, embed: bool, chunk: int,
                   out: dict[str, np.ndarray], update: Callable[[int], None],
                   predict_and_embed: Callable[[Any, list[str]], tuple[np.ndarray, np.ndarray]] | None = None) -> None:
-    """The string path (any DNA model with ``predict``): per chunk of variants one ``predict`` call on the window
-    strings, identical windows scored once; ``predict_and_embed(model, strings) -> (values, embeddings)`` when
-    embedding."""
+    """Any DNA model: one ``predict`` call per chunk of variants on the distinct window strings;
+    ``predict_and_embed(model, strings) -> (values, embeddings)`` when embedding."""
     n, p, s = len(variants), len(offsets), 2 if both else 1
     for first in range(0, n, chunk):
         part = variants[first : first + chunk]
         groups = build_windows(reference, part, offsets, window, reverse)
         strings: list[str] = []
-        for group in groups:  # per variant: (2 alleles, P placements, S strands) windows
+        for group in groups:  # per variant: (2 alleles, P, S) windows
             rows = np.stack([strand_rows(group.ref, both), strand_rows(group.alt, both)], axis=1)
             strings += [row.tobytes().decode("ascii") for row in rows.reshape(-1, rows.shape[-1])]
         unique, inverse = np.unique(np.array(strings, dtype=object), return_inverse=True)
