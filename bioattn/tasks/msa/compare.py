@@ -1,7 +1,5 @@
-"""The contact methods of ``bioattn predict msa`` side by side on every bundled family (``--compare-methods``).
-
-The combined head is chosen and fitted on the *other* families for each family (nested leave-one-family-out).
-"""
+"""The contact methods of ``bioattn predict msa`` side by side on every bundled family (``--compare-methods``),
+the combined head chosen and fitted on the *other* families for each family (nested leave-one-family-out)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence

@@ -57,15 +57,9 @@ def explain_msa(model: Any, inputs: Any, *, fmt: str | None = None, query: str |
                 struct_dat: str | os.PathLike | None = None, max_rows: int = 128, method: str = "auto",
                 faithfulness: bool = True, faithfulness_steps: int = 20, device: str = "auto",
                 out: str | os.PathLike | None = None, overwrite: bool = False) -> MSAExplanation:
-    """Explain an MSA model on one alignment: per-head row-attention maps, their contact precision and a per-column map.
-
-    Args:
-        model: a :class:`~bioattn.models.MSAContactModel` (an ensemble: its first member), a run directory or a
-            shipped model's name.
-        inputs: an alignment file or a :class:`~bioattn.data.contacts.ContactTarget`.
-        query, pdb, chain, struct_dat: the query FASTA and a native structure for the contact tables.
-        out: a folder to write the result into (a non-empty one is refused unless ``overwrite``).
-    """
+    """Explain an MSA model (an :class:`~bioattn.models.MSAContactModel`, a run directory or a shipped name; an
+    ensemble through its first member) on one alignment file or :class:`~bioattn.data.contacts.ContactTarget`:
+    per-head row-attention maps, their contact precision and a per-column map; saved under ``out`` when given."""
     check_out_dir(out, overwrite=overwrite)
     from bioattn.data.contacts import ContactTarget, load_target
     from bioattn.data.msa import ALPHABET, MSATokenizer, subsample

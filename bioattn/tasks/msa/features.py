@@ -218,9 +218,8 @@ def initial_model(length: int, options: MSAOptions) -> MSAContactModel:
 
 def train_model(pool: torch.Tensor, weights: torch.Tensor, options: MSAOptions, config: TrainConfig,
                 run_dir: Path) -> tuple[MSAContactModel, dict[str, Any]]:
-    """Train :class:`MSAContactModel` by masked-token prediction on row blocks of ``pool (n, L)``; early stop on held-out rows.
-
-    Returns the best model (eval mode) and the training summary with ``best_val_loss``."""
+    """Train :class:`MSAContactModel` by masked-token prediction on row blocks of ``pool (n, L)``, early-stopped on
+    held-out rows; returns the best model (eval mode) and the training summary with ``best_val_loss``."""
     generator = torch.Generator().manual_seed(config.seed)
     order = torch.randperm(len(pool), generator=generator)
     held_out = order[: max(1, min(64, len(pool) // 10))] if len(pool) >= 20 else order[:0]

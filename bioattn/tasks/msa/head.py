@@ -1,8 +1,5 @@
-"""The contact head of the MSA task: a logistic regression on named pair features, saved as ``contact_head.json``.
-
-The file holds ``features`` (``layer{l}_head_rank{k}``, ``esm_msa_logit``, ``factored_attention_apc``, coevolution
-maps), ``weight``, ``bias``, ``fit_on`` (the families it was fitted on) and optional ``settings``.
-"""
+"""The contact head of the MSA task: a logistic regression on named pair features, saved as ``contact_head.json``
+(``features``, ``weight``, ``bias``, ``fit_on`` the families it was fitted on, optional ``settings``)."""
 from __future__ import annotations
 
 import json

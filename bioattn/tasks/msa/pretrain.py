@@ -1,8 +1,5 @@
-"""Cross-family pretraining of the axial MSA model by masked-token prediction (``bioattn pretrain msa``).
-
-Reads every alignment under ``msa/unlabeled`` and the ``msa/coev`` / ``msa/pfam`` families not excluded (by default
-every family with a structure, and the unlabeled alignments of its Pfam accession); excluded files are never read.
-"""
+"""Cross-family masked-token pretraining of the axial MSA model (``bioattn pretrain msa``) on every alignment under
+``msa/unlabeled``, ``msa/coev`` and ``msa/pfam`` not excluded (excluded files are never read)."""
 from __future__ import annotations
 
 import dataclasses

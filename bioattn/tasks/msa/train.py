@@ -1,9 +1,5 @@
-"""Contact prediction from a protein alignment: one family (:func:`train_family`) or every family of a data root.
-
-:func:`~bioattn.tasks.msa.features.prepare_family` computes a family's coevolution maps and trains its axial model; a
-:class:`~bioattn.tasks.msa.head.ContactHead` fitted on other families turns them into contact probabilities
-(:func:`score_family`). With ``seeds``: one run per seed and their ensemble (:func:`score_ensemble`).
-"""
+"""Contact prediction from a protein alignment: one family (:func:`train_family`) or every family of a data root
+(:func:`train_families`): coevolution maps, the per-family axial model, a contact head fitted on other families."""
 from __future__ import annotations
 
 import dataclasses
@@ -57,8 +53,7 @@ SEEDS_COLUMN = "seeds: P@L/5 mean ± sd"
 def contact_scores(
     features: Mapping[str, torch.Tensor], head: ContactHead | None, fallback: Sequence[str] = (),
 ) -> tuple[np.ndarray, str, bool]:
-    """``(probabilities (L, L), method, calibrated)`` of the head on the named ``features``; without a head the map
-    ``fallback[0]`` (else the mean attention feature) squashed by a logistic of its z-scores (not calibrated)."""
+    """``(probabilities (L, L), method, calibrated)`` of the head, else a logistic of a map's z-scores."""
     if head is not None:
         fitted = f"fitted on {', '.join(head.fit_on)}" if head.fit_on else "fit families not recorded"
         method = f"logistic regression contact head on {describe_features(head.features)} ({fitted})"
@@ -149,8 +144,7 @@ def _mean_precision(values: Sequence[Mapping[str, float]]) -> dict[str, float]:
 def score_ensemble(target: ContactTarget, family_dir: Path, members: Mapping[int, Mapping[str, Any]], *,
                    top: int | None = None, min_separation: int = RR_MIN_SEPARATION) -> dict[str, Any]:
     """The ensemble of a family's seeds (``members``: each seed's :func:`score_family` metrics): the mean of their
-    contacts, the ``config.json`` loading ``family_dir`` as an :class:`~bioattn.models.ensemble.Ensemble`, and
-    ``metrics.json`` (the ensemble's precision, each seed's, their mean ± sd)."""
+    contacts, a ``config.json`` loading ``family_dir`` as an :class:`~bioattn.models.ensemble.Ensemble`, metrics."""
     names = [member_dir_name("seed", seed) for seed in members]
     probabilities = np.mean([np.load(family_dir / name / "contacts.npy") for name in names], axis=0)  # (L, L)
     first = next(iter(members.values()))
@@ -198,8 +192,7 @@ def single_family_head(options: MSAOptions, head: ContactHead | None, source: st
 
 def train_family(target: ContactTarget, out: Path, options: MSAOptions, config: TrainConfig, *,
                  head: ContactHead | None = None, head_source: str | Path = "contact head") -> dict[str, Any]:
-    """Train and score one family into ``out`` (with ``options.seeds`` one run per seed and their ensemble); returns
-    its metrics ({} off rank 0). The head used is saved as ``contact_head.json`` in every run."""
+    """Train and score one family into ``out`` (with ``options.seeds``: a run per seed and their ensemble)."""
     head = single_family_head(options, head, head_source)
     if head is None and is_main_process():  # once, not once per torchrun process
         print(f"warning: no contact head reads --coevolution {options.coevolution} features; contacts.rr and "
@@ -268,8 +261,7 @@ def seed_independent_maps(target: ContactTarget, options: MSAOptions) -> tuple[s
 
 def add_missing_maps(target: ContactTarget, run_dir: Path, info: dict[str, Any], options: MSAOptions, seed: int,
                      shared: dict[str, torch.Tensor]) -> None:
-    """Add the coevolution maps a prepared run lacks, copied from ``shared`` (another seed's) or computed; then put
-    this run's seed-independent maps into ``shared``."""
+    """Add the coevolution maps a prepared run lacks (from ``shared``, another seed's, or computed); share its own."""
     saved = load_features(run_dir)
     missing = [name for name in options.baseline_maps if name not in saved]
     added = {name: shared[name] for name in missing if name in shared}
@@ -289,8 +281,7 @@ def add_missing_maps(target: ContactTarget, run_dir: Path, info: dict[str, Any],
 
 
 def prepare_members(target: ContactTarget, family_dir: Path, options: MSAOptions, config: TrainConfig) -> dict[int, dict[str, Any]]:
-    """Prepare the run of each seed of one family, seed-independent maps computed once; ``{seed: info}`` ({} off
-    rank 0). With ``options.resume`` finished runs are reused."""
+    """Prepare the run of each seed of one family, seed-independent maps computed once; ``{seed: info}``."""
     infos: dict[int, dict[str, Any]] = {}
     shared: dict[str, torch.Tensor] = {}
 
@@ -374,8 +365,7 @@ def _best_published(metrics: Mapping[str, Any]) -> tuple[str, Mapping[str, float
 def results_table(rows: Sequence[Mapping[str, Any]], note: str = "") -> str:
     """Markdown table of long-range P@L/5 / P@L/2 / P@L per family, with the mean P@L/5 of each column."""
     columns = {
-        "model": lambda m: m.get("model"),
-        "attention only": lambda m: m.get("variants", {}).get("attention_only"),
+        "model": lambda m: m.get("model"), "attention only": lambda m: m.get("variants", {}).get("attention_only"),
         **{label: (lambda m, name=name: m.get("baselines", {}).get(name)) for name, label in BASELINE_LABELS.items()},
     }
     seeded = [SEEDS_COLUMN] if any("seeds_mean_sd" in m for m in rows) else []
