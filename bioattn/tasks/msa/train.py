@@ -50,9 +50,8 @@ BASELINE_LABELS = {"potts_apc": "Potts+APC", "gaussian_dca_apc": "GaussDCA+APC",
 SEEDS_COLUMN = "seeds: P@L/5 mean ± sd"
 
 
-def contact_scores(
-    features: Mapping[str, torch.Tensor], head: ContactHead | None, fallback: Sequence[str] = (),
-) -> tuple[np.ndarray, str, bool]:
+def contact_scores(features: Mapping[str, torch.Tensor], head: ContactHead | None,
+                   fallback: Sequence[str] = ()) -> tuple[np.ndarray, str, bool]:
     """``(probabilities (L, L), method, calibrated)`` of the head, else a logistic of a map's z-scores."""
     if head is not None:
         fitted = f"fitted on {', '.join(head.fit_on)}" if head.fit_on else "fit families not recorded"
@@ -79,9 +78,8 @@ def write_contact_outputs(out: Path, target: ContactTarget, probabilities: np.nd
     plot_contact_map(out / "contact_map.png", probabilities, target.distances, title=title)
 
 
-def evaluate_family(
-    target: ContactTarget, probabilities: np.ndarray, features: Mapping[str, torch.Tensor], variants: Mapping[str, np.ndarray],
-) -> dict[str, Any]:
+def evaluate_family(target: ContactTarget, probabilities: np.ndarray, features: Mapping[str, torch.Tensor],
+                    variants: Mapping[str, np.ndarray]) -> dict[str, Any]:
     """Long-range P@L/5, P@L/2, P@L of the prediction, the coevolution baselines, ``variants`` and published predictions."""
     distances = target.distances
     metrics: dict[str, Any] = {
@@ -98,10 +96,9 @@ def evaluate_family(
     return metrics
 
 
-def score_family(
-    target: ContactTarget, run_dir: Path, info: dict[str, Any], options: MSAOptions, head: ContactHead | None,
-    variants: Mapping[str, np.ndarray], *, top: int | None = None, min_separation: int = RR_MIN_SEPARATION,
-) -> dict[str, Any]:
+def score_family(target: ContactTarget, run_dir: Path, info: dict[str, Any], options: MSAOptions,
+                 head: ContactHead | None, variants: Mapping[str, np.ndarray], *, top: int | None = None,
+                 min_separation: int = RR_MIN_SEPARATION) -> dict[str, Any]:
     """Score a prepared family with ``head``: its outputs and ``metrics.json``; the head goes into the saved model."""
     features = load_features(run_dir)
     if head is not None and (run_dir / "config.json").is_file():
@@ -167,11 +164,10 @@ def score_ensemble(target: ContactTarget, family_dir: Path, members: Mapping[int
     return metrics
 
 
-def score_members(
-    target: ContactTarget, family_dir: Path, runs: Mapping[int, Path], infos: Mapping[int, dict[str, Any]], options: MSAOptions,
-    heads: Mapping[int, ContactHead | None], variants: Mapping[int, Mapping[str, np.ndarray]], *, top: int | None = None,
-    min_separation: int = RR_MIN_SEPARATION,
-) -> dict[str, Any]:
+def score_members(target: ContactTarget, family_dir: Path, runs: Mapping[int, Path],
+                  infos: Mapping[int, dict[str, Any]], options: MSAOptions, heads: Mapping[int, ContactHead | None],
+                  variants: Mapping[int, Mapping[str, np.ndarray]], *, top: int | None = None,
+                  min_separation: int = RR_MIN_SEPARATION) -> dict[str, Any]:
     """:func:`score_family` for the run of each seed and, with ``options.seeds``, :func:`score_ensemble`."""
     scored = {seed: score_family(target, run_dir, infos[seed], options, heads[seed], variants.get(seed, {}), top=top,
                                  min_separation=min_separation)

@@ -16,12 +16,10 @@ from bioattn.training import TrainConfig, check_run_dir
 __all__ = ["fit", "prepare", "report"]
 
 
-def prepare(
-    options: MSAOptions, config: TrainConfig | None = None, *, msa: Path | None = None, fmt: str | None = None,
-    query: Path | None = None, pdb: Path | None = None, chain: str | None = None, struct_dat: Path | None = None,
-    pred: Path | None = None, all_families: bool = False, compare: bool = False, families: str | None = None,
-    contact_head: Path | None = None,
-) -> tuple[MSAOptions, TaskData]:
+def prepare(options: MSAOptions, config: TrainConfig | None = None, *, msa: Path | None = None, fmt: str | None = None,
+            query: Path | None = None, pdb: Path | None = None, chain: str | None = None,
+            struct_dat: Path | None = None, pred: Path | None = None, all_families: bool = False, compare: bool = False,
+            families: str | None = None, contact_head: Path | None = None) -> tuple[MSAOptions, TaskData]:
     """``bioattn train msa``'s inputs, checked before any alignment is trained on: one family (``msa`` and its
     structure) or every family under ``options.data_root`` (``all_families``, ``families``, ``compare``)."""
     from bioattn.data import resolve_data_root
