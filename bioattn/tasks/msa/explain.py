@@ -133,15 +133,14 @@ def explain_msa(model: Any, inputs: Any, *, fmt: str | None = None, query: str |
 
     result = MSAExplanation(summary=summary, tables=tables, figures=[draw_common], row_attention=maps, columns=values,
                             method=method, family=family, member=member)
+    summary["head_similarity"] = layer_similarities(list(maps))
     if target.distances is None:
-        summary["head_similarity"] = layer_similarities(list(maps))
         result.figures.append(lambda out: write_layer_figures(list(maps), out, what=f"{family} row attention"))
         return saved_under(result, out, overwrite)
 
     distances = target.distances
     precision = head_contact_precision(maps, distances)  # (layers, H, 3)
     contacts = torch.from_numpy(np.nan_to_num(distances, nan=np.inf) < CONTACT_CUTOFF).float()
-    summary["head_similarity"] = layer_similarities(list(maps))
 
     def draw_contacts(out: Path) -> None:
         from bioattn.explain.figures import plot_head_scores
