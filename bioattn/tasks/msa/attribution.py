@@ -1,15 +1,5 @@
 """Per-column attributions of a :class:`~bioattn.models.msa_contact.MSAContactModel` by every method of
-:data:`MSA_METHODS` (the method-generic ones of :mod:`bioattn.explain.attribution`; :data:`RELATIVE_COST` what each
-costs), and the score their faithfulness is measured with.
-
-What is explained is the model's own prediction, its masked-language-model output on the query row (row 0): at
-each column where the query has a residue, the residue the model predicts there on the intact alignment. The
-score is the mean probability of those predicted residues; gradient methods differentiate their mean log-odds.
-Columns are the units: a column is deleted by masking it in every row (the model's [MASK] token).
-
-Column ``c``'s share under rollout or relevance is the sum over query columns ``i`` of ``R[i, c]``, with ``R``
-accumulated over the layers' tied row-attention maps (column attention mixes rows within a column, never columns).
-"""
+:data:`MSA_METHODS`, explaining its masked-LM prediction on the query row; columns are masked in every row."""
 from __future__ import annotations
 
 import torch
@@ -71,9 +61,8 @@ def _row_attention_with_gradients(model: torch.nn.Module, tokens: Tensor, residu
 
 def msa_attribution(model: torch.nn.Module, tokens: Tensor, method: str, *, residues: Tensor | None = None,
                     head_fusion: str = "mean", start_layer: int = 0, seed: int = 0) -> Tensor:
-    """Attribution of every column of one alignment ``tokens (N, L)`` (query first) → ``(L,)`` float, higher =
-    more important for the model's query-row prediction (``residues (L,)``, default: its own on ``tokens``).
-    The model is put in eval mode."""
+    """Attribution ``(L,)`` of every column of ``tokens (N, L)`` (query first) for the query-row prediction ``residues``
+    (default: the model's own); the model is put in eval mode."""
     check_method(method, MSA_METHODS)
     model.eval()
     tokens = tokens.to(next(model.parameters()).device)
@@ -99,8 +88,8 @@ def msa_attribution(model: torch.nn.Module, tokens: Tensor, method: str, *, resi
 
 
 def msa_score(model: torch.nn.Module, tokens: Tensor, residues: Tensor, *, batch_size: int = 8) -> ScoreMasked:
-    """Faithfulness score of one alignment ``tokens (N, L)``: masks ``(K, L)`` (True = column masked in every row)
-    → ``(K,)`` mean probability of the predicted query ``residues (L,)`` over the query's residue columns."""
+    """Faithfulness score of ``tokens (N, L)``: masks ``(K, L)`` (True = column masked) → ``(K,)`` mean probability of
+    the predicted query ``residues``."""
     cells = query_cells(tokens)
 
     @torch.no_grad()

@@ -1,5 +1,4 @@
-"""The ``bioattn train|predict|pretrain msa`` commands: their options, each field one flag
-(:func:`bioattn.options.flag`), and what each runs (``explain msa``: :mod:`bioattn.tasks.msa.explain_command`)."""
+"""The ``bioattn train|predict|pretrain msa`` commands: options (:func:`bioattn.options.flag` fields) and runs."""
 from __future__ import annotations
 
 import dataclasses
@@ -30,8 +29,7 @@ _BUDGET = "per-family axial model (with --model)"
 _MSA_DEFAULTS = {field.name: field.default for field in dataclasses.fields(MSAOptions)}
 _PRETRAIN_DEFAULTS = PretrainOptions()
 
-#: MSAOptions field -> (its flag's names, the rest of its flag) of the flags fitting one alignment needs besides
-#: the architecture (train msa's group "model", predict msa's "fit (what the head reads)").
+#: MSAOptions field -> (its flag's names, the rest of its flag): the fit flags train and predict msa share.
 _FIT_FLAGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "embed_dim": (("--embed-dim",), {"help": "model width (default: %(default)s)"}),
     "dropout": (("--dropout",), {"help": "dropout of the model (default: %(default)s)"}),
@@ -81,15 +79,13 @@ _FIT_FLAGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
 
 
 def _fit_flag(name: str, *, group: str) -> Any:
-    """The field of the fit flag of the :class:`~bioattn.tasks.msa.train.MSAOptions` field ``name``
-    (:data:`_FIT_FLAGS`; its default is that field's), in ``group``."""
+    """The field of the fit flag of the :class:`~bioattn.tasks.msa.train.MSAOptions` field ``name``, in ``group``."""
     names, how = _FIT_FLAGS[name]
     return flag(*names, default=_MSA_DEFAULTS[name], group=group, **how)
 
 
 def _msa_options(command: Any, config: TrainConfig) -> tuple[MSAOptions, TrainConfig]:
-    """The :class:`~bioattn.tasks.msa.train.MSAOptions` of the fields of ``command`` that it has, and ``config``,
-    ``--quick`` applied to both; with ``--init-from`` the model size is the pretrained model's."""
+    """The :class:`~bioattn.tasks.msa.train.MSAOptions` of ``command``'s fields and ``config``, ``--quick`` applied."""
     from bioattn.tasks.msa.features import resolve_sizes
     from bioattn.tasks.msa.train import quick_config
 
@@ -196,8 +192,7 @@ class TrainMSA:
     device: str = device_flag()
 
     def options(self) -> tuple[MSAOptions, TrainConfig]:
-        """The :class:`~bioattn.tasks.msa.train.MSAOptions` and :class:`~bioattn.training.TrainConfig` of these
-        flags (the recipe's defaults, then the YAML file, ``--config``, then the flags; ``--quick`` applied)."""
+        """The :class:`~bioattn.tasks.msa.train.MSAOptions` and :class:`~bioattn.training.TrainConfig` of the flags."""
         from bioattn.training.config import config_from_values
 
         return _msa_options(self, config_from_values(self.train_config, DEFAULTS))
@@ -299,9 +294,7 @@ class PredictMSA:
     device: str = device_flag()
 
     def options(self) -> tuple[MSAOptions, TrainConfig]:
-        """The :class:`~bioattn.tasks.msa.train.MSAOptions` and the :class:`~bioattn.training.TrainConfig` of the
-        per-family axial model (the recipe's, with ``--max-minutes``, ``--seed`` and ``--device``), ``--quick``
-        applied."""
+        """The :class:`~bioattn.tasks.msa.train.MSAOptions` and :class:`~bioattn.training.TrainConfig` of the flags."""
         from bioattn.training.config import config_from_values
 
         return _msa_options(self, config_from_values(values(self, "max_minutes", "seed", "device"), DEFAULTS))
@@ -369,8 +362,7 @@ class PretrainMSA:
     device: str = device_flag()
 
     def options(self) -> tuple[PretrainOptions, TrainConfig, str | list[str]]:
-        """``(PretrainOptions, TrainConfig, exclude)`` of these flags, ``--quick`` applied; ``exclude`` is
-        ``structures``, ``none`` or a list of family names."""
+        """``(PretrainOptions, TrainConfig, exclude)`` of these flags, ``--quick`` applied."""
         from bioattn.tasks.msa.pretrain import quick_pretrain_config
         from bioattn.training.config import config_from_values
 

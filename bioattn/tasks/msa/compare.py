@@ -1,20 +1,5 @@
-"""The three contact methods of ``bioattn predict msa`` side by side on every bundled family (no axial model).
-
-For each family :func:`compare_methods` computes, on the whole alignment, the factored-attention map
-(``--contact-method attention``: no coevolution statistic), the Potts map (``--contact-method potts``) and MI + APC (a baseline),
-and reads the published predictions beside the alignment. The combined head (``--contact-method combined``) is chosen
-and fitted by :func:`~bioattn.tasks.msa.head.select_head` on the *other* families for each family (nested
-leave-one-family-out: the family scored never takes part in choosing or fitting its head). The single maps need
-no fitting: a one-feature head ranks pairs as its map does. Writes one sub-folder per family
-(``features.safetensors``, ``prepare.json``), ``summary.md`` / ``summary.json`` and the heads fitted on every
-family (``contact_head_attention.json``, ``contact_head_potts.json``, ``contact_head_combined.json``: the files
-shipped for ``--contact-method``).
-
-With ``options.esm_weights`` (``--weights``: the user's ESM-MSA-1b) the MSA Transformer's map
-(:data:`~bioattn.tasks.msa.head.ESM_MSA_MAP`) is computed too and joins the combined head's candidates; the head
-fitted then (``contact_head_combined.json``) reads it where it helped, and ``bioattn predict msa --contact-head``
-that file ``--weights`` the same weights applies it to a new alignment.
-"""
+"""The contact methods of ``bioattn predict msa`` side by side on every bundled family (``--compare-methods``),
+the combined head chosen and fitted on the *other* families for each family (nested leave-one-family-out)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -28,18 +13,8 @@ from bioattn.io import write_json, write_text
 from bioattn.metrics import precision_at
 from bioattn.report import MISSING, format_table
 from bioattn.tasks.msa.train import PREPARE_FILE, family_targets, finished_family
-from bioattn.tasks.msa.features import (
-    MSAOptions,
-    load_features,
-    prepare_family,
-)
-from bioattn.tasks.msa.head import (
-    ESM_MSA_MAP,
-    FACTORED_ATTENTION_MAP,
-    fit_head,
-    head_precision,
-    select_head,
-)
+from bioattn.tasks.msa.features import MSAOptions, load_features, prepare_family
+from bioattn.tasks.msa.head import ESM_MSA_MAP, FACTORED_ATTENTION_MAP, fit_head, head_precision, select_head
 from bioattn.training import TrainConfig, seed_everything
 from bioattn.distributed import is_main_process
 
@@ -49,11 +24,9 @@ __all__ = ["COMBINED_FEATURES", "compare_methods", "comparison_table"]
 COMBINED_FEATURES = (FACTORED_ATTENTION_MAP, "potts_apc")
 
 
-def compare_methods(
-    data_root: Path, out: Path, options: MSAOptions, config: TrainConfig, families: Sequence[str] | None = None,
-) -> list[dict[str, Any]]:
-    """Every family of the data root (or ``families``): the maps, the nested leave-one-family-out combined head,
-    the table (see the module docstring). With ``options.resume`` families already computed are reused."""
+def compare_methods(data_root: Path, out: Path, options: MSAOptions, config: TrainConfig,
+                    families: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Every family of the data root (or ``families``): the maps, the combined head, the table and the heads."""
     out, targets = family_targets(data_root, out, options, families)
     esm = options.esm_weights is not None
     candidates = COMBINED_FEATURES + ((ESM_MSA_MAP,) if esm else ())

@@ -1,14 +1,4 @@
-"""The MSA Transformer (ESM-MSA-1b, the user's weights) on one alignment: contact probabilities and the pair feature
-the contact head reads.
-
-:func:`load_msa_transformer` opens the weights the user points at (``--weights``): a fair-esm checkpoint ``.pt``
-(converted on the fly by :meth:`~bioattn.models.MSATransformer.from_esm`, which reads pickle restricted to tensors)
-or a directory written by :meth:`~bioattn.models.MSATransformer.save_pretrained` (safetensors). Nothing is
-downloaded. :func:`esm_msa_prediction` subsamples the alignment as ESM's examples do (greedy maximal Hamming
-diversity up to ``max_rows`` rows, :func:`~bioattn.models.msa_transformer.esm_msa_subsample`) and runs the model
-once: its contact probabilities, their log-odds (``esm_msa_logit``, a pair feature for the contact head) and
-the tied row-attention maps of every layer and head.
-"""
+"""The MSA Transformer (ESM-MSA-1b, the user's weights, nothing downloaded) on one alignment."""
 from __future__ import annotations
 
 import os
@@ -30,9 +20,7 @@ _CACHE: dict[tuple[str, str], MSATransformer] = {}
 
 
 def load_msa_transformer(weights: str | os.PathLike, device: torch.device | str = "cpu") -> MSATransformer:
-    """The MSA Transformer of ``weights`` (a fair-esm ``.pt`` or a converted directory) on ``device``, eval mode.
-
-    Loaded once per process and path. Raises :class:`UserInputError` naming the path otherwise."""
+    """The MSA Transformer of ``weights`` (a fair-esm ``.pt`` or a converted directory) on ``device``, cached."""
     path = Path(weights)
     key = (str(path.resolve()), str(device))
     if key in _CACHE:
@@ -51,6 +39,5 @@ def load_msa_transformer(weights: str | os.PathLike, device: torch.device | str 
 
 @torch.no_grad()
 def esm_msa_prediction(model: MSATransformer, target: ContactTarget, max_rows: int = DEFAULT_MAX_ROWS) -> AlignmentPrediction:
-    """Run ``model`` on at most ``max_rows`` rows of ``target``'s alignment chosen as in ESM's examples
-    (:meth:`~bioattn.models.MSATransformer.predict_alignment`); errors name the alignment file."""
+    """Run ``model`` on at most ``max_rows`` rows of ``target``'s alignment chosen as in ESM's examples."""
     return model.predict_alignment(target.msa.sequences, max_rows, source=str(target.msa.source))

@@ -1,10 +1,4 @@
-"""``explain_msa``: row-attention maps of an MSA model per layer and head beside the native contacts, from Python.
-
-The pipeline of ``bioattn explain msa``: the alignment read like ``bioattn train msa`` (query row first), up to
-``max_rows`` rows chosen for diversity, one pass with attention weights, every head's contact precision when a
-structure is given, per-column attribution of the masked-LM prediction of the query row, head sharpness and every
-method's faithfulness. :meth:`~bioattn.explain.result.Explanation.save` writes the command's files.
-"""
+"""``explain_msa``: row-attention maps of an MSA model per layer and head beside the native contacts, from Python."""
 from __future__ import annotations
 
 import dataclasses
@@ -22,16 +16,14 @@ from bioattn.explain.result import (
     Explanation, check_out_dir, load_explained_model, resolve_method, saved_under, where,
 )
 
-#: Methods from most to least faithful on 1atzA and 5ptpA (docs, "Explaining predictions"); gradient × input
-#: ranked below random there, so it is never chosen.
+#: Methods ``--method auto`` tries, from most to least faithful.
 FAITHFULNESS_ORDER = ("integrated_gradients", "relevance", "rollout")
 
 
 @dataclasses.dataclass
 class MSAExplanation(Explanation):
-    """``row_attention (layers, H, L, L)``; ``head_precision (layers, H, 3)`` (long-range P@L/5, P@L/2, P@L of each
-    head's symmetrised + APC map; ``None`` without a structure); ``columns (L,)`` the ``method``'s attribution;
-    ``family``; ``member`` (the ensemble member explained, or ``None``)."""
+    """``row_attention (layers, H, L, L)``; ``head_precision (layers, H, 3)`` (``None`` without a structure);
+    ``columns (L,)`` the ``method``'s attribution; ``member``: the ensemble member explained, or ``None``."""
 
     row_attention: torch.Tensor = None
     head_precision: np.ndarray | None = None
@@ -60,41 +52,14 @@ def _first_member(model: Any, label: str, folder: Any):
     return members[0], first
 
 
-def explain_msa(
-    model: Any,
-    inputs: Any,
-    *,
-    fmt: str | None = None,
-    query: str | os.PathLike | None = None,
-    pdb: str | os.PathLike | None = None,
-    chain: str | None = None,
-    struct_dat: str | os.PathLike | None = None,
-    max_rows: int = 128,
-    method: str = "auto",
-    faithfulness: bool = True,
-    faithfulness_steps: int = 20,
-    device: str = "auto",
-    out: str | os.PathLike | None = None,
-    overwrite: bool = False,
-) -> MSAExplanation:
-    """Explain an MSA model on one alignment: per-head row-attention maps, their contact precision and a per-column map.
-
-    Args:
-        model: a :class:`~bioattn.models.MSAContactModel` (an ensemble is explained through its first member), a
-            run directory of ``bioattn train msa`` or a shipped model's name.
-        inputs: an alignment file (``.a3m .a2m .fasta .sto .aln``, ``.gz`` accepted; ``fmt`` overrides the format
-            from the name) or a :class:`~bioattn.data.contacts.ContactTarget` already read.
-        query, pdb, chain, struct_dat: the query FASTA and a native structure (PDB/mmCIF chain or arDCA
-            ``*_struct.dat``) for the contact map; without a structure the contact tables are left out.
-        max_rows: rows fed to the model, chosen for diversity.
-        method, faithfulness, faithfulness_steps: as :func:`explain_promoter`.
-        out: a folder to write the result into, as ``bioattn explain msa`` does (checked before any work: a
-            non-empty folder is refused unless ``overwrite``); ``None``: nothing is written (``.save`` later).
-
-    Returns:
-        an :class:`MSAExplanation` (saved under ``out`` when given: ``.saved_to``); ``.save(directory)`` writes
-        what ``bioattn explain msa`` writes.
-    """
+def explain_msa(model: Any, inputs: Any, *, fmt: str | None = None, query: str | os.PathLike | None = None,
+                pdb: str | os.PathLike | None = None, chain: str | None = None,
+                struct_dat: str | os.PathLike | None = None, max_rows: int = 128, method: str = "auto",
+                faithfulness: bool = True, faithfulness_steps: int = 20, device: str = "auto",
+                out: str | os.PathLike | None = None, overwrite: bool = False) -> MSAExplanation:
+    """Explain an MSA model (an :class:`~bioattn.models.MSAContactModel`, a run directory or a shipped name; an
+    ensemble through its first member) on one alignment file or :class:`~bioattn.data.contacts.ContactTarget`:
+    per-head row-attention maps, their contact precision and a per-column map; saved under ``out`` when given."""
     check_out_dir(out, overwrite=overwrite)
     from bioattn.data.contacts import ContactTarget, load_target
     from bioattn.data.msa import ALPHABET, MSATokenizer, subsample
@@ -138,7 +103,7 @@ def explain_msa(
         return [msa_attribution(model, rows, name, residues=residues).cpu()]
 
     score = msa_score(model, rows.to(next(model.parameters()).device), residues)
-    measured: dict = {}  # method="auto"'s measurements, reused by the faithfulness table (same rows, steps, seed)
+    measured: dict = {}  # method="auto"'s measurements, reused by the faithfulness table
 
     def measure(methods) -> dict:
         measured.update(compare_methods(attribute, [score], methods, steps=faithfulness_steps))
@@ -146,7 +111,6 @@ def explain_msa(
 
     method = resolve_method(method, FAITHFULNESS_ORDER, timed_gradient_pass, measure,
                             faithfulness_steps=faithfulness_steps, sample="this alignment", costs=RELATIVE_COST)
-
     values = attribute(method)[0]
     query_row = rows[0].tolist()
     tables = {"columns.tsv": (["column", "query", "predicted", method],
@@ -169,15 +133,14 @@ def explain_msa(
 
     result = MSAExplanation(summary=summary, tables=tables, figures=[draw_common], row_attention=maps, columns=values,
                             method=method, family=family, member=member)
+    summary["head_similarity"] = layer_similarities(list(maps))
     if target.distances is None:
-        summary["head_similarity"] = layer_similarities(list(maps))
         result.figures.append(lambda out: write_layer_figures(list(maps), out, what=f"{family} row attention"))
         return saved_under(result, out, overwrite)
 
     distances = target.distances
     precision = head_contact_precision(maps, distances)  # (layers, H, 3)
     contacts = torch.from_numpy(np.nan_to_num(distances, nan=np.inf) < CONTACT_CUTOFF).float()
-    summary["head_similarity"] = layer_similarities(list(maps))
 
     def draw_contacts(out: Path) -> None:
         from bioattn.explain.figures import plot_head_scores

@@ -1,5 +1,4 @@
-"""The ``bioattn explain msa`` command: its options, each field one flag (:func:`bioattn.options.flag`), and its
-run (apart from the training commands, so that it reaches no training code)."""
+"""The ``bioattn explain msa`` command (apart from the training commands, so that it reaches no training code)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,12 +1,4 @@
-"""Which heads of ESM's MSA Transformer (the user's weights) carry the contacts of one alignment.
-
-:func:`explain_esm_msa` runs :class:`~bioattn.models.MSATransformer` once on at most ``max_rows`` rows chosen as in
-ESM's examples and writes, per layer, every head's tied row-attention map (``heads_layer{l}.png``, with the native
-contacts and each head's long-range P@L/5 when a structure is given), ``head_diversity_layer{l}.png``,
-``row_attention.safetensors`` (the ``(layers, H, L, L)`` maps), ``contacts.npy`` (the model's contact
-probabilities) and ``head_contacts.tsv``: each head's weight in the model's contact regression and, with a
-structure, the P@L/5, P@L/2, P@L of its symmetrised + APC map (``head_contact_precision.png``); ``summary.json``.
-"""
+"""Which heads of ESM's MSA Transformer (the user's weights) carry the contacts of one alignment."""
 from __future__ import annotations
 
 import os
@@ -28,8 +20,7 @@ __all__ = ["explain_esm_msa", "explain_with_weights", "describe_weights_explanat
 
 
 def explain_esm_msa(model: MSATransformer, target: ContactTarget, out: Path, max_rows: int, label: str) -> dict[str, Any]:
-    """Write the per-layer, per-head explanation of ``model`` on ``target`` into ``out`` (see the module docstring);
-    returns ``summary.json``'s content. ``label`` names the weights in the summary."""
+    """Write the per-layer, per-head explanation of ``model`` on ``target`` into ``out``; returns ``summary.json``."""
     from bioattn.explain.figures import plot_head_scores
 
     prediction = model.predict_alignment(target.msa.sequences, max_rows, source=str(target.msa.source))
@@ -52,8 +43,7 @@ def explain_esm_msa(model: MSATransformer, target: ContactTarget, out: Path, max
     summary["head_similarity"] = write_layer_figures(
         list(maps), out, what=f"{target.name} row attention", reference=contacts,
         reference_title=f"native contacts (< {CONTACT_CUTOFF:g} Å)",
-        head_scores=[[float(p) for p in layer] for layer in precision[..., 0]], score_name=PRECISION_NAMES[0],
-    )
+        head_scores=[[float(p) for p in layer] for layer in precision[..., 0]], score_name=PRECISION_NAMES[0])
     plot_head_scores(precision[..., 0], out / "head_contact_precision.png", label=f"long-range {PRECISION_NAMES[0]}",
                      title=f"{target.name}: which heads carry contacts (sym + APC map, separation ≥ {LONG_RANGE})")
     write_table(out / "head_contacts.tsv", ["layer", "head", "regression_weight", *PRECISION_NAMES],
@@ -73,14 +63,11 @@ def explain_with_weights(weights: str | os.PathLike, inputs: str | os.PathLike, 
                          fmt: str | None = None, query: str | None = None, pdb: str | None = None,
                          chain: str | None = None, struct_dat: str | None = None, max_rows: int = DEFAULT_MAX_ROWS,
                          device: str = "auto", overwrite: bool = False) -> tuple[dict, Path, str]:
-    """``bioattn explain msa --weights``: the MSA Transformer of ``weights`` on the alignment ``inputs``, every
-    layer's and head's row-attention map written under ``out``
-    (:func:`explain_esm_msa`). Returns ``(summary, out folder, family name)``."""
+    """``bioattn explain msa --weights``: :func:`explain_esm_msa` on ``inputs``; returns ``(summary, out, family)``."""
     from bioattn.data.contacts import load_target
     from bioattn.explain.outputs import prepare_out_dir
     from bioattn.tasks.msa.esm import load_msa_transformer
     from bioattn.distributed import resolve_device
-
     from bioattn.explain.result import check_out_dir
 
     if max_rows < 1:
@@ -93,8 +80,7 @@ def explain_with_weights(weights: str | os.PathLike, inputs: str | os.PathLike, 
 
 
 def describe_weights_explanation(summary: Mapping[str, Any], out: Path, family: str) -> str:
-    """What ``bioattn explain msa --weights`` prints for the ``(summary, out, family)`` of
-    :func:`explain_with_weights`: the layers read and the best head's long-range P@L/5 (with a structure)."""
+    """What ``bioattn explain msa --weights`` prints for the result of :func:`explain_with_weights`."""
     best = summary.get("best_head")
     found = (f"best head layer {best['layer']} head {best['head']}, long-range P@L/5 = {best['P@L/5']:.2f}"
              if best else "no structure given")

@@ -1,11 +1,4 @@
-"""What the contact head reads for one alignment: coevolution maps and the attention features of a per-family model.
-
-:class:`MSAOptions` holds the settings; :func:`prepare_family` computes, for one
-:class:`~bioattn.data.contacts.ContactTarget`, the coevolution maps (:func:`coevolution_maps`) and, when asked,
-trains :class:`~bioattn.models.MSAContactModel` on the family's own alignment (:func:`train_model`) and reads its
-attention features (:func:`attention_features`); the named ``(L, L)`` pair features go to
-``features.safetensors`` (:func:`load_features`).
-"""
+"""What the contact head reads for one alignment (:func:`prepare_family`): coevolution maps and attention features."""
 from __future__ import annotations
 
 import dataclasses
@@ -36,23 +29,19 @@ FEATURES_FILE = "features.safetensors"
 #: The per-family contact model's :class:`~bioattn.tasks.common.Recipe` (``bioattn train|predict msa``).
 RECIPE = Recipe(TrainConfig(
     max_epochs=100, batch_size=1, lr=1e-3, weight_decay=0.01, schedule="warmup_cosine", warmup_steps=50,
-    max_minutes=5.0, monitor="val_loss", monitor_mode="min", eval_every_steps=50, max_steps_per_epoch=100,
-    patience=6,
+    max_minutes=5.0, monitor="val_loss", monitor_mode="min", eval_every_steps=50, max_steps_per_epoch=100, patience=6,
 ), "one axial model per family, masked-residue loss on held-out rows, 5 wall-minutes")
 DEFAULTS = RECIPE.train_config
 #: ``--quick``: tiny settings for a smoke test (seconds); factored attention in few large constant steps.
 QUICK = dict(max_seqs=256, rows=16, embed_dim=32, heads=2, layers=2, potts_iterations=15, potts_seqs=256, feature_blocks=1,
              factored_heads=4, factored_dim=8, factored_steps=30, factored_lr=0.1, factored_schedule="constant")
 QUICK_MAX_MINUTES = 0.2
-
-
 #: The :class:`~bioattn.tasks.common.TaskOptions` fields that say where and how to run, not what is computed.
 RUN_FIELDS = ("out", "data_root", "quick", "cv", "cv_repeats", "resume", "overwrite")
 
 
 def check_no_cv(options: TaskOptions, command: str) -> None:
-    """MSA models are not cross-validated (a family is one example): ``cv`` / ``cv_repeats`` are a
-    :class:`UserInputError` naming ``command``."""
+    """Refuse ``cv`` / ``cv_repeats`` (a family is one example) with a :class:`UserInputError` naming ``command``."""
     if options.cv is not None or options.cv_repeats != 1:
         raise UserInputError(f"{command} has no --cv (an alignment is one family, not a set of examples to fold); "
                              "use --seeds for an ensemble")
@@ -60,25 +49,8 @@ def check_no_cv(options: TaskOptions, command: str) -> None:
 
 @dataclass(frozen=True, kw_only=True)
 class MSAOptions(TaskOptions):
-    """Everything of a contact run besides the input files and the :class:`TrainConfig` (keyword-only). The run
-    options (``out``, ``data_root``, ``quick``, ``seeds``, ``resume``, ``overwrite``) and the model size are
-    :class:`~bioattn.tasks.common.TaskOptions`'; ``out`` is optional here (the functions that write take their
-    output folder as an argument) and ``cv`` must stay unset (:func:`check_no_cv`).
-
-    Model: ``embed_dim``, ``heads``, ``layers``, ``dropout``; ``rows`` alignment rows per training block;
-    ``max_seqs`` rows of the random subsample used throughout; ``feature_blocks`` row blocks whose attention
-    maps are averaged. Coevolution: ``coevolution`` (``none``, ``gaussian``, ``potts``: the maps fed to the
-    contact head beside attention), ``potts_iterations``, ``potts_seqs`` (0: every row), ``potts_minutes``
-    (CPU budget). Factored attention (:func:`factored_attention_map`): ``factored_heads``, ``factored_dim``,
-    ``factored_steps`` Adam steps at learning rate ``factored_lr`` with ``factored_schedule`` (``cosine`` decay or
-    ``constant``), ``factored_minutes`` (CPU budget). ``init_from``: a pretrained model (run
-    directory or shipped name) the per-family model starts from; ``finetune`` False reads its attention as is.
-    ``seeds``: one model per seed, saved as one ensemble (None: one model, the training config's seed).
-    ``esm_weights``: the user's MSA Transformer weights (a fair-esm ``.pt`` or a converted directory), read when
-    the contact head reads :data:`~bioattn.tasks.msa.head.ESM_MSA_MAP`; ``esm_max_rows`` rows fed to it, chosen as
-    in ESM's examples (:mod:`bioattn.tasks.msa.esm`).
-    ``resume`` / ``overwrite``: what to do with a non-empty output folder.
-    """
+    """Everything of a contact run besides the input files and the :class:`TrainConfig` (keyword-only; the fields
+    are the ``train msa`` flags of the same names). ``out`` is optional; ``cv`` must stay unset."""
 
     out: Path | None = None  # type: ignore[assignment]
     embed_dim: int = 64
@@ -135,7 +107,7 @@ class MSAOptions(TaskOptions):
         return feature_names(self.layers, self.heads, self.extra_features)
 
     def quick_sizes(self) -> "MSAOptions":
-        """These options with the ``--quick`` sizes (:data:`QUICK`) and ``quick`` set."""
+        """These options with the ``--quick`` sizes (:data:`QUICK`)."""
         return dataclasses.replace(self, **QUICK, quick=True)
 
     def settings(self) -> dict[str, Any]:
@@ -144,17 +116,14 @@ class MSAOptions(TaskOptions):
 
 
 def quick_config(config: TrainConfig) -> TrainConfig:
-    """``config`` with ``--quick`` training: 2 epochs of 10 steps, :data:`QUICK_MAX_MINUTES` unless another budget was set."""
+    """``config`` with ``--quick`` training: 2 epochs of 10 steps."""
     max_minutes = QUICK_MAX_MINUTES if config.max_minutes in (None, DEFAULTS.max_minutes) else config.max_minutes
     return dataclasses.replace(config, max_steps_per_epoch=10, max_epochs=2, eval_every_steps=10, warmup_steps=2,
                                max_minutes=max_minutes)
 
 
 class RowBlocks(Dataset):
-    """Item i: ``(rows, L)`` tokens of ``rows`` alignment rows drawn without replacement with probability ∝ weight.
-
-    Deterministic in ``(seed, i)``; the masking, done in the loss, varies each time.
-    """
+    """Item i: ``(rows, L)`` tokens of ``rows`` rows drawn by weight without replacement (deterministic in seed, i)."""
 
     def __init__(self, tokens: torch.Tensor, weights: torch.Tensor, rows: int, size: int, seed: int) -> None:
         self.tokens, self.weights, self.rows, self.size, self.seed = tokens, weights, min(rows, len(tokens)), size, seed
@@ -168,14 +137,14 @@ class RowBlocks(Dataset):
 
 
 def training_pool(target: ContactTarget, options: MSAOptions, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Tokens ``(n, L)`` of the random subsample (≤ ``max_seqs`` rows, query first) and their 80 %-identity weights ``(n,)``."""
+    """Tokens ``(n, L)`` of the random subsample (≤ ``max_seqs`` rows, query first) and their weights ``(n,)``."""
     tokens = MSATokenizer().encode(target.msa)
     pool = tokens[subsample(tokens, options.max_seqs, "random", seed=seed)]
     return pool, sequence_weights(pool)
 
 
 def potts_rows(target: ContactTarget, options: MSAOptions, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Tokens ``(n, L)`` of the Potts fit (every row, or ``potts_seqs`` random rows) and their 80 %-identity weights."""
+    """Tokens ``(n, L)`` of the Potts fit (every row, or ``potts_seqs`` random rows) and their weights."""
     tokens = MSATokenizer().encode(target.msa)
     if options.potts_seqs > 0:
         tokens = tokens[subsample(tokens, options.potts_seqs, "random", seed=seed)]
@@ -183,8 +152,7 @@ def potts_rows(target: ContactTarget, options: MSAOptions, seed: int) -> tuple[t
 
 
 def factored_attention_map(target: ContactTarget, options: MSAOptions, seed: int) -> torch.Tensor:
-    """The APC-corrected ``(L, L)`` contact map of :class:`~bioattn.models.factored_attention.FactoredAttention`
-    fitted on every row of the alignment with its 80 %-identity weights. Computes no coevolution statistic."""
+    """``(L, L)`` APC map of :class:`~bioattn.models.factored_attention.FactoredAttention` fitted on every row."""
     tick = time.process_time()
     tokens = MSATokenizer().encode(target.msa)
     weights = sequence_weights(tokens)
@@ -195,14 +163,9 @@ def factored_attention_map(target: ContactTarget, options: MSAOptions, seed: int
     return model.contact_map()
 
 
-def coevolution_maps(
-    target: ContactTarget, pool: torch.Tensor, weights: torch.Tensor, names: Sequence[str], options: MSAOptions,
-    seed: int, timings: dict[str, float],
-) -> dict[str, torch.Tensor]:
-    """The APC-corrected ``(L, L)`` maps ``names`` (of ``mi_apc``, ``gaussian_dca_apc``, ``potts_apc``); CPU seconds into ``timings``.
-
-    MI and Gaussian DCA use the training pool ``(n, L)`` and its ``weights``; the Potts model :func:`potts_rows`.
-    """
+def coevolution_maps(target: ContactTarget, pool: torch.Tensor, weights: torch.Tensor, names: Sequence[str],
+                     options: MSAOptions, seed: int, timings: dict[str, float]) -> dict[str, torch.Tensor]:
+    """The APC-corrected ``(L, L)`` maps ``names`` (MI, Gaussian DCA on ``pool``); CPU seconds into ``timings``."""
     maps = {}
     for name in names:
         tick = time.process_time()
@@ -222,8 +185,7 @@ def coevolution_maps(
 
 
 def resolve_sizes(options: MSAOptions) -> MSAOptions:
-    """``options`` with the ``--quick`` sizes when ``options.quick`` and, with ``init_from``, the pretrained model's
-    size (:func:`pretrained_size`): what the command's flags and a contact head's implied size both go through."""
+    """``options`` with the ``--quick`` sizes when ``options.quick`` and, with ``init_from``, the pretrained size."""
     if options.quick:
         options = options.quick_sizes()
     if options.init_from is not None:
@@ -232,8 +194,7 @@ def resolve_sizes(options: MSAOptions) -> MSAOptions:
 
 
 def pretrained_size(init_from: str) -> dict[str, Any]:
-    """``embed_dim``, ``heads``, ``layers``, ``dropout`` of the :class:`MSAContactModel` saved in ``init_from``
-    (a run directory of ``bioattn pretrain msa`` or a shipped model's name)."""
+    """``embed_dim``, ``heads``, ``layers``, ``dropout`` of the :class:`MSAContactModel` saved in ``init_from``."""
     config = read_config(resolve_model_dir(init_from))
     if config.get("model_type") != MSAContactModel.__name__:
         raise UserInputError(f"--init-from {init_from}: holds a {config.get('model_type')}, not an {MSAContactModel.__name__}")
@@ -242,13 +203,11 @@ def pretrained_size(init_from: str) -> dict[str, Any]:
 
 
 def initial_model(length: int, options: MSAOptions) -> MSAContactModel:
-    """A fresh model of ``options``' size for ``length`` columns, or the pretrained ``options.init_from`` (train mode),
-    each with ``options``' extra contact features."""
+    """A fresh model of ``options``' size for ``length`` columns, or the pretrained ``options.init_from``."""
     if options.init_from is None:
-        return MSAContactModel(
-            max_len=max(length, 1), embed_dim=options.embed_dim, num_heads=options.heads, num_layers=options.layers,
-            dropout=options.dropout, extra_contact_features=options.extra_features,
-        )
+        return MSAContactModel(max_len=max(length, 1), embed_dim=options.embed_dim, num_heads=options.heads,
+                               num_layers=options.layers, dropout=options.dropout,
+                               extra_contact_features=options.extra_features)
     model = MSAContactModel.from_pretrained(options.init_from)
     if length > model.config["max_len"]:
         raise UserInputError(f"--init-from {options.init_from}: takes at most {model.config['max_len']} columns, "
@@ -257,16 +216,10 @@ def initial_model(length: int, options: MSAOptions) -> MSAContactModel:
     return model.train()
 
 
-def train_model(
-    pool: torch.Tensor, weights: torch.Tensor, options: MSAOptions, config: TrainConfig, run_dir: Path,
-) -> tuple[MSAContactModel, dict[str, Any]]:
-    """Train :class:`MSAContactModel` by masked-token prediction on row blocks of ``pool (n, L)``; early stop on held-out rows.
-
-    Up to 64 rows (a tenth of the pool; none below 20 rows) are held out for the validation loss. Returns the
-    best model (eval mode) and the :func:`~bioattn.tasks.common.fit_timed` summary with ``best_val_loss``.
-    Starts from ``options.init_from`` when set (:func:`initial_model`); without ``options.finetune`` that model is
-    returned untrained, with its held-out loss.
-    """
+def train_model(pool: torch.Tensor, weights: torch.Tensor, options: MSAOptions, config: TrainConfig,
+                run_dir: Path) -> tuple[MSAContactModel, dict[str, Any]]:
+    """Train :class:`MSAContactModel` by masked-token prediction on row blocks of ``pool (n, L)``, early-stopped on
+    held-out rows; returns the best model (eval mode) and the training summary with ``best_val_loss``."""
     generator = torch.Generator().manual_seed(config.seed)
     order = torch.randperm(len(pool), generator=generator)
     held_out = order[: max(1, min(64, len(pool) // 10))] if len(pool) >= 20 else order[:0]
@@ -284,20 +237,15 @@ def train_model(
         with torch.no_grad():
             held_out_loss = evaluate(model.eval())["val_loss"]
         return model, {"stop_reason": "not fine-tuned (--no-finetune)", "best_val_loss": held_out_loss}
-    trainer = Trainer(
-        model, dataset, config, run_dir, loss_fn=lambda m, batch: masked_lm_loss(m, batch), evaluate=evaluate,
-        collate_fn=torch.stack, resume=options.resume, run_info=options.settings(),
-    )
+    trainer = Trainer(model, dataset, config, run_dir, loss_fn=lambda m, batch: masked_lm_loss(m, batch),
+                      evaluate=evaluate, collate_fn=torch.stack, resume=options.resume, run_info=options.settings())
     result, summary = fit_timed(trainer)
     return model.eval(), {**summary, "best_val_loss": result.best_metrics.get("val_loss")}
 
 
 @torch.no_grad()
 def attention_features(model: MSAContactModel, pool: torch.Tensor, weights: torch.Tensor, blocks: int, seed: int) -> dict[str, torch.Tensor]:
-    """The model's named attention features ``(L, L)`` averaged over ``blocks`` blocks of ≤ 128 rows of ``pool (n, L)``.
-
-    The first block is chosen for diversity, the others drawn by weight.
-    """
+    """The model's named attention features ``(L, L)`` averaged over ``blocks`` blocks of ≤ 128 rows of ``pool``."""
     generator = torch.Generator().manual_seed(seed)
     rows = [pool[subsample(pool, 128, "diversity")]]
     rows += [pool[torch.multinomial(weights, min(128, len(pool)), generator=generator)] for _ in range(blocks - 1)]
@@ -308,8 +256,7 @@ def attention_features(model: MSAContactModel, pool: torch.Tensor, weights: torc
 
 
 def esm_msa_map(target: ContactTarget, options: MSAOptions, config: TrainConfig) -> torch.Tensor:
-    """The MSA Transformer's ``(L, L)`` contact log-odds on ``target`` (:data:`~bioattn.tasks.msa.head.ESM_MSA_MAP`)
-    with the user's ``options.esm_weights``."""
+    """The MSA Transformer's ``(L, L)`` contact log-odds on ``target`` with the user's ``options.esm_weights``."""
     from bioattn.tasks.msa.esm import WEIGHTS_HELP, esm_msa_prediction, load_msa_transformer
     from bioattn.distributed import resolve_device
 
@@ -319,17 +266,11 @@ def esm_msa_map(target: ContactTarget, options: MSAOptions, config: TrainConfig)
     return esm_msa_prediction(model, target, options.esm_max_rows).logits
 
 
-def prepare_family(
-    target: ContactTarget, options: MSAOptions, config: TrainConfig, run_dir: Path, *, maps: Sequence[str], with_model: bool = True,
-    factored: bool = False, esm: bool = False,
-) -> dict[str, Any]:
-    """Coevolution ``maps``, with ``factored`` the factored-attention map (:func:`factored_attention_map`), with
-    ``esm`` the MSA Transformer's map (:func:`esm_msa_map`, the user's weights) and with ``with_model`` the trained
-    model and its attention features, of one family.
-
-    Saves the named pair features in ``run_dir/features.safetensors`` and the model in ``run_dir``. Returns the
-    family's facts and timings (rank 0) or {} (other ranks under torchrun).
-    """
+def prepare_family(target: ContactTarget, options: MSAOptions, config: TrainConfig, run_dir: Path, *,
+                   maps: Sequence[str], with_model: bool = True, factored: bool = False,
+                   esm: bool = False) -> dict[str, Any]:
+    """Coevolution ``maps`` and, as asked, the factored-attention map, the MSA Transformer's map and the trained
+    model's attention features of one family, saved in ``run_dir``; returns its facts and timings ({} off rank 0)."""
     started_wall, started_cpu = time.monotonic(), time.process_time()
     pool, weights = training_pool(target, options, config.seed)
     is_main = is_main_process()

@@ -1,8 +1,4 @@
-"""The contact-map figure an MSA run writes (``contact_map.png``), also used by ``bioattn explain msa``.
-
-Built with matplotlib's object-oriented API (no pyplot), so importing this module never changes the user's
-matplotlib backend.
-"""
+"""The contact-map figure of an MSA run (``contact_map.png``); matplotlib's object-oriented API, no pyplot."""
 from __future__ import annotations
 
 import os
@@ -20,12 +16,7 @@ def plot_contact_map(
     path: str | os.PathLike, scores: np.ndarray, distances: np.ndarray | None, *, title: str = "", top_fraction: int = 1
 ) -> Figure:
     """PNG of the top-L/``top_fraction`` predicted pairs (upper triangle) over the native contacts (grey); returns
-    the figure.
-
-    The top-L/5 pairs (the ones P@L/5 scores) are drawn large and outlined, the rest of the top pairs small. Correct
-    predictions are blue, wrong ones red, pairs without native coordinates hollow; without ``distances`` the
-    predictions are drawn alone, in blue. The legend says which is which.
-    """
+    the figure. Top-L/5 pairs large, correct blue, wrong red, without native coordinates hollow."""
     length = scores.shape[0]
     i, j = np.triu_indices(length, k=6)
     order = np.argsort(-np.nan_to_num(scores[i, j], nan=-np.inf), kind="stable")[: max(length // top_fraction, 1)]

@@ -1,5 +1,4 @@
-"""The alignment flags ``train``, ``predict`` and ``explain msa`` share (:func:`bioattn.options.flag` fields): the
-alignment file, its format, query and structure, and the output folder of ``train`` and ``predict msa``."""
+"""The alignment flags ``train``, ``predict`` and ``explain msa`` share (:func:`bioattn.options.flag` fields)."""
 from __future__ import annotations
 
 from typing import Any
@@ -12,8 +11,7 @@ DATA = "data"
 
 
 def alignment_flag(*, required: bool = False) -> Any:
-    """``--input FILE``: the alignment of ``train`` and ``predict msa`` (the field ``msa``; ``required``: a field
-    without a default)."""
+    """``--input FILE``: the alignment of ``train`` and ``predict msa``."""
     return flag("--input", **({} if required else {"default": None}), metavar="FILE", required=required, group=DATA,
                 help="alignment file (.a3m .a2m .fasta .sto .aln; .gz accepted)")
 

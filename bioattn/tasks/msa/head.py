@@ -1,21 +1,5 @@
-"""The contact head of the MSA task: the ``contact_head.json`` schema, fitting heads, applying them by feature name.
-
-A contact head is a logistic regression on pair features z-scored within each family
-(:func:`bioattn.models.msa_contact.fit_contact_head`). Its file, ``contact_head.json``, holds:
-
-- ``features``: the input names, in order: ``layer{l}_head_rank{k}`` (the per-family model's tied row-attention
-  maps of layer l, heads sorted at each pair, rank k), ``esm_msa_logit`` (the contact log-odds of the MSA
-  Transformer with the user's weights, :mod:`bioattn.tasks.msa.esm`), ``factored_attention_apc`` (the contact map of a
-  :class:`~bioattn.models.factored_attention.FactoredAttention` fitted on the alignment: no coevolution
-  statistic) and coevolution maps (``potts_apc``, ``gaussian_dca_apc``, ``mi_apc``);
-- ``weight`` (one per feature) and ``bias``;
-- ``fit_on``: the families whose native contacts it was fitted on;
-- ``settings`` (optional): the options of the run that fitted it.
-
-A head applies to any set of pair features that holds its own: features it lacks get weight 0, which is the
-same regression. A head needing features a run does not compute is refused with the flags that would
-compute them (:meth:`ContactHead.require`).
-"""
+"""The contact head of the MSA task: a logistic regression on named pair features, saved as ``contact_head.json``
+(``features``, ``weight``, ``bias``, ``fit_on`` the families it was fitted on, optional ``settings``)."""
 from __future__ import annotations
 
 import json
@@ -36,8 +20,7 @@ from bioattn.metrics import precision_at
 from bioattn.models.msa_contact import fit_contact_head, logistic_contact_probabilities
 from bioattn.models.registry import PRETRAINED_ROOT
 
-#: Coevolution maps fed to the contact head per ``--coevolution`` choice. With ``potts`` the head reads the Potts
-#: map only (the Gaussian DCA and MI maps approximate the same coupling signal; why: docs/experiments.md).
+#: Coevolution maps fed to the contact head per ``--coevolution`` choice.
 COEVOLUTION_FEATURES: dict[str, tuple[str, ...]] = {
     "none": (), "gaussian": ("gaussian_dca_apc", "mi_apc"), "potts": ("potts_apc",),
 }
@@ -46,14 +29,12 @@ COEVOLUTION_MAPS = ("potts_apc", "gaussian_dca_apc", "mi_apc")
 FACTORED_ATTENTION_MAP = "factored_attention_apc"
 #: Folder of the contact heads shipped with bioattn, beside the shipped models (package data).
 SHIPPED_HEADS_DIR = PRETRAINED_ROOT / "contact-heads"
-#: The MSA Transformer's pair feature (the user's ESM-MSA-1b weights, ``--weights``): the log-odds of its contact
-#: regression over its symmetrised, APC-corrected row-attention maps (:mod:`bioattn.tasks.msa.esm`).
+#: The MSA Transformer's pair feature (the user's weights): the log-odds of its contact regression.
 ESM_MSA_MAP = "esm_msa_logit"
 #: The head shipped with bioattn (Potts map only; see its ``fit_on`` and ``settings``).
 DEFAULT_HEAD_FILE = SHIPPED_HEADS_DIR / "contact_head.json"
 HEAD_FILE_NAME = "contact_head.json"
-#: The head shipped for each ``--contact-method``: ``attention`` reads the factored-attention map only, ``potts`` the Potts
-#: map only (the default head), ``combined`` the head chosen leave-one-family-out over both (:func:`select_head`).
+#: The head shipped for each ``--contact-method`` (``combined``: chosen by :func:`select_head`).
 SHIPPED_HEADS = {
     "attention": DEFAULT_HEAD_FILE.with_name("contact_head_attention.json"),
     "potts": DEFAULT_HEAD_FILE,
@@ -146,15 +127,12 @@ class ContactHead:
 
     @property
     def coevolution(self) -> str | None:
-        """The first ``--coevolution`` choice whose maps include the head's (``potts_apc`` alone: ``potts``), or None."""
+        """The first ``--coevolution`` choice whose maps include the head's, or None."""
         needed = set(self.coevolution_features)
         return next((choice for choice, names in COEVOLUTION_FEATURES.items() if needed <= set(names)), None)
 
     def require(self, available: Sequence[str], source: str | os.PathLike, what: str) -> None:
-        """Raise :class:`UserInputError` unless ``available`` (the features of ``what``) holds the head's features.
-
-        Attention features must match exactly: rank k of a model with more heads or layers is another feature.
-        """
+        """Raise :class:`UserInputError` unless ``available`` (the features of ``what``) holds the head's features."""
         missing = [name for name in self.features if name not in available]
         other_model = bool(self.attention_features) and set(self.attention_features) != {
             name for name in available if _ATTENTION_FEATURE.fullmatch(name)}
@@ -187,7 +165,7 @@ class ContactHead:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "ContactHead":
-        """Read and validate a ``contact_head.json``; any problem is a :class:`UserInputError` naming ``path``."""
+        """Read and validate a ``contact_head.json`` (a :class:`UserInputError` naming ``path`` otherwise)."""
         try:
             data = json.loads(Path(path).read_text())
         except FileNotFoundError:
@@ -228,25 +206,20 @@ def shipped_head(method: str) -> ContactHead:
     return ContactHead.load(SHIPPED_HEADS[method])
 
 
-def fit_head(
-    features: Mapping[str, Mapping[str, Tensor]], distances: Mapping[str, np.ndarray], names: Sequence[str],
-    settings: Mapping[str, Any] | None = None,
-) -> ContactHead:
-    """Fit a head on the features ``names`` of every family in ``features`` (family → name → ``(L, L)``) with its native ``distances``."""
+def fit_head(features: Mapping[str, Mapping[str, Tensor]], distances: Mapping[str, np.ndarray], names: Sequence[str],
+             settings: Mapping[str, Any] | None = None) -> ContactHead:
+    """Fit a head on the features ``names`` of every family in ``features`` (family → name → ``(L, L)``)."""
     families = list(features)
     stacked = [torch.stack([features[family][name].float() for name in names], dim=-1) for family in families]
     weight, bias = fit_contact_head(stacked, [distances[family] for family in families])
     return ContactHead(tuple(names), tuple(float(w) for w in weight), bias, tuple(families), dict(settings or {}))
 
 
-def leave_one_out_heads(
-    features: Mapping[str, Mapping[str, Tensor]], distances: Mapping[str, np.ndarray], names: Sequence[str],
-) -> dict[str, ContactHead]:
+def leave_one_out_heads(features: Mapping[str, Mapping[str, Tensor]], distances: Mapping[str, np.ndarray],
+                        names: Sequence[str]) -> dict[str, ContactHead]:
     """For each family of ``features``, a head on ``names`` fitted on the other families only."""
-    return {
-        held_out: fit_head({f: v for f, v in features.items() if f != held_out}, distances, names)
-        for held_out in features
-    }
+    return {held_out: fit_head({f: v for f, v in features.items() if f != held_out}, distances, names)
+            for held_out in features}
 
 
 def head_precision(head: ContactHead, features: Mapping[str, Tensor], distances: np.ndarray) -> float:
@@ -254,18 +227,10 @@ def head_precision(head: ContactHead, features: Mapping[str, Tensor], distances:
     return precision_at(head.probabilities(features).numpy(), distances)["P@L/5"]
 
 
-def select_head(
-    features: Mapping[str, Mapping[str, Tensor]], distances: Mapping[str, np.ndarray], names: Sequence[str],
-    settings: Mapping[str, Any] | None = None,
-) -> ContactHead:
-    """The head, among one per single feature of ``names`` and one on all of them, with the best mean
-    leave-one-family-out long-range P@L/5 over the families of ``features``; refitted on every family.
-
-    A one-feature head ranks pairs as its feature does (a positive weight), so on the families it is chosen
-    on, the chosen head's leave-one-family-out mean is never below its best single feature's. Ties go to the
-    earlier candidate (single features, in ``names`` order, then all). The candidates' means are recorded in
-    ``settings["selection"]``. Needs at least two families.
-    """
+def select_head(features: Mapping[str, Mapping[str, Tensor]], distances: Mapping[str, np.ndarray], names: Sequence[str],
+                settings: Mapping[str, Any] | None = None) -> ContactHead:
+    """The head, among one per feature of ``names`` and one on all, with the best mean leave-one-family-out
+    P@L/5 (ties: the earlier), refitted on every family; the means go to ``settings["selection"]``."""
     if len(features) < 2:
         raise ValueError(f"choosing a head leave-one-family-out needs two families or more, got {len(features)}")
     candidates = [[name] for name in names] + ([list(names)] if len(names) > 1 else [])

@@ -1,13 +1,4 @@
-"""Contacts of a new alignment, no structure needed: fit what the contact head reads, write its probabilities.
-
-The head (shipped with bioattn for each ``--contact-method``, a ``contact_head.json``, or the head of a ``bioattn train
-msa`` run) decides what is fitted on the alignment: factored attention
-(:class:`~bioattn.models.factored_attention.FactoredAttention`) when it reads ``factored_attention_apc``, the
-Potts model (and/or Gaussian DCA, MI) when it reads those maps, and the per-family
-:class:`~bioattn.models.MSAContactModel` (with the layers × heads of the head's attention features) when it reads
-attention. A structure, when given, is used for evaluation only: the cheap MI and Gaussian DCA baselines are then
-computed too, unless the head reads no coevolution map (``--contact-method attention`` computes no coevolution statistic).
-"""
+"""Contacts of a new alignment (``bioattn predict msa``): fit what the contact head reads, write its probabilities."""
 from __future__ import annotations
 
 import dataclasses
@@ -33,22 +24,17 @@ from bioattn.tasks.msa.head import ESM_MSA_MAP, HEAD_FILE_NAME, ContactHead, des
 from bioattn.training import TrainConfig, check_run_dir, prepare_run_dir
 from bioattn.distributed import resolve_device
 
-#: ``bioattn predict msa``'s ``--contact-method`` when no head is given. Measured on the bundled families (README): the
-#: combined head, chosen leave-one-family-out, picked the Potts map alone, and factored attention alone ranked
-#: below it, so ``potts`` is as precise as ``combined`` at half its CPU.
+#: ``bioattn predict msa``'s ``--contact-method`` when no head is given.
 DEFAULT_METHOD = "potts"
 MSA_MODEL_TYPE = "MSAContactModel"
 #: Cheap baselines computed beside the head's maps when a structure allows evaluating them.
 EVALUATION_BASELINES = ("mi_apc", "gaussian_dca_apc")
-
-
 #: The ``bioattn predict`` target of each other model type, for the error naming a wrong ``--run`` / ``--model``.
 PREDICT_TARGET = {"PromoterClassifier": "promoter", "HybridCT3D": "ct"}
 
 
 def _model_type(run_dir: Path) -> tuple[str | None, Path | None]:
-    """The model type saved in ``run_dir`` (an ensemble's member type) and the config.json that says so, or
-    ``(None, None)`` when the folder (or one member folder) holds no config.json."""
+    """The model type saved in ``run_dir`` (an ensemble's member type) and its config.json, or ``(None, None)``."""
     for found in (run_dir / CONFIG_NAME, *sorted(run_dir.glob(f"*/{CONFIG_NAME}"))):
         if not found.is_file():
             continue
@@ -64,11 +50,8 @@ def _model_type(run_dir: Path) -> tuple[str | None, Path | None]:
 
 
 def run_head(run_dir: Path) -> tuple[ContactHead, dict[str, Any]]:
-    """The contact head of a ``bioattn train msa`` run (or of a pretrained model shipped with its head, such as
-    ``msa-axial-pfam``) and the :class:`MSAOptions` its model needs: the size (``embed_dim``, ``dropout``), for a
-    ``--seeds`` ensemble its ``seeds`` (the members share one size) and, when the head was fitted on a pretrained
-    model's attention (its settings' ``init_from`` and ``finetune``), those two, so the prediction reads the same
-    attention. A folder holding another model type is an error naming it."""
+    """The contact head of a ``bioattn train msa`` run (or shipped model) and the :class:`MSAOptions` fields its
+    model needs (``embed_dim``, ``dropout``, ``seeds``, and ``init_from`` / ``finetune`` of a pretrained one)."""
     model_type, found = _model_type(run_dir)
     if model_type is not None and model_type != MSA_MODEL_TYPE:
         target = PREDICT_TARGET.get(model_type)
@@ -110,24 +93,10 @@ def head_options(head: ContactHead, options: MSAOptions) -> MSAOptions:
     return dataclasses.replace(options, **changes)
 
 
-def predict_contacts(
-    target: ContactTarget, out: Path, options: MSAOptions, config: TrainConfig, head: ContactHead, *,
-    top: int | None = None, min_separation: int = RR_MIN_SEPARATION,
-) -> dict[str, Any]:
-    """Fit what ``head`` reads on ``target``'s alignment and write its contact probabilities into ``out``.
-
-    Writes ``contacts.npy`` (L×L probabilities), ``contacts.rr`` (CASP RR: the top ``top`` pairs, default 2L, with
-    ``|i-j| ≥ min_separation``), ``contact_map.png``, ``features.safetensors``, ``contact_head.json`` (the head
-    used), ``metrics.json`` (the alignment's facts, CPU times and, when ``target`` has distances, long-range
-    P@L/5, P@L/2, P@L of the prediction and of the maps computed) and, when the head reads
-    attention, the trained model. Returns the ``metrics.json`` content.
-
-    With ``options.seeds`` (the seeds of a ``train msa --seeds`` run, :func:`run_head`) and a head that reads
-    attention, one axial model per seed is trained on the alignment (``out/seed<S>/``, each a complete prediction;
-    the seed-independent maps computed once, MI and Gaussian DCA always) and ``out`` holds their ensemble: the
-    mean of their contact probabilities, as ``train msa --seeds`` writes it. A head without attention features
-    fits nothing seed-dependent, so seeds are then ignored.
-    """
+def predict_contacts(target: ContactTarget, out: Path, options: MSAOptions, config: TrainConfig, head: ContactHead, *,
+                     top: int | None = None, min_separation: int = RR_MIN_SEPARATION) -> dict[str, Any]:
+    """Fit what ``head`` reads on ``target``'s alignment and write its contacts into ``out`` (with ``options.seeds``
+    and attention features: one run per seed and their ensemble). Returns the ``metrics.json`` content."""
     options = head_options(head, options)
     if options.seeds is not None and head.attention_features:
         return _predict_with_seeds(target, out, options, config, head, top=top, min_separation=min_separation)
@@ -143,11 +112,8 @@ def predict_contacts(
     return metrics
 
 
-def _predict_with_seeds(
-    target: ContactTarget, out: Path, options: MSAOptions, config: TrainConfig, head: ContactHead, *,
-    top: int | None, min_separation: int,
-) -> dict[str, Any]:
-    """:func:`predict_contacts` for an ensemble: one run per seed of ``options.seeds``, then their mean."""
+def _predict_with_seeds(target: ContactTarget, out: Path, options: MSAOptions, config: TrainConfig,
+                        head: ContactHead, *, top: int | None, min_separation: int) -> dict[str, Any]:
     out = prepare_run_dir(out, resume=options.resume, overwrite=options.overwrite)
     infos = prepare_members(target, out, options, config)
     runs = member_dirs(out, options, config)
@@ -160,22 +126,14 @@ def _predict_with_seeds(
     return metrics
 
 
-#: ``--contact-method`` of the MSA Transformer with the user's weights (no contact head file: its own contact regression).
+#: ``--contact-method`` of the MSA Transformer with the user's weights (its own contact regression).
 ESM_METHOD = "esm-msa"
 
 
-def predict_contacts_esm(
-    target: ContactTarget, out: Path, options: MSAOptions, config: TrainConfig, *,
-    top: int | None = None, min_separation: int = RR_MIN_SEPARATION,
-) -> dict[str, Any]:
-    """``bioattn predict msa --contact-method esm-msa``: the MSA Transformer with the user's ``options.esm_weights`` on at most
-    ``options.esm_max_rows`` rows chosen as in ESM's examples; its own contact regression gives the probabilities.
-
-    Writes the outputs of :func:`predict_contacts` (``contacts.npy``, ``contacts.rr``, ``contact_map.png``,
-    ``features.safetensors`` with :data:`~bioattn.tasks.msa.head.ESM_MSA_MAP`, ``metrics.json``) and
-    ``row_attention.safetensors`` (the ``(layers, H, L, L)`` maps). With a structure, MI and Gaussian DCA are
-    computed in the same run as baselines. Returns the ``metrics.json`` content.
-    """
+def predict_contacts_esm(target: ContactTarget, out: Path, options: MSAOptions, config: TrainConfig, *,
+                         top: int | None = None, min_separation: int = RR_MIN_SEPARATION) -> dict[str, Any]:
+    """``--contact-method esm-msa``: the MSA Transformer's own contact regression, written as :func:`predict_contacts`
+    writes plus ``row_attention.safetensors``. Returns the ``metrics.json`` content."""
     if options.esm_weights is None:
         raise UserInputError(f"--contact-method {ESM_METHOD} needs --weights FILE_OR_DIR. {WEIGHTS_HELP}")
     started_wall, started_cpu = time.monotonic(), time.process_time()
@@ -208,10 +166,8 @@ def predict_contacts_esm(
 
 def choose_head(method: str | None, contact_head: str | Path | None, run_dir: str | Path | None,
                 top: int | None = None, min_separation: int = RR_MIN_SEPARATION) -> tuple[ContactHead | None, dict[str, Any]]:
-    """The contact head ``bioattn predict msa`` uses and the model size it implies: the head of a ``bioattn train msa``
-    run (``run_dir``), a ``contact_head.json`` (``contact_head``) or the one shipped for ``method`` (default
-    :data:`DEFAULT_METHOD`); ``(None, {})`` for :data:`ESM_METHOD`, which needs neither. Checks ``top`` and
-    ``min_separation`` (the RR file's) too, so that nothing is read before a bad value stops the command."""
+    """The contact head of ``run_dir``, ``contact_head`` or ``method`` and the model size it implies (``(None, {})``
+    for :data:`ESM_METHOD`); ``top`` and ``min_separation`` are checked first."""
     if top is not None and top < 1:
         raise UserInputError(f"--top must be >= 1, got {top}")
     if min_separation < 1:
@@ -228,16 +184,14 @@ def choose_head(method: str | None, contact_head: str | Path | None, run_dir: st
 
 def predict_msa(target: ContactTarget, out: Path, options: MSAOptions, config: TrainConfig, head: ContactHead | None,
                 *, top: int | None = None, min_separation: int = RR_MIN_SEPARATION) -> dict[str, Any]:
-    """``bioattn predict msa``: :func:`predict_contacts` with ``head``, or :func:`predict_contacts_esm` when
-    ``head`` is None (:func:`choose_head` for :data:`ESM_METHOD`). Returns the ``metrics.json`` content."""
+    """:func:`predict_contacts` with ``head``, or :func:`predict_contacts_esm` when ``head`` is None."""
     if head is None:
         return predict_contacts_esm(target, out, options, config, top=top, min_separation=min_separation)
     return predict_contacts(target, out, options, config, head, top=top, min_separation=min_separation)
 
 
 def options_for_head(options: MSAOptions, model_size: dict[str, Any]) -> MSAOptions:
-    """``options`` with the model size a contact head implies (:func:`choose_head`), then ``--quick`` and
-    ``--init-from`` applied again (:func:`~bioattn.tasks.msa.features.resolve_sizes`)."""
+    """``options`` with the model size a contact head implies (:func:`choose_head`), sizes resolved again."""
     from bioattn.tasks.msa.features import resolve_sizes
 
     return resolve_sizes(dataclasses.replace(options, **model_size)) if model_size else options
@@ -249,11 +203,8 @@ def run_predict_msa(inputs: ContactTarget | str | os.PathLike, out: Path, option
                     min_separation: int = RR_MIN_SEPARATION, fmt: str | None = None, query: str | None = None,
                     pdb: str | None = None, chain: str | None = None,
                     struct_dat: str | None = None) -> tuple[dict[str, Any], ContactHead | None]:
-    """``bioattn predict msa`` in one call: the contact head (:func:`choose_head`: a run or shipped model
-    ``model``, a ``contact_head`` file, or the one shipped for ``method``; checked before anything is read), the
-    options resized for it (:func:`options_for_head`), the alignment ``inputs`` (a file, read with its optional
-    query and structure, or a :class:`~bioattn.data.contacts.ContactTarget`) and :func:`predict_msa`.
-    Returns ``(metrics.json content, head)``; the head is None for the MSA Transformer's own regression."""
+    """``bioattn predict msa`` in one call: :func:`choose_head`, :func:`options_for_head`, the alignment ``inputs``
+    (a file or a :class:`~bioattn.data.contacts.ContactTarget`) and :func:`predict_msa`; returns ``(metrics, head)``."""
     from bioattn.data.contacts import load_target
     from bioattn.models.registry import resolve_model_dir
 
@@ -267,9 +218,7 @@ def run_predict_msa(inputs: ContactTarget | str | os.PathLike, out: Path, option
 
 
 def prediction_report(metrics: dict[str, Any], head: ContactHead | None, out: Path | None = None) -> str:
-    """What a prediction fitted and, with a structure, its precision beside the baselines, as text for the terminal
-    (``head`` None: the MSA Transformer's own contact regression, :func:`predict_contacts_esm`); with ``out``, the
-    files written there last."""
+    """What ``bioattn predict msa`` prints: what was fitted, with a structure the precision, with ``out`` the files."""
     minutes = metrics["cpu_seconds"]["total"] / 60
     if head is None:
         first = (f"{metrics['family']}: {metrics['length']} columns, {metrics['depth']} sequences "

@@ -1,20 +1,5 @@
-"""Cross-family pretraining of the axial MSA model by masked-token prediction (``bioattn pretrain msa``).
-
-One :class:`~bioattn.models.MSAContactModel` learns from many alignments of a data root: every alignment under
-``msa/unlabeled`` (A2M, aligned FASTA, ...; gzipped or not) and the ``msa/coev`` / ``msa/pfam`` families that
-are not excluded. By default every family with a structure is excluded (all the evaluated families), and so is
-every unlabeled alignment of an excluded family's Pfam accession (``PF13354.fasta.gz`` and
-``PF13354_seed_*.fasta`` when ``PF13354`` is excluded): one model is then honest for every evaluated family.
-Excluded files are never read.
-
-Each alignment keeps a random subsample of at most ``max_seqs`` rows with their 80 %-identity weights; up to 64
-rows of it (a tenth; none below 20 rows) are held out for the masked-token loss and accuracy. Each training
-step draws one alignment with probability ∝ √Neff, a block of ``rows`` rows by weight
-(:class:`~bioattn.tasks.msa.features.RowBlocks`) and, when the alignment is longer than ``max_columns``, a
-random window of ``max_columns`` columns. The model uses sinusoidal positions by default, defined for columns
-beyond the training crops. Training runs through :class:`~bioattn.training.Trainer` (checkpoints,
-``--resume``, a wall-clock budget, progress lines), early-stopped on the held-out loss.
-"""
+"""Cross-family masked-token pretraining of the axial MSA model (``bioattn pretrain msa``) on every alignment under
+``msa/unlabeled``, ``msa/coev`` and ``msa/pfam`` not excluded (excluded files are never read)."""
 from __future__ import annotations
 
 import dataclasses
@@ -65,11 +50,7 @@ QUICK = dict(embed_dim=16, heads=2, layers=1, rows=8, max_columns=32, max_seqs=6
 
 @dataclass(frozen=True, kw_only=True)
 class PretrainOptions(TaskOptions):
-    """Model size (``embed_dim``, ``heads``, ``layers``, ``dropout``, ``positional``), ``rows`` per training block,
-    ``max_columns`` per crop, ``max_seqs`` rows kept per alignment (keyword-only). The run options are
-    :class:`~bioattn.tasks.common.TaskOptions`': ``out`` is optional here (:func:`pretrain` takes the output folder
-    as an argument), ``resume`` / ``overwrite`` say what to do with it, and a pretraining is one model: ``seeds``
-    and ``cv`` must stay unset."""
+    """Options of ``bioattn pretrain msa`` (keyword-only; the flags of the same names); ``seeds`` and ``cv`` unset."""
 
     out: Path | None = None  # type: ignore[assignment]
     embed_dim: int = 64
@@ -92,7 +73,7 @@ class PretrainOptions(TaskOptions):
             raise UserInputError(f"--embed-dim ({self.embed_dim}) must be even for sinusoidal positions")
 
     def quick_sizes(self) -> "PretrainOptions":
-        """These options with the ``--quick`` sizes (:data:`QUICK`) and ``quick`` set."""
+        """These options with the ``--quick`` sizes (:data:`QUICK`)."""
         return dataclasses.replace(self, **QUICK, quick=True)
 
     def settings(self) -> dict[str, Any]:
@@ -108,8 +89,7 @@ def quick_pretrain_config(config: TrainConfig) -> TrainConfig:
 
 @dataclass(frozen=True)
 class Source:
-    """One alignment file to pretrain on: ``name`` (its path under ``msa/`` without suffix), ``family`` (the family
-    name or Pfam accession that ``--exclude`` matches), ``path``."""
+    """One alignment file: ``name`` (its path under ``msa/``), ``family`` (what ``--exclude`` matches), ``path``."""
 
     name: str
     family: str
@@ -140,11 +120,7 @@ def _all_sources(data_root: Path) -> list[Source]:
 
 
 def pretraining_sources(data_root: Path, exclude: str | Sequence[str] = EXCLUDE_STRUCTURES) -> tuple[list[Source], list[str]]:
-    """``(sources to read, excluded family names)``.
-
-    ``exclude``: ``"structures"`` (every family of ``msa/coev`` and ``msa/pfam``), ``"none"``, or family names /
-    Pfam accessions; an unknown name is a :class:`UserInputError` listing the known ones.
-    """
+    """``(sources to read, excluded family names)``; ``exclude``: ``"structures"``, ``"none"`` or family names."""
     sources = _all_sources(data_root)
     if not sources:
         raise UserInputError(f"{data_root}: no alignments under msa/unlabeled, msa/coev or msa/pfam")
@@ -168,8 +144,7 @@ def pretraining_sources(data_root: Path, exclude: str | Sequence[str] = EXCLUDE_
 
 @dataclass(frozen=True)
 class Alignment:
-    """A source read for pretraining: ``train (n, L)`` and ``held_out (m, L)`` tokens, ``weights (n,)`` of the training
-    rows, and the file's facts."""
+    """A source read for pretraining: ``train (n, L)`` and ``held_out (m, L)`` tokens, ``weights (n,)``, ``depth``."""
 
     source: Source
     train: torch.Tensor
@@ -195,11 +170,7 @@ def load_alignment(source: Source, max_seqs: int, seed: int) -> Alignment:
 
 
 class CroppedBlocks(Dataset):
-    """Item i: tokens ``(rows, ≤ max_columns)``: an alignment drawn with probability ``probabilities``, a block of its
-    rows drawn by weight (:class:`RowBlocks`), a random window of ``max_columns`` columns when it is longer.
-
-    Deterministic in ``(seed, i)``.
-    """
+    """Item i: ``(rows, ≤ max_columns)`` tokens, a window of a row block of an alignment drawn by ``probabilities``."""
 
     def __init__(self, alignments: Sequence[Alignment], probabilities: torch.Tensor, rows: int, max_columns: int,
                  size: int, seed: int) -> None:
@@ -224,7 +195,7 @@ def sampling_probabilities(alignments: Sequence[Alignment]) -> torch.Tensor:
 
 
 def validation_blocks(alignments: Sequence[Alignment], rows: int, max_columns: int) -> dict[str, torch.Tensor]:
-    """Per alignment with held-out rows: its first ``rows`` held-out rows and first ``max_columns`` columns ``(1, n, l)``."""
+    """``(1, n, l)``: the first ``rows`` held-out rows and ``max_columns`` columns of each alignment that has some."""
     return {a.source.name: a.held_out[:rows, :max_columns][None] for a in alignments if len(a.held_out)}
 
 
@@ -247,7 +218,7 @@ def held_out_metrics(model: MSAContactModel, blocks: dict[str, torch.Tensor]) ->
 
 
 def build_model(options: PretrainOptions) -> MSAContactModel:
-    """A fresh :class:`MSAContactModel` of ``options``' size (max 1024 columns); its contact head is frozen (fitted later)."""
+    """A fresh :class:`MSAContactModel` of ``options``' size, its contact head frozen."""
     model = MSAContactModel(embed_dim=options.embed_dim, num_heads=options.heads, num_layers=options.layers,
                             dropout=options.dropout, positional=options.positional)
     model.contact_head.requires_grad_(False)
@@ -256,13 +227,7 @@ def build_model(options: PretrainOptions) -> MSAContactModel:
 
 def pretrain(data_root: str | Path | None, out: Path, options: PretrainOptions, config: TrainConfig,
              exclude: str | Sequence[str] = EXCLUDE_STRUCTURES) -> dict[str, Any]:
-    """Pretrain one model on the sources of ``data_root`` (:func:`pretraining_sources`; None: the default data root,
-    :func:`bioattn.data.resolve_data_root`) into the run directory ``out``.
-
-    Writes ``config.json`` + ``model.safetensors`` (the best model on the held-out loss), ``metrics.json`` (per
-    alignment: rows, Neff, sampling probability and held-out masked-token loss / accuracy; the excluded families;
-    the training summary), ``train_log.csv`` and ``training_curve.png``. Returns the ``metrics.json`` content.
-    """
+    """Pretrain one model on the sources of ``data_root`` (None: the default) into ``out``; returns ``metrics.json``."""
     sources, excluded = pretraining_sources(resolve_data_root(data_root), exclude)
     out = prepare_run_dir(out, resume=options.resume, overwrite=options.overwrite)
     seed_everything(config.seed)

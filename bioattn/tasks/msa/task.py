@@ -1,7 +1,4 @@
-"""The MSA task's contract (:class:`MSATask`, registered as ``msa``): contact prediction from a protein alignment.
-
-Imports only :mod:`bioattn.tasks.base` at module level; each hook imports the task's code when called.
-"""
+"""The MSA task's contract (:class:`MSATask`, registered as ``msa``); each hook imports the task's code when called."""
 from __future__ import annotations
 
 from typing import Any
@@ -24,14 +21,13 @@ class MSATask(Task):
     attribution = "bioattn.tasks.msa.attribution:msa_attribution"
 
     def prepare(self, options: Any, config: Any = None, **inputs: Any) -> tuple[Any, TaskData]:
-        """:func:`~bioattn.tasks.msa.train_run.prepare`; ``inputs``: its keyword arguments (``msa`` the alignment
-        file, ``pdb``, ``all_families``, ...)."""
+        """:func:`~bioattn.tasks.msa.train_run.prepare` with ``inputs`` as its keyword arguments."""
         from bioattn.tasks.msa.train_run import prepare
 
         return prepare(options, config, **inputs)
 
     def members(self, options: Any, data: TaskData, protocol: Any) -> list[Any]:
-        """One member, the whole run in ``options.out`` (a family's seeds are its own run directories)."""
+        """One member, the whole run in ``options.out``."""
         from bioattn.tasks.driver import Member
 
         return [Member("seed", 0, options.out, 1, 1, alone=True)]

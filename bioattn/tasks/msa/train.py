@@ -1,22 +1,5 @@
-"""Contact prediction from a protein alignment: coevolution maps, the per-family axial model, the contact head.
-
-For one family (:func:`train_family`), :func:`~bioattn.tasks.msa.features.prepare_family` computes (1) a
-random subsample of at most ``max_seqs`` rows and their 80 %-identity weights; (2) coevolution maps: mutual
-information + APC and Gaussian DCA + APC on that subsample and, with ``coevolution="potts"``, a
-pseudo-likelihood Potts model + APC on every row; (3) :class:`~bioattn.models.MSAContactModel` trained from
-scratch by masked-token prediction on blocks of ``rows`` rows drawn by weight, early-stopped on the
-masked-token loss of held-out rows (never on contacts); (4) its tied row-attention maps (symmetrised, APC,
-sorted over heads) as pair features beside the coevolution maps (saved in ``features.safetensors``). Then
-(5) a :class:`~bioattn.tasks.msa.head.ContactHead` fitted on *other* families turns them into contact
-probabilities (:func:`score_family`). :func:`train_families` runs every family of the data root, fits the heads
-leave-one-family-out and writes the results table. Predicting a new alignment lives in
-:mod:`bioattn.tasks.msa.predict`.
-
-With ``seeds`` each family gets one complete run per seed (``seed<S>/``, :func:`prepare_members`): the coevolution
-maps that do not depend on the seed are computed once and copied into every run. The family folder then holds
-their ensemble (:func:`score_ensemble`): the mean of the seeds' contact probabilities, each seed's precision,
-their mean ± sd and a ``config.json`` that loads as a :class:`~bioattn.models.ensemble.Ensemble` of the models.
-"""
+"""Contact prediction from a protein alignment: one family (:func:`train_family`) or every family of a data root
+(:func:`train_families`): coevolution maps, the per-family axial model, a contact head fitted on other families."""
 from __future__ import annotations
 
 import dataclasses
@@ -35,14 +18,7 @@ from bioattn.metrics import PRECISION_NAMES, mean_std, precision_at
 from bioattn.models.msa_contact import MSAContactModel, logistic_contact_probabilities
 from bioattn.report import MISSING, format_mean_sd, format_table
 from bioattn.tasks.driver import (
-    METRICS_KEYS,
-    Member,
-    RunProtocol,
-    check_metrics,
-    member_dir_name,
-    metrics_document,
-    save_ensemble,
-    seed_members,
+    METRICS_KEYS, Member, RunProtocol, check_metrics, member_dir_name, metrics_document, save_ensemble, seed_members,
     train_members,
 )
 from bioattn.tasks.msa.figures import plot_contact_map
@@ -74,14 +50,9 @@ BASELINE_LABELS = {"potts_apc": "Potts+APC", "gaussian_dca_apc": "GaussDCA+APC",
 SEEDS_COLUMN = "seeds: P@L/5 mean ± sd"
 
 
-def contact_scores(
-    features: Mapping[str, torch.Tensor], head: ContactHead | None, fallback: Sequence[str] = (),
-) -> tuple[np.ndarray, str, bool]:
-    """``(probabilities (L, L), method, calibrated)``: the head's logistic regression on the named ``features``.
-
-    Without a head: the map ``fallback[0]`` (else the mean of the attention features) squashed by a logistic of
-    its z-scores: rank-preserving and in [0, 1], but **not** calibrated probabilities.
-    """
+def contact_scores(features: Mapping[str, torch.Tensor], head: ContactHead | None,
+                   fallback: Sequence[str] = ()) -> tuple[np.ndarray, str, bool]:
+    """``(probabilities (L, L), method, calibrated)`` of the head, else a logistic of a map's z-scores."""
     if head is not None:
         fitted = f"fitted on {', '.join(head.fit_on)}" if head.fit_on else "fit families not recorded"
         method = f"logistic regression contact head on {describe_features(head.features)} ({fitted})"
@@ -95,10 +66,8 @@ def contact_scores(
     return squashed.numpy(), f"{what}, no contact head (uncalibrated)", False
 
 
-def write_contact_outputs(
-    out: Path, target: ContactTarget, probabilities: np.ndarray, method: str, calibrated: bool, *,
-    top: int | None = None, min_separation: int = RR_MIN_SEPARATION,
-) -> None:
+def write_contact_outputs(out: Path, target: ContactTarget, probabilities: np.ndarray, method: str, calibrated: bool, *,
+                          top: int | None = None, min_separation: int = RR_MIN_SEPARATION) -> None:
     """``contacts.npy`` (L×L), ``contacts.rr`` (CASP RR, top ``top`` pairs, default 2L) and ``contact_map.png``."""
     length = probabilities.shape[0]
     np.save(out / "contacts.npy", probabilities.astype(np.float32))
@@ -109,9 +78,8 @@ def write_contact_outputs(
     plot_contact_map(out / "contact_map.png", probabilities, target.distances, title=title)
 
 
-def evaluate_family(
-    target: ContactTarget, probabilities: np.ndarray, features: Mapping[str, torch.Tensor], variants: Mapping[str, np.ndarray],
-) -> dict[str, Any]:
+def evaluate_family(target: ContactTarget, probabilities: np.ndarray, features: Mapping[str, torch.Tensor],
+                    variants: Mapping[str, np.ndarray]) -> dict[str, Any]:
     """Long-range P@L/5, P@L/2, P@L of the prediction, the coevolution baselines, ``variants`` and published predictions."""
     distances = target.distances
     metrics: dict[str, Any] = {
@@ -128,12 +96,10 @@ def evaluate_family(
     return metrics
 
 
-def score_family(
-    target: ContactTarget, run_dir: Path, info: dict[str, Any], options: MSAOptions, head: ContactHead | None,
-    variants: Mapping[str, np.ndarray], *, top: int | None = None, min_separation: int = RR_MIN_SEPARATION,
-) -> dict[str, Any]:
-    """Contact probabilities of a prepared family with ``head``: outputs (:func:`write_contact_outputs`) and ``metrics.json``
-    (the family's facts, the method and, with a structure, :func:`evaluate_family`). The head goes into the saved model."""
+def score_family(target: ContactTarget, run_dir: Path, info: dict[str, Any], options: MSAOptions,
+                 head: ContactHead | None, variants: Mapping[str, np.ndarray], *, top: int | None = None,
+                 min_separation: int = RR_MIN_SEPARATION) -> dict[str, Any]:
+    """Score a prepared family with ``head``: its outputs and ``metrics.json``; the head goes into the saved model."""
     features = load_features(run_dir)
     if head is not None and (run_dir / "config.json").is_file():
         model = MSAContactModel.from_pretrained(run_dir)
@@ -152,10 +118,7 @@ def score_family(
 
 
 def with_schema(metrics: dict[str, Any], seeds: Sequence[int] | None = None) -> dict[str, Any]:
-    """A family's ``metrics`` in the shared ``metrics.json`` schema (:func:`bioattn.tasks.driver.metrics_document`):
-    ``scores`` holds the long-range precision of the model, the baselines and the published predictions on the
-    family's ``structure`` (empty without one), the headline its P@L/5; the family's own keys follow (checked
-    against the schema, :func:`~bioattn.tasks.driver.check_metrics`, before it is written)."""
+    """A family's ``metrics`` in the checked ``metrics.json`` schema (:func:`bioattn.tasks.driver.metrics_document`)."""
     metrics = {key: value for key, value in metrics.items() if key not in METRICS_KEYS}  # idempotent
     scored = {name: {"structure": values} for name, values in [
         ("model", metrics.get("model")), *metrics.get("baselines", {}).items(),
@@ -172,21 +135,13 @@ def with_schema(metrics: dict[str, Any], seeds: Sequence[int] | None = None) -> 
 
 
 def _mean_precision(values: Sequence[Mapping[str, float]]) -> dict[str, float]:
-    """The mean of several ``{"P@L/5": ..., ...}`` over runs."""
     return {name: summary["mean"] for name, summary in mean_std(values).items()}
 
 
-def score_ensemble(
-    target: ContactTarget, family_dir: Path, members: Mapping[int, Mapping[str, Any]], *, top: int | None = None,
-    min_separation: int = RR_MIN_SEPARATION,
-) -> dict[str, Any]:
-    """The ensemble of a family's seeds (``members``: each seed's :func:`score_family` metrics, its run in
-    ``family_dir/seed<S>``): the mean of their ``contacts.npy`` written by :func:`write_contact_outputs` (``top``
-    and ``min_separation`` as there), the
-    ``config.json`` that loads ``family_dir`` as their :class:`~bioattn.models.ensemble.Ensemble`, and
-    ``metrics.json``. With a structure, its ``model`` is the ensemble's long-range P@L/5, P@L/2, P@L, ``seeds``
-    each seed's, ``seeds_mean_sd`` their mean ± sd, and the baselines and variants their mean over the seeds
-    (equal when the maps do not depend on the seed)."""
+def score_ensemble(target: ContactTarget, family_dir: Path, members: Mapping[int, Mapping[str, Any]], *,
+                   top: int | None = None, min_separation: int = RR_MIN_SEPARATION) -> dict[str, Any]:
+    """The ensemble of a family's seeds (``members``: each seed's :func:`score_family` metrics): the mean of their
+    contacts, a ``config.json`` loading ``family_dir`` as an :class:`~bioattn.models.ensemble.Ensemble`, metrics."""
     names = [member_dir_name("seed", seed) for seed in members]
     probabilities = np.mean([np.load(family_dir / name / "contacts.npy") for name in names], axis=0)  # (L, L)
     first = next(iter(members.values()))
@@ -209,13 +164,11 @@ def score_ensemble(
     return metrics
 
 
-def score_members(
-    target: ContactTarget, family_dir: Path, runs: Mapping[int, Path], infos: Mapping[int, dict[str, Any]], options: MSAOptions,
-    heads: Mapping[int, ContactHead | None], variants: Mapping[int, Mapping[str, np.ndarray]], *, top: int | None = None,
-    min_separation: int = RR_MIN_SEPARATION,
-) -> dict[str, Any]:
-    """Score the run of each seed (``runs``, :func:`member_dirs`) with its head and variants (:func:`score_family`)
-    and, with ``options.seeds``, their ensemble (:func:`score_ensemble`). Returns the family's metrics."""
+def score_members(target: ContactTarget, family_dir: Path, runs: Mapping[int, Path],
+                  infos: Mapping[int, dict[str, Any]], options: MSAOptions, heads: Mapping[int, ContactHead | None],
+                  variants: Mapping[int, Mapping[str, np.ndarray]], *, top: int | None = None,
+                  min_separation: int = RR_MIN_SEPARATION) -> dict[str, Any]:
+    """:func:`score_family` for the run of each seed and, with ``options.seeds``, :func:`score_ensemble`."""
     scored = {seed: score_family(target, run_dir, infos[seed], options, heads[seed], variants.get(seed, {}), top=top,
                                  min_separation=min_separation)
               for seed, run_dir in runs.items()}
@@ -225,8 +178,7 @@ def score_members(
 
 
 def single_family_head(options: MSAOptions, head: ContactHead | None, source: str | Path = "contact head") -> ContactHead | None:
-    """The head of a one-family run: ``head`` (checked against the model's features), else the shipped default
-    head when the run computes its features, else None (uncalibrated scores)."""
+    """``head`` checked against the model's features, else the shipped default head if it applies, else None."""
     if head is not None:
         head.require(options.model_features, source, f"this model's {len(options.model_features)}")
         return head
@@ -234,16 +186,9 @@ def single_family_head(options: MSAOptions, head: ContactHead | None, source: st
     return shipped if set(shipped.features) <= set(options.model_features) and not shipped.attention_features else None
 
 
-def train_family(
-    target: ContactTarget, out: Path, options: MSAOptions, config: TrainConfig, *, head: ContactHead | None = None,
-    head_source: str | Path = "contact head",
-) -> dict[str, Any]:
-    """Train and score one family into ``out`` (see the module docstring; with ``options.seeds`` one run per seed
-    and their ensemble); returns its metrics ({} off rank 0).
-
-    ``head`` (from ``head_source``) must read features this run computes; without one the shipped default
-    head is used when it applies. The head used is saved as ``contact_head.json`` in ``out`` and every seed's run.
-    """
+def train_family(target: ContactTarget, out: Path, options: MSAOptions, config: TrainConfig, *,
+                 head: ContactHead | None = None, head_source: str | Path = "contact head") -> dict[str, Any]:
+    """Train and score one family into ``out`` (with ``options.seeds``: a run per seed and their ensemble)."""
     head = single_family_head(options, head, head_source)
     if head is None and is_main_process():  # once, not once per torchrun process
         print(f"warning: no contact head reads --coevolution {options.coevolution} features; contacts.rr and "
@@ -284,7 +229,7 @@ def select_families(data_root: Path, names: Sequence[str] | None) -> dict[str, d
 
 def family_targets(data_root: Path, out: Path, options: MSAOptions, families: Sequence[str] | None
                    ) -> tuple[Path, dict[str, ContactTarget]]:
-    """The prepared run directory ``out`` and the contact target of every selected family (:func:`select_families`)."""
+    """The prepared run directory ``out`` and the contact target of every selected family."""
     found = select_families(data_root, families)
     out = prepare_run_dir(out, resume=options.resume, overwrite=options.overwrite)
     return out, {name: load_target(**kwargs) for name, kwargs in found.items()}
@@ -298,26 +243,21 @@ def finished_family(run_dir: Path, options: MSAOptions) -> dict[str, Any] | None
 
 
 def member_dirs(family_dir: Path, options: MSAOptions, config: TrainConfig) -> dict[int, Path]:
-    """The run directory of each model of a family, by seed: ``family_dir/seed<S>`` for every seed of
-    ``options.seeds``, else ``family_dir`` itself for the one model (seed ``config.seed``)."""
+    """Run directory of each model of a family by seed: ``family_dir/seed<S>``, or ``family_dir`` for one model."""
     return {member.index: member.run_dir for member in seed_members(family_dir, options.seeds, config.seed)}
 
 
 def seed_independent_maps(target: ContactTarget, options: MSAOptions) -> tuple[str, ...]:
-    """The coevolution maps of ``options`` that every seed computes alike: MI and Gaussian DCA when the random
-    subsample keeps every row (``max_seqs`` ≥ depth), the Potts map when it is fitted on every row."""
+    """The coevolution maps of ``options`` that every seed computes alike (fitted on every row)."""
     depth = target.msa.depth
     every_row = {"mi_apc": options.max_seqs >= depth, "gaussian_dca_apc": options.max_seqs >= depth,
                  "potts_apc": options.potts_seqs == 0 or options.potts_seqs >= depth}
     return tuple(name for name in options.baseline_maps if every_row[name])
 
 
-def add_missing_maps(
-    target: ContactTarget, run_dir: Path, info: dict[str, Any], options: MSAOptions, seed: int, shared: dict[str, torch.Tensor],
-) -> None:
-    """Add the coevolution maps of ``options`` that a prepared run's features file lacks (no retraining): copied from
-    ``shared`` (maps of another seed's run that do not depend on the seed, listed in ``info["maps_from_another_seed"]``)
-    or computed. Then puts this run's seed-independent maps (:func:`seed_independent_maps`) into ``shared``."""
+def add_missing_maps(target: ContactTarget, run_dir: Path, info: dict[str, Any], options: MSAOptions, seed: int,
+                     shared: dict[str, torch.Tensor]) -> None:
+    """Add the coevolution maps a prepared run lacks (from ``shared``, another seed's, or computed); share its own."""
     saved = load_features(run_dir)
     missing = [name for name in options.baseline_maps if name not in saved]
     added = {name: shared[name] for name in missing if name in shared}
@@ -337,12 +277,7 @@ def add_missing_maps(
 
 
 def prepare_members(target: ContactTarget, family_dir: Path, options: MSAOptions, config: TrainConfig) -> dict[int, dict[str, Any]]:
-    """Prepare the run of each seed of one family (:func:`member_dirs`; each with its ``prepare.json``): the
-    coevolution maps that do not depend on the seed are computed for the first run only and copied into the
-    others. With ``options.resume`` finished runs are reused (only the maps they lack are added).
-
-    Returns ``{seed: the run's facts and timings}`` ({} off rank 0).
-    """
+    """Prepare the run of each seed of one family, seed-independent maps computed once; ``{seed: info}``."""
     infos: dict[int, dict[str, Any]] = {}
     shared: dict[str, torch.Tensor] = {}
 
@@ -363,20 +298,10 @@ def prepare_members(target: ContactTarget, family_dir: Path, options: MSAOptions
     return infos
 
 
-def train_families(
-    data_root: Path, out: Path, options: MSAOptions, config: TrainConfig, families: Sequence[str] | None = None,
-) -> list[dict[str, Any]]:
-    """Every family of the data root (or ``families``): prepare each, fit heads leave-one-family-out, score, tabulate.
-
-    Writes one sub-folder per family, ``summary.json`` / ``summary.md``, ``contact_head.json`` (attention +
-    coevolution features) and, when ``coevolution`` is not ``none``, ``coevolution_head.json`` (coevolution
-    maps only: needs no model), both fitted on every family with a structure. With ``resume`` finished
-    families are reused (only the coevolution maps a richer ``coevolution`` adds are computed). With ``seeds``
-    each family sub-folder holds one run per seed and their ensemble (:func:`score_members`); each seed's
-    models get heads fitted leave-one-family-out on the same seed's models, and the two heads above are fitted on
-    every seed's model of every family.
-    Returns the per-family metrics ([] off rank 0).
-    """
+def train_families(data_root: Path, out: Path, options: MSAOptions, config: TrainConfig,
+                   families: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Every family of the data root (or ``families``): prepare, fit heads leave-one-family-out, score, tabulate;
+    ``contact_head.json`` and ``coevolution_head.json`` fitted on every family. Returns the rows ([] off rank 0)."""
     out, targets = family_targets(data_root, out, options, families)
     infos: dict[str, dict[int, dict]] = {}
     for name, target in targets.items():
@@ -404,7 +329,6 @@ def train_families(
         rows.append(score_members(target, out / name, runs[name], infos[name], options,
                                   {seed: heads[seed].get(name) for seed in seeds}, variants))
     if labelled:
-        # the model of every family, or every seed's model of every family (named family/seed<S>)
         keys = {(name, seed): name if options.seeds is None else f"{name}/{runs[name][seed].name}"
                 for name in labelled for seed in seeds}
         fit_features = {key: features[name][seed] for (name, seed), key in keys.items()}
@@ -435,11 +359,9 @@ def _best_published(metrics: Mapping[str, Any]) -> tuple[str, Mapping[str, float
 
 
 def results_table(rows: Sequence[Mapping[str, Any]], note: str = "") -> str:
-    """Markdown table of long-range P@L/5 / P@L/2 / P@L per family, with the mean P@L/5 of each column. Rows of
-    ``--seeds`` runs (:func:`score_ensemble`) add the seeds' P@L/5 mean ± sd beside the model (their ensemble)."""
+    """Markdown table of long-range P@L/5 / P@L/2 / P@L per family, with the mean P@L/5 of each column."""
     columns = {
-        "model": lambda m: m.get("model"),
-        "attention only": lambda m: m.get("variants", {}).get("attention_only"),
+        "model": lambda m: m.get("model"), "attention only": lambda m: m.get("variants", {}).get("attention_only"),
         **{label: (lambda m, name=name: m.get("baselines", {}).get(name)) for name, label in BASELINE_LABELS.items()},
     }
     seeded = [SEEDS_COLUMN] if any("seeds_mean_sd" in m for m in rows) else []
@@ -468,8 +390,7 @@ def results_table(rows: Sequence[Mapping[str, Any]], note: str = "") -> str:
 
 
 def seeds_table(metrics: Mapping[str, Any]) -> str:
-    """Markdown table of one family's ``--seeds`` run (:func:`score_ensemble`): long-range P@L/5, P@L/2, P@L of each
-    seed, their mean ± sd, the ensemble, the baselines and the best published prediction (``—`` without a structure)."""
+    """Markdown table of one family's ``--seeds`` run: each seed, their mean ± sd, the ensemble, the baselines."""
     def cells(values: Mapping[str, float] | None) -> list[Any]:
         return [values[k] if values else MISSING for k in PRECISION_NAMES]
 
@@ -484,4 +405,3 @@ def seeds_table(metrics: Mapping[str, Any]) -> str:
         rows.append([f"published: {best[0]}", *cells(best[1])])
     title = f"{metrics['family']} (L {metrics['length']}, N {metrics['depth']}): long-range (|i-j| ≥ 24) contact precision"
     return format_table(["model", *PRECISION_NAMES], rows, digits=2, title=title)
-

@@ -1,5 +1,4 @@
-"""``bioattn train msa``'s hooks of the shared driver: one family, every family of a data root, or the comparison of
-the contact methods (:func:`prepare`, :func:`fit`, :func:`report`)."""
+"""``bioattn train msa``'s hooks of the shared driver (:func:`prepare`, :func:`fit`, :func:`report`)."""
 from __future__ import annotations
 
 import json
@@ -17,18 +16,12 @@ from bioattn.training import TrainConfig, check_run_dir
 __all__ = ["fit", "prepare", "report"]
 
 
-def prepare(
-    options: MSAOptions, config: TrainConfig | None = None, *, msa: Path | None = None, fmt: str | None = None,
-    query: Path | None = None, pdb: Path | None = None, chain: str | None = None, struct_dat: Path | None = None,
-    pred: Path | None = None, all_families: bool = False, compare: bool = False, families: str | None = None,
-    contact_head: Path | None = None,
-) -> tuple[MSAOptions, TaskData]:
-    """``bioattn train msa``'s inputs, checked before any alignment is trained on: one family (``msa``, the
-    alignment file, with its optional structure ``pdb`` / ``chain`` or ``struct_dat``, ``query`` FASTA and published
-    predictions ``pred``, default ``pred/`` beside the alignment; ``contact_head``: a ``contact_head.json``), or every
-    family under ``options.data_root`` (``all_families``; ``families``: comma-separated subset; with ``compare`` the
-    contact maps of :func:`~bioattn.tasks.msa.compare.compare_methods`). ``options.resume`` / ``overwrite``: what to
-    do with an existing ``options.out`` (checked before any alignment is read)."""
+def prepare(options: MSAOptions, config: TrainConfig | None = None, *, msa: Path | None = None, fmt: str | None = None,
+            query: Path | None = None, pdb: Path | None = None, chain: str | None = None,
+            struct_dat: Path | None = None, pred: Path | None = None, all_families: bool = False, compare: bool = False,
+            families: str | None = None, contact_head: Path | None = None) -> tuple[MSAOptions, TaskData]:
+    """``bioattn train msa``'s inputs, checked before any alignment is trained on: one family (``msa`` and its
+    structure) or every family under ``options.data_root`` (``all_families``, ``families``, ``compare``)."""
     from bioattn.data import resolve_data_root
     from bioattn.tasks.msa.features import DEFAULTS
 
@@ -59,9 +52,7 @@ def prepare(
 
 
 def fit(options: MSAOptions, data: TaskData) -> FittedMember:
-    """The run's one member: :func:`train_family` (one family, its seeds inside it) or :func:`train_families`
-    (every family, or :func:`~bioattn.tasks.msa.compare.compare_methods`), each writing its run directories and
-    their checked ``metrics.json``."""
+    """The run's one member: :func:`train_family`, :func:`train_families` or the comparison of methods."""
     extra, out = data.extra, Path(options.out)
     if "target" in extra:
         train_family(extra["target"], out, options, extra["config"], head=extra["head"], head_source=extra["head_source"])
@@ -74,15 +65,14 @@ def fit(options: MSAOptions, data: TaskData) -> FittedMember:
 
 
 def report(options: MSAOptions) -> tuple[dict[str, Any] | None, str]:
-    """A one-family run's ``metrics.json`` (written and checked by :func:`train_family`) and ``summary.md``; an
-    every-family run has no ``metrics.json`` of its own (``summary.json`` and one per family)."""
+    """A one-family run's ``metrics.json`` (None for every family) and ``summary.md``."""
     out = Path(options.out)
     metrics = json.loads((out / "metrics.json").read_text()) if (out / "metrics.json").is_file() else None
     return metrics, _summary(out)
 
 
 def _summary(out: Path) -> str:
-    """``out/summary.md`` as written by this run (``""`` off rank 0, where nothing is written)."""
+    """``out/summary.md`` (``""`` off rank 0)."""
     from bioattn.distributed import is_main_process
 
     path = Path(out) / "summary.md"
