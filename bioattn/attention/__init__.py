@@ -10,8 +10,7 @@
 - :class:`SinusoidalPositionalEncoding`, :class:`LearnedPositionalEncoding`.
 - :class:`RowAttention`, :class:`ColumnAttention`, :class:`AxialTransformerLayer`: axial attention over MSAs.
 
-Causal attention: pass ``causal=True`` to a block (there is no exported causal-mask helper: a bool keep-mask
-would mean the opposite of the blocks' bool ``attn_mask``, True = not allowed).
+Causal attention: pass ``causal=True`` to a block.
 """
 from bioattn.attention.axial import AxialTransformerLayer, ColumnAttention, RowAttention
 from bioattn.attention.backends import BACKENDS, get_backend, set_backend, use_backend
@@ -22,20 +21,8 @@ from bioattn.attention.positional import LearnedPositionalEncoding, SinusoidalPo
 from bioattn.attention.sdpa import BLOCKED_SCORE, scaled_dot_product_attention
 
 __all__ = [
-    "scaled_dot_product_attention",
-    "BLOCKED_SCORE",
-    "BACKENDS",
-    "set_backend",
-    "get_backend",
-    "use_backend",
-    "apply_in_chunks",
-    "MultiHeadAttention",
-    "FeedForward",
-    "TransformerEncoderLayer",
-    "TransformerEncoder",
-    "SinusoidalPositionalEncoding",
-    "LearnedPositionalEncoding",
-    "RowAttention",
-    "ColumnAttention",
+    "scaled_dot_product_attention", "BLOCKED_SCORE", "BACKENDS", "set_backend", "get_backend", "use_backend",
+    "apply_in_chunks", "MultiHeadAttention", "FeedForward", "TransformerEncoderLayer", "TransformerEncoder",
+    "SinusoidalPositionalEncoding", "LearnedPositionalEncoding", "RowAttention", "ColumnAttention",
     "AxialTransformerLayer",
 ]
