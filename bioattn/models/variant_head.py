@@ -1,13 +1,6 @@
-"""A variant-effect head: a sparse linear model over features of a DNA activity model (allele differences,
-in-silico mutagenesis around the variant, embedding differences, the reference activity) and of a measured release
-of variant effects (the mean measured effect at nearby positions), as fitted by ``bioattn train variants``.
-
-Its run directory holds ``config.json`` (``model_type: "VariantEffectHead"``, the feature names, how windows are
-placed, the activity model it reads: a shipped model's name, or ``activity/`` inside the folder),
-``model.safetensors`` (the standardisation and the linear coefficients), ``release.tsv`` (the measured variants the
-nearby-effect features read) and, when the activity model is stored with the head, ``activity/``.
-:meth:`VariantEffectHead.from_pretrained` loads all of it; the features themselves are computed by
-:mod:`bioattn.tasks.variants.head`.
+"""A variant-effect head (``bioattn train variants``): a sparse linear model over features of a DNA activity model
+and of a measured release of variant effects, computed by :mod:`bioattn.tasks.variants.head`. Its run directory
+holds ``config.json``, ``model.safetensors``, ``release.tsv`` and, when stored with the head, ``activity/``.
 """
 from __future__ import annotations
 
@@ -32,19 +25,14 @@ class VariantEffectHead(PretrainedModel):
     Args:
         feature_names: the features, in column order (see :mod:`bioattn.tasks.variants.head`).
         activity_model: the activity model's name (a shipped model) or where it came from.
-        activity_copy: the activity model's weights are stored in ``activity/`` of the run directory; that copy
-            (exactly the weights the head was fitted with) is loaded, else the shipped model ``activity_model``.
+        activity_copy: load the activity model from ``activity/`` of the run directory, else ``activity_model``.
         offsets, strands, reversed_contigs: how the activity model's windows are placed (see
             :mod:`bioattn.tasks.variants.score`).
-        bandwidth, radius, block: the nearby-effect features (Gaussian weights of bandwidth nt over measured
-            variants within radius nt, leaving out the query's own block of block nt).
-        release_data: where the measured release lies under the data root (``/``-separated, e.g.
-            ``variants/cagi5/train_release.tsv``), read when the folder has no ``release.tsv`` (a shipped head does
-            not redistribute the measurements).
-        cell_types, matched_outputs: for an activity model of several outputs, each element's cell type and the
-            output it matched (None: none) when the head was fitted; the ``*_matched`` features of a prediction read
-            them where its input gives no cell type (:mod:`bioattn.tasks.variants.cell_types`). Stored in
-            ``config.json`` only when given.
+        bandwidth, radius, block: the nearby-effect features (Gaussian bandwidth, radius and own block, in nt).
+        release_data: the measured release under the data root (``/``-separated), read when there is no
+            ``release.tsv``.
+        cell_types, matched_outputs: each element's cell type and matched output (None: none) for an activity
+            model of several outputs (:mod:`bioattn.tasks.variants.cell_types`).
     """
 
     def __init__(self, *, feature_names: Sequence[str], activity_model: str = "", activity_copy: bool = True,
@@ -59,7 +47,7 @@ class VariantEffectHead(PretrainedModel):
                        "offsets": None if offsets is None else [int(o) for o in offsets], "strands": strands,
                        "reversed_contigs": list(reversed_contigs), "bandwidth": float(bandwidth), "radius": int(radius),
                        "block": int(block), "path_name": path_name, "release_data": release_data}
-        if cell_types is not None or matched_outputs is not None:  # a head of one output keeps its config as it was
+        if cell_types is not None or matched_outputs is not None:
             self.config["cell_types"] = {str(k): str(v) for k, v in (cell_types or {}).items()}
             self.config["matched_outputs"] = {str(k): None if v is None else str(v)
                                               for k, v in (matched_outputs or {}).items()}
@@ -91,7 +79,7 @@ class VariantEffectHead(PretrainedModel):
         return ((features.double() - self.mean) / self.scale) @ self.coef + self.intercept
 
     def save_pretrained(self, run_dir: str | os.PathLike) -> None:
-        """config.json, model.safetensors and release.tsv (the activity model is saved by the caller when stored)."""
+        """config.json, model.safetensors and release.tsv (the caller saves the activity model)."""
         from bioattn.io import write_table
 
         super().save_pretrained(run_dir)
