@@ -1,12 +1,8 @@
 """Attention blocks shared by every bioattn model.
 
-- :func:`scaled_dot_product_attention`: the one attention path of every block; fused by default, explicit with
-  ``need_weights=True``. :data:`BLOCKED_SCORE`: float-mask entries at or below it block their key.
-- :func:`set_backend`, :func:`use_backend`, :func:`get_backend`: choose the kernel behind every block
-  (``"auto"``, ``"math"``, ``"flash"``, ``"efficient"``, ``"cudnn"``, ``"explicit"``).
-- :func:`apply_in_chunks`: run a function over chunks of batch-like dims, exactly, to bound memory.
-- :class:`MultiHeadAttention`: batch-first self/cross attention, grouped/multi-query K/V.
-- :class:`TransformerEncoderLayer`, :class:`TransformerEncoder`: residual + norm + feed-forward.
+- :func:`scaled_dot_product_attention` (the one attention path; :data:`BLOCKED_SCORE`), :func:`set_backend`,
+  :func:`use_backend`, :func:`get_backend` (the kernel behind every block), :func:`apply_in_chunks`.
+- :class:`MultiHeadAttention`, :class:`TransformerEncoderLayer`, :class:`TransformerEncoder`.
 - :class:`SinusoidalPositionalEncoding`, :class:`LearnedPositionalEncoding`.
 - :class:`RowAttention`, :class:`ColumnAttention`, :class:`AxialTransformerLayer`: axial attention over MSAs.
 

@@ -37,8 +37,7 @@ def _check_input(x: Tensor, embed_dim: int, weight: Tensor, sequence_padding_mas
 
 
 def _attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
-    """Attention on ``(*lead, H, S, d)`` inputs (flattened to 4-D), bool keep-``mask`` broadcastable to
-    ``(*lead, H, S, S)``."""
+    """Attention on ``(*lead, H, S, d)`` inputs, flattened to 4-D; bool keep-``mask`` broadcastable to the scores."""
     lead = q.shape[:-3]
     flat = [t.reshape(-1, *t.shape[-3:]) for t in (q, k, v)]
     if mask is not None:
@@ -75,10 +74,7 @@ class _AxialProjections(nn.Module):
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         _check_chunk_size(chunk_size)
         self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim // num_heads
-        self.q_proj = nn.Linear(embed_dim, embed_dim)
-        self.k_proj = nn.Linear(embed_dim, embed_dim)
-        self.v_proj = nn.Linear(embed_dim, embed_dim)
-        self.out_proj = nn.Linear(embed_dim, embed_dim)
+        self.q_proj, self.k_proj, self.v_proj, self.out_proj = (nn.Linear(embed_dim, embed_dim) for _ in range(4))
         self.dropout = dropout
         self.chunk_size = chunk_size
 
@@ -98,14 +94,9 @@ class _AxialProjections(nn.Module):
 
 
 class RowAttention(_AxialProjections):
-    """Self-attention along each row (sequence) of an MSA of ``embed_dim`` channels, ``num_heads`` heads.
-
-    Args:
-        tied: share one ``(L, L)`` map per head across the rows (scores summed over the real rows, scaled by
-            ``1/sqrt(d·N)``, as in MSA Transformer); False attends within each row separately.
-        dropout: dropout on the attention weights, training mode only.
-        chunk_size: rows processed at a time (None: all).
-    """
+    """Self-attention along each row of an MSA of ``embed_dim`` channels and ``num_heads`` heads; ``tied`` shares one
+    ``(L, L)`` map per head across the rows (scaled by ``1/sqrt(d·N)`` as in MSA Transformer), ``dropout`` acts on
+    the attention weights, ``chunk_size`` rows are processed at a time (None: all)."""
 
     def __init__(self, embed_dim: int, num_heads: int, *, tied: bool = False, dropout: float = 0.0, chunk_size: int | None = None) -> None:
         super().__init__(embed_dim, num_heads, dropout, chunk_size)
@@ -133,7 +124,6 @@ class RowAttention(_AxialProjections):
             q, k, v = (self._heads(proj(h)) for proj in (self.q_proj, self.k_proj, self.v_proj))  # (B, n, H, L, d)
             out, weights = _attend(q, k, v, mask, self._dropout_p(), need_weights)
             return self.out_proj(self._merge(out)), weights
-
         return apply_in_chunks(rows, x, chunk_size=self.chunk_size, dim=1, checkpoint=True)
 
     def _tied(self, x: Tensor, sequence_padding_mask: Tensor | None, key_keep: Tensor | None,
@@ -175,7 +165,6 @@ class RowAttention(_AxialProjections):
             q = self._concat_rows(q * h_scale.to(q.dtype))  # (B, H, L, n·d): the sum over rows is one matmul
             k = self._concat_rows(self.k_proj(h))
             return torch.matmul(q, k.transpose(-2, -1)) * scale
-
         scores = apply_in_chunks(partial_scores, x, q_scale, chunk_size=self.chunk_size, dim=1, reduce="sum", checkpoint=True)
         attention, weights = attention_weights(scores, key_keep, dropout_p=self._dropout_p())  # (B, H, L, L)
 
@@ -183,7 +172,6 @@ class RowAttention(_AxialProjections):
             """``h (B, n, L, D)`` → ``(B, n, L, D)``: the shared map applied to these rows' values."""
             v = self._heads(self.v_proj(h))  # (B, n, H, L, d)
             return self.out_proj(self._merge(torch.matmul(attention.unsqueeze(1), v)))
-
         out = apply_in_chunks(rows, x, chunk_size=self.chunk_size, dim=1, checkpoint=True)
         return out, (weights if need_weights else None)
 
@@ -210,24 +198,16 @@ class ColumnAttention(_AxialProjections):
             q, k, v = (self._heads(proj(h)) for proj in (self.q_proj, self.k_proj, self.v_proj))  # (B, l, H, N, d)
             out, weights = _attend(q, k, v, mask, self._dropout_p(), need_weights)
             return self.out_proj(self._merge(out)).transpose(1, 2), (None if weights is None else weights.transpose(1, 2))
-
         out, weights = apply_in_chunks(columns, x, chunk_size=self.chunk_size, dim=2, checkpoint=True)
         weights = None if weights is None else weights.transpose(1, 2)  # chunks are joined along dim 2: (B, H, L, N, N)
         return (out if keep is None else out * keep), weights
 
 
 class AxialTransformerLayer(nn.Module):
-    """Row attention, column attention and feed-forward, each as ``x + dropout(f(LayerNorm(x)))``.
-
-    Args:
-        embed_dim, num_heads: channels D and heads H of row and column attention.
-        dim_feedforward: feed-forward hidden width (default 4·D).
-        dropout: dropout on the residual branches and the feed-forward's hidden units.
-        attention_dropout: dropout on the row and column attention weights.
-        activation: ``"gelu"``, ``"relu"`` or ``"silu"``.
-        tied: tied row attention, see :class:`RowAttention`.
-        chunk_size: rows / columns processed at a time in every sub-block (None: all).
-    """
+    """Row attention, column attention and feed-forward, each as ``x + dropout(f(LayerNorm(x)))``: ``embed_dim``
+    channels, ``num_heads`` heads, ``dim_feedforward`` hidden units (default 4·embed_dim) with ``activation``,
+    ``dropout`` on the residual branches and hidden units, ``attention_dropout`` on the attention weights; ``tied``
+    and ``chunk_size`` as in :class:`RowAttention`."""
 
     def __init__(self, embed_dim: int, num_heads: int, *, dim_feedforward: int | None = None, dropout: float = 0.1,
                  attention_dropout: float = 0.0, activation: str = "gelu", tied: bool = True,
@@ -257,6 +237,5 @@ class AxialTransformerLayer(nn.Module):
 
         def feed_forward(h: Tensor) -> Tensor:
             return self.dropout(self.feed_forward(self.feed_forward_norm(h)))
-
         out = hidden + apply_in_chunks(feed_forward, hidden, chunk_size=self.chunk_size, dim=1, checkpoint=True)
         return (out if keep is None else out * keep), weights

@@ -43,21 +43,12 @@ def _as_parts(output: Output) -> tuple[Tensor | None, ...]:
 
 def apply_in_chunks(fn: Callable[..., Output], *inputs: Any, chunk_size: int | None, dim: int = 0, num_dims: int = 1,
                     reduce: Literal["cat", "sum"] = "cat", checkpoint: bool = False) -> Output:
-    """``fn(*inputs)`` computed ``chunk_size`` rows of the batch-like dims at a time.
+    """``fn(*inputs)`` computed ``chunk_size`` rows (None: all) of the batch-like dims at a time.
 
-    The batch-like dims ``dim .. dim + num_dims - 1`` of every tensor input (sizes ``S``, or 1 to broadcast) are
-    flattened into one dim of ``prod(S)`` rows and cut into chunks; a tensor of 1 row goes whole to every chunk,
-    non-tensors as they are.
-
-    Args:
-        fn: called with ``(*lead, c, *rest)`` tensors, ``c <= chunk_size``; returns a tensor or a tuple of tensors /
-            None. With ``"cat"`` row i of its output must depend on row i of the inputs only.
-        *inputs: the arguments of ``fn``.
-        chunk_size: rows per call; None (or ``>= prod(S)``) calls ``fn`` once.
-        dim: first batch-like dim (>= 0); num_dims: how many consecutive dims are flattened together.
-        reduce: ``"cat"`` joins the outputs along ``dim`` and restores ``S``; ``"sum"`` adds them up.
-        checkpoint: under autograd, recompute each chunk in the backward pass (non-reentrant
-            :func:`torch.utils.checkpoint.checkpoint`, random state replayed).
+    The dims ``dim .. dim + num_dims - 1`` of every tensor in ``inputs`` (size 1 broadcasts) are flattened into rows
+    and cut into chunks; ``fn`` returns a tensor or a tuple of tensors / None, whose row i depends on row i of the
+    inputs only when ``reduce="cat"`` (joined along ``dim``); ``"sum"`` adds the chunks' outputs. ``checkpoint``:
+    under autograd, recompute each chunk in the backward pass (:func:`torch.utils.checkpoint.checkpoint`).
     """
     if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
         raise ValueError(f"chunk_size must be a positive int or None, got {chunk_size!r}")
@@ -77,7 +68,6 @@ def apply_in_chunks(fn: Callable[..., Output], *inputs: Any, chunk_size: int | N
 
     def restore(t: Tensor | None) -> Tensor | None:
         return t if t is None or reduce == "sum" or num_dims == 1 else t.unflatten(dim, shape)
-
     if chunk_size is None or chunk_size >= rows:
         output = fn(*flat)
         parts = tuple(restore(t) for t in _as_parts(output))

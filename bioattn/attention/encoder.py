@@ -33,19 +33,13 @@ class FeedForward(nn.Module):
 
 
 class TransformerEncoderLayer(nn.Module):
-    """Self-attention then feed-forward, each with a residual connection and LayerNorm (pre-norm with
-    ``norm_first=True``); parameters and numerics match :class:`torch.nn.TransformerEncoderLayer` (batch-first).
+    """Self-attention then feed-forward, each with residual + LayerNorm (pre-norm with ``norm_first``, else post-norm),
+    matching :class:`torch.nn.TransformerEncoderLayer` (batch-first).
 
-    Args:
-        num_heads: attention heads H; ``embed_dim % H == 0``.
-        dim_feedforward: feed-forward hidden width (default 4·embed_dim).
-        dropout: dropout on the residual branches (and the default of the next two).
-        attention_dropout: dropout on the attention weights; ffn_dropout: on the feed-forward's hidden activations.
-        activation: ``"gelu"``, ``"relu"`` or ``"silu"``.
-        norm_first: pre-norm (True) or post-norm (False).
-        kv_heads: key/value heads for grouped-query attention (None = H, 1 = multi-query).
-        layer_norm_eps: LayerNorm epsilon.
-        head_temperature: a learnable temperature per head (see :class:`~bioattn.attention.MultiHeadAttention`).
+    ``num_heads`` H (``embed_dim % H == 0``); ``kv_heads`` and ``head_temperature`` as in
+    :class:`~bioattn.attention.MultiHeadAttention`; ``dim_feedforward`` (default 4·embed_dim) hidden units with
+    ``activation`` (``"gelu"``, ``"relu"``, ``"silu"``); ``dropout`` on the residual branches, also the default of
+    ``attention_dropout`` (attention weights) and ``ffn_dropout`` (hidden units); ``layer_norm_eps``.
     """
 
     def __init__(self, embed_dim: int, num_heads: int, *, dim_feedforward: int | None = None, dropout: float = 0.1,
@@ -67,19 +61,11 @@ class TransformerEncoderLayer(nn.Module):
     def forward(self, x: Tensor, *, key_padding_mask: Tensor | None = None, attn_mask: Tensor | None = None,
                 causal: bool = False, need_weights: bool = False,
                 first_outputs: int | None = None) -> tuple[Tensor, Tensor | None]:
-        """One encoder layer over a batch-first sequence.
+        """``x (B, L, D)`` → ``(x (B, N, D), weights (B, H, N, L) or None)``; N = L without ``first_outputs``.
 
-        Args:
-            x: ``(B, L, D)`` float embeddings.
-            key_padding_mask: ``(B, L)`` bool, True = padding (or float, added to the scores).
-            attn_mask: ``(L, L)``, ``(B*H, L, L)`` or ``(B, H, L, L)``; bool True = not allowed, or float added.
-            causal: block keys after each query position.
-            need_weights: also return the attention weights.
-            first_outputs: compute only the outputs of the first N positions (queries from those, keys from all L):
-                equal to ``[:, :N]`` of the full layer.
-
-        Returns:
-            ``(x (B, N, D), weights (B, H, N, L) or None)``; N = L without ``first_outputs``.
+        ``key_padding_mask``, ``attn_mask``, ``causal``, ``need_weights``: as in
+        :meth:`MultiHeadAttention.forward`. ``first_outputs``: compute only the first N positions' outputs (queries
+        from those, keys from all L), equal to ``[:, :N]`` of the full layer.
         """
         check_embeddings(x, "x", "(B, L, D)", self.norm1.normalized_shape[0], self.norm1.weight)
         check_padding_mask(key_padding_mask, "key_padding_mask", tuple(x.shape[:2]))
@@ -93,7 +79,6 @@ class TransformerEncoderLayer(nn.Module):
             out, weights = self.self_attn(queries, keys, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
                                           causal=causal, need_weights=need_weights)
             return self.dropout1(out), weights
-
         kept = x[:, :first_outputs]
         if self.norm_first:
             attended, weights = attend(self.norm1(x))
@@ -132,17 +117,9 @@ class TransformerEncoder(nn.Module):
     def forward(self, x: Tensor, *, key_padding_mask: Tensor | None = None, attn_mask: Tensor | None = None,
                 causal: bool = False, need_weights: bool = False,
                 first_outputs: int | None = None) -> tuple[Tensor, list[Tensor] | None]:
-        """Run every layer on a batch-first sequence.
-
-        Args:
-            x: ``(B, L, D)`` float embeddings.
-            key_padding_mask, attn_mask, causal: as in :meth:`TransformerEncoderLayer.forward`.
-            need_weights: also return every layer's attention weights.
-            first_outputs: return only the first N positions (the last layer computes only those).
-
-        Returns:
-            ``(x (B, N, D), [weights (B, H, L, L) per layer, the last (B, H, N, L)] or None)``; N = L by default.
-        """
+        """``x (B, L, D)`` → ``(x (B, N, D), [weights (B, H, L, L) per layer, the last (B, H, N, L)] or None)``;
+        ``key_padding_mask``, ``attn_mask``, ``causal``, ``need_weights``, ``first_outputs``: as in
+        :meth:`TransformerEncoderLayer.forward`."""
         all_weights: list[Tensor] = []
         last = len(self.layers) - 1
         for index, layer in enumerate(self.layers):

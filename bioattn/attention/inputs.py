@@ -11,14 +11,8 @@ BATCH_FIRST_HINT = "bioattn blocks are batch-first: a sequence-first (L, B, E) t
 
 def check_mask_dtype(mask: Tensor | None, name: str, true_means: str, from_keep_ones: str, *, allow_float: bool = True,
                      shape: tuple[int, ...] | None = None) -> None:
-    """Refuse integer masks (ambiguous), naming the conversion from Hugging Face's convention.
-
-    Args:
-        true_means: what True means for this argument, e.g. ``"True = padding"``.
-        from_keep_ones: the expression turning a Hugging Face ``attention_mask`` (1 = keep) into this argument.
-        allow_float: whether a float (additive) mask is accepted too.
-        shape: the expected shape, named in the message when given.
-    """
+    """Refuse integer masks, naming ``from_keep_ones``, the conversion from a Hugging Face ``attention_mask``;
+    ``true_means`` (``"True = padding"``), ``shape`` are named in the message, ``allow_float`` accepts float masks."""
     if mask is None or mask.dtype == torch.bool or (allow_float and mask.is_floating_point()):
         return
     of_shape = "" if shape is None else f" of shape {shape}"

@@ -17,19 +17,11 @@ def blocked_to_additive(mask: Tensor, dtype: torch.dtype) -> Tensor:
 
 
 class MultiHeadAttention(nn.Module):
-    """H heads of width ``embed_dim / H``, concatenated and projected back to ``embed_dim``; batch-first.
+    """``num_heads`` heads H of width ``embed_dim / H``, concatenated and projected back; batch-first.
 
-    Masks follow :class:`torch.nn.MultiheadAttention`: bool ``key_padding_mask`` True at padding, bool ``attn_mask``
-    True where attention is *not* allowed; float masks are added to the scores (``<= -1e4`` blocks); integer masks
-    are refused. Queries whose keys are all masked return zeros.
-
-    Args:
-        num_heads: query heads H; ``embed_dim % H == 0``.
-        kv_heads: key/value heads (grouped-query attention), ``H % kv_heads == 0``; None = H, 1 = multi-query.
-        dropout: dropout on attention weights, training mode only.
-        bias: add biases to the four projections.
-        kdim, vdim: widths of ``key`` and ``value`` for cross-attention (default ``embed_dim``).
-        head_temperature: learn an inverse temperature per head, ``exp(log_head_scale[h])`` (initialised to 0).
+    ``kv_heads``: key/value heads (grouped-query; None = H, 1 = multi-query); ``dropout`` on the attention weights
+    (training only); ``bias`` on the four projections; ``kdim``, ``vdim``: widths of ``key`` and ``value`` (default
+    ``embed_dim``); ``head_temperature``: learn an inverse temperature per head, ``exp(log_head_scale[h])``.
     """
 
     def __init__(self, embed_dim: int, num_heads: int, *, kv_heads: int | None = None, dropout: float = 0.0,
@@ -101,18 +93,12 @@ class MultiHeadAttention(nn.Module):
     def forward(self, query: Tensor, key: Tensor | None = None, value: Tensor | None = None, *,
                 key_padding_mask: Tensor | None = None, attn_mask: Tensor | None = None, causal: bool = False,
                 need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
-        """Attend ``query`` over ``key``/``value`` (self-attention when ``key`` is None).
+        """``query (B, Lq, E)`` over ``key (B, Lk, kdim)`` (None: self-attention) and ``value (B, Lk, vdim)`` (default
+        ``key``) → ``(out (B, Lq, E), weights (B, H, Lq, Lk) with need_weights, else None)``.
 
-        Args:
-            query: ``(B, Lq, E)`` float, in the parameters' dtype (any float dtype under ``torch.autocast``).
-            key: ``(B, Lk, kdim)`` or None; value: ``(B, Lk, vdim)``, defaults to ``key``.
-            key_padding_mask: ``(B, Lk)`` bool, True = padding (Hugging Face's ``attention_mask == 0``), or float.
-            attn_mask: ``(Lq, Lk)``, ``(B*H, Lq, Lk)`` or ``(B, H, Lq, Lk)``; bool True = not allowed, or float.
-            causal: block keys after each query position.
-            need_weights: also return per-head weights (explicit softmax path).
-
-        Returns:
-            ``(out (B, Lq, E), weights (B, H, Lq, Lk) or None)``.
+        ``key_padding_mask (B, Lk)``: bool True = padding; ``attn_mask`` ``(Lq, Lk)``, ``(B*H, Lq, Lk)`` or
+        ``(B, H, Lq, Lk)``: bool True = not allowed. Float masks are added to the scores (``<= -1e4`` blocks),
+        integer masks refused; fully masked queries give zeros. ``causal``: block keys after each query.
         """
         check_embeddings(query, "query", "(B, Lq, E)", self.embed_dim, self.q_proj.weight)
         key = query if key is None else key

@@ -70,18 +70,9 @@ def _prepare(weights: Sequence[Tensor], start_layer: int,
 
 def attention_rollout(weights: Sequence[Tensor], *, residual: bool = True, head_fusion: str = "mean",
                       start_layer: int = 0, key_padding_mask: Tensor | None = None) -> Tensor:
-    """Roll attention out through the layers: ``(B, L, L)`` ``R = A_last @ ... @ A_start``.
-
-    Args:
-        weights: per-layer attention maps, each ``(B, H, L, L)`` (rows = queries), e.g. from ``need_weights=True``.
-        residual: add the identity to each fused map before re-normalising rows.
-        head_fusion: ``"mean"``, ``"max"`` or ``"min"`` over heads.
-        start_layer: first layer included.
-        key_padding_mask: bool ``(B, L)``, True = padding; padding receives zero influence and has zero rows.
-
-    ``R[b, i, j]`` is the share of token ``i``'s final representation that flows from input token ``j``;
-    :func:`rollout_rows` gives a few rows at O(L²) instead of O(L³) per layer.
-    """
+    """Rollout ``R = A_last @ ... @ A_start`` ``(B, L, L)`` of per-layer ``weights`` ``(B, H, L, L)`` (rows =
+    queries): heads fused by ``head_fusion`` (``"mean"``, ``"max"``, ``"min"``), the identity added with ``residual``,
+    layers from ``start_layer``; ``key_padding_mask (B, L)`` (True = padding) zeroes padding's rows and columns."""
     batch, length, dtype, real = _prepare(weights, start_layer, key_padding_mask)
     rollout = torch.eye(length, dtype=dtype, device=weights[0].device).expand(batch, length, length)
     rollout = rollout.clone() if real is None else rollout * real[:, :, None]

@@ -143,20 +143,12 @@ def _fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropo
 def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *, causal: bool = False,
                                  dropout_p: float = 0.0, scale: float | None = None,
                                  need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
-    """Attention of queries over keys, fused unless weights are requested.
+    """``q (..., Lq, d)``, ``k (..., Lk, d)``, ``v (..., Lk, dv)`` → ``(out (..., Lq, dv), weights or None)``.
 
-    Args:
-        q: ``(..., Lq, d)``; grouped-query ``(..., Hq, Lq, d)``.
-        k: ``(..., Lk, d)``; grouped-query ``(..., Hkv, Lk, d)``, ``Hq % Hkv == 0``.
-        v: ``(..., Lk, dv)``; q, k, v share one floating dtype and device.
-        mask: bool (True = may attend) or float (added; ``<= -1e4`` = blocked), broadcastable to ``(..., Lq, Lk)``.
-        causal: block keys after the query position (top-left aligned); combines with ``mask``.
-        dropout_p: dropout on the weights, applied whenever > 0 (pass 0.0 in eval mode).
-        scale: score scale, default ``1 / sqrt(d)``.
-        need_weights: return the weights (explicit path) instead of running the fused kernel.
-
-    Returns:
-        ``(out (..., Lq, dv), weights (..., Lq, Lk) before dropout, or None)``.
+    Grouped-query: ``q (..., Hq, Lq, d)``, ``k``/``v`` with ``Hkv`` heads, ``Hq % Hkv == 0``. ``mask``: bool (True =
+    may attend) or float (added; ``<= -1e4`` blocks), broadcastable to ``(..., Lq, Lk)``. ``causal``: block keys
+    after the query position (top-left aligned). ``dropout_p``: applied whenever > 0. ``scale``: default
+    ``1 / sqrt(d)``. ``need_weights``: also return the weights before dropout (explicit path).
     """
     groups = _check_inputs(q, k, v, mask, dropout_p)
     lq, lk = q.size(-2), k.size(-2)
