@@ -1,10 +1,7 @@
 """Axial attention over a multiple sequence alignment ``x: (B, N, L, D)`` (batch, sequences, positions, channels).
 
-Attention along each row (:class:`RowAttention`, optionally tied across rows as in MSA Transformer) and along each
-column (:class:`ColumnAttention`), O(NL(N+L)) instead of O((NL)²); :class:`AxialTransformerLayer` stacks both
-with a feed-forward. Masks: ``sequence_padding_mask (B, N)`` and ``position_padding_mask (B, L)``, True = padding;
-padded cells never influence real ones and output zeros. ``chunk_size`` processes rows / columns that many at a
-time (:func:`~bioattn.attention.apply_in_chunks`, checkpointed under autograd): same result, bounded memory.
+Masks: ``sequence_padding_mask (B, N)`` and ``position_padding_mask (B, L)``, True = padding; padded cells never
+influence real ones and output zeros. ``chunk_size`` bounds memory (:func:`~bioattn.attention.apply_in_chunks`).
 """
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
-"""One switch for the kernel behind every attention block of :mod:`bioattn.attention`.
-
-Every block computes attention with :func:`~bioattn.attention.scaled_dot_product_attention`, which asks this module
-which kernel to run when no weights are requested:
-
-- ``auto`` (default): torch picks (flash → memory-efficient → math); respects an outer
-  :func:`torch.nn.attention.sdpa_kernel`.
-- ``math``, ``flash``, ``efficient``, ``cudnn``: that ``SDPBackend`` of torch.
-- ``explicit``: bioattn's own ``softmax(q·kᵀ·scale + mask)·v`` (the ``need_weights=True`` path), for debugging.
-
-A named kernel that cannot run the inputs raises a ``RuntimeError``, never a silent fallback. ``need_weights=True``
-always takes the explicit path. The choice is process-wide::
+"""One process-wide switch for the kernel behind every attention block of :mod:`bioattn.attention`: ``auto``
+(default, torch picks), ``math``, ``flash``, ``efficient``, ``cudnn`` (that ``SDPBackend`` of torch; one that cannot
+run the inputs raises a ``RuntimeError``) or ``explicit`` (bioattn's own softmax, the ``need_weights=True`` path)::
 
     import bioattn.attention as A
     A.set_backend("math")            # for the whole process

@@ -92,12 +92,9 @@ class TransformerEncoderLayer(nn.Module):
 
 
 class TransformerEncoder(nn.Module):
-    """A stack of ``num_layers`` :class:`TransformerEncoderLayer`; pre-norm stacks end with a final LayerNorm.
-
-    Args:
-        embed_dim, num_heads, dim_feedforward, dropout, attention_dropout, ffn_dropout, activation, norm_first,
-        kv_heads, layer_norm_eps, head_temperature: as in :class:`TransformerEncoderLayer`, for every layer.
-    """
+    """A stack of ``num_layers`` :class:`TransformerEncoderLayer` (embed_dim, num_heads, dim_feedforward, dropout,
+    attention_dropout, ffn_dropout, activation, norm_first, kv_heads, layer_norm_eps, head_temperature: the same for
+    every layer); pre-norm stacks end with a final LayerNorm."""
 
     def __init__(self, embed_dim: int, num_heads: int, num_layers: int, *, dim_feedforward: int | None = None,
                  dropout: float = 0.1, attention_dropout: float | None = None, ffn_dropout: float | None = None,

@@ -1,10 +1,8 @@
 """Scaled dot-product attention with one mask convention: the single path of every bioattn attention block.
 
 ``softmax(q·kᵀ · scale + mask) · v``: torch's fused function on the kernel chosen by
-:func:`~bioattn.attention.set_backend`, or with ``need_weights=True`` an explicit softmax that materialises the
-``(..., Lq, Lk)`` weights. A bool mask is True where a query *may* attend; a float mask is added to the scores, and
-entries at or below :data:`BLOCKED_SCORE` block like ``-inf``. Integer masks are refused. A query whose keys are all
-blocked returns zeros. A mask that blocks nothing is dropped before the fused kernel (not while compiling).
+:func:`~bioattn.attention.set_backend`, or with ``need_weights=True`` an explicit softmax. A bool mask is True where
+a query *may* attend; float entries at or below :data:`BLOCKED_SCORE` block like ``-inf``.
 """
 from __future__ import annotations
 

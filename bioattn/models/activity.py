@@ -1,9 +1,8 @@
 """Activity regressor: DNA sequence → one or more measured activities (MPRA log2(RNA/DNA), expression, ...).
 
-Token ids of the element (flanks removed, right-padded to ``input_length``) → embedding → conv stem → ``stages``
-residual conv blocks with squeeze-and-excitation, each pooling by 2 → :class:`~bioattn.attention.TransformerEncoder`
-→ masked mean pooling (the *embedding*) → MLP head with T outputs, in the units of the training file. Optional
-linear branches over k-mer counts (:func:`kmer_counts`) and motif scores (:func:`motif_scores`) add to the head.
+Element token ids → conv stem and residual conv blocks pooling by 2 → :class:`~bioattn.attention.TransformerEncoder`
+→ masked mean pooling (the *embedding*) → MLP head, plus optional linear branches over :func:`kmer_counts` and
+:func:`motif_scores`.
 """
 from __future__ import annotations
 
@@ -149,15 +148,13 @@ class ActivityRegressor(PretrainedModel):
     """Sequence → ``T`` activities (regression), with a convolutional stem and an attention encoder.
 
     Args:
-        input_length: longest element (nt, without flanks) accepted; shorter ones are padded and masked.
-        target_names: one name per output column.
+        input_length: longest element (nt, without flanks) accepted.
         target_mean, target_sd: per target, the training mean and sd; outputs are ``mean + sd * head``.
-        flanks: ``[5′, 3′]`` constant adapters removed from raw strings (``""``: none).
-        strand: ``"forward"`` or ``"both"`` (average with the reverse complement in :meth:`predict`).
+        flanks: ``[5′, 3′]`` constant adapters removed from raw strings; strand: ``"forward"`` or ``"both"``.
         channels, kernel, stages: the conv stem (width, odd kernel size, residual blocks each pooling by 2).
-        kmer_branch: 0 (off) or K: add a linear function of the standardised k-mer counts, k = 1..K.
-        motifs: None (off) or ``{"ids", "names", "widths", "bins", "source"}`` of M motif matrices (buffer
-            ``motif_matrices``, :meth:`set_motif_matrices`): add a linear function of their standardised scores.
+        kmer_branch: 0 (off) or K: a linear branch over the standardised k-mer counts, k = 1..K.
+        motifs: None (off) or ``{"ids", "names", "widths", "bins", "source"}`` of M motif matrices
+            (:meth:`set_motif_matrices`): a linear branch over their standardised scores.
         clip_features: clip each branch's raw features to their training range (:meth:`set_feature_range`).
     """
 
@@ -219,29 +216,23 @@ class ActivityRegressor(PretrainedModel):
                                   nn.Linear(embed_dim, count))
         self.kmer_branch = kmer_branch
         if kmer_branch:
-            features = sum(4**k for k in range(1, kmer_branch + 1))
-            self.register_buffer("kmer_mean", torch.zeros(features))
-            self.register_buffer("kmer_scale", torch.ones(features))
-            self._range_buffers("kmer", features)
-            self.kmer_linear = nn.Linear(features, count)
-            nn.init.zeros_(self.kmer_linear.weight)
-            nn.init.zeros_(self.kmer_linear.bias)
+            self._linear_branch("kmer", sum(4**k for k in range(1, kmer_branch + 1)), count)
         self.motifs = motifs
         if motifs is not None:
-            count_m = len(motifs["widths"])
-            features_m = 2 * motifs["bins"] * count_m
-            self.register_buffer("motif_matrices", torch.zeros(count_m, 4, max(motifs["widths"])))
-            self.register_buffer("motif_mean", torch.zeros(features_m))
-            self.register_buffer("motif_scale", torch.ones(features_m))
-            self._range_buffers("motif", features_m)
-            self.motif_linear = nn.Linear(features_m, count)
-            nn.init.zeros_(self.motif_linear.weight)
-            nn.init.zeros_(self.motif_linear.bias)
+            self.register_buffer("motif_matrices", torch.zeros(len(motifs["widths"]), 4, max(motifs["widths"])))
+            self._linear_branch("motif", 2 * motifs["bins"] * len(motifs["widths"]), count)
 
-    def _range_buffers(self, branch: str, features: int) -> None:
+    def _linear_branch(self, branch: str, features: int, outputs: int) -> None:
+        """Buffers ``{branch}_mean``, ``_scale`` (and ``_low``, ``_high`` to clip to) and a zero ``{branch}_linear``."""
+        self.register_buffer(f"{branch}_mean", torch.zeros(features))
+        self.register_buffer(f"{branch}_scale", torch.ones(features))
         if self.clip_features:
             self.register_buffer(f"{branch}_low", torch.full((features,), -torch.inf))
             self.register_buffer(f"{branch}_high", torch.full((features,), torch.inf))
+        linear = nn.Linear(features, outputs)
+        nn.init.zeros_(linear.weight)
+        nn.init.zeros_(linear.bias)
+        setattr(self, f"{branch}_linear", linear)
 
     def set_feature_range(self, branch: str, low: Tensor | np.ndarray, high: Tensor | np.ndarray) -> None:
         """Store the training range ``(F,)`` of the raw features of ``branch`` (``"kmer"`` or ``"motif"``)."""
@@ -331,8 +322,7 @@ class ActivityRegressor(PretrainedModel):
         out = torch.full((len(sequences), self.input_length), PAD_ID, dtype=torch.long)
         for index, sequence in enumerate(sequences):
             record = records[index] if records is not None else f"sequence {index}"
-            element = strip_flanks(sequence, self.flanks)
-            ids = encode(element, record=record)
+            ids = encode(strip_flanks(sequence, self.flanks), record=record)
             if len(ids) > self.input_length:
                 raise UserInputError(f"{record}: {len(ids)} nt after removing the flanks; this model accepts at most "
                                      f"{self.input_length} nt (its training length)")

@@ -6,10 +6,8 @@ An ensemble run directory (``bioattn train ... --seeds`` or ``--cv K``) holds on
     {"model_type": "Ensemble", "member_type": "PromoterClassifier", "members": ["seed0", "seed1", "seed2"],
      "combine": "mean probability"}
 
-``bioattn.models.load_pretrained(ensemble_dir)`` returns an :class:`Ensemble`, whose forward returns the logits of
-the members' averaged probabilities, so the member class's prediction methods (run with the ensemble as ``self``)
-give the averaged prediction. Regressors are averaged as values (:class:`EnsembleValues`). Explanations run per
-member (:func:`ensemble_members`).
+``bioattn.models.load_pretrained(ensemble_dir)`` returns an :class:`Ensemble`; the member class's prediction
+methods, run with the ensemble as ``self``, give the averaged prediction. Explanations run per member.
 """
 from __future__ import annotations
 
@@ -31,8 +29,7 @@ COMBINE = "mean probability"
 class Ensemble(nn.Module):
     """Average of ``members``' probabilities (models of one class): logits ``(B,)`` averaged as sigmoid
     probabilities, ``(B, ..., C)`` as softmax probabilities (returned as log-probabilities); ``(logits, None, ...)``
-    gives ``(averaged logits, None, ...)``; dicts with ``"values"`` give :class:`EnsembleValues`.
-    """
+    gives ``(averaged logits, None, ...)``; dicts with ``"values"`` give :class:`EnsembleValues`."""
 
     def __init__(self, members: Sequence[nn.Module]) -> None:
         super().__init__()

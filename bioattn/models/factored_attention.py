@@ -1,11 +1,9 @@
 """Factored attention: one layer of attention fitted on one alignment predicts its contacts (Bhattacharya et al. 2021).
 
-Head h has queries and keys from the position alone, ``Q_h, K_h (L, d)``, attention ``A_h = softmax(Q_h K_hᵀ /
-sqrt(d))`` over the other positions, and values ``W_V^h (q, q)`` over the states. The logit of state a at position i
-is ``h_i(a) + Σ_h Σ_j A_h[i, j] W_V^h[x_j, a]``, i.e. couplings ``J_ij = Σ_h A_h[i, j] W_V^h``, fitted by the Potts
-model's regularised pseudo-likelihood (:func:`bioattn.coevolution.pseudo_likelihood`) with Adam
-(:func:`fit_factored_attention`). Contact maps: ``"coupling"`` (Frobenius norm of the implied couplings, then APC)
-or ``"attention"`` (``Σ_h A_h`` symmetrised, then APC).
+Head h attends with position-only queries and keys ``Q_h, K_h (L, d)`` over the other positions, values
+``W_V^h (q, q)`` over the states: couplings ``J_ij = Σ_h A_h[i, j] W_V^h``, fitted by the Potts model's
+pseudo-likelihood (:func:`fit_factored_attention`). Contact maps: ``"coupling"`` (norms of ``J_ij``, then APC) or
+``"attention"`` (``Σ_h A_h`` symmetrised, then APC).
 """
 from __future__ import annotations
 
@@ -29,11 +27,8 @@ LR_SCHEDULES = ("cosine", "constant")
 
 
 class FactoredAttention(nn.Module):
-    """One layer of factored attention over an alignment of ``length`` columns with ``num_states`` states.
-
-    Parameters: ``queries``, ``keys`` ``(H, L, d)``, ``values`` ``(H, q, q)`` (``values[h, b, a]``: what a
-    residue b at the attended position adds to the logit of state a), ``fields`` ``(L, q)``.
-    """
+    """One layer of factored attention over ``length`` columns of ``num_states`` states: ``queries``, ``keys``
+    ``(H, L, d)``, ``values`` ``(H, q, q)`` (residue b attended → logit of state a), ``fields (L, q)``."""
 
     def __init__(self, length: int, num_heads: int = 32, head_dim: int = 32, num_states: int = 21, seed: int = 0) -> None:
         super().__init__()

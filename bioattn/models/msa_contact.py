@@ -1,7 +1,5 @@
 """MSA contact model: axial transformer trained by masked-token prediction, contacts read from tied row attention.
 
-Token ids ``(B, N, L)`` (:class:`~bioattn.data.msa.MSATokenizer`) → embedding + positions → tied-row
-:class:`~bioattn.attention.AxialTransformerLayer` stack → a language-model head over the alignment symbols.
 Contacts: each layer's tied maps, symmetrised and APC-corrected, sorted over heads at each pair (so a head fitted on
 other families applies), plus optional extra pair features, z-scored per family → logistic regression
 (``contact_head``, :func:`fit_contact_head`).
@@ -41,14 +39,9 @@ def mask_tokens(tokens: Tensor, probability: float, generator: torch.Generator |
 
 
 class MSAContactModel(PretrainedModel):
-    """Axial-attention MSA language model with an attention-based contact head.
-
-    Args:
-        max_len: most alignment columns accepted.
-        chunk_size: rows/columns per chunk in every layer (None: all at once).
-        extra_contact_features: names of pair features appended to the attention features of the contact head.
-        positional: ``learned`` or ``sinusoidal`` (defined for columns never seen in training).
-    """
+    """Axial-attention MSA language model of at most ``max_len`` columns with an attention-based contact head;
+    ``chunk_size`` rows/columns per chunk (None: all), ``extra_contact_features`` appended pair features' names,
+    ``positional`` ``learned`` or ``sinusoidal``."""
 
     def __init__(self, *, max_len: int = 1024, embed_dim: int = 64, num_heads: int = 4, num_layers: int = 4,
                  dim_feedforward: int | None = None, dropout: float = 0.1, chunk_size: int | None = None,

@@ -1,9 +1,8 @@
 """ESM's MSA Transformer (ESM-MSA-1b, Rao et al. 2021) built from bioattn's axial blocks, batch-first, at any depth.
 
-With fair-esm's weights it gives fair-esm's logits, row-attention maps and contacts. Row attention runs over
-``max_tokens // L`` rows at a time, column attention over ``max_tokens // N`` columns. Weights are not shipped:
-convert fair-esm's checkpoint once with :meth:`MSATransformer.from_esm` (the only place a pickle is read,
-``torch.load(weights_only=True)``) and save it; later loads read safetensors::
+With fair-esm's weights it gives fair-esm's logits, row-attention maps and contacts. Weights are not shipped:
+convert fair-esm's checkpoint once with :meth:`MSATransformer.from_esm` (the only place a pickle is read) and save
+it; later loads read safetensors::
 
     model = MSATransformer.from_esm("esm_msa1b_t12_100M_UR50S.pt")
     model.save_pretrained("esm-msa-1b")
@@ -33,10 +32,8 @@ from bioattn.models.base import PretrainedModel
 __all__ = ["ESM_MSA_ALPHABET", "AlignmentPrediction", "MSATransformer", "esm_msa_subsample", "contact_maps_apc"]
 
 #: fair-esm's alphabet of the MSA Transformer: index = token id (``<cls>`` 0, ``<pad>`` 1, ``<mask>`` 32).
-ESM_MSA_ALPHABET = (
-    "<cls>", "<pad>", "<eos>", "<unk>", "L", "A", "G", "V", "S", "E", "R", "T", "I", "D", "P", "K", "Q", "N", "F", "Y",
-    "M", "H", "W", "C", "X", "B", "U", "Z", "O", ".", "-", "<null_1>", "<mask>",
-)
+ESM_MSA_ALPHABET = ("<cls>", "<pad>", "<eos>", "<unk>", "L", "A", "G", "V", "S", "E", "R", "T", "I", "D", "P", "K", "Q",
+                    "N", "F", "Y", "M", "H", "W", "C", "X", "B", "U", "Z", "O", ".", "-", "<null_1>", "<mask>")
 #: Default tokens per chunk of rows / columns (fair-esm's ``max_tokens_per_msa``).
 DEFAULT_MAX_TOKENS = 2**14
 REGRESSION_SUFFIX = "-contact-regression.pt"
@@ -111,15 +108,9 @@ class _LMHead(nn.Module):
 
 
 class MSATransformer(PretrainedModel):
-    """ESM's MSA Transformer on bioattn's axial blocks.
-
-    Args:
-        max_positions: longest row, ``<cls>`` included.
-        max_rows: rows of the learned row-index embedding; 0: none (ESM-MSA-1).
-        row_embed_dim: width of the row-index embedding (default ``embed_dim``; 1 is broadcast).
-        alphabet: token strings, index = id.
-        max_tokens: cells per chunk of rows or columns; None: no chunking.
-    """
+    """ESM's MSA Transformer on bioattn's axial blocks: ``max_positions`` (``<cls>`` included) per row, ``max_rows``
+    learned row-index embeddings (0: none) of width ``row_embed_dim`` (default ``embed_dim``), token strings
+    ``alphabet``, ``max_tokens`` cells per chunk of rows or columns (None: no chunking)."""
 
     def __init__(self, embed_dim: int = 768, num_heads: int = 12, num_layers: int = 12, ffn_embed_dim: int = 3072,
                  max_positions: int = 1024, max_rows: int = 1024, row_embed_dim: int | None = None,
@@ -192,18 +183,10 @@ class MSATransformer(PretrainedModel):
 
     def forward(self, tokens: Tensor, *, need_weights: bool = False, return_contacts: bool = False,
                 repr_layers: Sequence[int] = ()) -> dict[str, Any]:
-        """Run the model on alignments ``tokens`` int64 ``(B, N, C)`` (``<cls>`` first, ``<pad>`` filling missing
-        rows / trailing columns).
-
-        Args:
-            need_weights: also return the tied row-attention maps.
-            return_contacts: also return the contact probabilities (implies ``need_weights``).
-            repr_layers: layers whose hidden states to return (0 = embeddings; the last one after the final norm).
-
-        Returns:
-            dict with ``logits (B, N, C, V)``, ``representations`` {layer: ``(B, N, C, D)``}, with weights
-            ``row_attentions (B, layers, H, C, C)``, with contacts ``contacts (B, C-1, C-1)``, as fair-esm's.
-        """
+        """Alignments ``tokens`` int64 ``(B, N, C)`` (``<cls>`` first, ``<pad>`` filling missing rows / columns) →
+        fair-esm's dict: ``logits (B, N, C, V)``, ``representations`` {layer in ``repr_layers``: ``(B, N, C, D)``},
+        with ``need_weights`` ``row_attentions (B, layers, H, C, C)``, with ``return_contacts`` also
+        ``contacts (B, C-1, C-1)``."""
         if not isinstance(tokens, Tensor) or tokens.dim() != 3 or tokens.dtype != torch.long:
             raise ValueError(f"tokens must be an int64 tensor (B, N, C), got "
                              f"{tuple(tokens.shape) if isinstance(tokens, Tensor) else type(tokens).__name__}")

@@ -1,9 +1,8 @@
 """Promoter classifier: single-nucleotide tokens, a [CLS] token and a pre-norm transformer encoder.
 
-Token ids from :mod:`bioattn.data.dna` (right-padded; the model prepends [CLS]) → embedding → optional residual
-Conv1d blocks → learned positions → :class:`~bioattn.attention.TransformerEncoder` (padding masked) → MLP head on
-[CLS] → one logit (two classes, sigmoid) or C logits (softmax). Padding never changes a prediction; with
-``rc_average=True`` both strands are averaged, so ``p(seq) == p(revcomp(seq))`` exactly.
+Token ids (the model prepends [CLS]) → embedding → residual Conv1d blocks →
+:class:`~bioattn.attention.TransformerEncoder` → MLP head on [CLS]. Padding never changes a prediction;
+``rc_average=True`` averages both strands exactly.
 """
 from __future__ import annotations
 
@@ -41,15 +40,11 @@ class PromoterClassifier(PretrainedModel):
     """Promoter (or any DNA sequence class) classifier over DNA token ids.
 
     Args:
-        max_len: longest sequence (nt) accepted.
-        dropout: regularises the residual branches and the head, not the attention weights.
-        conv_kernel: odd kernel size of the residual Conv1d embedding; 0 disables it.
-        conv_layers: number of residual Conv1d blocks of that kernel.
+        dropout: on the residual branches and the head, not the attention weights.
+        conv_kernel, conv_layers: odd kernel size (0: off) and number of the residual Conv1d blocks.
         rc_average: default of :meth:`predict_logits`: average over both strands.
-        num_classes: 2 (one logit, sigmoid) or more (C logits, softmax).
-        class_names: the name of each class index (default ``"0"``, ``"1"``, ...).
+        num_classes: 2 (one logit, sigmoid) or more (C logits, softmax); class_names: default ``"0"``, ``"1"``, ...
         threshold: a two-class model predicts class 1 when its probability is ``>= threshold``.
-        head_temperature: a learnable temperature per attention head.
     """
 
     def __init__(self, *, max_len: int = 300, embed_dim: int = 64, num_heads: int = 4, num_layers: int = 2,

@@ -1,7 +1,7 @@
 """Models shipped with bioattn, loadable by name, and a loader that picks the class from the saved config.
 
-A shipped model is a folder ``bioattn/pretrained/<name>/`` laid out like a run directory plus ``card.json`` and
-``MODEL_CARD.md``; wherever a run directory is accepted, a shipped model's name is too::
+A shipped model is a run directory ``bioattn/pretrained/<name>/`` plus ``card.json`` and ``MODEL_CARD.md``; its
+name is accepted wherever a run directory is::
 
     from bioattn.models import load_pretrained
     from bioattn.models.promoter import PromoterClassifier
@@ -99,9 +99,7 @@ def load_pretrained(name_or_path: str | os.PathLike, map_location: str = "cpu",
     if model_type is None:
         raise UserInputError(f"{model_dir / CONFIG_NAME}: no model_type; load it with the model's class instead")
     import torch
-
     from bioattn.models.ensemble import Ensemble
-
     cls = model_class(model_type, model_dir / CONFIG_NAME)
     if expect is not None and not issubclass(cls, expect):
         held = f"an ensemble of {model_type}" if ensemble else f"a {model_type}"

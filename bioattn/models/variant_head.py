@@ -23,16 +23,12 @@ class VariantEffectHead(PretrainedModel):
     """``effect = intercept + Σ coef_i · (feature_i - mean_i) / scale_i``.
 
     Args:
-        feature_names: the features, in column order (see :mod:`bioattn.tasks.variants.head`).
         activity_model: the activity model's name (a shipped model) or where it came from.
         activity_copy: load the activity model from ``activity/`` of the run directory, else ``activity_model``.
-        offsets, strands, reversed_contigs: how the activity model's windows are placed (see
-            :mod:`bioattn.tasks.variants.score`).
+        offsets, strands, reversed_contigs: window placement (:mod:`bioattn.tasks.variants.score`).
         bandwidth, radius, block: the nearby-effect features (Gaussian bandwidth, radius and own block, in nt).
-        release_data: the measured release under the data root (``/``-separated), read when there is no
-            ``release.tsv``.
-        cell_types, matched_outputs: each element's cell type and matched output (None: none) for an activity
-            model of several outputs (:mod:`bioattn.tasks.variants.cell_types`).
+        release_data: the measured release under the data root, read when there is no ``release.tsv``.
+        cell_types, matched_outputs: each element's cell type and matched output (None: none).
     """
 
     def __init__(self, *, feature_names: Sequence[str], activity_model: str = "", activity_copy: bool = True,
@@ -81,7 +77,6 @@ class VariantEffectHead(PretrainedModel):
     def save_pretrained(self, run_dir: str | os.PathLike) -> None:
         """config.json, model.safetensors and release.tsv (the caller saves the activity model)."""
         from bioattn.io import write_table
-
         super().save_pretrained(run_dir)
         if self.release is not None:
             columns = ["chrom", "pos", "ref", "alt", "effect", "conf"]
@@ -90,7 +85,6 @@ class VariantEffectHead(PretrainedModel):
     @classmethod
     def from_pretrained(cls, run_dir: str | os.PathLike, map_location: str | torch.device = "cpu") -> "VariantEffectHead":
         import pandas as pd
-
         head = super().from_pretrained(run_dir, map_location="cpu")
         folder = resolve_model_dir(run_dir)
         local = folder / ACTIVITY_FOLDER
@@ -101,7 +95,6 @@ class VariantEffectHead(PretrainedModel):
         release = folder / RELEASE_NAME
         if not release.is_file() and head.config.get("release_data"):
             from bioattn.data.root import resolve_data_root
-
             release = resolve_data_root().joinpath(*head.config["release_data"].split("/"))
         if not release.is_file():
             where = f" or {release}" if release.name != RELEASE_NAME else ""
