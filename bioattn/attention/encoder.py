@@ -33,14 +33,11 @@ class FeedForward(nn.Module):
 
 
 class TransformerEncoderLayer(nn.Module):
-    """Self-attention then feed-forward, each with residual + LayerNorm (pre-norm with ``norm_first``, else post-norm),
-    matching :class:`torch.nn.TransformerEncoderLayer` (batch-first).
-
-    ``num_heads`` H (``embed_dim % H == 0``); ``kv_heads`` and ``head_temperature`` as in
-    :class:`~bioattn.attention.MultiHeadAttention`; ``dim_feedforward`` (default 4·embed_dim) hidden units with
-    ``activation`` (``"gelu"``, ``"relu"``, ``"silu"``); ``dropout`` on the residual branches, also the default of
-    ``attention_dropout`` (attention weights) and ``ffn_dropout`` (hidden units); ``layer_norm_eps``.
-    """
+    """Self-attention then feed-forward, each with residual + LayerNorm (pre-norm with ``norm_first``), matching
+    :class:`torch.nn.TransformerEncoderLayer` (batch-first). ``embed_dim``, ``num_heads``, ``kv_heads``,
+    ``head_temperature``: as in :class:`~bioattn.attention.MultiHeadAttention`; ``dim_feedforward`` (default
+    4·embed_dim) hidden units with ``activation`` (``"gelu"``, ``"relu"``, ``"silu"``); ``dropout`` on the residual
+    branches, also the default of ``attention_dropout`` and ``ffn_dropout``; ``layer_norm_eps``."""
 
     def __init__(self, embed_dim: int, num_heads: int, *, dim_feedforward: int | None = None, dropout: float = 0.1,
                  attention_dropout: float | None = None, ffn_dropout: float | None = None, activation: str = "gelu",

@@ -148,13 +148,11 @@ class ActivityRegressor(PretrainedModel):
     """Sequence → ``T`` activities (regression), with a convolutional stem and an attention encoder.
 
     Args:
-        input_length: longest element (nt, without flanks) accepted.
         target_mean, target_sd: per target, the training mean and sd; outputs are ``mean + sd * head``.
         flanks: ``[5′, 3′]`` constant adapters removed from raw strings; strand: ``"forward"`` or ``"both"``.
         channels, kernel, stages: the conv stem (width, odd kernel size, residual blocks each pooling by 2).
-        kmer_branch: 0 (off) or K: a linear branch over the standardised k-mer counts, k = 1..K.
-        motifs: None (off) or ``{"ids", "names", "widths", "bins", "source"}`` of M motif matrices
-            (:meth:`set_motif_matrices`): a linear branch over their standardised scores.
+        kmer_branch, motifs: 0 / None (off), or linear branches over the k-mer counts, k = 1..K, and the scores of
+            the motif matrices ``{"ids", "names", "widths", "bins", "source"}`` (:meth:`set_motif_matrices`).
         clip_features: clip each branch's raw features to their training range (:meth:`set_feature_range`).
     """
 

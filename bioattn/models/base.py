@@ -32,9 +32,8 @@ class PretrainedModel(nn.Module):
 
     @classmethod
     def from_pretrained(cls: type[M], run_dir: str | os.PathLike, map_location: str | torch.device = "cpu") -> M:
-        """Rebuild the model from ``run_dir/config.json`` (a run directory or a shipped model's name) and load its
-        weights onto ``map_location``; always a ``cls`` (an ensemble: :func:`~bioattn.models.registry.load_pretrained`).
-        """
+        """The ``cls`` saved in ``run_dir`` (or a shipped model's name), on ``map_location``; ensembles load with
+        :func:`~bioattn.models.registry.load_pretrained`."""
         if torch.device(map_location).type == "cuda" and not torch.cuda.is_available():
             raise UserInputError(f"cannot load {run_dir} onto {map_location}: PyTorch sees no CUDA GPU here")
         name, run_dir = run_dir, resolve_model_dir(run_dir)

@@ -115,12 +115,9 @@ def fit_factored_attention(tokens: Tensor, weights: Tensor, *, num_heads: int = 
                            steps: int = 1000, lr: float = 0.02, lr_schedule: str = "cosine", batch_size: int = 256,
                            max_cpu_seconds: float | None = None, seed: int = 0,
                            progress: bool = False) -> FactoredAttention:
-    """Fit :class:`FactoredAttention` on tokens ``(N, L)`` with sequence ``weights (N,)``; returns it (eval mode).
-
-    Identical rows are merged; fields start from the column frequencies, values at 0. Adam for ``steps`` steps
-    (``lr_schedule`` in :data:`LR_SCHEDULES`), on ``batch_size`` random distinct rows per step (weights rescaled to
-    the total) when there are more; stops after ``max_cpu_seconds`` of CPU time.
-    """
+    """Fit :class:`FactoredAttention` on tokens ``(N, L)`` with sequence ``weights (N,)`` (eval mode on return): Adam
+    for ``steps`` steps (``lr_schedule`` in :data:`LR_SCHEDULES`) on ``batch_size`` random distinct rows per step,
+    for at most ``max_cpu_seconds`` of CPU time."""
     if lr_schedule not in LR_SCHEDULES:
         raise ValueError(f"lr_schedule must be one of {LR_SCHEDULES}, got {lr_schedule!r}")
     tokens, weights = distinct_rows(tokens, weights, num_states)

@@ -82,22 +82,19 @@ class MSAContactModel(PretrainedModel):
         check_token_ids(tokens, self.embed.num_embeddings, "tokens", "(B, N, L)")
         padding = tokens == _TOKENS.pad_id
         masks = {"sequence_padding_mask": padding.all(dim=2), "position_padding_mask": padding.all(dim=1)}
-        x = self.positions(self.embed(tokens).view(b * n, length, -1)).view(b, n, length, -1)
-        x = self.embed_norm(x)
+        x = self.embed_norm(self.positions(self.embed(tokens).view(b * n, length, -1)).view(b, n, length, -1))
         maps = []
         for layer in self.layers:
             x, weights = layer(x, need_weights=need_weights, **masks)
             maps.append(weights)
-        logits = self.lm_head(self.final_norm(x))
-        return logits, (torch.stack(maps, dim=1) if need_weights else None)
+        return self.lm_head(self.final_norm(x)), (torch.stack(maps, dim=1) if need_weights else None)
 
     @torch.no_grad()
     def contact_features(self, tokens: Tensor) -> Tensor:
         """``tokens (B, N, L)`` → ``(B, L, L, layers*H)``: symmetrised, APC'd tied maps, sorted over heads per layer."""
         _, maps = self(tokens, need_weights=True)
         b, layers, heads, length, _ = maps.shape
-        corrected = apc(symmetrize(maps.float()))  # (B, layers, H, L, L)
-        ordered = corrected.sort(dim=2, descending=True).values
+        ordered = apc(symmetrize(maps.float())).sort(dim=2, descending=True).values  # (B, layers, H, L, L)
         return ordered.reshape(b, layers * heads, length, length).permute(0, 2, 3, 1)
 
     @torch.no_grad()

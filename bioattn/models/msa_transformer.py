@@ -198,12 +198,10 @@ class MSATransformer(PretrainedModel):
                              "(subsample the alignment: esm_msa_subsample)")
         need_weights = need_weights or return_contacts
         rows, positions, padding = self._masks(tokens)
-        x = self.embed_tokens(tokens)
         keep = None if padding is None else ~padding
-        position_ids = torch.arange(1, c + 1, device=tokens.device).expand(b, n, c) + self.padding_idx
-        if keep is not None:
-            position_ids = (keep.long().cumsum(2) * keep + self.padding_idx).long()
-        x = x + self.embed_positions(position_ids)
+        position_ids = (torch.arange(1, c + 1, device=tokens.device).expand(b, n, c) + self.padding_idx if keep is None
+                        else (keep.long().cumsum(2) * keep + self.padding_idx).long())
+        x = self.embed_tokens(tokens) + self.embed_positions(position_ids)
         if self.msa_position_embedding is not None:
             x = x + self.msa_position_embedding[:, :n]
         x = self.dropout(self.emb_layer_norm_before(x))
@@ -234,8 +232,7 @@ class MSATransformer(PretrainedModel):
         row_chunk = None if self.max_tokens is None else max(1, self.max_tokens // columns)
         column_chunk = None if self.max_tokens is None else max(1, self.max_tokens // rows)
         for layer in self.layers:
-            layer.chunk_size = row_chunk
-            layer.row_attention.chunk_size = row_chunk
+            layer.chunk_size = layer.row_attention.chunk_size = row_chunk
             layer.column_attention.chunk_size = column_chunk
 
     def contact_features(self, row_attentions: Tensor, position_padding_mask: Tensor | None = None) -> Tensor:
@@ -278,12 +275,9 @@ class MSATransformer(PretrainedModel):
     @classmethod
     def from_esm(cls, path: str | os.PathLike, regression_path: str | os.PathLike | None = None, *,
                  max_tokens: int | None = DEFAULT_MAX_TOKENS) -> "MSATransformer":
-        """Convert a fair-esm MSA Transformer checkpoint ``.pt`` and its contact regression (default:
-        ``<path without .pt>-contact-regression.pt``).
-
-        **This reads pickle files** (``torch.load(weights_only=True)``, only :class:`argparse.Namespace` allowed):
-        open only checkpoints you trust, and save the result with :meth:`save_pretrained`.
-        """
+        """Convert a fair-esm checkpoint ``.pt`` and its contact regression (default: ``<path without
+        .pt>-contact-regression.pt``). **This reads pickle files** (``torch.load(weights_only=True)``): open only
+        checkpoints you trust, and save the result with :meth:`save_pretrained`."""
         path = Path(path)
         regression_path = Path(str(path.with_suffix("")) + REGRESSION_SUFFIX) if regression_path is None else Path(regression_path)
         data = _torch_load(path)

@@ -43,8 +43,8 @@ class PromoterClassifier(PretrainedModel):
         dropout: on the residual branches and the head, not the attention weights.
         conv_kernel, conv_layers: odd kernel size (0: off) and number of the residual Conv1d blocks.
         rc_average: default of :meth:`predict_logits`: average over both strands.
-        num_classes: 2 (one logit, sigmoid) or more (C logits, softmax); class_names: default ``"0"``, ``"1"``, ...
-        threshold: a two-class model predicts class 1 when its probability is ``>= threshold``.
+        num_classes, class_names, threshold: 2 (one logit, sigmoid) or more classes, their names (default ``"0"``,
+            ``"1"``, ...), and the probability from which a two-class model predicts class 1.
     """
 
     def __init__(self, *, max_len: int = 300, embed_dim: int = 64, num_heads: int = 4, num_layers: int = 2,
@@ -74,11 +74,8 @@ class PromoterClassifier(PretrainedModel):
             "conv_layers": conv_layers, "rc_average": rc_average, "num_classes": num_classes,
             "class_names": class_names, "threshold": threshold, "head_temperature": head_temperature,
         }
-        self.max_len = max_len
-        self.rc_average = rc_average
-        self.num_classes = num_classes
-        self.class_names = class_names
-        self.threshold = threshold
+        self.max_len, self.rc_average, self.num_classes = max_len, rc_average, num_classes
+        self.class_names, self.threshold = class_names, threshold
         self.embedding = nn.Embedding(VOCAB_SIZE, embed_dim, padding_idx=PAD_ID)
         self.convs = nn.ModuleList(nn.Conv1d(embed_dim, embed_dim, conv_kernel, padding=conv_kernel // 2)
                                    for _ in range(conv_layers if conv_kernel else 0))
@@ -129,8 +126,7 @@ class PromoterClassifier(PretrainedModel):
         x = self.positional(torch.cat([cls, x], dim=1))
         key_padding_mask = F.pad(padding_mask, (1, 0), value=False)
         # An unpadded batch attends without a mask (a compiled graph keeps it).
-        padded = torch.compiler.is_compiling() or bool(padding_mask.any())
-        attention_mask = key_padding_mask if padded else None
+        attention_mask = key_padding_mask if torch.compiler.is_compiling() or bool(padding_mask.any()) else None
         hidden, weights = self.encoder(x, key_padding_mask=attention_mask, need_weights=need_weights,
                                        first_outputs=1 if cls_only else None)
         return hidden, key_padding_mask, weights

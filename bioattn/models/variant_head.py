@@ -23,8 +23,7 @@ class VariantEffectHead(PretrainedModel):
     """``effect = intercept + Σ coef_i · (feature_i - mean_i) / scale_i``.
 
     Args:
-        activity_model: the activity model's name (a shipped model) or where it came from.
-        activity_copy: load the activity model from ``activity/`` of the run directory, else ``activity_model``.
+        activity_model, activity_copy: the activity model's name; load it from ``activity/`` of the run directory.
         offsets, strands, reversed_contigs: window placement (:mod:`bioattn.tasks.variants.score`).
         bandwidth, radius, block: the nearby-effect features (Gaussian bandwidth, radius and own block, in nt).
         release_data: the measured release under the data root, read when there is no ``release.tsv``.
@@ -48,9 +47,7 @@ class VariantEffectHead(PretrainedModel):
             self.config["matched_outputs"] = {str(k): None if v is None else str(v)
                                               for k, v in (matched_outputs or {}).items()}
         self.cell_types: dict[str, str] = dict(self.config.get("cell_types", {}))
-        self.feature_names = list(feature_names)
-        self.offsets = self.config["offsets"]
-        self.strands = strands
+        self.feature_names, self.offsets, self.strands = list(feature_names), self.config["offsets"], strands
         self.reversed_contigs = list(reversed_contigs)
         n = len(self.feature_names)
         self.register_buffer("mean", torch.zeros(n, dtype=torch.float64))
@@ -88,10 +85,8 @@ class VariantEffectHead(PretrainedModel):
         head = super().from_pretrained(run_dir, map_location="cpu")
         folder = resolve_model_dir(run_dir)
         local = folder / ACTIVITY_FOLDER
-        if head.config["activity_copy"] and local.is_dir():
-            head.activity_model = load_pretrained(local, map_location=str(map_location))
-        else:
-            head.activity_model = load_pretrained(head.config["activity_model"], map_location=str(map_location))
+        source = local if head.config["activity_copy"] and local.is_dir() else head.config["activity_model"]
+        head.activity_model = load_pretrained(source, map_location=str(map_location))
         release = folder / RELEASE_NAME
         if not release.is_file() and head.config.get("release_data"):
             from bioattn.data.root import resolve_data_root
