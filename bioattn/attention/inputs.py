@@ -19,10 +19,8 @@ def check_mask_dtype(mask: Tensor | None, name: str, true_means: str, from_keep_
     accepted = f"bool ({true_means}) or float (added to the scores){of_shape}" if allow_float else f"a bool tensor{of_shape} ({true_means})"
     message = f"{name} must be {accepted}, got {mask.dtype} {tuple(mask.shape)}"
     if not mask.is_floating_point():
-        message += (
-            ". Integer masks are refused because conventions differ: a Hugging Face attention_mask "
-            f"(1 = keep, 0 = padding) converts as {name} = {from_keep_ones}"
-        )
+        message += (". Integer masks are refused because conventions differ: a Hugging Face attention_mask "
+                    f"(1 = keep, 0 = padding) converts as {name} = {from_keep_ones}")
     raise ValueError(message)
 
 
@@ -35,10 +33,8 @@ def check_padding_mask(mask: Tensor | None, name: str, expected: tuple[int, int]
     if shape == expected:
         return
     if shape == expected[::-1]:
-        raise ValueError(
-            f"{name} is {shape} but the input implies (B, L) = {expected}: the input looks sequence-first; "
-            + BATCH_FIRST_HINT
-        )
+        raise ValueError(f"{name} is {shape} but the input implies (B, L) = {expected}: the input looks "
+                         f"sequence-first; " + BATCH_FIRST_HINT)
     raise ValueError(f"{name} must be (B, L) = {expected} (True = padding), got {shape}")
 
 
@@ -50,19 +46,15 @@ def check_embeddings(x: Tensor, name: str, layout: str, width: int, weight: Tens
     rank = layout.count(",") + 1
     expected = f"{layout[:layout.rindex(',') + 1]} {width})"
     if not x.is_floating_point():
-        raise ValueError(
-            f"{name} must be float embeddings of shape {expected}, got {x.dtype} {tuple(x.shape)}; "
-            "integer inputs look like token ids: embed them first (e.g. torch.nn.Embedding)"
-        )
+        raise ValueError(f"{name} must be float embeddings of shape {expected}, got {x.dtype} {tuple(x.shape)}; "
+                         "integer inputs look like token ids: embed them first (e.g. torch.nn.Embedding)")
     if x.dim() != rank or x.size(-1) != width:
         raise ValueError(f"{name} must be of shape {expected}, got {tuple(x.shape)} ({hint})")
     if x.device != weight.device:
         raise ValueError(f"{name} is on {x.device} but the module's parameters are on {weight.device}: move one of them")
     if x.dtype != weight.dtype and not torch.is_autocast_enabled(x.device.type):
-        raise ValueError(
-            f"{name} is {x.dtype} but the module's parameters are {weight.dtype}: convert one of them "
-            f"({name}.to({weight.dtype}) or module.to({x.dtype})) or run under torch.autocast"
-        )
+        raise ValueError(f"{name} is {x.dtype} but the module's parameters are {weight.dtype}: convert one of them "
+                         f"({name}.to({weight.dtype}) or module.to({x.dtype})) or run under torch.autocast")
 
 
 def check_token_ids(ids: Tensor, vocab_size: int, name: str, shape: str) -> None:

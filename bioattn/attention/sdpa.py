@@ -30,10 +30,8 @@ def _check_inputs(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_
     same_dtype = q.dtype == k.dtype == v.dtype or torch.is_autocast_enabled(q.device.type)
     floating = q.is_floating_point() and k.is_floating_point() and v.is_floating_point()
     if not (floating and same_dtype and q.device == k.device == v.device):
-        raise ValueError(
-            f"q, k, v must be floating point with one dtype and device (outside autocast), got "
-            f"{q.dtype}/{k.dtype}/{v.dtype} on {q.device}/{k.device}/{v.device}"
-        )
+        raise ValueError(f"q, k, v must be floating point with one dtype and device (outside autocast), got "
+                         f"{q.dtype}/{k.dtype}/{v.dtype} on {q.device}/{k.device}/{v.device}")
     if q.size(-1) != k.size(-1):
         raise ValueError(f"q and k must share the last dim d, got {q.size(-1)} and {k.size(-1)}")
     if k.shape[:-1] != v.shape[:-1]:
@@ -131,11 +129,9 @@ def _fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropo
         with sdpa_kernel(chosen):
             return F.scaled_dot_product_attention(q, k, v, **kwargs)
     except RuntimeError as err:
-        raise RuntimeError(
-            f"attention backend {name!r} cannot run these inputs (q {tuple(q.shape)} {q.dtype} on {q.device}, "
-            f"mask: {'yes' if mask is not None else 'no'}, dropout_p={dropout_p}); choose another with "
-            f"bioattn.attention.set_backend (e.g. 'auto'). torch: {err}"
-        ) from err
+        raise RuntimeError(f"attention backend {name!r} cannot run these inputs (q {tuple(q.shape)} {q.dtype} on "
+                           f"{q.device}, mask: {'yes' if mask is not None else 'no'}, dropout_p={dropout_p}); choose "
+                           f"another with bioattn.attention.set_backend (e.g. 'auto'). torch: {err}") from err
 
 
 def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *, causal: bool = False,

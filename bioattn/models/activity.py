@@ -181,8 +181,7 @@ class ActivityRegressor(PretrainedModel):
             "input_length": input_length, "target_names": target_names, "target_mean": target_mean,
             "target_sd": target_sd, "flanks": flanks, "strand": strand, "channels": channels, "kernel": kernel,
             "stages": stages, "embed_dim": embed_dim, "num_heads": num_heads, "num_layers": num_layers,
-            "dropout": dropout, "kmer_branch": kmer_branch,
-        }
+            "dropout": dropout, "kmer_branch": kmer_branch}
         if motifs is not None:
             widths = [int(w) for w in motifs["widths"]]
             ids = [str(i) for i in motifs["ids"]]

@@ -54,8 +54,7 @@ class MSAContactModel(PretrainedModel):
         self.config = {
             "max_len": max_len, "embed_dim": embed_dim, "num_heads": num_heads, "num_layers": num_layers,
             "dim_feedforward": dim_feedforward, "dropout": dropout, "chunk_size": chunk_size,
-            "extra_contact_features": list(extra_contact_features), "positional": positional,
-        }
+            "extra_contact_features": list(extra_contact_features), "positional": positional}
         self.embed = nn.Embedding(_TOKENS.vocab_size, embed_dim, padding_idx=_TOKENS.pad_id)
         self.positions = (LearnedPositionalEncoding(max_len, embed_dim) if positional == "learned"
                           else SinusoidalPositionalEncoding(embed_dim, max_len))

@@ -140,10 +140,8 @@ class MSATransformer(PretrainedModel):
         self.max_tokens = max_tokens
         self.embed_tokens = nn.Embedding(len(alphabet), embed_dim, padding_idx=self.padding_idx)
         self.embed_positions = nn.Embedding(max_positions + self.padding_idx + 1, embed_dim, padding_idx=self.padding_idx)
-        if max_rows:
-            self.msa_position_embedding = nn.Parameter(0.01 * torch.randn(1, max_rows, 1, row_embed_dim))
-        else:
-            self.register_parameter("msa_position_embedding", None)
+        self.register_parameter("msa_position_embedding",
+                                nn.Parameter(0.01 * torch.randn(1, max_rows, 1, row_embed_dim)) if max_rows else None)
         self.emb_layer_norm_before = nn.LayerNorm(embed_dim)
         self.emb_layer_norm_after = nn.LayerNorm(embed_dim)
         self.dropout = nn.Dropout(dropout)

@@ -72,8 +72,7 @@ class PromoterClassifier(PretrainedModel):
             "max_len": max_len, "embed_dim": embed_dim, "num_heads": num_heads, "num_layers": num_layers,
             "dim_feedforward": dim_feedforward, "dropout": dropout, "conv_kernel": conv_kernel,
             "conv_layers": conv_layers, "rc_average": rc_average, "num_classes": num_classes,
-            "class_names": class_names, "threshold": threshold, "head_temperature": head_temperature,
-        }
+            "class_names": class_names, "threshold": threshold, "head_temperature": head_temperature}
         self.max_len, self.rc_average, self.num_classes = max_len, rc_average, num_classes
         self.class_names, self.threshold = class_names, threshold
         self.embedding = nn.Embedding(VOCAB_SIZE, embed_dim, padding_idx=PAD_ID)
