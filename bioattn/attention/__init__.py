@@ -1,17 +1,12 @@
 """Attention blocks shared by every bioattn model.
 
-- :func:`scaled_dot_product_attention`: the one attention path of every block; fused by default, explicit with
-  ``need_weights=True``. :data:`BLOCKED_SCORE`: float-mask entries at or below it block their key.
-- :func:`set_backend`, :func:`use_backend`, :func:`get_backend`: choose the kernel behind every block
-  (``"auto"``, ``"math"``, ``"flash"``, ``"efficient"``, ``"cudnn"``, ``"explicit"``).
-- :func:`apply_in_chunks`: run a function over chunks of batch-like dims, exactly, to bound memory.
-- :class:`MultiHeadAttention`: batch-first self/cross attention, grouped/multi-query K/V.
-- :class:`TransformerEncoderLayer`, :class:`TransformerEncoder`: residual + norm + feed-forward.
+- :func:`scaled_dot_product_attention` (the one attention path; :data:`BLOCKED_SCORE`), :func:`set_backend`,
+  :func:`use_backend`, :func:`get_backend` (the kernel behind every block), :func:`apply_in_chunks`.
+- :class:`MultiHeadAttention`, :class:`TransformerEncoderLayer`, :class:`TransformerEncoder`.
 - :class:`SinusoidalPositionalEncoding`, :class:`LearnedPositionalEncoding`.
 - :class:`RowAttention`, :class:`ColumnAttention`, :class:`AxialTransformerLayer`: axial attention over MSAs.
 
-Causal attention: pass ``causal=True`` to a block (there is no exported causal-mask helper: a bool keep-mask
-would mean the opposite of the blocks' bool ``attn_mask``, True = not allowed).
+Causal attention: pass ``causal=True`` to a block.
 """
 from bioattn.attention.axial import AxialTransformerLayer, ColumnAttention, RowAttention
 from bioattn.attention.backends import BACKENDS, get_backend, set_backend, use_backend
@@ -22,20 +17,8 @@ from bioattn.attention.positional import LearnedPositionalEncoding, SinusoidalPo
 from bioattn.attention.sdpa import BLOCKED_SCORE, scaled_dot_product_attention
 
 __all__ = [
-    "scaled_dot_product_attention",
-    "BLOCKED_SCORE",
-    "BACKENDS",
-    "set_backend",
-    "get_backend",
-    "use_backend",
-    "apply_in_chunks",
-    "MultiHeadAttention",
-    "FeedForward",
-    "TransformerEncoderLayer",
-    "TransformerEncoder",
-    "SinusoidalPositionalEncoding",
-    "LearnedPositionalEncoding",
-    "RowAttention",
-    "ColumnAttention",
+    "scaled_dot_product_attention", "BLOCKED_SCORE", "BACKENDS", "set_backend", "get_backend", "use_backend",
+    "apply_in_chunks", "MultiHeadAttention", "FeedForward", "TransformerEncoderLayer", "TransformerEncoder",
+    "SinusoidalPositionalEncoding", "LearnedPositionalEncoding", "RowAttention", "ColumnAttention",
     "AxialTransformerLayer",
 ]

@@ -1,30 +1,7 @@
 """Axial attention over a multiple sequence alignment ``x: (B, N, L, D)`` (batch, sequences, positions, channels).
 
-Full attention over the N·L cells costs O((NL)²). Axial attention attends along each row (the L positions of
-one sequence) and along each column (the N sequences at one position): O(NL(N+L)) — what made attention
-usable on MSAs (MSA Transformer, AlphaFold's Evoformer).
-
-- :class:`RowAttention`: attention within each sequence; ``tied=True`` shares one L×L map per head across the
-  rows of an alignment (scores summed over the non-padded rows and scaled by ``1/sqrt(d·N)`` as in MSA
-  Transformer) — the map that turns into contacts.
-- :class:`ColumnAttention`: attention within each column, across sequences; returns ``(out, weights)`` like
-  :class:`RowAttention` (its ``(B, L, H, N, N)`` maps only on request).
-- :class:`AxialTransformerLayer`: row attention, column attention, feed-forward, each pre-norm + residual.
-
-All run through :func:`~bioattn.attention.scaled_dot_product_attention` (its masks, its guard for fully masked
-rows, the backend chosen by :func:`~bioattn.attention.set_backend`), so the fused kernels are used unless weights
-are requested. Tied row attention is one fused call: summing ``q_r·k_r`` over rows equals one dot product of the
-row-concatenated vectors, so ``q, k, v`` are laid out as ``(B, H, L, N·d)``.
-
-Masks (True = padding, the :class:`torch.nn.MultiheadAttention` convention): ``sequence_padding_mask (B, N)``
-for padded sequences, ``position_padding_mask (B, L)`` for padded positions. Padded cells never influence real
-ones, and their outputs are zero.
-
-``chunk_size`` bounds memory for deep alignments: rows (row attention, feed-forward) or columns (column
-attention) are processed ``chunk_size`` at a time with :func:`~bioattn.attention.apply_in_chunks`, exactly (the
-tied map's scores are summed over row chunks, then go through the same masked softmax as
-:func:`~bioattn.attention.scaled_dot_product_attention`'s explicit path). Under autograd each chunk is
-checkpointed, so training memory is bounded too. Weights are returned with or without chunking.
+Masks: ``sequence_padding_mask (B, N)`` and ``position_padding_mask (B, L)``, True = padding; padded cells never
+influence real ones and output zeros. ``chunk_size`` bounds memory (:func:`~bioattn.attention.apply_in_chunks`).
 """
 from __future__ import annotations
 
@@ -43,9 +20,8 @@ __all__ = ["RowAttention", "ColumnAttention", "AxialTransformerLayer"]
 _MSA_LAYOUT_HINT = "MSAs are batch-first (B, N, L, D); ESM's (N, L, B, D) layout converts with x.permute(2, 0, 1, 3)"
 
 
-def _check_input(
-    x: Tensor, embed_dim: int, weight: Tensor, sequence_padding_mask: Tensor | None, position_padding_mask: Tensor | None
-) -> None:
+def _check_input(x: Tensor, embed_dim: int, weight: Tensor, sequence_padding_mask: Tensor | None,
+                 position_padding_mask: Tensor | None) -> None:
     if isinstance(x, Tensor) and x.dim() != 4:
         raise ValueError(f"expected x of shape (B, N, L, {embed_dim}), got {tuple(x.shape)}: {_MSA_LAYOUT_HINT}")
     check_embeddings(x, "x", "(B, N, L, D)", embed_dim, weight, hint=_MSA_LAYOUT_HINT)
@@ -53,17 +29,12 @@ def _check_input(
     for name, mask, shape in (("sequence_padding_mask", sequence_padding_mask, (b, n)), ("position_padding_mask", position_padding_mask, (b, length))):
         check_mask_dtype(mask, name, "True = padding", "attention_mask == 0", allow_float=False, shape=shape)
         if mask is not None and tuple(mask.shape) != shape:
-            raise ValueError(
-                f"{name} must be a bool tensor of shape {shape} (True = padding), got {tuple(mask.shape)}; "
-                f"x {tuple(x.shape)} is read as (B, N, L, D): {_MSA_LAYOUT_HINT}"
-            )
+            raise ValueError(f"{name} must be a bool tensor of shape {shape} (True = padding), "
+                             f"got {tuple(mask.shape)}; x {tuple(x.shape)} is read as (B, N, L, D): {_MSA_LAYOUT_HINT}")
 
 
 def _attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
-    """Attention on ``(*lead, H, S, d)`` inputs, flattened to 4-D so torch's fused kernels apply.
-
-    ``mask``: bool keep-mask broadcastable to ``(*lead, H, S, S)``. Returns ``(out (*lead, H, S, d), weights or None)``.
-    """
+    """Attention on ``(*lead, H, S, d)`` inputs, flattened to 4-D; bool keep-``mask`` broadcastable to the scores."""
     lead = q.shape[:-3]
     flat = [t.reshape(-1, *t.shape[-3:]) for t in (q, k, v)]
     if mask is not None:
@@ -100,10 +71,7 @@ class _AxialProjections(nn.Module):
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         _check_chunk_size(chunk_size)
         self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim // num_heads
-        self.q_proj = nn.Linear(embed_dim, embed_dim)
-        self.k_proj = nn.Linear(embed_dim, embed_dim)
-        self.v_proj = nn.Linear(embed_dim, embed_dim)
-        self.out_proj = nn.Linear(embed_dim, embed_dim)
+        self.q_proj, self.k_proj, self.v_proj, self.out_proj = (nn.Linear(embed_dim, embed_dim) for _ in range(4))
         self.dropout = dropout
         self.chunk_size = chunk_size
 
@@ -123,41 +91,18 @@ class _AxialProjections(nn.Module):
 
 
 class RowAttention(_AxialProjections):
-    """Self-attention along each row (sequence) of an MSA, optionally tied across the rows.
-
-    Args:
-        embed_dim: channels D; ``D % num_heads == 0``.
-        num_heads: heads H, each ``d = D / H`` wide.
-        tied: share one ``(L, L)`` map per head across the rows of an alignment (scores summed over the real rows,
-            scaled by ``1/sqrt(d·N)``, as in MSA Transformer); False attends within each row separately.
-        dropout: dropout on the attention weights, training mode only.
-        chunk_size: rows processed at a time (None: all); bounds memory, same result.
-    """
+    """Self-attention along each row of an MSA of ``embed_dim`` channels and ``num_heads`` heads; ``tied`` shares one
+    ``(L, L)`` map per head across the rows (scaled by ``1/sqrt(d·N)`` as in MSA Transformer), ``dropout`` acts on
+    the attention weights, ``chunk_size`` rows are processed at a time (None: all)."""
 
     def __init__(self, embed_dim: int, num_heads: int, *, tied: bool = False, dropout: float = 0.0, chunk_size: int | None = None) -> None:
         super().__init__(embed_dim, num_heads, dropout, chunk_size)
         self.tied = tied
 
-    def forward(
-        self,
-        x: Tensor,
-        *,
-        sequence_padding_mask: Tensor | None = None,
-        position_padding_mask: Tensor | None = None,
-        need_weights: bool = False,
-    ) -> tuple[Tensor, Tensor | None]:
-        """Attend along each row of ``x``.
-
-        Args:
-            x: ``(B, N, L, D)`` float, batch-first (alignments, sequences, positions, channels).
-            sequence_padding_mask: bool ``(B, N)``, True = padded sequence (row).
-            position_padding_mask: bool ``(B, L)``, True = padded position (column).
-            need_weights: also return the row attention weights.
-
-        Returns:
-            ``(out (B, N, L, D), weights)``: weights ``(B, H, L, L)`` tied, ``(B, N, H, L, L)`` untied, or None.
-            Padded cells' outputs are zero.
-        """
+    def forward(self, x: Tensor, *, sequence_padding_mask: Tensor | None = None, position_padding_mask: Tensor | None = None,
+                need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+        """``x (B, N, L, D)``, ``sequence_padding_mask (B, N)``, ``position_padding_mask (B, L)`` →
+        ``(out (B, N, L, D), weights (B, H, L, L) tied, (B, N, H, L, L) untied, or None)``; with ``need_weights``."""
         self._check(x, sequence_padding_mask, position_padding_mask)
         b, n, length, _ = x.shape
         keep = _cell_keep(b, n, length, sequence_padding_mask, position_padding_mask, x.device)
@@ -176,18 +121,13 @@ class RowAttention(_AxialProjections):
             q, k, v = (self._heads(proj(h)) for proj in (self.q_proj, self.k_proj, self.v_proj))  # (B, n, H, L, d)
             out, weights = _attend(q, k, v, mask, self._dropout_p(), need_weights)
             return self.out_proj(self._merge(out)), weights
-
         return apply_in_chunks(rows, x, chunk_size=self.chunk_size, dim=1, checkpoint=True)
 
-    def _tied(
-        self, x: Tensor, sequence_padding_mask: Tensor | None, key_keep: Tensor | None, need_weights: bool
-    ) -> tuple[Tensor, Tensor | None]:
+    def _tied(self, x: Tensor, sequence_padding_mask: Tensor | None, key_keep: Tensor | None,
+              need_weights: bool) -> tuple[Tensor, Tensor | None]:
         b, n, length, _ = x.shape
-        if sequence_padding_mask is None:
-            row_keep = x.new_ones(b, n)
-        else:
-            row_keep = (~sequence_padding_mask).to(x.dtype)
-        # MSA Transformer scaling 1/sqrt(d * rows), rows = real rows of each alignment; folded into q per alignment.
+        row_keep = x.new_ones(b, n) if sequence_padding_mask is None else (~sequence_padding_mask).to(x.dtype)
+        # MSA Transformer scaling 1/sqrt(d * real rows), folded into q per alignment.
         q_scale = (row_keep / row_keep.sum(1, keepdim=True).clamp_min(1.0).sqrt())[:, :, None, None]  # (B, N, 1, 1)
         scale = 1.0 / math.sqrt(self.head_dim)
         if self.chunk_size is None or self.chunk_size >= n:
@@ -222,7 +162,6 @@ class RowAttention(_AxialProjections):
             q = self._concat_rows(q * h_scale.to(q.dtype))  # (B, H, L, n·d): the sum over rows is one matmul
             k = self._concat_rows(self.k_proj(h))
             return torch.matmul(q, k.transpose(-2, -1)) * scale
-
         scores = apply_in_chunks(partial_scores, x, q_scale, chunk_size=self.chunk_size, dim=1, reduce="sum", checkpoint=True)
         attention, weights = attention_weights(scores, key_keep, dropout_p=self._dropout_p())  # (B, H, L, L)
 
@@ -230,46 +169,21 @@ class RowAttention(_AxialProjections):
             """``h (B, n, L, D)`` → ``(B, n, L, D)``: the shared map applied to these rows' values."""
             v = self._heads(self.v_proj(h))  # (B, n, H, L, d)
             return self.out_proj(self._merge(torch.matmul(attention.unsqueeze(1), v)))
-
         out = apply_in_chunks(rows, x, chunk_size=self.chunk_size, dim=1, checkpoint=True)
         return out, (weights if need_weights else None)
 
 
 class ColumnAttention(_AxialProjections):
-    """Self-attention along each column (across sequences) of an MSA.
-
-    Returns ``(out, weights)`` like :class:`RowAttention`. Column maps are ``(B, L, H, N, N)``, large for deep
-    alignments: they are computed only when ``need_weights=True`` (otherwise the fused kernel runs and weights are None).
-
-    Args:
-        embed_dim: channels D; ``D % num_heads == 0``.
-        num_heads: heads H.
-        dropout: dropout on the attention weights, training mode only.
-        chunk_size: columns processed at a time (None: all); bounds memory, same result.
-    """
+    """Self-attention along each column (across sequences) of an MSA of ``embed_dim`` channels, ``num_heads`` heads;
+    ``dropout`` on the attention weights, ``chunk_size`` columns at a time (None: all)."""
 
     def __init__(self, embed_dim: int, num_heads: int, *, dropout: float = 0.0, chunk_size: int | None = None) -> None:
         super().__init__(embed_dim, num_heads, dropout, chunk_size)
 
-    def forward(
-        self,
-        x: Tensor,
-        *,
-        sequence_padding_mask: Tensor | None = None,
-        position_padding_mask: Tensor | None = None,
-        need_weights: bool = False,
-    ) -> tuple[Tensor, Tensor | None]:
-        """Attend along each column of ``x``.
-
-        Args:
-            x: ``(B, N, L, D)`` float, batch-first.
-            sequence_padding_mask: bool ``(B, N)``, True = padded sequence; padded sequences are never attended to.
-            position_padding_mask: bool ``(B, L)``, True = padded position; its outputs are zero.
-            need_weights: also return the column attention weights.
-
-        Returns:
-            ``(out (B, N, L, D), weights (B, L, H, N, N) or None)``; padded cells' outputs are zero.
-        """
+    def forward(self, x: Tensor, *, sequence_padding_mask: Tensor | None = None, position_padding_mask: Tensor | None = None,
+                need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+        """``x (B, N, L, D)``, ``sequence_padding_mask (B, N)``, ``position_padding_mask (B, L)`` →
+        ``(out (B, N, L, D), weights (B, L, H, N, N) or None)``; weights only with ``need_weights``."""
         self._check(x, sequence_padding_mask, position_padding_mask)
         b, n, length, _ = x.shape
         keep = _cell_keep(b, n, length, sequence_padding_mask, position_padding_mask, x.device)
@@ -281,39 +195,20 @@ class ColumnAttention(_AxialProjections):
             q, k, v = (self._heads(proj(h)) for proj in (self.q_proj, self.k_proj, self.v_proj))  # (B, l, H, N, d)
             out, weights = _attend(q, k, v, mask, self._dropout_p(), need_weights)
             return self.out_proj(self._merge(out)).transpose(1, 2), (None if weights is None else weights.transpose(1, 2))
-
         out, weights = apply_in_chunks(columns, x, chunk_size=self.chunk_size, dim=2, checkpoint=True)
         weights = None if weights is None else weights.transpose(1, 2)  # chunks are joined along dim 2: (B, H, L, N, N)
         return (out if keep is None else out * keep), weights
 
 
 class AxialTransformerLayer(nn.Module):
-    """Row attention, column attention and feed-forward, each as ``x + dropout(f(LayerNorm(x)))`` (pre-norm, as ESM's
-    MSA Transformer).
+    """Row attention, column attention and feed-forward, each as ``x + dropout(f(LayerNorm(x)))``: ``embed_dim``
+    channels, ``num_heads`` heads, ``dim_feedforward`` hidden units (default 4·embed_dim) with ``activation``,
+    ``dropout`` on the residual branches and hidden units, ``attention_dropout`` on the attention weights; ``tied``
+    and ``chunk_size`` as in :class:`RowAttention`."""
 
-    Args:
-        embed_dim: channels D.
-        num_heads: heads H of row and column attention.
-        dim_feedforward: feed-forward hidden width (default 4·D).
-        dropout: dropout on the residual branches and the feed-forward's hidden units.
-        attention_dropout: dropout on the row and column attention weights.
-        activation: feed-forward activation, ``"gelu"``, ``"relu"`` or ``"silu"``.
-        tied: tied row attention (one ``(L, L)`` map per head per alignment), see :class:`RowAttention`.
-        chunk_size: rows / columns processed at a time in every sub-block (None: all); same result, less memory.
-    """
-
-    def __init__(
-        self,
-        embed_dim: int,
-        num_heads: int,
-        *,
-        dim_feedforward: int | None = None,
-        dropout: float = 0.1,
-        attention_dropout: float = 0.0,
-        activation: str = "gelu",
-        tied: bool = True,
-        chunk_size: int | None = None,
-    ) -> None:
+    def __init__(self, embed_dim: int, num_heads: int, *, dim_feedforward: int | None = None, dropout: float = 0.1,
+                 attention_dropout: float = 0.0, activation: str = "gelu", tied: bool = True,
+                 chunk_size: int | None = None) -> None:
         super().__init__()
         _check_chunk_size(chunk_size)
         self.row_attention = RowAttention(embed_dim, num_heads, tied=tied, dropout=attention_dropout, chunk_size=chunk_size)
@@ -325,25 +220,10 @@ class AxialTransformerLayer(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.chunk_size = chunk_size
 
-    def forward(
-        self,
-        x: Tensor,
-        *,
-        sequence_padding_mask: Tensor | None = None,
-        position_padding_mask: Tensor | None = None,
-        need_weights: bool = False,
-    ) -> tuple[Tensor, Tensor | None]:
-        """One axial block.
-
-        Args:
-            x: ``(B, N, L, D)`` float, batch-first.
-            sequence_padding_mask: bool ``(B, N)``, True = padded sequence.
-            position_padding_mask: bool ``(B, L)``, True = padded position.
-            need_weights: also return the row attention weights.
-
-        Returns:
-            ``(x (B, N, L, D), row weights (B, H, L, L) if tied else (B, N, H, L, L), or None)``; padded cells are zero.
-        """
+    def forward(self, x: Tensor, *, sequence_padding_mask: Tensor | None = None, position_padding_mask: Tensor | None = None,
+                need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+        """``x (B, N, L, D)``, ``sequence_padding_mask (B, N)``, ``position_padding_mask (B, L)`` →
+        ``(x (B, N, L, D), row weights as :class:`RowAttention` returns them with need_weights, or None)``."""
         _check_input(x, self.row_norm.normalized_shape[0], self.row_norm.weight, sequence_padding_mask, position_padding_mask)
         masks = {"sequence_padding_mask": sequence_padding_mask, "position_padding_mask": position_padding_mask}
         attended, weights = self.row_attention(self.row_norm(x), need_weights=need_weights, **masks)
@@ -354,6 +234,5 @@ class AxialTransformerLayer(nn.Module):
 
         def feed_forward(h: Tensor) -> Tensor:
             return self.dropout(self.feed_forward(self.feed_forward_norm(h)))
-
         out = hidden + apply_in_chunks(feed_forward, hidden, chunk_size=self.chunk_size, dim=1, checkpoint=True)
         return (out if keep is None else out * keep), weights

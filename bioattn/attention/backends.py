@@ -1,31 +1,11 @@
-"""One switch for the kernel behind every attention block of :mod:`bioattn.attention`.
-
-Every block (:class:`~bioattn.attention.MultiHeadAttention`, the encoders, row/column/axial attention) computes
-attention with :func:`~bioattn.attention.scaled_dot_product_attention`, which asks this module which kernel to
-run when no weights are requested:
-
-========== ======================================================================================================
-name       kernel
-========== ======================================================================================================
-auto       torch picks (flash → memory-efficient → math, whichever accepts the inputs); respects an outer
-           :func:`torch.nn.attention.sdpa_kernel` of your own. The default.
-math       torch's reference composite implementation (``SDPBackend.MATH``), every device and dtype.
-flash      FlashAttention (``SDPBackend.FLASH_ATTENTION``): CUDA fp16/bf16 without a mask, and torch's CPU kernel.
-efficient  memory-efficient attention (``SDPBackend.EFFICIENT_ATTENTION``): CUDA only, takes masks.
-cudnn      cuDNN attention (``SDPBackend.CUDNN_ATTENTION``): recent NVIDIA GPUs.
-explicit   bioattn's own ``softmax(q·kᵀ·scale + mask)·v`` (the ``need_weights=True`` path), without torch's
-           fused function: materialises the ``(..., Lq, Lk)`` weights; for debugging and comparisons.
-========== ======================================================================================================
-
-A named kernel that cannot run the inputs (e.g. ``"efficient"`` on CPU) raises a ``RuntimeError`` saying so;
-bioattn never silently falls back. ``need_weights=True`` always takes the explicit path, whatever is chosen.
+"""One process-wide switch for the kernel behind every attention block of :mod:`bioattn.attention`: ``auto``
+(default, torch picks), ``math``, ``flash``, ``efficient``, ``cudnn`` (that ``SDPBackend`` of torch; one that cannot
+run the inputs raises a ``RuntimeError``) or ``explicit`` (bioattn's own softmax, the ``need_weights=True`` path)::
 
     import bioattn.attention as A
     A.set_backend("math")            # for the whole process
     with A.use_backend("explicit"):  # for a block of code, restored on exit
         out, _ = model(x)
-
-The choice is process-wide (not per thread), like torch's own ``torch.backends`` flags.
 """
 from __future__ import annotations
 
@@ -39,22 +19,13 @@ __all__ = ["BACKENDS", "Backend", "set_backend", "get_backend", "use_backend", "
 Backend = Literal["auto", "math", "flash", "efficient", "cudnn", "explicit"]
 BACKENDS: tuple[str, ...] = ("auto", "math", "flash", "efficient", "cudnn", "explicit")
 
-_TORCH_BACKENDS = {
-    "math": SDPBackend.MATH,
-    "flash": SDPBackend.FLASH_ATTENTION,
-    "efficient": SDPBackend.EFFICIENT_ATTENTION,
-    "cudnn": SDPBackend.CUDNN_ATTENTION,
-}
+_TORCH_BACKENDS = {"math": SDPBackend.MATH, "flash": SDPBackend.FLASH_ATTENTION,
+                   "efficient": SDPBackend.EFFICIENT_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
 _current: str = "auto"
 
 
 def set_backend(name: Backend) -> None:
-    """Choose the attention kernel for every bioattn block from now on.
-
-    Args:
-        name: one of :data:`BACKENDS` (``"auto"``, ``"math"``, ``"flash"``, ``"efficient"``, ``"cudnn"``,
-            ``"explicit"``; see the module docstring).
-    """
+    """Choose the attention kernel for every bioattn block from now on; ``name``: one of :data:`BACKENDS`."""
     global _current
     if name not in BACKENDS:
         raise ValueError(f"attention backend must be one of {', '.join(BACKENDS)}; got {name!r}")

@@ -1,16 +1,8 @@
-"""Apply a function over chunks of batch-like dimensions, exactly, to bound memory (OpenFold's ``chunk_layer`` idea).
-
-Attention over many independent rows (the N rows of an alignment, the L columns, a batch of volumes, the heads of a
-map) holds every row's activations at once. :func:`apply_in_chunks` runs the same function on ``chunk_size`` rows
-at a time and puts the results together, so peak memory follows the chunk, not the whole batch; with
-``checkpoint=True`` training memory does too (each chunk is recomputed in the backward pass). Results and
-gradients equal the unchunked call up to float round-off.
+"""Apply a function over chunks of batch-like dimensions, exactly, to bound memory.
 
     from bioattn.attention import apply_in_chunks
-    # x: (B, N, L, D) → (B, N, L, D), 8 rows of dim 1 at a time
-    out = apply_in_chunks(layer, x, chunk_size=8, dim=1)
-    # maps: (B, H, L, L), rolled out 4 (batch, head) pairs at a time; fn sees (c, L, L)
-    out = apply_in_chunks(fn, maps, chunk_size=4, dim=0, num_dims=2)
+    out = apply_in_chunks(layer, x, chunk_size=8, dim=1)                # x: (B, N, L, D), 8 rows of dim 1 at a time
+    out = apply_in_chunks(fn, maps, chunk_size=4, dim=0, num_dims=2)    # maps: (B, H, L, L); fn sees (c, L, L)
 """
 from __future__ import annotations
 
@@ -49,41 +41,14 @@ def _as_parts(output: Output) -> tuple[Tensor | None, ...]:
     return (output,) if isinstance(output, Tensor) else tuple(output)
 
 
-def apply_in_chunks(
-    fn: Callable[..., Output],
-    *inputs: Any,
-    chunk_size: int | None,
-    dim: int = 0,
-    num_dims: int = 1,
-    reduce: Literal["cat", "sum"] = "cat",
-    checkpoint: bool = False,
-) -> Output:
-    """``fn(*inputs)`` computed ``chunk_size`` rows of the batch-like dims at a time.
+def apply_in_chunks(fn: Callable[..., Output], *inputs: Any, chunk_size: int | None, dim: int = 0, num_dims: int = 1,
+                    reduce: Literal["cat", "sum"] = "cat", checkpoint: bool = False) -> Output:
+    """``fn(*inputs)`` computed ``chunk_size`` rows (None: all) of the batch-like dims at a time.
 
-    The batch-like dims are ``dim, ..., dim + num_dims - 1`` of every tensor input (counted from the front, the
-    same positions in every input), of sizes ``S = (s_1, ..., s_k)``; an input may have size 1 there (broadcast).
-    They are flattened into one dim of ``prod(S)`` rows at position ``dim`` and cut into consecutive chunks:
-    a tensor input of ``prod(S)`` rows is sliced, one of 1 row passed whole to every chunk, anything else (None,
-    numbers, modules) passed as is. Inputs broadcast in some but not all of the dims are expanded (copied).
-
-    Args:
-        fn: called as ``fn(*chunk_inputs)`` with tensors of shape ``(*lead, c, *rest)``, ``c <= chunk_size``
-            (``lead`` = the ``dim`` dims before); returns a tensor or a tuple of tensors / None. With ``"cat"``
-            every returned tensor keeps the ``c`` rows at position ``dim`` and must not mix rows (row i of the
-            output depends on row i of the inputs only) — otherwise chunking changes the result.
-        *inputs: the arguments of ``fn``.
-        chunk_size: rows per call; None (or ``>= prod(S)``) calls ``fn`` once on everything.
-        dim: first batch-like dim (>= 0).
-        num_dims: number of consecutive batch-like dims flattened together.
-        reduce: ``"cat"`` joins the chunks' outputs along ``dim`` and restores ``S``: ``(*lead, c, *rest)`` per
-            chunk → ``(*lead, *S, *rest)``. ``"sum"`` adds them up, for ``fn`` that sum over the rows themselves
-            (e.g. attention scores summed over an alignment's rows): per chunk ``T`` → ``T``.
-        checkpoint: when autograd records, keep only each chunk's inputs and outputs and recompute its
-            activations in the backward pass (:func:`torch.utils.checkpoint.checkpoint`, non-reentrant; random
-            state is replayed, so dropout masks match). Bounds training memory as well.
-
-    Returns:
-        What ``fn`` returns, combined over chunks (a tensor, or a tuple with None where ``fn`` returned None).
+    The dims ``dim .. dim + num_dims - 1`` of every tensor in ``inputs`` (size 1 broadcasts) are flattened into rows
+    and cut into chunks; ``fn`` returns a tensor or a tuple of tensors / None, whose row i depends on row i of the
+    inputs only when ``reduce="cat"`` (joined along ``dim``); ``"sum"`` adds the chunks' outputs. ``checkpoint``:
+    under autograd, recompute each chunk in the backward pass (:func:`torch.utils.checkpoint.checkpoint`).
     """
     if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
         raise ValueError(f"chunk_size must be a positive int or None, got {chunk_size!r}")
@@ -103,12 +68,10 @@ def apply_in_chunks(
 
     def restore(t: Tensor | None) -> Tensor | None:
         return t if t is None or reduce == "sum" or num_dims == 1 else t.unflatten(dim, shape)
-
     if chunk_size is None or chunk_size >= rows:
         output = fn(*flat)
         parts = tuple(restore(t) for t in _as_parts(output))
         return parts[0] if isinstance(output, Tensor) else parts
-
     combined: list[Tensor | None] = []
     for start in range(0, rows, chunk_size):
         length = min(chunk_size, rows - start)
@@ -127,16 +90,15 @@ def apply_in_chunks(
                 combined[index] = part if start == 0 else combined[index] + part
                 continue
             if part.dim() <= dim or part.size(dim) != length:
-                raise ValueError(
-                    f"apply_in_chunks: with reduce='cat', fn must return {length} rows in dim {dim}, got {tuple(part.shape)}"
-                )
+                raise ValueError(f"apply_in_chunks: with reduce='cat', fn must return {length} rows in dim {dim}, "
+                                 f"got {tuple(part.shape)}")
             combined[index].narrow(dim, start, length).copy_(part)
     result = tuple(restore(t) for t in combined)
     return result[0] if isinstance(output, Tensor) else result
 
 
 def _accumulator(part: Tensor | None, dim: int, rows: int, reduce: str) -> Tensor | None:
-    """Where one output is gathered: an empty tensor of all ``rows`` in ``dim`` for ``"cat"``, nothing yet for ``"sum"``."""
+    """An empty tensor of all ``rows`` in ``dim`` for ``"cat"``; ``part`` itself for ``"sum"``."""
     if part is None or reduce == "sum" or part.dim() <= dim:
         return part
     return part.new_empty(*part.shape[:dim], rows, *part.shape[dim + 1 :])

@@ -15,14 +15,8 @@ _ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"gelu": F.gelu, "relu": F
 
 
 class FeedForward(nn.Module):
-    """Position-wise ``Linear(D, F) → activation → dropout → Linear(F, D)``; ``x: (..., D) → (..., D)``.
-
-    Args:
-        embed_dim: width D of inputs and outputs.
-        dim_feedforward: hidden width F.
-        dropout: dropout on the hidden activations (training mode).
-        activation: ``"gelu"``, ``"relu"`` or ``"silu"``.
-    """
+    """Position-wise ``Linear(embed_dim, dim_feedforward) → activation → dropout → Linear(.., embed_dim)``;
+    ``activation``: ``"gelu"``, ``"relu"`` or ``"silu"``."""
 
     def __init__(self, embed_dim: int, dim_feedforward: int, dropout: float = 0.0, activation: str = "gelu") -> None:
         super().__init__()
@@ -34,54 +28,21 @@ class FeedForward(nn.Module):
         self.activation = _ACTIVATIONS[activation]
 
     def forward(self, x: Tensor) -> Tensor:
-        """``x: (..., D)`` → ``(..., D)``, each position on its own."""
+        """``x: (..., D)`` → ``(..., D)``."""
         return self.linear2(self.dropout(self.activation(self.linear1(x))))
 
 
 class TransformerEncoderLayer(nn.Module):
-    """Self-attention then feed-forward, each wrapped in a residual connection with LayerNorm.
+    """Self-attention then feed-forward, each with residual + LayerNorm (pre-norm with ``norm_first``), matching
+    :class:`torch.nn.TransformerEncoderLayer` (batch-first). ``embed_dim``, ``num_heads``, ``kv_heads``,
+    ``head_temperature``: as in :class:`~bioattn.attention.MultiHeadAttention`; ``dim_feedforward`` (default
+    4·embed_dim) hidden units with ``activation`` (``"gelu"``, ``"relu"``, ``"silu"``); ``dropout`` on the residual
+    branches, also the default of ``attention_dropout`` and ``ffn_dropout``; ``layer_norm_eps``."""
 
-    ``norm_first=True`` (pre-norm, ``x + f(norm(x))``) trains stably without warm-up tricks;
-    ``norm_first=False`` is the original post-norm ``norm(x + f(x))``. The parameter layout and
-    numerics match :class:`torch.nn.TransformerEncoderLayer` with ``batch_first=True``.
-
-    ``dropout`` applies to the residual branches; ``ffn_dropout`` to the feed-forward's hidden activations and
-    ``attention_dropout`` to the attention weights (both default to ``dropout``, as in torch). On CPU any
-    attention dropout takes torch off its fused kernel onto the explicit softmax path, which costs several
-    times more at a few hundred tokens, and drawing the dropout masks is slow (torch's CPU generator makes
-    ~10⁸ numbers/s: the ``(B, L, 4D)`` feed-forward mask alone took a third of a small model's training step),
-    so ``attention_dropout=0.0, ffn_dropout=0.0`` with ``dropout > 0`` is the fast way to regularise there.
-
-    Args:
-        embed_dim: model width D.
-        num_heads: attention heads H; ``D % H == 0``.
-        dim_feedforward: feed-forward hidden width (default 4·D).
-        dropout: dropout on the residual branches (and the default of the next two).
-        attention_dropout: dropout on the attention weights (default ``dropout``).
-        ffn_dropout: dropout on the feed-forward's hidden activations (default ``dropout``).
-        activation: ``"gelu"``, ``"relu"`` or ``"silu"``.
-        norm_first: pre-norm (True) or post-norm (False).
-        kv_heads: key/value heads for grouped-query attention (None = H, 1 = multi-query).
-        layer_norm_eps: LayerNorm epsilon.
-        head_temperature: a learnable temperature per attention head (H parameters, see
-            :class:`~bioattn.attention.MultiHeadAttention`); off by default.
-    """
-
-    def __init__(
-        self,
-        embed_dim: int,
-        num_heads: int,
-        *,
-        dim_feedforward: int | None = None,
-        dropout: float = 0.1,
-        attention_dropout: float | None = None,
-        ffn_dropout: float | None = None,
-        activation: str = "gelu",
-        norm_first: bool = True,
-        kv_heads: int | None = None,
-        layer_norm_eps: float = 1e-5,
-        head_temperature: bool = False,
-    ) -> None:
+    def __init__(self, embed_dim: int, num_heads: int, *, dim_feedforward: int | None = None, dropout: float = 0.1,
+                 attention_dropout: float | None = None, ffn_dropout: float | None = None, activation: str = "gelu",
+                 norm_first: bool = True, kv_heads: int | None = None, layer_norm_eps: float = 1e-5,
+                 head_temperature: bool = False) -> None:
         super().__init__()
         attention_dropout = dropout if attention_dropout is None else attention_dropout
         ffn_dropout = dropout if ffn_dropout is None else ffn_dropout
@@ -94,31 +55,14 @@ class TransformerEncoderLayer(nn.Module):
         self.dropout2 = nn.Dropout(dropout)
         self.norm_first = norm_first
 
-    def forward(
-        self,
-        x: Tensor,
-        *,
-        key_padding_mask: Tensor | None = None,
-        attn_mask: Tensor | None = None,
-        causal: bool = False,
-        need_weights: bool = False,
-        first_outputs: int | None = None,
-    ) -> tuple[Tensor, Tensor | None]:
-        """One encoder layer over a batch-first sequence.
+    def forward(self, x: Tensor, *, key_padding_mask: Tensor | None = None, attn_mask: Tensor | None = None,
+                causal: bool = False, need_weights: bool = False,
+                first_outputs: int | None = None) -> tuple[Tensor, Tensor | None]:
+        """``x (B, L, D)`` → ``(x (B, N, D), weights (B, H, N, L) or None)``; N = L without ``first_outputs``.
 
-        Args:
-            x: ``(B, L, D)`` float embeddings.
-            key_padding_mask: ``(B, L)`` bool, True = padding (or float, added to the scores); see
-                :meth:`MultiHeadAttention.forward`.
-            attn_mask: ``(L, L)``, ``(B*H, L, L)`` or ``(B, H, L, L)``; bool True = not allowed, or float added.
-            causal: block keys after each query position.
-            need_weights: also return the attention weights.
-            first_outputs: compute only the outputs of the first N positions (e.g. 1 for a [CLS] head): queries
-                come from those positions, keys and values from all L, so the result equals ``[:, :N]`` of the
-                full layer while the feed-forward block and the output projection run on N positions only.
-
-        Returns:
-            ``(x (B, N, D), weights (B, H, N, L) or None)``; N = L without ``first_outputs``.
+        ``key_padding_mask``, ``attn_mask``, ``causal``, ``need_weights``: as in
+        :meth:`MultiHeadAttention.forward`. ``first_outputs``: compute only the first N positions' outputs (queries
+        from those, keys from all L), equal to ``[:, :N]`` of the full layer.
         """
         check_embeddings(x, "x", "(B, L, D)", self.norm1.normalized_shape[0], self.norm1.weight)
         check_padding_mask(key_padding_mask, "key_padding_mask", tuple(x.shape[:2]))
@@ -129,12 +73,9 @@ class TransformerEncoderLayer(nn.Module):
 
         def attend(h: Tensor) -> tuple[Tensor, Tensor | None]:
             queries, keys = (h, None) if first_outputs is None else (h[:, :first_outputs], h)
-            out, weights = self.self_attn(
-                queries, keys, key_padding_mask=key_padding_mask, attn_mask=attn_mask, causal=causal,
-                need_weights=need_weights,
-            )
+            out, weights = self.self_attn(queries, keys, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
+                                          causal=causal, need_weights=need_weights)
             return self.dropout1(out), weights
-
         kept = x[:, :first_outputs]
         if self.norm_first:
             attended, weights = attend(self.norm1(x))
@@ -148,85 +89,36 @@ class TransformerEncoderLayer(nn.Module):
 
 
 class TransformerEncoder(nn.Module):
-    """A stack of :class:`TransformerEncoderLayer`; pre-norm stacks end with a final LayerNorm.
+    """A stack of ``num_layers`` :class:`TransformerEncoderLayer` (embed_dim, num_heads, dim_feedforward, dropout,
+    attention_dropout, ffn_dropout, activation, norm_first, kv_heads, layer_norm_eps, head_temperature: the same for
+    every layer); pre-norm stacks end with a final LayerNorm."""
 
-    Args:
-        embed_dim: model width D.
-        num_heads: attention heads H; ``D % H == 0``.
-        num_layers: number of layers (>= 1).
-        dim_feedforward, dropout, attention_dropout, ffn_dropout, activation, norm_first, kv_heads,
-        layer_norm_eps, head_temperature: as in :class:`TransformerEncoderLayer`, the same for every layer.
-    """
-
-    def __init__(
-        self,
-        embed_dim: int,
-        num_heads: int,
-        num_layers: int,
-        *,
-        dim_feedforward: int | None = None,
-        dropout: float = 0.1,
-        attention_dropout: float | None = None,
-        ffn_dropout: float | None = None,
-        activation: str = "gelu",
-        norm_first: bool = True,
-        kv_heads: int | None = None,
-        layer_norm_eps: float = 1e-5,
-        head_temperature: bool = False,
-    ) -> None:
+    def __init__(self, embed_dim: int, num_heads: int, num_layers: int, *, dim_feedforward: int | None = None,
+                 dropout: float = 0.1, attention_dropout: float | None = None, ffn_dropout: float | None = None,
+                 activation: str = "gelu", norm_first: bool = True, kv_heads: int | None = None,
+                 layer_norm_eps: float = 1e-5, head_temperature: bool = False) -> None:
         super().__init__()
         if num_layers < 1:
             raise ValueError(f"num_layers must be >= 1, got {num_layers}")
         self.layers = nn.ModuleList(
-            TransformerEncoderLayer(
-                embed_dim,
-                num_heads,
-                dim_feedforward=dim_feedforward,
-                dropout=dropout,
-                attention_dropout=attention_dropout,
-                ffn_dropout=ffn_dropout,
-                activation=activation,
-                norm_first=norm_first,
-                kv_heads=kv_heads,
-                layer_norm_eps=layer_norm_eps,
-                head_temperature=head_temperature,
-            )
-            for _ in range(num_layers)
-        )
+            TransformerEncoderLayer(embed_dim, num_heads, dim_feedforward=dim_feedforward, dropout=dropout,
+                                    attention_dropout=attention_dropout, ffn_dropout=ffn_dropout, activation=activation,
+                                    norm_first=norm_first, kv_heads=kv_heads, layer_norm_eps=layer_norm_eps,
+                                    head_temperature=head_temperature)
+            for _ in range(num_layers))
         self.norm = nn.LayerNorm(embed_dim, eps=layer_norm_eps) if norm_first else nn.Identity()
 
-    def forward(
-        self,
-        x: Tensor,
-        *,
-        key_padding_mask: Tensor | None = None,
-        attn_mask: Tensor | None = None,
-        causal: bool = False,
-        need_weights: bool = False,
-        first_outputs: int | None = None,
-    ) -> tuple[Tensor, list[Tensor] | None]:
-        """Run every layer on a batch-first sequence.
-
-        Args:
-            x: ``(B, L, D)`` float embeddings.
-            key_padding_mask: ``(B, L)`` bool, True = padding (or float, added to the scores).
-            attn_mask: ``(L, L)``, ``(B*H, L, L)`` or ``(B, H, L, L)``; bool True = not allowed, or float added.
-            causal: block keys after each query position.
-            need_weights: also return every layer's attention weights.
-            first_outputs: return only the first N positions, e.g. 1 when a head reads the [CLS] token: the last
-                layer then computes only those N outputs (see :meth:`TransformerEncoderLayer.forward`), the same
-                numbers as ``[:, :N]`` of the full output.
-
-        Returns:
-            ``(x (B, N, D), [weights (B, H, L, L) per layer, the last (B, H, N, L)] or None)``; N = L by default.
-        """
+    def forward(self, x: Tensor, *, key_padding_mask: Tensor | None = None, attn_mask: Tensor | None = None,
+                causal: bool = False, need_weights: bool = False,
+                first_outputs: int | None = None) -> tuple[Tensor, list[Tensor] | None]:
+        """``x (B, L, D)`` → ``(x (B, N, D), [weights (B, H, L, L) per layer, the last (B, H, N, L)] or None)``;
+        ``key_padding_mask``, ``attn_mask``, ``causal``, ``need_weights``, ``first_outputs``: as in
+        :meth:`TransformerEncoderLayer.forward`."""
         all_weights: list[Tensor] = []
         last = len(self.layers) - 1
         for index, layer in enumerate(self.layers):
-            x, weights = layer(
-                x, key_padding_mask=key_padding_mask, attn_mask=attn_mask, causal=causal, need_weights=need_weights,
-                first_outputs=first_outputs if index == last else None,
-            )
+            x, weights = layer(x, key_padding_mask=key_padding_mask, attn_mask=attn_mask, causal=causal,
+                               need_weights=need_weights, first_outputs=first_outputs if index == last else None)
             if weights is not None:
                 all_weights.append(weights)
         return self.norm(x), (all_weights if need_weights else None)

@@ -17,41 +17,16 @@ def blocked_to_additive(mask: Tensor, dtype: torch.dtype) -> Tensor:
 
 
 class MultiHeadAttention(nn.Module):
-    """H heads of width ``embed_dim / H``, concatenated and projected back to ``embed_dim``.
+    """``num_heads`` heads H of width ``embed_dim / H``, concatenated and projected back; batch-first.
 
-    Batch-first: ``forward(query (B, Lq, E), key (B, Lk, kdim) | None, value (B, Lk, vdim) | None, *,
-    key_padding_mask (B, Lk), attn_mask, causal, need_weights) -> (out (B, Lq, E), weights (B, H, Lq, Lk) | None)``.
-
-    Masks follow :class:`torch.nn.MultiheadAttention`: ``key_padding_mask`` is bool ``(B, Lk)`` with True at
-    padding; a bool ``attn_mask`` is True where attention is *not* allowed. Float masks of either kind are
-    added to the scores (entries ``<= -1e4`` block). Integer masks are refused (Hugging Face's 1 = keep is the
-    opposite convention). Queries whose keys are all masked return zeros.
-
-    Args:
-        embed_dim: model width E (query width and output width).
-        num_heads: number of query heads H; ``E % H == 0``.
-        kv_heads: number of key/value heads (grouped-query attention); ``H % kv_heads == 0``.
-            ``None`` = H (standard), 1 = multi-query attention.
-        dropout: dropout on attention weights, training mode only.
-        bias: add biases to the four projections.
-        kdim, vdim: widths of ``key`` and ``value`` inputs for cross-attention (default E).
-        head_temperature: learn one inverse temperature per head, ``exp(log_head_scale[h])`` multiplying head
-            ``h``'s scores (H extra parameters; initialised to 0, so the layer starts identical to one without it).
-            Off by default: one fixed ``1/sqrt(d)`` scale for every head.
+    ``kv_heads``: key/value heads (grouped-query; None = H, 1 = multi-query); ``dropout`` on the attention weights
+    (training only); ``bias`` on the four projections; ``kdim``, ``vdim``: widths of ``key`` and ``value`` (default
+    ``embed_dim``); ``head_temperature``: learn an inverse temperature per head, ``exp(log_head_scale[h])``.
     """
 
-    def __init__(
-        self,
-        embed_dim: int,
-        num_heads: int,
-        *,
-        kv_heads: int | None = None,
-        dropout: float = 0.0,
-        bias: bool = True,
-        kdim: int | None = None,
-        vdim: int | None = None,
-        head_temperature: bool = False,
-    ) -> None:
+    def __init__(self, embed_dim: int, num_heads: int, *, kv_heads: int | None = None, dropout: float = 0.0,
+                 bias: bool = True, kdim: int | None = None, vdim: int | None = None,
+                 head_temperature: bool = False) -> None:
         super().__init__()
         kv_heads = num_heads if kv_heads is None else kv_heads
         if embed_dim <= 0 or num_heads <= 0 or kv_heads <= 0:
@@ -92,13 +67,9 @@ class MultiHeadAttention(nn.Module):
             return F.linear(query, weight, bias).split([self.embed_dim, kv_width, kv_width], dim=-1)
         return self.q_proj(query), self.k_proj(key), self.v_proj(value)
 
-    def _keep_mask(
-        self, key_padding_mask: Tensor | None, attn_mask: Tensor | None, batch: int, lq: int, lk: int
-    ) -> Tensor | None:
-        """Combine both masks into one for :func:`scaled_dot_product_attention`, shape ``(B|1, H|1, Lq|1, Lk)``.
-
-        Bool masks become one keep-mask; with a float mask among them, one additive mask in the float mask's dtype.
-        """
+    def _keep_mask(self, key_padding_mask: Tensor | None, attn_mask: Tensor | None, batch: int, lq: int,
+                   lk: int) -> Tensor | None:
+        """Both masks as one ``(B|1, H|1, Lq|1, Lk)``: a bool keep-mask, or additive with a float mask among them."""
         check_padding_mask(key_padding_mask, "key_padding_mask", (batch, lk))
         check_mask_dtype(attn_mask, "attn_mask", "True = not allowed", "attention_mask == 0")
         parts = []
@@ -108,47 +79,26 @@ class MultiHeadAttention(nn.Module):
             if attn_mask.dim() == 3 and attn_mask.size(0) == batch * self.num_heads:  # torch's (B*H, Lq, Lk) layout
                 attn_mask = attn_mask.reshape(batch, self.num_heads, *attn_mask.shape[-2:])
             if attn_mask.shape[-2:] != (lq, lk) or attn_mask.dim() not in (2, 4):
-                raise ValueError(
-                    f"attn_mask must be (Lq, Lk), (B*H, Lq, Lk) or (B, H, Lq, Lk) with B={batch}, H={self.num_heads}, "
-                    f"Lq={lq}, Lk={lk}, got {tuple(attn_mask.shape)}"
-                )
+                raise ValueError(f"attn_mask must be (Lq, Lk), (B*H, Lq, Lk) or (B, H, Lq, Lk) with B={batch}, "
+                                 f"H={self.num_heads}, Lq={lq}, Lk={lk}, got {tuple(attn_mask.shape)}")
             parts.append(attn_mask)
         if not parts:
             return None
         if all(p.dtype == torch.bool for p in parts):
-            blocked = parts[0] if len(parts) == 1 else parts[0] | parts[1]
-            return ~blocked
+            return ~(parts[0] if len(parts) == 1 else parts[0] | parts[1])
         dtype = next(p.dtype for p in parts if p.is_floating_point())
         additive = [blocked_to_additive(p, dtype) if p.dtype == torch.bool else p for p in parts]
         return additive[0] if len(additive) == 1 else additive[0] + additive[1]
 
-    def forward(
-        self,
-        query: Tensor,
-        key: Tensor | None = None,
-        value: Tensor | None = None,
-        *,
-        key_padding_mask: Tensor | None = None,
-        attn_mask: Tensor | None = None,
-        causal: bool = False,
-        need_weights: bool = False,
-    ) -> tuple[Tensor, Tensor | None]:
-        """Attend ``query`` over ``key``/``value`` (self-attention when ``key`` is None). Batch-first.
+    def forward(self, query: Tensor, key: Tensor | None = None, value: Tensor | None = None, *,
+                key_padding_mask: Tensor | None = None, attn_mask: Tensor | None = None, causal: bool = False,
+                need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+        """``query (B, Lq, E)`` over ``key (B, Lk, kdim)`` (None: self-attention) and ``value (B, Lk, vdim)`` (default
+        ``key``) → ``(out (B, Lq, E), weights (B, H, Lq, Lk) with need_weights, else None)``.
 
-        Args:
-            query: ``(B, Lq, E)`` float, in the parameters' dtype (or any float dtype under ``torch.autocast``).
-            key: ``(B, Lk, kdim)`` or None (self-attention).
-            value: ``(B, Lk, vdim)``, defaults to ``key``.
-            key_padding_mask: ``(B, Lk)``: bool, True = padding (a Hugging Face ``attention_mask`` with 1 = keep
-                converts as ``attention_mask == 0``); or float, added to the scores (``<= -1e4`` = blocked).
-                Integer masks are refused.
-            attn_mask: ``(Lq, Lk)``, ``(B*H, Lq, Lk)`` or ``(B, H, Lq, Lk)``; bool True = not allowed, or float
-                added to the scores (``<= -1e4`` = blocked). For causal attention use ``causal=True``.
-            causal: block keys after each query position.
-            need_weights: also return per-head weights ``(B, H, Lq, Lk)`` (explicit softmax path).
-
-        Returns:
-            ``(out (B, Lq, E), weights (B, H, Lq, Lk) or None)``. Queries whose keys are all masked give zeros.
+        ``key_padding_mask (B, Lk)``: bool True = padding; ``attn_mask`` ``(Lq, Lk)``, ``(B*H, Lq, Lk)`` or
+        ``(B, H, Lq, Lk)``: bool True = not allowed. Float masks are added to the scores (``<= -1e4`` blocks),
+        integer masks refused; fully masked queries give zeros. ``causal``: block keys after each query.
         """
         check_embeddings(query, "query", "(B, Lq, E)", self.embed_dim, self.q_proj.weight)
         key = query if key is None else key
@@ -163,13 +113,13 @@ class MultiHeadAttention(nn.Module):
         mask = self._keep_mask(key_padding_mask, attn_mask, batch, lq, lk)
         q, k, v = self._project(query, key, value)
         q = q.view(batch, lq, self.num_heads, self.head_dim).transpose(1, 2)
-        if self.log_head_scale is not None:  # per-head inverse temperature on the scores, through the queries
+        if self.log_head_scale is not None:
             q = q * self.log_head_scale.exp().to(q.dtype)[:, None, None]
         k = k.view(batch, lk, self.kv_heads, self.head_dim).transpose(1, 2)
         v = v.view(batch, lk, self.kv_heads, self.head_dim).transpose(1, 2)
-        out, weights = scaled_dot_product_attention(
-            q, k, v, mask, causal=causal, dropout_p=self.dropout if self.training else 0.0, need_weights=need_weights
-        )
+        out, weights = scaled_dot_product_attention(q, k, v, mask, causal=causal,
+                                                    dropout_p=self.dropout if self.training else 0.0,
+                                                    need_weights=need_weights)
         out = out.transpose(1, 2).reshape(batch, lq, self.embed_dim)
         return self.out_proj(out), weights
 
@@ -183,10 +133,8 @@ class MultiHeadAttention(nn.Module):
         new = new.to(device=module.out_proj.weight.device, dtype=module.out_proj.weight.dtype)
         e = module.embed_dim
         with torch.no_grad():
-            if module._qkv_same_embed_dim:
-                weights = module.in_proj_weight.split(e)
-            else:
-                weights = (module.q_proj_weight, module.k_proj_weight, module.v_proj_weight)
+            weights = (module.in_proj_weight.split(e) if module._qkv_same_embed_dim
+                       else (module.q_proj_weight, module.k_proj_weight, module.v_proj_weight))
             for proj, weight, index in zip((new.q_proj, new.k_proj, new.v_proj), weights, range(3)):
                 proj.weight.copy_(weight)
                 if bias:

@@ -21,15 +21,8 @@ def _check_length(x: Tensor, max_len: int, embed_dim: int) -> None:
 
 
 class SinusoidalPositionalEncoding(nn.Module):
-    """Fixed sin/cos encoding of Vaswani et al.: ``pe[p, 2i] = sin(p / base^(2i/D))``, ``pe[p, 2i+1] = cos(...)``.
-
-    No parameters; :meth:`encode` also encodes arbitrary (e.g. per-axis 3D or fractional) positions.
-
-    Args:
-        embed_dim: width D (even).
-        max_len: longest sequence :meth:`forward` accepts.
-        base: wavelength base of the frequencies.
-    """
+    """Fixed sin/cos encoding: ``pe[p, 2i] = sin(p / base^(2i/D))``, ``pe[p, 2i+1] = cos(...)``; ``embed_dim`` D
+    even, ``max_len`` the longest sequence accepted. :meth:`encode` takes arbitrary positions."""
 
     def __init__(self, embed_dim: int, max_len: int = 10000, base: float = 10000.0) -> None:
         super().__init__()
@@ -52,12 +45,7 @@ class SinusoidalPositionalEncoding(nn.Module):
 
 
 class LearnedPositionalEncoding(nn.Module):
-    """A trained embedding per position ``0..max_len-1``, initialised N(0, 0.02²).
-
-    Args:
-        max_len: number of positions (longest sequence).
-        embed_dim: width D.
-    """
+    """A trained embedding per position ``0..max_len-1`` of width ``embed_dim``, initialised N(0, 0.02²)."""
 
     def __init__(self, max_len: int, embed_dim: int) -> None:
         super().__init__()

@@ -1,9 +1,6 @@
-"""Attention rollout (Abnar & Zuidema, 2020): how much each input token can reach each output token.
-
-Rollout treats attention as the *only* path between tokens: each layer's head-fused attention map,
-plus the identity for the residual connection, is row-normalised and the maps are multiplied through
-the layers. The result is a hypothesis about which inputs drove a prediction, not a causal
-attribution: the MLPs, layer norms and value vectors are ignored.
+"""Attention rollout (Abnar & Zuidema, 2020): each layer's head-fused map plus the identity (the residual path),
+row-normalised and multiplied through the layers. A hypothesis about which inputs drove a prediction, not a causal
+attribution (MLPs, norms and values are ignored).
 """
 from __future__ import annotations
 
@@ -19,19 +16,12 @@ HEAD_FUSIONS = ("mean", "max", "min")
 
 
 def fuse_heads(weights: Tensor, head_fusion: str = "mean") -> Tensor:
-    """Fuse the heads of one layer's attention map.
-
-    weights: ``(B, H, L, L)``; returns ``(B, L, L)`` (mean, max or min over heads).
-    """
+    """``(B, H, L, L)`` → ``(B, L, L)``: mean, max or min over heads."""
     if head_fusion not in HEAD_FUSIONS:
         raise UserInputError(f"head_fusion must be one of {HEAD_FUSIONS}, got {head_fusion!r}")
     if weights.dim() != 4:
         raise UserInputError(f"attention weights must be (B, H, L, L), got shape {tuple(weights.shape)}")
-    if head_fusion == "mean":
-        return weights.mean(dim=1)
-    if head_fusion == "max":
-        return weights.amax(dim=1)
-    return weights.amin(dim=1)
+    return {"mean": weights.mean, "max": weights.amax, "min": weights.amin}[head_fusion](dim=1)
 
 
 def _validate(weights: Sequence[Tensor], start_layer: int, key_padding_mask: Tensor | None) -> tuple[int, int]:
@@ -50,66 +40,39 @@ def _validate(weights: Sequence[Tensor], start_layer: int, key_padding_mask: Ten
     if not 0 <= start_layer < len(weights):
         raise UserInputError(f"start_layer must be in [0, {len(weights) - 1}], got {start_layer}")
     batch, length = shape[0], shape[-1]
-    if key_padding_mask is not None:
-        if key_padding_mask.dtype != torch.bool or tuple(key_padding_mask.shape) != (batch, length):
-            raise UserInputError(
-                f"key_padding_mask must be a bool (B, L) = ({batch}, {length}) tensor (True = padding), "
-                f"got {key_padding_mask.dtype} {tuple(key_padding_mask.shape)}"
-            )
+    if key_padding_mask is not None and (key_padding_mask.dtype != torch.bool
+                                         or tuple(key_padding_mask.shape) != (batch, length)):
+        raise UserInputError(f"key_padding_mask must be a bool (B, L) = ({batch}, {length}) tensor (True = padding), "
+                             f"got {key_padding_mask.dtype} {tuple(key_padding_mask.shape)}")
     return batch, length
 
 
 def _transition(layer: Tensor, dtype: torch.dtype, residual: bool, head_fusion: str, real: Tensor | None) -> Tensor:
-    """One layer's rollout step ``(B, L, L)``: heads fused, identity added, padding removed, rows re-normalised.
-
-    real: ``(B, L)`` 1 for real tokens, 0 for padding, or ``None`` without padding.
-    """
+    """One rollout step ``(B, L, L)``: heads fused, identity added, padding (``real (B, L)`` 0) removed, rows
+    re-normalised."""
     fused = fuse_heads(layer.detach().to(dtype), head_fusion)
     if residual:
         fused.diagonal(dim1=-2, dim2=-1).add_(1.0)
     if real is not None:
-        fused = fused * real[:, :, None] * real[:, None, :]  # real query and real key
+        fused = fused * real[:, :, None] * real[:, None, :]
     row_sums = fused.sum(dim=-1, keepdim=True)
     return torch.where(row_sums > 0, fused / row_sums.clamp_min(torch.finfo(dtype).tiny), torch.zeros_like(fused))
 
 
-def _prepare(
-    weights: Sequence[Tensor], start_layer: int, key_padding_mask: Tensor | None
-) -> tuple[int, int, torch.dtype, Tensor | None]:
+def _prepare(weights: Sequence[Tensor], start_layer: int,
+             key_padding_mask: Tensor | None) -> tuple[int, int, torch.dtype, Tensor | None]:
     """Validate; return ``(batch, length, dtype, real)`` with ``real (B, L)`` (1 = real token) or ``None``."""
     batch, length = _validate(weights, start_layer, key_padding_mask)
     dtype = torch.float64 if weights[0].dtype == torch.float64 else torch.float32
-    real = None
-    if key_padding_mask is not None:
-        real = (~key_padding_mask.to(weights[0].device)).to(dtype)
+    real = None if key_padding_mask is None else (~key_padding_mask.to(weights[0].device)).to(dtype)
     return batch, length, dtype, real
 
 
-def attention_rollout(
-    weights: Sequence[Tensor],
-    *,
-    residual: bool = True,
-    head_fusion: str = "mean",
-    start_layer: int = 0,
-    key_padding_mask: Tensor | None = None,
-) -> Tensor:
-    """Roll attention out through the layers.
-
-    Args:
-        weights: per-layer attention maps, each ``(B, H, L, L)`` (rows = queries, columns = keys),
-            e.g. the list returned by ``TransformerEncoder(..., need_weights=True)``.
-        residual: add the identity (the residual path) to each fused map before re-normalising rows.
-        head_fusion: ``"mean"``, ``"max"`` or ``"min"`` over heads.
-        start_layer: first layer included (earlier layers are skipped).
-        key_padding_mask: optional bool ``(B, L)``, True = padding. Padding columns are zeroed in every
-            layer (padding receives zero influence) and padding rows are zero in the result.
-
-    Returns:
-        ``(B, L, L)`` rollout ``R = A_last @ ... @ A_start``; ``R[b, i, j]`` is the share of token ``i``'s
-        final representation that flows from input token ``j``. Rows of real tokens sum to 1; a
-        classification token's row (e.g. ``R[:, 0]`` for [CLS]) is its per-token influence. For a few rows
-        only, :func:`rollout_rows` gives the same numbers at O(L²) instead of O(L³) per layer.
-    """
+def attention_rollout(weights: Sequence[Tensor], *, residual: bool = True, head_fusion: str = "mean",
+                      start_layer: int = 0, key_padding_mask: Tensor | None = None) -> Tensor:
+    """Rollout ``R = A_last @ ... @ A_start`` ``(B, L, L)`` of per-layer ``weights`` ``(B, H, L, L)`` (rows =
+    queries): heads fused by ``head_fusion`` (``"mean"``, ``"max"``, ``"min"``), the identity added with ``residual``,
+    layers from ``start_layer``; ``key_padding_mask (B, L)`` (True = padding) zeroes padding's rows and columns."""
     batch, length, dtype, real = _prepare(weights, start_layer, key_padding_mask)
     rollout = torch.eye(length, dtype=dtype, device=weights[0].device).expand(batch, length, length)
     rollout = rollout.clone() if real is None else rollout * real[:, :, None]
@@ -118,25 +81,10 @@ def attention_rollout(
     return rollout
 
 
-def rollout_rows(
-    weights: Sequence[Tensor],
-    rows: int | Sequence[int] = 0,
-    *,
-    residual: bool = True,
-    head_fusion: str = "mean",
-    start_layer: int = 0,
-    key_padding_mask: Tensor | None = None,
-) -> Tensor:
-    """The rows ``rows`` of :func:`attention_rollout` (same arguments), without forming the full ``L x L`` product.
-
-    Propagates the one-hot query rows backward through the layers, ``r <- r @ A_l`` from the last layer to
-    ``start_layer``: vector-matrix products, O(R L²) per layer instead of O(L³). Use it for a classification
-    token's map (``rows=0`` for [CLS]).
-
-    Returns:
-        ``(B, L)`` for an ``int`` row, ``(B, R, L)`` for a sequence of ``R`` rows; equal to
-        ``attention_rollout(...)[:, rows]``.
-    """
+def rollout_rows(weights: Sequence[Tensor], rows: int | Sequence[int] = 0, *, residual: bool = True,
+                 head_fusion: str = "mean", start_layer: int = 0, key_padding_mask: Tensor | None = None) -> Tensor:
+    """``attention_rollout(...)[:, rows]`` (same arguments) by propagating one-hot rows backward, O(R·L²) per layer:
+    ``(B, L)`` for an ``int`` row, ``(B, R, L)`` for ``R`` rows (``rows=0`` for [CLS])."""
     batch, length, dtype, real = _prepare(weights, start_layer, key_padding_mask)
     single = isinstance(rows, int)
     index = torch.as_tensor([rows] if single else list(rows), dtype=torch.long)
@@ -153,38 +101,21 @@ def rollout_rows(
     return selected[:, 0] if single else selected
 
 
-def rollout_row_from_queries(
-    queries_keys: Sequence[tuple[Tensor, Tensor]],
-    row: int = 0,
-    *,
-    residual: bool = True,
-    head_fusion: str = "mean",
-    start_layer: int = 0,
-    chunk_size: int | None = 256,
-) -> Tensor:
-    """Row ``row`` of :func:`attention_rollout` for unpadded inputs, from each layer's queries and keys, never
-    holding an ``L x L`` map: each layer's attention is recomputed ``chunk_size`` query rows at a time.
-
-    Args:
-        queries_keys: per layer ``(q, k)``, each ``(B, H, L, Dh)``, ``q`` already scaled (``q · k`` = the score
-            before the softmax).
-        row, residual, head_fusion, start_layer: as in :func:`rollout_rows`.
-        chunk_size: query rows per step (None: all at once); peak memory ``O(B · H · chunk_size · L)``.
-
-    Returns:
-        ``(B, L)``, equal to ``rollout_rows(weights, row, ...)`` up to float round-off.
-    """
+def rollout_row_from_queries(queries_keys: Sequence[tuple[Tensor, Tensor]], row: int = 0, *, residual: bool = True,
+                             head_fusion: str = "mean", start_layer: int = 0, chunk_size: int | None = 256) -> Tensor:
+    """Row ``row`` ``(B, L)`` of :func:`attention_rollout` for unpadded inputs from each layer's ``(q, k)``
+    (``(B, H, L, Dh)``, ``q`` already scaled), recomputing attention ``chunk_size`` query rows at a time; the other
+    arguments as in :func:`rollout_rows`."""
     if head_fusion not in HEAD_FUSIONS:
         raise UserInputError(f"head_fusion must be one of {HEAD_FUSIONS}, got {head_fusion!r}")
     if not 0 <= start_layer < len(queries_keys):
         raise UserInputError(f"start_layer must be in [0, {len(queries_keys) - 1}], got {start_layer}")
     q0 = queries_keys[0][0]
     batch, length, device = q0.shape[0], q0.shape[2], q0.device
-    selected = torch.zeros(batch, 1, length, 1, dtype=torch.float32, device=device)  # the rolled-out row, by query
+    selected = torch.zeros(batch, 1, length, 1, dtype=torch.float32, device=device)
     selected[:, 0, row] = 1.0
     query_index = torch.arange(length, device=device).view(1, 1, length)
     for q, k in reversed(queries_keys[start_layer:]):
-
         def spread(q_rows: Tensor, weight_rows: Tensor, index: Tensor, keys: Tensor = k) -> Tensor:
             """What rows ``index`` of this layer's transition pass on: ``(B, c)`` weights → ``(B, L)``."""
             fused = fuse_heads((q_rows.float() @ keys.float().transpose(-1, -2)).softmax(dim=-1), head_fusion)

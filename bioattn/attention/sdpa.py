@@ -1,18 +1,8 @@
 """Scaled dot-product attention with one mask convention: the single path of every bioattn attention block.
 
-``softmax(q·kᵀ · scale + mask) · v`` with ``scale = 1/sqrt(d)``. The default path calls
-:func:`torch.nn.functional.scaled_dot_product_attention` (flash / memory-efficient kernels on GPU, flash on CPU),
-whose memory is linear in the sequence length, with the kernel chosen by :func:`~bioattn.attention.set_backend`.
-``need_weights=True`` (or backend ``"explicit"``) switches to an explicit softmax path that materialises the
-``(..., Lq, Lk)`` attention weights; both paths agree to float32 round-off.
-
-Mask convention (the same as torch's fused function): a **bool** mask is True where a query *may* attend to a
-key; a **float** mask is added to the scores, and an entry at or below :data:`BLOCKED_SCORE` (``-1e4``) blocks its
-key exactly like ``-inf`` — so Hugging Face-style additive masks (``-10000.0``, ``torch.finfo(dtype).min``, ``-1e9``)
-work. Integer masks are refused. Masks broadcast to ``(..., Lq, Lk)``. A query row whose keys are all blocked
-returns zeros (never NaN, never a uniform average) and zero weights. A mask that blocks nothing (all True, or all
-0.0) is dropped before the fused kernel, so the fastest kernel (flash) stays eligible (not while compiling: that
-check reads the mask's values).
+``softmax(q·kᵀ · scale + mask) · v``: torch's fused function on the kernel chosen by
+:func:`~bioattn.attention.set_backend`, or with ``need_weights=True`` an explicit softmax. A bool mask is True where
+a query *may* attend; float entries at or below :data:`BLOCKED_SCORE` block like ``-inf``.
 """
 from __future__ import annotations
 
@@ -28,24 +18,20 @@ from bioattn.attention.inputs import check_mask_dtype
 
 __all__ = ["scaled_dot_product_attention", "attention_weights", "BLOCKED_SCORE"]
 
-#: Float-mask entries at or below this value block their key (treated as ``-inf``). Compared in the mask's dtype,
-#: so Hugging Face's -10000.0 stored in bfloat16 (-9984) counts too.
+#: Float-mask entries at or below this value block their key (treated as ``-inf``), compared in the mask's dtype.
 BLOCKED_SCORE = -1e4
 
 
 def _check_inputs(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float) -> int:
     """Validate shapes, dtypes and the mask; return the grouped-query factor ``Hq // Hkv`` (1 without grouping)."""
     if q.dim() < 2 or k.dim() != q.dim() or v.dim() != q.dim():
-        raise ValueError(
-            f"q, k, v must have the same rank >= 2, got q{tuple(q.shape)}, k{tuple(k.shape)}, v{tuple(v.shape)}"
-        )
-    same_dtype = q.dtype == k.dtype == v.dtype or torch.is_autocast_enabled(q.device.type)  # autocast casts them
+        raise ValueError(f"q, k, v must have the same rank >= 2, got q{tuple(q.shape)}, k{tuple(k.shape)}, "
+                         f"v{tuple(v.shape)}")
+    same_dtype = q.dtype == k.dtype == v.dtype or torch.is_autocast_enabled(q.device.type)
     floating = q.is_floating_point() and k.is_floating_point() and v.is_floating_point()
     if not (floating and same_dtype and q.device == k.device == v.device):
-        raise ValueError(
-            f"q, k, v must be floating point with one dtype and device (outside autocast), got "
-            f"{q.dtype}/{k.dtype}/{v.dtype} on {q.device}/{k.device}/{v.device}"
-        )
+        raise ValueError(f"q, k, v must be floating point with one dtype and device (outside autocast), got "
+                         f"{q.dtype}/{k.dtype}/{v.dtype} on {q.device}/{k.device}/{v.device}")
     if q.size(-1) != k.size(-1):
         raise ValueError(f"q and k must share the last dim d, got {q.size(-1)} and {k.size(-1)}")
     if k.shape[:-1] != v.shape[:-1]:
@@ -80,10 +66,7 @@ def _with_causal(mask: Tensor | None, lq: int, lk: int, device: torch.device) ->
 
 
 def _unless_blocks_nothing(mask: Tensor | None) -> Tensor | None:
-    """None when ``mask`` is all True (bool) or all 0.0 (float), else ``mask``.
-
-    Reads the mask's values (a device sync), so it keeps the mask while compiling.
-    """
+    """None when ``mask`` is all True (bool) or all 0.0 (float), else ``mask`` (kept while compiling)."""
     if mask is None or torch.compiler.is_compiling():
         return mask
     blocks_nothing = bool(mask.all()) if mask.dtype == torch.bool else not bool(mask.any())
@@ -91,11 +74,8 @@ def _unless_blocks_nothing(mask: Tensor | None) -> Tensor | None:
 
 
 def _prepare_mask(mask: Tensor | None, dtype: torch.dtype) -> tuple[Tensor | None, Tensor | None]:
-    """Normalise a keep-mask for the kernels; return ``(mask or None, row_is_valid (..., Lq, 1) or None)``.
-
-    Float entries ``<= BLOCKED_SCORE`` become ``-inf`` (before the cast to ``dtype``, which may round them), and rows
-    that block every key are opened up so softmax stays finite (the caller zeroes them with ``row_is_valid``).
-    """
+    """``(mask or None, row_is_valid (..., Lq, 1) or None)``: float entries ``<= BLOCKED_SCORE`` become ``-inf``
+    (before the cast to ``dtype``), fully blocked rows are opened up (the caller zeroes them)."""
     if mask is None:
         return None, None
     if mask.dtype == torch.bool:
@@ -118,17 +98,8 @@ def _dropout(weights: Tensor, dropout_p: float) -> Tensor:
 
 
 def attention_weights(scores: Tensor, mask: Tensor | None = None, *, dropout_p: float = 0.0) -> tuple[Tensor, Tensor]:
-    """The explicit path's softmax for callers that build the scores themselves (chunked tied row attention).
-
-    Args:
-        scores: ``(..., Lq, Lk)``, already scaled.
-        mask: as in :func:`scaled_dot_product_attention` (bool True = may attend, or float added), broadcastable.
-        dropout_p: dropout on the weights (applied whenever > 0).
-
-    Returns:
-        ``(weights after dropout, weights before dropout)``, both ``(..., Lq, Lk)``; rows whose keys are all
-        blocked are zero.
-    """
+    """The explicit path's softmax of scaled ``scores (..., Lq, Lk)`` (``mask`` as in
+    :func:`scaled_dot_product_attention`, dropout if ``dropout_p > 0``) → ``(weights after, before dropout)``."""
     check_mask_dtype(mask, "mask", "True = may attend", "attention_mask.bool()")
     mask, valid = _prepare_mask(_unless_blocks_nothing(mask), scores.dtype)
     weights = _softmax(scores, mask)
@@ -137,9 +108,8 @@ def attention_weights(scores: Tensor, mask: Tensor | None = None, *, dropout_p: 
     return _dropout(weights, dropout_p), weights
 
 
-def _explicit_attention(
-    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float, scale: float, groups: int
-) -> tuple[Tensor, Tensor]:
+def _explicit_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float, scale: float,
+                        groups: int) -> tuple[Tensor, Tensor]:
     if groups > 1:
         k = k.repeat_interleave(groups, dim=-3)
         v = v.repeat_interleave(groups, dim=-3)
@@ -147,9 +117,8 @@ def _explicit_attention(
     return torch.matmul(_dropout(weights, dropout_p), v), weights
 
 
-def _fused_attention(
-    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float, causal: bool, scale: float, groups: int
-) -> Tensor:
+def _fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float, causal: bool, scale: float,
+                     groups: int) -> Tensor:
     """torch's fused function on the kernel chosen by :func:`~bioattn.attention.set_backend`."""
     kwargs = {"attn_mask": mask, "dropout_p": dropout_p, "is_causal": causal, "scale": scale, "enable_gqa": groups > 1}
     name = get_backend()
@@ -160,40 +129,20 @@ def _fused_attention(
         with sdpa_kernel(chosen):
             return F.scaled_dot_product_attention(q, k, v, **kwargs)
     except RuntimeError as err:
-        raise RuntimeError(
-            f"attention backend {name!r} cannot run these inputs (q {tuple(q.shape)} {q.dtype} on {q.device}, "
-            f"mask: {'yes' if mask is not None else 'no'}, dropout_p={dropout_p}); choose another with "
-            f"bioattn.attention.set_backend (e.g. 'auto'). torch: {err}"
-        ) from err
+        raise RuntimeError(f"attention backend {name!r} cannot run these inputs (q {tuple(q.shape)} {q.dtype} on "
+                           f"{q.device}, mask: {'yes' if mask is not None else 'no'}, dropout_p={dropout_p}); choose "
+                           f"another with bioattn.attention.set_backend (e.g. 'auto'). torch: {err}") from err
 
 
-def scaled_dot_product_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    mask: Tensor | None = None,
-    *,
-    causal: bool = False,
-    dropout_p: float = 0.0,
-    scale: float | None = None,
-    need_weights: bool = False,
-) -> tuple[Tensor, Tensor | None]:
-    """Attention of queries over keys, fused unless weights are requested (see the module docstring).
+def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *, causal: bool = False,
+                                 dropout_p: float = 0.0, scale: float | None = None,
+                                 need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+    """``q (..., Lq, d)``, ``k (..., Lk, d)``, ``v (..., Lk, dv)`` → ``(out (..., Lq, dv), weights or None)``.
 
-    Args:
-        q: ``(..., Lq, d)``; with grouped-query attention ``(..., Hq, Lq, d)``.
-        k: ``(..., Lk, d)``; with grouped-query attention ``(..., Hkv, Lk, d)``, ``Hq % Hkv == 0``.
-        v: ``(..., Lk, dv)``. q, k, v share one floating dtype and device.
-        mask: bool ``(..., Lq, Lk)`` (True = may attend) or float (added to the scores; ``<= -1e4`` = blocked),
-            broadcastable. Integer masks are refused.
-        causal: block keys after the query position (top-left aligned); combines with ``mask``.
-        dropout_p: dropout on the attention weights. Applied whenever > 0: pass 0.0 in eval mode
-            (the modules of this package do that for you).
-        scale: score scale, default ``1 / sqrt(d)``.
-        need_weights: return the ``(..., Lq, Lk)`` weights (explicit path) instead of running the fused kernel.
-
-    Returns:
-        ``(out (..., Lq, dv), weights (..., Lq, Lk) or None)``. Weights are before dropout.
+    Grouped-query: ``q (..., Hq, Lq, d)``, ``k``/``v`` with ``Hkv`` heads, ``Hq % Hkv == 0``. ``mask``: bool (True =
+    may attend) or float (added; ``<= -1e4`` blocks), broadcastable to ``(..., Lq, Lk)``. ``causal``: block keys
+    after the query position (top-left aligned). ``dropout_p``: applied whenever > 0. ``scale``: default
+    ``1 / sqrt(d)``. ``need_weights``: also return the weights before dropout (explicit path).
     """
     groups = _check_inputs(q, k, v, mask, dropout_p)
     lq, lk = q.size(-2), k.size(-2)
@@ -204,7 +153,6 @@ def scaled_dot_product_attention(
     if causal and not fused_causal:
         mask = _with_causal(mask, lq, lk, q.device)
     mask, valid_rows = _prepare_mask(mask, q.dtype)
-
     if explicit:
         out, weights = _explicit_attention(q, k, v, mask, dropout_p, scale, groups)
     else:

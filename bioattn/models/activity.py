@@ -1,27 +1,8 @@
 """Activity regressor: DNA sequence → one or more measured activities (MPRA log2(RNA/DNA), expression, ...).
 
-Input: token ids from :mod:`bioattn.data.dna` of the *element* (constant assay flanks removed), right-padded to
-``input_length`` with ``PAD``; shorter sequences are masked, never longer ones.
-Pipeline: nucleotide embedding → convolutional stem (Conv1d + BatchNorm + SiLU) → ``stages`` residual conv blocks
-with squeeze-and-excitation, each followed by max-pooling by 2 (a LegNet / EfficientNet-like stem, 200 nt → 25
-tokens at 3 stages) → linear map to ``embed_dim`` + learned positions → :class:`~bioattn.attention.TransformerEncoder`
-(padding masked) → masked mean pooling (the *embedding*) → MLP head with T outputs. The head predicts standardised
-targets; :meth:`ActivityRegressor.forward` returns them in the units of the training file (``target_mean`` and
-``target_sd`` are saved in the config).
-
-The config also remembers how a run reads raw strings: ``flanks`` (constant 5′/3′ adapters stripped before the
-model; :meth:`ActivityRegressor.predict` accepts sequences with or without them) and ``strand`` (``forward``:
-the sequence as given; ``both``: the mean of the sequence and its reverse complement).
-
-Two optional linear branches add to the head's output (a "wide and deep" model): ``kmer_branch`` reads the
-standardised counts of every k-mer (:func:`kmer_counts`), ``motifs`` the standardised best and summed log-odds
-scores of known motif matrices on either strand (:func:`motif_scores`; the matrices are saved with the weights).
-Training fits them in closed form (ridge); a blend scales the head and the branches so that the output is a
-weighted mean of the deep model and the ridge. With ``clip_features`` (what training sets) each branch's raw
-features are clipped to the range they took on the training rows (the buffers ``kmer_low`` / ``kmer_high``,
-``motif_low`` / ``motif_high``, saved with the weights) before the branch reads them, so a sequence unlike every
-training row cannot push a linear branch beyond what those rows support; a model saved without them (``clip_features``
-absent from its config) reads its features unclipped, as it was trained.
+Element token ids → conv stem and residual conv blocks pooling by 2 → :class:`~bioattn.attention.TransformerEncoder`
+→ masked mean pooling (the *embedding*) → MLP head, plus optional linear branches over :func:`kmer_counts` and
+:func:`motif_scores`.
 """
 from __future__ import annotations
 
@@ -54,8 +35,7 @@ def strip_flanks(sequence: str, flanks: Sequence[str]) -> str:
 
 
 def kmer_counts(tokens: Tensor, kmax: int) -> Tensor:
-    """Counts of every k-mer of A/C/G/T, k = 1..``kmax``, in token ids ``(B, L)`` → ``(B, 4 + 16 + ... + 4^kmax)``
-    float (k-mers holding N or padding are not counted; k-mers of one k in lexicographic order, A < C < G < T)."""
+    """Counts of every A/C/G/T k-mer, k = 1..``kmax``, lexicographic per k: ``(B, L)`` → ``(B, 4 + ... + 4^kmax)``."""
     base = tokens - A_ID
     valid = (base >= 0) & (base < 4)
     base = base.clamp(0, 3)
@@ -73,7 +53,7 @@ def kmer_counts(tokens: Tensor, kmax: int) -> Tensor:
 
 #: Motif widths are rounded up to a multiple of this to share one convolution (a matrix's extra columns are 0).
 MOTIF_WIDTH_STEP = 4
-#: Rows scored at once by :func:`motif_scores` (its per-position scores are ``rows × 2M × L`` floats).
+#: Rows scored at once by :func:`motif_scores`.
 MOTIF_CHUNK = 64
 
 
@@ -85,14 +65,9 @@ def one_hot(tokens: Tensor) -> Tensor:
 
 
 def motif_scores(tokens: Tensor, matrices: Tensor, widths: Sequence[int], bins: int = 1) -> Tensor:
-    """Scores of ``M`` motif matrices ``matrices (M, 4, W)`` (log-odds, rows A, C, G, T; matrix i uses its first
-    ``widths[i]`` columns) on token ids ``(B, L)`` → ``(B, 2 * bins * M)``.
-
-    Each element is cut into ``bins`` equal parts by window start (bin 0 at the 5′ end); per part, per matrix:
-    ``max(0, s_max)`` with ``s_max`` the best score over the part's positions (each position's better strand),
-    then ``log(1 + Σ_p exp(s_p))`` (a soft count of sites, 0 where none scores well). Columns: part 0's M best
-    scores, its M soft counts, then part 1's, and so on. A window may run past the element's end (those columns
-    score 0); padding and ``N`` score 0.
+    """Scores of M log-odds ``matrices (M, 4, W)`` (matrix i uses ``widths[i]`` columns) on token ids ``(B, L)`` →
+    ``(B, 2 * bins * M)``: per part of ``bins`` (by window start), per matrix, ``max(0, best score)`` over both
+    strands, then ``log(1 + Σ_p exp(s_p))``; part 0's M best scores, its M soft counts, then part 1's, ...
     """
     widths_t = torch.as_tensor(list(widths), dtype=torch.long)
     if matrices.dim() != 3 or matrices.shape[1] != 4 or len(widths_t) != matrices.shape[0]:
@@ -107,14 +82,12 @@ def motif_scores(tokens: Tensor, matrices: Tensor, widths: Sequence[int], bins: 
     inverse = torch.empty_like(order)
     inverse[order] = torch.arange(len(order))
     inverse = inverse.to(matrices.device)
-    # the reverse complement of each matrix within its own width (columns reversed, A<->T and C<->G), zero-padded
-    # on the right like the matrix itself, so both strands score the same window [p, p + width)
+    # each matrix's reverse complement within its own width, zero-padded on the right like the matrix
     columns = torch.arange(matrices.shape[2], device=matrices.device)[None, :]
     width_col = widths_t.to(matrices.device)[:, None]
     source = (width_col - 1 - columns).clamp_min(0)[:, None, :].expand(-1, 4, -1)
     reverse = matrices.flip(1).gather(2, source) * (columns < width_col)[:, None, :].to(matrices.dtype)
     lengths = (tokens != PAD_ID).sum(1)
-    # per bucket of widths: its matrices and their reverse complements, scored in one convolution
     weights = {width: torch.cat([matrices[rows, :, :width], reverse[rows, :, :width]])
                for width in sorted(buckets) for rows in [torch.tensor(buckets[width], device=matrices.device)]}
     out = []
@@ -128,11 +101,11 @@ def motif_scores(tokens: Tensor, matrices: Tensor, widths: Sequence[int], bins: 
         scores = torch.cat(per_bucket, 1)  # (b, M, L), matrices in bucket order
         features = scores.new_zeros(len(ids), bins, 2, matrices.shape[0])
         chunk_lengths = lengths[start : start + MOTIF_CHUNK].clamp_min(1)
-        for length in chunk_lengths.unique().tolist():  # rows of one length share their parts' position ranges
+        for length in chunk_lengths.unique().tolist():
             rows = (chunk_lengths == length).nonzero()[:, 0]
             if len(rows) == len(ids):
                 rows = slice(None)
-            for b in range(bins):  # part b: the window starts p with b * length <= p * bins < (b + 1) * length
+            for b in range(bins):  # window starts p with b * length <= p * bins < (b + 1) * length
                 lo, hi = -(-b * length // bins), -(-(b + 1) * length // bins)
                 if hi > lo:
                     part = scores[rows, :, lo:hi]
@@ -175,44 +148,19 @@ class ActivityRegressor(PretrainedModel):
     """Sequence → ``T`` activities (regression), with a convolutional stem and an attention encoder.
 
     Args:
-        input_length: longest element (nt, without flanks) the model accepts; shorter ones are padded and masked.
-        target_names: one name per output column (e.g. the value columns of the training file).
         target_mean, target_sd: per target, the training mean and sd; outputs are ``mean + sd * head``.
-        flanks: ``[5′, 3′]`` constant adapter sequences removed from raw strings before the model (``""``: none).
-        strand: ``"forward"`` or ``"both"`` (average with the reverse complement in :meth:`predict`).
+        flanks: ``[5′, 3′]`` constant adapters removed from raw strings; strand: ``"forward"`` or ``"both"``.
         channels, kernel, stages: the conv stem (width, odd kernel size, residual blocks each pooling by 2).
-        embed_dim, num_heads, num_layers, dropout: the attention encoder and head.
-        kmer_branch: 0 (off) or K: add a linear function of the standardised counts of every k-mer, k = 1..K
-            (:func:`kmer_counts`), to the head's output; training fits it first (ridge) and the deep part learns
-            what it leaves (a "wide and deep" model).
-        motifs: ``None`` (off) or ``{"ids", "names", "widths", "bins", "source"}`` of M motif matrices: add a
-            linear function of their standardised :func:`motif_scores` (2 × bins × M features) to the head's output. The matrices
-            are the buffer ``motif_matrices (M, 4, max width)``, set by :meth:`set_motif_matrices` and saved with
-            the weights.
-        clip_features: clip each branch's raw features to their training range (buffers ``*_low`` / ``*_high``,
-            ±inf until a branch is fitted: :meth:`set_feature_range`).
+        kmer_branch, motifs: 0 / None (off), or linear branches over the k-mer counts, k = 1..K, and the scores of
+            the motif matrices ``{"ids", "names", "widths", "bins", "source"}`` (:meth:`set_motif_matrices`).
+        clip_features: clip each branch's raw features to their training range (:meth:`set_feature_range`).
     """
 
-    def __init__(
-        self,
-        *,
-        input_length: int = 200,
-        target_names: Sequence[str] = ("activity",),
-        target_mean: Sequence[float] | None = None,
-        target_sd: Sequence[float] | None = None,
-        flanks: Sequence[str] = ("", ""),
-        strand: str = "forward",
-        channels: int = 64,
-        kernel: int = 7,
-        stages: int = 3,
-        embed_dim: int = 64,
-        num_heads: int = 4,
-        num_layers: int = 2,
-        dropout: float = 0.1,
-        kmer_branch: int = 0,
-        motifs: Mapping[str, Any] | None = None,
-        clip_features: bool = False,
-    ) -> None:
+    def __init__(self, *, input_length: int = 200, target_names: Sequence[str] = ("activity",),
+                 target_mean: Sequence[float] | None = None, target_sd: Sequence[float] | None = None,
+                 flanks: Sequence[str] = ("", ""), strand: str = "forward", channels: int = 64, kernel: int = 7,
+                 stages: int = 3, embed_dim: int = 64, num_heads: int = 4, num_layers: int = 2, dropout: float = 0.1,
+                 kmer_branch: int = 0, motifs: Mapping[str, Any] | None = None, clip_features: bool = False) -> None:
         super().__init__()
         target_names = [str(name) for name in target_names]
         count = len(target_names)
@@ -233,8 +181,7 @@ class ActivityRegressor(PretrainedModel):
             "input_length": input_length, "target_names": target_names, "target_mean": target_mean,
             "target_sd": target_sd, "flanks": flanks, "strand": strand, "channels": channels, "kernel": kernel,
             "stages": stages, "embed_dim": embed_dim, "num_heads": num_heads, "num_layers": num_layers,
-            "dropout": dropout, "kmer_branch": kmer_branch,
-        }
+            "dropout": dropout, "kmer_branch": kmer_branch}
         if motifs is not None:
             widths = [int(w) for w in motifs["widths"]]
             ids = [str(i) for i in motifs["ids"]]
@@ -246,7 +193,7 @@ class ActivityRegressor(PretrainedModel):
                 raise ValueError(f"motifs['bins'] must be >= 1, got {motifs['bins']}")
             self.config["motifs"] = motifs
         self.clip_features = bool(clip_features)
-        if self.clip_features:  # absent from the config of a model saved before the ranges existed
+        if self.clip_features:  # absent from the config of older models
             self.config["clip_features"] = True
         self.input_length, self.target_names, self.flanks, self.strand = input_length, target_names, flanks, strand
         self.register_buffer("target_mean", torch.tensor(target_mean), persistent=False)
@@ -266,33 +213,26 @@ class ActivityRegressor(PretrainedModel):
                                   nn.Linear(embed_dim, count))
         self.kmer_branch = kmer_branch
         if kmer_branch:
-            features = sum(4**k for k in range(1, kmer_branch + 1))
-            self.register_buffer("kmer_mean", torch.zeros(features))
-            self.register_buffer("kmer_scale", torch.ones(features))
-            self._range_buffers("kmer", features)
-            self.kmer_linear = nn.Linear(features, count)
-            nn.init.zeros_(self.kmer_linear.weight)
-            nn.init.zeros_(self.kmer_linear.bias)
+            self._linear_branch("kmer", sum(4**k for k in range(1, kmer_branch + 1)), count)
         self.motifs = motifs
         if motifs is not None:
-            count_m = len(motifs["widths"])
-            features_m = 2 * motifs["bins"] * count_m
-            self.register_buffer("motif_matrices", torch.zeros(count_m, 4, max(motifs["widths"])))
-            self.register_buffer("motif_mean", torch.zeros(features_m))
-            self.register_buffer("motif_scale", torch.ones(features_m))
-            self._range_buffers("motif", features_m)
-            self.motif_linear = nn.Linear(features_m, count)
-            nn.init.zeros_(self.motif_linear.weight)
-            nn.init.zeros_(self.motif_linear.bias)
+            self.register_buffer("motif_matrices", torch.zeros(len(motifs["widths"]), 4, max(motifs["widths"])))
+            self._linear_branch("motif", 2 * motifs["bins"] * len(motifs["widths"]), count)
 
-    def _range_buffers(self, branch: str, features: int) -> None:
+    def _linear_branch(self, branch: str, features: int, outputs: int) -> None:
+        """Buffers ``{branch}_mean``, ``_scale`` (and ``_low``, ``_high`` to clip to) and a zero ``{branch}_linear``."""
+        self.register_buffer(f"{branch}_mean", torch.zeros(features))
+        self.register_buffer(f"{branch}_scale", torch.ones(features))
         if self.clip_features:
             self.register_buffer(f"{branch}_low", torch.full((features,), -torch.inf))
             self.register_buffer(f"{branch}_high", torch.full((features,), torch.inf))
+        linear = nn.Linear(features, outputs)
+        nn.init.zeros_(linear.weight)
+        nn.init.zeros_(linear.bias)
+        setattr(self, f"{branch}_linear", linear)
 
     def set_feature_range(self, branch: str, low: Tensor | np.ndarray, high: Tensor | np.ndarray) -> None:
-        """Store the training range ``(F,)`` of the raw features of ``branch`` (``"kmer"`` or ``"motif"``); the
-        branch clips to it from then on. A model without ``clip_features`` has nowhere to store it."""
+        """Store the training range ``(F,)`` of the raw features of ``branch`` (``"kmer"`` or ``"motif"``)."""
         if not self.clip_features:
             raise ValueError("this model has no feature ranges (built without clip_features)")
         with torch.no_grad():
@@ -313,7 +253,6 @@ class ActivityRegressor(PretrainedModel):
         """Width D of :meth:`embed`'s vectors."""
         return int(self.config["embed_dim"])
 
-    # ------------------------------------------------------------------------------------------ tensors
     def standardised(self, tokens: Tensor) -> tuple[Tensor, Tensor]:
         """``(head output (B, T) in training-sd units, pooled embedding (B, D))`` for ``tokens (B, L)``."""
         if tokens.dim() != 2 or tokens.shape[1] > self.input_length:
@@ -340,8 +279,7 @@ class ActivityRegressor(PretrainedModel):
         return out, embedding
 
     def kmer_features(self, tokens: Tensor) -> Tensor:
-        """The standardised k-mer counts ``(B, F)`` the k-mer branch reads (clipped to their training range first
-        with ``clip_features``)."""
+        """The standardised (with ``clip_features`` first clipped) k-mer counts ``(B, F)`` of the k-mer branch."""
         return (self._clip("kmer", kmer_counts(tokens, self.kmer_branch)) - self.kmer_mean) / self.kmer_scale
 
     def set_motif_matrices(self, matrices: Sequence[np.ndarray]) -> None:
@@ -364,20 +302,16 @@ class ActivityRegressor(PretrainedModel):
             return motif_scores(tokens, self.motif_matrices.float(), self.motifs["widths"], self.motifs["bins"])
 
     def motif_features(self, tokens: Tensor) -> Tensor:
-        """The standardised motif scores ``(B, 2 × bins × M)`` the motif branch reads (clipped to their training
-        range first with ``clip_features``)."""
+        """The standardised (with ``clip_features`` first clipped) motif scores ``(B, 2 × bins × M)``."""
         return (self._clip("motif", self.raw_motif_scores(tokens)) - self.motif_mean) / self.motif_scale
 
     def forward(self, tokens: Tensor) -> dict[str, Tensor]:
-        """``tokens (B, L)`` (element token ids, ``PAD`` = padding) → ``{"values": (B, T) in the training units,
-        "embedding": (B, D)}`` (one strand: the one given)."""
+        """``tokens (B, L)`` → ``{"values": (B, T) in the training units, "embedding": (B, D)}`` (one strand)."""
         out, embedding = self.standardised(tokens)
         return {"values": out * self.target_sd + self.target_mean, "embedding": embedding}
 
-    # ------------------------------------------------------------------------------------------ strings
     def tokenize(self, sequences: str | Sequence[str], records: Sequence[str] | None = None) -> Tensor:
-        """Token ids ``(N, input_length)`` of raw strings: flanks stripped, padded; a non-ACGTN character or an
-        element longer than :attr:`input_length` is a :class:`UserInputError` naming the record."""
+        """Token ids ``(N, input_length)`` of raw strings, flanks stripped; ``records`` name them in errors."""
         if isinstance(sequences, str):
             sequences = [sequences]
         if len(sequences) == 0:
@@ -385,8 +319,7 @@ class ActivityRegressor(PretrainedModel):
         out = torch.full((len(sequences), self.input_length), PAD_ID, dtype=torch.long)
         for index, sequence in enumerate(sequences):
             record = records[index] if records is not None else f"sequence {index}"
-            element = strip_flanks(sequence, self.flanks)
-            ids = encode(element, record=record)
+            ids = encode(strip_flanks(sequence, self.flanks), record=record)
             if len(ids) > self.input_length:
                 raise UserInputError(f"{record}: {len(ids)} nt after removing the flanks; this model accepts at most "
                                      f"{self.input_length} nt (its training length)")
@@ -417,10 +350,7 @@ class ActivityRegressor(PretrainedModel):
 
     def predict(self, sequences: str | Sequence[str], *, batch_size: int = 256, strand: str | None = None,
                 records: Sequence[str] | None = None) -> np.ndarray:
-        """Activities ``(N, T)`` float64 of DNA strings, in input order, one column per :attr:`target_names`.
-
-        Strings may carry the run's constant flanks or not; ``strand`` (default: the run's) ``"both"`` averages
-        each sequence with its reverse complement. ``records`` names the sequences in errors."""
+        """Activities ``(N, T)`` float64 of DNA strings (with or without the flanks); ``strand`` default: the run's."""
         return self.predict_tokens(self.tokenize(sequences, records), batch_size=batch_size, strand=strand)
 
     def embed(self, sequences: str | Sequence[str], *, batch_size: int = 256, strand: str | None = None) -> np.ndarray:

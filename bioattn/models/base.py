@@ -1,9 +1,5 @@
-"""Save/load for bioattn models: ``config.json`` + ``model.safetensors`` in a run directory (or in a model
-shipped with bioattn, loaded by name: see :mod:`bioattn.models.registry`).
-
-Loading constructs the model from the JSON config and reads tensors with safetensors, so no pickle
-is ever executed when a user opens a model someone else trained.
-"""
+"""Save/load for bioattn models: ``config.json`` + ``model.safetensors`` in a run directory or a shipped model
+(:mod:`bioattn.models.registry`); no pickle is ever read."""
 from __future__ import annotations
 
 import os
@@ -36,15 +32,8 @@ class PretrainedModel(nn.Module):
 
     @classmethod
     def from_pretrained(cls: type[M], run_dir: str | os.PathLike, map_location: str | torch.device = "cpu") -> M:
-        """Rebuild the model from ``run_dir/config.json`` and load ``run_dir/model.safetensors``; always a ``cls``.
-
-        ``run_dir`` is a run directory or, when no such folder exists, the name of a shipped model
-        (:func:`~bioattn.models.registry.available_models`); an unknown name is an error listing them.
-        ``map_location``: the device the model ends on; a CUDA device where PyTorch sees no GPU is an error.
-        An ensemble run directory (``--seeds`` / ``--cv``) is an error pointing to
-        :func:`~bioattn.models.registry.load_pretrained`, which loads it as an
-        :class:`~bioattn.models.ensemble.Ensemble` (and loads a single model too).
-        """
+        """The ``cls`` saved in ``run_dir`` (or a shipped model's name), on ``map_location``; ensembles load with
+        :func:`~bioattn.models.registry.load_pretrained`."""
         if torch.device(map_location).type == "cuda" and not torch.cuda.is_available():
             raise UserInputError(f"cannot load {run_dir} onto {map_location}: PyTorch sees no CUDA GPU here")
         name, run_dir = run_dir, resolve_model_dir(run_dir)
@@ -63,14 +52,12 @@ class PretrainedModel(nn.Module):
             raise UserInputError(f"{run_dir / CONFIG_NAME}: holds a {model_type}, not a {cls.__name__}")
         try:
             model = cls(**config)
-        except TypeError as exc:  # a key the class does not take, e.g. d_model of a run saved before 0.5.0
+        except TypeError as exc:
             renamed = "; bioattn 0.5.0 names it embed_dim (rename the key)" if "d_model" in config else ""
             raise UserInputError(f"{run_dir / CONFIG_NAME}: does not fit {cls.__name__} ({exc}){renamed}") from exc
         state = load_tensors(run_dir / WEIGHTS_NAME)
         missing, unexpected = model.load_state_dict(state, strict=False)
         if missing or unexpected:
-            raise UserInputError(
-                f"{run_dir / WEIGHTS_NAME}: weights do not match the config "
-                f"(missing {sorted(missing)[:5]}, unexpected {sorted(unexpected)[:5]})"
-            )
+            raise UserInputError(f"{run_dir / WEIGHTS_NAME}: weights do not match the config "
+                                 f"(missing {sorted(missing)[:5]}, unexpected {sorted(unexpected)[:5]})")
         return model.to(map_location).eval()

@@ -1,27 +1,13 @@
 """Ensembles of trained classifiers that load, predict and explain like a single model.
 
-An ensemble run directory (written by ``bioattn train ... --seeds`` or ``--cv K``) holds one ordinary run
-directory per member and a ``config.json`` naming them::
+An ensemble run directory (``bioattn train ... --seeds`` or ``--cv K``) holds one run directory per member and a
+``config.json`` naming them::
 
     {"model_type": "Ensemble", "member_type": "PromoterClassifier", "members": ["seed0", "seed1", "seed2"],
      "combine": "mean probability"}
 
-``bioattn.models.load_pretrained(ensemble_dir)`` then returns an :class:`Ensemble`
-of the members. Its forward returns the logits of the members' **averaged probabilities** (sigmoid for one logit
-per item, softmax over the last dimension otherwise), so every prediction routine of the member class —
-strand averaging, flip test-time augmentation, batching — gives the ensemble's averaged prediction unchanged:
-the member class's methods and settings (``class_names``, ``threshold``, ``predict_tokens`` ...) are those of the
-first member, run with the ensemble as ``self``. What is not an average of outputs (attention maps, per-layer
-weights) has no single value on an ensemble: explanations run per member (:func:`ensemble_members`) and are
-averaged by the caller.
-
-Regressors (members whose forward returns a dict with ``"values"``, e.g.
-:class:`~bioattn.models.activity.ActivityRegressor`) are averaged as values: the forward returns
-``{"values": the members' mean (B, T), "member_values": each member's (M, B, T)}``, so the member class's
-``predict`` gives the mean of the members' predictions and a caller that wants their spread reads
-``member_values``. The members' other outputs (an embedding of each member's own space) have no mean; asking the
-ensemble's output for one is a ``KeyError`` that says so. :meth:`Ensemble.member_outputs` returns every member's
-own output.
+``bioattn.models.load_pretrained(ensemble_dir)`` returns an :class:`Ensemble`; the member class's prediction
+methods, run with the ensemble as ``self``, give the averaged prediction. Explanations run per member.
 """
 from __future__ import annotations
 
@@ -41,15 +27,9 @@ COMBINE = "mean probability"
 
 
 class Ensemble(nn.Module):
-    """Average of ``members``' probabilities (members: models of one class, same classes and inputs).
-
-    ``forward(*args, **kwargs)`` calls every member with the same arguments: outputs ``(B,)`` (one logit per
-    item) are averaged as sigmoid probabilities and returned as logits ``(B,)``; outputs ``(B, ..., C)`` as
-    softmax probabilities over ``C``, returned as log-probabilities (whose softmax is the average). Members
-    returning ``(logits, None, ...)`` (:class:`~bioattn.models.MSAContactModel` without attention maps) give
-    ``(averaged logits, None, ...)``. Members returning a dict with ``"values"`` (regressors) give
-    :class:`EnsembleValues`: the mean of the values and each member's.
-    """
+    """Average of ``members``' probabilities (models of one class): logits ``(B,)`` averaged as sigmoid
+    probabilities, ``(B, ..., C)`` as softmax probabilities (returned as log-probabilities); ``(logits, None, ...)``
+    gives ``(averaged logits, None, ...)``; dicts with ``"values"`` give :class:`EnsembleValues`."""
 
     def __init__(self, members: Sequence[nn.Module]) -> None:
         super().__init__()
@@ -98,8 +78,7 @@ class Ensemble(nn.Module):
     @classmethod
     def load(cls, run_dir: str | os.PathLike, config: dict[str, Any], member_class: type[nn.Module],
              map_location: str | torch.device = "cpu") -> "Ensemble":
-        """The ensemble of ``run_dir`` whose parsed ``config.json`` is ``config``; members loaded with
-        ``member_class.from_pretrained`` (which checks their type)."""
+        """The ensemble of ``run_dir`` (its parsed ``config.json``: ``config``) of ``member_class`` members."""
         run_dir = Path(run_dir)
         names = config.get("members")
         if not isinstance(names, list) or not names:
@@ -113,9 +92,8 @@ class Ensemble(nn.Module):
 
 
 class EnsembleValues(dict):
-    """What an :class:`Ensemble` of regressors returns: ``"values"`` ``(B, T)``, the mean of the members' values
-    (float32), and ``"member_values"`` ``(M, B, T)``, each member's. Any other key the members return (an
-    embedding) has no mean over separately trained members: asking for it is a ``KeyError`` saying so."""
+    """What an :class:`Ensemble` of regressors returns: ``"values" (B, T)``, the members' mean, and
+    ``"member_values" (M, B, T)``; any other key is a ``KeyError`` saying so."""
 
     member_type = ""
 
@@ -133,8 +111,7 @@ class EnsembleValues(dict):
 
 
 def _average_logits(outputs: Sequence[Tensor]) -> Tensor:
-    """The members' logits ``(B,)`` (one per item: sigmoid) or ``(B, ..., C)`` (softmax over ``C``) → the logits
-    (log-probabilities for ``C`` classes) of their mean probability, same shape."""
+    """The members' logits ``(B,)`` (sigmoid) or ``(B, ..., C)`` (softmax) → the logits of their mean probability."""
     logits = torch.stack(list(outputs)).float()
     if logits.dim() == 2:  # (M, B): one logit per item
         return torch.logit(torch.sigmoid(logits).mean(dim=0), eps=1e-7)
@@ -153,8 +130,7 @@ def ensemble_members(model: nn.Module) -> list[nn.Module]:
 
 def average_over_members(model: nn.Module, explain: Callable[[nn.Module], Any]) -> Any:
     """``explain(member)`` averaged over :func:`ensemble_members` (tensors / arrays, or lists and dicts of them)."""
-    results = [explain(member) for member in ensemble_members(model)]
-    return _mean(results)
+    return _mean([explain(member) for member in ensemble_members(model)])
 
 
 def _mean(values: list[Any]) -> Any:

@@ -1,19 +1,8 @@
 """MSA contact model: axial transformer trained by masked-token prediction, contacts read from tied row attention.
 
-Input: token ids ``(B, N, L)`` from :class:`~bioattn.data.msa.MSATokenizer` (padding = ``pad_id``).
-Pipeline: token embedding → positional encoding over the L columns (learned, or sinusoidal for a model pretrained
-on cropped alignments that must take longer ones) → LayerNorm → a stack of
-:class:`~bioattn.attention.AxialTransformerLayer` with **tied** row attention → LayerNorm → a language-model
-head predicting the 22 alignment symbols at every cell (trained on masked cells).
-
-Contacts, as in MSA Transformer (Rao et al. 2021): each layer's tied row-attention map (one L×L per head) is
-symmetrised and average-product corrected (APC); a logistic regression over the layers×heads maps gives the
-contact probability of each pair. Because a model trained on one family has its own head order, the features
-are the per-layer APC maps **sorted over heads at each pair** (order statistics), so a contact head fitted on
-other families (leave-one-family-out, :func:`fit_contact_head`) applies to a model trained on a new family.
-Optional extra pair features (e.g. coevolution scores, named in ``extra_contact_features``) are appended to
-the attention features. Every feature is z-scored within its family (no labels involved) before the
-regression. The fitted head lives in ``contact_head`` (a ``Linear(F, 1)``) and is saved with the model.
+Contacts: each layer's tied maps, symmetrised and APC-corrected, sorted over heads at each pair (so a head fitted on
+other families applies), plus optional extra pair features, z-scored per family → logistic regression
+(``contact_head``, :func:`fit_contact_head`).
 """
 from __future__ import annotations
 
@@ -31,10 +20,8 @@ from bioattn.data.masking import bert_mask, masked_cross_entropy
 from bioattn.data.msa import ALPHABET, MSATokenizer
 from bioattn.models.base import PretrainedModel
 
-__all__ = [
-    "MSAContactModel", "mask_tokens", "masked_lm_loss", "standardize_pair_features", "logistic_contact_probabilities",
-    "fit_contact_head",
-]
+__all__ = ["MSAContactModel", "mask_tokens", "masked_lm_loss", "standardize_pair_features",
+           "logistic_contact_probabilities", "fit_contact_head"]
 
 #: Pairs closer than this in sequence are left out of feature statistics and of the contact-head fit.
 MIN_SEPARATION = 6
@@ -45,40 +32,20 @@ POSITIONAL_ENCODINGS = ("learned", "sinusoidal")
 
 
 def mask_tokens(tokens: Tensor, probability: float, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
-    """BERT masking of ``tokens (B, N, L)``: choose cells with ``probability`` (never padding); of those 80% → mask,
-    10% → a random symbol, 10% unchanged. Returns ``(masked tokens, chosen (B, N, L) bool)`` on ``tokens``' device.
-
-    The draws are made on the CPU (``generator`` is a CPU generator), so a seed masks the same cells on every device.
-    """
+    """BERT masking of ``tokens (B, N, L)`` (never padding), drawn on the CPU ``generator`` →
+    ``(masked tokens, chosen (B, N, L) bool)``."""
     return bert_mask(tokens, tokens.cpu() != _TOKENS.pad_id, probability, _TOKENS.mask_id,
                      torch.arange(len(ALPHABET)), generator)
 
 
 class MSAContactModel(PretrainedModel):
-    """Axial-attention MSA language model with an attention-based contact head.
+    """Axial-attention MSA language model of at most ``max_len`` columns with an attention-based contact head;
+    ``chunk_size`` rows/columns per chunk (None: all), ``extra_contact_features`` appended pair features' names,
+    ``positional`` ``learned`` or ``sinusoidal``."""
 
-    Args:
-        max_len: most alignment columns accepted.
-        embed_dim, num_heads, num_layers, dim_feedforward, dropout: transformer size.
-        chunk_size: rows/columns per chunk in every layer (None: all at once); bounds memory, same result.
-        extra_contact_features: names of pair features appended to the attention features of the contact head.
-        positional: ``learned`` (one trained vector per column) or ``sinusoidal`` (fixed; defined for columns never
-            seen in training).
-    """
-
-    def __init__(
-        self,
-        *,
-        max_len: int = 1024,
-        embed_dim: int = 64,
-        num_heads: int = 4,
-        num_layers: int = 4,
-        dim_feedforward: int | None = None,
-        dropout: float = 0.1,
-        chunk_size: int | None = None,
-        extra_contact_features: Sequence[str] = (),
-        positional: str = "learned",
-    ) -> None:
+    def __init__(self, *, max_len: int = 1024, embed_dim: int = 64, num_heads: int = 4, num_layers: int = 4,
+                 dim_feedforward: int | None = None, dropout: float = 0.1, chunk_size: int | None = None,
+                 extra_contact_features: Sequence[str] = (), positional: str = "learned") -> None:
         super().__init__()
         if embed_dim % num_heads:
             raise ValueError(f"embed_dim ({embed_dim}) must be divisible by num_heads ({num_heads})")
@@ -87,16 +54,14 @@ class MSAContactModel(PretrainedModel):
         self.config = {
             "max_len": max_len, "embed_dim": embed_dim, "num_heads": num_heads, "num_layers": num_layers,
             "dim_feedforward": dim_feedforward, "dropout": dropout, "chunk_size": chunk_size,
-            "extra_contact_features": list(extra_contact_features), "positional": positional,
-        }
+            "extra_contact_features": list(extra_contact_features), "positional": positional}
         self.embed = nn.Embedding(_TOKENS.vocab_size, embed_dim, padding_idx=_TOKENS.pad_id)
         self.positions = (LearnedPositionalEncoding(max_len, embed_dim) if positional == "learned"
                           else SinusoidalPositionalEncoding(embed_dim, max_len))
         self.embed_norm = nn.LayerNorm(embed_dim)
         self.layers = nn.ModuleList(
-            AxialTransformerLayer(embed_dim, num_heads, dim_feedforward=dim_feedforward, dropout=dropout, tied=True, chunk_size=chunk_size)
-            for _ in range(num_layers)
-        )
+            AxialTransformerLayer(embed_dim, num_heads, dim_feedforward=dim_feedforward, dropout=dropout, tied=True,
+                                  chunk_size=chunk_size) for _ in range(num_layers))
         self.final_norm = nn.LayerNorm(embed_dim)
         self.lm_head = nn.Linear(embed_dim, len(ALPHABET))
         self.contact_head = nn.Linear(num_layers * num_heads + len(extra_contact_features), 1)
@@ -107,10 +72,7 @@ class MSAContactModel(PretrainedModel):
         return self.contact_head.in_features
 
     def forward(self, tokens: Tensor, *, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
-        """``tokens (B, N, L)`` → ``(logits (B, N, L, 22), tied row attention (B, layers, H, L, L) or None)``.
-
-        Rows made only of padding are padded sequences; columns that are padding in every row are padded positions.
-        """
+        """``tokens (B, N, L)`` → ``(logits (B, N, L, 22), tied row attention (B, layers, H, L, L) or None)``."""
         if tokens.dim() != 3:
             raise ValueError(f"tokens must be (B, N, L), got {tuple(tokens.shape)}")
         b, n, length = tokens.shape
@@ -119,22 +81,19 @@ class MSAContactModel(PretrainedModel):
         check_token_ids(tokens, self.embed.num_embeddings, "tokens", "(B, N, L)")
         padding = tokens == _TOKENS.pad_id
         masks = {"sequence_padding_mask": padding.all(dim=2), "position_padding_mask": padding.all(dim=1)}
-        x = self.positions(self.embed(tokens).view(b * n, length, -1)).view(b, n, length, -1)
-        x = self.embed_norm(x)
+        x = self.embed_norm(self.positions(self.embed(tokens).view(b * n, length, -1)).view(b, n, length, -1))
         maps = []
         for layer in self.layers:
             x, weights = layer(x, need_weights=need_weights, **masks)
             maps.append(weights)
-        logits = self.lm_head(self.final_norm(x))
-        return logits, (torch.stack(maps, dim=1) if need_weights else None)
+        return self.lm_head(self.final_norm(x)), (torch.stack(maps, dim=1) if need_weights else None)
 
     @torch.no_grad()
     def contact_features(self, tokens: Tensor) -> Tensor:
         """``tokens (B, N, L)`` → ``(B, L, L, layers*H)``: symmetrised, APC'd tied maps, sorted over heads per layer."""
         _, maps = self(tokens, need_weights=True)
         b, layers, heads, length, _ = maps.shape
-        corrected = apc(symmetrize(maps.float()))  # (B, layers, H, L, L)
-        ordered = corrected.sort(dim=2, descending=True).values
+        ordered = apc(symmetrize(maps.float())).sort(dim=2, descending=True).values  # (B, layers, H, L, L)
         return ordered.reshape(b, layers * heads, length, length).permute(0, 2, 3, 1)
 
     @torch.no_grad()
@@ -157,10 +116,7 @@ class MSAContactModel(PretrainedModel):
 
 
 def masked_lm_loss(model: nn.Module, tokens: Tensor, probability: float = 0.15, generator: torch.Generator | None = None) -> Tensor:
-    """Masked-token cross-entropy (mean over the chosen cells) of ``tokens (B, N, L)``.
-
-    Calls ``model(...)`` only, so ``model`` may be a DistributedDataParallel wrapper.
-    """
+    """Masked-token cross-entropy (mean over the chosen cells) of ``tokens (B, N, L)``; ``model`` may be wrapped."""
     masked, chosen = mask_tokens(tokens, probability, generator)
     logits, _ = model(masked.to(next(model.parameters()).device))
     return masked_cross_entropy(logits, tokens, chosen)
@@ -186,15 +142,10 @@ def logistic_contact_probabilities(features: Tensor, weight: Tensor, bias: float
     return torch.sigmoid(0.5 * (logits + logits.T))
 
 
-def fit_contact_head(
-    features: Sequence[Tensor], distances: Sequence[np.ndarray], *, min_separation: int = MIN_SEPARATION, cutoff: float = 8.0
-) -> tuple[np.ndarray, float]:
-    """Logistic regression of contact (Cβ distance < ``cutoff``) on per-family z-scored pair features.
-
-    ``features``: one ``(L, L, F)`` tensor per training family; ``distances``: the matching ``(L, L)`` native
-    distances (NaN = unknown, skipped). Uses pairs with ``|i-j| ≥ min_separation``. Returns ``(weight (F,), bias)``.
-    Fit it on families other than the one you evaluate.
-    """
+def fit_contact_head(features: Sequence[Tensor], distances: Sequence[np.ndarray], *,
+                     min_separation: int = MIN_SEPARATION, cutoff: float = 8.0) -> tuple[np.ndarray, float]:
+    """Logistic regression of contact (distance < ``cutoff``) on per-family z-scored pair features ``(L, L, F)``
+    and ``(L, L)`` distances (NaN skipped), pairs ``|i-j| ≥ min_separation`` → ``(weight (F,), bias)``."""
     inputs, labels = [], []
     for feature_map, distance in zip(features, distances):
         distance = torch.as_tensor(distance)

@@ -1,22 +1,8 @@
 """ESM's MSA Transformer (ESM-MSA-1b, Rao et al. 2021) built from bioattn's axial blocks, batch-first, at any depth.
 
-The architecture of fair-esm's ``esm.MSATransformer``: token and learned positional embeddings (plus, for ESM-MSA-1b,
-a learned embedding of the row index), ``num_layers`` :class:`~bioattn.attention.AxialTransformerLayer` blocks
-(tied row attention, column attention, feed-forward, each pre-norm + residual), the masked-LM head (tied to the
-token embedding) and the contact regression over the symmetrised, APC-corrected tied row-attention maps of every
-layer and head. With the same weights it gives fair-esm's logits, row-attention maps and contacts (tests check
-1e-4 in fp32, on a small model and on the full 12-layer, 768-wide, 12-head shape).
-
-Memory: row attention runs over ``max_tokens // L`` rows at a time (the tied map's scores summed over row chunks),
-column attention over ``max_tokens // N`` columns at a time, so the activations of one chunk never exceed
-``max_tokens`` cells whatever the depth N; the returned row-attention maps are ``(layers, H, L, L)`` per alignment,
-independent of N. Column maps are never collected.
-
-Weights are not shipped with bioattn: a user who has fair-esm's checkpoint (``esm_msa1b_t12_100M_UR50S.pt`` and
-``esm_msa1b_t12_100M_UR50S-contact-regression.pt``, from the fair-esm repository's download links) converts it once
-with :meth:`MSATransformer.from_esm` (the only place a pickle is read, restricted by ``torch.load(weights_only=True)``)
-and :meth:`~bioattn.models.base.PretrainedModel.save_pretrained`; later loads read ``config.json`` +
-``model.safetensors`` and need neither pickle nor fair-esm::
+With fair-esm's weights it gives fair-esm's logits, row-attention maps and contacts. Weights are not shipped:
+convert fair-esm's checkpoint once with :meth:`MSATransformer.from_esm` (the only place a pickle is read) and save
+it; later loads read safetensors::
 
     model = MSATransformer.from_esm("esm_msa1b_t12_100M_UR50S.pt")
     model.save_pretrained("esm-msa-1b")
@@ -46,10 +32,8 @@ from bioattn.models.base import PretrainedModel
 __all__ = ["ESM_MSA_ALPHABET", "AlignmentPrediction", "MSATransformer", "esm_msa_subsample", "contact_maps_apc"]
 
 #: fair-esm's alphabet of the MSA Transformer: index = token id (``<cls>`` 0, ``<pad>`` 1, ``<mask>`` 32).
-ESM_MSA_ALPHABET = (
-    "<cls>", "<pad>", "<eos>", "<unk>", "L", "A", "G", "V", "S", "E", "R", "T", "I", "D", "P", "K", "Q", "N", "F", "Y",
-    "M", "H", "W", "C", "X", "B", "U", "Z", "O", ".", "-", "<null_1>", "<mask>",
-)
+ESM_MSA_ALPHABET = ("<cls>", "<pad>", "<eos>", "<unk>", "L", "A", "G", "V", "S", "E", "R", "T", "I", "D", "P", "K", "Q",
+                    "N", "F", "Y", "M", "H", "W", "C", "X", "B", "U", "Z", "O", ".", "-", "<null_1>", "<mask>")
 #: Default tokens per chunk of rows / columns (fair-esm's ``max_tokens_per_msa``).
 DEFAULT_MAX_TOKENS = 2**14
 REGRESSION_SUFFIX = "-contact-regression.pt"
@@ -69,23 +53,18 @@ def average_product_correction(x: Tensor) -> Tensor:
 
 
 def contact_maps_apc(row_attentions: Tensor, position_keep: Tensor | None = None) -> Tensor:
-    """Symmetrised, APC-corrected maps: ``(B, layers, H, L, L)`` → ``(B, layers·H, L, L)``.
-
-    ``position_keep``: bool ``(B, L)``, False on padded positions; their rows and columns are zeroed first, so the
-    correction of an alignment padded in a batch equals the one it gets alone.
-    """
+    """Symmetrised, APC-corrected maps ``(B, layers, H, L, L)`` → ``(B, layers·H, L, L)``; padded positions
+    (``position_keep (B, L)`` False) are zeroed first."""
     b, layers, heads, length, _ = row_attentions.shape
     maps = row_attentions.reshape(b, layers * heads, length, length).float()
     if position_keep is not None:
-        pair = (position_keep[:, :, None] & position_keep[:, None, :]).to(maps.dtype)[:, None]
-        maps = maps * pair
+        maps = maps * (position_keep[:, :, None] & position_keep[:, None, :]).to(maps.dtype)[:, None]
     return average_product_correction(symmetrize(maps))
 
 
 def esm_msa_subsample(sequences: Sequence[str], max_rows: int) -> list[int]:
-    """Indices (sorted, row 0 kept) of at most ``max_rows`` rows chosen as in ESM's MSA examples (``greedy_select``
-    with ``mode="max"``): from the query, repeatedly add the row with the largest mean Hamming distance to the rows
-    already chosen. Rows keep their order (ESM-MSA-1b embeds the row index)."""
+    """Sorted indices (row 0 kept) of at most ``max_rows`` rows, chosen as ESM's ``greedy_select(mode="max")``:
+    repeatedly the row with the largest mean Hamming distance to the rows already chosen."""
     if max_rows < 1:
         raise ValueError(f"max_rows must be >= 1, got {max_rows}")
     n = len(sequences)
@@ -106,8 +85,8 @@ def esm_msa_subsample(sequences: Sequence[str], max_rows: int) -> list[int]:
 
 @dataclass(frozen=True)
 class AlignmentPrediction:
-    """One alignment through the MSA Transformer: ``probabilities (L, L)``, ``logits (L, L)`` (their log-odds),
-    ``row_attentions (layers, H, L, L)`` (``<cls>`` dropped) and the rows used (indices into the alignment)."""
+    """One alignment's ``probabilities (L, L)``, ``logits (L, L)``, ``row_attentions (layers, H, L, L)`` (no
+    ``<cls>``) and the rows used."""
 
     probabilities: Tensor
     logits: Tensor
@@ -116,7 +95,7 @@ class AlignmentPrediction:
 
 
 class _LMHead(nn.Module):
-    """``dense → gelu → LayerNorm``, then the token embedding's transpose and a bias (the model applies the last step)."""
+    """``dense → gelu → LayerNorm``, then the token embedding's transpose and a bias."""
 
     def __init__(self, embed_dim: int, vocab_size: int) -> None:
         super().__init__()
@@ -129,35 +108,14 @@ class _LMHead(nn.Module):
 
 
 class MSATransformer(PretrainedModel):
-    """ESM's MSA Transformer on bioattn's axial blocks; see the module docstring.
+    """ESM's MSA Transformer on bioattn's axial blocks: ``max_positions`` (``<cls>`` included) per row, ``max_rows``
+    learned row-index embeddings (0: none) of width ``row_embed_dim`` (default ``embed_dim``), token strings
+    ``alphabet``, ``max_tokens`` cells per chunk of rows or columns (None: no chunking)."""
 
-    Args:
-        embed_dim: channels D (768 for ESM-MSA-1b).
-        num_heads: heads H of row and column attention (12).
-        num_layers: axial blocks (12).
-        ffn_embed_dim: feed-forward hidden width (3072).
-        max_positions: longest row, ``<cls>`` included (1024).
-        max_rows: rows of the learned row-index embedding (1024); 0: none (ESM-MSA-1).
-        row_embed_dim: width of the row-index embedding (D, or 1 in a first release; broadcast over D).
-        alphabet: token strings, index = id (default: fair-esm's MSA alphabet).
-        dropout: dropout on embeddings, residual branches and attention weights (training only).
-        max_tokens: cells per chunk of rows (row attention, feed-forward) or columns (column attention); None: no
-            chunking. Same result, memory bounded by the chunk.
-    """
-
-    def __init__(
-        self,
-        embed_dim: int = 768,
-        num_heads: int = 12,
-        num_layers: int = 12,
-        ffn_embed_dim: int = 3072,
-        max_positions: int = 1024,
-        max_rows: int = 1024,
-        row_embed_dim: int | None = None,
-        alphabet: Sequence[str] = ESM_MSA_ALPHABET,
-        dropout: float = 0.1,
-        max_tokens: int | None = DEFAULT_MAX_TOKENS,
-    ) -> None:
+    def __init__(self, embed_dim: int = 768, num_heads: int = 12, num_layers: int = 12, ffn_embed_dim: int = 3072,
+                 max_positions: int = 1024, max_rows: int = 1024, row_embed_dim: int | None = None,
+                 alphabet: Sequence[str] = ESM_MSA_ALPHABET, dropout: float = 0.1,
+                 max_tokens: int | None = DEFAULT_MAX_TOKENS) -> None:
         super().__init__()
         for name, value in (("embed_dim", embed_dim), ("num_heads", num_heads), ("num_layers", num_layers),
                             ("ffn_embed_dim", ffn_embed_dim), ("max_positions", max_positions)):
@@ -182,25 +140,19 @@ class MSATransformer(PretrainedModel):
         self.max_tokens = max_tokens
         self.embed_tokens = nn.Embedding(len(alphabet), embed_dim, padding_idx=self.padding_idx)
         self.embed_positions = nn.Embedding(max_positions + self.padding_idx + 1, embed_dim, padding_idx=self.padding_idx)
-        if max_rows:
-            self.msa_position_embedding = nn.Parameter(0.01 * torch.randn(1, max_rows, 1, row_embed_dim))
-        else:
-            self.register_parameter("msa_position_embedding", None)
+        self.register_parameter("msa_position_embedding",
+                                nn.Parameter(0.01 * torch.randn(1, max_rows, 1, row_embed_dim)) if max_rows else None)
         self.emb_layer_norm_before = nn.LayerNorm(embed_dim)
         self.emb_layer_norm_after = nn.LayerNorm(embed_dim)
         self.dropout = nn.Dropout(dropout)
         self.layers = nn.ModuleList(
             AxialTransformerLayer(embed_dim, num_heads, dim_feedforward=ffn_embed_dim, dropout=dropout,
-                                  attention_dropout=dropout, activation="gelu", tied=True)
-            for _ in range(num_layers)
-        )
+                                  attention_dropout=dropout, activation="gelu", tied=True) for _ in range(num_layers))
         self.lm_head = _LMHead(embed_dim, len(alphabet))
         self.contact_regression = nn.Linear(num_layers * num_heads, 1)
 
-    # ----------------------------------------------------------------------------------------------- tokens
     def encode(self, sequences: Sequence[str]) -> Tensor:
-        """Token ids ``(N, L + 1)`` of ``N`` aligned rows of length L, ``<cls>`` first (letters upper-cased; a
-        character outside the alphabet becomes ``<unk>``). Raises :class:`UserInputError` on ragged rows."""
+        """Token ids ``(N, L + 1)`` of N aligned rows, ``<cls>`` first (any case; unknown characters → ``<unk>``)."""
         if not sequences:
             raise UserInputError("no sequences to encode (empty alignment)")
         length = len(sequences[0])
@@ -215,8 +167,7 @@ class MSATransformer(PretrainedModel):
                 raise UserInputError(f"record {index}: length {len(sequence)} != {length} (ragged alignment)")
             raw = torch.frombuffer(bytearray(sequence.encode("ascii", "replace")), dtype=torch.uint8).long()
             rows.append(table[raw] if length else raw)
-        body = torch.stack(rows)
-        return torch.cat([torch.full((len(rows), 1), self.cls_idx, dtype=torch.long), body], dim=1)
+        return torch.cat([torch.full((len(rows), 1), self.cls_idx, dtype=torch.long), torch.stack(rows)], dim=1)
 
     def _masks(self, tokens: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
         """``(sequence_padding_mask (B, N), position_padding_mask (B, C), cell padding (B, N, C))``, None when unpadded."""
@@ -228,29 +179,12 @@ class MSATransformer(PretrainedModel):
             raise ValueError("tokens: <pad> must fill whole rows (missing sequences) or whole columns (shorter alignments)")
         return rows, positions, padding
 
-    # ----------------------------------------------------------------------------------------------- forward
-    def forward(
-        self,
-        tokens: Tensor,
-        *,
-        need_weights: bool = False,
-        return_contacts: bool = False,
-        repr_layers: Sequence[int] = (),
-    ) -> dict[str, Any]:
-        """Run the model on a batch of alignments.
-
-        Args:
-            tokens: int64 ``(B, N, C)``: B alignments of N rows of C tokens (``<cls>`` first, :meth:`encode`),
-                ``<pad>`` filling missing rows / trailing columns of the shorter alignments.
-            need_weights: also return the tied row-attention maps.
-            return_contacts: also return the contact probabilities (implies ``need_weights``).
-            repr_layers: layers whose hidden states to return (0 = embeddings; the last one after the final norm).
-
-        Returns:
-            dict with ``logits (B, N, C, V)``, ``representations`` {layer: ``(B, N, C, D)``}, with weights
-            ``row_attentions (B, layers, H, C, C)`` and with contacts ``contacts (B, C-1, C-1)`` (no ``<cls>``),
-            as fair-esm's ``MSATransformer`` returns them (batch-first there too; column maps are not returned).
-        """
+    def forward(self, tokens: Tensor, *, need_weights: bool = False, return_contacts: bool = False,
+                repr_layers: Sequence[int] = ()) -> dict[str, Any]:
+        """Alignments ``tokens`` int64 ``(B, N, C)`` (``<cls>`` first, ``<pad>`` filling missing rows / columns) →
+        fair-esm's dict: ``logits (B, N, C, V)``, ``representations`` {layer in ``repr_layers``: ``(B, N, C, D)``},
+        with ``need_weights`` ``row_attentions (B, layers, H, C, C)``, with ``return_contacts`` also
+        ``contacts (B, C-1, C-1)``."""
         if not isinstance(tokens, Tensor) or tokens.dim() != 3 or tokens.dtype != torch.long:
             raise ValueError(f"tokens must be an int64 tensor (B, N, C), got "
                              f"{tuple(tokens.shape) if isinstance(tokens, Tensor) else type(tokens).__name__}")
@@ -262,12 +196,10 @@ class MSATransformer(PretrainedModel):
                              "(subsample the alignment: esm_msa_subsample)")
         need_weights = need_weights or return_contacts
         rows, positions, padding = self._masks(tokens)
-        x = self.embed_tokens(tokens)
         keep = None if padding is None else ~padding
-        position_ids = torch.arange(1, c + 1, device=tokens.device).expand(b, n, c) + self.padding_idx
-        if keep is not None:
-            position_ids = (keep.long().cumsum(2) * keep + self.padding_idx).long()
-        x = x + self.embed_positions(position_ids)
+        position_ids = (torch.arange(1, c + 1, device=tokens.device).expand(b, n, c) + self.padding_idx if keep is None
+                        else (keep.long().cumsum(2) * keep + self.padding_idx).long())
+        x = self.embed_tokens(tokens) + self.embed_positions(position_ids)
         if self.msa_position_embedding is not None:
             x = x + self.msa_position_embedding[:, :n]
         x = self.dropout(self.emb_layer_norm_before(x))
@@ -295,17 +227,14 @@ class MSATransformer(PretrainedModel):
         return result
 
     def _set_chunks(self, rows: int, columns: int) -> None:
-        """Row and column chunk sizes from ``max_tokens`` for an ``rows × columns`` alignment."""
         row_chunk = None if self.max_tokens is None else max(1, self.max_tokens // columns)
         column_chunk = None if self.max_tokens is None else max(1, self.max_tokens // rows)
         for layer in self.layers:
-            layer.chunk_size = row_chunk
-            layer.row_attention.chunk_size = row_chunk
+            layer.chunk_size = layer.row_attention.chunk_size = row_chunk
             layer.column_attention.chunk_size = column_chunk
 
     def contact_features(self, row_attentions: Tensor, position_padding_mask: Tensor | None = None) -> Tensor:
-        """``row_attentions (B, layers, H, C, C)`` → the contact regression's inputs ``(B, L, L, layers·H)``: each
-        map without ``<cls>``, symmetrised and APC-corrected (padded positions zeroed first)."""
+        """``row_attentions (B, layers, H, C, C)`` → the contact regression's inputs ``(B, L, L, layers·H)``."""
         keep = None if position_padding_mask is None else ~position_padding_mask[:, 1:]
         return contact_maps_apc(row_attentions[..., 1:, 1:], keep).permute(0, 2, 3, 1)
 
@@ -317,9 +246,8 @@ class MSATransformer(PretrainedModel):
     @torch.no_grad()
     def predict_alignment(self, sequences: Sequence[str], max_rows: int = DEFAULT_MAX_ROWS, *,
                           source: str = "alignment") -> AlignmentPrediction:
-        """Contacts of one alignment (``sequences``: aligned rows, the query first) from at most ``max_rows`` rows
-        chosen as in ESM's examples (:func:`esm_msa_subsample`), on the model's device, eval mode. Raises
-        :class:`UserInputError` naming ``source`` when the alignment or the budget does not fit the model."""
+        """Contacts of one alignment (aligned rows, query first) from at most ``max_rows`` rows
+        (:func:`esm_msa_subsample`), eval mode; ``source`` names the alignment in errors."""
         if max_rows < 1:
             raise UserInputError(f"the row budget must be >= 1, got {max_rows}")
         if self.msa_position_embedding is not None and max_rows > self.msa_position_embedding.size(1):
@@ -342,22 +270,12 @@ class MSATransformer(PretrainedModel):
         self.eval()
         return self(tokens, return_contacts=True)["contacts"]
 
-    # ----------------------------------------------------------------------------------------------- fair-esm
     @classmethod
     def from_esm(cls, path: str | os.PathLike, regression_path: str | os.PathLike | None = None, *,
                  max_tokens: int | None = DEFAULT_MAX_TOKENS) -> "MSATransformer":
-        """Convert a fair-esm MSA Transformer checkpoint (the ``.pt`` file as fair-esm distributes it: a dict with
-        ``args`` (an :class:`argparse.Namespace`) and ``model`` (its state dict)) and its contact regression
-        (default: ``<path without .pt>-contact-regression.pt`` beside it, as fair-esm expects).
-
-        **This reads pickle files**, the only place in bioattn that does: ``torch.load(weights_only=True)`` with
-        only :class:`argparse.Namespace` allowed besides tensors and plain containers, so a file cannot run code,
-        but open only checkpoints you trust. fair-esm is not imported. Save the result with
-        :meth:`save_pretrained` and load that thereafter (safetensors, no pickle).
-
-        Raises :class:`UserInputError` naming the file when it is missing, truncated, not a checkpoint or not an
-        MSA Transformer.
-        """
+        """Convert a fair-esm checkpoint ``.pt`` and its contact regression (default: ``<path without
+        .pt>-contact-regression.pt``). **This reads pickle files** (``torch.load(weights_only=True)``): open only
+        checkpoints you trust, and save the result with :meth:`save_pretrained`."""
         path = Path(path)
         regression_path = Path(str(path.with_suffix("")) + REGRESSION_SUFFIX) if regression_path is None else Path(regression_path)
         data = _torch_load(path)
@@ -376,8 +294,7 @@ class MSATransformer(PretrainedModel):
     @classmethod
     def from_esm_state_dict(cls, state: dict[str, Any], args: dict[str, Any], *, source: str | os.PathLike = "state dict",
                             max_tokens: int | None = DEFAULT_MAX_TOKENS) -> "MSATransformer":
-        """The model (eval mode) of a fair-esm ``MSATransformer``'s ``state_dict()`` (fair-esm's module names, contact
-        regression included) and its ``args`` (a dict: ``attention_heads``, ``dropout``; sizes come from the weights)."""
+        """The model (eval mode) of a fair-esm ``MSATransformer``'s ``state_dict()`` and ``args`` (a dict)."""
         def tensor(name: str) -> Tensor:
             value = state.get(name)
             if not isinstance(value, Tensor):
@@ -392,14 +309,12 @@ class MSATransformer(PretrainedModel):
         padding_idx = alphabet.index("<pad>")
         msa_rows = state.get("msa_position_embedding")
         try:
-            model = cls(
-                embed_dim=embed.shape[1], num_heads=int(args.get("attention_heads", 12)), num_layers=layers,
-                ffn_embed_dim=tensor("layers.0.feed_forward_layer.layer.fc1.weight").shape[0],
-                max_positions=tensor("embed_positions.weight").shape[0] - padding_idx - 1,
-                max_rows=0 if msa_rows is None else msa_rows.shape[1],
-                row_embed_dim=None if msa_rows is None else msa_rows.shape[-1],
-                dropout=float(args.get("dropout", 0.1)), max_tokens=max_tokens,
-            )
+            model = cls(embed_dim=embed.shape[1], num_heads=int(args.get("attention_heads", 12)), num_layers=layers,
+                        ffn_embed_dim=tensor("layers.0.feed_forward_layer.layer.fc1.weight").shape[0],
+                        max_positions=tensor("embed_positions.weight").shape[0] - padding_idx - 1,
+                        max_rows=0 if msa_rows is None else msa_rows.shape[1],
+                        row_embed_dim=None if msa_rows is None else msa_rows.shape[-1],
+                        dropout=float(args.get("dropout", 0.1)), max_tokens=max_tokens)
         except ValueError as exc:
             raise UserInputError(f"{source}: not a consistent MSA Transformer checkpoint ({exc})") from exc
         ours = model.state_dict()
@@ -431,9 +346,8 @@ def _esm_layer_name(name: str) -> str:
 
 
 def _esm_name(key: str) -> str:
-    """A key of the distributed checkpoint → fair-esm's module name (what ``esm.pretrained`` does on load: drop
-    ``encoder.sentence_encoder.`` / ``encoder.``, and swap ``row`` and ``column``, which the release has the other
-    way round)."""
+    """A key of the distributed checkpoint → fair-esm's module name (as ``esm.pretrained`` loads it: prefix dropped,
+    ``row`` and ``column`` swapped)."""
     key = key.replace("row", "\0").replace("column", "row").replace("\0", "column")
     for prefix in ("encoder.sentence_encoder.", "encoder."):
         if key.startswith(prefix):

@@ -1,26 +1,8 @@
 """Promoter classifier: single-nucleotide tokens, a [CLS] token and a pre-norm transformer encoder.
 
-Input: token ids from :mod:`bioattn.data.dna` (right-padded, no [CLS]; the model prepends it).
-Pipeline: nucleotide embedding → optional masked Conv1d ("conv embedding", residual, keeps one token per
-nucleotide) → prepend [CLS] → learned positional encoding → :class:`~bioattn.attention.TransformerEncoder`
-with the padding mask (its last layer computes the [CLS] output alone: ``first_outputs=1``) → MLP head on the
-[CLS] output → one logit (two classes: promoter vs not, sigmoid) or
-C logits (C > 2 classes, softmax). The first convolution reads the tokens directly (:func:`token_table_conv1d`,
-the same function at a fraction of the cost); the head runs in fp32 under autocast.
-
-Padding never changes a prediction: PAD embeddings are zeroed before and after the convolution (so the
-convolution sees the same zeros past the end of a sequence whether or not the batch is padded), and PAD keys
-are masked in attention. With ``rc_average=True`` :meth:`PromoterClassifier.predict_logits` averages the
-logits of the sequence and of its reverse complement, so ``p(seq) == p(revcomp(seq))`` exactly.
-
-Predictions follow scikit-learn's meanings: :meth:`PromoterClassifier.predict_proba` gives the ``(N, C)`` class
-probabilities of DNA strings, :meth:`PromoterClassifier.predict` their class labels (:attr:`classes_`);
-:meth:`~PromoterClassifier.proba_from_ids` and :meth:`~PromoterClassifier.predict_tokens` are the same numbers
-from token ids (one batch) and token arrays.
-
-The saved config remembers how the model evaluates: ``max_len``, ``rc_average``, ``class_names`` (the labels
-of the training file, in class-index order) and the decision ``threshold`` of a two-class model. A config
-saved before multi-class support (no ``num_classes``) loads as the binary model it is.
+Token ids (the model prepends [CLS]) → embedding → residual Conv1d blocks →
+:class:`~bioattn.attention.TransformerEncoder` → MLP head on [CLS]. Padding never changes a prediction;
+``rc_average=True`` averages both strands exactly.
 """
 from __future__ import annotations
 
@@ -40,15 +22,8 @@ __all__ = ["PromoterClassifier", "token_table_conv1d"]
 
 
 def token_table_conv1d(conv: nn.Conv1d, embedding_weight: Tensor, ids: Tensor, pad_id: int) -> Tensor:
-    """``conv`` applied to the embeddings of ``ids``, computed from per-token tables: ``(B, L)`` → ``(B, L, D_out)``.
-
-    Equals ``conv(embedding_weight[ids].transpose(1, 2)).transpose(1, 2)`` with the ``pad_id`` embedding taken as
-    zero (stride 1, no dilation, ``padding = kernel // 2``, odd kernel): tap k of the convolution maps token v to
-    ``W_k · E_v``, so the output at position t is the bias plus the sum over taps of table ``T[k, ids[t + k - K//2]]``
-    (positions outside the sequence read ``pad_id``, i.e. zero). Costs ``O(K·V·D²)`` for the ``(K, V, D_out)`` tables
-    plus ``O(B·L·K·D)`` for the lookups, instead of ``O(B·L·K·D²)``: with a vocabulary of a few tokens the lookups
-    are the cheap part, and the backward pass is a scatter-add of the same size.
-    """
+    """``conv(embedding_weight[ids].transpose(1, 2)).transpose(1, 2)`` with the ``pad_id`` embedding taken as zero,
+    computed from per-token tables ``(K, V, D_out)``: ``ids (B, L)`` → ``(B, L, D_out)``."""
     kernel = conv.kernel_size[0]
     if kernel % 2 == 0 or conv.stride != (1,) or conv.dilation != (1,) or conv.padding != (kernel // 2,) or conv.groups != 1:
         raise ValueError(f"token_table_conv1d needs an odd kernel, stride 1, no dilation or groups and padding kernel // 2; got {conv}")
@@ -65,38 +40,18 @@ class PromoterClassifier(PretrainedModel):
     """Promoter (or any DNA sequence class) classifier over DNA token ids.
 
     Args:
-        max_len: longest sequence (in nucleotides) the model accepts; longer input is an error.
-        embed_dim, num_heads, num_layers, dim_feedforward, dropout: transformer size (see
-            :class:`~bioattn.attention.TransformerEncoder`); ``dropout`` regularises the residual branches and
-            the head, not the attention weights (that would take CPU training off the fused kernel).
-        conv_kernel: odd kernel size of the residual Conv1d embedding; 0 disables it.
-        conv_layers: number of residual Conv1d blocks of that kernel (each keeps one token per nucleotide).
+        dropout: on the residual branches and the head, not the attention weights.
+        conv_kernel, conv_layers: odd kernel size (0: off) and number of the residual Conv1d blocks.
         rc_average: default of :meth:`predict_logits`: average over both strands.
-        num_classes: 2 (one logit, sigmoid: the probability of class 1) or more (C logits, softmax).
-        class_names: the name of each class index (default ``"0"``, ``"1"``, ...), e.g. the labels of the
-            training file; prediction outputs use them.
-        threshold: a two-class model predicts class 1 when its probability is ``>= threshold``.
-        head_temperature: a learnable temperature per attention head (``num_heads`` parameters per layer, see
-            :class:`~bioattn.attention.MultiHeadAttention`); off by default.
+        num_classes, class_names, threshold: 2 (one logit, sigmoid) or more classes, their names (default ``"0"``,
+            ``"1"``, ...), and the probability from which a two-class model predicts class 1.
     """
 
-    def __init__(
-        self,
-        *,
-        max_len: int = 300,
-        embed_dim: int = 64,
-        num_heads: int = 4,
-        num_layers: int = 2,
-        dim_feedforward: int | None = None,
-        dropout: float = 0.0,
-        conv_kernel: int = 15,
-        conv_layers: int = 1,
-        rc_average: bool = True,
-        num_classes: int = 2,
-        class_names: Sequence[str] | None = None,
-        threshold: float = 0.5,
-        head_temperature: bool = False,
-    ) -> None:
+    def __init__(self, *, max_len: int = 300, embed_dim: int = 64, num_heads: int = 4, num_layers: int = 2,
+                 dim_feedforward: int | None = None, dropout: float = 0.0, conv_kernel: int = 15,
+                 conv_layers: int = 1, rc_average: bool = True, num_classes: int = 2,
+                 class_names: Sequence[str] | None = None, threshold: float = 0.5,
+                 head_temperature: bool = False) -> None:
         super().__init__()
         if max_len < 1:
             raise ValueError(f"max_len must be >= 1, got {max_len}")
@@ -114,45 +69,28 @@ class PromoterClassifier(PretrainedModel):
         if not 0.0 < threshold < 1.0:
             raise ValueError(f"threshold must be between 0 and 1, got {threshold}")
         self.config = {
-            "max_len": max_len,
-            "embed_dim": embed_dim,
-            "num_heads": num_heads,
-            "num_layers": num_layers,
-            "dim_feedforward": dim_feedforward,
-            "dropout": dropout,
-            "conv_kernel": conv_kernel,
-            "conv_layers": conv_layers,
-            "rc_average": rc_average,
-            "num_classes": num_classes,
-            "class_names": class_names,
-            "threshold": threshold,
-            "head_temperature": head_temperature,
-        }
-        self.max_len = max_len
-        self.rc_average = rc_average
-        self.num_classes = num_classes
-        self.class_names = class_names
-        self.threshold = threshold
+            "max_len": max_len, "embed_dim": embed_dim, "num_heads": num_heads, "num_layers": num_layers,
+            "dim_feedforward": dim_feedforward, "dropout": dropout, "conv_kernel": conv_kernel,
+            "conv_layers": conv_layers, "rc_average": rc_average, "num_classes": num_classes,
+            "class_names": class_names, "threshold": threshold, "head_temperature": head_temperature}
+        self.max_len, self.rc_average, self.num_classes = max_len, rc_average, num_classes
+        self.class_names, self.threshold = class_names, threshold
         self.embedding = nn.Embedding(VOCAB_SIZE, embed_dim, padding_idx=PAD_ID)
-        self.convs = nn.ModuleList(
-            nn.Conv1d(embed_dim, embed_dim, conv_kernel, padding=conv_kernel // 2) for _ in range(conv_layers if conv_kernel else 0)
-        )
-        #: Compute the first convolution from per-token tables (:func:`token_table_conv1d`: the same function, cheaper
-        #: on a CPU). False, any forward hook on ``embedding`` (e.g. Captum's layer attributions, which replace its
-        #: output), a GPU (where the convolution is faster) or ``torch.compile`` (inductor cannot compile the lookups'
-        #: backward) runs the ``nn.Conv1d`` on the embedding output instead.
+        self.convs = nn.ModuleList(nn.Conv1d(embed_dim, embed_dim, conv_kernel, padding=conv_kernel // 2)
+                                   for _ in range(conv_layers if conv_kernel else 0))
+        #: Compute the first convolution with :func:`token_table_conv1d` on a CPU; False, a forward hook on
+        #: ``embedding``, a GPU or ``torch.compile`` run the ``nn.Conv1d`` on the embedding output instead.
         self.conv_from_token_tables = True
         self.positional = LearnedPositionalEncoding(max_len + 1, embed_dim)
-        self.encoder = TransformerEncoder(
-            embed_dim, num_heads, num_layers, dim_feedforward=dim_feedforward, dropout=dropout, attention_dropout=0.0,
-            norm_first=True, head_temperature=head_temperature,
-        )
+        self.encoder = TransformerEncoder(embed_dim, num_heads, num_layers, dim_feedforward=dim_feedforward,
+                                          dropout=dropout, attention_dropout=0.0, norm_first=True,
+                                          head_temperature=head_temperature)
         self.head = nn.Sequential(nn.Linear(embed_dim, embed_dim), nn.GELU(), nn.Dropout(dropout),
                                   nn.Linear(embed_dim, 1 if self.binary else num_classes))
 
     @property
     def binary(self) -> bool:
-        """Two classes: one logit and a sigmoid (outputs are ``(B,)``); otherwise C logits (``(B, C)``)."""
+        """Two classes: one logit ``(B,)`` and a sigmoid; otherwise C logits ``(B, C)``."""
         return self.num_classes == 2
 
     def _check_input(self, ids: Tensor, padding_mask: Tensor | None) -> Tensor:
@@ -167,17 +105,11 @@ class PromoterClassifier(PretrainedModel):
             raise ValueError(f"padding_mask must be bool {tuple(ids.shape)}, got {padding_mask.dtype} {tuple(padding_mask.shape)}")
         return padding_mask
 
-    def encode(
-        self, ids: Tensor, padding_mask: Tensor | None = None, *, need_weights: bool = False, cls_only: bool = False
-    ) -> tuple[Tensor, Tensor, list[Tensor] | None]:
-        """Encoder states of ``[CLS] + sequence``.
-
-        ``ids: (B, L)`` long, ``padding_mask: (B, L)`` bool (True = PAD) →
-        ``(hidden (B, 1+L, D), key_padding_mask (B, 1+L) bool, [attention (B, H, 1+L, 1+L) per layer] or None)``;
-        position 0 is [CLS]. ``cls_only``: ``hidden`` is ``(B, 1, D)``, the [CLS] state alone (the same numbers),
-        and the last layer computes nothing else (what :meth:`forward` reads; about 1.6× less work at 70 nt); its
-        attention is then ``(B, H, 1, 1+L)``.
-        """
+    def encode(self, ids: Tensor, padding_mask: Tensor | None = None, *, need_weights: bool = False,
+               cls_only: bool = False) -> tuple[Tensor, Tensor, list[Tensor] | None]:
+        """Encoder states of ``[CLS] + sequence``: ``ids (B, L)``, ``padding_mask (B, L)`` (True = PAD) →
+        ``(hidden (B, 1+L, D), key_padding_mask (B, 1+L), [attention (B, H, 1+L, 1+L) per layer] or None)``.
+        ``cls_only``: the last layer computes the [CLS] state alone, ``hidden (B, 1, D)``."""
         padding_mask = self._check_input(ids, padding_mask)
         keep = (~padding_mask).unsqueeze(-1).to(self.embedding.weight.dtype)
         x = self.embedding(ids) * keep
@@ -192,44 +124,35 @@ class PromoterClassifier(PretrainedModel):
         cls = self.embedding.weight[CLS_ID].expand(ids.shape[0], 1, -1)
         x = self.positional(torch.cat([cls, x], dim=1))
         key_padding_mask = F.pad(padding_mask, (1, 0), value=False)
-        # An unpadded batch attends without a mask, so CUDA can choose its flash kernel (checked once, not per layer;
-        # reading the mask is a device sync, so a compiled graph keeps the mask).
-        padded = torch.compiler.is_compiling() or bool(padding_mask.any())
-        attention_mask = key_padding_mask if padded else None
+        # An unpadded batch attends without a mask (a compiled graph keeps it).
+        attention_mask = key_padding_mask if torch.compiler.is_compiling() or bool(padding_mask.any()) else None
         hidden, weights = self.encoder(x, key_padding_mask=attention_mask, need_weights=need_weights,
                                        first_outputs=1 if cls_only else None)
         return hidden, key_padding_mask, weights
 
     def forward(self, ids: Tensor, padding_mask: Tensor | None = None) -> Tensor:
-        """Single-strand logits for ``ids: (B, L)``, ``padding_mask: (B, L)`` (True = PAD): ``(B,)`` for two
-        classes (logit of class 1), ``(B, C)`` for more."""
+        """Single-strand logits ``(B,)`` (two classes) or ``(B, C)`` of ``ids (B, L)``, ``padding_mask (B, L)``."""
         hidden, _, _ = self.encode(ids, padding_mask, cls_only=True)
         with torch.autocast(hidden.device.type, enabled=False):  # fp32 head: bf16 would round probabilities to 1/256
             logits = self.head(hidden[:, 0].float())
         return logits.squeeze(-1) if self.binary else logits
 
     def predict_logits(self, ids: Tensor, padding_mask: Tensor | None = None, *, rc_average: bool | None = None) -> Tensor:
-        """Inference logits ``(B,)`` or ``(B, C)`` (see :meth:`forward`); with ``rc_average`` (default: the model's
-        setting) the mean of both strands.
-
-        The two strands run as two separate, identically shaped passes, so the result for a sequence and for
-        its reverse complement is bit-for-bit the same.
-        """
+        """Inference logits (see :meth:`forward`); with ``rc_average`` (default: the model's) the mean of both
+        strands, run as two identically shaped passes."""
         if self.rc_average if rc_average is None else rc_average:
             return strand_average(lambda strand: self(strand, padding_mask), ids, padding_mask)
         return self(ids, padding_mask)
 
     @torch.no_grad()
     def proba_from_ids(self, ids: Tensor, padding_mask: Tensor | None = None, *, rc_average: bool | None = None) -> Tensor:
-        """The tensor-level batched call: probability of class 1 ``(B,)`` (two classes) or of each class ``(B, C)``
-        for token ids ``(B, L)`` (eval mode is the caller's business; see :meth:`predict_logits`)."""
+        """Probability of class 1 ``(B,)`` (two classes) or of each class ``(B, C)`` for token ids ``(B, L)``."""
         logits = self.predict_logits(ids, padding_mask, rc_average=rc_average)
         return torch.sigmoid(logits) if self.binary else torch.softmax(logits, dim=-1)
 
     @property
     def classes_(self) -> np.ndarray:
-        """The class labels :meth:`predict` returns, in the column order of :meth:`predict_proba` (scikit-learn's
-        name): ``class_names`` as an array of strings."""
+        """``class_names`` as an array: the labels :meth:`predict` returns, in :meth:`predict_proba`'s column order."""
         return np.asarray(self.class_names)
 
     def class_probabilities(self, probs: np.ndarray) -> np.ndarray:
@@ -242,44 +165,25 @@ class PromoterClassifier(PretrainedModel):
         probs = np.asarray(probs)
         return (probs >= self.threshold).astype(np.int64) if probs.ndim == 1 else probs.argmax(axis=1)
 
-    def predict_proba(
-        self, sequences: str | Sequence[str], *, batch_size: int = 256, rc_average: bool | None = None
-    ) -> np.ndarray:
-        """Class probabilities ``(N, C)`` float64 of DNA strings, rows summing to 1, columns in :attr:`classes_`
-        order, in input order (one string: ``N = 1``); column 1 of a two-class model is the probability ``bioattn
-        predict promoter`` writes.
-
-        Strings are encoded as the training files were (:func:`bioattn.data.dna.encode`: A/C/G/T and IUPAC codes,
-        any case) and padded per batch; padding and batching never change a prediction. ``rc_average`` (default:
-        the run's setting, saved in its config) averages both strands. On an ensemble of them
-        (``bioattn.models.load_pretrained(ensemble_dir)``; ``from_pretrained`` refuses an ensemble directory) the
-        members' mean probability. A string longer than the model's ``max_len`` or with a character outside DNA is
-        a :class:`~bioattn.errors.UserInputError` naming its index.
-        """
+    def predict_proba(self, sequences: str | Sequence[str], *, batch_size: int = 256,
+                      rc_average: bool | None = None) -> np.ndarray:
+        """Class probabilities ``(N, C)`` float64 of DNA strings, columns in :attr:`classes_` order; ``rc_average``
+        (default: the run's) averages both strands."""
         return self.class_probabilities(self.predict_tokens(encode_sequences(sequences, max_len=self.max_len),
                                                             batch_size=batch_size, rc_average=rc_average))
 
-    def predict(
-        self, sequences: str | Sequence[str], *, batch_size: int = 256, rc_average: bool | None = None
-    ) -> np.ndarray:
-        """Class labels ``(N,)`` of DNA strings (:attr:`classes_` values, strings), as ``bioattn predict promoter``
-        writes ``predicted_label``: class 1 of a two-class model when its probability is at least the run's
-        ``threshold``, else the most probable class. Inputs and keywords as :meth:`predict_proba`."""
+    def predict(self, sequences: str | Sequence[str], *, batch_size: int = 256,
+                rc_average: bool | None = None) -> np.ndarray:
+        """Class labels ``(N,)`` (:attr:`classes_` values) of DNA strings; arguments as :meth:`predict_proba`."""
         probs = self.predict_tokens(encode_sequences(sequences, max_len=self.max_len), batch_size=batch_size,
                                     rc_average=rc_average)
         return self.classes_[self.predicted_classes(probs)]
 
     @torch.no_grad()
-    def predict_tokens(
-        self, token_arrays: Sequence[np.ndarray], *, batch_size: int = 256, rc_average: bool | None = None
-    ) -> np.ndarray:
-        """The token-level call of :meth:`predict_proba`: probability of class 1 ``(N,)`` (two classes) or of each
-        class ``(N, C)`` float64 for N token arrays (see :func:`bioattn.data.dna.encode`), in input order.
-
-        Runs in eval mode (the mode is restored afterwards) in batches of ``batch_size`` sequences of similar
-        length (sorted by length, so little padding is computed); padding does not change a prediction, so the
-        batching never changes the numbers beyond float rounding.
-        """
+    def predict_tokens(self, token_arrays: Sequence[np.ndarray], *, batch_size: int = 256,
+                       rc_average: bool | None = None) -> np.ndarray:
+        """Probability of class 1 ``(N,)`` (two classes) or of each class ``(N, C)`` float64 for N token arrays, in
+        eval mode, batched by similar length."""
         was_training = self.training
         self.eval()
         device = next(self.parameters()).device

@@ -1,10 +1,7 @@
 """Models shipped with bioattn, loadable by name, and a loader that picks the class from the saved config.
 
-Each shipped model is a folder ``bioattn/pretrained/<name>/`` laid out like a run directory
-(``config.json``, ``model.safetensors``, ``preprocessing.json`` for CT models) plus ``card.json`` (the
-machine-readable card: task, headline metric, same-run baselines, training command, and under ``check`` a
-number that predicting on named real data reproduces, which the tests verify) and ``MODEL_CARD.md``.
-Wherever a run directory is accepted, a shipped model's name is too::
+A shipped model is a run directory ``bioattn/pretrained/<name>/`` plus ``card.json`` and ``MODEL_CARD.md``; its
+name is accepted wherever a run directory is::
 
     from bioattn.models import load_pretrained
     from bioattn.models.promoter import PromoterClassifier
@@ -27,13 +24,11 @@ from bioattn.errors import UserInputError
 if TYPE_CHECKING:
     from torch import nn
 
-# Reading the shipped cards (``bioattn models``, :func:`model_table`) imports neither torch nor any model: torch and
-# the model classes are imported where a model is loaded.
+# Reading the shipped cards imports neither torch nor any model.
 #: ``model_type`` of an ensemble's config.json (:data:`bioattn.models.ensemble.ENSEMBLE_TYPE`, the same string).
 ENSEMBLE_TYPE = "Ensemble"
 
-#: How to obtain ESM-MSA-1b's weights (``bioattn models``, errors, ``--help``); kept here, beside the shipped models,
-#: so that listing them needs no torch.
+#: How to obtain ESM-MSA-1b's weights (``bioattn models``, errors, ``--help``).
 ESM_MSA_WEIGHTS_HELP = (
     "ESM-MSA-1b weights are not shipped with bioattn and never downloaded by it. Download fair-esm's "
     "esm_msa1b_t12_100M_UR50S.pt and esm_msa1b_t12_100M_UR50S-contact-regression.pt (links in the fair-esm "
@@ -48,9 +43,7 @@ CARD_NAME = "card.json"
 
 
 def registered_model_types() -> dict[str, str]:
-    """``model_type`` saved in config.json → ``module:class``: the model classes of every registered task
-    (:data:`bioattn.plugins.TASKS`, a table of strings below this layer; an :class:`~bioattn.models.ensemble.Ensemble`
-    is recognised by its own ``model_type``)."""
+    """``model_type`` in config.json → ``module:class`` of every registered task (:data:`bioattn.plugins.TASKS`)."""
     return plugins.model_types()
 
 
@@ -66,10 +59,7 @@ def available_models() -> list[str]:
 
 
 def resolve_model_dir(name_or_path: str | os.PathLike) -> Path:
-    """The folder of ``name_or_path``: an existing directory as given, else the shipped model of that name.
-
-    Raises :class:`UserInputError` listing the shipped names when it is neither.
-    """
+    """The folder of ``name_or_path``: an existing directory as given, else the shipped model of that name."""
     path = Path(name_or_path)
     if path.is_dir():
         return path
@@ -100,13 +90,8 @@ def model_class(model_type: str, source: Path) -> "type[nn.Module]":
 
 def load_pretrained(name_or_path: str | os.PathLike, map_location: str = "cpu",
                     expect: "type[nn.Module] | None" = None) -> "nn.Module":
-    """Load a shipped model (by name) or a run directory as the class its config.json names, in eval mode.
-
-    An ensemble run directory (``--seeds`` / ``--cv``, or a shipped ensemble) loads as an
-    :class:`~bioattn.models.ensemble.Ensemble` of its members, which predicts like one model. ``expect``: the
-    model class the caller needs (an ensemble's members must be of it); anything else is a
-    :class:`UserInputError` naming what the folder holds.
-    """
+    """Load a shipped model (by name) or a run directory as the class its config.json names, in eval mode; an
+    ensemble as an :class:`~bioattn.models.ensemble.Ensemble`. ``expect``: the model class the caller needs."""
     model_dir = resolve_model_dir(name_or_path)
     config = read_config(model_dir)
     ensemble = config.get("model_type") == ENSEMBLE_TYPE
@@ -114,9 +99,7 @@ def load_pretrained(name_or_path: str | os.PathLike, map_location: str = "cpu",
     if model_type is None:
         raise UserInputError(f"{model_dir / CONFIG_NAME}: no model_type; load it with the model's class instead")
     import torch
-
     from bioattn.models.ensemble import Ensemble
-
     cls = model_class(model_type, model_dir / CONFIG_NAME)
     if expect is not None and not issubclass(cls, expect):
         held = f"an ensemble of {model_type}" if ensemble else f"a {model_type}"
@@ -125,7 +108,7 @@ def load_pretrained(name_or_path: str | os.PathLike, map_location: str = "cpu",
         if torch.device(map_location).type == "cuda" and not torch.cuda.is_available():
             raise UserInputError(f"cannot load {name_or_path} onto {map_location}: PyTorch sees no CUDA GPU here")
         model = Ensemble.load(model_dir, config, cls, map_location)
-        attach = getattr(cls, "attach_run_settings", None)  # e.g. a CT run's preprocessing, kept for predict()
+        attach = getattr(cls, "attach_run_settings", None)
         if attach is not None:
             attach(model, model_dir)
         return model
@@ -140,11 +123,8 @@ class AutoModel:
 
 @dataclass(frozen=True)
 class ModelCard:
-    """What ``card.json`` of a shipped model says: its task, headline metric (``metric`` key such as ``dev_mcc``
-    or ``cv_mcc``, ``value``, and ``sd`` over folds when cross-validated) and the whole card as ``data``;
-    ``size_bytes`` is the folder's size on disk; ``members``: how many models an ensemble averages (1: a single
-    model of ``model_type``); ``builds_on``: the shipped model it loads by name and does not ship itself (card.json's
-    ``builds_on``; ``None``: none)."""
+    """What ``card.json`` of a shipped model says (the whole card as ``data``); ``size_bytes``: the folder's size;
+    ``members``: how many models an ensemble averages; ``builds_on``: the shipped model it loads by name."""
 
     name: str
     model_type: str
@@ -184,10 +164,7 @@ MODEL_TABLE_HEADER = ["name", "model type", "task", "headline metric", "size"]
 
 
 def model_table() -> tuple[list[str], list[list[str]]]:
-    """``(header, rows)`` of the shipped models, as ``bioattn models`` prints them: one row per model with its name,
-    model type (``ensemble of 3 PromoterClassifier``), task, headline metric (``metric = value``) and size: what its
-    folder ships (``5.7 MB``, ``8 kB``), and for a model that loads another by name, that one too
-    (``8 kB, builds on lentimpra-wtc11 (5.7 MB)``)."""
+    """``(header, rows)`` of the shipped models, as ``bioattn models`` prints them."""
     rows = []
     for name in available_models():
         card = model_card(name)

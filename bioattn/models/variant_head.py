@@ -1,13 +1,6 @@
-"""A variant-effect head: a sparse linear model over features of a DNA activity model (allele differences,
-in-silico mutagenesis around the variant, embedding differences, the reference activity) and of a measured release
-of variant effects (the mean measured effect at nearby positions), as fitted by ``bioattn train variants``.
-
-Its run directory holds ``config.json`` (``model_type: "VariantEffectHead"``, the feature names, how windows are
-placed, the activity model it reads: a shipped model's name, or ``activity/`` inside the folder),
-``model.safetensors`` (the standardisation and the linear coefficients), ``release.tsv`` (the measured variants the
-nearby-effect features read) and, when the activity model is stored with the head, ``activity/``.
-:meth:`VariantEffectHead.from_pretrained` loads all of it; the features themselves are computed by
-:mod:`bioattn.tasks.variants.head`.
+"""A variant-effect head (``bioattn train variants``): a sparse linear model over features of a DNA activity model
+and of a measured release of variant effects, computed by :mod:`bioattn.tasks.variants.head`. Its run directory
+holds ``config.json``, ``model.safetensors``, ``release.tsv`` and, when stored with the head, ``activity/``.
 """
 from __future__ import annotations
 
@@ -30,21 +23,11 @@ class VariantEffectHead(PretrainedModel):
     """``effect = intercept + Σ coef_i · (feature_i - mean_i) / scale_i``.
 
     Args:
-        feature_names: the features, in column order (see :mod:`bioattn.tasks.variants.head`).
-        activity_model: the activity model's name (a shipped model) or where it came from.
-        activity_copy: the activity model's weights are stored in ``activity/`` of the run directory; that copy
-            (exactly the weights the head was fitted with) is loaded, else the shipped model ``activity_model``.
-        offsets, strands, reversed_contigs: how the activity model's windows are placed (see
-            :mod:`bioattn.tasks.variants.score`).
-        bandwidth, radius, block: the nearby-effect features (Gaussian weights of bandwidth nt over measured
-            variants within radius nt, leaving out the query's own block of block nt).
-        release_data: where the measured release lies under the data root (``/``-separated, e.g.
-            ``variants/cagi5/train_release.tsv``), read when the folder has no ``release.tsv`` (a shipped head does
-            not redistribute the measurements).
-        cell_types, matched_outputs: for an activity model of several outputs, each element's cell type and the
-            output it matched (None: none) when the head was fitted; the ``*_matched`` features of a prediction read
-            them where its input gives no cell type (:mod:`bioattn.tasks.variants.cell_types`). Stored in
-            ``config.json`` only when given.
+        activity_model, activity_copy: the activity model's name; load it from ``activity/`` of the run directory.
+        offsets, strands, reversed_contigs: window placement (:mod:`bioattn.tasks.variants.score`).
+        bandwidth, radius, block: the nearby-effect features (Gaussian bandwidth, radius and own block, in nt).
+        release_data: the measured release under the data root, read when there is no ``release.tsv``.
+        cell_types, matched_outputs: each element's cell type and matched output (None: none).
     """
 
     def __init__(self, *, feature_names: Sequence[str], activity_model: str = "", activity_copy: bool = True,
@@ -59,14 +42,12 @@ class VariantEffectHead(PretrainedModel):
                        "offsets": None if offsets is None else [int(o) for o in offsets], "strands": strands,
                        "reversed_contigs": list(reversed_contigs), "bandwidth": float(bandwidth), "radius": int(radius),
                        "block": int(block), "path_name": path_name, "release_data": release_data}
-        if cell_types is not None or matched_outputs is not None:  # a head of one output keeps its config as it was
+        if cell_types is not None or matched_outputs is not None:
             self.config["cell_types"] = {str(k): str(v) for k, v in (cell_types or {}).items()}
             self.config["matched_outputs"] = {str(k): None if v is None else str(v)
                                               for k, v in (matched_outputs or {}).items()}
         self.cell_types: dict[str, str] = dict(self.config.get("cell_types", {}))
-        self.feature_names = list(feature_names)
-        self.offsets = self.config["offsets"]
-        self.strands = strands
+        self.feature_names, self.offsets, self.strands = list(feature_names), self.config["offsets"], strands
         self.reversed_contigs = list(reversed_contigs)
         n = len(self.feature_names)
         self.register_buffer("mean", torch.zeros(n, dtype=torch.float64))
@@ -91,9 +72,8 @@ class VariantEffectHead(PretrainedModel):
         return ((features.double() - self.mean) / self.scale) @ self.coef + self.intercept
 
     def save_pretrained(self, run_dir: str | os.PathLike) -> None:
-        """config.json, model.safetensors and release.tsv (the activity model is saved by the caller when stored)."""
+        """config.json, model.safetensors and release.tsv (the caller saves the activity model)."""
         from bioattn.io import write_table
-
         super().save_pretrained(run_dir)
         if self.release is not None:
             columns = ["chrom", "pos", "ref", "alt", "effect", "conf"]
@@ -102,18 +82,14 @@ class VariantEffectHead(PretrainedModel):
     @classmethod
     def from_pretrained(cls, run_dir: str | os.PathLike, map_location: str | torch.device = "cpu") -> "VariantEffectHead":
         import pandas as pd
-
         head = super().from_pretrained(run_dir, map_location="cpu")
         folder = resolve_model_dir(run_dir)
         local = folder / ACTIVITY_FOLDER
-        if head.config["activity_copy"] and local.is_dir():
-            head.activity_model = load_pretrained(local, map_location=str(map_location))
-        else:
-            head.activity_model = load_pretrained(head.config["activity_model"], map_location=str(map_location))
+        source = local if head.config["activity_copy"] and local.is_dir() else head.config["activity_model"]
+        head.activity_model = load_pretrained(source, map_location=str(map_location))
         release = folder / RELEASE_NAME
         if not release.is_file() and head.config.get("release_data"):
             from bioattn.data.root import resolve_data_root
-
             release = resolve_data_root().joinpath(*head.config["release_data"].split("/"))
         if not release.is_file():
             where = f" or {release}" if release.name != RELEASE_NAME else ""
