@@ -28,6 +28,7 @@ class VariantEffectHead(PretrainedModel):
         bandwidth, radius, block: the nearby-effect features (Gaussian bandwidth, radius and own block, in nt).
         release_data: the measured release under the data root, read when there is no ``release.tsv``.
         cell_types, matched_outputs: each element's cell type and matched output (None: none).
+        ism_radius: the in-silico mutagenesis radius of the ``ism_*`` features (stored when not the default 4).
     """
 
     def __init__(self, *, feature_names: Sequence[str], activity_model: str = "", activity_copy: bool = True,
@@ -35,7 +36,7 @@ class VariantEffectHead(PretrainedModel):
                  reversed_contigs: Sequence[str] = (), bandwidth: float = 6.0, radius: int = 24, block: int = 16,
                  path_name: str = "head", release_data: str | None = None,
                  cell_types: Mapping[str, str] | None = None,
-                 matched_outputs: Mapping[str, str | None] | None = None) -> None:
+                 matched_outputs: Mapping[str, str | None] | None = None, ism_radius: int = 4) -> None:
         super().__init__()
         self.config = {"feature_names": list(feature_names), "activity_model": activity_model,
                        "activity_copy": bool(activity_copy),
@@ -46,6 +47,9 @@ class VariantEffectHead(PretrainedModel):
             self.config["cell_types"] = {str(k): str(v) for k, v in (cell_types or {}).items()}
             self.config["matched_outputs"] = {str(k): None if v is None else str(v)
                                               for k, v in (matched_outputs or {}).items()}
+        if ism_radius != 4:  # a head of the default radius keeps its config as it was
+            self.config["ism_radius"] = int(ism_radius)
+        self.ism_radius = int(ism_radius)
         self.cell_types: dict[str, str] = dict(self.config.get("cell_types", {}))
         self.feature_names, self.offsets, self.strands = list(feature_names), self.config["offsets"], strands
         self.reversed_contigs = list(reversed_contigs)

@@ -160,7 +160,7 @@ def head_features(head: Any, reference: Any, variants: Sequence[Variant], *,
         row_outputs = [matched.get(v.chrom) for v in variants]
     names, features, mine, _ = model_features(head.activity_model, reference, variants, offsets=head.offsets,
                                               strands=head.strands, reverse=reverse,
-                                              ism_radius=ISM_RADIUS if needs_ism else None, embed=needs_embed,
+                                              ism_radius=config.get("ism_radius", ISM_RADIUS) if needs_ism else None, embed=needs_embed,
                                               progress=progress)
     nearby = nearby_features(np.array([v.chrom for v in variants]), np.array([v.pos for v in variants]),
                              np.array([v.alt for v in variants]), head.release, bandwidth=config["bandwidth"],

@@ -280,7 +280,7 @@ def report(options: VariantTrainOptions, data: Any, run_protocol: Any, run: Any)
     head = VariantEffectHead(feature_names=chosen, activity_model=options.activity_name or str(options.activity_model),
                              activity_copy=True, offsets=options.offsets, strands=options.strands,
                              reversed_contigs=reversed_contigs, bandwidth=options.bandwidth, radius=options.radius,
-                             block=options.block, path_name=best_head,
+                             block=options.block, path_name=best_head, ism_radius=options.ism_radius,
                              **({} if matched is None else {
                                  "cell_types": {e: c for e, (c, _) in extra["cell_types"].items()},
                                  "matched_outputs": matched}))

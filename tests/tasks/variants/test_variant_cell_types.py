@@ -169,3 +169,23 @@ def test_bad_cell_type_inputs_are_one_error_line(trained, tmp_path, capsys) -> N
     err = capsys.readouterr().err.strip()
     assert err.startswith("error:") and len(err.splitlines()) == 1 and "an element has one cell type" in err
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_prediction_computes_the_ism_features_at_the_training_radius(trained) -> None:
+    """The fixture trains with ``ism_radius=1``: the head stores it, and the features of a prediction are the
+    training features (at the default radius 4 ``ism_local`` would average 9 positions, not 3)."""
+    from bioattn.models.registry import load_pretrained
+    from bioattn.tasks.variants.head import head_features
+    from bioattn.tasks.variants.predict import open_reference
+    from bioattn.tasks.variants.records import read_variants
+
+    assert json.loads((trained["out"] / "config.json").read_text())["ism_radius"] == 1
+    head = load_pretrained(trained["out"])
+    head.feature_names = [*head.feature_names, "ism_local_hepg2"]  # a head that reads an ISM feature computes them
+    with open_reference(trained["fasta"]) as fasta:
+        variants = read_variants(trained["vcf"], fasta).variants
+        available, _, _ = head_features(head, fasta, variants)
+    features = pd.read_csv(trained["out"] / "features.tsv", sep="\t")
+    assert list(features["pos"]) == [v.pos for v in variants]
+    for name in ("ism_here_hepg2", "ism_local_hepg2", "ism_local_max_wtc11", "ism_local_matched"):
+        np.testing.assert_allclose(available[name], features[name], rtol=1e-4, atol=1e-6)
