@@ -1,5 +1,4 @@
-"""``predict_ct``: class probabilities of a CT model for a manifest, one NIfTI/DICOM volume or a MedMNIST ``.npz``,
-written as CSV (and, for one volume, the attention rollout as NIfTI); what ``bioattn predict ct`` runs."""
+""":func:`predict_ct`, what ``bioattn predict ct`` runs."""
 from __future__ import annotations
 
 import dataclasses
@@ -11,16 +10,13 @@ from bioattn.errors import UserInputError
 from bioattn.io import STDOUT
 from bioattn.tasks.ct.predict import CTPrediction
 
-#: ``attention_map="auto"``: beside the output, with the suffix ``.attention.nii.gz``.
 AUTO = "auto"
 
 
 @dataclasses.dataclass
 class CTPredictions:
-    """``predictions`` in input order, the model's ``class_names``, whether flips were averaged (``flip_tta``), the
-    run's decision ``threshold`` on class 1 of a binary model,
-    per-split ``scores`` of labelled inputs, and the ``attention_path`` written (or ``None``). Under torchrun only
-    the first process holds the rows and writes them (``written``); the others return none."""
+    """The ``predictions`` in input order, per-split ``scores`` of labelled inputs and the ``attention_path``
+    written; ``written`` is False on the other processes of a torchrun job."""
 
     predictions: list[CTPrediction]
     class_names: list[str]
@@ -31,7 +27,7 @@ class CTPredictions:
     threshold: float = 0.5
 
     def rows_preview(self, limit: int = 10) -> str:
-        """The first ``limit`` volumes and their class probabilities, one line each (and how many more)."""
+        """The first ``limit`` volumes and their class probabilities, one line each."""
         from bioattn.tasks.ct.preprocessing import predicted_index
 
         cut = f" (threshold {self.threshold:.4g})" if len(self.class_names) == 2 and self.threshold != 0.5 else ""
@@ -67,26 +63,15 @@ def _attention_path(attention_map: str | os.PathLike | None, output: Path) -> Pa
 
 
 def predict_ct(
-    model: str | os.PathLike,
-    inputs: str | os.PathLike,
-    output: str | os.PathLike,
-    *,
-    preprocessing: Mapping[str, Any] | None = None,
-    split: str | None = None,
-    batch_size: int = 32,
-    tta: str | None = None,
-    attention_map: str | os.PathLike | None = None,
-    head_fusion: str = "mean",
-    workers: int = 0,
-    device: str = "auto",
+    model: str | os.PathLike, inputs: str | os.PathLike, output: str | os.PathLike, *,
+    preprocessing: Mapping[str, Any] | None = None, split: str | None = None, batch_size: int = 32,
+    tta: str | None = None, attention_map: str | os.PathLike | None = None, head_fusion: str = "mean",
+    workers: int = 0, device: str = "auto",
 ) -> CTPredictions:
     """Predict ``inputs`` with the run or shipped model ``model`` and write the CSV ``output`` (``"-"``: stdout).
 
-    ``preprocessing``: overrides of the run's NIfTI/DICOM steps (``window``, ``spacing``, ``orientation``, ``size``,
-    ``fit``, ``resize``; see :func:`~bioattn.tasks.ct.predict.resolve_preprocessing`); ``tta``: ``"flips"`` or
-    ``"none"`` (default: as the run evaluated); ``attention_map``: also write the rollout of one NIfTI/DICOM input
-    (a path, or ``"auto"``); ``workers``: DataLoader worker processes reading a manifest's scans. Under torchrun a
-    manifest is shared out between the processes and written, in manifest order, by the first.
+    ``preprocessing``: overrides of the run's steps (:func:`~bioattn.tasks.ct.predict.resolve_preprocessing`);
+    ``attention_map``: also write the rollout of one NIfTI/DICOM input (a path, or ``"auto"``).
     """
     from bioattn.data.ct import write_nifti
     from bioattn.data.ct_manifest import is_manifest
@@ -117,7 +102,7 @@ def predict_ct(
         predictions = ct_predict.predict_manifest(model, inputs, ct_predict.resolve_preprocessing(saved, **overrides),
                                                   saved, split=split, batch_size=batch_size, flip_tta=flip_tta,
                                                   workers=workers)
-        if not is_main_process():  # under torchrun the first process writes every row
+        if not is_main_process():
             return CTPredictions(predictions=[], class_names=model.class_names, flip_tta=flip_tta, scores={},
                                  attention_path=None, written=False)
     else:
