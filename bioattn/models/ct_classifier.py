@@ -18,13 +18,7 @@ from bioattn.models.base import PretrainedModel
 from bioattn.models.ensemble import Ensemble, ensemble_members
 from bioattn.models.registry import resolve_model_dir
 
-__all__ = [
-    "CTClassifier",
-    "flip_axis_sets",
-    "in_memory_volume",
-    "predict_probabilities",
-    "predicted_index",
-]
+__all__ = ["CTClassifier", "flip_axis_sets", "in_memory_volume", "predict_probabilities", "predicted_index"]
 
 
 def in_memory_volume(array: np.ndarray | Tensor, source: str, *, spacing: Sequence[float] | None = None,

@@ -234,8 +234,7 @@ class PredictCT:
                         help="manifest: DataLoader worker processes reading and preprocessing the scans (0: in the "
                              "main process) (default: %(default)s)")
     tta: str | None = tta_flag(default_help="as the run evaluated: flips after --protocol tuned, else none")
-    intensity_window: tuple[float, float] | None = intensity_window_flag(group=PREPROCESSING,
-                                                                         default_help="the run's")
+    intensity_window: tuple[float, float] | None = intensity_window_flag(group=PREPROCESSING, default_help="the run's")
     spacing: tuple[float, float, float] | None = spacing_flag(group=PREPROCESSING, default_help="the run's")
     orientation: str | None = orientation_flag()
     size: tuple[int, ...] | None = size_flag()

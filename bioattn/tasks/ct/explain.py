@@ -12,9 +12,7 @@ import numpy as np
 import torch
 
 from bioattn.errors import UserInputError
-from bioattn.explain.result import (
-    Explanation, check_out_dir, load_explained_model, saved_under, where,
-)
+from bioattn.explain.result import (Explanation, check_out_dir, load_explained_model, saved_under, where)
 
 #: CT methods from most to least faithful on AdrenalMNIST3D validation volumes.
 FAITHFULNESS_ORDER = ("gradient_x_input", "integrated_gradients", "occlusion", "relevance", "rollout", "gradcam")

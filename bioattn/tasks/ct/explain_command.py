@@ -55,8 +55,7 @@ class ExplainCT:
                                     "mean ± sd over volumes, seconds per volume in summary.json) instead of the "
                                     "--index volume alone; the maps stay those of --index (default: the --index "
                                     "volume only)")
-    intensity_window: tuple[float, float] | None = intensity_window_flag(group=PREPROCESSING,
-                                                                         default_help="the run's")
+    intensity_window: tuple[float, float] | None = intensity_window_flag(group=PREPROCESSING, default_help="the run's")
     spacing: tuple[float, float, float] | None = spacing_flag(group=PREPROCESSING, default_help="the run's")
     orientation: str | None = orientation_flag()
     size: tuple[int, ...] | None = size_flag()
