@@ -1,5 +1,4 @@
-""":class:`CTClassifier`, what every CT classifier shares: prediction of in-memory volumes with its run's
-preprocessing, flip averaging and decision threshold, and the helpers of that path."""
+""":class:`CTClassifier`: prediction of in-memory volumes with a run's saved settings, and its helpers."""
 from __future__ import annotations
 
 import os
@@ -23,8 +22,7 @@ __all__ = ["CTClassifier", "flip_axis_sets", "in_memory_volume", "predict_probab
 
 def in_memory_volume(array: np.ndarray | Tensor, source: str, *, spacing: Sequence[float] | None = None,
                      needs_spacing: bool = False) -> MetaTensor:
-    """``(X, Y, Z)`` or ``(C, X, Y, Z)`` (RAS) → a channel-first float32 ``MetaTensor`` of ``spacing`` mm voxels
-    (default 1 mm); ``needs_spacing``: refuse a plain array without ``spacing``."""
+    """``(X, Y, Z)`` or ``(C, X, Y, Z)`` → a channel-first float32 ``MetaTensor`` of ``spacing`` mm voxels."""
     if isinstance(array, MetaTensor):
         return array if array.dim() == 4 else MetaTensor(array[None], affine=array.affine)
     if not isinstance(array, (np.ndarray, Tensor)):
@@ -44,8 +42,7 @@ def in_memory_volume(array: np.ndarray | Tensor, source: str, *, spacing: Sequen
 
 
 class CTClassifier(PretrainedModel):
-    """A saved 3D volume classifier with its run's inference settings. Subclasses set ``in_channels``,
-    ``class_names`` and ``stride`` and call :meth:`init_run_settings`."""
+    """A saved 3D volume classifier with its run's inference settings (see :meth:`init_run_settings`)."""
 
     def init_run_settings(self) -> None:
         self.input_preprocessing = VolumePreprocessing()
@@ -78,12 +75,8 @@ class CTClassifier(PretrainedModel):
     ) -> np.ndarray:
         """Class probabilities ``(N, K)`` float32 of in-memory volumes, as ``bioattn predict ct`` computes them.
 
-        Args:
-            volumes: ``(X, Y, Z)``, ``(C, X, Y, Z)`` (RAS+, the training volumes' units), ``(N, C, X, Y, Z)`` or a
-                sequence of volumes; a ``MetaTensor`` keeps its affine.
-            spacing: voxel size in mm of plain arrays (default 1 1 1).
-            flip_tta, preprocessing: replace the run's.
-            sources: a name per volume for errors (default ``volume <i>``).
+        ``volumes``: ``(X, Y, Z)``, ``(C, X, Y, Z)`` (RAS+) or ``(N, C, X, Y, Z)``, or a sequence of volumes of
+        ``spacing`` mm voxels; ``sources``: a name per volume for errors.
         """
         items = _volume_list(volumes)
         names = list(sources) if sources is not None else [f"volume {number}" for number in range(len(items))]

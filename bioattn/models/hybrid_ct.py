@@ -1,9 +1,5 @@
-"""Hybrid 3D CNN + attention classifier for CT volumes.
-
-A 3D CNN stem downsamples by its stride ``s``; each voxel of its output grid ``(D/s, H/s, W/s)`` becomes a token
-with a 3D sinusoidal position code, a [CLS] token is prepended and a :class:`~bioattn.attention.TransformerEncoder`
-relates all tokens; the [CLS] output feeds the classifier. :meth:`HybridCTOutput.cls_rollout` and
-:meth:`HybridCT3D.attention_map` give the [CLS] attention rollout on the token and voxel grids.
+"""Hybrid 3D CNN + attention classifier for CT volumes: each voxel of the CNN's output grid is a token with a 3D
+position code, and a [CLS] token's output over a :class:`~bioattn.attention.TransformerEncoder` feeds the classifier.
 """
 from __future__ import annotations
 
@@ -56,8 +52,7 @@ def unshuffle_3d(x: Tensor, factor: int, *, channels_last: bool = False) -> Tens
 
 
 def with_distance_channel(volumes: Tensor) -> Tensor:
-    """``(B, C, D, H, W)`` → ``(B, C + 1, D, H, W)``: appends the depth inside the mask of channel 0
-    (:func:`~bioattn.data.ct.foreground_distance` / ``DISTANCE_UNIT``)."""
+    """``(B, C, D, H, W)`` → ``(B, C + 1, D, H, W)``: appends the depth inside the mask of channel 0."""
     return torch.cat([volumes, foreground_distance(volumes) / DISTANCE_UNIT], dim=1)
 
 
@@ -76,7 +71,6 @@ class DistanceChannelInput(nn.Module):
 class HybridCTOutput:
     """logits ``(B, num_classes)``; attentions per layer ``(B, H, 1 + N, 1 + N)`` (token 0 = [CLS], then the grid
     ``(d, h, w)`` in raster order, ``N = d*h*w``)."""
-
     logits: Tensor
     attentions: list[Tensor]
     grid: tuple[int, int, int]
@@ -180,8 +174,7 @@ class HybridCT3D(CTClassifier):
                 self.head[1].weight[:, :embed_dim] = 0.0
 
     def start_from_resnet(self, resnet: nn.Module) -> HybridCT3D:
-        """Copy a trained :class:`~bioattn.models.ct_resnet.ResNetCT3D` of the same layout into the stem and
-        ``trunk_head`` and close the gate, so the model computes what ``resnet`` computes; returns ``self``."""
+        """Copy a trained :class:`~bioattn.models.ct_resnet.ResNetCT3D` into the stem and ``trunk_head``; ``self``."""
         network = getattr(resnet, "network", resnet)
         if self.pool != "trunk+gate" or self.config["stem"] != "resnet" or len(self.stem) != 8:
             raise ValueError("start_from_resnet needs stem='resnet' with four stages and pool='trunk+gate'")
@@ -231,8 +224,7 @@ class HybridCT3D(CTClassifier):
         return tuple(size // self.stride for size in spatial_shape)  # type: ignore[return-value]
 
     def check_attention_size(self, spatial_shape: Sequence[int], source: str) -> None:
-        """Raise :class:`~bioattn.errors.UserInputError` when the attention maps of an input ``(D, H, W)`` would
-        exceed :data:`MAX_ATTENTION_TOKENS` tokens or :data:`MAX_ATTENTION_BYTES`."""
+        """Refuse an input ``(D, H, W)`` whose attention maps exceed :data:`MAX_ATTENTION_TOKENS` or bytes."""
         grid_tokens = math.prod(self.token_grid(spatial_shape))
         needed = 4 * (1 + grid_tokens) ** 2 * self.config["num_heads"] * (self.config["num_layers"] + 2)
         if grid_tokens > MAX_ATTENTION_TOKENS or needed > MAX_ATTENTION_BYTES:
@@ -308,8 +300,7 @@ class HybridCT3D(CTClassifier):
         self, x: Tensor, *, residual: bool = True, head_fusion: str = "mean", start_layer: int = 0,
         chunk_size: int | None = ATTENTION_MAP_CHUNK,
     ) -> tuple[Tensor, Tensor]:
-        """Probabilities ``(B, num_classes)`` and the [CLS] rollout on the input grid ``(B, D, H, W)``, recomputing
-        attention ``chunk_size`` query tokens at a time (equal to :meth:`HybridCTOutput.cls_rollout`)."""
+        """Probabilities ``(B, num_classes)`` and the [CLS] rollout on the input grid ``(B, D, H, W)``, chunked."""
         grid = self.token_grid(x.shape[2:])
         logits, pairs = self._queries_and_keys(x.to(next(self.parameters()).device))
         row = rollout_row_from_queries(pairs, 0, residual=residual, head_fusion=head_fusion, start_layer=start_layer,

@@ -1,5 +1,4 @@
-"""Per-voxel attributions of a CT model (or an ensemble) by every method of
-:data:`~bioattn.tasks.ct.methods.CT_METHODS`, and the score their faithfulness is measured with."""
+"""Per-voxel attributions of a CT model by :data:`~bioattn.tasks.ct.methods.CT_METHODS`, and their score."""
 from __future__ import annotations
 
 import warnings
@@ -35,7 +34,6 @@ OCCLUSION_MASK, OCCLUSION_OVERLAP = 8, 0.5
 def _monai_map(member: torch.nn.Module, method: str, volumes: Tensor, classes: Tensor) -> Tensor:
     """``(B, D, H, W)`` MONAI GradCAM (last CNN stage of the stem) or occlusion sensitivity map."""
     from monai.visualize import GradCAM, OcclusionSensitivity
-
     maps = []
     for volume, predicted, value in zip(volumes, classes, background(volumes)):
         if method == "gradcam":
@@ -84,8 +82,7 @@ def volume_attribution(
     model: torch.nn.Module, volumes: Tensor, method: str, *, classes: Tensor | None = None,
     head_fusion: str = "mean", start_layer: int = 0, seed: int = 0,
 ) -> Tensor:
-    """``volumes (B, C, D, H, W)`` → ``(B, D, H, W)`` (channels summed, higher = more important for ``classes (B,)``,
-    default: the predicted ones); the model is put in eval mode."""
+    """``(B, C, D, H, W)`` → ``(B, D, H, W)``: higher = more important for ``classes (B,)`` (default: predicted)."""
     check_method(method, CT_METHODS)
     model.eval()
     volumes = volumes.to(next(model.parameters()).device).float()
@@ -97,8 +94,7 @@ def volume_attribution(
 
 
 def volume_score(model: torch.nn.Module, volume: Tensor, predicted: int, *, batch_size: int = 8) -> ScoreMasked:
-    """Score of one volume ``(C, D, H, W)``: masks ``(K, D*H*W)`` (True = background) → ``(K,)`` probability of
-    class ``predicted``."""
+    """Score of one volume ``(C, D, H, W)``: masks ``(K, D*H*W)`` (True = background) → ``(K,)`` probabilities."""
     value = float(background(volume[None]))
 
     @torch.no_grad()

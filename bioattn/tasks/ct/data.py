@@ -1,5 +1,4 @@
-"""The training data of a CT run, a MedMNIST 3D ``.npz`` (:func:`load_medmnist`) or a NIfTI/DICOM manifest
-(:func:`load_manifest`), as one :class:`CTData`."""
+"""The training data of a CT run (MedMNIST 3D ``.npz`` or NIfTI/DICOM manifest) as one :class:`CTData`."""
 from __future__ import annotations
 
 import dataclasses
@@ -41,7 +40,6 @@ Transform = Callable[[torch.Tensor], torch.Tensor]
 @dataclass
 class LabelledVolumes:
     """One split as the Task hooks see it: ``(image (C, X, Y, Z), label)`` ``volumes`` and their ``labels (N,)``."""
-
     volumes: Dataset
     labels: np.ndarray
     flip_tta: bool = True
@@ -53,16 +51,13 @@ class LabelledVolumes:
     def join(self, other: "LabelledVolumes") -> "LabelledVolumes":
         """This split followed by ``other`` (a cross-validation pool)."""
         from torch.utils.data import ConcatDataset
-
         return LabelledVolumes(ConcatDataset([self.volumes, other.volumes]),
                                np.concatenate([self.labels, other.labels]), self.flip_tta, self.binary)
 
 
 @dataclass
 class CTData:
-    """Model-ready volumes of one run: ``splits`` of ``(image (C, X, Y, Z), label)`` without augmentation and their
-    ``labels``; ``augmented(transform)`` serves the training split through ``transform``."""
-
+    """Model-ready ``(image (C, X, Y, Z), label)`` splits of one run; ``augmented(transform)``: the training split."""
     source: str
     path: Path
     splits: dict[str, Dataset]
@@ -137,8 +132,7 @@ def looks_like_hounsfield(volume: torch.Tensor) -> bool:
 
 
 def hounsfield_window(manifest_path: str | os.PathLike, *, seed: int) -> tuple[float, float] | None:
-    """:data:`SOFT_TISSUE_WINDOW` when up to :data:`HOUNSFIELD_SAMPLE` training volumes of the manifest (split with
-    ``seed``) all :func:`looks_like_hounsfield`, else ``None``."""
+    """:data:`SOFT_TISSUE_WINDOW` when sampled training volumes all :func:`looks_like_hounsfield`, else ``None``."""
     manifest = read_manifest(manifest_path, require_labels=True)
     rows = split_rows(manifest, seed=seed)[0]["train"]
     picked = [rows[i] for i in np.unique(np.linspace(0, len(rows) - 1, min(HOUNSFIELD_SAMPLE, len(rows))).astype(int))]
@@ -154,8 +148,7 @@ def hounsfield_window(manifest_path: str | os.PathLike, *, seed: int) -> tuple[f
 
 def load_manifest(manifest_path: str | os.PathLike, preprocessing: VolumePreprocessing, *, seed: int,
                   positive_class: str | None = None) -> CTData:
-    """Read, split and cache the manifest's volumes (one shape after ``preprocessing``); with two labels,
-    ``positive_class`` (or :func:`~bioattn.metrics.order_binary_classes`' choice) is class 1."""
+    """Read, split and cache the manifest's volumes; with two labels ``positive_class`` is class 1."""
     manifest = read_manifest(manifest_path, require_labels=True)
     rows, class_names = split_rows(manifest, seed=seed)
     try:

@@ -1,5 +1,4 @@
-""":func:`explain_ct`: [CLS] attention rollout and attribution maps of a CT model on the input's voxel grid, the
-pipeline of ``bioattn explain ct``."""
+""":func:`explain_ct`: rollout and attribution maps of a CT model on the input grid (``bioattn explain ct``)."""
 from __future__ import annotations
 
 import dataclasses
@@ -22,9 +21,7 @@ PREPROCESSING_STEPS = ("window", "spacing", "orientation", "resize", "size")
 
 @dataclasses.dataclass
 class CTExplanation(Explanation):
-    """``rollout`` and ``attribution`` ``(X, Y, Z)`` on the input grid with ``affine (4, 4)``; ``image (X, Y, Z)``
-    the input's first channel; ``label`` (``.npz`` only); ``input_meta``: the input's metadata as read."""
-
+    """``rollout``, ``attribution`` and ``image`` (the first channel) ``(X, Y, Z)`` on the input grid."""
     rollout: torch.Tensor = None
     attribution: torch.Tensor | None = None
     affine: np.ndarray = None
@@ -37,7 +34,6 @@ class CTExplanation(Explanation):
 
     def _write_files(self, out: Path) -> None:
         from bioattn.data.ct import write_nifti
-
         if self.rollout is not None:
             write_nifti(out / "rollout.nii.gz", self.rollout, self.affine, self.input_meta)
         if self.label is not None:
@@ -49,7 +45,6 @@ class CTExplanation(Explanation):
 def describe(result: CTExplanation, out: Path | None = None) -> str:
     """What ``bioattn explain ct`` prints once ``result`` is saved in ``out`` (default: ``result.saved_to``)."""
     from bioattn.explain.outputs import faithfulness_table
-
     out = out if out is not None else result.saved_to
     names, p = list(result.summary["probabilities"]), result.probabilities
     best = names.index(result.summary["predicted"])
@@ -62,7 +57,6 @@ def describe(result: CTExplanation, out: Path | None = None) -> str:
              + ", ".join(maps)]
     if "faithfulness_plan" in result.summary:
         from bioattn.tasks.ct.explain_plan import FaithfulnessPlan
-
         lines.append(FaithfulnessPlan(**result.summary["faithfulness_plan"]).describe())
     if "faithfulness" in result.summary:
         lines.append(faithfulness_table(result.summary["faithfulness"]))
@@ -72,9 +66,7 @@ def describe(result: CTExplanation, out: Path | None = None) -> str:
 def _read_input(inputs: Any, split: str, index: int):
     """``(MetaTensor (C, X, Y, Z), description, label or None)`` of a path or an in-memory ``(C, X, Y, Z)`` volume."""
     from monai.data import MetaTensor
-
     from bioattn.data.ct import VolumeDataset, load_medmnist3d_npz, read_ct_volume
-
     if not isinstance(inputs, (str, os.PathLike)):
         volume = inputs if isinstance(inputs, MetaTensor) else MetaTensor(
             torch.as_tensor(np.asarray(inputs), dtype=torch.float32), affine=torch.eye(4, dtype=torch.float64))
@@ -95,12 +87,10 @@ def _split_faithfulness(model: torch.nn.Module, dataset: Any, indices: list[int]
                         head_fusion: str, start_layer: int, steps: int) -> dict:
     """Every CT method's faithfulness over the ``indices`` volumes of ``dataset``: method → summary."""
     from monai.data import MetaTensor
-
     from bioattn.explain.faithfulness import compare_methods
     from bioattn.progress import progress_bar
     from bioattn.tasks.ct.attribution import volume_attribution, volume_score
     from bioattn.tasks.ct.methods import CT_METHODS
-
     device = next(model.parameters()).device
     identity = torch.eye(4, dtype=torch.float64)
     volumes = torch.stack([pipeline(MetaTensor(dataset[i][0], affine=identity)).as_tensor().float()
@@ -128,8 +118,7 @@ def _split_faithfulness(model: torch.nn.Module, dataset: Any, indices: list[int]
 
 
 def peak_inside(image: torch.Tensor, values: torch.Tensor) -> tuple[int, ...]:
-    """Voxel of the largest ``values (X, Y, Z)`` among the voxels of ``image (X, Y, Z)`` above its minimum (anywhere
-    when the image is constant)."""
+    """Voxel of the largest ``values (X, Y, Z)`` where ``image (X, Y, Z)`` is above its minimum."""
     values = torch.as_tensor(values).float()
     inside = torch.as_tensor(image) > torch.as_tensor(image).min()
     if inside.any():
@@ -177,13 +166,10 @@ def explain_ct(
         inputs: a NIfTI file, a DICOM file or series folder, a ``.npz`` (``split``, ``index`` pick the volume), or
             an in-memory volume ``(C, X, Y, Z)``.
         preprocessing: overrides of the saved steps (:data:`PREPROCESSING_STEPS`).
-        method: ``"auto"`` (the more faithful of the cheap maps) or one of
-            :data:`~bioattn.tasks.ct.methods.CT_METHODS`.
-        faithfulness_steps: curve points; ``None``: as many as fit the budget
-            (:func:`~bioattn.tasks.ct.explain_plan.plan_faithfulness`).
+        method: ``"auto"`` (the more faithful of the cheap maps) or one of :data:`~bioattn.tasks.ct.methods.CT_METHODS`.
+        faithfulness_steps: curve points; ``None``: :func:`~bioattn.tasks.ct.explain_plan.plan_faithfulness`.
         faithfulness_methods: ``"default"`` (the maps computed), ``"all"`` or method names.
-        faithfulness_indices: ``.npz`` only: measure faithfulness over these volumes of ``split``
-            (:func:`parse_indices`).
+        faithfulness_indices: ``.npz`` only: measure faithfulness over these volumes of ``split``.
         flip_tta: average over the 8 flips; ``None``: as the run evaluated.
         out: a folder to save the result into (non-empty refused unless ``overwrite``).
     """
@@ -204,7 +190,6 @@ def explain_ct(
     from bioattn.tasks.ct.predict import SavedPreprocessing, resolve_flip_tta, resolve_preprocessing
     from bioattn.tasks.ct.preprocessing import distribution_warnings, volume_statistics
     from bioattn.tasks.ct.rollout import explain_volumes
-
     overrides = dict(preprocessing or {})
     unknown = sorted(set(overrides) - set(PREPROCESSING_STEPS))
     if unknown:
@@ -234,7 +219,6 @@ def explain_ct(
         if label is None:
             raise UserInputError(f"{described}: --indices needs MedMNIST .npz input (it picks volumes of --split)")
         from bioattn.data.ct import VolumeDataset, load_medmnist3d_npz
-
         dataset = VolumeDataset(load_medmnist3d_npz(inputs)[split])
         split_volumes = (dataset, parse_indices(faithfulness_indices, len(dataset), f"{inputs} [{split}]"))
     given = {k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items() if v is not None}
@@ -320,7 +304,6 @@ def explain_ct(
     def draw(out: Path) -> None:
         from bioattn.explain.faithfulness_figures import plot_head_sharpness
         from bioattn.explain.figures import plot_orthogonal_slices
-
         if voxel_map is not None:
             plot_orthogonal_slices(shown, voxel_map, out / "rollout_slices.png",
                                    title=f"[CLS] rollout, p({names[predicted]}) = {probabilities[predicted]:.3f}"

@@ -1,5 +1,4 @@
-"""The ``bioattn explain ct`` command: its options, each field one flag (:func:`bioattn.options.flag`), and its
-run (apart from the training commands, so that it reaches no training code)."""
+"""The ``bioattn explain ct`` command (apart from the training commands: it reaches no training code)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -40,7 +39,6 @@ class ExplainCT:
 
     Rollout treats attention as the only path between tokens: a hypothesis generator, not causal attribution.
     """
-
     model: str | None = model_flag(trained_by="bioattn train ct")
     device: str = device_flag()
     input: str = explain_input_flag(help="NIfTI (.nii/.nii.gz), DICOM file or series folder, or MedMNIST .npz")
@@ -76,7 +74,6 @@ class ExplainCT:
 
     def run(self) -> int:
         from bioattn.tasks.ct.explain import describe, explain_ct
-
         result = explain_ct(self.model, self.input, faithfulness_indices=self.indices,
                             preprocessing=preprocessing_overrides(self),
                             flip_tta=None if self.tta is None else self.tta == "flips",

@@ -1,5 +1,4 @@
-"""How ``explain ct`` spends its time on a volume: the prediction, the cheap maps, and a faithfulness measurement
-sized to a time budget (:func:`plan_faithfulness`)."""
+"""How ``explain ct`` spends its time: the prediction, the cheap maps, and a faithfulness plan within a budget."""
 from __future__ import annotations
 
 import dataclasses
@@ -39,8 +38,7 @@ EXPENSIVE_METHODS = ("integrated_gradients", "occlusion")
 
 @torch.no_grad()
 def flip_probabilities(model: torch.nn.Module, volumes: Tensor, flip_tta: bool) -> tuple[Tensor, float]:
-    """``(probabilities (B, K) on the CPU, seconds per forward pass)``, computed as
-    :func:`~bioattn.models.ct_classifier.predict_probabilities` does, with a progress bar."""
+    """``(probabilities (B, K), seconds per pass)`` as :func:`~bioattn.models.ct_classifier.predict_probabilities`."""
     model.eval()
     flips = flip_axis_sets() if flip_tta else [()]
     bar = progress_bar(total=len(flips), desc="explain ct: prediction" + (" (mean over 8 flips)" if flip_tta else ""),
@@ -58,9 +56,7 @@ def flip_probabilities(model: torch.nn.Module, volumes: Tensor, flip_tta: bool) 
 
 @dataclasses.dataclass
 class FaithfulnessPlan:
-    """``methods`` (``random`` last; empty: not measured, see ``reason``) at ``steps`` curve points; ``left_out``:
-    the CT methods not measured; ``estimated_seconds``: of the curves."""
-
+    """``methods`` (``random`` last; empty: not measured, see ``reason``) measured at ``steps`` curve points."""
     methods: list[str]
     steps: int
     seconds_per_pass: float
@@ -106,11 +102,8 @@ def _requested(methods: str | Sequence[str], computed: Sequence[str]) -> tuple[l
 
 def plan_faithfulness(methods: str | Sequence[str], computed: Sequence[str], *, steps: int | None,
                       seconds_per_pass: float, budget_seconds: float = FAITHFULNESS_BUDGET_SECONDS) -> FaithfulnessPlan:
-    """What to measure: ``methods`` (``"default"``: the ``computed`` maps; ``"all"``; or names) against ``random``.
-
-    ``steps=None``: named methods get :data:`MAX_STEPS`, the default set as many as fit ``budget_seconds`` (with
-    every computed map, else the first alone; not measured under :data:`MIN_STEPS`).
-    """
+    """What to measure: ``methods`` (``"default"``: the ``computed`` maps; ``"all"``; or names) against ``random``,
+    at ``steps`` points or, with ``None``, as many as fit ``budget_seconds``."""
     chosen, named = _requested(methods, computed)
     if steps is not None and steps < 1:
         raise UserInputError(f"--faithfulness-steps must be >= 1, got {steps}")

@@ -34,8 +34,7 @@ __all__ = ["build_models", "prepare_for_training", "recalibrates_batch_norm", "t
 
 def build_models(options: CTOptions, num_classes: int, in_channels: int, class_names: list[str] | None = None, *,
                  seed: int | None = None) -> tuple[HybridCT3D, nn.Module | None]:
-    """The attention model and the ResNet baseline (``None`` with ``baseline="none"``, else initialised after
-    ``torch.manual_seed(seed)`` when ``seed`` is given)."""
+    """The attention model and the ResNet baseline (``None`` with ``baseline="none"``; seeded with ``seed``)."""
     channels, strides = options.stem()
     widths, blocks = (QUICK_BASELINE_WIDTHS, QUICK_BASELINE_BLOCKS) if options.quick else (BASELINE_WIDTHS, BASELINE_BLOCKS)
     from_resnet = options.init_name == "resnet"
@@ -61,16 +60,14 @@ def build_models(options: CTOptions, num_classes: int, in_channels: int, class_n
 
 
 def recalibrates_batch_norm(model: nn.Module, train_size: int, config: TrainConfig) -> bool:
-    """Whether :func:`train_one` re-estimates the trained batch-normalisation statistics on the training volumes
-    before each evaluation: on a training set whose batch the trainer shrinks (:meth:`TrainConfig.small_set_batch`)."""
+    """Whether :func:`train_one` re-estimates batch-norm statistics before each evaluation (small training sets)."""
     norms = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
     has_batch_norm = any(isinstance(m, norms) and any(p.requires_grad for p in m.parameters()) for m in model.modules())
     return has_batch_norm and config.small_set_batch(train_size) is not None
 
 
 def thresholds_on_training_volumes(train_size: int, config: TrainConfig) -> bool:
-    """Whether :func:`train_one` places a binary model's threshold on the training volumes
-    (:func:`bioattn.metrics.margin_threshold`): on a training set whose batch the trainer shrinks."""
+    """Whether :func:`train_one` places a binary threshold on the training volumes (small training sets)."""
     return config.small_set_batch(train_size) is not None
 
 
@@ -94,10 +91,7 @@ def prepare_for_training(model: nn.Module, config: TrainConfig) -> None:
 def train_one(name: str, model: nn.Module, run_dir: Path, data: CTData, config: TrainConfig, protocol: Protocol, *,
               augment: bool = True, resume: bool = False, run_info: dict[str, Any] | None = None,
               select_best: bool = True, evaluate_start: bool = False) -> dict[str, Any]:
-    """Train ``model`` with the shared Trainer; its metrics on rank 0 (``{}`` elsewhere).
-
-    ``select_best=False`` keeps the final weights, unscored; ``evaluate_start``: the starting weights compete too.
-    """
+    """Train ``model`` with the shared Trainer; its metrics on rank 0 (``{}`` elsewhere)."""
     augmentation = train_augmentation(intensity_jitter=protocol.intensity_jitter) if augment else None
     train_set = data.augmented(augmentation) if augmentation is not None else data.splits["train"]
     val_set, val_labels = data.splits["val"], data.labels["val"]

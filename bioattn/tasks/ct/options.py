@@ -1,5 +1,4 @@
-"""The CT task's options (:class:`CTOptions`), training protocols (:data:`PROTOCOLS`) and the names, folders and
-published numbers the other CT modules share."""
+"""The CT task's options (:class:`CTOptions`), protocols (:data:`PROTOCOLS`) and shared names and numbers."""
 from __future__ import annotations
 
 import dataclasses
@@ -38,7 +37,6 @@ TUNED_DEFAULTS = TrainConfig(
 @dataclass(frozen=True, kw_only=True)
 class Protocol(Recipe):
     """A CT training :class:`~bioattn.tasks.common.Recipe`: ``train_config`` plus loss, augmentation and evaluation."""
-
     label_smoothing: float
     intensity_jitter: float
     flip_tta: bool
@@ -96,11 +94,7 @@ HISTORY_KEYS = ("epoch", "val_auroc", "val_accuracy", "val_auroc_no_tta")
 
 @dataclass(frozen=True)
 class CTOptions(TaskOptions):
-    """Everything ``bioattn train ct`` needs: ``dataset`` (MedMNIST 3D) or ``manifest`` (a labels CSV), the
-    preprocessing, protocol and model options; ``None`` fields take their defaults (the protocol's, or the
-    properties below); the run options are :class:`~bioattn.tasks.common.TaskOptions`'.
-    """
-
+    """Everything ``bioattn train ct`` needs: ``dataset`` (MedMNIST 3D) or ``manifest``; ``None``: the default."""
     dataset: str | None = None
     manifest: Path | None = None
     size: tuple[int, ...] | None = None
@@ -258,8 +252,7 @@ class CTOptions(TaskOptions):
 
     @property
     def init_name(self) -> str:
-        """How the attention model starts (:data:`INITS`): ``init``, by default ``resnet`` for a manifest with the
-        ResNet baseline and none of :data:`ARCHITECTURE_FLAGS`, else ``scratch``."""
+        """How the attention model starts (:data:`INITS`): ``init``, else the default."""
         if self.init is not None:
             return self.init
         explicit = any(getattr(self, name) is not None for name in ARCHITECTURE_FLAGS)
@@ -291,8 +284,7 @@ def resolve_protocol(options: CTOptions) -> Protocol:
 
 def protocol_train_config(protocol: str, config: TrainConfig | None = None, *, quick: bool = False,
                           keep_milestones: bool = False) -> TrainConfig:
-    """``config`` (default: the protocol's), tiny with ``quick``; milestones at 50 % and 75 % of ``max_epochs``
-    unless ``keep_milestones``."""
+    """``config`` (default: the protocol's), tiny with ``quick``, milestones at 50 %/75 % unless ``keep_milestones``."""
     config = config or recipe_for(PROTOCOLS, protocol, flag="--protocol").train_config
     if quick:
         config = dataclasses.replace(config, max_epochs=2, max_steps_per_epoch=3, batch_size=8, min_steps=0,

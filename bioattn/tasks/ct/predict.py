@@ -1,5 +1,4 @@
-"""Class probabilities of a trained CT model for a MedMNIST ``.npz``, a manifest of scans, or one NIfTI/DICOM, with
-the run's saved preprocessing and warnings for inputs unlike the training volumes."""
+"""Class probabilities of a trained CT model for a MedMNIST ``.npz``, a manifest of scans, or one NIfTI/DICOM."""
 from __future__ import annotations
 
 import dataclasses
@@ -39,9 +38,7 @@ MAX_WARNING_LINES = 20
 
 @dataclass
 class CTPrediction:
-    """One scored volume: the file, probabilities ``(K,)``, label, split and index (``.npz``), warnings and manifest
-    line."""
-
+    """One scored volume: the file, probabilities ``(K,)``, label, split, index (``.npz``), warnings, manifest line."""
     source: str
     probabilities: np.ndarray
     label: str | int | None = None
@@ -68,10 +65,8 @@ def load_run(run_dir: str | os.PathLike,
 def resolve_preprocessing(saved: SavedPreprocessing | None, *, size: Sequence[int] | None = None,
                           fit: str | None = None, resize: Sequence[int] | None = None,
                           **overrides: Any) -> VolumePreprocessing:
-    """The saved NIfTI/DICOM preprocessing with every override that is not ``None`` replacing its step (``size``
-    and ``fit`` as in training; ``resize``: the resample step alone)."""
+    """The saved NIfTI/DICOM preprocessing with every override that is not ``None`` replacing its step."""
     from bioattn.tasks.ct.preprocessing import FITS
-
     base = saved.preprocessing if saved is not None else VolumePreprocessing()
     base = dataclasses.replace(base, **{name: value for name, value in overrides.items() if value is not None})
     if size is not None or fit is not None:
@@ -169,10 +164,8 @@ def _same_shape_batches(records: Iterable[tuple[int, dict[str, Any]]], total: in
 def predict_manifest(model: HybridCT3D, path: str | os.PathLike, preprocessing: VolumePreprocessing,
                      saved: SavedPreprocessing | None, *, split: str | None = None, batch_size: int = 32,
                      flip_tta: bool = False, workers: int = 0) -> list[CTPrediction]:
-    """Every scan of a manifest (or of ``split``), in file order, read by ``workers`` DataLoader workers; under
-    ``torchrun`` each process scores a contiguous share and the first returns every prediction."""
+    """Every scan of a manifest (or of ``split``), in file order; under ``torchrun`` the first process returns all."""
     from bioattn import distributed
-
     if workers < 0:
         raise UserInputError(f"the number of DataLoader workers must be >= 0, got {workers}")
     manifest = read_manifest(path, require_labels=False)
@@ -223,8 +216,8 @@ def predict_manifest(model: HybridCT3D, path: str | os.PathLike, preprocessing: 
 def predict_volume(model: HybridCT3D, path: str | os.PathLike, preprocessing: VolumePreprocessing,
                    saved: SavedPreprocessing | None, *, flip_tta: bool = False, attention_map: bool = False,
                    head_fusion: str = "mean") -> tuple[CTPrediction, tuple[torch.Tensor, torch.Tensor, dict] | None]:
-    """One NIfTI/DICOM volume → its prediction and, with ``attention_map``, the arguments of
-    :func:`~bioattn.data.ct.write_nifti` for the rollout on the input grid (maximum 1)."""
+    """One NIfTI/DICOM volume → its prediction and, with ``attention_map``, :func:`~bioattn.data.ct.write_nifti`'s
+    arguments for the rollout on the input grid."""
     volume, image, pipeline, warnings = prepare_volume(model, path, preprocessing, saved)
     batch = image.as_tensor()[None].float()
     overlay = None

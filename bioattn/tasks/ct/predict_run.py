@@ -15,9 +15,7 @@ AUTO = "auto"
 
 @dataclasses.dataclass
 class CTPredictions:
-    """The ``predictions`` in input order, per-split ``scores`` of labelled inputs and the ``attention_path``
-    written; ``written`` is False on the other processes of a torchrun job."""
-
+    """The ``predictions`` in input order, per-split ``scores`` and the ``attention_path`` written."""
     predictions: list[CTPrediction]
     class_names: list[str]
     flip_tta: bool
@@ -29,7 +27,6 @@ class CTPredictions:
     def rows_preview(self, limit: int = 10) -> str:
         """The first ``limit`` volumes and their class probabilities, one line each."""
         from bioattn.tasks.ct.preprocessing import predicted_index
-
         cut = f" (threshold {self.threshold:.4g})" if len(self.class_names) == 2 and self.threshold != 0.5 else ""
         lines = [f"{p.describe()}: " + ", ".join(f"{name} {value:.4f}" for name, value in zip(self.class_names, p.probabilities))
                  + f" -> {self.class_names[predicted_index(p.probabilities, self.threshold)]}{cut}"
@@ -41,7 +38,6 @@ class CTPredictions:
     def scores_table(self) -> str | None:
         """AUROC, accuracy and MCC per split of the labelled inputs (``None`` without labels)."""
         from bioattn.report import format_table
-
         if not self.scores:
             return None
         return format_table(["split", "volumes", "AUROC", "accuracy", "MCC"],
@@ -68,16 +64,11 @@ def predict_ct(
     tta: str | None = None, attention_map: str | os.PathLike | None = None, head_fusion: str = "mean",
     workers: int = 0, device: str = "auto",
 ) -> CTPredictions:
-    """Predict ``inputs`` with the run or shipped model ``model`` and write the CSV ``output`` (``"-"``: stdout).
-
-    ``preprocessing``: overrides of the run's steps (:func:`~bioattn.tasks.ct.predict.resolve_preprocessing`);
-    ``attention_map``: also write the rollout of one NIfTI/DICOM input (a path, or ``"auto"``).
-    """
+    """Predict ``inputs`` with the run or shipped model ``model`` and write the CSV ``output`` (``"-"``: stdout)."""
     from bioattn.data.ct import write_nifti
     from bioattn.data.ct_manifest import is_manifest
     from bioattn.tasks.ct import predict as ct_predict
     from bioattn.distributed import is_main_process, resolve_device
-
     inputs, output = Path(inputs), Path(output)
     overrides = {k: v for k, v in (preprocessing or {}).items() if v is not None}
     if batch_size < 1:

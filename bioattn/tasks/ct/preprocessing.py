@@ -1,5 +1,4 @@
-"""What a trained CT model expects of its inputs (``preprocessing.json``): the profile of the training volumes
-(:func:`profile_volumes`) and the checks of an input against it (:func:`distribution_warnings`)."""
+"""The training-volume profile of ``preprocessing.json`` and the checks of an input against it."""
 from __future__ import annotations
 
 import math
@@ -79,8 +78,7 @@ def _numbers(values: Iterable[float]) -> str:
 
 def distribution_warnings(profile: Mapping[str, Any], statistics: Mapping[str, Any],
                           geometry: Mapping[str, Sequence[float]] | None = None) -> list[str]:
-    """Ways in which one input (statistics after preprocessing, geometry before) lies far from the training volumes;
-    empty when it looks like them or ``profile`` is empty."""
+    """Ways in which one input (statistics after preprocessing, geometry before) lies far from the training volumes."""
     if not profile:
         return []
     problems = []

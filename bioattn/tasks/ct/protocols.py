@@ -1,5 +1,4 @@
-"""The CT task's member hooks of the shared driver: :func:`fit` (the attention model beside the baseline, on the
-split or on one fold), :func:`held_out` and :func:`ensemble_results`."""
+"""The CT task's member hooks of the shared driver: :func:`fit`, :func:`held_out` and :func:`ensemble_results`."""
 from __future__ import annotations
 
 import dataclasses
@@ -78,7 +77,6 @@ def fold_data(data: CTData, train_index: np.ndarray, held_out_index: np.ndarray)
 @dataclass
 class _Trained:
     """One member run: its metrics per model name and the trained models."""
-
     results: dict[str, dict[str, Any]]
     hybrid: HybridCT3D
     baseline: nn.Module | None
@@ -187,8 +185,7 @@ def fit(data: TaskData, member: Member) -> FittedMember:
 
 
 def held_out(data: TaskData, member: Member, fitted: FittedMember) -> dict[str, np.ndarray]:
-    """Each model's probabilities on a fold's held-out volumes, scored into ``fitted.extra["scores"]`` and
-    ``fold_metrics.json``."""
+    """Each model's probabilities on a fold's held-out volumes, scored into ``fold_metrics.json``."""
     ready, trained, folded = data.extra["prepared"], fitted.extra["trained"], fitted.extra["folded"]
     train_index, held_index, labels, depth = member.train_index, member.held_out_index, data.pool.labels, data.extra["depth"]
     assert train_index is not None and held_index is not None

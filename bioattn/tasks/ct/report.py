@@ -51,8 +51,7 @@ def ensemble_table(results: dict[str, Any]) -> str:
 
 def trust_sections(results: dict[str, Any], run_dir: Path | None = None, *,
                    choice: ModelChoice | None = None) -> list[str]:
-    """The trust part of a single run's ``summary.md``: each model's warnings and confusion matrix, and a warning
-    when the baseline beats the attention model unless ``choice`` kept it."""
+    """The trust part of a single run's ``summary.md`` (each model's warnings and confusion matrix)."""
     models = results.get("models")
     if not models:
         return []

@@ -11,9 +11,7 @@ from bioattn.models.hybrid_ct import upsample_token_map
 
 @dataclass
 class VolumeExplanation:
-    """probabilities ``(B, K)``; grid_map ``(B, d, h, w)``: [CLS] rollout on the token grid; voxel_map
-    ``(B, D, H, W)``: upsampled onto the model input; attentions: per layer ``(B, H, 1 + N, 1 + N)``."""
-
+    """probabilities ``(B, K)``; [CLS] rollout ``grid_map (B, d, h, w)`` and ``voxel_map (B, D, H, W)``."""
     probabilities: Tensor
     grid_map: Tensor
     voxel_map: Tensor

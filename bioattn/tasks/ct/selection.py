@@ -1,6 +1,4 @@
-"""Which model a single ``bioattn train ct`` run keeps in its run directory: the attention model, or its same-run
-ResNet baseline when the attention model did not learn and the baseline did (:func:`choose_model`,
-:func:`save_kept_model`)."""
+"""Which model a single ``bioattn train ct`` run keeps: the attention model, or the baseline when only it learned."""
 from __future__ import annotations
 
 import dataclasses
@@ -41,9 +39,7 @@ def not_learned(metrics: Mapping[str, Any]) -> list[str]:
 
 @dataclass(frozen=True)
 class ModelChoice:
-    """The model a single run keeps (``kept``) and the other one (``other``, ``None`` without a baseline), with
-    the ``reason`` and each model's ``scores``."""
-
+    """The model a single run keeps (``kept``), the other one (``None`` without a baseline) and why."""
     kept: str
     other: str | None
     reason: str
@@ -114,8 +110,7 @@ def choose_model(models: Mapping[str, Mapping[str, Any]]) -> ModelChoice:
 
 def save_kept_model(run_dir: Path, choice: ModelChoice, hybrid: nn.Module, baseline: nn.Module | None,
                     saved: SavedPreprocessing, thresholds: Mapping[str, float]) -> None:
-    """Write the kept model into ``run_dir`` (with its threshold of ``thresholds``), the attention model into
-    ``hybrid_attention/`` when the baseline is kept, and the choice into ``run_config.json``."""
+    """Write the kept model into ``run_dir`` (the attention model into ``hybrid_attention/`` if not kept)."""
     models = {HYBRID_NAME: hybrid, **({BASELINE_NAME: baseline} if baseline is not None else {})}
     kept = models[choice.kept]
     kept.save_pretrained(run_dir)  # type: ignore[operator]

@@ -1,5 +1,4 @@
-"""``bioattn train ct``: the hybrid CNN + attention model beside a MONAI 3D ResNet, on MedMNIST 3D or your own
-NIfTI/DICOM volumes; the driver's hooks :func:`prepare` and :func:`report`."""
+"""``bioattn train ct``'s hooks of the shared driver, :func:`prepare` and :func:`report`."""
 from __future__ import annotations
 
 import dataclasses
@@ -48,8 +47,7 @@ def _options_record(options: CTOptions) -> dict[str, Any]:
 
 
 def with_default_window(options: CTOptions, seed: int) -> CTOptions:
-    """``options`` with the soft-tissue window when a manifest without a window holds CT in Hounsfield units
-    (:func:`~bioattn.tasks.ct.data.hounsfield_window`)."""
+    """``options`` with :func:`~bioattn.tasks.ct.data.hounsfield_window` for a manifest without a window."""
     if options.manifest is None or options.window is not None:
         return options
     window = hounsfield_window(options.manifest, seed=seed)
@@ -64,7 +62,6 @@ def with_default_window(options: CTOptions, seed: int) -> CTOptions:
 @dataclass
 class PreparedCT:
     """What a CT run knows before it trains (:func:`prepare_ct`), ``options`` as they ran."""
-
     options: CTOptions
     data: CTData
     config: TrainConfig
@@ -94,14 +91,12 @@ def prepare_ct(options: CTOptions) -> PreparedCT:
 
 
 def prepare(options: CTOptions, config: TrainConfig | None = None) -> tuple[CTOptions, TaskData]:
-    """Everything before the first member trains: checks, :func:`prepare_ct` and the run directory; ``config``
-    replaces ``options.train_config``."""
+    """Everything before the first member trains: checks, :func:`prepare_ct` and the run directory."""
     if config is not None:
         options = dataclasses.replace(options, train_config=config)
     check_run_dir(options.out, resume=options.resume, overwrite=options.overwrite)
     if options.manifest is not None and options.positive_class is not None:
         from bioattn.data.ct_manifest import class_names_of, read_manifest
-
         manifest = read_manifest(options.manifest, require_labels=True)
         try:
             order_binary_classes(class_names_of([row.label for row in manifest.rows]), options.positive_class)

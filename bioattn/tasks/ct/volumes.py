@@ -1,5 +1,4 @@
-"""NIfTI files, DICOM files and DICOM series folders read into the in-memory volumes a
-:class:`~bioattn.models.ct_classifier.CTClassifier` predicts, as ``bioattn predict ct`` does."""
+"""NIfTI and DICOM files read for a :class:`~bioattn.models.ct_classifier.CTClassifier`, as ``predict ct`` does."""
 from __future__ import annotations
 
 import os
@@ -30,8 +29,7 @@ def read_volumes(paths: Paths) -> list[MetaTensor]:
 
 
 def predict_proba_files(model: nn.Module, paths: Paths, **options: Any) -> np.ndarray:
-    """Class probabilities ``(N, K)`` of the volumes in ``paths``; ``options``: keywords of
-    :meth:`~bioattn.models.ct_classifier.CTClassifier.predict_proba`."""
+    """Class probabilities ``(N, K)`` of the volumes in ``paths`` (``options``: of ``predict_proba``)."""
     items = _path_list(paths)
     return model.predict_proba(read_volumes(items), sources=[str(path) for path in items], **options)
 
