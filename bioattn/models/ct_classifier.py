@@ -45,9 +45,7 @@ class CTClassifier(PretrainedModel):
     """A saved 3D volume classifier with its run's inference settings (see :meth:`init_run_settings`)."""
 
     def init_run_settings(self) -> None:
-        self.input_preprocessing = VolumePreprocessing()
-        self.flip_tta = False
-        self.threshold = 0.5
+        self.input_preprocessing, self.flip_tta, self.threshold = VolumePreprocessing(), False, 0.5
 
     def check_attention_size(self, spatial_shape: Sequence[int], source: str) -> None:
         """Refuse inputs too large for the model (nothing to check without attention maps)."""
@@ -83,9 +81,8 @@ class CTClassifier(PretrainedModel):
         if len(names) != len(items):
             raise ValueError(f"{len(names)} sources for {len(items)} volumes")
         steps = preprocessing or self.input_preprocessing
-        pipeline = steps.pipeline(divisible_by=self.stride)
+        pipeline, rows = steps.pipeline(divisible_by=self.stride), []
         flips = self.flip_tta if flip_tta is None else flip_tta
-        rows = []
         for source, item in zip(names, items):
             volume = in_memory_volume(item, source, spacing=spacing, needs_spacing=steps.spacing is not None)
             check_volume(volume, source, in_channels=self.in_channels)
@@ -118,9 +115,7 @@ def _volume_list(volumes: object) -> list:
 def predicted_index(probabilities: Sequence[float], threshold: float = 0.5) -> int:
     """Class 1 of a binary model when its probability is at least ``threshold``, else the most probable class."""
     values = [float(v) for v in probabilities]
-    if len(values) == 2:
-        return int(values[1] >= threshold)
-    return int(np.argmax(values))
+    return int(values[1] >= threshold) if len(values) == 2 else int(np.argmax(values))
 
 
 def flip_axis_sets(spatial_dims: int = 3) -> list[tuple[int, ...]]:
@@ -133,11 +128,9 @@ def flip_axis_sets(spatial_dims: int = 3) -> list[tuple[int, ...]]:
 def predict_probabilities(model: nn.Module, dataset: Dataset, *, batch_size: int = 32,
                           flip_tta: bool = False) -> np.ndarray:
     """Class probabilities ``(N, num_classes)`` over ``(image, label)`` items; ``flip_tta``: mean over the 8 flips."""
-    was_training = model.training
+    was_training, device = model.training, next(model.parameters()).device
     model.eval()
-    device = next(model.parameters()).device
-    flips = flip_axis_sets() if flip_tta else [()]
-    chunks = []
+    flips, chunks = flip_axis_sets() if flip_tta else [()], []
     for images, _ in DataLoader(dataset, batch_size=batch_size, shuffle=False):
         images = images.to(device)
         if flip_tta and images.dim() != 5:

@@ -21,17 +21,8 @@ from bioattn.data.ct import foreground_distance
 from bioattn.models.ct_classifier import CTClassifier
 
 __all__ = [
-    "MAX_ATTENTION_BYTES",
-    "MAX_ATTENTION_TOKENS",
-    "POOLS",
-    "STEMS",
-    "resnet_stem_problem",
-    "HybridCT3D",
-    "HybridCTOutput",
-    "DistanceChannelInput",
-    "with_distance_channel",
-    "unshuffle_3d",
-    "upsample_token_map",
+    "MAX_ATTENTION_BYTES", "MAX_ATTENTION_TOKENS", "POOLS", "STEMS", "resnet_stem_problem", "HybridCT3D",
+    "HybridCTOutput", "DistanceChannelInput", "with_distance_channel", "unshuffle_3d", "upsample_token_map",
 ]
 
 MAX_ATTENTION_TOKENS = 4096
@@ -141,12 +132,9 @@ class HybridCT3D(CTClassifier):
         self.pool = pool
         self.class_names = list(class_names) if class_names is not None else [f"class_{k}" for k in range(num_classes)]
         self.init_run_settings()
-        self.in_channels = in_channels
-        self.unshuffle = unshuffle
-        self.distance_channel = distance_channel
+        self.in_channels, self.unshuffle, self.distance_channel = in_channels, unshuffle, distance_channel
         self.stride = unshuffle * conv1_stride * math.prod(stem_strides[:-1] if token_stage == -2 else stem_strides)
-        self.token_stage = token_stage
-        self._frozen_trunk = False
+        self.token_stage, self._frozen_trunk = token_stage, False
         stem_in = (in_channels + distance_channel) * unshuffle**3
         if stem == "resnet":
             self.stem = _resnet_trunk(stem_in, stem_channels, max(1, stem_depth // 2), norm, conv1_stride)
@@ -232,8 +220,7 @@ class HybridCT3D(CTClassifier):
                 f"{source}: the model input is {tuple(spatial_shape)}, {grid_tokens} tokens at stride {self.stride}, "
                 f"whose attention maps need about {needed / 2**30:.1f} GiB; attention maps are limited to "
                 f"{MAX_ATTENTION_TOKENS} tokens and {MAX_ATTENTION_BYTES / 2**30:.0f} GiB: shrink the input with "
-                "--size and --fit resize (e.g. --size 64 64 64 --fit resize) or a coarser --spacing"
-            )
+                "--size and --fit resize (e.g. --size 64 64 64 --fit resize) or a coarser --spacing")
 
     def positions(self, grid: Sequence[int], device: torch.device) -> Tensor:
         """3D sinusoidal position codes ``(d*h*w, embed_dim)``: a third of the channels per axis, raster order."""
@@ -252,14 +239,14 @@ class HybridCT3D(CTClassifier):
             raise UserInputError(f"expected input (B, {self.in_channels}, D, H, W), got shape {tuple(x.shape)}")
         grid = self.token_grid(x.shape[2:])
         if self.distance_channel:
-            x = with_distance_channel(x)  # (B, C + 1, D, H, W)
+            x = with_distance_channel(x)
         if self.unshuffle > 1:
-            x = unshuffle_3d(x, self.unshuffle, channels_last=self._channels_last_stem)  # (B, C·u³, D/u, H/u, W/u)
+            x = unshuffle_3d(x, self.unshuffle, channels_last=self._channels_last_stem)
         if self.token_stage == -2:
             token_features = self.stem[:-1](x)
             features = self.stem[-1](token_features)
         else:
-            features = token_features = self.stem(x)  # (B, C', d, h, w)
+            features = token_features = self.stem(x)
         cnn_tokens = self.to_tokens(token_features.flatten(2).transpose(1, 2))  # (B, N, embed_dim)
         tokens = cnn_tokens + self.positions(grid, x.device).to(cnn_tokens.dtype)
         tokens = torch.cat([self.cls_token.expand(len(tokens), -1, -1).to(tokens.dtype), tokens], dim=1)
@@ -267,15 +254,13 @@ class HybridCT3D(CTClassifier):
         pooled = encoded[:, 0]
         if self.pool == "trunk+gate":
             logits = self.trunk_head(features.mean(dim=(2, 3, 4))) + self.attention_gate * self.head(pooled)
-            return logits if not need_weights else HybridCTOutput(logits=logits, attentions=attentions or [], grid=grid)
-        if self.pool == "cls+max":
-            pooled = torch.cat([pooled, encoded[:, 1:].amax(dim=1)], dim=-1)
+        elif self.pool == "cls+max":
+            logits = self.head(torch.cat([pooled, encoded[:, 1:].amax(dim=1)], dim=-1))
         elif self.pool == "cls+mean":
-            pooled = torch.cat([pooled, cnn_tokens.mean(dim=1).to(pooled.dtype)], dim=-1)
-        logits = self.head(pooled)
-        if not need_weights:
-            return logits
-        return HybridCTOutput(logits=logits, attentions=attentions or [], grid=grid)
+            logits = self.head(torch.cat([pooled, cnn_tokens.mean(dim=1).to(pooled.dtype)], dim=-1))
+        else:
+            logits = self.head(pooled)
+        return logits if not need_weights else HybridCTOutput(logits=logits, attentions=attentions or [], grid=grid)
 
     def _queries_and_keys(self, x: Tensor) -> tuple[Tensor, list[tuple[Tensor, Tensor]]]:
         """Logits ``(B, num_classes)`` of the fused pass and each layer's scaled queries and keys ``(B, H, 1+N, d)``."""

@@ -91,8 +91,7 @@ def _split_faithfulness(model: torch.nn.Module, dataset: Any, indices: list[int]
     from bioattn.progress import progress_bar
     from bioattn.tasks.ct.attribution import volume_attribution, volume_score
     from bioattn.tasks.ct.methods import CT_METHODS
-    device = next(model.parameters()).device
-    identity = torch.eye(4, dtype=torch.float64)
+    device, identity = next(model.parameters()).device, torch.eye(4, dtype=torch.float64)
     volumes = torch.stack([pipeline(MetaTensor(dataset[i][0], affine=identity)).as_tensor().float()
                            for i in indices]).to(device)
     classes = classes_of(model, volumes)
@@ -119,8 +118,7 @@ def _split_faithfulness(model: torch.nn.Module, dataset: Any, indices: list[int]
 
 def peak_inside(image: torch.Tensor, values: torch.Tensor) -> tuple[int, ...]:
     """Voxel of the largest ``values (X, Y, Z)`` where ``image (X, Y, Z)`` is above its minimum."""
-    values = torch.as_tensor(values).float()
-    inside = torch.as_tensor(image) > torch.as_tensor(image).min()
+    values, inside = torch.as_tensor(values).float(), torch.as_tensor(image) > torch.as_tensor(image).min()
     if inside.any():
         values = values.masked_fill(~inside, float("-inf"))
     return tuple(int(i) for i in np.unravel_index(int(torch.argmax(values)), tuple(values.shape)))
@@ -146,8 +144,7 @@ def parse_indices(spec: str | Sequence[int], count: int, source: str) -> list[in
         indices = [int(i) for i in spec]
     if not indices:
         raise UserInputError(f"{source}: --indices {spec!r} names no volume")
-    outside = [i for i in indices if not 0 <= i < count]
-    if outside:
+    if outside := [i for i in indices if not 0 <= i < count]:
         raise UserInputError(f"{source}: --indices {outside[0]} outside 0..{count - 1}")
     return list(dict.fromkeys(indices))
 
@@ -178,10 +175,9 @@ def explain_ct(
     from bioattn.explain.faithfulness import compare_methods, most_faithful
     from bioattn.explain.outputs import layer_similarities, write_faithfulness, write_layer_figures
     from bioattn.explain.sharpness import head_sharpness, sharpness_summary
-    from bioattn.models.ct_classifier import CTClassifier
+    from bioattn.models.ct_classifier import CTClassifier, predicted_index
     from bioattn.models.hybrid_ct import HybridCT3D
     from bioattn.models.ensemble import ensemble_members
-    from bioattn.models.ct_classifier import predicted_index
     from bioattn.models.registry import resolve_model_dir
     from bioattn.progress import progress_bar
     from bioattn.tasks.ct.attribution import predicted_volume_classes, volume_attribution, volume_score
@@ -191,8 +187,7 @@ def explain_ct(
     from bioattn.tasks.ct.preprocessing import distribution_warnings, volume_statistics
     from bioattn.tasks.ct.rollout import explain_volumes
     overrides = dict(preprocessing or {})
-    unknown = sorted(set(overrides) - set(PREPROCESSING_STEPS))
-    if unknown:
+    if unknown := sorted(set(overrides) - set(PREPROCESSING_STEPS)):
         raise UserInputError(f"preprocessing: unknown step(s) {', '.join(unknown)} (known: {', '.join(PREPROCESSING_STEPS)})")
     saved = SavedPreprocessing.load(resolve_model_dir(model)) if isinstance(model, (str, os.PathLike)) else None
     model, label_text = load_explained_model(model, CTClassifier, device)
@@ -242,6 +237,13 @@ def explain_ct(
                 if attention or m not in ("rollout", "relevance")]
     bar = progress_bar(total=len(computed), desc="explain ct: maps", unit="map")
     maps: dict[str, torch.Tensor] = {}
+
+    def attribute(name: str) -> torch.Tensor:
+        if name not in maps:
+            maps[name] = volume_attribution(model, volumes, name, classes=classes, head_fusion=head_fusion,
+                                            start_layer=start_layer).cpu()
+        return maps[name]
+
     try:
         explanation = explain_volumes(members[0], volumes, head_fusion=head_fusion, start_layer=start_layer,
                                       predict=False) if attention else None
@@ -253,17 +255,10 @@ def explain_ct(
             bar.update(1)
         for name in computed:
             if name not in maps:
-                maps[name] = volume_attribution(model, volumes, name, classes=classes, head_fusion=head_fusion,
-                                                start_layer=start_layer).cpu()
+                attribute(name)
                 bar.update(1)
     finally:
         bar.close()
-
-    def attribute(name: str) -> torch.Tensor:
-        if name not in maps:
-            maps[name] = volume_attribution(model, volumes, name, classes=classes, head_fusion=head_fusion,
-                                            start_layer=start_layer).cpu()
-        return maps[name]
 
     score = volume_score(model, volumes[0], int(classes[0]))
     plan = plan_faithfulness(faithfulness_methods, computed, steps=faithfulness_steps,
@@ -286,11 +281,8 @@ def explain_ct(
                  "the most faithful cheap method on AdrenalMNIST3D; faithfulness not measured here")
               + "; --method to choose; integrated_gradients and occlusion only on request)", file=sys.stderr)
     voxel_map = invert_to_input_grid(pipeline, model_input, maps["rollout"])[0].as_tensor() if attention else None
-    affine = np.asarray(image.affine)
-    probabilities = probabilities_t[0].tolist()
-    predicted = int(classes[0])
-    names = model.class_names
-    attribution_map = None
+    affine, probabilities = np.asarray(image.affine), probabilities_t[0].tolist()
+    predicted, names, attribution_map = int(classes[0]), model.class_names, None
     if method != "rollout":
         attribution_map = invert_to_input_grid(pipeline, model_input, attribute(method))[0].as_tensor()
     sharpness = head_sharpness(explanation.attentions) if attention else None

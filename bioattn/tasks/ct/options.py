@@ -138,11 +138,9 @@ class CTOptions(TaskOptions):
             raise UserInputError(f"fit must be one of {', '.join(FITS)}, got {self.fit!r}")
         if self.manifest is None:
             given = [flag for flag, value in (("--orientation", self.orientation), ("--spacing", self.spacing),
-                                              ("--intensity-window", self.window)) if value is not None]
-            if self.fit != "resize":
-                given.append("--fit")
-            if self.positive_class is not None:
-                given.append("--positive-class")
+                                              ("--intensity-window", self.window),
+                                              ("--fit", self.fit != "resize" or None),
+                                              ("--positive-class", self.positive_class)) if value is not None]
             if given:
                 raise UserInputError(f"{', '.join(given)} apply to --manifest volumes, not to a MedMNIST dataset")
             if self.size is not None and (len(self.size) != 1 or self.size[0] not in MEDMNIST_SIZES):

@@ -72,8 +72,7 @@ def resolve_preprocessing(saved: SavedPreprocessing | None, *, size: Sequence[in
     if size is not None or fit is not None:
         if fit is not None and fit not in FITS:
             raise UserInputError(f"fit must be one of {', '.join(FITS)}, got {fit!r}")
-        saved_fit = "crop-pad" if base.resize is None and base.size is not None else "resize"
-        fit = fit or saved_fit
+        fit = fit or ("crop-pad" if base.resize is None and base.size is not None else "resize")
         if size is not None:
             size = tuple(int(v) for v in size)
             if len(size) not in (1, 3) or min(size) < 1:
@@ -219,8 +218,7 @@ def predict_volume(model: HybridCT3D, path: str | os.PathLike, preprocessing: Vo
     """One NIfTI/DICOM volume → its prediction and, with ``attention_map``, :func:`~bioattn.data.ct.write_nifti`'s
     arguments for the rollout on the input grid."""
     volume, image, pipeline, warnings = prepare_volume(model, path, preprocessing, saved)
-    batch = image.as_tensor()[None].float()
-    overlay = None
+    batch, overlay = image.as_tensor()[None].float(), None
     if attention_map and not all(isinstance(m, HybridCT3D) for m in ensemble_members(model)):
         raise UserInputError(f"{path}: an attention map needs the attention model; {type(model).__name__} has no "
                              "attention (explain ct gives its attribution maps)")
