@@ -15,14 +15,8 @@ from bioattn.progress import progress_bar
 from bioattn.tasks.ct.methods import CT_METHODS
 
 __all__ = [
-    "AUTO_CANDIDATES",
-    "EXPENSIVE_METHODS",
-    "FAITHFULNESS_BUDGET_SECONDS",
-    "MIN_STEPS",
-    "FaithfulnessPlan",
-    "flip_probabilities",
-    "plan_faithfulness",
-    "counting",
+    "AUTO_CANDIDATES", "EXPENSIVE_METHODS", "FAITHFULNESS_BUDGET_SECONDS", "MIN_STEPS", "FaithfulnessPlan",
+    "flip_probabilities", "plan_faithfulness", "counting",
 ]
 
 #: Seconds the default faithfulness measurement may take.
@@ -43,8 +37,7 @@ def flip_probabilities(model: torch.nn.Module, volumes: Tensor, flip_tta: bool) 
     flips = flip_axis_sets() if flip_tta else [()]
     bar = progress_bar(total=len(flips), desc="explain ct: prediction" + (" (mean over 8 flips)" if flip_tta else ""),
                        unit="pass")
-    start = time.perf_counter()
-    probabilities = []
+    start, probabilities = time.perf_counter(), []
     try:
         for axes in flips:
             probabilities.append(model(volumes.flip(axes) if axes else volumes).float().softmax(dim=-1))

@@ -7,7 +7,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import torch
 
-from bioattn.data.ct import PREPROCESSING_NAME, SavedPreprocessing, VolumePreprocessing
+from bioattn.data.ct import PREPROCESSING_NAME, SavedPreprocessing
 from bioattn.models.ct_classifier import predicted_index
 
 __all__ = [
@@ -38,10 +38,6 @@ def volume_statistics(image: torch.Tensor) -> dict[str, Any]:
         distinct = int(torch.unique(flat).numel())
     return {"min": float(flat.min()), "max": float(flat.max()), "mean": float(flat.mean()), "sd": float(flat.std()),
             "p01": p01, "p99": p99, "distinct": distinct, "shape": list(image.shape[1:])}
-
-
-def _span(low: float, high: float) -> float:
-    return high - low if high > low else max(abs(high), 1.0)
 
 
 def profile_volumes(statistics: Sequence[Mapping[str, Any]],
@@ -83,7 +79,7 @@ def distribution_warnings(profile: Mapping[str, Any], statistics: Mapping[str, A
         return []
     problems = []
     low, high = profile["intensity_min"], profile["intensity_max"]
-    span = _span(low, high)
+    span = high - low if high > low else max(abs(high), 1.0)
     if profile["binary"] and statistics["distinct"] > 2:
         problems.append(f"the model was trained on binary masks, this input has {statistics['distinct']} distinct "
                         "values after preprocessing")

@@ -52,13 +52,9 @@ class _Augmented(Dataset):
 
 def _pool_records(data: CTData) -> list[str]:
     """Where each volume of the cross-validation pool (train, then val) came from."""
-    records: list[str] = []
-    for split in ("train", "val"):
-        if data.rows is not None:
-            records += [str(row.image) for row in data.rows[split]]
-        else:
-            records += [f"{split}[{i}]" for i in range(len(data.labels[split]))]
-    return records
+    if data.rows is not None:
+        return [str(row.image) for split in ("train", "val") for row in data.rows[split]]
+    return [f"{split}[{i}]" for split in ("train", "val") for i in range(len(data.labels[split]))]
 
 
 def fold_data(data: CTData, train_index: np.ndarray, held_out_index: np.ndarray) -> CTData:
