@@ -13,13 +13,8 @@ __all__ = ["ResNetCT3D"]
 
 
 class ResNetCT3D(CTClassifier):
-    """MONAI ``ResNet("basic", layers, widths, spatial_dims=3)`` with bioattn's save/load and prediction.
-
-    Args:
-        widths, layers: channels and basic blocks of the four stages.
-        distance_channel: also feed the depth inside the mask, as the attention model.
-        input_multiple: inputs are zero-padded to a multiple of this.
-    """
+    """MONAI ``ResNet("basic", layers, widths, spatial_dims=3)`` with bioattn's save/load and prediction; inputs are
+    zero-padded to a multiple of ``input_multiple``."""
 
     def __init__(self, in_channels: int = 1, num_classes: int = 2, *, widths: Sequence[int] = (8, 16, 32, 64),
                  layers: Sequence[int] = (2, 2, 2, 2), conv1_stride: int = 1, distance_channel: bool = False,

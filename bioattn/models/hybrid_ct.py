@@ -80,16 +80,9 @@ class HybridCTOutput:
 class HybridCT3D(CTClassifier):
     """3D CNN stem → tokens + 3D positions → [CLS] + Transformer encoder → linear classifier.
 
-    Args:
-        stem_channels, stem_strides: output channels and stride of each CNN stage.
-        stem_depth: convolutions per stage (``stem="resnet"``: ``stem_depth // 2`` basic blocks, at least one).
-        stem: :data:`STEMS`; ``"resnet"`` needs every stride 2 (:func:`resnet_stem_problem`).
-        unshuffle: fold each ``unshuffle³`` block of voxels into channels before the stem.
-        distance_channel: append the depth inside the mask of channel 0 (:func:`with_distance_channel`).
-        norm: normalisation of the stem (a MONAI name).
-        pool: what the classifier reads (:data:`POOLS`).
-        conv1_stride: with ``stem="resnet"``: the stride of ``conv1``.
-        token_stage: the stem stage whose output becomes the tokens: ``-1`` or, with ``pool="trunk+gate"``, ``-2``.
+    ``stem_depth``: convolutions per stage; ``stem``: :data:`STEMS`; ``unshuffle``: fold each ``unshuffle³`` block of
+    voxels into channels first; ``distance_channel``: :func:`with_distance_channel`; ``pool``: :data:`POOLS`;
+    ``token_stage``: the stem stage whose output becomes the tokens (``-2`` only with ``pool="trunk+gate"``).
     """
 
     def __init__(

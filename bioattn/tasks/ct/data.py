@@ -172,8 +172,7 @@ def load_manifest(manifest_path: str | os.PathLike, preprocessing: VolumePreproc
         raise UserInputError(
             f"{where_other}: the volume is {other} (channels, X, Y, Z) after preprocessing but {where_first} is "
             f"{first}; give --size so that every volume is resized (or cropped/padded) to one shape, and use one "
-            "channel count"
-        )
+            "channel count")
     return CTData(source="manifest", path=manifest.path, splits=splits,
                   labels={split: volumes.labels for split, volumes in splits.items()}, class_names=class_names,
                   in_channels=int(next(iter(shapes))[0]), augmented=splits["train"].with_transform,

@@ -156,19 +156,12 @@ def explain_ct(
     faithfulness_indices: str | Sequence[int] | None = None, faithfulness_methods: str | Sequence[str] = "default",
     flip_tta: bool | None = None, device: str = "auto", out: str | os.PathLike | None = None, overwrite: bool = False,
 ) -> CTExplanation:
-    """Explain a CT model's prediction for one volume, on the input's voxel grid.
+    """Explain a CT model's (a run directory's, a shipped model's) prediction for one volume on its voxel grid.
 
-    Args:
-        model: a CT model (or an ensemble), a run directory of ``bioattn train ct`` or a shipped model's name.
-        inputs: a NIfTI file, a DICOM file or series folder, a ``.npz`` (``split``, ``index`` pick the volume), or
-            an in-memory volume ``(C, X, Y, Z)``.
-        preprocessing: overrides of the saved steps (:data:`PREPROCESSING_STEPS`).
-        method: ``"auto"`` (the more faithful of the cheap maps) or one of :data:`~bioattn.tasks.ct.methods.CT_METHODS`.
-        faithfulness_steps: curve points; ``None``: :func:`~bioattn.tasks.ct.explain_plan.plan_faithfulness`.
-        faithfulness_methods: ``"default"`` (the maps computed), ``"all"`` or method names.
-        faithfulness_indices: ``.npz`` only: measure faithfulness over these volumes of ``split``.
-        flip_tta: average over the 8 flips; ``None``: as the run evaluated.
-        out: a folder to save the result into (non-empty refused unless ``overwrite``).
+    ``inputs``: a NIfTI file, DICOM file or series folder, ``.npz`` (``split``, ``index``) or ``(C, X, Y, Z)`` volume;
+    ``preprocessing``: overrides of :data:`PREPROCESSING_STEPS`; ``method``: ``"auto"`` or one of
+    :data:`~bioattn.tasks.ct.methods.CT_METHODS`; ``faithfulness_*``: see
+    :func:`~bioattn.tasks.ct.explain_plan.plan_faithfulness`; ``out``: a folder to save the result into.
     """
     check_out_dir(out, overwrite=overwrite)
     from bioattn.data.ct import VolumePreprocessing, check_volume, invert_to_input_grid, world_geometry
@@ -224,9 +217,8 @@ def explain_ct(
                                      world_geometry(image) if label is None else None)
     if warnings:
         print(f"warning: {described}: {'; '.join(warnings)}; the explanation may mean little", file=sys.stderr)
-    device = next(model.parameters()).device
+    device, members = next(model.parameters()).device, ensemble_members(model)
     volumes = model_input.as_tensor()[None].float().to(device)
-    members = ensemble_members(model)
     flip = flip_tta if flip_tta is not None else resolve_flip_tta(saved, None) if saved is not None else bool(
         getattr(members[0], "flip_tta", False))
     probabilities_t, seconds_per_pass = flip_probabilities(model, volumes, flip)
@@ -260,10 +252,9 @@ def explain_ct(
     finally:
         bar.close()
 
-    score = volume_score(model, volumes[0], int(classes[0]))
+    score, results = volume_score(model, volumes[0], int(classes[0])), None
     plan = plan_faithfulness(faithfulness_methods, computed, steps=faithfulness_steps,
                              seconds_per_pass=seconds_per_pass) if faithfulness and split_volumes is None else None
-    results = None
     if plan is not None:
         print(f"explain: {plan.describe()}", file=sys.stderr)
     if plan is not None and plan.measured:
@@ -290,8 +281,7 @@ def explain_ct(
         results = _split_faithfulness(model, *split_volumes, pipeline, classes_of=predicted_volume_classes,
                                       head_fusion=head_fusion, start_layer=start_layer,
                                       steps=faithfulness_steps or MAX_STEPS)
-    layer_maps = [w[0] for w in explanation.attentions] if attention else []
-    shown = image[0].as_tensor()
+    layer_maps, shown = [w[0] for w in explanation.attentions] if attention else [], image[0].as_tensor()
 
     def draw(out: Path) -> None:
         from bioattn.explain.faithfulness_figures import plot_head_sharpness

@@ -85,8 +85,7 @@ def predict_ct(
         flags = ", ".join("--intensity-window" if k == "window" else f"--{k}" for k in overrides)
         raise UserInputError(f"{inputs}: {flags} apply to NIfTI/DICOM inputs, not to a .npz")
     model, saved = ct_predict.load_run(model, map_location=resolve_device(device))
-    flip_tta = ct_predict.resolve_flip_tta(saved, None if tta is None else tta == "flips")
-    overlay = None
+    flip_tta, overlay = ct_predict.resolve_flip_tta(saved, None if tta is None else tta == "flips"), None
     if is_npz:
         predictions = ct_predict.predict_npz(model, inputs, saved, split=split, batch_size=batch_size, flip_tta=flip_tta)
     elif many:
@@ -101,8 +100,7 @@ def predict_ct(
             model, inputs, ct_predict.resolve_preprocessing(saved, **overrides), saved, flip_tta=flip_tta,
             attention_map=attention_path is not None, head_fusion=head_fusion)
         predictions = [prediction]
-    names = model.class_names
-    threshold = saved.threshold if saved is not None else 0.5
+    names, threshold = model.class_names, saved.threshold if saved is not None else 0.5
     ct_predict.write_predictions(output, predictions, names, threshold=threshold)
     if overlay is not None and attention_path is not None:
         write_nifti(attention_path, *overlay)

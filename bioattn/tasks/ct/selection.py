@@ -94,26 +94,22 @@ def choose_model(models: Mapping[str, Mapping[str, Any]]) -> ModelChoice:
     if BASELINE_NAME not in models:
         return ModelChoice(HYBRID_NAME, None, "The run trained no baseline.", scores)
     hybrid, baseline = scores[HYBRID_NAME], scores[BASELINE_NAME]
-    both = (f"attention model {_shown(hybrid)}; same-run ResNet {_shown(baseline)} (validation AUROC is the "
-            "criterion each model's best epoch was kept by)")
+    both = (f"Attention model {_shown(hybrid)}; same-run ResNet {_shown(baseline)} (validation AUROC is the "
+            "criterion each model's best epoch was kept by).")
     if hybrid["not_learned"] and not baseline["not_learned"]:
-        return ModelChoice(BASELINE_NAME, HYBRID_NAME,
-                           f"Why: the attention model did not learn on this data ({'; '.join(hybrid['not_learned'])}), "
-                           f"while the same-run ResNet did. {both[0].upper()}{both[1:]}.", scores)
+        return ModelChoice(BASELINE_NAME, HYBRID_NAME, "Why: the attention model did not learn on this data "
+                           f"({'; '.join(hybrid['not_learned'])}), while the same-run ResNet did. {both}", scores)
     if hybrid["not_learned"]:
-        return ModelChoice(HYBRID_NAME, BASELINE_NAME,
-                           f"Why: neither model learned on this data (the ResNet: {'; '.join(baseline['not_learned'])});"
-                           f" the attention model is the default. {both[0].upper()}{both[1:]}.", scores)
-    return ModelChoice(HYBRID_NAME, BASELINE_NAME, f"Why: the attention model (the default) learned. {both[0].upper()}{both[1:]}.",
-                       scores)
+        return ModelChoice(HYBRID_NAME, BASELINE_NAME, "Why: neither model learned on this data (the ResNet: "
+                           f"{'; '.join(baseline['not_learned'])}); the attention model is the default. {both}", scores)
+    return ModelChoice(HYBRID_NAME, BASELINE_NAME, f"Why: the attention model (the default) learned. {both}", scores)
 
 
 def save_kept_model(run_dir: Path, choice: ModelChoice, hybrid: nn.Module, baseline: nn.Module | None,
                     saved: SavedPreprocessing, thresholds: Mapping[str, float]) -> None:
     """Write the kept model into ``run_dir`` (the attention model into ``hybrid_attention/`` if not kept)."""
     models = {HYBRID_NAME: hybrid, **({BASELINE_NAME: baseline} if baseline is not None else {})}
-    kept = models[choice.kept]
-    kept.save_pretrained(run_dir)  # type: ignore[operator]
+    models[choice.kept].save_pretrained(run_dir)  # type: ignore[operator]
     dataclasses.replace(saved, threshold=thresholds.get(choice.kept, 0.5)).save(run_dir)
     elsewhere = run_dir / HYBRID_DIR
     if choice.baseline_kept:

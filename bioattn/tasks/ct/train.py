@@ -103,8 +103,7 @@ def prepare(options: CTOptions, config: TrainConfig | None = None) -> tuple[CTOp
         except UserInputError as exc:
             raise UserInputError(f"{manifest.path}: {exc}") from None
     ready = prepare_ct(options)
-    data = ready.data
-    run_dir = prepare_run_dir(options.out, resume=options.resume, overwrite=options.overwrite)
+    data, run_dir = ready.data, prepare_run_dir(options.out, resume=options.resume, overwrite=options.overwrite)
     ready = dataclasses.replace(ready, options=dataclasses.replace(ready.options, out=run_dir))
     print(f"{data.path}: " + ", ".join(f"{s} {n}" for s, n in data.split_sizes.items()), file=sys.stderr)
     if data.source == "manifest" and is_main_process():
@@ -143,10 +142,8 @@ def report(data: TaskData, run: MembersRun[FittedMember]) -> tuple[dict[str, Any
     dataset = options.dataset_name
     class_names = ready.model_config["class_names"]
     extra = {
-        "manifest": str(data_ct.path) if data_ct.source == "manifest" else None,
-        "size": list(options.input_size),
-        "file": str(data_ct.path),
-        "positive_class": class_names[1] if len(class_names or []) == 2 else None,
+        "manifest": str(data_ct.path) if data_ct.source == "manifest" else None, "size": list(options.input_size),
+        "file": str(data_ct.path), "positive_class": class_names[1] if len(class_names or []) == 2 else None,
         "test_split_present": "test" in data_ct.splits,
         "preprocessing": data_ct.preprocessing.to_dict() if data_ct.preprocessing else None,
         "recipe": {"name": options.protocol, "description": PROTOCOLS[options.protocol].description,
@@ -163,18 +160,11 @@ def report(data: TaskData, run: MembersRun[FittedMember]) -> tuple[dict[str, Any
         splits=data_ct.split_sizes, scores=unified_scores(results), class_names=data.class_names, **extra)
     table = comparison_table(dataset, results["models"]) if "models" in results else ensemble_table(results)
     positive = order_binary_classes(data_ct.class_names, options.positive_class)[1] if data_ct.class_names else None
-    trust = trust_sections(results, run_dir, choice=choice)
-    if positive:
-        trust.insert(0, positive)
+    trust = trust_sections(results, run_dir, choice=choice)  # before the hints: it adds the warnings they read
     hints = not_learned_hints(data_ct, saved, results["models"]) if "models" in results else []
-    if hints:
-        trust.insert(0, "\n".join(hints))
     construction = construction_line(results["models"]) if "models" in results else None
-    if construction:
-        trust.insert(0, construction)
-    if choice is not None:
-        trust.insert(0, choice.statement(run_dir))
-    return metrics, "\n\n".join([table, *trust]) + "\n"
+    lead = [choice.statement(run_dir) if choice is not None else None, construction, "\n".join(hints), positive]
+    return metrics, "\n\n".join([table, *filter(None, lead), *trust]) + "\n"
 
 
 def _protocol_description(options: CTOptions, data: CTData) -> str:
