@@ -1,7 +1,4 @@
-"""The MONAI 3D ResNet that ``bioattn train ct`` trains beside the attention model, as a saved model of its own:
-``RUN/baseline_resnet/`` is a run directory (``config.json``, ``model.safetensors``, ``preprocessing.json``) that
-``bioattn predict ct`` and ``bioattn explain ct`` (attribution maps; it has no attention) accept like the attention
-model's, with the same preprocessing, flip averaging and its own decision threshold."""
+"""The MONAI 3D ResNet that ``bioattn train ct`` trains beside the attention model, as a saved model of its own."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -16,16 +13,8 @@ __all__ = ["ResNetCT3D"]
 
 
 class ResNetCT3D(CTClassifier):
-    """MONAI ``ResNet("basic", layers, widths, spatial_dims=3)`` with bioattn's save/load and prediction.
-
-    Args:
-        in_channels, num_classes, class_names: as :class:`~bioattn.models.hybrid_ct.HybridCT3D`.
-        widths: channels of the four stages; layers: basic blocks per stage.
-        conv1_stride: stride of the first convolution (the attention model's unshuffle factor in ``train ct``).
-        distance_channel: also feed the depth inside the mask (binary masks), as the attention model.
-        input_multiple: inputs are zero-padded to a multiple of this (the attention model's stride in the run that
-            trained it, so that both models see the same padded volumes).
-    """
+    """MONAI ``ResNet("basic", layers, widths, spatial_dims=3)`` with bioattn's save/load and prediction; inputs are
+    zero-padded to a multiple of ``input_multiple``."""
 
     def __init__(self, in_channels: int = 1, num_classes: int = 2, *, widths: Sequence[int] = (8, 16, 32, 64),
                  layers: Sequence[int] = (2, 2, 2, 2), conv1_stride: int = 1, distance_channel: bool = False,
@@ -42,7 +31,6 @@ class ResNetCT3D(CTClassifier):
         self.class_names = list(class_names) if class_names is not None else [f"class_{k}" for k in range(num_classes)]
         self.init_run_settings()
 
-    #: the layer MONAI GradCAM reads (``explain ct --method gradcam``)
     gradcam_layer = "network.layer4"
 
     def forward(self, x: Tensor) -> Tensor:

@@ -1,12 +1,4 @@
-"""Per-voxel attributions of a :class:`~bioattn.models.hybrid_ct.HybridCT3D` (or an ensemble of them) by every
-method of :data:`~bioattn.tasks.ct.methods.CT_METHODS` (the method-generic ones of
-:mod:`bioattn.explain.attribution` and MONAI's GradCAM and occlusion), and the score their faithfulness is
-measured with.
-
-Token-level maps (rollout, relevance) are put on the voxel grid by trilinear upsampling
-(:func:`~bioattn.models.hybrid_ct.upsample_token_map`); Captum's methods attribute the voxels directly, from a
-background baseline (each volume's minimum value: 0 for masks, air for a windowed CT).
-"""
+"""Per-voxel attributions of a CT model by :data:`~bioattn.tasks.ct.methods.CT_METHODS`, and their score."""
 from __future__ import annotations
 
 import warnings
@@ -36,14 +28,12 @@ def _relevance(member: torch.nn.Module, volumes: Tensor, classes: Tensor, start_
     return relevance[:, 0, 1:].reshape(len(volumes), *output.grid)
 
 
-#: Occlusion patch edge (voxels) and the share of overlap between neighbouring patches.
 OCCLUSION_MASK, OCCLUSION_OVERLAP = 8, 0.5
 
 
 def _monai_map(member: torch.nn.Module, method: str, volumes: Tensor, classes: Tensor) -> Tensor:
     """``(B, D, H, W)`` MONAI GradCAM (last CNN stage of the stem) or occlusion sensitivity map."""
     from monai.visualize import GradCAM, OcclusionSensitivity
-
     maps = []
     for volume, predicted, value in zip(volumes, classes, background(volumes)):
         if method == "gradcam":
@@ -56,10 +46,8 @@ def _monai_map(member: torch.nn.Module, method: str, volumes: Tensor, classes: T
             occlusion = OcclusionSensitivity(member, mask_size=mask, n_batch=8, verbose=False,
                                              mode=float(value), overlap=OCCLUSION_OVERLAP, activate=True)
             with torch.no_grad(), warnings.catch_warnings():
-                # MONAI indexes with a list of slices, which torch still reads as a tuple but warns about
                 warnings.filterwarnings("ignore", "Using a non-tuple sequence for multidimensional indexing")
                 sensitivity, _ = occlusion(volume[None])
-            # the predicted class's probability with each voxel's patches occluded: lower = more important
             maps.append(-sensitivity[0, int(predicted)].float())
     return torch.stack(maps)
 
@@ -94,8 +82,7 @@ def volume_attribution(
     model: torch.nn.Module, volumes: Tensor, method: str, *, classes: Tensor | None = None,
     head_fusion: str = "mean", start_layer: int = 0, seed: int = 0,
 ) -> Tensor:
-    """Attribution of every voxel: ``volumes (B, C, D, H, W)`` → ``(B, D, H, W)`` float (channels summed), higher =
-    more important for the predicted class (``classes (B,)``, default: the model's). The model is put in eval mode."""
+    """``(B, C, D, H, W)`` → ``(B, D, H, W)``: higher = more important for ``classes (B,)`` (default: predicted)."""
     check_method(method, CT_METHODS)
     model.eval()
     volumes = volumes.to(next(model.parameters()).device).float()
@@ -107,8 +94,7 @@ def volume_attribution(
 
 
 def volume_score(model: torch.nn.Module, volume: Tensor, predicted: int, *, batch_size: int = 8) -> ScoreMasked:
-    """Faithfulness score of one volume ``(C, D, H, W)``: masks ``(K, D*H*W)`` (True = set to the background) →
-    ``(K,)`` softmax probability of class ``predicted``, ``batch_size`` volumes per forward pass."""
+    """Score of one volume ``(C, D, H, W)``: masks ``(K, D*H*W)`` (True = background) → ``(K,)`` probabilities."""
     value = float(background(volume[None]))
 
     @torch.no_grad()

@@ -1,5 +1,4 @@
-"""The ``bioattn train|predict ct`` commands: their options, each field one flag (:func:`bioattn.options.flag`),
-and what each runs (``explain ct``: :mod:`bioattn.tasks.ct.explain_command`)."""
+"""The ``bioattn train|predict ct`` commands, each field one flag (:func:`bioattn.options.flag`)."""
 from __future__ import annotations
 
 import sys
@@ -62,7 +61,6 @@ class TrainCT:
     continues), splits.csv (manifest runs), and the same for the baseline in RUN_DIR/baseline_resnet/. Runs under
     torchrun (only rank 0 evaluates and writes).
     """
-
     dataset: str | None = flag("--dataset", default=None, exclusive="source",
                                help=f"MedMNIST 3D dataset name, found under --data-root (default: {DEFAULT_DATASET})")
     manifest: Path | None = flag("--manifest", default=None, metavar="LABELS.csv", exclusive="source",
@@ -159,11 +157,9 @@ class TrainCT:
     device: str = device_flag()
 
     def options(self) -> CTOptions:
-        """The :class:`~bioattn.tasks.ct.CTOptions` of these flags; the training configuration comes from the
-        protocol, then the YAML file (``--config``), then the flags."""
+        """The :class:`~bioattn.tasks.ct.options.CTOptions` of these flags (protocol, then ``--config``, then flags)."""
         from bioattn.tasks.ct.train import CTOptions, protocol_train_config
         from bioattn.training.config import config_from_values
-
         defaults = PROTOCOLS[self.protocol].train_config
         config = protocol_train_config(self.protocol, config_from_values(self.train_config, defaults,
                                                                          max_epochs=defaults.max_epochs),
@@ -175,7 +171,6 @@ class TrainCT:
 
     def run(self) -> int:
         from bioattn.tasks.ct.task import TASK
-
         options = self.options()
         metrics = TASK.run(options)
         if metrics:  # rank 0 only
@@ -214,7 +209,6 @@ class PredictCT:
       grid and affine, scaled so the most-attended voxel is 1. Rollout is a hypothesis about what the model looked at,
       not a causal attribution.
     """
-
     model: str | None = model_flag(trained_by="bioattn train ct")
     device: str = device_flag()
     input: Path = flag("--input", required=True,
@@ -234,8 +228,7 @@ class PredictCT:
                         help="manifest: DataLoader worker processes reading and preprocessing the scans (0: in the "
                              "main process) (default: %(default)s)")
     tta: str | None = tta_flag(default_help="as the run evaluated: flips after --protocol tuned, else none")
-    intensity_window: tuple[float, float] | None = intensity_window_flag(group=PREPROCESSING,
-                                                                         default_help="the run's")
+    intensity_window: tuple[float, float] | None = intensity_window_flag(group=PREPROCESSING, default_help="the run's")
     spacing: tuple[float, float, float] | None = spacing_flag(group=PREPROCESSING, default_help="the run's")
     orientation: str | None = orientation_flag()
     size: tuple[int, ...] | None = size_flag()
@@ -244,7 +237,6 @@ class PredictCT:
     def run(self) -> int:
         from bioattn.io import STDOUT
         from bioattn.tasks.ct.predict_run import predict_ct
-
         result = predict_ct(self.model, self.input, self.output, preprocessing=preprocessing_overrides(self),
                             **values(self, "split", "batch_size", "tta", "attention_map", "head_fusion", "workers",
                                      "device"))

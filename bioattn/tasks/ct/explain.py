@@ -1,13 +1,4 @@
-"""``explain_ct``: [CLS] attention rollout and attribution maps of a CT model on the input's voxel grid, from Python.
-
-The pipeline of ``bioattn explain ct``: the input prepared as the run's ``preprocessing.json`` says (each override
-replaces its step), the rollout and the chosen attribution mapped back through every spatial step onto the input
-grid, per-layer head maps and diversity, head sharpness and every method's faithfulness. The result holds the maps
-and summary; :meth:`~bioattn.explain.result.Explanation.save` writes the command's files. It reads a run's saved
-preprocessing as prediction does (:mod:`bioattn.tasks.ct.predict`); the maps are :mod:`bioattn.tasks.ct.rollout`'s
-and :mod:`bioattn.tasks.ct.attribution`'s (methods: :mod:`bioattn.tasks.ct.methods`), the faithfulness budget
-:mod:`bioattn.tasks.ct.explain_plan`'s.
-"""
+""":func:`explain_ct`: rollout and attribution maps of a CT model on the input grid (``bioattn explain ct``)."""
 from __future__ import annotations
 
 import dataclasses
@@ -20,13 +11,9 @@ import numpy as np
 import torch
 
 from bioattn.errors import UserInputError
-from bioattn.explain.result import (
-    Explanation, check_out_dir, load_explained_model, saved_under, where,
-)
+from bioattn.explain.result import (Explanation, check_out_dir, load_explained_model, saved_under, where)
 
-#: Every CT method, from most to least faithful on the 98 AdrenalMNIST3D validation volumes (deletion AUC,
-#: docs/results/motifs.md); ``--method auto`` measures those that fit its time budget on the volume and keeps the
-#: most faithful, the one the faithfulness table stars.
+#: CT methods from most to least faithful on AdrenalMNIST3D validation volumes.
 FAITHFULNESS_ORDER = ("gradient_x_input", "integrated_gradients", "occlusion", "relevance", "rollout", "gradcam")
 #: The preprocessing steps an override may replace (:class:`~bioattn.data.ct.VolumePreprocessing` fields).
 PREPROCESSING_STEPS = ("window", "spacing", "orientation", "resize", "size")
@@ -34,11 +21,7 @@ PREPROCESSING_STEPS = ("window", "spacing", "orientation", "resize", "size")
 
 @dataclasses.dataclass
 class CTExplanation(Explanation):
-    """``rollout (X, Y, Z)`` and ``attribution (X, Y, Z)`` (``None`` when the method is rollout) on the input's
-    voxel grid with ``affine (4, 4)``; ``image (X, Y, Z)`` the input's first channel; ``probabilities`` per class;
-    ``label`` (``.npz`` input only); ``method``; ``description`` of the input; ``input_meta``: the input's metadata
-    as read (a NIfTI input's sform/qform codes, which the written maps keep: :func:`~bioattn.data.ct.write_nifti`)."""
-
+    """``rollout``, ``attribution`` and ``image`` (the first channel) ``(X, Y, Z)`` on the input grid."""
     rollout: torch.Tensor = None
     attribution: torch.Tensor | None = None
     affine: np.ndarray = None
@@ -51,8 +34,7 @@ class CTExplanation(Explanation):
 
     def _write_files(self, out: Path) -> None:
         from bioattn.data.ct import write_nifti
-
-        if self.rollout is not None:  # a model without attention has none
+        if self.rollout is not None:
             write_nifti(out / "rollout.nii.gz", self.rollout, self.affine, self.input_meta)
         if self.label is not None:
             write_nifti(out / "input.nii.gz", self.image, self.affine, self.input_meta)
@@ -61,11 +43,8 @@ class CTExplanation(Explanation):
 
 
 def describe(result: CTExplanation, out: Path | None = None) -> str:
-    """What ``bioattn explain ct`` prints once ``result`` is saved in ``out`` (default: ``result.saved_to``): the
-    input, its most probable class, where the rollout (and the attribution map) went and, when measured, the
-    faithfulness table."""
+    """What ``bioattn explain ct`` prints once ``result`` is saved in ``out`` (default: ``result.saved_to``)."""
     from bioattn.explain.outputs import faithfulness_table
-
     out = out if out is not None else result.saved_to
     names, p = list(result.summary["probabilities"]), result.probabilities
     best = names.index(result.summary["predicted"])
@@ -78,7 +57,6 @@ def describe(result: CTExplanation, out: Path | None = None) -> str:
              + ", ".join(maps)]
     if "faithfulness_plan" in result.summary:
         from bioattn.tasks.ct.explain_plan import FaithfulnessPlan
-
         lines.append(FaithfulnessPlan(**result.summary["faithfulness_plan"]).describe())
     if "faithfulness" in result.summary:
         lines.append(faithfulness_table(result.summary["faithfulness"]))
@@ -88,9 +66,7 @@ def describe(result: CTExplanation, out: Path | None = None) -> str:
 def _read_input(inputs: Any, split: str, index: int):
     """``(MetaTensor (C, X, Y, Z), description, label or None)`` of a path or an in-memory ``(C, X, Y, Z)`` volume."""
     from monai.data import MetaTensor
-
     from bioattn.data.ct import VolumeDataset, load_medmnist3d_npz, read_ct_volume
-
     if not isinstance(inputs, (str, os.PathLike)):
         volume = inputs if isinstance(inputs, MetaTensor) else MetaTensor(
             torch.as_tensor(np.asarray(inputs), dtype=torch.float32), affine=torch.eye(4, dtype=torch.float64))
@@ -109,17 +85,13 @@ def _read_input(inputs: Any, split: str, index: int):
 
 def _split_faithfulness(model: torch.nn.Module, dataset: Any, indices: list[int], pipeline: Any, *, classes_of: Any,
                         head_fusion: str, start_layer: int, steps: int) -> dict:
-    """Every CT method's faithfulness over the ``indices`` volumes of ``dataset`` (a ``VolumeDataset`` of one split of
-    a ``.npz``): method → summary, with ``seconds_per_example`` and ``indices``."""
+    """Every CT method's faithfulness over the ``indices`` volumes of ``dataset``: method → summary."""
     from monai.data import MetaTensor
-
     from bioattn.explain.faithfulness import compare_methods
     from bioattn.progress import progress_bar
     from bioattn.tasks.ct.attribution import volume_attribution, volume_score
     from bioattn.tasks.ct.methods import CT_METHODS
-
-    device = next(model.parameters()).device
-    identity = torch.eye(4, dtype=torch.float64)
+    device, identity = next(model.parameters()).device, torch.eye(4, dtype=torch.float64)
     volumes = torch.stack([pipeline(MetaTensor(dataset[i][0], affine=identity)).as_tensor().float()
                            for i in indices]).to(device)
     classes = classes_of(model, volumes)
@@ -141,24 +113,19 @@ def _split_faithfulness(model: torch.nn.Module, dataset: Any, indices: list[int]
         bar.close()
     for summary in results.values():
         summary["seconds_per_example"] = round(summary["seconds"] / len(indices), 4)
-    results = {name: {**summary, "indices": indices} for name, summary in results.items()}
-    return results
+    return {name: {**summary, "indices": indices} for name, summary in results.items()}
 
 
 def peak_inside(image: torch.Tensor, values: torch.Tensor) -> tuple[int, ...]:
-    """Voxel of the largest ``values (X, Y, Z)`` among the voxels of ``image (X, Y, Z)`` above its background (its
-    minimum); the largest overall when the image is constant. A map that peaks in the background (GradCAM on a
-    mask does) is then drawn through the object rather than through an empty corner."""
-    values = torch.as_tensor(values).float()
-    inside = torch.as_tensor(image) > torch.as_tensor(image).min()
+    """Voxel of the largest ``values (X, Y, Z)`` where ``image (X, Y, Z)`` is above its minimum."""
+    values, inside = torch.as_tensor(values).float(), torch.as_tensor(image) > torch.as_tensor(image).min()
     if inside.any():
         values = values.masked_fill(~inside, float("-inf"))
     return tuple(int(i) for i in np.unravel_index(int(torch.argmax(values)), tuple(values.shape)))
 
 
 def parse_indices(spec: str | Sequence[int], count: int, source: str) -> list[int]:
-    """Volume indices of a split of ``count`` volumes: ``"all"``, ``"A-B"`` (inclusive), ``"A,B,C"`` (or a mix,
-    ``"0-9,20"``), or a sequence of ints; each must lie in ``0..count-1``. ``source`` names the input in errors."""
+    """Indices in ``0..count-1`` from ``"all"``, ``"A-B"`` (inclusive), ``"A,B,C"``, a mix, or a sequence of ints."""
     if isinstance(spec, str):
         text = spec.strip().lower()
         if text == "all":
@@ -177,72 +144,33 @@ def parse_indices(spec: str | Sequence[int], count: int, source: str) -> list[in
         indices = [int(i) for i in spec]
     if not indices:
         raise UserInputError(f"{source}: --indices {spec!r} names no volume")
-    outside = [i for i in indices if not 0 <= i < count]
-    if outside:
+    if outside := [i for i in indices if not 0 <= i < count]:
         raise UserInputError(f"{source}: --indices {outside[0]} outside 0..{count - 1}")
     return list(dict.fromkeys(indices))
 
 
 def explain_ct(
-    model: Any,
-    inputs: str | os.PathLike | torch.Tensor | np.ndarray,
-    *,
-    method: str = "auto",
-    head_fusion: str = "mean",
-    start_layer: int = 0,
-    split: str = "val",
-    index: int = 0,
-    preprocessing: Mapping[str, Any] | None = None,
-    faithfulness: bool = True,
-    faithfulness_steps: int | None = None,
-    faithfulness_indices: str | Sequence[int] | None = None,
-    faithfulness_methods: str | Sequence[str] = "default",
-    flip_tta: bool | None = None,
-    device: str = "auto",
-    out: str | os.PathLike | None = None,
-    overwrite: bool = False,
+    model: Any, inputs: str | os.PathLike | torch.Tensor | np.ndarray, *, method: str = "auto",
+    head_fusion: str = "mean", start_layer: int = 0, split: str = "val", index: int = 0,
+    preprocessing: Mapping[str, Any] | None = None, faithfulness: bool = True, faithfulness_steps: int | None = None,
+    faithfulness_indices: str | Sequence[int] | None = None, faithfulness_methods: str | Sequence[str] = "default",
+    flip_tta: bool | None = None, device: str = "auto", out: str | os.PathLike | None = None, overwrite: bool = False,
 ) -> CTExplanation:
-    """Explain a CT model's prediction for one volume, on the input's voxel grid.
+    """Explain a CT model's (a run directory's, a shipped model's) prediction for one volume on its voxel grid.
 
-    Args:
-        model: a :class:`~bioattn.models.HybridCT3D` (or an ensemble), a run directory of ``bioattn train ct`` or a
-            shipped model's name (a run's ``preprocessing.json`` is then applied to NIfTI/DICOM input).
-        inputs: a NIfTI file, a DICOM file or series folder, a MedMNIST-style ``.npz`` (``split``, ``index`` pick the
-            volume), or an in-memory channel-first volume ``(C, X, Y, Z)`` (a MONAI ``MetaTensor`` keeps its affine).
-        preprocessing: overrides of the saved steps (:data:`PREPROCESSING_STEPS`, e.g. ``{"window": (-160, 240)}``);
-            ``.npz`` volumes get only these.
-        method: ``"auto"`` (default) computes the cheap maps (the rollout and gradient × input) and shows the more
-            faithful of them on this volume (gradient × input when faithfulness is not measured); or a method of
-            :data:`~bioattn.tasks.ct.methods.CT_METHODS`, computed whatever it costs.
-        head_fusion, start_layer, faithfulness: as :func:`explain_promoter`.
-        faithfulness_steps: points of each deletion/insertion curve; ``None`` (default): as many as fit
-            :data:`~bioattn.tasks.ct.explain_plan.FAITHFULNESS_BUDGET_SECONDS` at the measured seconds per forward
-            pass (at most 20; none under 4), see :func:`~bioattn.tasks.ct.explain_plan.plan_faithfulness`.
-        faithfulness_methods: ``"default"`` (the maps computed, against random), ``"all"`` (every CT method,
-            Integrated Gradients and occlusion included: minutes to hours on a whole CT on a CPU) or method names.
-            What was measured, at what cost, and what was not is printed and saved (``faithfulness_plan``).
-        flip_tta: average the prediction over the 8 flips; ``None`` (default): as the run evaluated (a run
-            directory's ``preprocessing.json``, or a model from ``from_pretrained``), so the probability is the one
-            ``bioattn predict ct`` and ``HybridCT3D.predict`` give.
-        faithfulness_indices: ``.npz`` input only: measure the faithfulness table over these volumes of ``split``
-            (:func:`parse_indices`: ``"all"``, ``"0-19"``, ``[3, 5]``; mean ± sd over volumes) instead of the
-            explained volume alone; the maps are still those of ``index``.
-        out: a folder to write the result into, as ``bioattn explain ct`` does (checked before any work: a
-            non-empty folder is refused unless ``overwrite``); ``None``: nothing is written (``.save`` later).
-
-    Returns:
-        a :class:`CTExplanation` (saved under ``out`` when given: ``.saved_to``); ``.save(directory)`` writes what
-        ``bioattn explain ct`` writes.
+    ``inputs``: a NIfTI file, DICOM file or series folder, ``.npz`` (``split``, ``index``) or ``(C, X, Y, Z)`` volume;
+    ``preprocessing``: overrides of :data:`PREPROCESSING_STEPS`; ``method``: ``"auto"`` or one of
+    :data:`~bioattn.tasks.ct.methods.CT_METHODS`; ``faithfulness_*``: see
+    :func:`~bioattn.tasks.ct.explain_plan.plan_faithfulness`; ``out``: a folder to save the result into.
     """
     check_out_dir(out, overwrite=overwrite)
     from bioattn.data.ct import VolumePreprocessing, check_volume, invert_to_input_grid, world_geometry
     from bioattn.explain.faithfulness import compare_methods, most_faithful
     from bioattn.explain.outputs import layer_similarities, write_faithfulness, write_layer_figures
     from bioattn.explain.sharpness import head_sharpness, sharpness_summary
-    from bioattn.models.ct_classifier import CTClassifier
+    from bioattn.models.ct_classifier import CTClassifier, predicted_index
     from bioattn.models.hybrid_ct import HybridCT3D
     from bioattn.models.ensemble import ensemble_members
-    from bioattn.models.ct_classifier import predicted_index
     from bioattn.models.registry import resolve_model_dir
     from bioattn.progress import progress_bar
     from bioattn.tasks.ct.attribution import predicted_volume_classes, volume_attribution, volume_score
@@ -251,10 +179,8 @@ def explain_ct(
     from bioattn.tasks.ct.predict import SavedPreprocessing, resolve_flip_tta, resolve_preprocessing
     from bioattn.tasks.ct.preprocessing import distribution_warnings, volume_statistics
     from bioattn.tasks.ct.rollout import explain_volumes
-
     overrides = dict(preprocessing or {})
-    unknown = sorted(set(overrides) - set(PREPROCESSING_STEPS))
-    if unknown:
+    if unknown := sorted(set(overrides) - set(PREPROCESSING_STEPS)):
         raise UserInputError(f"preprocessing: unknown step(s) {', '.join(unknown)} (known: {', '.join(PREPROCESSING_STEPS)})")
     saved = SavedPreprocessing.load(resolve_model_dir(model)) if isinstance(model, (str, os.PathLike)) else None
     model, label_text = load_explained_model(model, CTClassifier, device)
@@ -262,7 +188,6 @@ def explain_ct(
         raise UserInputError(f"method must be auto or one of {', '.join(CT_METHODS)}, got {method!r}")
     first = ensemble_members(model)[0]
     if saved is None and getattr(first, "input_preprocessing", None) not in (None, VolumePreprocessing()):
-        # a model from HybridCT3D.from_pretrained(run): the run's preprocessing and flip averaging came with it
         saved = SavedPreprocessing(source="manifest", preprocessing=first.input_preprocessing,
                                    flip_tta=bool(getattr(first, "flip_tta", False)),
                                    threshold=float(getattr(first, "threshold", 0.5)))
@@ -278,14 +203,12 @@ def explain_ct(
     if faithfulness_indices is not None and not faithfulness:
         raise UserInputError("--indices picks the volumes the faithfulness table is measured on; it cannot go with "
                              "--no-faithfulness")
-    if faithfulness and faithfulness_indices is not None:  # checked before any map is computed
+    if faithfulness and faithfulness_indices is not None:
         if label is None:
             raise UserInputError(f"{described}: --indices needs MedMNIST .npz input (it picks volumes of --split)")
         from bioattn.data.ct import VolumeDataset, load_medmnist3d_npz
-
         dataset = VolumeDataset(load_medmnist3d_npz(inputs)[split])
         split_volumes = (dataset, parse_indices(faithfulness_indices, len(dataset), f"{inputs} [{split}]"))
-    # .npz volumes are MedMNIST volumes as stored: only the overrides given apply to them
     given = {k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items() if v is not None}
     pipeline = resolve_preprocessing(saved if label is None else None, **given).pipeline(divisible_by=model.stride)
     model_input = pipeline(image)
@@ -294,13 +217,10 @@ def explain_ct(
                                      world_geometry(image) if label is None else None)
     if warnings:
         print(f"warning: {described}: {'; '.join(warnings)}; the explanation may mean little", file=sys.stderr)
-
-    device = next(model.parameters()).device
+    device, members = next(model.parameters()).device, ensemble_members(model)
     volumes = model_input.as_tensor()[None].float().to(device)
-    members = ensemble_members(model)
     flip = flip_tta if flip_tta is not None else resolve_flip_tta(saved, None) if saved is not None else bool(
         getattr(members[0], "flip_tta", False))
-    # the probability predict ct prints: the run's flip averaging, the same arithmetic
     probabilities_t, seconds_per_pass = flip_probabilities(model, volumes, flip)
     threshold = saved.threshold if saved is not None else float(getattr(first, "threshold", 0.5))
     classes = torch.tensor([predicted_index(probabilities_t[0].tolist(), threshold)], device=device)
@@ -309,6 +229,13 @@ def explain_ct(
                 if attention or m not in ("rollout", "relevance")]
     bar = progress_bar(total=len(computed), desc="explain ct: maps", unit="map")
     maps: dict[str, torch.Tensor] = {}
+
+    def attribute(name: str) -> torch.Tensor:
+        if name not in maps:
+            maps[name] = volume_attribution(model, volumes, name, classes=classes, head_fusion=head_fusion,
+                                            start_layer=start_layer).cpu()
+        return maps[name]
+
     try:
         explanation = explain_volumes(members[0], volumes, head_fusion=head_fusion, start_layer=start_layer,
                                       predict=False) if attention else None
@@ -320,22 +247,14 @@ def explain_ct(
             bar.update(1)
         for name in computed:
             if name not in maps:
-                maps[name] = volume_attribution(model, volumes, name, classes=classes, head_fusion=head_fusion,
-                                                start_layer=start_layer).cpu()
+                attribute(name)
                 bar.update(1)
     finally:
         bar.close()
 
-    def attribute(name: str) -> torch.Tensor:
-        if name not in maps:
-            maps[name] = volume_attribution(model, volumes, name, classes=classes, head_fusion=head_fusion,
-                                            start_layer=start_layer).cpu()
-        return maps[name]
-
-    score = volume_score(model, volumes[0], int(classes[0]))
+    score, results = volume_score(model, volumes[0], int(classes[0])), None
     plan = plan_faithfulness(faithfulness_methods, computed, steps=faithfulness_steps,
                              seconds_per_pass=seconds_per_pass) if faithfulness and split_volumes is None else None
-    results = None
     if plan is not None:
         print(f"explain: {plan.describe()}", file=sys.stderr)
     if plan is not None and plan.measured:
@@ -352,13 +271,9 @@ def explain_ct(
               + (f"the more faithful on this volume of {', '.join(computed)}" if measured else
                  "the most faithful cheap method on AdrenalMNIST3D; faithfulness not measured here")
               + "; --method to choose; integrated_gradients and occlusion only on request)", file=sys.stderr)
-    # Undo every spatial preprocessing step (padding, crop, resampling, orientation): back onto the input grid.
     voxel_map = invert_to_input_grid(pipeline, model_input, maps["rollout"])[0].as_tensor() if attention else None
-    affine = np.asarray(image.affine)
-    probabilities = probabilities_t[0].tolist()
-    predicted = int(classes[0])
-    names = model.class_names
-    attribution_map = None
+    affine, probabilities = np.asarray(image.affine), probabilities_t[0].tolist()
+    predicted, names, attribution_map = int(classes[0]), model.class_names, None
     if method != "rollout":
         attribution_map = invert_to_input_grid(pipeline, model_input, attribute(method))[0].as_tensor()
     sharpness = head_sharpness(explanation.attentions) if attention else None
@@ -366,13 +281,11 @@ def explain_ct(
         results = _split_faithfulness(model, *split_volumes, pipeline, classes_of=predicted_volume_classes,
                                       head_fusion=head_fusion, start_layer=start_layer,
                                       steps=faithfulness_steps or MAX_STEPS)
-    layer_maps = [w[0] for w in explanation.attentions] if attention else []
-    shown = image[0].as_tensor()
+    layer_maps, shown = [w[0] for w in explanation.attentions] if attention else [], image[0].as_tensor()
 
     def draw(out: Path) -> None:
         from bioattn.explain.faithfulness_figures import plot_head_sharpness
         from bioattn.explain.figures import plot_orthogonal_slices
-
         if voxel_map is not None:
             plot_orthogonal_slices(shown, voxel_map, out / "rollout_slices.png",
                                    title=f"[CLS] rollout, p({names[predicted]}) = {probabilities[predicted]:.3f}"

@@ -1,5 +1,4 @@
-"""The ``bioattn explain ct`` command: its options, each field one flag (:func:`bioattn.options.flag`), and its
-run (apart from the training commands, so that it reaches no training code)."""
+"""The ``bioattn explain ct`` command (apart from the training commands: it reaches no training code)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -40,7 +39,6 @@ class ExplainCT:
 
     Rollout treats attention as the only path between tokens: a hypothesis generator, not causal attribution.
     """
-
     model: str | None = model_flag(trained_by="bioattn train ct")
     device: str = device_flag()
     input: str = explain_input_flag(help="NIfTI (.nii/.nii.gz), DICOM file or series folder, or MedMNIST .npz")
@@ -55,8 +53,7 @@ class ExplainCT:
                                     "mean ± sd over volumes, seconds per volume in summary.json) instead of the "
                                     "--index volume alone; the maps stay those of --index (default: the --index "
                                     "volume only)")
-    intensity_window: tuple[float, float] | None = intensity_window_flag(group=PREPROCESSING,
-                                                                         default_help="the run's")
+    intensity_window: tuple[float, float] | None = intensity_window_flag(group=PREPROCESSING, default_help="the run's")
     spacing: tuple[float, float, float] | None = spacing_flag(group=PREPROCESSING, default_help="the run's")
     orientation: str | None = orientation_flag()
     size: tuple[int, ...] | None = size_flag()
@@ -77,7 +74,6 @@ class ExplainCT:
 
     def run(self) -> int:
         from bioattn.tasks.ct.explain import describe, explain_ct
-
         result = explain_ct(self.model, self.input, faithfulness_indices=self.indices,
                             preprocessing=preprocessing_overrides(self),
                             flip_tta=None if self.tta is None else self.tta == "flips",

@@ -1,13 +1,4 @@
-"""How ``explain ct`` spends its time on a volume: the prediction (with the run's flip averaging, as ``predict ct``),
-the cheap maps first, and a faithfulness measurement sized to a time budget.
-
-One forward pass of a CT model over a whole CT volume can take seconds on a CPU, and a deletion/insertion curve
-costs two passes per point and method, occlusion thousands. So by default :func:`plan_faithfulness` measures the
-maps already computed (the [CLS] rollout and the gradient × input map, against a random ranking) at as many curve
-points as fit :data:`FAITHFULNESS_BUDGET_SECONDS` given the measured seconds per pass; Integrated Gradients and
-occlusion are measured only when asked for (``methods="all"`` or by name). The plan, its cost and what it left
-out are stated in the output (:meth:`FaithfulnessPlan.describe`, ``summary.json`` key ``faithfulness_plan``).
-"""
+"""How ``explain ct`` spends its time: the prediction, the cheap maps, and a faithfulness plan within a budget."""
 from __future__ import annotations
 
 import dataclasses
@@ -24,40 +15,29 @@ from bioattn.progress import progress_bar
 from bioattn.tasks.ct.methods import CT_METHODS
 
 __all__ = [
-    "AUTO_CANDIDATES",
-    "EXPENSIVE_METHODS",
-    "FAITHFULNESS_BUDGET_SECONDS",
-    "MIN_STEPS",
-    "FaithfulnessPlan",
-    "flip_probabilities",
-    "plan_faithfulness",
-    "counting",
+    "AUTO_CANDIDATES", "EXPENSIVE_METHODS", "FAITHFULNESS_BUDGET_SECONDS", "MIN_STEPS", "FaithfulnessPlan",
+    "flip_probabilities", "plan_faithfulness", "counting",
 ]
 
-#: Seconds the default faithfulness measurement may take (estimated from the measured time of one forward pass).
+#: Seconds the default faithfulness measurement may take.
 FAITHFULNESS_BUDGET_SECONDS = 40.0
-#: Fewest points of a deletion/insertion curve worth measuring; fewer than this within the budget: not measured.
+#: Fewest and most points of a deletion/insertion curve.
 MIN_STEPS = 4
-#: Most points of a curve (the library default of :mod:`bioattn.explain.faithfulness`).
 MAX_STEPS = 20
-#: The maps ``method="auto"`` computes and, when measured, chooses between (one gradient pass and the rollout).
+#: The maps ``method="auto"`` computes and chooses between.
 AUTO_CANDIDATES = ("gradient_x_input", "rollout")
-#: Measured only on request: Integrated Gradients (64 gradient passes) and occlusion (one pass per patch position).
+#: Measured only on request.
 EXPENSIVE_METHODS = ("integrated_gradients", "occlusion")
 
 
 @torch.no_grad()
 def flip_probabilities(model: torch.nn.Module, volumes: Tensor, flip_tta: bool) -> tuple[Tensor, float]:
-    """``(probabilities (B, K) on the CPU, seconds per forward pass)``: the softmax of ``model`` on ``volumes``,
-    averaged over the 8 flips with ``flip_tta``, computed exactly as
-    :func:`~bioattn.models.ct_classifier.predict_probabilities` does (so ``explain ct`` and ``predict ct`` print the same
-    probability), with a progress bar over the passes."""
+    """``(probabilities (B, K), seconds per pass)`` as :func:`~bioattn.models.ct_classifier.predict_probabilities`."""
     model.eval()
     flips = flip_axis_sets() if flip_tta else [()]
     bar = progress_bar(total=len(flips), desc="explain ct: prediction" + (" (mean over 8 flips)" if flip_tta else ""),
                        unit="pass")
-    start = time.perf_counter()
-    probabilities = []
+    start, probabilities = time.perf_counter(), []
     try:
         for axes in flips:
             probabilities.append(model(volumes.flip(axes) if axes else volumes).float().softmax(dim=-1))
@@ -69,10 +49,7 @@ def flip_probabilities(model: torch.nn.Module, volumes: Tensor, flip_tta: bool) 
 
 @dataclasses.dataclass
 class FaithfulnessPlan:
-    """methods (``random`` last) measured with ``steps`` curve points, or none (``methods`` empty) with the
-    ``reason``; ``left_out``: CT methods not measured; ``seconds_per_pass``: one forward pass here;
-    ``estimated_seconds``: of the curves (maps not included)."""
-
+    """``methods`` (``random`` last; empty: not measured, see ``reason``) measured at ``steps`` curve points."""
     methods: list[str]
     steps: int
     seconds_per_pass: float
@@ -118,12 +95,8 @@ def _requested(methods: str | Sequence[str], computed: Sequence[str]) -> tuple[l
 
 def plan_faithfulness(methods: str | Sequence[str], computed: Sequence[str], *, steps: int | None,
                       seconds_per_pass: float, budget_seconds: float = FAITHFULNESS_BUDGET_SECONDS) -> FaithfulnessPlan:
-    """What to measure: ``methods`` (``"default"``: the ``computed`` maps; ``"all"``; or names) against ``random``.
-
-    ``steps`` given: that many curve points, whatever the cost. ``None``: named methods get :data:`MAX_STEPS`; the
-    default set gets as many points (at most :data:`MAX_STEPS`) as fit ``budget_seconds`` at ``seconds_per_pass``,
-    first with every computed map, then with the first alone; under :data:`MIN_STEPS` points it is not measured.
-    """
+    """What to measure: ``methods`` (``"default"``: the ``computed`` maps; ``"all"``; or names) against ``random``,
+    at ``steps`` points or, with ``None``, as many as fit ``budget_seconds``."""
     chosen, named = _requested(methods, computed)
     if steps is not None and steps < 1:
         raise UserInputError(f"--faithfulness-steps must be >= 1, got {steps}")
@@ -150,7 +123,7 @@ def plan_faithfulness(methods: str | Sequence[str], computed: Sequence[str], *, 
 
 
 def counting(score: Callable[[Tensor], Tensor], bar: Any) -> Callable[[Tensor], Tensor]:
-    """``score`` (masks → probabilities) that advances ``bar`` by one per forward pass (per mask)."""
+    """``score`` (masks → probabilities) that advances ``bar`` by one per mask."""
 
     def counted(masks: Tensor) -> Tensor:
         out = score(masks)

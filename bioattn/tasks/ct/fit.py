@@ -1,6 +1,4 @@
-"""Fitting one CT model: :func:`build_models` (the attention model and the MONAI ResNet baseline, both from
-:class:`~bioattn.tasks.ct.options.CTOptions`) and :func:`train_one` (the shared Trainer under a protocol: best
-validation AUROC kept, scored on val and test, the trust report and decision threshold of the kept weights)."""
+"""Fitting one CT model: :func:`build_models` and :func:`train_one`."""
 from __future__ import annotations
 
 import sys
@@ -34,38 +32,27 @@ __all__ = ["build_models", "prepare_for_training", "recalibrates_batch_norm", "t
            "train_one"]
 
 
-def build_models(
-    options: CTOptions, num_classes: int, in_channels: int, class_names: list[str] | None = None, *,
-    seed: int | None = None,
-) -> tuple[HybridCT3D, nn.Module | None]:
-    """The attention model and the MONAI ResNet baseline (``None`` with ``baseline="none"``); tiny with ``quick``.
-    With ``options.distance_channel`` both get the depth inside the mask as one more input channel.
-
-    With ``seed``, the baseline is initialised right after ``torch.manual_seed(seed)``, so its initial weights do
-    not depend on the attention model's options (the attention model starts from the caller's RNG state).
-    """
+def build_models(options: CTOptions, num_classes: int, in_channels: int, class_names: list[str] | None = None, *,
+                 seed: int | None = None) -> tuple[HybridCT3D, nn.Module | None]:
+    """The attention model and the ResNet baseline (``None`` with ``baseline="none"``; seeded with ``seed``)."""
     channels, strides = options.stem()
     widths, blocks = (QUICK_BASELINE_WIDTHS, QUICK_BASELINE_BLOCKS) if options.quick else (BASELINE_WIDTHS, BASELINE_BLOCKS)
-    # started from the ResNet (init "resnet"): its trunk (conv1 strided as the ResNet's) and readout; tokens from stage 3
     from_resnet = options.init_name == "resnet"
     layout = (dict(stem_depth=2 * blocks, unshuffle=1, conv1_stride=options.unshuffle_factor(), token_stage=-2)
               if from_resnet else dict(stem_depth=options.stem_depth, unshuffle=options.unshuffle_factor()))
     try:
-        hybrid = HybridCT3D(
-            in_channels, num_classes, stem_channels=channels, stem_strides=strides, **layout,
-            distance_channel=bool(options.distance_channel),
-            embed_dim=24 if options.quick else options.embed_dim, num_heads=2 if options.quick else options.heads,
-            num_layers=1 if options.quick else options.layers, dropout=options.dropout, class_names=class_names,
-            pool=options.pool_name, stem=options.stem_name,
-        )
+        hybrid = HybridCT3D(in_channels, num_classes, stem_channels=channels, stem_strides=strides, **layout,
+                            distance_channel=bool(options.distance_channel),
+                            embed_dim=24 if options.quick else options.embed_dim,
+                            num_heads=2 if options.quick else options.heads,
+                            num_layers=1 if options.quick else options.layers, dropout=options.dropout,
+                            class_names=class_names, pool=options.pool_name, stem=options.stem_name)
     except ValueError as exc:
         raise UserInputError(f"invalid model options: {exc}") from exc
     if options.baseline == "none":
         return hybrid, None
     if seed is not None:
         torch.manual_seed(seed)
-    # its first convolution strides by the attention model's unshuffle factor: 64³ costs it about what 32³ does;
-    # the same input as the attention model (with distance_channel, the depth inside the mask too)
     baseline = ResNetCT3D(in_channels, num_classes, widths=list(widths), layers=[blocks] * 4,
                           conv1_stride=options.unshuffle_factor(), distance_channel=bool(options.distance_channel),
                           input_multiple=hybrid.stride, class_names=class_names)
@@ -73,25 +60,14 @@ def build_models(
 
 
 def recalibrates_batch_norm(model: nn.Module, train_size: int, config: TrainConfig) -> bool:
-    """Whether :func:`train_one` re-estimates ``model``'s batch-normalisation statistics on the training volumes
-    before each evaluation (``torch.optim.swa_utils.update_bn``, "precise BN"): for a model with batch
-    normalisation on a training set whose batch the trainer shrinks (:meth:`TrainConfig.small_set_batch`).
-    There, a few steps of a few volumes move the weights faster than the running averages (momentum 0.1) follow,
-    so the evaluation-mode model can put every volume on one side at 0.5 while the batches train well, and
-    selection on the validation split keeps such a step."""
+    """Whether :func:`train_one` re-estimates batch-norm statistics before each evaluation (small training sets)."""
     norms = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
-    # a frozen trunk (HybridCT3D.freeze_trunk) keeps its statistics: only trained normalisation layers count
     has_batch_norm = any(isinstance(m, norms) and any(p.requires_grad for p in m.parameters()) for m in model.modules())
     return has_batch_norm and config.small_set_batch(train_size) is not None
 
 
 def thresholds_on_training_volumes(train_size: int, config: TrainConfig) -> bool:
-    """Whether :func:`train_one` places a binary model's decision threshold on the training volumes
-    (:func:`bioattn.metrics.margin_threshold` of the kept weights' probabilities) rather than on the validation
-    split: on a training set whose batch the trainer shrinks (:meth:`TrainConfig.small_set_batch`). There the
-    validation split holds a handful of volumes, too few to place a cut, while the training volumes (tens, usually
-    separated by the kept weights) show where the gap between the classes lies; a model unsure of its smallest
-    lesions puts them at 0.2-0.4, below 0.5."""
+    """Whether :func:`train_one` places a binary threshold on the training volumes (small training sets)."""
     return config.small_set_batch(train_size) is not None
 
 
@@ -107,24 +83,15 @@ def _scores(labels: np.ndarray, probs: np.ndarray, split: str, threshold: float 
 
 
 def prepare_for_training(model: nn.Module, config: TrainConfig) -> None:
-    """Channels-last stem weights for a :class:`HybridCT3D` trained in fp32 (faster oneDNN convolutions), contiguous
-    under bf16 autocast (where channels-last gave wrong weight gradients); see :meth:`HybridCT3D.channels_last_stem`."""
+    """Channels-last stem weights for a :class:`HybridCT3D` trained in fp32, contiguous otherwise."""
     if isinstance(model, HybridCT3D):
         model.channels_last_stem(config.precision == "fp32")
 
 
-def train_one(
-    name: str, model: nn.Module, run_dir: Path, data: CTData, config: TrainConfig, protocol: Protocol, *,
-    augment: bool = True, resume: bool = False, run_info: dict[str, Any] | None = None, select_best: bool = True,
-    evaluate_start: bool = False,
-) -> dict[str, Any]:
-    """Train ``model`` with the shared Trainer (best ``val_auroc`` kept); return its metrics (rank 0; ``{}`` elsewhere).
-
-    Validation numbers use the protocol's evaluation (flip averaging under ``tuned``); ``val_auroc_no_tta`` is the
-    same weights without it, ``val_auroc_last_epoch`` the final weights; ``test_*`` when ``data`` has a test split.
-    ``select_best=False`` (cross-validation folds) never looks at the validation split: the final weights are kept
-    and the caller scores them. ``evaluate_start``: the starting weights compete for selection too (as epoch 0).
-    """
+def train_one(name: str, model: nn.Module, run_dir: Path, data: CTData, config: TrainConfig, protocol: Protocol, *,
+              augment: bool = True, resume: bool = False, run_info: dict[str, Any] | None = None,
+              select_best: bool = True, evaluate_start: bool = False) -> dict[str, Any]:
+    """Train ``model`` with the shared Trainer; its metrics on rank 0 (``{}`` elsewhere)."""
     augmentation = train_augmentation(intensity_jitter=protocol.intensity_jitter) if augment else None
     train_set = data.augmented(augmentation) if augmentation is not None else data.splits["train"]
     val_set, val_labels = data.splits["val"], data.labels["val"]
@@ -135,12 +102,12 @@ def train_one(
                                    label_smoothing=protocol.label_smoothing)
 
     def evaluate(module: nn.Module) -> dict[str, float]:
-        if recalibrate:  # statistics of these weights, not running averages of the earlier ones
+        if recalibrate:
             update_bn(DataLoader(data.splits["train"], batch_size=trainer.micro_batch, shuffle=False), module,
                       device=next(module.parameters()).device)
         probs = predict_probabilities(module, val_set, batch_size=config.batch_size, flip_tta=protocol.flip_tta)
         metrics = _scores(val_labels, probs, "val")
-        if protocol.flip_tta:  # the same weights without test-time averaging, for comparison
+        if protocol.flip_tta:
             plain = predict_probabilities(module, val_set, batch_size=config.batch_size)
             metrics["val_auroc_no_tta"] = _scores(val_labels, plain, "val")["val_auroc"]
         return metrics
@@ -156,7 +123,7 @@ def train_one(
     result, info = fit_timed(trainer)
     if not is_main_process():
         return {}
-    if not select_best:  # the caller scores the final weights
+    if not select_best:
         plot_curves(run_dir)
         return {**info, "val_history": []}
     history = result.history
@@ -164,7 +131,6 @@ def train_one(
         **info,
         "val_history": [{key: h[key] for key in HISTORY_KEYS if key in h} for h in history],
         **{k: v for k, v in result.best_metrics.items() if k.startswith("val_")},
-        # the last evaluation, free of the best-epoch selection on the validation split
         "val_auroc_last_epoch": history[-1].get("val_auroc") if history else None,
     }
     kept = predict_probabilities(model, val_set, batch_size=config.batch_size, flip_tta=protocol.flip_tta)
@@ -175,13 +141,12 @@ def train_one(
         train_probs = predict_probabilities(model, data.splits["train"], batch_size=config.batch_size,
                                             flip_tta=protocol.flip_tta)
         threshold = margin_threshold(data.labels["train"], train_probs[:, 1])
-        # the validation volumes did not choose it: their scores at it are an honest estimate
         at_threshold = _scores(val_labels, kept, "val", threshold=threshold)
         metrics.update({key: at_threshold[key] for key in ("val_mcc", "val_accuracy", "val_f1")})
-    elif binary:  # the cut the validation split supports (0.5 unless another one separates it better)
+    elif binary:
         threshold = decision_threshold(val_labels, kept[:, 1])
     metrics["threshold"] = threshold
-    if "test" in data.splits:  # at 0.5 unless the threshold came from the training volumes
+    if "test" in data.splits:
         probs = predict_probabilities(model, data.splits["test"], batch_size=config.batch_size,
                                       flip_tta=protocol.flip_tta)
         metrics.update(_scores(data.labels["test"], probs, "test", threshold=threshold if from_training else 0.5))

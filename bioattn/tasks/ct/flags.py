@@ -1,5 +1,4 @@
-"""The flags ``train``, ``predict`` and ``explain ct`` share (:func:`bioattn.options.flag` fields): the NIfTI/DICOM
-preprocessing steps, named and meaning the same in training and prediction, and ``--tta``."""
+"""The flags ``train``, ``predict`` and ``explain ct`` share: the NIfTI/DICOM preprocessing steps and ``--tta``."""
 from __future__ import annotations
 
 from typing import Any
@@ -56,7 +55,6 @@ def size_flag() -> Any:
 
 
 def preprocessing_overrides(options: Any) -> dict:
-    """The preprocessing steps ``options`` give, as library keywords
-    (:func:`bioattn.tasks.ct.predict.resolve_preprocessing`)."""
+    """The preprocessing steps ``options`` give, as :func:`bioattn.tasks.ct.predict.resolve_preprocessing` keywords."""
     return {keyword: value for name, (keyword, _) in PREPROCESSING_FLAGS.items()
             if (value := getattr(options, name, None)) is not None}

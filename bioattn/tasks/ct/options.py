@@ -1,8 +1,4 @@
-"""The CT task's options and training recipes: :class:`CTOptions` (everything
-``bioattn train ct`` needs, checked before any volume is read), the protocols
-(:data:`PROTOCOLS`, :func:`resolve_protocol`, :func:`protocol_train_config`) and the names, folders and published
-numbers the other CT modules share. Fitting one model: :mod:`bioattn.tasks.ct.fit`; the seeds / cross-validation
-protocols: :mod:`bioattn.tasks.ct.protocols`; the tables: :mod:`bioattn.tasks.ct.report`."""
+"""The CT task's options (:class:`CTOptions`), protocols (:data:`PROTOCOLS`) and shared names and numbers."""
 from __future__ import annotations
 
 import dataclasses
@@ -19,34 +15,18 @@ from bioattn.training import TrainConfig
 from bioattn.training.mixup import check_mixup_alpha
 
 __all__ = [
-    "MEDMNIST_DEFAULTS",
-    "TUNED_DEFAULTS",
-    "PROTOCOLS",
-    "PUBLISHED",
-    "DEFAULT_DATASET",
-    "DEFAULT_MANIFEST_SIZE",
-    "DEFAULT_STEM_DEPTH",
-    "HYBRID_NAME",
-    "BASELINE_NAME",
-    "DEPTH_BASELINE_NAME",
-    "Protocol",
-    "CTOptions",
-    "resolve_protocol",
-    "protocol_train_config",
+    "MEDMNIST_DEFAULTS", "TUNED_DEFAULTS", "PROTOCOLS", "PUBLISHED", "DEFAULT_DATASET", "DEFAULT_MANIFEST_SIZE",
+    "DEFAULT_STEM_DEPTH", "HYBRID_NAME", "BASELINE_NAME", "DEPTH_BASELINE_NAME", "Protocol", "CTOptions",
+    "resolve_protocol", "protocol_train_config",
 ]
 
-#: Small training sets (a few dozen volumes) under the tuned protocol: at least this many batches per epoch (the
-#: batch shrinks) and this many optimizer steps (more epochs). AdrenalMNIST3D (1,188 training volumes: 38 batches of
-#: 32, 570 steps) is above both, so its runs do not change; 38 volumes train in batches of 9, 100 epochs of 4 steps
-#: (the trainer holds back a last batch of 2; see also :func:`~bioattn.tasks.ct.fit.recalibrates_batch_norm`).
+#: Small training sets under the tuned protocol: at least this many batches per epoch and optimizer steps.
 SMALL_DATA_MIN_BATCHES = 4
 SMALL_DATA_MIN_STEPS = 400
 MEDMNIST_DEFAULTS = TrainConfig(
     max_epochs=100, batch_size=32, lr=1e-3, optimizer="adam", weight_decay=0.0, schedule="multistep",
     milestones=(50, 75), gamma=0.1, grad_clip=None, monitor="val_auroc", monitor_mode="max",
 )
-#: AdamW + weight decay, 40 steps of warm-up then cosine decay, gradient clipping, fp32 (bf16 is opt-in:
-#: ``--precision bf16``).
 TUNED_DEFAULTS = TrainConfig(
     max_epochs=15, batch_size=32, lr=1e-3, optimizer="adamw", weight_decay=0.05, schedule="warmup_cosine",
     warmup_steps=40, grad_clip=1.0, monitor="val_auroc", monitor_mode="max",
@@ -56,9 +36,7 @@ TUNED_DEFAULTS = TrainConfig(
 
 @dataclass(frozen=True, kw_only=True)
 class Protocol(Recipe):
-    """A CT training protocol, the CT task's :class:`~bioattn.tasks.common.Recipe`: the optimisation defaults
-    (``train_config``) plus the loss, augmentation and evaluation options."""
-
+    """A CT training :class:`~bioattn.tasks.common.Recipe`: ``train_config`` plus loss, augmentation and evaluation."""
     label_smoothing: float
     intensity_jitter: float
     flip_tta: bool
@@ -81,29 +59,22 @@ PROTOCOLS = {
 DEFAULT_DATASET = "adrenalmnist3d"
 DEFAULT_MANIFEST_SIZE = (64, 64, 64)
 MEDMNIST_SIZES = (28, 64)
-#: The MedMNIST edge trained on without --size: 64³, folded by 2 (see :meth:`CTOptions.unshuffle_factor`).
 DEFAULT_MEDMNIST_SIZE = 64
-#: Convolutions per CNN stage (HybridCT3D's stem_depth): 4, as deep as a ResNet-18 stage.
 DEFAULT_STEM_DEPTH = 4
-#: The classifier's input for manifest runs (see :attr:`CTOptions.pool_name`).
 DEFAULT_MANIFEST_POOL = "cls+mean"
-#: The CNN stem of manifest runs (see :attr:`CTOptions.stem_name`).
 DEFAULT_MANIFEST_STEM = "resnet"
-#: How the attention model starts (see :attr:`CTOptions.init_name`): from the same-run ResNet's trained weights
-#: ("resnet") or from random ones ("scratch").
+#: How the attention model starts (:attr:`CTOptions.init_name`).
 INITS = ("resnet", "scratch")
-#: The same-run ResNet baseline's stage widths and basic blocks per stage (and with ``quick``); an attention model
-#: started from it (``init="resnet"``) has the same trunk.
+#: The same-run ResNet baseline's stage widths and basic blocks per stage (and with ``quick``).
 BASELINE_WIDTHS, BASELINE_BLOCKS = (8, 16, 32, 64), 2
 QUICK_BASELINE_WIDTHS, QUICK_BASELINE_BLOCKS = (4, 8, 16, 32), 1
-#: The flags that shape the attention model's own CNN and readout: given, the default init is "scratch".
+#: The flags that shape the attention model's own CNN and readout (given: the default init is "scratch").
 ARCHITECTURE_FLAGS = {"stem_channels": "--stem-channels", "stem_strides": "--stem-strides", "stem_type": "--stem",
                       "pool": "--pool", "unshuffle": "--unshuffle"}
-#: Largest edge the CNN stem sees by default: bigger volumes are folded (unshuffled) down to it.
+#: Largest edge the CNN stem sees by default (bigger volumes are unshuffled).
 STEM_EDGE = 32
 CLASS_NAMES = {"adrenalmnist3d": ("normal", "hyperplasia")}
-# MedMNIST v2 (Yang et al., Sci. Data 2023), benchmark table, official test split: (AUROC, accuracy).
-# See data_cards/adrenalmnist3d.md.
+# MedMNIST v2 (Yang et al., Sci. Data 2023), official test split: (AUROC, accuracy).
 PUBLISHED = {
     "adrenalmnist3d": {
         "ResNet-18+2.5D": (0.718, 0.772), "ResNet-18+3D": (0.827, 0.721), "ResNet-18+ACS": (0.839, 0.754),
@@ -114,10 +85,8 @@ PUBLISHED = {
 HYBRID_NAME = "hybrid CNN+attention (bioattn)"
 BASELINE_NAME = "MONAI ResNet-18 layout, 1/8 width"
 DEPTH_BASELINE_NAME = "mean depth inside the mask (1 number, logistic regression)"
-# column prefixes of out_of_fold.csv
 OOF_PREFIXES = {HYBRID_NAME: "", BASELINE_NAME: "baseline_", DEPTH_BASELINE_NAME: "depth_"}
 BASELINE_DIR = "baseline_resnet"
-#: Where a single run saves the attention model when it keeps the baseline instead (see :mod:`~bioattn.tasks.ct.selection`).
 HYBRID_DIR = "hybrid_attention"
 VAL_CURVE_NAME = "val_auc.png"
 HISTORY_KEYS = ("epoch", "val_auroc", "val_accuracy", "val_auroc_no_tta")
@@ -125,22 +94,7 @@ HISTORY_KEYS = ("epoch", "val_auroc", "val_accuracy", "val_auroc_no_tta")
 
 @dataclass(frozen=True)
 class CTOptions(TaskOptions):
-    """Everything ``bioattn train ct`` needs. Give either ``dataset`` (a MedMNIST 3D name, found under ``data_root``;
-    the default when there is no ``manifest``) or ``manifest`` (a labels CSV, see :mod:`bioattn.data.ct_manifest`).
-
-    size: the MedMNIST edge ``(28,)`` or ``(64,)`` (default 64), or for a manifest the model input ``(X, Y, Z)`` (one
-    value: a cube; default 64³; divisible by the CNN stride) that every volume is resized to (``fit="resize"``) or
-    centre cropped / zero padded to (``fit="crop-pad"``). orientation (manifest default ``"RAS"``), spacing (mm)
-    and window (``(low, high)`` onto [0, 1]; ``None``: the run uses the soft-tissue window when the volumes
-    are CT in Hounsfield units, see :func:`with_default_window`) are the other manifest preprocessing steps. label_smoothing,
-    intensity_jitter, tta (``"none"``/``"flips"``) and mixup (the Beta concentration α, 0: off; see
-    :mod:`bioattn.training.mixup`) default to the protocol's. unshuffle: see :meth:`unshuffle_factor` (``None``:
-    the default). distance_channel: :class:`HybridCT3D`'s (``None``: on when the training volumes are binary
-    masks). The run options (``out``, ``data_root``, ``quick``, ``seeds``, ``cv``, ``cv_repeats``, ``resume``,
-    ``overwrite``) are :class:`~bioattn.tasks.common.TaskOptions`'. ``train_config``: the full training
-    configuration (default: :func:`protocol_train_config`).
-    """
-
+    """Everything ``bioattn train ct`` needs: ``dataset`` (MedMNIST 3D) or ``manifest``; ``None``: the default."""
     dataset: str | None = None
     manifest: Path | None = None
     size: tuple[int, ...] | None = None
@@ -184,11 +138,9 @@ class CTOptions(TaskOptions):
             raise UserInputError(f"fit must be one of {', '.join(FITS)}, got {self.fit!r}")
         if self.manifest is None:
             given = [flag for flag, value in (("--orientation", self.orientation), ("--spacing", self.spacing),
-                                              ("--intensity-window", self.window)) if value is not None]
-            if self.fit != "resize":
-                given.append("--fit")
-            if self.positive_class is not None:
-                given.append("--positive-class")
+                                              ("--intensity-window", self.window),
+                                              ("--fit", self.fit != "resize" or None),
+                                              ("--positive-class", self.positive_class)) if value is not None]
             if given:
                 raise UserInputError(f"{', '.join(given)} apply to --manifest volumes, not to a MedMNIST dataset")
             if self.size is not None and (len(self.size) != 1 or self.size[0] not in MEDMNIST_SIZES):
@@ -199,8 +151,7 @@ class CTOptions(TaskOptions):
         self._check_stem()
 
     def _check_stem(self) -> None:
-        """The model flags checked before any volume is read: one stride per stem stage, and a manifest ``--size``
-        whose X, Y and Z are each a multiple of the CNN stride."""
+        """Check the model flags and a manifest ``--size`` before any volume is read."""
         channels, strides = self.stem()
         if len(channels) != len(strides):
             raise UserInputError(f"--stem-channels and --stem-strides need one value per CNN stage, got "
@@ -238,12 +189,12 @@ class CTOptions(TaskOptions):
 
     @property
     def dataset_name(self) -> str | None:
-        """The MedMNIST dataset trained on, or ``None`` for a manifest."""
+        """The MedMNIST dataset, or ``None`` for a manifest."""
         return None if self.manifest is not None else self.dataset or DEFAULT_DATASET
 
     @property
     def input_size(self) -> tuple[int, int, int]:
-        """Spatial size of the volumes before stride padding: the MedMNIST edge cubed, or the manifest's size."""
+        """Spatial size of the volumes before stride padding."""
         if self.manifest is None:
             return (self.size[0] if self.size else DEFAULT_MEDMNIST_SIZE,) * 3  # type: ignore[return-value]
         if self.size is None:
@@ -251,26 +202,21 @@ class CTOptions(TaskOptions):
         return tuple(self.size * 3 if len(self.size) == 1 else self.size)  # type: ignore[return-value]
 
     def preprocessing(self) -> VolumePreprocessing:
-        """The NIfTI/DICOM steps of a manifest run: orientation (RAS), spacing, window, then resize or crop/pad."""
+        """The NIfTI/DICOM steps of a manifest run."""
         size = self.input_size
         return VolumePreprocessing(orientation=self.orientation or "RAS", spacing=self.spacing, window=self.window,
                                    resize=size if self.fit == "resize" else None,
                                    size=size if self.fit == "crop-pad" else None)
 
     def unshuffle_factor(self) -> int:
-        """``unshuffle``, by default 2 above :data:`STEM_EDGE` voxels (64³: the stem sees 32³ volumes of 8 channels,
-        at about the cost of 28³) and 1 (no folding) up to it."""
+        """``unshuffle``, by default 2 above :data:`STEM_EDGE` voxels, else 1."""
         if self.unshuffle is not None:
             return self.unshuffle
         return 2 if max(self.input_size) > STEM_EDGE else 1
 
     def stem(self) -> tuple[list[int], list[int]]:
-        """Channels and strides of the CNN stages: 4 stages (stride 16) when the stem sees more than 32 voxels (the
-        input size divided by :meth:`unshuffle_factor`), else 3 (stride 8).
-
-        Up to 32 voxels the first stages are narrow (8, 16, 64; a ResNet stem 8, 16, 32, the widths of the run's
-        ResNet baseline), which keeps small inputs cheap."""
-        if self.init_name == "resnet":  # the same-run ResNet's trunk: four stages of stride 2 after conv1
+        """Channels and strides of the CNN stages: 4 when the stem sees more than :data:`STEM_EDGE` voxels, else 3."""
+        if self.init_name == "resnet":
             return list(QUICK_BASELINE_WIDTHS if self.quick else BASELINE_WIDTHS), [2, 2, 2, 2]
         stages = 4 if max(self.input_size) > STEM_EDGE * self.unshuffle_factor() else 3
         default = [16, 32, 64, 96] if stages == 4 else [8, 16, 32] if self.stem_name == "resnet" else [8, 16, 64]
@@ -280,9 +226,7 @@ class CTOptions(TaskOptions):
 
     @property
     def pool_name(self) -> str:
-        """What the classifier reads (:data:`~bioattn.models.hybrid_ct.POOLS`): ``pool``, by default ``cls+max`` for
-        your own volumes (a small finding in one token reaches the classifier directly; docs/experiments.md, issue
-        54) and ``cls`` for MedMNIST (the layout its published numbers were measured with)."""
+        """What the classifier reads (:data:`~bioattn.models.hybrid_ct.POOLS`): ``pool``, else the default."""
         if self.pool is not None:
             return self.pool
         if self.init_name == "resnet":
@@ -291,9 +235,7 @@ class CTOptions(TaskOptions):
 
     @property
     def stem_name(self) -> str:
-        """The CNN stem (:data:`~bioattn.models.hybrid_ct.STEMS`): ``stem_type``, by default ``resnet`` for your own
-        volumes (on small HU pilots the residual stem did not learn a lesion its ResNet baseline found; docs/
-        experiments.md, issue 54) and ``residual`` for MedMNIST (the layout its published numbers were measured with)."""
+        """The CNN stem (:data:`~bioattn.models.hybrid_ct.STEMS`): ``stem_type``, else the default."""
         if self.stem_type is not None:
             return self.stem_type
         if self.init_name == "resnet":
@@ -302,31 +244,21 @@ class CTOptions(TaskOptions):
 
     @property
     def stride(self) -> int:
-        """The model's total downsampling (:meth:`unshuffle_factor` times the stem strides); volumes are padded to a
-        multiple of it."""
+        """The token grid's downsampling; volumes are padded to a multiple of it."""
         strides = self.stem()[1]
-        # started from the ResNet, the tokens come from the stage before the last, which sets the input multiple
         return self.unshuffle_factor() * math.prod(strides[:-1] if self.init_name == "resnet" else strides)
 
     @property
     def init_name(self) -> str:
-        """How the attention model starts (:data:`INITS`): ``init``, by default ``resnet`` for your own volumes with
-        the ResNet baseline and none of :data:`ARCHITECTURE_FLAGS` given, else ``scratch``.
-
-        ``resnet``: the run trains its ResNet first, then the attention model is that trained ResNet (its trunk and
-        readout, frozen: ``pool="trunk+gate"``) plus an attention branch over the tokens of its third stage, behind
-        a gate that starts at 0, so it starts as the ResNet and only the branch and the gate train; the starting
-        weights compete with the trained ones on the validation split (docs/experiments.md, issue 70)."""
+        """How the attention model starts (:data:`INITS`): ``init``, else the default."""
         if self.init is not None:
             return self.init
         explicit = any(getattr(self, name) is not None for name in ARCHITECTURE_FLAGS)
         return "resnet" if self.manifest is not None and self.baseline == "resnet" and not explicit else "scratch"
 
 
-
 def resolve_protocol(options: CTOptions) -> Protocol:
-    """The protocol of ``options.protocol`` with ``label_smoothing``, ``intensity_jitter``, ``tta`` and ``mixup``
-    applied."""
+    """The protocol of ``options.protocol`` with the options' loss, augmentation and evaluation overrides."""
     protocol = recipe_for(PROTOCOLS, options.protocol, flag="--protocol")
     if options.label_smoothing is not None and not 0.0 <= options.label_smoothing < 1.0:
         raise UserInputError(f"--label-smoothing must be in [0, 1), got {options.label_smoothing}")
@@ -348,12 +280,9 @@ def resolve_protocol(options: CTOptions) -> Protocol:
     )
 
 
-def protocol_train_config(
-    protocol: str, config: TrainConfig | None = None, *, quick: bool = False, keep_milestones: bool = False
-) -> TrainConfig:
-    """``config`` (default: the protocol's), shrunk to 2 epochs of 3 steps of 8 with ``quick`` (no small-data
-    minimums); the step-decay
-    milestones move to 50 % and 75 % of ``max_epochs`` unless ``keep_milestones`` (a YAML file set them)."""
+def protocol_train_config(protocol: str, config: TrainConfig | None = None, *, quick: bool = False,
+                          keep_milestones: bool = False) -> TrainConfig:
+    """``config`` (default: the protocol's), tiny with ``quick``, milestones at 50 %/75 % unless ``keep_milestones``."""
     config = config or recipe_for(PROTOCOLS, protocol, flag="--protocol").train_config
     if quick:
         config = dataclasses.replace(config, max_epochs=2, max_steps_per_epoch=3, batch_size=8, min_steps=0,

@@ -1,10 +1,4 @@
-"""Class probabilities of a trained CT model for a MedMNIST ``.npz``, a manifest of many scans, or one NIfTI/DICOM.
-
-The run's ``preprocessing.json`` (:mod:`bioattn.tasks.ct.preprocessing`) decides by default how NIfTI/DICOM
-volumes are prepared and whether predictions are averaged over the 8 flips (as the run evaluated); explicit
-options override it (:func:`resolve_preprocessing`, :func:`resolve_flip_tta`). Every input is compared with the
-profile of the training volumes; what lies far from it comes back as warnings with the prediction.
-"""
+"""Class probabilities of a trained CT model for a MedMNIST ``.npz``, a manifest of scans, or one NIfTI/DICOM."""
 from __future__ import annotations
 
 import dataclasses
@@ -20,12 +14,7 @@ from monai.data import MetaTensor
 from monai.transforms import Compose, DivisiblePad
 
 from bioattn.data.ct import (
-    VolumeDataset,
-    VolumePreprocessing,
-    check_volume,
-    invert_to_input_grid,
-    load_medmnist3d_npz,
-    read_ct_volume,
+    VolumeDataset, VolumePreprocessing, check_volume, invert_to_input_grid, load_medmnist3d_npz, read_ct_volume,
     world_geometry,
 )
 from bioattn.data.ct_manifest import ManifestVolumes, read_manifest
@@ -36,23 +25,12 @@ from bioattn.models.ensemble import average_over_members, ensemble_members
 from bioattn.models.ct_classifier import CTClassifier, predict_probabilities
 from bioattn.models.hybrid_ct import HybridCT3D
 from bioattn.models.registry import load_pretrained, resolve_model_dir
-from bioattn.tasks.ct.preprocessing import (
-    SavedPreprocessing, distribution_warnings, predicted_index, volume_statistics,
-)
+from bioattn.tasks.ct.preprocessing import SavedPreprocessing, distribution_warnings, predicted_index, volume_statistics
 from bioattn.progress import progress_bar
 
 __all__ = [
-    "CTPrediction",
-    "load_run",
-    "resolve_preprocessing",
-    "resolve_flip_tta",
-    "prepare_volume",
-    "predict_npz",
-    "predict_manifest",
-    "predict_volume",
-    "write_predictions",
-    "report_warnings",
-    "summarize_predictions",
+    "CTPrediction", "load_run", "resolve_preprocessing", "resolve_flip_tta", "prepare_volume", "predict_npz",
+    "predict_manifest", "predict_volume", "write_predictions", "report_warnings", "summarize_predictions",
 ]
 
 MAX_WARNING_LINES = 20
@@ -60,10 +38,7 @@ MAX_WARNING_LINES = 20
 
 @dataclass
 class CTPrediction:
-    """One scored volume: the file, class probabilities ``(K,)``, its label (``None``: unknown), split and index
-    (``.npz``), the ways it differs from the training volumes (empty when it looks like them), and its manifest line
-    if any."""
-
+    """One scored volume: the file, probabilities ``(K,)``, label, split, index (``.npz``), warnings, manifest line."""
     source: str
     probabilities: np.ndarray
     label: str | int | None = None
@@ -73,44 +48,31 @@ class CTPrediction:
     where: str = ""
 
     def describe(self) -> str:
-        """The input: ``"labels.csv, line 3: scan.nii.gz"`` for a manifest row, ``"x.npz [val 4]"`` for a volume of an
-        ``.npz``, else the file."""
+        """The input: ``"labels.csv, line 3: scan.nii.gz"``, ``"x.npz [val 4]"`` or the file."""
         if self.where:
             return f"{self.where}: {self.source}"
         return self.source + (f" [{self.split} {self.index}]" if self.index is not None else "")
 
 
-def load_run(
-    run_dir: str | os.PathLike, map_location: str | torch.device = "cpu"
-) -> tuple[HybridCT3D, SavedPreprocessing | None]:
-    """The run's attention model (on ``map_location``) and its saved preprocessing (``None`` for runs written before
-    it was saved).
-
-    ``run_dir`` may also name a model shipped with bioattn (:func:`bioattn.models.registry.available_models`)."""
+def load_run(run_dir: str | os.PathLike,
+             map_location: str | torch.device = "cpu") -> tuple[HybridCT3D, SavedPreprocessing | None]:
+    """The run's (or a shipped model's) model and its saved preprocessing (``None`` for older runs)."""
     run_dir = resolve_model_dir(run_dir)
-    model = load_pretrained(run_dir, map_location=map_location, expect=CTClassifier)  # an ensemble run: an Ensemble
+    model = load_pretrained(run_dir, map_location=map_location, expect=CTClassifier)
     return model, SavedPreprocessing.load(run_dir)  # type: ignore[return-value]
 
 
 def resolve_preprocessing(saved: SavedPreprocessing | None, *, size: Sequence[int] | None = None,
                           fit: str | None = None, resize: Sequence[int] | None = None,
                           **overrides: Any) -> VolumePreprocessing:
-    """The saved NIfTI/DICOM preprocessing with every override that is not ``None`` replacing its step.
-
-    ``orientation``, ``spacing``, ``window`` replace their steps. ``size`` (the model input ``X Y Z``, or one value
-    for a cube) and ``fit`` (``resize``: resample the whole volume to it; ``crop-pad``: centre crop / zero pad to
-    it) mean what they mean in training: a missing one is the run's. ``resize`` replaces the whole-volume resample
-    step alone (the older spelling of ``size`` with ``fit="resize"``).
-    """
+    """The saved NIfTI/DICOM preprocessing with every override that is not ``None`` replacing its step."""
     from bioattn.tasks.ct.preprocessing import FITS
-
     base = saved.preprocessing if saved is not None else VolumePreprocessing()
     base = dataclasses.replace(base, **{name: value for name, value in overrides.items() if value is not None})
     if size is not None or fit is not None:
         if fit is not None and fit not in FITS:
             raise UserInputError(f"fit must be one of {', '.join(FITS)}, got {fit!r}")
-        saved_fit = "crop-pad" if base.resize is None and base.size is not None else "resize"
-        fit = fit or saved_fit
+        fit = fit or ("crop-pad" if base.resize is None and base.size is not None else "resize")
         if size is not None:
             size = tuple(int(v) for v in size)
             if len(size) not in (1, 3) or min(size) < 1:
@@ -136,11 +98,9 @@ def _profile(saved: SavedPreprocessing | None) -> dict[str, Any]:
     return dict(saved.profile) if saved is not None else {}
 
 
-def prepare_volume(
-    model: HybridCT3D, path: str | os.PathLike, preprocessing: VolumePreprocessing, saved: SavedPreprocessing | None
-) -> tuple[MetaTensor, MetaTensor, Compose, list[str]]:
-    """Read one NIfTI/DICOM volume and prepare it: ``(volume (C, X, Y, Z) as read, model input (C, X', Y', Z'),
-    the invertible pipeline, warnings)``."""
+def prepare_volume(model: HybridCT3D, path: str | os.PathLike, preprocessing: VolumePreprocessing,
+                   saved: SavedPreprocessing | None) -> tuple[MetaTensor, MetaTensor, Compose, list[str]]:
+    """``(volume as read, model input, the invertible pipeline, warnings)`` of one NIfTI/DICOM volume."""
     volume = read_ct_volume(path)
     check_volume(volume, path, in_channels=model.in_channels)
     pipeline = preprocessing.pipeline(divisible_by=model.stride)
@@ -149,10 +109,8 @@ def prepare_volume(
     return volume, image, pipeline, warnings
 
 
-def predict_npz(
-    model: HybridCT3D, path: str | os.PathLike, saved: SavedPreprocessing | None, *, split: str | None = None,
-    batch_size: int = 32, flip_tta: bool = False,
-) -> list[CTPrediction]:
+def predict_npz(model: HybridCT3D, path: str | os.PathLike, saved: SavedPreprocessing | None, *,
+                split: str | None = None, batch_size: int = 32, flip_tta: bool = False) -> list[CTPrediction]:
     """Every volume of every split of a MedMNIST-style ``.npz`` (or of ``split``), zero-padded to the stride."""
     splits = load_medmnist3d_npz(path)
     if split is not None:
@@ -191,7 +149,7 @@ def _as_is(item: Any) -> Any:
 
 def _same_shape_batches(records: Iterable[tuple[int, dict[str, Any]]], total: int,
                         batch_size: int) -> Iterator[list[tuple[int, dict[str, Any]]]]:
-    """Consecutive ``(index, record)`` of equal image shape, at most ``batch_size`` at a time (one file read each)."""
+    """Consecutive ``(index, record)`` of equal image shape, at most ``batch_size`` at a time."""
     batch: list[tuple[int, dict[str, Any]]] = []
     for index, record in progress_bar(records, total=total, desc="scoring", unit="scan", leave=False):
         if batch and (len(batch) == batch_size or batch[0][1]["image"].shape != record["image"].shape):
@@ -202,19 +160,11 @@ def _same_shape_batches(records: Iterable[tuple[int, dict[str, Any]]], total: in
         yield batch
 
 
-def predict_manifest(
-    model: HybridCT3D, path: str | os.PathLike, preprocessing: VolumePreprocessing, saved: SavedPreprocessing | None,
-    *, split: str | None = None, batch_size: int = 32, flip_tta: bool = False, workers: int = 0,
-) -> list[CTPrediction]:
-    """Every scan of a manifest (``image`` column; ``label`` and ``split`` optional), in file order; ``split`` keeps
-    only the rows of that split. Each file is read once (by ``workers`` DataLoader worker processes, 0: in this
-    process), consecutive scans of one shape scored ``batch_size`` at a time; errors name the manifest and the line.
-
-    Under ``torchrun`` each process scores a contiguous share of the rows and the first process returns every
-    prediction, in file order (the other processes return an empty list).
-    """
+def predict_manifest(model: HybridCT3D, path: str | os.PathLike, preprocessing: VolumePreprocessing,
+                     saved: SavedPreprocessing | None, *, split: str | None = None, batch_size: int = 32,
+                     flip_tta: bool = False, workers: int = 0) -> list[CTPrediction]:
+    """Every scan of a manifest (or of ``split``), in file order; under ``torchrun`` the first process returns all."""
     from bioattn import distributed
-
     if workers < 0:
         raise UserInputError(f"the number of DataLoader workers must be >= 0, got {workers}")
     manifest = read_manifest(path, require_labels=False)
@@ -231,8 +181,7 @@ def predict_manifest(
     share = [int(i) for i in np.array_split(np.arange(len(rows)), ranks)[rank]]
     loader = torch.utils.data.DataLoader(_ManifestRecords(volumes, share), batch_size=None, shuffle=False,
                                          num_workers=workers, collate_fn=_as_is)
-    predictions = []
-    error = None
+    predictions, error = [], None
     try:
         for batch in _same_shape_batches(loader, len(share), batch_size):
             images = [(record["image"].as_tensor().float(), 0) for _, record in batch]
@@ -250,7 +199,7 @@ def predict_manifest(
         error = str(exc)
     if ranks == 1:
         return predictions
-    errors = distributed.gather_bytes(json.dumps(error).encode())  # never empty: "null" when fine
+    errors = distributed.gather_bytes(json.dumps(error).encode())
     first = distributed.broadcast_json(next((m for m in map(json.loads, errors) if m), None) if errors else None)
     if first is not None:
         raise UserInputError(first)
@@ -259,39 +208,31 @@ def predict_manifest(
     gathered = distributed.gather_bytes(payload)
     if gathered is None:
         return []
-    merged = [item for part in gathered for item in json.loads(part.decode())]  # shares are contiguous, in rank order
+    merged = [item for part in gathered for item in json.loads(part.decode())]
     return [CTPrediction(**{**item, "probabilities": np.asarray(item["probabilities"])}) for item in merged]
 
 
-def predict_volume(
-    model: HybridCT3D, path: str | os.PathLike, preprocessing: VolumePreprocessing, saved: SavedPreprocessing | None,
-    *, flip_tta: bool = False, attention_map: bool = False, head_fusion: str = "mean",
-) -> tuple[CTPrediction, tuple[torch.Tensor, torch.Tensor, dict] | None]:
-    """One NIfTI/DICOM volume → its prediction and, with ``attention_map``, ``(map (X, Y, Z) on the input grid,
-    scaled so its maximum is 1, the input's affine, the input's metadata)``: the arguments of
-    :func:`~bioattn.data.ct.write_nifti`, which keeps a NIfTI input's sform/qform codes."""
+def predict_volume(model: HybridCT3D, path: str | os.PathLike, preprocessing: VolumePreprocessing,
+                   saved: SavedPreprocessing | None, *, flip_tta: bool = False, attention_map: bool = False,
+                   head_fusion: str = "mean") -> tuple[CTPrediction, tuple[torch.Tensor, torch.Tensor, dict] | None]:
+    """One NIfTI/DICOM volume → its prediction and, with ``attention_map``, :func:`~bioattn.data.ct.write_nifti`'s
+    arguments for the rollout on the input grid."""
     volume, image, pipeline, warnings = prepare_volume(model, path, preprocessing, saved)
-    batch = image.as_tensor()[None].float()
-    overlay = None
+    batch, overlay = image.as_tensor()[None].float(), None
     if attention_map and not all(isinstance(m, HybridCT3D) for m in ensemble_members(model)):
         raise UserInputError(f"{path}: an attention map needs the attention model; {type(model).__name__} has no "
                              "attention (explain ct gives its attribution maps)")
     if attention_map:
         voxel_map = average_over_members(model, lambda member: member.attention_map(batch, head_fusion=head_fusion)[1])
-        restored = invert_to_input_grid(pipeline, image, voxel_map)[0].as_tensor()  # (X, Y, Z), input grid
+        restored = invert_to_input_grid(pipeline, image, voxel_map)[0].as_tensor()
         overlay = (restored / restored.max().clamp_min(torch.finfo(restored.dtype).tiny), volume.affine, volume.meta)
     probs = predict_probabilities(model, [(batch[0], 0)], batch_size=1, flip_tta=flip_tta)[0]
     return CTPrediction(str(path), probs, warnings=warnings), overlay
 
 
-def write_predictions(
-    path: str | os.PathLike, predictions: Sequence[CTPrediction], class_names: Sequence[str], *,
-    threshold: float = 0.5,
-) -> None:
-    """The predictions as CSV/TSV, one row per volume in input order, with ``p_<class>`` per class, the predicted
-    class and the warnings (``; ``-separated, empty when none). The same columns for every input (:data:`FIRST_COLUMNS`,
-    a manifest's own first): ``image,label,split,index,p_<class>...,predicted_label,warning``; ``label`` and ``split``
-    are empty when the input has none, ``index`` (the volume's index in its ``.npz`` split) for ``.npz`` rows only."""
+def write_predictions(path: str | os.PathLike, predictions: Sequence[CTPrediction], class_names: Sequence[str], *,
+                      threshold: float = 0.5) -> None:
+    """The predictions as CSV/TSV: ``image,label,split,index,p_<class>...,predicted_label,warning``."""
     header = [*FIRST_COLUMNS, *(f"p_{name}" for name in class_names), "predicted_label", "warning"]
     with table_writer(path, header) as write_row:
         for p in predictions:
@@ -299,7 +240,6 @@ def write_predictions(
                        class_names[predicted_index(p.probabilities, threshold)], "; ".join(p.warnings)])
 
 
-#: The first columns of :func:`write_predictions` for every input: a manifest's own, then the ``.npz`` index.
 FIRST_COLUMNS = ["image", "label", "split", "index"]
 
 
@@ -314,11 +254,9 @@ def report_warnings(predictions: Sequence[CTPrediction]) -> int:
     return len(flagged)
 
 
-def summarize_predictions(
-    predictions: Sequence[CTPrediction], class_names: Sequence[str], threshold: float = 0.5
-) -> dict[str, dict[str, float]]:
-    """``{split or "all": classification metrics + "volumes"}`` over the predictions whose label is a known class (by
-    index for ``.npz`` labels, by name for manifest labels), for splits whose labels cover at least 2 classes."""
+def summarize_predictions(predictions: Sequence[CTPrediction], class_names: Sequence[str],
+                          threshold: float = 0.5) -> dict[str, dict[str, float]]:
+    """``{split or "all": classification metrics + "volumes"}`` of the labelled predictions (2 classes or more)."""
     index = {name: i for i, name in enumerate(class_names)}
     groups: dict[str, tuple[list[int], list[np.ndarray]]] = {}
     for p in predictions:
@@ -328,7 +266,7 @@ def summarize_predictions(
         labels, probs = groups.setdefault(p.split or "all", ([], []))
         labels.append(label)
         probs.append(p.probabilities)
-    def scored(probs: np.ndarray) -> np.ndarray:  # binary: class 1's probability, cut at the run's threshold
+    def scored(probs: np.ndarray) -> np.ndarray:
         return probs[:, 1] if probs.shape[1] == 2 else probs
 
     return {split: {**classification_metrics(np.array(labels), scored(np.stack(probs)), threshold=threshold),

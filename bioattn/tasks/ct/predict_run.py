@@ -1,5 +1,4 @@
-"""``predict_ct``: class probabilities of a CT model for a manifest, one NIfTI/DICOM volume or a MedMNIST ``.npz``,
-written as CSV (and, for one volume, the attention rollout as NIfTI); what ``bioattn predict ct`` runs."""
+""":func:`predict_ct`, what ``bioattn predict ct`` runs."""
 from __future__ import annotations
 
 import dataclasses
@@ -11,17 +10,12 @@ from bioattn.errors import UserInputError
 from bioattn.io import STDOUT
 from bioattn.tasks.ct.predict import CTPrediction
 
-#: ``attention_map="auto"``: beside the output, with the suffix ``.attention.nii.gz``.
 AUTO = "auto"
 
 
 @dataclasses.dataclass
 class CTPredictions:
-    """``predictions`` in input order, the model's ``class_names``, whether flips were averaged (``flip_tta``), the
-    run's decision ``threshold`` on class 1 of a binary model,
-    per-split ``scores`` of labelled inputs, and the ``attention_path`` written (or ``None``). Under torchrun only
-    the first process holds the rows and writes them (``written``); the others return none."""
-
+    """The ``predictions`` in input order, per-split ``scores`` and the ``attention_path`` written."""
     predictions: list[CTPrediction]
     class_names: list[str]
     flip_tta: bool
@@ -31,9 +25,8 @@ class CTPredictions:
     threshold: float = 0.5
 
     def rows_preview(self, limit: int = 10) -> str:
-        """The first ``limit`` volumes and their class probabilities, one line each (and how many more)."""
+        """The first ``limit`` volumes and their class probabilities, one line each."""
         from bioattn.tasks.ct.preprocessing import predicted_index
-
         cut = f" (threshold {self.threshold:.4g})" if len(self.class_names) == 2 and self.threshold != 0.5 else ""
         lines = [f"{p.describe()}: " + ", ".join(f"{name} {value:.4f}" for name, value in zip(self.class_names, p.probabilities))
                  + f" -> {self.class_names[predicted_index(p.probabilities, self.threshold)]}{cut}"
@@ -45,7 +38,6 @@ class CTPredictions:
     def scores_table(self) -> str | None:
         """AUROC, accuracy and MCC per split of the labelled inputs (``None`` without labels)."""
         from bioattn.report import format_table
-
         if not self.scores:
             return None
         return format_table(["split", "volumes", "AUROC", "accuracy", "MCC"],
@@ -67,32 +59,16 @@ def _attention_path(attention_map: str | os.PathLike | None, output: Path) -> Pa
 
 
 def predict_ct(
-    model: str | os.PathLike,
-    inputs: str | os.PathLike,
-    output: str | os.PathLike,
-    *,
-    preprocessing: Mapping[str, Any] | None = None,
-    split: str | None = None,
-    batch_size: int = 32,
-    tta: str | None = None,
-    attention_map: str | os.PathLike | None = None,
-    head_fusion: str = "mean",
-    workers: int = 0,
-    device: str = "auto",
+    model: str | os.PathLike, inputs: str | os.PathLike, output: str | os.PathLike, *,
+    preprocessing: Mapping[str, Any] | None = None, split: str | None = None, batch_size: int = 32,
+    tta: str | None = None, attention_map: str | os.PathLike | None = None, head_fusion: str = "mean",
+    workers: int = 0, device: str = "auto",
 ) -> CTPredictions:
-    """Predict ``inputs`` with the run or shipped model ``model`` and write the CSV ``output`` (``"-"``: stdout).
-
-    ``preprocessing``: overrides of the run's NIfTI/DICOM steps (``window``, ``spacing``, ``orientation``, ``size``,
-    ``fit``, ``resize``; see :func:`~bioattn.tasks.ct.predict.resolve_preprocessing`); ``tta``: ``"flips"`` or
-    ``"none"`` (default: as the run evaluated); ``attention_map``: also write the rollout of one NIfTI/DICOM input
-    (a path, or ``"auto"``); ``workers``: DataLoader worker processes reading a manifest's scans. Under torchrun a
-    manifest is shared out between the processes and written, in manifest order, by the first.
-    """
+    """Predict ``inputs`` with the run or shipped model ``model`` and write the CSV ``output`` (``"-"``: stdout)."""
     from bioattn.data.ct import write_nifti
     from bioattn.data.ct_manifest import is_manifest
     from bioattn.tasks.ct import predict as ct_predict
     from bioattn.distributed import is_main_process, resolve_device
-
     inputs, output = Path(inputs), Path(output)
     overrides = {k: v for k, v in (preprocessing or {}).items() if v is not None}
     if batch_size < 1:
@@ -109,15 +85,14 @@ def predict_ct(
         flags = ", ".join("--intensity-window" if k == "window" else f"--{k}" for k in overrides)
         raise UserInputError(f"{inputs}: {flags} apply to NIfTI/DICOM inputs, not to a .npz")
     model, saved = ct_predict.load_run(model, map_location=resolve_device(device))
-    flip_tta = ct_predict.resolve_flip_tta(saved, None if tta is None else tta == "flips")
-    overlay = None
+    flip_tta, overlay = ct_predict.resolve_flip_tta(saved, None if tta is None else tta == "flips"), None
     if is_npz:
         predictions = ct_predict.predict_npz(model, inputs, saved, split=split, batch_size=batch_size, flip_tta=flip_tta)
     elif many:
         predictions = ct_predict.predict_manifest(model, inputs, ct_predict.resolve_preprocessing(saved, **overrides),
                                                   saved, split=split, batch_size=batch_size, flip_tta=flip_tta,
                                                   workers=workers)
-        if not is_main_process():  # under torchrun the first process writes every row
+        if not is_main_process():
             return CTPredictions(predictions=[], class_names=model.class_names, flip_tta=flip_tta, scores={},
                                  attention_path=None, written=False)
     else:
@@ -125,8 +100,7 @@ def predict_ct(
             model, inputs, ct_predict.resolve_preprocessing(saved, **overrides), saved, flip_tta=flip_tta,
             attention_map=attention_path is not None, head_fusion=head_fusion)
         predictions = [prediction]
-    names = model.class_names
-    threshold = saved.threshold if saved is not None else 0.5
+    names, threshold = model.class_names, saved.threshold if saved is not None else 0.5
     ct_predict.write_predictions(output, predictions, names, threshold=threshold)
     if overlay is not None and attention_path is not None:
         write_nifti(attention_path, *overlay)

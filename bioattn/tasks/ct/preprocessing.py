@@ -1,15 +1,4 @@
-"""What a trained CT model expects of its inputs: ``preprocessing.json`` in its run directory.
-
-Training writes it beside ``config.json``: the preprocessing of NIfTI/DICOM volumes
-(:class:`~bioattn.data.ct.VolumePreprocessing`), whether the model is evaluated with flip test-time averaging,
-and a profile of the training volumes as the model saw them (:func:`profile_volumes`: intensity range and
-per-volume means, whether they were binary masks, the model input shape, and for NIfTI/DICOM training data the
-voxel size and field of view before resampling). ``bioattn predict ct`` and ``bioattn explain ct`` re-apply the
-preprocessing and the flip averaging by default and compare every input with the profile
-(:func:`distribution_warnings`), so that a model trained on binary masks that is given Hounsfield units says
-so instead of printing a confident probability. Run directories written before this file existed load as
-before: no preprocessing, no flip averaging, no checks.
-"""
+"""The training-volume profile of ``preprocessing.json`` and the checks of an input against it."""
 from __future__ import annotations
 
 import math
@@ -18,15 +7,11 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import torch
 
-from bioattn.data.ct import PREPROCESSING_NAME, SavedPreprocessing, VolumePreprocessing
+from bioattn.data.ct import PREPROCESSING_NAME, SavedPreprocessing
 from bioattn.models.ct_classifier import predicted_index
 
 __all__ = [
-    "PREPROCESSING_NAME",
-    "SavedPreprocessing",
-    "volume_statistics",
-    "profile_volumes",
-    "distribution_warnings",
+    "PREPROCESSING_NAME", "SavedPreprocessing", "volume_statistics", "profile_volumes", "distribution_warnings",
     "predicted_index",
 ]
 
@@ -34,18 +19,15 @@ QUANTILE_SAMPLE = 2**20  # voxels used for the percentiles of one volume
 RANGE_MARGIN = 0.05  # of the training intensity span, for the range and mean checks
 GEOMETRY_FACTOR = 2.0  # voxel size or field of view more than this factor outside the training range
 
-#: How a volume is brought to the model input size: resampled whole, or centre cropped / zero padded.
 FITS = ("resize", "crop-pad")
 
 
 def volume_statistics(image: torch.Tensor) -> dict[str, Any]:
-    """Intensity statistics of one model input ``(C, X, Y, Z)``: min, max, mean, sd, the 1st and 99th percentiles
-    (of at most 2**20 evenly spaced voxels), the number of distinct values, and the spatial shape."""
+    """Intensity statistics of one model input ``(C, X, Y, Z)`` and its spatial shape."""
     flat = image.detach().reshape(-1).double()
     sample = flat[:: max(1, math.ceil(len(flat) / QUANTILE_SAMPLE))]
     if len(sample) == len(flat) and not torch.isnan(flat).any():
-        # one sort gives both the percentiles (torch.quantile's linear interpolation, step by step) and the count of
-        # distinct values: a third of the time of quantile and unique, which sort the voxels once each
+        # one sort gives torch.quantile's percentiles and the count of distinct values
         ordered = torch.sort(flat).values
         ranks = torch.tensor([0.01, 0.99], dtype=torch.float64) * (len(ordered) - 1)
         below = ranks.long()
@@ -58,15 +40,9 @@ def volume_statistics(image: torch.Tensor) -> dict[str, Any]:
             "p01": p01, "p99": p99, "distinct": distinct, "shape": list(image.shape[1:])}
 
 
-def _span(low: float, high: float) -> float:
-    return high - low if high > low else max(abs(high), 1.0)
-
-
-def profile_volumes(
-    statistics: Sequence[Mapping[str, Any]], geometries: Sequence[Mapping[str, Sequence[float]]] | None = None
-) -> dict[str, Any]:
-    """Summarise the training volumes: :func:`volume_statistics` of each and, for files with an affine, their
-    :func:`~bioattn.data.ct.world_geometry` (before resampling). JSON-ready."""
+def profile_volumes(statistics: Sequence[Mapping[str, Any]],
+                    geometries: Sequence[Mapping[str, Sequence[float]]] | None = None) -> dict[str, Any]:
+    """JSON-ready summary of the training volumes' :func:`volume_statistics` and world geometries."""
     means = np.array([s["mean"] for s in statistics])
     shapes = {tuple(s["shape"]) for s in statistics}
     distinct = [s["distinct"] for s in statistics]
@@ -96,22 +72,14 @@ def _numbers(values: Iterable[float]) -> str:
     return " x ".join(f"{v:.4g}" for v in values)
 
 
-def distribution_warnings(
-    profile: Mapping[str, Any], statistics: Mapping[str, Any], geometry: Mapping[str, Sequence[float]] | None = None
-) -> list[str]:
-    """Ways in which one input (its :func:`volume_statistics` after preprocessing and its geometry before) lies far
-    from the training volumes; empty when it looks like them or when ``profile`` is empty (an old run).
-
-    Checks: binary masks in training but more than 2 distinct values here, or 2 other values; 1st/99th intensity
-    percentiles more than 5 % of the training span outside the training range; a mean intensity outside the range of the training volumes'
-    means (margin: 3 sd of those means or 5 % of the span); another model input shape; a voxel size or field of
-    view more than 2x outside the training range along some axis.
-    """
+def distribution_warnings(profile: Mapping[str, Any], statistics: Mapping[str, Any],
+                          geometry: Mapping[str, Sequence[float]] | None = None) -> list[str]:
+    """Ways in which one input (statistics after preprocessing, geometry before) lies far from the training volumes."""
     if not profile:
         return []
     problems = []
     low, high = profile["intensity_min"], profile["intensity_max"]
-    span = _span(low, high)
+    span = high - low if high > low else max(abs(high), 1.0)
     if profile["binary"] and statistics["distinct"] > 2:
         problems.append(f"the model was trained on binary masks, this input has {statistics['distinct']} distinct "
                         "values after preprocessing")

@@ -1,10 +1,4 @@
-"""The CT task's member hooks of the shared driver (:func:`bioattn.tasks.driver.run_task`): one member is the
-attention model beside the baseline (``_train_pair``; :func:`fit`), on the split (a holdout run, one per seed) or
-on one fold of a K-fold cross-validation over train + val (:func:`fold_data`); a fold's held-out predictions
-(:func:`held_out`, with the one-number depth baseline on binary masks, :func:`mean_mask_depth` /
-:func:`depth_baseline_probabilities`) and the ensemble's results (:func:`ensemble_results`). The options are in
-:mod:`bioattn.tasks.ct.options`, the fitting of one model in :mod:`bioattn.tasks.ct.fit`, and
-:mod:`bioattn.tasks.ct.train` prepares the run and writes the report."""
+"""The CT task's member hooks of the shared driver: :func:`fit`, :func:`held_out` and :func:`ensemble_results`."""
 from __future__ import annotations
 
 import dataclasses
@@ -32,13 +26,7 @@ from bioattn.tasks.driver import Member, MembersRun
 from bioattn.tasks.ct.data import CTData, WithoutMetadata
 from bioattn.tasks.ct.fit import _class_names, _scores, build_models, prepare_for_training, train_one
 from bioattn.tasks.ct.options import (
-    BASELINE_DIR,
-    BASELINE_NAME,
-    DEPTH_BASELINE_NAME,
-    HYBRID_NAME,
-    VAL_CURVE_NAME,
-    CTOptions,
-    Protocol,
+    BASELINE_DIR, BASELINE_NAME, DEPTH_BASELINE_NAME, HYBRID_NAME, VAL_CURVE_NAME, CTOptions, Protocol,
 )
 from bioattn.tasks.ct.preprocessing import SavedPreprocessing
 from bioattn.training import TrainConfig, seed_everything
@@ -63,20 +51,14 @@ class _Augmented(Dataset):
 
 
 def _pool_records(data: CTData) -> list[str]:
-    """Where each volume of the cross-validation pool (train, then val) came from: its manifest image, else
-    ``train[i]`` / ``val[i]`` (its index in that split of the ``.npz``)."""
-    records: list[str] = []
-    for split in ("train", "val"):
-        if data.rows is not None:
-            records += [str(row.image) for row in data.rows[split]]
-        else:
-            records += [f"{split}[{i}]" for i in range(len(data.labels[split]))]
-    return records
+    """Where each volume of the cross-validation pool (train, then val) came from."""
+    if data.rows is not None:
+        return [str(row.image) for split in ("train", "val") for row in data.rows[split]]
+    return [f"{split}[{i}]" for split in ("train", "val") for i in range(len(data.labels[split]))]
 
 
 def fold_data(data: CTData, train_index: np.ndarray, held_out_index: np.ndarray) -> CTData:
-    """``data`` with train + val pooled and re-split: ``train`` = ``train_index``, ``val`` = ``held_out_index`` of the pool
-    (indices into train followed by val); a test split stays as it is."""
+    """``data`` with train + val pooled and re-split into ``train_index`` and ``held_out_index``."""
     pool = ConcatDataset([data.splits["train"], data.splits["val"]])
     labels = np.concatenate([data.labels["train"], data.labels["val"]])
     train = Subset(pool, train_index.tolist())
@@ -90,8 +72,7 @@ def fold_data(data: CTData, train_index: np.ndarray, held_out_index: np.ndarray)
 
 @dataclass
 class _Trained:
-    """One member run: its metrics per model name and the trained models (baseline ``None`` without one)."""
-
+    """One member run: its metrics per model name and the trained models."""
     results: dict[str, dict[str, Any]]
     hybrid: HybridCT3D
     baseline: nn.Module | None
@@ -99,7 +80,7 @@ class _Trained:
 
 def _train_pair(options: CTOptions, data: CTData, config: TrainConfig, protocol: Protocol, run_dir: Path,
                 run_info: dict[str, Any], saved: SavedPreprocessing, *, select_best: bool = True) -> _Trained:
-    """Train the attention model and the baseline on ``data`` into ``run_dir`` (a complete run directory)."""
+    """Train the attention model and the baseline on ``data`` into ``run_dir``."""
     seed_everything(config.seed)
     hybrid, baseline = build_models(options, max(data.num_classes, 2), data.in_channels, _class_names(options, data),
                                     seed=config.seed)
@@ -107,16 +88,16 @@ def _train_pair(options: CTOptions, data: CTData, config: TrainConfig, protocol:
                   select_best=select_best)
     results: dict[str, dict[str, Any]] = {}
 
-    def train_baseline() -> None:  # in fp32: under bf16 autocast its gradient norm overflows at the first step
+    def train_baseline() -> None:  # in fp32: bf16 overflows its gradients
         assert baseline is not None
-        seed_everything(config.seed)  # the attention model's starting RNG state: its options do not move the baseline
+        seed_everything(config.seed)
         results[BASELINE_NAME] = train_one("baseline", baseline, run_dir / BASELINE_DIR, data,
                                            dataclasses.replace(config, precision="fp32"), protocol, **common)
 
-    if options.init_name == "resnet":  # the ResNet first; the attention model starts as it, and only attention trains
+    if options.init_name == "resnet":
         train_baseline()
         assert baseline is not None
-        hybrid.start_from_resnet(baseline).freeze_trunk()  # contiguous weights, as the ResNet's: the same numbers
+        hybrid.start_from_resnet(baseline).freeze_trunk()
         seed_everything(config.seed)
         results[HYBRID_NAME] = train_one("hybrid", hybrid, run_dir, data, config, protocol, **common,
                                          evaluate_start=True)
@@ -130,7 +111,7 @@ def _train_pair(options: CTOptions, data: CTData, config: TrainConfig, protocol:
     if is_main_process():
         hybrid.save_pretrained(run_dir)
         dataclasses.replace(saved, threshold=results[HYBRID_NAME].get("threshold", 0.5)).save(run_dir)
-        if baseline is not None:  # a run directory of its own: predict ct / explain ct --model RUN/baseline_resnet
+        if baseline is not None:
             baseline.save_pretrained(run_dir / BASELINE_DIR)
             dataclasses.replace(saved, threshold=results[BASELINE_NAME].get("threshold", 0.5)).save(run_dir / BASELINE_DIR)
         if select_best:
@@ -166,8 +147,7 @@ def _summaries(members: list[_Trained]) -> dict[str, dict[str, Any]]:
 
 
 def mean_mask_depth(volumes: Dataset) -> np.ndarray:
-    """``(N,)``: the mean :func:`~bioattn.data.ct.foreground_distance` over each volume's mask (0 for an empty mask);
-    ``volumes`` serves ``(image (C, X, Y, Z), label)`` items."""
+    """``(N,)``: the mean :func:`~bioattn.data.ct.foreground_distance` over each volume's mask (0 when empty)."""
     depths = []
     for index in progress_bar(range(len(volumes)), desc="mean depth inside the mask",  # type: ignore[arg-type]
                               leave=False):
@@ -179,16 +159,13 @@ def mean_mask_depth(volumes: Dataset) -> np.ndarray:
 
 
 def depth_baseline_probabilities(train_depth: np.ndarray, train_labels: np.ndarray, depth: np.ndarray) -> np.ndarray:
-    """Class probabilities ``(N, C)`` of a logistic regression on the mean mask depth alone, fitted on the training
-    volumes: the one-number baseline of binary-mask runs (how far thickness alone goes)."""
+    """Class probabilities ``(N, C)`` of a logistic regression on the mean mask depth of the training volumes."""
     model = make_pipeline(StandardScaler(), LogisticRegression()).fit(train_depth[:, None], train_labels)
     return model.predict_proba(depth[:, None])
 
 
 def fit(data: TaskData, member: Member) -> FittedMember:
-    """One member in ``member.run_dir``: the attention model and the baseline (:func:`_train_pair`). A seed's trains on
-    train with seed ``member.index`` and keeps its best validation AUROC; a fold's trains on its part of train + val
-    (:func:`fold_data`) with the run's seed and keeps its final weights (nothing selected on its held-out fold)."""
+    """One member (a seed's or a fold's) in ``member.run_dir``: the attention model and the baseline."""
     ready = data.extra["prepared"]
     options, config, protocol, run_info, saved = ready.options, ready.config, ready.protocol, ready.run_info, ready.saved
     if member.kind == "fold":
@@ -204,8 +181,7 @@ def fit(data: TaskData, member: Member) -> FittedMember:
 
 
 def held_out(data: TaskData, member: Member, fitted: FittedMember) -> dict[str, np.ndarray]:
-    """Each model's probabilities on a fold's held-out volumes (and, on binary masks, the depth baseline's fitted on
-    its training part), scored into ``fitted.extra["scores"]`` and the fold's ``fold_metrics.json``."""
+    """Each model's probabilities on a fold's held-out volumes, scored into ``fold_metrics.json``."""
     ready, trained, folded = data.extra["prepared"], fitted.extra["trained"], fitted.extra["folded"]
     train_index, held_index, labels, depth = member.train_index, member.held_out_index, data.pool.labels, data.extra["depth"]
     assert train_index is not None and held_index is not None
@@ -223,12 +199,11 @@ def held_out(data: TaskData, member: Member, fitted: FittedMember) -> dict[str, 
     fitted.extra["scores"] = scores
     write_json(member.run_dir / "fold_metrics.json", {"train_index": train_index.tolist(),
                                                       "held_out_index": held_index.tolist(), "scores": scores})
-    return probabilities  # pooled as the mean over repeats of each volume's out-of-fold probability
+    return probabilities
 
 
 def ensemble_results(data: TaskData, run: MembersRun[FittedMember]) -> dict[str, Any]:
-    """The results of a seeds or cv run: the ensemble's scores on val (and test), the mean ± sd over members and,
-    for a cross-validation, the out-of-fold metrics of the pooled predictions and the mean ± sd over folds."""
+    """The results of a seeds or cv run: ensemble scores, mean ± sd over members, and a cv's out-of-fold metrics."""
     ready = data.extra["prepared"]
     members = [fitted.extra["trained"] for fitted in run.results]
     ready.saved.save(ready.options.out)

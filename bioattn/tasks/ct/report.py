@@ -1,6 +1,4 @@
-"""The CT task's reports: the comparison table of a single run beside the published MedMNIST numbers, the table
-of a ``--seeds`` / ``--cv`` run, the trust sections of ``summary.md`` and the hints when the attention model did
-not learn."""
+"""The CT task's tables, trust sections and hints of ``summary.md``."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -34,8 +32,7 @@ def comparison_table(dataset: str | None, results: dict[str, dict[str, Any]]) ->
 
 
 def ensemble_table(results: dict[str, Any]) -> str:
-    """Markdown table of a ``--seeds`` / ``--cv`` run: per model the ensemble or out-of-fold AUROC and accuracy
-    beside the mean ± sd over members."""
+    """Markdown table of a ``--seeds`` / ``--cv`` run."""
     key = "oof" if "oof" in results else "val"
     header = ["model", f"{'out-of-fold' if key == 'oof' else 'ensemble val'} AUROC", "accuracy",
               f"members' {'held-out fold' if key == 'oof' else 'val'} AUROC (mean ± sd)", "CPU-min (sum)"]
@@ -54,11 +51,7 @@ def ensemble_table(results: dict[str, Any]) -> str:
 
 def trust_sections(results: dict[str, Any], run_dir: Path | None = None, *,
                    choice: ModelChoice | None = None) -> list[str]:
-    """The trust part of ``summary.md`` (see :mod:`bioattn.tasks.trust`): per model of a single run its warnings
-    (each naming the model) and confusion matrix on validation, and a warning when the baseline beats the attention
-    model's validation AUROC, with the command that uses the baseline (``run_dir``), unless the run kept the
-    baseline (``choice``, :func:`~bioattn.tasks.ct.selection.choose_model`: its statement says so); nothing for
-    ensembles (their tables give mean ± sd over members)."""
+    """The trust part of a single run's ``summary.md`` (each model's warnings and confusion matrix)."""
     models = results.get("models")
     if not models:
         return []
@@ -90,8 +83,7 @@ def _naming(line: str, model: str) -> str:
 
 
 def construction_line(models: dict[str, dict[str, Any]]) -> str | None:
-    """How the attention model of a single run started, when it started from the same-run ResNet (``init``
-    ``resnet``): its gate and the epoch it was kept at (0: the ResNet's weights, unchanged)."""
+    """How the attention model started, when it started from the same-run ResNet."""
     hybrid = models.get(HYBRID_NAME, {})
     if hybrid.get("init") != "resnet":
         return None
@@ -104,10 +96,7 @@ def construction_line(models: dict[str, dict[str, Any]]) -> str | None:
 
 
 def not_learned_hints(data: CTData, saved: SavedPreprocessing, models: dict[str, dict[str, Any]]) -> list[str]:
-    """``hint:`` lines for ``summary.md`` when the attention model of a single manifest run did not learn (its
-    validation accuracy is at chance, or its trust report warns, e.g. that it predicts one class): the likely causes this run shows (few training
-    volumes of a class, intensities not windowed, little contrast in the model input) and what to try. Empty when the
-    model learned, and for MedMNIST runs."""
+    """``hint:`` lines when the attention model of a single manifest run did not learn."""
     hybrid = models.get(HYBRID_NAME, {})
     report = hybrid.get("trust") or {}
     counts = list((report.get("class_counts") or {}).values())

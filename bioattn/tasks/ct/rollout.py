@@ -11,10 +11,7 @@ from bioattn.models.hybrid_ct import upsample_token_map
 
 @dataclass
 class VolumeExplanation:
-    """probabilities: ``(B, K)``; grid_map: ``(B, d, h, w)`` [CLS] rollout on the token grid (sums to
-    ``1 - R[0, 0]`` per volume); voxel_map: ``(B, D, H, W)`` the grid map trilinearly upsampled onto the model
-    input; attentions: per layer ``(B, H, 1 + N, 1 + N)``, token 0 = [CLS], ``N = d*h*w`` in raster order."""
-
+    """probabilities ``(B, K)``; [CLS] rollout ``grid_map (B, d, h, w)`` and ``voxel_map (B, D, H, W)``."""
     probabilities: Tensor
     grid_map: Tensor
     voxel_map: Tensor
@@ -24,12 +21,7 @@ class VolumeExplanation:
 @torch.no_grad()
 def explain_volumes(model: torch.nn.Module, volumes: Tensor, *, head_fusion: str = "mean", start_layer: int = 0,
                     predict: bool = True) -> VolumeExplanation:
-    """Predict with the model's normal (fused) path, then explain with a second pass that returns attention.
-
-    volumes: ``(B, C, D, H, W)`` with ``D, H, W`` divisible by ``model.stride``. The model is put in eval mode.
-    ``predict=False`` skips the first pass (one forward pass less); ``probabilities`` are then the softmax of the
-    attention pass's logits (the same model, unfused attention: equal up to float rounding).
-    """
+    """``(B, C, D, H, W)`` → :class:`VolumeExplanation`; ``predict=False``: probabilities from the attention pass."""
     model.eval()
     volumes = volumes.to(next(model.parameters()).device)
     output = model(volumes, need_weights=True)

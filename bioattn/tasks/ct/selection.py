@@ -1,18 +1,4 @@
-"""Which model a single ``bioattn train ct`` run keeps in its run directory: the attention model, or its same-run
-ResNet baseline when the run's own validation numbers say the attention model did not learn and the baseline did.
-
-:func:`not_learned` lists why one model's validation predictions say it did not learn (the trust report's "barely
-learned" — every probability within :data:`~bioattn.tasks.trust.NEAR_CHANCE` of chance —, one class predicted for
-every validation volume, or a validation accuracy no better than always predicting the largest class; the same
-conditions ``summary.md`` warns about). :func:`choose_model` keeps the attention model unless it did not learn while
-the baseline did (then the baseline, whose validation AUROC, the run's selection criterion, is shown beside the
-attention model's); when both learned the attention model stays, and ``summary.md`` still names a baseline that
-beats it. :func:`save_kept_model` writes the kept model where ``bioattn predict ct --model RUN`` and ``bioattn explain
-ct`` read it (``RUN/config.json``, ``model.safetensors``, ``preprocessing.json`` with its own decision threshold) and
-the other one in a run directory of its own: ``RUN/baseline_resnet/`` (always the baseline) or, when the baseline is
-kept, ``RUN/hybrid_attention/`` for the attention model. :meth:`ModelChoice.to_dict` is what ``metrics.json`` and
-``run_config.json`` record as ``kept_model``; :meth:`ModelChoice.statement` the paragraph that opens ``summary.md``.
-"""
+"""Which model a single ``bioattn train ct`` run keeps: the attention model, or the baseline when only it learned."""
 from __future__ import annotations
 
 import dataclasses
@@ -30,13 +16,12 @@ from bioattn.tasks.ct.preprocessing import SavedPreprocessing
 
 __all__ = ["CRITERION", "ModelChoice", "not_learned", "choose_model", "save_kept_model"]
 
-#: The validation number the run selects epochs by, and shows beside each model's choice.
+#: The validation number the run selects epochs by.
 CRITERION = "val_auroc"
 
 
 def not_learned(metrics: Mapping[str, Any]) -> list[str]:
-    """Why the validation numbers of one model (its entry of ``metrics.json`` ``models``: ``val_accuracy`` and
-    ``trust``, see :func:`~bioattn.tasks.trust.trust_report`) say it did not learn; empty when it learned."""
+    """Why one model's validation numbers (its ``metrics.json`` entry) say it did not learn; empty when it learned."""
     trust = metrics.get("trust") or {}
     reasons = []
     if trust.get("barely_learned"):
@@ -54,10 +39,7 @@ def not_learned(metrics: Mapping[str, Any]) -> list[str]:
 
 @dataclass(frozen=True)
 class ModelChoice:
-    """The model a single run keeps (``kept``, a model name of ``metrics.json`` ``models``) and the other one
-    (``other``, ``None`` without a baseline); ``reason`` says why; ``scores``: per model its ``val_auroc``,
-    ``val_accuracy`` and ``not_learned`` reasons."""
-
+    """The model a single run keeps (``kept``), the other one (``None`` without a baseline) and why."""
     kept: str
     other: str | None
     reason: str
@@ -65,11 +47,10 @@ class ModelChoice:
 
     @property
     def baseline_kept(self) -> bool:
-        """Whether the baseline replaces the attention model in the run directory."""
         return self.kept == BASELINE_NAME
 
     def other_dir(self, run_dir: Path) -> Path | None:
-        """The run directory of the model not kept: ``RUN/baseline_resnet`` or ``RUN/hybrid_attention``."""
+        """The run directory of the model not kept."""
         if self.other is None:
             return None
         return run_dir / (HYBRID_DIR if self.baseline_kept else BASELINE_DIR)
@@ -80,8 +61,7 @@ class ModelChoice:
         return None if other is None else f"bioattn predict ct --model {other} --input SCAN --output predictions.csv"
 
     def to_dict(self, run_dir: Path) -> dict[str, Any]:
-        """JSON-ready: ``name``, ``model_type``, ``criterion``, ``reason``, ``scores`` and the ``alternative``
-        (``name``, ``model_type``, ``path`` relative to the run directory, ``command``; ``None`` without a baseline)."""
+        """JSON-ready ``kept_model`` record."""
         kind = {HYBRID_NAME: "HybridCT3D", BASELINE_NAME: "ResNetCT3D"}
         other = self.other_dir(run_dir)
         alternative = None if other is None else {
@@ -91,8 +71,7 @@ class ModelChoice:
                 "scores": self.scores, "alternative": alternative}
 
     def statement(self, run_dir: Path) -> str:
-        """The paragraph that opens ``summary.md``: which model the run directory holds, why, and the command that
-        uses the other."""
+        """The paragraph that opens ``summary.md``."""
         text = (f"kept model: {self.kept} (in {run_dir}: bioattn predict ct --model {run_dir} and explain ct use "
                 f"it). {self.reason}")
         command = self.other_command(run_dir)
@@ -109,37 +88,28 @@ def _shown(scores: Mapping[str, Any]) -> str:
 
 
 def choose_model(models: Mapping[str, Mapping[str, Any]]) -> ModelChoice:
-    """The model a single run keeps among ``models`` (``metrics.json`` ``models``: the attention model under
-    :data:`~bioattn.tasks.ct.options.HYBRID_NAME`, the baseline, when trained, under ``BASELINE_NAME``): the
-    attention model, unless :func:`not_learned` finds reasons in its validation numbers and none in the baseline's."""
+    """The attention model, unless :func:`not_learned` finds reasons for it and none for the baseline."""
     scores = {name: {CRITERION: m.get(CRITERION), "val_accuracy": m.get("val_accuracy"),
                      "not_learned": not_learned(m)} for name, m in models.items()}
     if BASELINE_NAME not in models:
         return ModelChoice(HYBRID_NAME, None, "The run trained no baseline.", scores)
     hybrid, baseline = scores[HYBRID_NAME], scores[BASELINE_NAME]
-    both = (f"attention model {_shown(hybrid)}; same-run ResNet {_shown(baseline)} (validation AUROC is the "
-            "criterion each model's best epoch was kept by)")
+    both = (f"Attention model {_shown(hybrid)}; same-run ResNet {_shown(baseline)} (validation AUROC is the "
+            "criterion each model's best epoch was kept by).")
     if hybrid["not_learned"] and not baseline["not_learned"]:
-        return ModelChoice(BASELINE_NAME, HYBRID_NAME,
-                           f"Why: the attention model did not learn on this data ({'; '.join(hybrid['not_learned'])}), "
-                           f"while the same-run ResNet did. {both[0].upper()}{both[1:]}.", scores)
+        return ModelChoice(BASELINE_NAME, HYBRID_NAME, "Why: the attention model did not learn on this data "
+                           f"({'; '.join(hybrid['not_learned'])}), while the same-run ResNet did. {both}", scores)
     if hybrid["not_learned"]:
-        return ModelChoice(HYBRID_NAME, BASELINE_NAME,
-                           f"Why: neither model learned on this data (the ResNet: {'; '.join(baseline['not_learned'])});"
-                           f" the attention model is the default. {both[0].upper()}{both[1:]}.", scores)
-    return ModelChoice(HYBRID_NAME, BASELINE_NAME, f"Why: the attention model (the default) learned. {both[0].upper()}{both[1:]}.",
-                       scores)
+        return ModelChoice(HYBRID_NAME, BASELINE_NAME, "Why: neither model learned on this data (the ResNet: "
+                           f"{'; '.join(baseline['not_learned'])}); the attention model is the default. {both}", scores)
+    return ModelChoice(HYBRID_NAME, BASELINE_NAME, f"Why: the attention model (the default) learned. {both}", scores)
 
 
 def save_kept_model(run_dir: Path, choice: ModelChoice, hybrid: nn.Module, baseline: nn.Module | None,
                     saved: SavedPreprocessing, thresholds: Mapping[str, float]) -> None:
-    """Write the kept model into ``run_dir`` (``config.json``, ``model.safetensors``, ``preprocessing.json`` with
-    its decision threshold from ``thresholds`` {model name: threshold}) and, when the baseline is kept, the attention
-    model into ``run_dir/hybrid_attention/`` (removed when the attention model is kept, e.g. by a resumed run); the
-    baseline stays in ``run_dir/baseline_resnet/``. Records :meth:`ModelChoice.to_dict` in ``run_config.json``."""
+    """Write the kept model into ``run_dir`` (the attention model into ``hybrid_attention/`` if not kept)."""
     models = {HYBRID_NAME: hybrid, **({BASELINE_NAME: baseline} if baseline is not None else {})}
-    kept = models[choice.kept]
-    kept.save_pretrained(run_dir)  # type: ignore[operator]
+    models[choice.kept].save_pretrained(run_dir)  # type: ignore[operator]
     dataclasses.replace(saved, threshold=thresholds.get(choice.kept, 0.5)).save(run_dir)
     elsewhere = run_dir / HYBRID_DIR
     if choice.baseline_kept:

@@ -1,43 +1,4 @@
-"""3D volume classification: the hybrid CNN + attention model beside a MONAI 3D ResNet, on MedMNIST 3D or your own
-NIfTI/DICOM volumes listed in a labels CSV.
-
-``bioattn train ct`` (the driver's run, through the hooks :func:`prepare` and :func:`report` here and those of
-:mod:`~bioattn.tasks.ct.protocols`) trains both models in one run, on the same split, with the same protocol,
-budget and augmentation, and writes into the run directory:
-
-- ``config.json`` + ``model.safetensors`` (the attention model, for ``bioattn predict ct`` / ``explain ct``; the
-  class names are saved with it) and ``preprocessing.json`` (the NIfTI/DICOM preprocessing, flip test-time
-  averaging, and a profile of the training volumes, see :mod:`bioattn.tasks.ct.preprocessing`);
-- ``metrics.json`` (every number with the protocol that produced it; keys ``val_auroc``, ``val_accuracy``,
-  ``val_mcc``, ``val_f1``, ``val_loss``, ``val_auroc_no_tta``, ``val_auroc_last_epoch``, ``test_*`` when there is a
-  test split), ``val_auc.png`` (validation AUROC per epoch of both models), ``training_curve.png``,
-  ``train_log.csv``, ``checkpoint/`` (``resume`` continues), ``splits.csv`` (manifest runs: the split of every
-  volume), and the same for the baseline in ``baseline_resnet/``.
-
-Protocols (:data:`PROTOCOLS`): ``tuned`` (the default) trains 15 epochs with AdamW (weight decay 0.05), warm-up +
-cosine decay, label smoothing 0.1, no intensity jitter, and averages each prediction over the 8 flips of the
-volume; ``medmnist`` is MedMNIST v2's official one (Adam, lr 1e-3, batch 32, no weight decay, lr x0.1 at 50 % and
-75 % of the epochs). Both keep the best validation AUROC and score the test split when there is one. The attention
-model trains without dropout, in fp32 (``--precision bf16`` is faster on a CPU with bf16 units, but its 3D
-convolution weight gradients are sometimes wrong there); the ResNet baseline always in fp32 (bf16 overflows its
-gradients).
-
-Ensembles: ``seeds`` trains one complete run per seed (``seed<S>/``) on the same split; ``cv=K`` a stratified K-fold
-cross-validation over train + val (``fold<k>/``, each fold's final weights, nothing selected on its held-out
-fold; ``cv_repeats=R`` repeats it with R shuffles, R × K fold models, each volume's out-of-fold probability the mean
-over repeats), reported as the out-of-fold AUROC of the pooled predictions of both models (and, on binary masks, of a
-logistic regression on one number, the mean depth inside the mask, fitted on each fold's training part). Either
-way the run directory loads as the :class:`~bioattn.models.ensemble.Ensemble` of the attention models. Runs under
-``torchrun`` (only rank 0 evaluates and writes).
-
-Binary masks (the training volumes hold two values, e.g. AdrenalMNIST3D): the attention model and the baseline
-also get each voxel's depth inside the mask as a second input channel (``distance_channel``, see
-:class:`HybridCT3D` and :class:`DistanceChannelInput`).
-
-The options and protocols are in :mod:`~bioattn.tasks.ct.options`, the fitting of one model in
-:mod:`~bioattn.tasks.ct.fit`, the seeds / cross-validation protocols in :mod:`~bioattn.tasks.ct.protocols` and the
-tables and trust sections in :mod:`~bioattn.tasks.ct.report`.
-"""
+"""``bioattn train ct``'s hooks of the shared driver, :func:`prepare` and :func:`report`."""
 from __future__ import annotations
 
 import dataclasses
@@ -51,22 +12,11 @@ from bioattn.data.ct import VolumePreprocessing
 from bioattn.errors import UserInputError
 from bioattn.metrics import order_binary_classes
 from bioattn.tasks.ct.data import (
-    CTData,
-    LabelledVolumes,
-    hounsfield_window,
-    load_manifest,
-    load_medmnist,
-    write_split_table,
+    CTData, LabelledVolumes, hounsfield_window, load_manifest, load_medmnist, write_split_table,
 )
 from bioattn.tasks.ct.fit import _class_names, build_models
 from bioattn.tasks.ct.options import (
-    DEFAULT_DATASET,
-    PROTOCOLS,
-    PUBLISHED,
-    CTOptions,
-    Protocol,
-    protocol_train_config,
-    resolve_protocol,
+    DEFAULT_DATASET, PROTOCOLS, PUBLISHED, CTOptions, Protocol, protocol_train_config, resolve_protocol,
 )
 from bioattn.tasks.ct.preprocessing import SavedPreprocessing
 from bioattn.tasks.base import FittedMember, TaskData
@@ -97,9 +47,7 @@ def _options_record(options: CTOptions) -> dict[str, Any]:
 
 
 def with_default_window(options: CTOptions, seed: int) -> CTOptions:
-    """``options`` with the soft-tissue window (:data:`~bioattn.tasks.ct.data.SOFT_TISSUE_WINDOW`) when they train
-    on a manifest without a window and its training volumes are CT in Hounsfield units
-    (:func:`~bioattn.tasks.ct.data.hounsfield_window`); saved with the model like a given ``--intensity-window``."""
+    """``options`` with :func:`~bioattn.tasks.ct.data.hounsfield_window` for a manifest without a window."""
     if options.manifest is None or options.window is not None:
         return options
     window = hounsfield_window(options.manifest, seed=seed)
@@ -113,10 +61,7 @@ def with_default_window(options: CTOptions, seed: int) -> CTOptions:
 
 @dataclass
 class PreparedCT:
-    """What a CT run knows before it trains (:func:`prepare_ct`): the ``options`` as they ran (window and distance
-    channel resolved), the ``data``, the training ``config`` and ``protocol``, the preprocessing saved with every
-    model (``saved``), the attention model's ``model_config`` and the ``run_info`` recorded in each run directory."""
-
+    """What a CT run knows before it trains (:func:`prepare_ct`), ``options`` as they ran."""
     options: CTOptions
     data: CTData
     config: TrainConfig
@@ -127,8 +72,7 @@ class PreparedCT:
 
 
 def prepare_ct(options: CTOptions) -> PreparedCT:
-    """Read the data of ``options`` and settle what they leave open (the soft-tissue window for CT in Hounsfield
-    units, the distance channel for binary masks); writes nothing."""
+    """Read the data of ``options`` and settle the window and distance channel; writes nothing."""
     protocol = resolve_protocol(options)
     config = options.train_config or protocol_train_config(options.protocol, quick=options.quick)
     options = with_default_window(options, config.seed)
@@ -140,7 +84,6 @@ def prepare_ct(options: CTOptions) -> PreparedCT:
         if options.distance_channel and is_main_process():
             print("the training volumes are binary masks: the attention model also sees each voxel's depth inside "
                   "the mask (--no-distance-channel turns this off)", file=sys.stderr)
-    # what actually ran: the file read (data root resolved) and the model built (--quick sizes applied)
     model_config = build_models(dataclasses.replace(options, baseline="none"), max(data.num_classes, 2), data.in_channels,
                                 _class_names(options, data))[0].config
     run_info = {**_options_record(options), "data_file": str(data.path.resolve()), "model": model_config}
@@ -148,38 +91,31 @@ def prepare_ct(options: CTOptions) -> PreparedCT:
 
 
 def prepare(options: CTOptions, config: TrainConfig | None = None) -> tuple[CTOptions, TaskData]:
-    """Everything before the first member trains: check ``options.out`` and the positive class (before any volume is
-    read), :func:`prepare_ct`, create the run directory (``splits.csv`` of a manifest run) and, for a
-    cross-validation on binary masks, the mean depth inside each pooled mask. ``config`` replaces
-    ``options.train_config`` when given."""
+    """Everything before the first member trains: checks, :func:`prepare_ct` and the run directory."""
     if config is not None:
         options = dataclasses.replace(options, train_config=config)
-    check_run_dir(options.out, resume=options.resume, overwrite=options.overwrite)  # before any volume is read
-    if options.manifest is not None and options.positive_class is not None:  # the labels only, no volume yet
+    check_run_dir(options.out, resume=options.resume, overwrite=options.overwrite)
+    if options.manifest is not None and options.positive_class is not None:
         from bioattn.data.ct_manifest import class_names_of, read_manifest
-
         manifest = read_manifest(options.manifest, require_labels=True)
         try:
             order_binary_classes(class_names_of([row.label for row in manifest.rows]), options.positive_class)
         except UserInputError as exc:
             raise UserInputError(f"{manifest.path}: {exc}") from None
     ready = prepare_ct(options)
-    data = ready.data
-    run_dir = prepare_run_dir(options.out, resume=options.resume, overwrite=options.overwrite)
+    data, run_dir = ready.data, prepare_run_dir(options.out, resume=options.resume, overwrite=options.overwrite)
     ready = dataclasses.replace(ready, options=dataclasses.replace(ready.options, out=run_dir))
     print(f"{data.path}: " + ", ".join(f"{s} {n}" for s, n in data.split_sizes.items()), file=sys.stderr)
     if data.source == "manifest" and is_main_process():
         write_split_table(run_dir / "splits.csv", data)
     task_data = task_data_of(ready)
-    # binary masks: how far the mean depth inside the mask goes alone, on the same folds
     task_data.extra["depth"] = mean_mask_depth(task_data.pool.volumes) \
         if ready.options.cv is not None and task_data.train.binary and is_main_process() else None
     return ready.options, task_data
 
 
 def task_data_of(ready: PreparedCT) -> TaskData:
-    """The hooks' view of a prepared run: ``train`` / ``dev`` the training and validation volumes
-    (:class:`~bioattn.tasks.ct.data.LabelledVolumes`), ``pool`` both (what a cross-validation folds)."""
+    """The hooks' view of a prepared run: ``train`` / ``dev`` and ``pool`` (both)."""
     data, flips, binary = ready.data, ready.protocol.flip_tta, bool(ready.saved.profile.get("binary"))
     train, dev = (LabelledVolumes(data.splits[s], data.labels[s], flips, binary) for s in ("train", "val"))
     class_names = ready.model_config["class_names"] or [str(k) for k in range(max(data.num_classes, 2))]
@@ -188,30 +124,26 @@ def task_data_of(ready: PreparedCT) -> TaskData:
 
 
 def report(data: TaskData, run: MembersRun[FittedMember]) -> tuple[dict[str, Any], str]:
-    """``metrics.json`` and ``summary.md`` of a CT run; a single run first keeps the attention model or its baseline
-    (:func:`~bioattn.tasks.ct.selection.choose_model`) in the run directory."""
+    """``metrics.json`` and ``summary.md`` of a CT run (a single run first saves its kept model)."""
     ready = data.extra["prepared"]
     options, data_ct, config, protocol, saved = ready.options, ready.data, ready.config, ready.protocol, ready.saved
     run_dir = options.out
-    choice: ModelChoice | None = None  # a single run's choice between the attention model and its baseline
+    choice: ModelChoice | None = None
     if options.cv is not None or options.seeds is not None:
         results = ensemble_results(data, run)
     else:
         trained = run.results[0].extra["trained"]
-        choice = choose_model(trained.results)  # the attention model, unless it did not learn and the baseline did
+        choice = choose_model(trained.results)
         save_kept_model(run_dir, choice, trained.hybrid, trained.baseline, saved,
                         {name: m.get("threshold", 0.5) for name, m in trained.results.items()})
-        # the kept model first: the table's first row and metrics.json's headline
         results = {"models": {name: trained.results[name]
                               for name in sorted(trained.results, key=lambda name: name != choice.kept)},
                    "kept_model": choice.to_dict(run_dir)}
     dataset = options.dataset_name
     class_names = ready.model_config["class_names"]
     extra = {
-        "manifest": str(data_ct.path) if data_ct.source == "manifest" else None,
-        "size": list(options.input_size),
-        "file": str(data_ct.path),
-        "positive_class": class_names[1] if len(class_names or []) == 2 else None,
+        "manifest": str(data_ct.path) if data_ct.source == "manifest" else None, "size": list(options.input_size),
+        "file": str(data_ct.path), "positive_class": class_names[1] if len(class_names or []) == 2 else None,
         "test_split_present": "test" in data_ct.splits,
         "preprocessing": data_ct.preprocessing.to_dict() if data_ct.preprocessing else None,
         "recipe": {"name": options.protocol, "description": PROTOCOLS[options.protocol].description,
@@ -228,18 +160,11 @@ def report(data: TaskData, run: MembersRun[FittedMember]) -> tuple[dict[str, Any
         splits=data_ct.split_sizes, scores=unified_scores(results), class_names=data.class_names, **extra)
     table = comparison_table(dataset, results["models"]) if "models" in results else ensemble_table(results)
     positive = order_binary_classes(data_ct.class_names, options.positive_class)[1] if data_ct.class_names else None
-    trust = trust_sections(results, run_dir, choice=choice)
-    if positive:
-        trust.insert(0, positive)
+    trust = trust_sections(results, run_dir, choice=choice)  # before the hints: it adds the warnings they read
     hints = not_learned_hints(data_ct, saved, results["models"]) if "models" in results else []
-    if hints:
-        trust.insert(0, "\n".join(hints))
     construction = construction_line(results["models"]) if "models" in results else None
-    if construction:
-        trust.insert(0, construction)
-    if choice is not None:  # right under the table: which model RUN holds, why, and the command of the other
-        trust.insert(0, choice.statement(run_dir))
-    return metrics, "\n\n".join([table, *trust]) + "\n"
+    lead = [choice.statement(run_dir) if choice is not None else None, construction, "\n".join(hints), positive]
+    return metrics, "\n\n".join([table, *filter(None, lead), *trust]) + "\n"
 
 
 def _protocol_description(options: CTOptions, data: CTData) -> str:
@@ -253,9 +178,7 @@ def _protocol_description(options: CTOptions, data: CTData) -> str:
 
 
 def unified_scores(results: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
-    """``{model: {split: {metric: value}}}`` of a CT run's results: a single run's ``val_*`` / ``test_*``, an
-    ensemble's (seeds; cv with a test split), the pooled out-of-fold (``oof``) and the mean ± sd over folds
-    (``cv``)."""
+    """``{model: {split: {metric: value}}}`` of a CT run's results."""
     scores: dict[str, dict[str, dict[str, Any]]] = {}
 
     def add(name: str, flat: dict[str, Any], splits: tuple[str, ...], rename: dict[str, str] | None = None) -> None:
