@@ -155,7 +155,6 @@ class RowAttention(_AxialProjections):
 
     def _tied_chunked(self, x: Tensor, q_scale: Tensor, key_keep: Tensor | None, scale: float, need_weights: bool) -> tuple[Tensor, Tensor | None]:
         """The tied map's scores summed over row chunks, one masked softmax, then the output row chunk by row chunk."""
-
         def partial_scores(h: Tensor, h_scale: Tensor) -> Tensor:
             """``h (B, n, L, D)``, ``h_scale (B, n, 1, 1)`` → these rows' share of the scores ``(B, H, L, L)``."""
             q = self.q_proj(h)

@@ -13,7 +13,6 @@ EMA_WARMUP = 10
 
 def _ema_update(decay: float) -> Callable[[list[Tensor], list[Tensor], Tensor], None]:
     """``AveragedModel``'s ``multi_avg_fn``; integer buffers take the current value."""
-
     @torch.no_grad()
     def update(averaged: list[Tensor], current: list[Tensor], num_averaged: Tensor) -> None:
         n = float(num_averaged)

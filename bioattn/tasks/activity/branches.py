@@ -45,7 +45,6 @@ class MotifSet:
 def load_motif_set(spec: str = DEFAULT_MOTIF_DB, bins: int = DEFAULT_MOTIF_BINS) -> MotifSet:
     """The motif database ``spec`` (:func:`bioattn.data.motif_db.load_motif_database`) as a :class:`MotifSet`."""
     from bioattn.data.motif_db import load_motif_database, log_odds_matrices
-
     if bins < 1:
         raise UserInputError(f"--motif-bins must be >= 1, got {bins}")
     database = load_motif_database(spec)

@@ -156,7 +156,6 @@ class TrainActivity:
         from bioattn.tasks.activity.run import headline_line
         from bioattn.tasks.activity.task import TASK
         from bioattn.tasks.activity.train import ActivityOptions
-
         options = {**values(self), "baselines": not self.no_baselines}
         del options["no_baselines"]
         metrics = TASK.run(ActivityOptions(**options))
@@ -198,7 +197,6 @@ class PredictActivity:
 
     def run(self) -> int:
         from bioattn.tasks.activity.predict import predict_activity
-
         rows = predict_activity(self.model, self.input, self.output, strand=self.strand, batch_size=self.batch_size,
                                 device=self.device, output_name=self.output_name)
         print(f"{rows} sequences scored → {self.output}", file=sys.stderr)
@@ -267,7 +265,6 @@ class ExplainActivity:
 
     def run(self) -> int:
         from bioattn.tasks.activity.explain import describe, explain_activity
-
         keywords = values(self, "target", "strand", "max_rows", "batch_size", "plot_sequences",
                           "faithfulness_sequences", "known_motif_weights", "motifs", "motif_db", "motif_q",
                           "motif_background", "device", "out", "overwrite")

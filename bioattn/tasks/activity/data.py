@@ -143,7 +143,6 @@ def _read_table(path: Path, targets: Sequence[str] | None, sequence_column: str 
 
 def _read_fasta(path: Path, targets: Sequence[str] | None) -> ActivitySplit:
     from Bio import SeqIO
-
     records, sequences, rows, names = [], [], [], None
     with _open(path) as handle:
         try:
@@ -258,7 +257,6 @@ def detect_flanks(sequences: Sequence[str], minimum: int = MIN_FLANK) -> tuple[s
 def strip_all(split: ActivitySplit, flanks: tuple[str, str]) -> ActivitySplit:
     """``split`` with the flanks removed from every sequence that carries them."""
     from bioattn.models.activity import strip_flanks
-
     sequences = [strip_flanks(s, flanks) for s in split.sequences]
     empty = [i for i, s in enumerate(sequences) if not s]
     if empty:

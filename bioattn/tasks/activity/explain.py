@@ -58,7 +58,6 @@ def activity_attribution(members: Sequence[ActivityRegressor], tokens: Tensor, m
                          strand: str | None = None, seed: int = 0, hypothetical: bool = False) -> Tensor:
     """``(B, L)`` → ``(B, L)`` map of output ``target``, 0 at padding; ``hypothetical`` (ism): ``(B, L, 4)``."""
     from bioattn.explain.ism import saturation_scores
-
     check_method(method, ACTIVITY_METHODS)
     device = next(members[0].parameters()).device
     tokens = tokens.to(device)
@@ -155,7 +154,6 @@ def explain_activity(model: Any, inputs: str | os.PathLike | Sequence[str] | Seq
     """Explain an activity model (a model, ensemble, run directory or shipped name) on a file or sequences."""
     check_out_dir(out, overwrite=overwrite)
     from bioattn.tasks.promoter.influence import influence_profile
-
     check_method(method, ("auto", *ACTIVITY_METHODS))
     for name, value, least in (("max_rows", max_rows, 1), ("batch_size", batch_size, 1), ("plot_sequences", plot_sequences, 0),
                                ("faithfulness_sequences", faithfulness_sequences, 1),
@@ -261,7 +259,6 @@ def explain_activity(model: Any, inputs: str | os.PathLike | Sequence[str] | Seq
 
     def draw(out_dir: Path) -> None:
         from bioattn.explain.figures import plot_rollout_track
-
         for row in range(min(plot_sequences, len(ids))):
             n = int(lengths[row])
             plot_rollout_track(attribution[row, :n], out_dir / "tracks" / f"{_safe_name(row, ids[row])}.png",
@@ -306,7 +303,6 @@ def _motif_report(members, elements: list[str], column: int, strand: str | None,
                   groups: dict[str, np.ndarray], database: Any, q_threshold: float, background: bool) -> Any:
     """The motif report of the ISM hypothetical contributions of ``elements`` (one length)."""
     from bioattn.explain.motifs import report_motifs
-
     def attribute(sequences: Sequence[str], label: str = "motifs") -> np.ndarray:
         ids = torch.as_tensor(np.stack([encode(s) for s in sequences]))
         chunks = [activity_attribution(members, ids[s : s + batch_size], "ism", target=column, strand=strand,
@@ -328,7 +324,6 @@ def describe(result: ActivityExplanation, out: Path | None = None) -> str:
     """What ``bioattn explain activity`` prints once ``result`` is saved."""
     from bioattn.explain.outputs import faithfulness_table
     from bioattn.tasks.promoter.explain import _describe_motifs
-
     summary, out = result.summary, out if out is not None else result.saved_to
     members = f", the mean of {summary['members']} members" if summary["members"] > 1 else ""
     lines = [f"explained {summary['sequences']} sequences ({summary['target']}{members}) with {result.method} -> "

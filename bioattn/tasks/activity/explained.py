@@ -42,7 +42,6 @@ def activity_members(model: Any, device: str = "auto") -> tuple[list[ActivityReg
 
 def _which_command(model_type: str | None) -> str:
     from bioattn.tasks.registry import all_tasks
-
     tasks = [t.name for t in all_tasks() if model_type in t.model_types and "explain" in t.commands]
     return f"; 'bioattn explain {tasks[0]}' explains it" if tasks else ""
 

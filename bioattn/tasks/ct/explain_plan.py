@@ -124,7 +124,6 @@ def plan_faithfulness(methods: str | Sequence[str], computed: Sequence[str], *, 
 
 def counting(score: Callable[[Tensor], Tensor], bar: Any) -> Callable[[Tensor], Tensor]:
     """``score`` (masks → probabilities) that advances ``bar`` by one per mask."""
-
     def counted(masks: Tensor) -> Tensor:
         out = score(masks)
         bar.update(len(masks))

@@ -88,7 +88,6 @@ def _msa_options(command: Any, config: TrainConfig) -> tuple[MSAOptions, TrainCo
     """The :class:`~bioattn.tasks.msa.train.MSAOptions` of ``command``'s fields and ``config``, ``--quick`` applied."""
     from bioattn.tasks.msa.features import resolve_sizes
     from bioattn.tasks.msa.train import quick_config
-
     options = MSAOptions(**values(command, *_MSA_DEFAULTS))
     return resolve_sizes(options), quick_config(config) if options.quick else config
 
@@ -194,12 +193,10 @@ class TrainMSA:
     def options(self) -> tuple[MSAOptions, TrainConfig]:
         """The :class:`~bioattn.tasks.msa.train.MSAOptions` and :class:`~bioattn.training.TrainConfig` of the flags."""
         from bioattn.training.config import config_from_values
-
         return _msa_options(self, config_from_values(self.train_config, DEFAULTS))
 
     def run(self) -> int:
         from bioattn.tasks.msa.task import TASK
-
         options, config = self.options()
         TASK.run(options, config, msa=self.msa, fmt=self.format, contact_head=self.contact_head,
                  all_families=self.all, compare=self.compare_methods,
@@ -296,12 +293,10 @@ class PredictMSA:
     def options(self) -> tuple[MSAOptions, TrainConfig]:
         """The :class:`~bioattn.tasks.msa.train.MSAOptions` and :class:`~bioattn.training.TrainConfig` of the flags."""
         from bioattn.training.config import config_from_values
-
         return _msa_options(self, config_from_values(values(self, "max_minutes", "seed", "device"), DEFAULTS))
 
     def run(self) -> int:
         from bioattn.tasks.msa.predict import prediction_report, run_predict_msa
-
         options, config = self.options()
         metrics, head = run_predict_msa(self.msa, self.out, options, config, fmt=self.format,
                                         **values(self, "method", "contact_head", "model", "top", "min_separation",
@@ -365,7 +360,6 @@ class PretrainMSA:
         """``(PretrainOptions, TrainConfig, exclude)`` of these flags, ``--quick`` applied."""
         from bioattn.tasks.msa.pretrain import quick_pretrain_config
         from bioattn.training.config import config_from_values
-
         options = PretrainOptions(**values(self, *(field.name for field in dataclasses.fields(PretrainOptions))))
         config = config_from_values(self.train_config, PRETRAIN_DEFAULTS)
         if self.quick:
@@ -376,7 +370,6 @@ class PretrainMSA:
 
     def run(self) -> int:
         from bioattn.tasks.msa.pretrain import pretrain, pretrain_report
-
         options, config, exclude = self.options()
         metrics = pretrain(self.data_root, self.out, options, config, exclude)
         print(pretrain_report(metrics, self.out))

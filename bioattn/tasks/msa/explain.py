@@ -34,7 +34,6 @@ class MSAExplanation(Explanation):
 
     def _write_files(self, out: Path) -> None:
         from bioattn.io import save_tensors
-
         save_tensors(out / "row_attention.safetensors", {"row_attention": self.row_attention})
 
 
@@ -42,7 +41,6 @@ def _first_member(model: Any, label: str, folder: Any):
     """``(model, member)``: the model, or an ensemble's first member and its folder name (``None`` for one model)."""
     from bioattn.models.ensemble import ensemble_members
     from bioattn.models.registry import read_config, resolve_model_dir
-
     members = ensemble_members(model)
     if len(members) == 1:
         return members[0], None
@@ -70,7 +68,6 @@ def explain_msa(model: Any, inputs: Any, *, fmt: str | None = None, query: str |
     from bioattn.models.msa_contact import MSAContactModel
     from bioattn.tasks.msa.attribution import MSA_METHODS, RELATIVE_COST, msa_attribution, msa_score, predicted_residues
     from bioattn.tasks.msa.head_contacts import PRECISION_NAMES, head_contact_precision, row_attention_maps
-
     if max_rows < 1:
         raise UserInputError(f"--max-rows must be >= 1, got {max_rows}")
     folder = model if isinstance(model, (str, os.PathLike)) else None
@@ -126,7 +123,6 @@ def explain_msa(model: Any, inputs: Any, *, fmt: str | None = None, query: str |
 
     def draw_common(out: Path) -> None:
         from bioattn.explain.faithfulness_figures import plot_head_sharpness
-
         plot_head_sharpness(sharpness, out / "head_sharpness.png", title=f"{family} row attention: per-head sharpness")
         if results is not None:
             write_faithfulness(results, out, unit="alignment columns", title=f"{family}: faithfulness (columns masked)")
@@ -144,7 +140,6 @@ def explain_msa(model: Any, inputs: Any, *, fmt: str | None = None, query: str |
 
     def draw_contacts(out: Path) -> None:
         from bioattn.explain.figures import plot_head_scores
-
         write_layer_figures(list(maps), out, what=f"{family} row attention", reference=contacts,
                             reference_title=f"native contacts (< {CONTACT_CUTOFF:g} Å)",
                             head_scores=[[float(p) for p in layer] for layer in precision[..., 0]],
@@ -174,7 +169,6 @@ def describe(result: MSAExplanation, out: Path | None = None) -> str:
     """What ``bioattn explain msa`` prints after saving to ``out`` (default: ``result.saved_to``)."""
     from bioattn.explain.outputs import faithfulness_table
     from bioattn.tasks.msa.head_contacts import PRECISION_NAMES
-
     summary, lines, out = result.summary, [], out if out is not None else result.saved_to
     if "faithfulness" in summary:
         lines.append(faithfulness_table(summary["faithfulness"]))

@@ -68,7 +68,6 @@ class ExplainMSA:
                                                                      fmt=self.format, **shared)))
             return 0
         from bioattn.tasks.msa.explain import describe, explain_msa
-
         result = explain_msa(self.model, self.input, fmt=self.format, out=self.out, **shared, **method_options(self))
         print(describe(result))
         return 0

@@ -22,7 +22,6 @@ __all__ = ["explain_esm_msa", "explain_with_weights", "describe_weights_explanat
 def explain_esm_msa(model: MSATransformer, target: ContactTarget, out: Path, max_rows: int, label: str) -> dict[str, Any]:
     """Write the per-layer, per-head explanation of ``model`` on ``target`` into ``out``; returns ``summary.json``."""
     from bioattn.explain.figures import plot_head_scores
-
     prediction = model.predict_alignment(target.msa.sequences, max_rows, source=str(target.msa.source))
     maps = prediction.row_attentions  # (layers, H, L, L)
     layers, heads, length = maps.shape[0], maps.shape[1], maps.shape[-1]
@@ -69,7 +68,6 @@ def explain_with_weights(weights: str | os.PathLike, inputs: str | os.PathLike, 
     from bioattn.tasks.msa.esm import load_msa_transformer
     from bioattn.distributed import resolve_device
     from bioattn.explain.result import check_out_dir
-
     if max_rows < 1:
         raise UserInputError(f"--max-rows must be >= 1, got {max_rows}")
     check_out_dir(out, overwrite=overwrite)

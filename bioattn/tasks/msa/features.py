@@ -259,7 +259,6 @@ def esm_msa_map(target: ContactTarget, options: MSAOptions, config: TrainConfig)
     """The MSA Transformer's ``(L, L)`` contact log-odds on ``target`` with the user's ``options.esm_weights``."""
     from bioattn.tasks.msa.esm import WEIGHTS_HELP, esm_msa_prediction, load_msa_transformer
     from bioattn.distributed import resolve_device
-
     if options.esm_weights is None:
         raise UserInputError(f"the contact head reads {ESM_MSA_MAP}, the MSA Transformer's map: give --weights. {WEIGHTS_HELP}")
     model = load_msa_transformer(options.esm_weights, resolve_device(config.device))

@@ -193,7 +193,6 @@ def predict_msa(target: ContactTarget, out: Path, options: MSAOptions, config: T
 def options_for_head(options: MSAOptions, model_size: dict[str, Any]) -> MSAOptions:
     """``options`` with the model size a contact head implies (:func:`choose_head`), sizes resolved again."""
     from bioattn.tasks.msa.features import resolve_sizes
-
     return resolve_sizes(dataclasses.replace(options, **model_size)) if model_size else options
 
 
@@ -207,7 +206,6 @@ def run_predict_msa(inputs: ContactTarget | str | os.PathLike, out: Path, option
     (a file or a :class:`~bioattn.data.contacts.ContactTarget`) and :func:`predict_msa`; returns ``(metrics, head)``."""
     from bioattn.data.contacts import load_target
     from bioattn.models.registry import resolve_model_dir
-
     check_run_dir(out, resume=options.resume, overwrite=options.overwrite)  # an unusable --out before any fitting
     head, model_size = choose_head(method, contact_head, resolve_model_dir(model) if model is not None else None,
                                    top, min_separation)

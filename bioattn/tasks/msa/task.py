@@ -23,23 +23,19 @@ class MSATask(Task):
     def prepare(self, options: Any, config: Any = None, **inputs: Any) -> tuple[Any, TaskData]:
         """:func:`~bioattn.tasks.msa.train_run.prepare` with ``inputs`` as its keyword arguments."""
         from bioattn.tasks.msa.train_run import prepare
-
         return prepare(options, config, **inputs)
 
     def members(self, options: Any, data: TaskData, protocol: Any) -> list[Any]:
         """One member, the whole run in ``options.out``."""
         from bioattn.tasks.driver import Member
-
         return [Member("seed", 0, options.out, 1, 1, alone=True)]
 
     def fit_member(self, options: Any, data: TaskData, member: Any) -> FittedMember:
         from bioattn.tasks.msa.train_run import fit
-
         return fit(options, data)
 
     def report(self, options: Any, data: TaskData, protocol: Any, run: Any) -> tuple[Any, str]:
         from bioattn.tasks.msa.train_run import report
-
         return report(options)
 
 

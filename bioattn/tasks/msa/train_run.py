@@ -24,7 +24,6 @@ def prepare(options: MSAOptions, config: TrainConfig | None = None, *, msa: Path
     structure) or every family under ``options.data_root`` (``all_families``, ``families``, ``compare``)."""
     from bioattn.data import resolve_data_root
     from bioattn.tasks.msa.features import DEFAULTS
-
     check_run_dir(options.out, resume=options.resume, overwrite=options.overwrite)
     if compare and options.seeds is not None:
         raise UserInputError("--seeds trains one axial model per seed; --compare-methods trains none (drop --seeds)")
@@ -74,6 +73,5 @@ def report(options: MSAOptions) -> tuple[dict[str, Any] | None, str]:
 def _summary(out: Path) -> str:
     """``out/summary.md`` (``""`` off rank 0)."""
     from bioattn.distributed import is_main_process
-
     path = Path(out) / "summary.md"
     return path.read_text(encoding="utf-8") if is_main_process() and path.is_file() else ""

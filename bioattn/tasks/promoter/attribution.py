@@ -95,5 +95,4 @@ def promoter_score(model: torch.nn.Module, ids: Tensor, predicted: int, *, rc_av
 def attribute_tokens(model: torch.nn.Module, ids: Tensor, method: str, **options) -> Tensor:
     """:func:`promoter_attribution` of token ids ``(B, L)`` padded with ``PAD``."""
     from bioattn.data.dna import PAD_ID
-
     return promoter_attribution(model, ids, ids == PAD_ID, method, **options)

@@ -136,7 +136,6 @@ class TrainPromoter:
         """The :class:`~bioattn.tasks.promoter.train.PromoterOptions` and the TrainConfig of these flags."""
         from bioattn.tasks.promoter.train import PromoterOptions, default_epochs, default_lr
         from bioattn.training.config import config_from_values
-
         fields = values(self)
         for name in ("strand", "no_length_buckets", "train_config", "device"):
             del fields[name]
@@ -149,7 +148,6 @@ class TrainPromoter:
         from bioattn.distributed import is_main_process
         from bioattn.tasks.promoter.report import format_report
         from bioattn.tasks.promoter.task import TASK
-
         options, config = self.options()
         metrics = TASK.run(options, config)
         if is_main_process():

@@ -98,7 +98,6 @@ def load_labelled_files(files: Mapping[str, Path], max_rows: int | None, seed: i
     """Read labelled FASTA/CSV files (``{"train": path, ...}``): the splits (capped at ``max_rows``) and the training
     file's class names, with two classes the positive one second (:func:`~bioattn.metrics.order_binary_classes`)."""
     from bioattn.metrics import order_binary_classes
-
     records = {name: list(read_records(path, labels=True)) for name, path in files.items()}
     class_names = class_names_of(record.label for record in records["train"])
     if len(class_names) < 2:

@@ -51,7 +51,6 @@ def _safe_name(index: int, record_id: str) -> str:
 def _records(inputs: Any, max_rows: int):
     """DNARecords of a FASTA/CSV path, of DNARecords, or of sequence strings (ids ``seq{i}``); at most ``max_rows``."""
     from bioattn.data.dna import DNARecord, read_records
-
     if isinstance(inputs, (str, os.PathLike)):
         source, iterator = inputs, read_records(inputs)
     else:
@@ -93,7 +92,6 @@ def _track_title(model, record_id: str, class_probabilities: np.ndarray, predict
 
 def _check(motif: str, start_layer: int, num_layers: int, **counts: int) -> None:
     from Bio.Data.IUPACData import ambiguous_dna_letters
-
     for name, value in counts.items():
         if value < 1:
             raise UserInputError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
@@ -107,7 +105,6 @@ def _check(motif: str, start_layer: int, num_layers: int, **counts: int) -> None
 def _sharpness(model, batch):
     from bioattn.explain.sharpness import head_sharpness
     from bioattn.models.ensemble import ensemble_members
-
     member = ensemble_members(model)[0]
     ids, padding_mask = batch
     device = next(member.parameters()).device
@@ -123,7 +120,6 @@ def _faithfulness(model, tokens, batch_size, rc_average, head_fusion, start_laye
     from bioattn.explain.ism import predicted_classes
     from bioattn.progress import progress_bar
     from bioattn.tasks.promoter.attribution import PROMOTER_METHODS, promoter_attribution, promoter_score
-
     device = next(model.parameters()).device
     batches = [collate_tokens(tokens[start : start + batch_size]) for start in range(0, len(tokens), batch_size)]
     classes = [predicted_classes(model, ids.to(device), mask.to(device), rc_average=rc_average) for ids, mask in batches]
@@ -183,7 +179,6 @@ def explain_promoter(
     from bioattn.progress import progress_bar
     from bioattn.tasks.promoter.attribution import RELATIVE_COST, promoter_attribution
     from bioattn.tasks.promoter.influence import explain_promoters, influence_profile, motif_enrichment
-
     if strand not in STRANDS:
         raise UserInputError(f"strand must be one of {', '.join(STRANDS)}, got {strand!r}")
     spans = dict(marks) if isinstance(marks, dict) else parse_marks(marks or [])
@@ -289,7 +284,6 @@ def explain_promoter(
 
     def draw_sharpness(out: Path) -> None:
         from bioattn.explain.faithfulness_figures import plot_head_sharpness
-
         plot_head_sharpness(sharpness, out / "head_sharpness.png", title="promoter attention: per-head sharpness")
 
     figures = [draw_tracks, draw_sharpness]
@@ -338,7 +332,6 @@ def _known_motifs(model: Any, sequences: list[str], tss_index: int, rc_average: 
     """``known_motifs.tsv`` and its summary: core-promoter motifs planted into shuffles of ``sequences``."""
     from bioattn.explain.marginalize import (DEFAULT_SHUFFLES, jaspar_consensus, marginalize_known_motifs,
                                              shuffled_backgrounds)
-
     motifs = jaspar_consensus()
     rows = marginalize_known_motifs(model, {label: consensus for label, (_, consensus) in motifs.items()},
                                     shuffled_backgrounds(sequences), tss_index=tss_index, rc_average=rc_average,
@@ -357,7 +350,6 @@ def _known_motifs(model: Any, sequences: list[str], tss_index: int, rc_average: 
 def describe(result: PromoterExplanation, out: Path | None = None) -> str:
     """What ``bioattn explain promoter`` prints once ``result`` is saved in ``out`` (default ``result.saved_to``)."""
     from bioattn.explain.outputs import faithfulness_table
-
     summary, out = result.summary, out if out is not None else result.saved_to
     lines = [f"explained {summary['sequences']} sequences with {result.method} -> {where(out)}"]
     if "motifs" in summary:
@@ -382,7 +374,6 @@ def describe(result: PromoterExplanation, out: Path | None = None) -> str:
 def _describe_motifs(found: dict[str, Any], page: str) -> list[str]:
     """The motif lines ``describe`` prints: the pattern counts, then one line per finding (at most 5)."""
     from bioattn.explain.motif_report import describe_finding
-
     findings, composition = found["findings"], found["composition"]
     matched = (f"{found['matched']} matching {found['database']} at q < {found['q_threshold']:g} "
                f"({found['families']} TF families)" if found["database"] != "none" else "no database (--motif-db none)")

@@ -101,7 +101,6 @@ class ExplainPromoter:
 
     def run(self) -> int:
         from bioattn.tasks.promoter.explain import describe, explain_promoter
-
         result = explain_promoter(self.model, self.input, marks=self.mark, **values(
             self, "strand", "head_fusion", "start_layer", "max_rows", "batch_size", "tss_index", "motif",
             "plot_sequences", "faithfulness_sequences", "motifs", "motif_db", "motif_target", "motif_q",

@@ -99,7 +99,6 @@ class PredictPromoter:
 
     def run(self) -> int:
         from bioattn.tasks.promoter.predict_run import predict_promoter
-
         result = predict_promoter(self.model, self.input, self.output, chroms=self.chrom, compile_model=self.compile,
                                   **values(self, "batch_size", "precision", "threshold", "strand", "window", "stride",
                                            "scan_class", "regions", "device"))

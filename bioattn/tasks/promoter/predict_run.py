@@ -70,7 +70,6 @@ def predict_promoter(model: str | os.PathLike, inputs: str | os.PathLike, output
     from bioattn.tasks.promoter.predict import predict_file
     from bioattn.tasks.promoter.scan import scan_format, scan_genome
     from bioattn.distributed import is_main_process, resolve_device
-
     inputs, output = Path(inputs), Path(output)
     if batch_size is not None and batch_size < 1:
         raise UserInputError(f"--batch-size must be >= 1, got {batch_size}")

@@ -163,7 +163,6 @@ def scan_genome(model: Any, path: Path, output: Path, *, window: int, stride: in
     :func:`default_batch_size`; ``compile_model``: ``torch.compile`` the model (batches padded to ``batch_size``).
     """
     from bioattn import distributed
-
     kind = scan_format(output)
     if not 1 <= window <= model.max_len:
         raise UserInputError(f"--window must be between 1 and the model's max_len ({model.max_len}), got {window}")
@@ -217,7 +216,6 @@ def scan_genome(model: Any, path: Path, output: Path, *, window: int, stride: in
         head = text_header(kind, class_name, delimiter)
         distributed.run_on_main(lambda: merge_parts(parts, targets, _bigwig_header(targets), output, kind, head))
     import torch
-
     totals = distributed.all_reduce_sum(torch.tensor(summary.as_list(), dtype=torch.float64))
     return ScanSummary(*(int(v) for v in totals.tolist()))
 

@@ -199,7 +199,6 @@ def make_scorer(model: Any, class_index: int, batch_size: int, pad: bool, strand
     """``score(ids[, reverse])`` -> ``(B,)`` float64 probability of the class (strands averaged in logits); with
     ``strands`` ``(2, B)``, the strand code (+1 / -1 / 0 on a tie) second. ``pad``: full ``batch_size`` batches."""
     import torch
-
     def activate(logits: Any) -> Any:
         probs = torch.sigmoid(logits) if model.binary else torch.softmax(logits, dim=-1)
         probs = probs.double() if model.binary else probs[:, class_index].double()
@@ -289,7 +288,6 @@ def score_targets(model: Any, fasta: Any, path: Path, targets: Sequence[ScanTarg
                   emit: Callable[[ScanTarget, TargetOutput], None], summary: ScanSummary, compiled: bool) -> None:
     """Scan ``targets``; ``emit(target, output)`` gets each finished target's output, in order (writer thread)."""
     import torch
-
     device = next(model.parameters()).device
 
     def batches() -> Iterator[WindowBatch]:

@@ -138,7 +138,6 @@ class BigWigWriter:
 
     def __enter__(self) -> "BigWigWriter":
         import pyBigWig
-
         self.bw = pyBigWig.open(str(self.temporary), "w")
         if self.bw is None:
             raise UserInputError(f"{self.path}: cannot write a bigWig file there")

@@ -91,7 +91,6 @@ class TrainVariants:
     def run(self) -> int:
         from bioattn.tasks.variants.task import TASK
         from bioattn.tasks.variants.train import VariantTrainOptions, result_lines
-
         metrics = TASK.run(VariantTrainOptions(**values(self)))
         print(result_lines(metrics, self.out), file=sys.stderr)
         return 0
@@ -181,7 +180,6 @@ class PredictVariants:
 
     def run(self) -> int:
         from bioattn.tasks.variants.run import run_predict_variants
-
         keywords = values(self, "offsets", "strands", "gene_orientation", "skip_indels", "skip_invalid",
                           "saturation", "region", "figure", "device", "output_name")
         result = run_predict_variants(self.model, self.reference, self.input, self.output, **keywords)

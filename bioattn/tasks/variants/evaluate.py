@@ -16,7 +16,6 @@ MIN_ROWS = 5
 
 def _correlations(predicted: np.ndarray, measured: np.ndarray) -> tuple[float, float]:
     from scipy.stats import pearsonr, spearmanr
-
     keep = np.isfinite(predicted) & np.isfinite(measured)
     if keep.sum() < MIN_ROWS or np.ptp(predicted[keep]) == 0 or np.ptp(measured[keep]) == 0:
         return float("nan"), float("nan")

@@ -47,7 +47,6 @@ class KmerRidge:
         from sklearn.linear_model import RidgeCV
         from sklearn.pipeline import make_pipeline
         from sklearn.preprocessing import StandardScaler
-
         self.model = make_pipeline(StandardScaler(), RidgeCV(alphas=np.logspace(-1, 5, 13)))
         self.model.fit(kmer_counts(sequences, self.k_max), np.asarray(values, dtype=np.float64))
         return self

@@ -104,7 +104,6 @@ def load_scoring_model(model: Any, device: str = "cpu") -> Any:
     if not isinstance(model, (str, os.PathLike)):
         return model
     from bioattn.models.registry import load_pretrained
-
     return load_pretrained(model, map_location=device)
 
 
@@ -119,7 +118,6 @@ def open_reference(reference: Any) -> Iterator[Any]:
         yield reference
         return
     from bioattn.tasks.promoter.scan import open_indexed_fasta
-
     check_reference(Path(reference))
     with tempfile.TemporaryDirectory(prefix="bioattn-faidx-") as folder:
         fasta = open_indexed_fasta(Path(reference), folder)
@@ -150,7 +148,6 @@ def _variant_set(variants: Any, fasta: Any, skip_indels: bool, skip_invalid: boo
 
 def _shares(n: int) -> tuple[slice, int, int]:
     from bioattn import distributed
-
     distributed.init_distributed()
     ranks, rank = distributed.world_size(), distributed.rank()
     bounds = np.linspace(0, n, ranks + 1).astype(int)
@@ -164,7 +161,6 @@ def _gather_rows(table: Any, ranks: int) -> Any:
     import pandas as pd
 
     from bioattn import distributed
-
     payload = table.to_csv(sep="\t", index=False, float_format="%.17g").encode()
     parts = distributed.gather_bytes(payload)
     if parts is None:
@@ -291,7 +287,6 @@ def _info_fields(table: Any) -> list[tuple[str, str, str, str]]:
 def _header_gaps(source: Path) -> list[str]:
     """The header lines htslib adds while reading ``source`` (tags and contigs its header does not define)."""
     from cyvcf2 import VCF
-
     reader = VCF(str(source), lazy=True)
     try:
         before = set(reader.raw_header.splitlines())
@@ -312,7 +307,6 @@ def write_annotated_vcf(source: Path, output: Path, table: Any, found: VariantSe
     """Copy the VCF ``source`` to ``output`` with the scores of ``table`` (rows = ``found.variants``) and the reason
     of each allele not scored in INFO."""
     from cyvcf2 import VCF, Writer
-
     by_record: dict[int, dict[int, int]] = {}
     for row, v in enumerate(found.variants):
         by_record.setdefault(v.record, {})[v.allele] = row

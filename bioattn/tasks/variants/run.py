@@ -21,7 +21,6 @@ def run_predict_variants(model: Any, reference: Any, input: Any, output: str | o
     """:func:`~bioattn.tasks.variants.predict.predict_variants` for ``input``, or with ``saturation`` every SNV of
     ``region`` (else of every record) written to ``output`` and drawn into ``figure`` (default: ``output``.png)."""
     from bioattn.distributed import resolve_device
-
     if saturation == (input is not None):
         raise UserInputError("give --input VCF_OR_TSV, or --saturation (with an optional --region), not both"
                              if saturation else "--input VCF_OR_TSV is required (or --saturation)")

@@ -69,7 +69,6 @@ def effect_matrix(table: Any, chrom: str, column: str = "delta") -> tuple[np.nda
 def draw_saturation(table: Any, path: str | Path, *, column: str = "delta", title: str = "") -> Path:
     """:func:`saturation_figure` written atomically as PNG."""
     from bioattn.io import save_figure
-
     return save_figure(saturation_figure(table, column=column, title=title), path)
 
 
@@ -83,12 +82,10 @@ def saturation_figure(table: Any, *, column: str = "delta", title: str = "") -> 
     one logo scale."""
     import logomaker
     import matplotlib
-
     matplotlib.use("Agg")
     import pandas as pd
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch, Rectangle
-
     chroms = list(dict.fromkeys(table["chrom"]))[:MAX_DRAWN]
     records = [_record_cells(table, chrom, column) for chrom in chroms]
     widest = max(len(span) for span, _, _, _ in records)

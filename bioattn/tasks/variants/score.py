@@ -67,7 +67,6 @@ class MemberOutputs:
 def _is_value_ensemble(model: Any) -> bool:
     """Whether ``model`` is an Ensemble of activity regressors, not of classifiers."""
     from bioattn.models.ensemble import Ensemble
-
     if not isinstance(model, Ensemble):
         return False
     first = model.members[0]
@@ -107,7 +106,6 @@ def resolve_strands(model: Any, strands: str) -> bool:
 def window_starts(pos0: np.ndarray, offsets: Sequence[int], length: int, width: int) -> np.ndarray:
     """:func:`bioattn.tasks.variants.windows.window_starts`."""
     from bioattn.tasks.variants.windows import window_starts as starts
-
     return starts(pos0, offsets, length, width)
 
 
@@ -144,7 +142,6 @@ def variant_windows(reference: Any, variants: Sequence[Variant], offsets: Sequen
     """``(ref windows, alt windows, weights (N, P), offsets (N, P))``: uint8 letters ``(P, width)`` per variant,
     offsets in the contig's forward orientation (:func:`bioattn.tasks.variants.windows.build_windows`)."""
     from bioattn.tasks.variants.windows import build_windows
-
     refs: list[Any] = [None] * len(variants)
     alts: list[Any] = [None] * len(variants)
     weights = np.zeros((len(variants), len(offsets)))
@@ -160,7 +157,6 @@ def predict_and_embed(model: Any, sequences: list[str], batch_size: int = 256) -
     """``(values (N, T), embeddings (N, D))``: one forward pass per batch for a one-strand model with ``tokenize``,
     else ``predict`` and ``embed``."""
     import torch
-
     if not (hasattr(model, "tokenize") and getattr(model, "strand", None) == "forward"):
         return np.asarray(model.predict(sequences), dtype=np.float64), np.asarray(model.embed(sequences), dtype=np.float64)
     was_training = model.training
@@ -195,7 +191,6 @@ def allele_scores(model: Any, reference: Any, variants: Sequence[Variant], *, of
     out: dict[str, Any] = {"ref": np.zeros((n, p, s, t)), "alt": np.zeros((n, p, s, t)), "weights": np.zeros((n, p)),
                            "where": np.zeros((n, p), dtype=np.int64), "ref_e": None, "alt_e": None}
     from bioattn.tasks.variants import windows as token_path
-
     scorer = token_path.token_model(model, embed)
     with progress_bar(total=n, desc="variants", unit="variant", leave=False, disable=not progress) as bar:
         try:
@@ -231,7 +226,6 @@ def score_table(variants: Sequence[Variant], scores: AlleleScores, target_names:
     """The output table: ``chrom pos id ref alt`` and the :func:`score_columns`; ``output`` (``--output-name``):
     that output's columns alone, unsuffixed."""
     import pandas as pd
-
     ref, alt = scores.mean(scores.ref), scores.mean(scores.alt)
     members = 1 if scores.ref_members is None else scores.ref_members.shape[3]
     table = pd.DataFrame({"chrom": [v.chrom for v in variants], "pos": np.array([v.pos for v in variants], dtype=np.int64),

@@ -50,7 +50,6 @@ class VariantsTask(Task):
 def _train() -> Any:
     """:mod:`bioattn.tasks.variants.train`, imported when a run starts."""
     from bioattn.tasks.variants import train
-
     return train
 
 

@@ -69,7 +69,6 @@ def _fit(x: np.ndarray, y: np.ndarray, groups: np.ndarray, seed: int) -> Any:
     """ElasticNetCV without intercept on standardised features ``x`` and element-centred effects ``y``."""
     from sklearn.linear_model import ElasticNetCV
     from sklearn.model_selection import GroupKFold
-
     inner = list(GroupKFold(n_splits=min(5, len(np.unique(groups))), shuffle=True, random_state=seed).split(x, y, groups))
     return ElasticNetCV(l1_ratio=[0.1, 0.5, 0.9, 1.0], alphas=30, cv=inner, max_iter=20000, fit_intercept=False,
                         random_state=seed).fit(x, y)
@@ -99,7 +98,6 @@ def _read_kmer_training(paths: Sequence[Path]) -> tuple[list[str], np.ndarray]:
     """Sequences and values of activity files (a ``seq``/``sequence`` column and a numeric one), shared constant
     flanks removed."""
     import pandas as pd
-
     sequences, values = [], []
     for path in paths:
         if not Path(path).is_file():
@@ -135,7 +133,6 @@ def prepare(options: VariantTrainOptions) -> tuple[VariantTrainOptions, Any]:
 
     from bioattn.distributed import resolve_device
     from bioattn.models.registry import load_pretrained, resolve_model_dir
-
     options.device = str(resolve_device(options.device))
     out = Path(options.out)
     if out.exists() and any(out.iterdir()) and not options.overwrite:
@@ -195,7 +192,6 @@ def prepare(options: VariantTrainOptions) -> tuple[VariantTrainOptions, Any]:
 def protocol(options: VariantTrainOptions) -> Any:
     """The run's :class:`~bioattn.tasks.driver.RunProtocol`: ``options.folds``-fold cross-validation."""
     from bioattn.tasks.driver import RunProtocol
-
     return RunProtocol(cv=options.folds, description=(
         f"{options.folds}-fold cross-validation within the release, grouped by blocks of {options.block} "
         "positions within each element; Pearson per element, averaged over elements"))
@@ -206,7 +202,6 @@ def members(options: VariantTrainOptions, data: Any) -> list[Any]:
     from sklearn.model_selection import GroupKFold
 
     from bioattn.tasks.driver import cv_members
-
     table = data.pool
     y = table["effect"].to_numpy()
     splitter = GroupKFold(n_splits=options.folds, shuffle=True, random_state=options.seed)
@@ -242,7 +237,6 @@ def report(options: VariantTrainOptions, data: Any, run_protocol: Any, run: Any)
     ``options.out``, and ``(metrics.json's document, summary.md's text)``."""
     from bioattn.models.variant_head import ACTIVITY_FOLDER, VariantEffectHead
     from bioattn.tasks.driver import metrics_document
-
     out = Path(options.out)
     table, extra = data.pool, data.extra
     names, features, kmer_delta, paths, sets = (extra["names"], extra["features"], extra["kmer_delta"],
@@ -315,7 +309,6 @@ def write_out_of_fold(options: VariantTrainOptions, data: Any) -> None:
     """``out_of_fold.tsv`` (the release's rows, each path's out-of-fold prediction) and ``features.tsv`` (the
     release's rows, every label-free feature before standardisation)."""
     from bioattn.io import write_table
-
     for name, columns in (("out_of_fold.tsv", data.extra["predictions"]), ("features.tsv", data.extra["features"])):
         table = data.pool[["chrom", "pos", "ref", "alt", "effect", "conf", "group"]].copy()
         for column, values in columns.items():

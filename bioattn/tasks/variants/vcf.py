@@ -125,7 +125,6 @@ def describe_record(path: Path, line_number: int, messages: list[str]) -> str:
 def open_vcf(path: Path, checked: bool = False, **kwargs: Any) -> Any:
     """A :class:`cyvcf2.VCF` of ``path``, its header checked first (``checked``: the caller did), htslib quiet."""
     from cyvcf2 import VCF
-
     if not checked:
         check_vcf_header(path)
     with htslib_messages() as messages:

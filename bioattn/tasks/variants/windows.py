@@ -150,7 +150,6 @@ class TokenModel:
         import torch
 
         from bioattn.data.dna import _ENCODE_TABLE
-
         self.model, self.embed = model, embed
         self.table = np.where(_ENCODE_TABLE >= 0, _ENCODE_TABLE, 255).astype(np.uint8)
         self.device = next(model.parameters()).device
@@ -193,7 +192,6 @@ class ActivityTokens(TokenModel):
 
     def score(self, ref: Any, alt: Any) -> tuple:
         from bioattn.data.dna import reverse_complement_ids
-
         model, torch = self.model, self.torch
         both = model.strand == "both"
         ids = torch.cat([ref, alt])
@@ -231,7 +229,6 @@ def token_model(model: Any, embed: bool) -> TokenModel | None:
     from bioattn.models.activity import ActivityRegressor
     from bioattn.models.ensemble import Ensemble
     from bioattn.models.promoter import PromoterClassifier
-
     if type(model) is ActivityRegressor:
         return ActivityTokens(model, embed)
     ensemble = getattr(model, "ensemble", None)  # score.MemberOutputs: an ensemble's members side by side
@@ -275,7 +272,6 @@ def score_tokens(scorer: TokenModel, reference: Any, variants: Sequence[Any], of
     """Fill ``out`` (``ref``, ``alt`` ``(N, P, S, T)``, ``weights``, ``where``, ``ref_e``/``alt_e``) in passes of
     about twice :func:`rows_per_allele` rows; each distinct reference window of a contig's group is scored once."""
     from bioattn.tasks.device_feed import feed
-
     n, p, s = len(variants), len(offsets), 2 if both else 1
     chrom = np.array([v.chrom for v in variants], dtype=object)
     pos = np.fromiter((v.pos for v in variants), dtype=np.int64, count=n)
