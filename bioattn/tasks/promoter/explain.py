@@ -188,11 +188,11 @@ def explain_promoter(
 
         if not 0 < motif_q <= 1:
             raise UserInputError(f"--motif-q must be in (0, 1], got {motif_q}")
-        for name, value, allowed in (("target", motif_target, ("positive", "predicted")),
-                                     ("sequences", motif_sequences, ("all", "predicted_positive")),
-                                     ("attribution", motif_attribution, ("integrated_gradients", "ism"))):
-            if value not in allowed:
-                raise UserInputError(f"--motif-{name} must be {' or '.join(allowed)}, got {value!r}")
+        for flag, value, allowed in (("--motif-target", motif_target, ("positive", "predicted")),
+                                     ("--motif-sequences", motif_sequences, ("all", "predicted_positive")),
+                                     ("--motif-attribution", motif_attribution, ("integrated_gradients", "ism"))):
+            if value not in allowed:  # the flag's full name in the source: the messages' flags are checked by tests
+                raise UserInputError(f"{flag} must be {' or '.join(allowed)}, got {value!r}")
         database = load_motif_database(motif_db)
     if known_motifs < 0:
         raise UserInputError(f"--known-motifs must be >= 0, got {known_motifs}")
