@@ -162,6 +162,8 @@ class HybridCT3D(CTClassifier):
         if self.distance_channel != bool(getattr(resnet, "distance_channel", False)) or self.unshuffle != 1:
             raise ValueError("start_from_resnet: the ResNet and this model must read the same input (distance "
                              "channel, no unshuffle)")
+        if getattr(network.conv1, "stride", (1,))[0] != self.config["conv1_stride"]:
+            raise ValueError("start_from_resnet: the ResNet's conv1 stride differs from this model's conv1_stride")
         names = ["conv1", "bn1", "act", "maxpool", "layer1", "layer2", "layer3", "layer4"]
         try:
             for name, module in zip(names, self.stem):
@@ -169,8 +171,6 @@ class HybridCT3D(CTClassifier):
             self.trunk_head.load_state_dict(network.fc.state_dict())
         except (RuntimeError, AttributeError) as exc:
             raise ValueError(f"start_from_resnet: the ResNet's layout differs from this model's stem: {exc}") from exc
-        if getattr(network.conv1, "stride", (1,))[0] != self.config["conv1_stride"]:
-            raise ValueError("start_from_resnet: the ResNet's conv1 stride differs from this model's conv1_stride")
         with torch.no_grad():
             self.attention_gate.zero_()
         return self

@@ -250,7 +250,8 @@ class CTOptions(TaskOptions):
 
     @property
     def init_name(self) -> str:
-        """How the attention model starts (:data:`INITS`): ``init``, else the default."""
+        """How the attention model starts (:data:`INITS`): ``init``, else ``resnet`` for a manifest run with the ResNet
+        baseline and none of :data:`ARCHITECTURE_FLAGS`, else ``scratch``."""
         if self.init is not None:
             return self.init
         explicit = any(getattr(self, name) is not None for name in ARCHITECTURE_FLAGS)
