@@ -106,7 +106,7 @@ def not_learned_hints(data: CTData, saved: SavedPreprocessing, models: dict[str,
         return []
     counts = np.bincount(data.labels["train"])
     smallest = int(counts[counts > 0].min())
-    how = ("starts as the same-run ResNet, which did not learn either, and is trained"
+    how = ("starts as the same-run ResNet and trains attention only"
            if hybrid.get("init") == "resnet" else "is trained from scratch")
     hints = [f"hint: the attention model {how} on {len(data.labels['train'])} volumes "
              f"({smallest} of the smallest class); with a few dozen, a small or faint finding often stays below what "

@@ -121,6 +121,9 @@ def test_a_manifest_run_that_did_not_learn_gets_hints_naming_its_likely_causes()
     hints = not_learned_hints(data, saved, stuck)
     assert len(hints) == 3 and all(line.startswith("hint: ") for line in hints)
     assert "32 volumes (12 of the smallest class)" in hints[0] and "--cv 5" in hints[0]
+    assert "trained from scratch" in hints[0]
+    started = not_learned_hints(data, saved, {HYBRID_NAME: {**stuck[HYBRID_NAME], "init": "resnet"}})
+    assert "starts as the same-run ResNet" in started[0] and "from scratch" not in started[0]
     assert "-1000..350" in hints[1] and "--intensity-window" in hints[1]
     assert "96 x 96 x 40 voxels are resized to 32 x 32 x 32" in hints[2]
 
